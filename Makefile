@@ -1,0 +1,53 @@
+# Gearbox — two commands matter: `make demo` and `make test`. Both set everything up themselves.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.PHONY: help venv system-deps lint typecheck test test-fast demo demo-cp demo-sim bench engines clean
+
+help:
+	@echo "make demo      - the main job end to end (see README)"
+	@echo "make test      - install everything, lint, type-check, run all tests"
+	@echo "make demo-sim  - the same flow on the engine simulator"
+	@echo "make bench     - benchmarks, written to bench/RESULTS.md"
+
+$(STAMP): pyproject.toml
+	@echo "==> creating $(VENV) and installing gearbox[dev,profiler]"
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,profiler]'
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+venv: $(STAMP)
+
+system-deps:
+	@bash infra/scripts/ensure-system-deps.sh
+
+lint: venv
+	@echo "==> ruff"
+	@$(BIN)/ruff check .
+	@$(BIN)/ruff format --check .
+	@echo "==> import contracts"
+	@$(BIN)/lint-imports
+	@echo "==> mypy --strict"
+	@$(BIN)/mypy contracts control_plane data_plane profiler simulator tests bench
+
+test: venv system-deps lint
+	@echo "==> pytest"
+	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): failing" >&2; exit 1; fi; exit $$rc
+
+test-fast: venv
+	@$(BIN)/python -m pytest -m "not engine" $(PYTEST_ARGS)
+
+demo-cp: venv system-deps
+	@$(BIN)/python -m control_plane.demo
+
+demo: demo-cp
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

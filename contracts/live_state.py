@@ -1,0 +1,36 @@
+"""Live state a data-plane instance shares through Redis for the operator page.
+
+Written by each data plane every few seconds with a TTL, read by the control plane. Never on
+the request path; never carries prompts, keys or endpoint URLs.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+BreakerState = Literal["closed", "half_open", "open"]
+
+
+class _Contract(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class EndpointState(_Contract):
+    endpoint_id: str = Field(max_length=200)
+    pair: str = Field(max_length=200)
+    breaker: BreakerState
+    in_flight: int = Field(ge=0)
+
+
+class DataPlaneState(_Contract):
+    schema_version: str = "1.0"
+    kind: Literal["DataPlaneState"] = "DataPlaneState"
+    instance: str = Field(min_length=1, max_length=200)
+    table_version: int | None = None
+    updated_at: datetime
+    endpoints: tuple[EndpointState, ...] = ()
+    requests_by_pair: dict[str, int] = Field(default_factory=dict, description="since start")
+    fallbacks_total: int = Field(default=0, ge=0)

@@ -1,0 +1,126 @@
+"""Routing policy: the operator's defaults per category and the table-wide routing knobs.
+
+Written by people (YAML or JSON), validated by the control plane with `load_policy` (unknown
+keys rejected by path), and embedded in every RoutingTable so data planes apply the same
+defaults the table was built for.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from contracts.names import KNOWN_CATEGORIES, Category, Family
+from contracts.strict import find_unknown_keys
+
+POLICY_SCHEMA_VERSION = "1.0"
+
+Ratio = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+PosFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+BudgetMode = Literal["best-effort", "strict"]
+MEASURED_QUANTILES = (0.5, 0.9, 0.95, 0.99)
+
+
+class _Policy(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class CategoryPolicy(_Policy):
+    """Defaults for requests of one category that carry no budget headers."""
+
+    min_accuracy: Ratio = 0.0
+    latency_budget_s: PosFloat | None = None
+    ttft_budget_s: PosFloat | None = None
+    typical_output_tokens: int = Field(default=256, ge=1, le=1_000_000)
+
+
+class UtilityWeights(_Policy):
+    """Weights of the utility score (see control_plane/scoring.py for the formula)."""
+
+    accuracy: float = Field(default=1.0, ge=0.0, le=100.0)
+    cost: float = Field(default=0.5, ge=0.0, le=100.0)
+    latency: float = Field(default=0.25, ge=0.0, le=100.0)
+
+
+class ShadowPolicy(_Policy):
+    """Shadow mode: decide and count, but send traffic to `default_pair`."""
+
+    enabled: bool = False
+    default_pair: str | None = None
+
+    @model_validator(mode="after")
+    def _pair_when_enabled(self) -> ShadowPolicy:
+        if self.enabled and not self.default_pair:
+            raise ValueError("shadow.default_pair is required when shadow.enabled is true")
+        return self
+
+
+def _default_categories() -> dict[str, CategoryPolicy]:
+    return {name: CategoryPolicy() for name in KNOWN_CATEGORIES}
+
+
+class Policy(_Policy):
+    """Table-wide routing policy."""
+
+    schema_version: str = Field(default=POLICY_SCHEMA_VERSION, pattern=r"^1\.\d+$")
+    latency_quantile: float = Field(default=0.95, description="one of 0.5, 0.9, 0.95, 0.99")
+    default_category: Category = "chat"
+    categories: dict[Category, CategoryPolicy] = Field(default_factory=_default_categories)
+    budget_mode: BudgetMode = "best-effort"
+    baselines: dict[Family, str] = Field(
+        default_factory=dict,
+        description="family -> baseline pair for savings; default: the family's most precise",
+    )
+    shadow: ShadowPolicy = ShadowPolicy()
+    canary_fraction: Ratio = Field(
+        default=1.0, description="share of traffic routed adaptively; the rest goes to baselines"
+    )
+    utility_weights: UtilityWeights = UtilityWeights()
+    reference_input_tokens: int = Field(default=512, ge=1, description="for cost ordering")
+    reference_output_tokens: int = Field(default=256, ge=1, description="for cost ordering")
+
+    @field_validator("latency_quantile")
+    @classmethod
+    def _measured_quantile(cls, value: float) -> float:
+        if value not in MEASURED_QUANTILES:
+            raise ValueError(f"must be one of {MEASURED_QUANTILES} (the quantiles profiles hold)")
+        return value
+
+    @model_validator(mode="after")
+    def _default_category_known(self) -> Policy:
+        if self.default_category not in self.categories:
+            raise ValueError(f"default_category {self.default_category!r} is not in categories")
+        return self
+
+
+class PolicyError(ValueError):
+    """A policy document is invalid; `errors` holds one 'path: message' line per problem."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("invalid policy: " + "; ".join(errors))
+        self.errors = errors
+
+
+def load_policy(data: Any) -> Policy:
+    """Validate a human-written policy: unknown keys and bad values both fail, by field path."""
+    if not isinstance(data, dict):
+        raise PolicyError(["(root): must be a mapping"])
+    problems = [f"{p}: unknown field" for p in find_unknown_keys(Policy, data)]
+    try:
+        policy = Policy.model_validate(data)
+    except ValidationError as err:
+        problems += [
+            f"{'.'.join(str(x) for x in e['loc']) or '(root)'}: {e['msg']}" for e in err.errors()
+        ]
+        raise PolicyError(problems) from err
+    if problems:
+        raise PolicyError(problems)
+    return policy

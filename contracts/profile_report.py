@@ -1,0 +1,178 @@
+"""ProfileReport: one measured (model, quantization) pair, as the profiler writes it.
+
+The wire contract between the profiler and the control plane. Readers ignore unknown fields;
+the major part of `schema_version` must match `SCHEMA_VERSION`'s.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from contracts.names import Category, Family, HttpUrl, Quantization, pair_name
+
+SCHEMA_VERSION = "1.0"
+
+NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+PosFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+Ratio = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+
+
+class _Contract(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class Quantiles(_Contract):
+    """Quantiles of one latency distribution, in seconds, with the sample count behind them."""
+
+    n: int = Field(ge=1)
+    mean: NonNegFloat
+    p50: NonNegFloat
+    p90: NonNegFloat
+    p95: NonNegFloat
+    p99: NonNegFloat
+
+    @model_validator(mode="after")
+    def _monotone(self) -> Quantiles:
+        if not (self.p50 <= self.p90 <= self.p95 <= self.p99):
+            raise ValueError("quantiles must satisfy p50 <= p90 <= p95 <= p99")
+        return self
+
+    def at(self, q: float) -> float:
+        """The quantile `q` (one of 0.5, 0.9, 0.95, 0.99), for the table's policy."""
+        table = {0.5: self.p50, 0.9: self.p90, 0.95: self.p95, 0.99: self.p99}
+        if q not in table:
+            raise ValueError(f"quantile {q} is not measured; use one of {sorted(table)}")
+        return table[q]
+
+
+class LatencySample(_Contract):
+    """One load level: `concurrency` closed-loop streams, `input_tokens` in, `output_tokens` out."""
+
+    concurrency: int = Field(ge=1)
+    input_tokens: int = Field(ge=1, description="mean prompt tokens at this level")
+    output_tokens: int = Field(ge=1, description="mean completion tokens at this level")
+    requests: int = Field(ge=1, description="completed requests measured (warm-up excluded)")
+    errors: int = Field(ge=0, default=0)
+    duration_s: PosFloat
+    ttft_s: Quantiles
+    tpot_s: Quantiles
+    e2e_s: Quantiles
+    output_tokens_per_s: PosFloat = Field(description="aggregate output throughput at this level")
+    requests_per_s: PosFloat
+    open_loop_rate_rps: PosFloat | None = Field(
+        default=None, description="set when the level was an open-loop arrival rate"
+    )
+
+
+class CategoryAccuracy(_Contract):
+    """Accuracy on one task category, with its sample count and a 95% Wilson interval."""
+
+    category: Category
+    accuracy: Ratio
+    n: int = Field(ge=1)
+    ci_low: Ratio
+    ci_high: Ratio
+
+    @model_validator(mode="after")
+    def _interval(self) -> CategoryAccuracy:
+        if not (self.ci_low <= self.accuracy <= self.ci_high):
+            raise ValueError("ci_low <= accuracy <= ci_high must hold")
+        return self
+
+
+class Hardware(_Contract):
+    """What serves the pair and what it costs per hour (for derived token prices)."""
+
+    name: str = Field(min_length=1, max_length=200, description="e.g. '1x H100-SXM-80GB'")
+    accelerator: str | None = Field(default=None, max_length=200)
+    accelerator_count: int = Field(ge=0, default=1)
+    hourly_usd: NonNegFloat | None = None
+
+
+class Prices(_Contract):
+    """Explicit prices in USD per million tokens."""
+
+    input_usd_per_mtok: NonNegFloat
+    output_usd_per_mtok: NonNegFloat
+
+
+class Memory(_Contract):
+    """Memory facts, where the engine reports them (all optional)."""
+
+    weights_bytes: int | None = Field(default=None, ge=0)
+    kv_cache_bytes: int | None = Field(default=None, ge=0)
+    peak_bytes: int | None = Field(default=None, ge=0)
+    kv_cache_usage_ratio_max: Ratio | None = None
+
+
+class EngineFacts(_Contract):
+    """Facts read from the engine's `/metrics` and `/v1/models` during the run."""
+
+    preemptions_total: int | None = Field(default=None, ge=0)
+    max_requests_waiting: int | None = Field(default=None, ge=0)
+    max_requests_running: int | None = Field(default=None, ge=0)
+
+
+class Provenance(_Contract):
+    engine: str = Field(min_length=1, max_length=100, description="e.g. 'vllm'")
+    engine_version: str = Field(min_length=1, max_length=100)
+    model_revision: str | None = Field(default=None, max_length=200)
+    eval_set_id: str = Field(min_length=1, max_length=200)
+    eval_set_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    profiler_version: str = Field(min_length=1, max_length=100)
+    git_sha: str | None = Field(default=None, max_length=64)
+    host: str | None = Field(default=None, max_length=200)
+    started_at: datetime
+    finished_at: datetime
+    partial: bool = Field(default=False, description="the run was interrupted; data is incomplete")
+
+    @model_validator(mode="after")
+    def _times(self) -> Provenance:
+        if self.finished_at < self.started_at:
+            raise ValueError("finished_at must not be before started_at")
+        return self
+
+
+class ProfileReport(_Contract):
+    """Everything measured about one pair. `pair` = `family@quantization`."""
+
+    schema_version: str = Field(default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$")
+    kind: Literal["ProfileReport"] = "ProfileReport"
+    family: Family
+    quantization: Quantization
+    served_model_name: str = Field(min_length=1, max_length=200)
+    endpoints: tuple[HttpUrl, ...] = Field(min_length=1, max_length=64)
+    hardware: Hardware
+    prices: Prices | None = None
+    context_length: int = Field(ge=16)
+    chars_per_token: PosFloat = Field(
+        default=4.0, description="prompt characters per prompt token, measured from usage"
+    )
+    latency: tuple[LatencySample, ...] = Field(min_length=1)
+    accuracy: tuple[CategoryAccuracy, ...] = Field(min_length=1)
+    memory: Memory = Memory()
+    engine_facts: EngineFacts = EngineFacts()
+    provenance: Provenance
+
+    @property
+    def pair(self) -> str:
+        return pair_name(self.family, self.quantization)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ProfileReport:
+        major = self.schema_version.split(".")[0]
+        if major != SCHEMA_VERSION.split(".")[0]:
+            raise ValueError(
+                f"schema_version {self.schema_version} is not compatible with {SCHEMA_VERSION}"
+            )
+        if self.prices is None and self.hardware.hourly_usd is None:
+            raise ValueError("either prices or hardware.hourly_usd must be given")
+        cats = [a.category for a in self.accuracy]
+        if len(set(cats)) != len(cats):
+            raise ValueError("accuracy lists a category more than once")
+        if len(set(self.endpoints)) != len(self.endpoints):
+            raise ValueError("endpoints must be unique")
+        return self

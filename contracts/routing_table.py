@@ -1,0 +1,201 @@
+"""RoutingTable: what the control plane publishes and every data plane serves from.
+
+Everything a data plane needs to decide in microseconds is precomputed here: fitted latency
+coefficients at the policy's quantile, prices, accuracy and utility per category, endpoints,
+and entries already ordered by cost. Readers ignore unknown fields; the major part of
+`schema_version` must match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+
+from contracts.names import Category, Family, HttpUrl, Quantization, pair_name
+from contracts.policy import Policy
+
+SCHEMA_VERSION = "1.0"
+
+NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
+PosFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+Ratio = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+
+
+class _Contract(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class LatencyModel(_Contract):
+    """Latency at the table's quantile as a function of input tokens and load.
+
+    `load` is the number of requests the endpoint would be serving, this one included
+    (in-flight + queued + 1), i.e. the closed-loop concurrency level the profiler measured.
+
+        ttft_s(n_in, load) = ttft_base_s + ttft_per_input_token_s * n_in + ttft_per_load_s * load
+        tpot_s(load)       = tpot_base_s + tpot_per_load_s * load
+        latency_s          = ttft_s(n_in, load) + n_out * tpot_s(load)
+
+    All coefficients are non-negative (latency never improves with more load or tokens).
+    """
+
+    quantile: float = Field(gt=0.0, lt=1.0)
+    ttft_base_s: NonNegFloat
+    ttft_per_input_token_s: NonNegFloat
+    ttft_per_load_s: NonNegFloat
+    tpot_base_s: NonNegFloat
+    tpot_per_load_s: NonNegFloat
+    max_profiled_load: int = Field(ge=1, description="highest concurrency the profile measured")
+    ttft_rmse_s: NonNegFloat = 0.0
+    tpot_rmse_s: NonNegFloat = 0.0
+
+    def ttft_s(self, input_tokens: int, load: float) -> float:
+        return (
+            self.ttft_base_s
+            + self.ttft_per_input_token_s * input_tokens
+            + (self.ttft_per_load_s * load)
+        )
+
+    def tpot_s(self, load: float) -> float:
+        return self.tpot_base_s + self.tpot_per_load_s * load
+
+    def latency_s(self, input_tokens: int, output_tokens: int, load: float) -> float:
+        return self.ttft_s(input_tokens, load) + output_tokens * self.tpot_s(load)
+
+
+class EndpointEntry(_Contract):
+    """One engine URL serving a pair. `id` (e.g. `fam@q#0`) is what metrics and logs show."""
+
+    id: str = Field(min_length=1, max_length=200)
+    url: HttpUrl
+
+
+class PairEntry(_Contract):
+    pair: str
+    family: Family
+    quantization: Quantization
+    served_model_name: str = Field(min_length=1, max_length=200)
+    endpoints: tuple[EndpointEntry, ...] = Field(min_length=1)
+    context_length: int = Field(ge=16)
+    chars_per_token: PosFloat
+    input_usd_per_mtok: NonNegFloat
+    output_usd_per_mtok: NonNegFloat
+    price_source: Literal["explicit", "derived"]
+    sustained_output_tokens_per_s: PosFloat
+    latency: LatencyModel
+    accuracy: dict[Category, Ratio]
+    accuracy_n: dict[Category, int]
+    utility: dict[Category, FiniteFloat]
+    precision_rank: int = Field(ge=0, description="0 = the most precise pair of its family")
+    reference_cost_usd: NonNegFloat = Field(description="cost of the policy's reference request")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> PairEntry:
+        if self.pair != pair_name(self.family, self.quantization):
+            raise ValueError(f"pair {self.pair!r} does not match family@quantization")
+        if set(self.accuracy) != set(self.accuracy_n):
+            raise ValueError("accuracy and accuracy_n must cover the same categories")
+        if len({e.id for e in self.endpoints}) != len(self.endpoints):
+            raise ValueError("endpoint ids must be unique")
+        return self
+
+    def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
+        return (
+            input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok
+        ) / 1_000_000
+
+
+class PrunedPair(_Contract):
+    pair: str
+    dominated_by: str
+
+
+class SourceReport(_Contract):
+    pair: str
+    report_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    partial: bool = False
+
+
+class RoutingTable(_Contract):
+    schema_version: str = Field(default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$")
+    kind: Literal["RoutingTable"] = "RoutingTable"
+    version: int = Field(ge=0, description="0 until published; then the Redis sequence number")
+    content_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    created_at: datetime
+    policy: Policy
+    entries: tuple[PairEntry, ...] = Field(min_length=1)
+    baselines: dict[Family, str]
+    categories: tuple[Category, ...] = Field(min_length=1)
+    pruned: tuple[PrunedPair, ...] = ()
+    sources: tuple[SourceReport, ...] = ()
+
+    @model_validator(mode="after")
+    def _consistent(self, info: ValidationInfo) -> RoutingTable:
+        major = self.schema_version.split(".")[0]
+        if major != SCHEMA_VERSION.split(".")[0]:
+            raise ValueError(
+                f"schema_version {self.schema_version} is not compatible with {SCHEMA_VERSION}"
+            )
+        pairs = [e.pair for e in self.entries]
+        if len(set(pairs)) != len(pairs):
+            raise ValueError("entries list a pair more than once")
+        keys = [(e.reference_cost_usd, e.pair) for e in self.entries]
+        if keys != sorted(keys, key=lambda k: k[0]):
+            raise ValueError("entries must be ordered by reference_cost_usd")
+        for family, pair in self.baselines.items():
+            if pair not in pairs:
+                raise ValueError(f"baseline {pair!r} of {family!r} is not an entry")
+        stamping = isinstance(info.context, dict) and info.context.get("stamping") is True
+        if not stamping and self.content_sha256 != compute_content_sha256(self):
+            raise ValueError("content_sha256 does not match the table's content")
+        return self
+
+    def entry(self, pair: str) -> PairEntry | None:
+        for e in self.entries:
+            if e.pair == pair:
+                return e
+        return None
+
+
+_VOLATILE = {"version", "created_at", "content_sha256"}
+
+
+def canonical_json(data: Any) -> str:
+    """The one serialisation hashes are taken over: sorted keys, no whitespace."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def content_payload(table: RoutingTable | dict[str, Any]) -> dict[str, Any]:
+    data = table.model_dump(mode="json") if isinstance(table, RoutingTable) else dict(table)
+    # Readers of a newer schema may hold fields this version does not know; the hash covers
+    # the fields known here, so a reader re-checks exactly what it validated.
+    return {k: v for k, v in data.items() if k not in _VOLATILE}
+
+
+def compute_content_sha256(table: RoutingTable | dict[str, Any]) -> str:
+    """Hash of everything but version, creation time and the hash itself.
+
+    Two builds from the same reports and policy have the same hash, whenever they ran.
+    """
+    return hashlib.sha256(canonical_json(content_payload(table)).encode()).hexdigest()
+
+
+def stamp_table(data: dict[str, Any]) -> RoutingTable:
+    """Validate a table built as plain data and fill in its content hash.
+
+    The hash is taken over the validated model's JSON, so it is the one readers recompute.
+    """
+    data = {**data, "content_sha256": "0" * 64}
+    draft = RoutingTable.model_validate(data, context={"stamping": True})
+    return draft.model_copy(update={"content_sha256": compute_content_sha256(draft)})
+
+
+def with_version(table: RoutingTable, version: int) -> RoutingTable:
+    """The same table stamped with a published version (content hash unchanged)."""
+    if version < 1:
+        raise ValueError("published versions start at 1")
+    return table.model_copy(update={"version": version})

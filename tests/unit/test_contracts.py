@@ -1,0 +1,67 @@
+"""Contracts: validation, hashing, schema export freshness."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from contracts.policy import Policy, PolicyError, load_policy
+from contracts.redis_keys import RedisKeys
+from contracts.schemas_export import SCHEMA_DIR, render_schemas
+
+
+def test_exported_schemas_are_current() -> None:
+    for name, text in render_schemas().items():
+        on_disk = (SCHEMA_DIR / name).read_text(encoding="utf-8")
+        assert on_disk == text, f"{name} is stale: run `python -m contracts export-schemas`"
+
+
+def test_policy_unknown_keys_are_named_by_path() -> None:
+    with pytest.raises(PolicyError) as err:
+        load_policy({"categories": {"chat": {"min_acuracy": 0.5}}, "canary": 1})
+    assert "categories.chat.min_acuracy: unknown field" in err.value.errors
+    assert "canary: unknown field" in err.value.errors
+
+
+def test_policy_bad_values_are_named_by_path() -> None:
+    with pytest.raises(PolicyError) as err:
+        load_policy({"latency_quantile": 0.97, "categories": {"chat": {"min_accuracy": 2}}})
+    joined = " ".join(err.value.errors)
+    assert "latency_quantile" in joined
+    assert "categories.chat.min_accuracy" in joined
+
+
+def test_policy_default_category_must_exist() -> None:
+    with pytest.raises(PolicyError):
+        load_policy({"default_category": "poetry"})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [{"shadow": {"enabled": True}}, {"canary_fraction": 1.5}, {"budget_mode": "lenient"}],
+)
+def test_policy_rejects(data: dict[str, Any]) -> None:
+    with pytest.raises(PolicyError):
+        load_policy(data)
+
+
+def test_policy_defaults() -> None:
+    policy = load_policy({})
+    assert policy == Policy()
+    assert policy.latency_quantile == 0.95
+    assert set(policy.categories) >= {"chat", "code", "math"}
+
+
+def test_policy_is_frozen() -> None:
+    with pytest.raises(ValidationError):
+        Policy().canary_fraction = 0.5  # type: ignore[misc]
+
+
+def test_redis_keys_prefix() -> None:
+    keys = RedisKeys("acme")
+    assert keys.table_version(7) == "acme:rt:v:7"
+    assert keys.table_current == "acme:rt:current"
+    with pytest.raises(ValueError, match="prefix"):
+        RedisKeys("bad prefix")
