@@ -1,0 +1,190 @@
+"""Hot-path value types of the data plane: frozen, slotted, built once per table or request.
+
+PURE: imports only the stdlib and `contracts`. Every other data-plane module speaks these types;
+the routing decision (`routing.choose_route`) is a function of them alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from contracts.policy import Policy
+
+# --- budgets and request facts ------------------------------------------------------------
+
+
+class BudgetMode(StrEnum):
+    BEST_EFFORT = "best-effort"
+    STRICT = "strict"
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What the client asked for in headers; None = use the policy's default for the category."""
+
+    latency_s: float | None = None
+    ttft_s: float | None = None
+    min_accuracy: float | None = None
+    max_cost_usd: float | None = None
+    mode: BudgetMode | None = None
+    category: str | None = None  # X-Task-Category override
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFacts:
+    """What the data plane read from the body (never the prompt text itself)."""
+
+    alias: str  # the `model` field: "auto", a family, or family@quantization
+    category: str  # classifier's category (before any X-Task-Category override)
+    complexity: float  # classifier's 0..1 complexity score
+    input_chars: int  # characters of prompt text, for per-family token estimates
+    max_output_tokens: int | None  # max_tokens / max_completion_tokens, when given
+    stream: bool = False
+    wants_json: bool = False  # response_format asks for JSON
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRequest:
+    facts: RequestFacts
+    budget: Budget
+
+
+# --- the compiled table -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledEndpoint:
+    id: str  # e.g. "fam@q#0": what metrics, logs and the breaker key on
+    url: str  # internal; never shown to clients
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPair:
+    """One table entry, flattened for a linear scan (prices per token, not per million)."""
+
+    pair: str
+    family: str
+    quantization: str
+    served_model_name: str
+    endpoints: tuple[CompiledEndpoint, ...]
+    context_length: int
+    chars_per_token: float
+    input_usd_per_token: float
+    output_usd_per_token: float
+    ttft_base_s: float
+    ttft_per_input_token_s: float
+    ttft_per_load_s: float
+    tpot_base_s: float
+    tpot_per_load_s: float
+    accuracy: Mapping[str, float]  # category -> accuracy; a missing category counts as 0
+    precision_rank: int  # 0 = most precise of its family
+    order: int  # position in the table's cost order (the stable tie-break key)
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryDefaults:
+    min_accuracy: float
+    latency_budget_s: float | None
+    ttft_budget_s: float | None
+    typical_output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledTable:
+    version: int
+    content_sha256: str
+    pairs: tuple[CompiledPair, ...]  # cost order
+    by_alias: Mapping[str, tuple[CompiledPair, ...]]  # "auto", families, pair names -> cost order
+    categories: Mapping[str, CategoryDefaults]
+    default_category: str
+    default_mode: BudgetMode
+    baselines: Mapping[str, CompiledPair]  # family -> baseline pair (for savings)
+    more_precise: Mapping[str, CompiledPair]  # pair -> next more precise pair of its family
+    policy: Policy  # shadow / canary knobs are read from here
+
+
+# --- health and load ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HealthView:
+    """Snapshot for one decision: ejected endpoints and load per endpoint id.
+
+    load[endpoint_id] = in-flight requests this process tracks + queue depth scraped from the
+    engine (waiting + running) when scraping is enabled. Missing ids mean load 0.
+    """
+
+    open_endpoints: frozenset[str] = frozenset()
+    load: Mapping[str, float] = field(default_factory=dict)
+
+
+# --- decisions ----------------------------------------------------------------------------
+
+
+class RouteReason(StrEnum):
+    """Why the first candidate was chosen (X-Route-Reason and a metric label)."""
+
+    CHEAPEST_FEASIBLE = "cheapest_feasible"
+    LATENCY_RELAXED = "best_effort_latency_relaxed"  # nothing met latency; fastest above floor
+    FLOOR_RELAXED = "best_effort_most_accurate"  # nothing met the floor; most accurate healthy
+    SHADOW = "shadow"  # shadow mode: decision counted, traffic to the default pair
+    CANARY_BASELINE = "canary_baseline"  # outside the canary fraction: baseline pair
+
+
+class Rejection(StrEnum):
+    """Why one pair was not feasible (shown by /v1/route)."""
+
+    NOT_ALLOWED = "not_allowed_by_model"
+    BREAKER_OPEN = "breaker_open"
+    CONTEXT_TOO_LONG = "context_too_long"
+    BELOW_FLOOR = "below_accuracy_floor"
+    TOO_SLOW = "too_slow"
+    TOO_EXPENSIVE = "too_expensive"
+
+
+class NoRouteReason(StrEnum):
+    UNKNOWN_MODEL = "unknown_model"
+    BUDGET_INFEASIBLE = "budget_infeasible"  # strict mode; `binding` names the constraint
+    ALL_UNHEALTHY = "all_unhealthy"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A pair to try, with its endpoints in preference order and the figures behind the choice."""
+
+    pair: CompiledPair
+    endpoints: tuple[CompiledEndpoint, ...]
+    input_tokens: int
+    output_tokens: int
+    predicted_ttft_s: float
+    predicted_latency_s: float
+    estimated_cost_usd: float
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    pair: str
+    reason: Rejection
+    detail: str  # operator words, e.g. "predicted 2.40 s > budget 1.50 s"
+
+
+@dataclass(frozen=True, slots=True)
+class RouteDecision:
+    candidates: tuple[Candidate, ...]  # non-empty; the first is the choice, the rest fallbacks
+    reason: RouteReason
+    category: str
+    complexity: float
+    budget_latency_s: float | None  # the effective budgets after policy defaults
+    budget_ttft_s: float | None
+    min_accuracy: float
+    rejected: tuple[Rejected, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NoRoute:
+    reason: NoRouteReason
+    detail: str
+    binding: Rejection | None = None  # the constraint that ruled out the last pairs
+    rejected: tuple[Rejected, ...] = ()
