@@ -1,0 +1,93 @@
+"""Background scrape of each engine's vLLM `/metrics` for its queue depth (waiting + running).
+
+Runs only when enabled (interval > 0). Each scrape is bounded by a timeout; a failed scrape
+leaves the last value in place, so a flaky engine never blanks its load. Never on the request
+path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from data_plane.domain import CompiledEndpoint
+from data_plane.load import LoadTracker
+
+logger = logging.getLogger(__name__)
+
+QUEUE_METRICS = frozenset({"vllm:num_requests_waiting", "vllm:num_requests_running"})
+_LINE_PREFIXES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "# TYPE vllm:num_req")
+
+
+def parse_queue_depth(text: str) -> float | None:
+    """Sum of vLLM's waiting + running gauges over all label sets; None when absent.
+
+    Only the few relevant lines are handed to the Prometheus parser (vLLM pages are large).
+    """
+    lines = [ln for ln in text.splitlines() if ln.startswith(_LINE_PREFIXES)]
+    total = 0.0
+    seen = False
+    for family in text_string_to_metric_families("\n".join(lines) + "\n"):
+        if family.name not in QUEUE_METRICS:
+            continue
+        for sample in family.samples:
+            total += sample.value
+            seen = True
+    return total if seen else None
+
+
+class EngineScraper:
+    """Scrapes every endpoint of the current table every `interval_s`."""
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        endpoints: Callable[[], Iterable[CompiledEndpoint]],
+        tracker: LoadTracker,
+        on_depth: Callable[[str, float], None],
+        timeout_s: float,
+    ) -> None:
+        self._session = session
+        self._endpoints = endpoints
+        self._tracker = tracker
+        self._on_depth = on_depth
+        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+
+    async def scrape_once(self) -> int:
+        """Scrape all endpoints concurrently; returns how many answered with a depth."""
+        endpoints = {e.id: e for e in self._endpoints()}
+        self._tracker.forget(set(endpoints))
+        results = await asyncio.gather(*(self._scrape(e) for e in endpoints.values()))
+        return sum(results)
+
+    async def run(self, interval_s: float) -> None:
+        while True:
+            await self.scrape_once()
+            await asyncio.sleep(interval_s)
+
+    async def _scrape(self, endpoint: CompiledEndpoint) -> bool:
+        try:
+            async with self._session.get(
+                f"{endpoint.url}/metrics", timeout=self._timeout, allow_redirects=False
+            ) as resp:
+                if resp.status != 200:
+                    logger.debug("scrape status %s", resp.status, extra={"endpoint": endpoint.id})
+                    return False
+                text = await resp.text(errors="replace")
+        except (aiohttp.ClientError, TimeoutError) as err:
+            logger.debug("scrape failed: %s", type(err).__name__, extra={"endpoint": endpoint.id})
+            return False
+        try:
+            depth = parse_queue_depth(text)
+        except ValueError:
+            logger.debug("scrape unparsable", extra={"endpoint": endpoint.id})
+            return False
+        if depth is None:
+            return False
+        self._tracker.set_queue_depth(endpoint.id, depth)
+        self._on_depth(endpoint.id, depth)
+        return True

@@ -1,0 +1,104 @@
+"""Shares this instance's live state (breakers, in-flight, traffic) in Redis for operators.
+
+Every few seconds one `DataPlaneState` is written with a TTL, so a dead instance disappears by
+itself. Failures are ignored (counted at DEBUG): this is never on the request path and never
+carries prompts, keys or endpoint URLs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from contracts.live_state import BreakerState, DataPlaneState, EndpointState
+from contracts.redis_keys import RedisKeys
+from data_plane.load import LoadTracker
+from data_plane.table_store import TableStore
+
+logger = logging.getLogger(__name__)
+
+
+class TrafficStats:
+    """Requests served per pair and fallbacks since start (plain counters, no labels)."""
+
+    __slots__ = ("fallbacks", "requests_by_pair")
+
+    def __init__(self) -> None:
+        self.requests_by_pair: dict[str, int] = {}
+        self.fallbacks = 0
+
+    def served(self, pair: str, fallback: bool) -> None:
+        self.requests_by_pair[pair] = self.requests_by_pair.get(pair, 0) + 1
+        if fallback:
+            self.fallbacks += 1
+
+
+def build_state(
+    instance: str,
+    store: TableStore,
+    tracker: LoadTracker,
+    breaker_state: Callable[[str], BreakerState],
+    traffic: TrafficStats,
+    now: float,
+) -> DataPlaneState:
+    """The state of every endpoint of the served table, as of wall-clock `now`."""
+    table = store.current
+    endpoints: list[EndpointState] = []
+    if table is not None:
+        for pair in table.pairs:
+            for endpoint in pair.endpoints:
+                endpoints.append(
+                    EndpointState(
+                        endpoint_id=endpoint.id,
+                        pair=pair.pair,
+                        breaker=breaker_state(endpoint.id),
+                        in_flight=tracker.in_flight(endpoint.id),
+                    )
+                )
+    return DataPlaneState(
+        instance=instance,
+        table_version=None if table is None else table.version,
+        updated_at=datetime.fromtimestamp(now, UTC),
+        endpoints=tuple(endpoints),
+        requests_by_pair=dict(traffic.requests_by_pair),
+        fallbacks_total=traffic.fallbacks,
+    )
+
+
+class LiveStateWriter:
+    """Writes `build()`'s state to `data_plane_state(instance)` every interval, with a TTL."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        keys: RedisKeys,
+        instance: str,
+        ttl_s: int,
+        build: Callable[[], DataPlaneState],
+    ) -> None:
+        self._client = client
+        self._key = keys.data_plane_state(instance)
+        self._ttl_s = ttl_s
+        self._build = build
+        self.failures = 0
+
+    async def write_once(self) -> bool:
+        """One write; False (and counted) when Redis did not take it."""
+        payload = self._build().model_dump_json()
+        try:
+            await self._client.set(self._key, payload, ex=self._ttl_s)
+        except (RedisError, OSError) as err:
+            self.failures += 1
+            logger.debug("live state not written: %s", type(err).__name__)
+            return False
+        return True
+
+    async def run(self, interval_s: float) -> None:
+        while True:
+            await self.write_once()
+            await asyncio.sleep(interval_s)

@@ -1,0 +1,225 @@
+"""Adapter that keeps the TableStore on Redis's `current` routing table.
+
+Loads at start, then follows the pointer on pub/sub events *and* by polling (pub/sub is
+at-most-once), validating (content hash included) and compiling before every swap. Redis down or
+a bad table never unloads the last good table; a local snapshot lets a restart serve without
+Redis. Never on the request path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis.asyncio as aioredis
+from pydantic import ValidationError
+from redis.exceptions import RedisError
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_never, wait_exponential_jitter
+
+from contracts.redis_keys import RedisKeys
+from contracts.routing_table import RoutingTable
+from data_plane.compile import compile_table
+from data_plane.metrics import DataPlaneMetrics
+from data_plane.table_store import TableStore
+
+logger = logging.getLogger(__name__)
+
+REDIS_UNAVAILABLE = "redis_unavailable"
+INVALID_TABLE = "invalid_table"
+MISSING_VERSION = "missing_version"
+
+
+@dataclass(frozen=True, slots=True)
+class WatcherConfig:
+    keys: RedisKeys
+    poll_interval_s: float
+    backoff_max_s: float
+    snapshot_path: Path | None
+
+
+class TableLoadError(Exception):
+    """A table that cannot be served; `reason` is the failure metric's label."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+def parse_table(raw: bytes, version: int | None) -> RoutingTable:
+    """Validate a published table (schema, content hash, and the version the pointer named)."""
+    try:
+        table = RoutingTable.model_validate_json(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(root)"
+        raise TableLoadError(INVALID_TABLE, f"{where}: {first['msg']}") from err
+    if version is not None and table.version != version:
+        raise TableLoadError(INVALID_TABLE, f"table says version {table.version}, not {version}")
+    return table
+
+
+class TableWatcher:
+    """Follows `current` in Redis and swaps validated, compiled tables into the store."""
+
+    def __init__(
+        self,
+        config: WatcherConfig,
+        store: TableStore,
+        metrics: DataPlaneMetrics,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._config = config
+        self._store = store
+        self._metrics = metrics
+        self._wall_clock = wall_clock
+        self._bad_versions: set[int] = set()
+        self._redis_down = False
+        self._lock = asyncio.Lock()
+
+    # --- snapshot ---------------------------------------------------------------------------
+
+    def load_snapshot(self) -> bool:
+        """Serve the snapshot file, if there is a valid one (startup, before Redis answers)."""
+        path = self._config.snapshot_path
+        if path is None or not path.exists():
+            return False
+        try:
+            table = parse_table(path.read_bytes(), None)
+        except (OSError, TableLoadError) as err:
+            logger.error("snapshot %s unusable: %s", path, err)
+            self._metrics.table_load_failures.labels(INVALID_TABLE).inc()
+            return False
+        self._swap(table, source="snapshot")
+        return True
+
+    async def _write_snapshot(self, raw: bytes) -> None:
+        path = self._config.snapshot_path
+        if path is None:
+            return
+        try:
+            await asyncio.to_thread(_atomic_write, path, raw)
+        except OSError as err:
+            logger.warning("snapshot not written: %s", err)
+
+    # --- one check ----------------------------------------------------------------------------
+
+    async def refresh(self, client: aioredis.Redis) -> bool:
+        """Follow the pointer once; True when a new table was swapped in.
+
+        RedisError propagates (the caller backs off); a bad table is counted and skipped.
+        """
+        async with self._lock:
+            pointer = await client.get(self._config.keys.table_current)
+            self._mark_redis_up()
+            if pointer is None:
+                return False  # nothing published yet: not a failure
+            try:
+                version = int(pointer)
+            except ValueError:
+                self._fail(TableLoadError(INVALID_TABLE, f"pointer is {pointer[:40]!r}"), -1)
+                return False
+            if version == self._store.version:
+                self._metrics.table_last_load.set(self._wall_clock())
+                return False
+            if version in self._bad_versions:
+                return False
+            stored = await client.get(self._config.keys.table_version(version))
+            raw = stored.encode() if isinstance(stored, str) else stored
+            try:
+                if raw is None:
+                    raise TableLoadError(MISSING_VERSION, f"pointer names v{version}, not stored")
+                table = parse_table(raw, version)
+            except TableLoadError as err:
+                self._fail(err, version)
+                return False
+            self._swap(table, source="redis")
+        await self._write_snapshot(raw)
+        return True
+
+    def _swap(self, table: RoutingTable, source: str) -> None:
+        previous = self._store.swap(compile_table(table))
+        now = self._wall_clock()
+        self._metrics.table_version.set(table.version)
+        self._metrics.table_created.set(table.created_at.timestamp())
+        self._metrics.table_last_load.set(now)
+        logger.info(
+            "routing table v%s from %s (was v%s)",
+            table.version,
+            source,
+            None if previous is None else previous.version,
+            extra={"table_version": table.version},
+        )
+
+    def _fail(self, err: TableLoadError, version: int) -> None:
+        self._metrics.table_load_failures.labels(err.reason).inc()
+        if version not in self._bad_versions:
+            self._bad_versions.add(version)
+            logger.error(
+                "routing table v%s rejected (%s): %s; keeping v%s",
+                version,
+                err.reason,
+                err,
+                self._store.version,
+                extra={"table_version": version, "reason": err.reason},
+            )
+
+    def _mark_redis_up(self) -> None:
+        if self._redis_down:
+            self._redis_down = False
+            logger.info("redis reachable again; following the table pointer")
+
+    def _mark_redis_down(self, err: BaseException) -> None:
+        self._metrics.table_load_failures.labels(REDIS_UNAVAILABLE).inc()
+        if not self._redis_down:
+            self._redis_down = True
+            logger.warning(
+                "redis unavailable (%s); serving table v%s",
+                type(err).__name__,
+                self._store.version,
+                extra={"reason": REDIS_UNAVAILABLE},
+            )
+
+    # --- the background loop ------------------------------------------------------------------
+
+    async def run(self, client: aioredis.Redis) -> None:
+        """Watch forever: subscribe, catch up, then refresh on events and every poll interval."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type((RedisError, OSError)),
+            wait=wait_exponential_jitter(initial=0.1, max=self._config.backoff_max_s),
+            stop=stop_never,
+            before_sleep=lambda state: self._mark_redis_down(
+                (state.outcome.exception() if state.outcome else None) or RedisError()
+            ),
+            reraise=True,
+        )
+        await retrying(self._watch, client)
+
+    async def _watch(self, client: aioredis.Redis) -> None:
+        interval = self._config.poll_interval_s
+        async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
+            await pubsub.subscribe(self._config.keys.table_events)
+            await self.refresh(client)
+            next_poll = time.monotonic() + interval
+            while True:
+                wait_s = max(0.0, next_poll - time.monotonic())
+                message = await pubsub.get_message(timeout=wait_s)
+                if message is not None or time.monotonic() >= next_poll:
+                    await self.refresh(client)
+                if time.monotonic() >= next_poll:
+                    next_poll = time.monotonic() + interval
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so a reader sees the old file or the new one, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,62 @@
+"""Token usage read back from engine answers, and what it cost (PURE).
+
+Only the tail is parsed: the last `"usage"` object of a JSON body, or the last few SSE events
+of a stream, so large answers are never decoded in full for metrics.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from data_plane.domain import CompiledPair
+
+_USAGE_KEY = b'"usage"'
+_DECODER = json.JSONDecoder()
+SSE_TAIL_BYTES = 8192  # enough for the final usage chunk plus `[DONE]`
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int
+    output_tokens: int
+
+
+def _usage_object(value: object) -> Usage | None:
+    if not isinstance(value, dict):
+        return None
+    prompt = value.get("prompt_tokens")
+    completion = value.get("completion_tokens", 0)
+    if not isinstance(prompt, int) or not isinstance(completion, int):
+        return None
+    if prompt < 0 or completion < 0 or isinstance(prompt, bool) or isinstance(completion, bool):
+        return None
+    return Usage(prompt, completion)
+
+
+def find_usage(data: bytes) -> Usage | None:
+    """The last `"usage": {...}` object in `data` (a JSON body or a stream's tail), if any."""
+    end = len(data)
+    while True:
+        at = data.rfind(_USAGE_KEY, 0, end)
+        if at < 0:
+            return None
+        colon = data.find(b":", at + len(_USAGE_KEY))
+        if colon >= 0:
+            text = data[colon + 1 :].decode("utf-8", errors="replace").lstrip()
+            try:
+                value, _ = _DECODER.raw_decode(text)
+            except ValueError:
+                value = None
+            usage = _usage_object(value)
+            if usage is not None:
+                return usage
+        end = at  # `"usage": null` in a content chunk; look further back
+
+
+def cost_usd(pair: CompiledPair, usage: Usage) -> float:
+    """What `usage` costs at `pair`'s per-token prices."""
+    return (
+        usage.input_tokens * pair.input_usd_per_token
+        + usage.output_tokens * pair.output_usd_per_token
+    )
