@@ -161,6 +161,7 @@ class Candidate:
     predicted_ttft_s: float
     predicted_latency_s: float
     estimated_cost_usd: float
+    load: float = 1.0  # added: load behind the prediction (first endpoint, this request incl.)
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +181,12 @@ class RouteDecision:
     budget_ttft_s: float | None
     min_accuracy: float
     rejected: tuple[Rejected, ...] = ()
+    # Added by the routing core (additive): what rollout, explain and the proxy also need.
+    alias: str = "auto"  # the `model` field the decision was made for
+    input_chars: int = 0  # prompt characters, to price pairs outside `candidates`
+    max_cost_usd: float | None = None  # effective cost ceiling (headers only; no policy default)
+    mode: BudgetMode = BudgetMode.BEST_EFFORT  # effective budget mode
+    adaptive: RouteDecision | None = None  # set by rollout: the decision before shadow/canary
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,123 @@
+"""RoutingTable (wire contract) -> CompiledTable (flat, frozen, indexed for the hot path).
+
+PURE: runs once per table version, never per request. Everything `choose_route` would
+otherwise look up or convert per request (prices per token, alias lists, category defaults,
+the next more precise pair) is computed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from contracts.policy import CategoryPolicy
+from contracts.routing_table import PairEntry, RoutingTable
+from data_plane.domain import (
+    BudgetMode,
+    CategoryDefaults,
+    CompiledEndpoint,
+    CompiledPair,
+    CompiledTable,
+)
+
+AUTO_ALIAS = "auto"
+_PER_TOKEN = 1e-6  # prices in the table are per million tokens
+
+
+def compile_pair(entry: PairEntry, order: int) -> CompiledPair:
+    """One table entry flattened; `order` is its position in the table's cost order."""
+    latency = entry.latency
+    return CompiledPair(
+        pair=entry.pair,
+        family=entry.family,
+        quantization=entry.quantization,
+        served_model_name=entry.served_model_name,
+        endpoints=tuple(CompiledEndpoint(id=e.id, url=e.url) for e in entry.endpoints),
+        context_length=entry.context_length,
+        chars_per_token=entry.chars_per_token,
+        input_usd_per_token=entry.input_usd_per_mtok * _PER_TOKEN,
+        output_usd_per_token=entry.output_usd_per_mtok * _PER_TOKEN,
+        ttft_base_s=latency.ttft_base_s,
+        ttft_per_input_token_s=latency.ttft_per_input_token_s,
+        ttft_per_load_s=latency.ttft_per_load_s,
+        tpot_base_s=latency.tpot_base_s,
+        tpot_per_load_s=latency.tpot_per_load_s,
+        accuracy=MappingProxyType(dict(entry.accuracy)),
+        precision_rank=entry.precision_rank,
+        order=order,
+    )
+
+
+def _by_alias(pairs: tuple[CompiledPair, ...]) -> dict[str, tuple[CompiledPair, ...]]:
+    """'auto' -> every pair; family -> its pairs; pair name -> itself; all in cost order.
+
+    A family literally named 'auto' would be shadowed by the 'auto' alias (it still has its
+    pair names).
+    """
+    families: dict[str, list[CompiledPair]] = {}
+    for p in pairs:
+        families.setdefault(p.family, []).append(p)
+    aliases: dict[str, tuple[CompiledPair, ...]] = {f: tuple(ps) for f, ps in families.items()}
+    aliases.update({p.pair: (p,) for p in pairs})
+    aliases[AUTO_ALIAS] = pairs
+    return aliases
+
+
+def _more_precise(pairs: tuple[CompiledPair, ...]) -> dict[str, CompiledPair]:
+    """pair -> the pair of the same family with the next lower precision_rank (if any)."""
+    result: dict[str, CompiledPair] = {}
+    for p in pairs:
+        better = [q for q in pairs if q.family == p.family and q.precision_rank < p.precision_rank]
+        if better:
+            # Closest rank above; on equal ranks the cheaper (earlier) pair.
+            result[p.pair] = min(better, key=lambda q: (-q.precision_rank, q.order))
+    return result
+
+
+def _baselines(table: RoutingTable, by_name: Mapping[str, CompiledPair]) -> dict[str, CompiledPair]:
+    """family -> baseline pair: the table's choice, else the family's most precise pair."""
+    result: dict[str, CompiledPair] = {}
+    for p in by_name.values():
+        named = table.baselines.get(p.family)
+        if named is not None:
+            result[p.family] = by_name[named]
+        elif p.family not in result or (p.precision_rank, p.order) < (
+            result[p.family].precision_rank,
+            result[p.family].order,
+        ):
+            result[p.family] = p
+    return result
+
+
+def _category_defaults(table: RoutingTable) -> dict[str, CategoryDefaults]:
+    """Policy defaults for every category the policy or the table names."""
+    policies = dict(table.policy.categories)
+    for name in table.categories:
+        policies.setdefault(name, CategoryPolicy())
+    return {
+        name: CategoryDefaults(
+            min_accuracy=cp.min_accuracy,
+            latency_budget_s=cp.latency_budget_s,
+            ttft_budget_s=cp.ttft_budget_s,
+            typical_output_tokens=cp.typical_output_tokens,
+        )
+        for name, cp in policies.items()
+    }
+
+
+def compile_table(table: RoutingTable) -> CompiledTable:
+    """Flatten a validated RoutingTable; keeps the table's cost order as each pair's `order`."""
+    pairs = tuple(compile_pair(e, i) for i, e in enumerate(table.entries))
+    by_name = {p.pair: p for p in pairs}
+    return CompiledTable(
+        version=table.version,
+        content_sha256=table.content_sha256,
+        pairs=pairs,
+        by_alias=MappingProxyType(_by_alias(pairs)),
+        categories=MappingProxyType(_category_defaults(table)),
+        default_category=table.policy.default_category,
+        default_mode=BudgetMode(table.policy.budget_mode),
+        baselines=MappingProxyType(_baselines(table, by_name)),
+        more_precise=MappingProxyType(_more_precise(pairs)),
+        policy=table.policy,
+    )
