@@ -1,0 +1,197 @@
+"""Circuit breakers, one per endpoint: a pure state machine with `now` passed in.
+
+closed -> open after K consecutive failures or a failure ratio over a sliding window (with a
+minimum of requests); open -> half-open once a cooldown has passed (the cooldown doubles on each
+re-open, up to a cap); half-open admits ONE probe; probe success -> closed (cooldown reset),
+probe failure -> open. No clock, no I/O: transitions are returned for metrics and logs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class BreakerState(StrEnum):
+    """Values match `contracts.live_state.BreakerState`; `level` is the metric gauge value."""
+
+    CLOSED = "closed"
+    HALF_OPEN = "half_open"
+    OPEN = "open"
+
+    @property
+    def level(self) -> int:
+        """gearbox_circuit_state: 0 closed, 1 half-open, 2 open."""
+        return _LEVELS[self]
+
+
+_LEVELS = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerConfig:
+    consecutive_failures: int = 5  # K: open after this many failures in a row
+    failure_ratio: float = 0.5  # ...or when this share of the window's requests failed
+    min_requests: int = 20  # ...and the window holds at least this many requests
+    window_s: float = 30.0  # sliding window for the ratio
+    window_buckets: int = 10
+    cooldown_s: float = 5.0  # first open period
+    max_cooldown_s: float = 120.0  # cap of the doubling cooldown
+    probe_timeout_s: float = 30.0  # a probe never reported back frees the slot after this
+
+    def __post_init__(self) -> None:
+        if self.consecutive_failures < 1 or self.min_requests < 1 or self.window_buckets < 1:
+            raise ValueError("breaker counts must be >= 1")
+        if not 0.0 < self.failure_ratio <= 1.0:
+            raise ValueError("failure_ratio must be in (0, 1]")
+        if not 0.0 < self.cooldown_s <= self.max_cooldown_s:
+            raise ValueError("need 0 < cooldown_s <= max_cooldown_s")
+        if self.window_s <= 0 or self.probe_timeout_s <= 0:
+            raise ValueError("window_s and probe_timeout_s must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    endpoint_id: str
+    from_state: BreakerState
+    to_state: BreakerState
+    at: float  # the `now` it happened at
+    why: str  # operator words, e.g. "5 consecutive failures"
+
+
+@dataclass(slots=True)
+class _Breaker:
+    """Mutable state of one endpoint's breaker (owned by the board, never shared)."""
+
+    state: BreakerState = BreakerState.CLOSED
+    consecutive: int = 0
+    window: deque[list[int]] = field(default_factory=deque)  # [bucket, requests, failures]
+    opened_at: float = 0.0
+    cooldown_s: float = 0.0
+    probe_started: float = 0.0  # half-open: when the (last) probe was admitted
+
+
+class BreakerBoard:
+    """All endpoints' breakers, keyed by endpoint id; unknown ids start closed."""
+
+    def __init__(self, config: BreakerConfig | None = None) -> None:
+        self._config = config or BreakerConfig()
+        self._breakers: dict[str, _Breaker] = {}
+        self._pending: list[Transition] = []
+
+    @property
+    def config(self) -> BreakerConfig:
+        return self._config
+
+    def _get(self, endpoint_id: str) -> _Breaker:
+        b = self._breakers.get(endpoint_id)
+        if b is None:
+            b = self._breakers[endpoint_id] = _Breaker(cooldown_s=self._config.cooldown_s)
+        return b
+
+    def state(self, endpoint_id: str) -> BreakerState:
+        """The stored state (an open breaker whose cooldown passed turns half-open on `allow`)."""
+        b = self._breakers.get(endpoint_id)
+        return BreakerState.CLOSED if b is None else b.state
+
+    def allow(self, endpoint_id: str, now: float) -> bool:
+        """May an attempt go to this endpoint now? Admitting the half-open probe counts as
+        taking the slot: until it is recorded (or times out) other callers see False."""
+        b = self._breakers.get(endpoint_id)
+        if b is None or b.state is BreakerState.CLOSED:
+            return True
+        if b.state is BreakerState.OPEN:
+            if now < b.opened_at + b.cooldown_s:
+                return False
+            self._move(endpoint_id, b, BreakerState.HALF_OPEN, now, "cooldown elapsed")
+        elif now < b.probe_started + self._config.probe_timeout_s:
+            return False  # the probe is out; everyone else waits for its result
+        b.probe_started = now
+        return True
+
+    def record(self, endpoint_id: str, success: bool, now: float) -> Transition | None:
+        """Account one finished attempt; returns the transition it caused, if any."""
+        b = self._get(endpoint_id)
+        if b.state is BreakerState.HALF_OPEN:
+            return self._probe_result(endpoint_id, b, success, now)
+        if b.state is BreakerState.OPEN:
+            return None  # stragglers sent before it opened say nothing new
+        self._count(b, success, now)
+        why = self._trip_reason(b)
+        if why is None:
+            return None
+        b.opened_at = now
+        return self._move(endpoint_id, b, BreakerState.OPEN, now, why)
+
+    def open_endpoints(self, now: float) -> frozenset[str]:
+        """Endpoints routing must skip now: open within their cooldown, or half-open with the
+        probe already out. An open endpoint whose cooldown passed is routable (for its probe)."""
+        probe_timeout_s = self._config.probe_timeout_s
+        return frozenset(
+            eid
+            for eid, b in self._breakers.items()
+            if (b.state is BreakerState.OPEN and now < b.opened_at + b.cooldown_s)
+            or (b.state is BreakerState.HALF_OPEN and now < b.probe_started + probe_timeout_s)
+        )
+
+    def take_transitions(self) -> tuple[Transition, ...]:
+        """Transitions made inside `allow` (open -> half-open) since the last call.
+
+        `record` returns its own transition directly; count both for the full picture.
+        """
+        taken, self._pending = tuple(self._pending), []
+        return taken
+
+    def retain(self, endpoint_ids: Iterable[str]) -> None:
+        """Forget endpoints no longer in the table (keeps the board bounded)."""
+        keep = set(endpoint_ids)
+        for eid in [e for e in self._breakers if e not in keep]:
+            del self._breakers[eid]
+
+    def _probe_result(self, endpoint_id: str, b: _Breaker, success: bool, now: float) -> Transition:
+        if success:
+            b.cooldown_s = self._config.cooldown_s
+            b.consecutive = 0
+            b.window.clear()
+            return self._move(endpoint_id, b, BreakerState.CLOSED, now, "probe succeeded")
+        b.cooldown_s = min(b.cooldown_s * 2, self._config.max_cooldown_s)
+        b.opened_at = now
+        why = f"probe failed; next cooldown {b.cooldown_s:g} s"
+        return self._move(endpoint_id, b, BreakerState.OPEN, now, why)
+
+    def _count(self, b: _Breaker, success: bool, now: float) -> None:
+        cfg = self._config
+        width_s = cfg.window_s / cfg.window_buckets
+        index = math.floor(now / width_s)
+        while b.window and b.window[0][0] <= index - cfg.window_buckets:
+            b.window.popleft()
+        if not b.window or b.window[-1][0] != index:
+            b.window.append([index, 0, 0])
+        b.window[-1][1] += 1
+        if success:
+            b.consecutive = 0
+        else:
+            b.window[-1][2] += 1
+            b.consecutive += 1
+
+    def _trip_reason(self, b: _Breaker) -> str | None:
+        cfg = self._config
+        if b.consecutive >= cfg.consecutive_failures:
+            return f"{b.consecutive} consecutive failures"
+        requests = sum(w[1] for w in b.window)
+        failures = sum(w[2] for w in b.window)
+        if requests >= cfg.min_requests and failures >= cfg.failure_ratio * requests:
+            return f"{failures} of {requests} requests failed in {cfg.window_s:g} s"
+        return None
+
+    def _move(
+        self, endpoint_id: str, b: _Breaker, to: BreakerState, now: float, why: str
+    ) -> Transition:
+        transition = Transition(endpoint_id, b.state, to, now, why)
+        b.state = to
+        if to is BreakerState.HALF_OPEN:
+            self._pending.append(transition)
+        return transition
