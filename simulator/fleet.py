@@ -1,0 +1,189 @@
+"""Many simulated engines in one process, one loopback port each, started and stopped at will.
+
+`run_fleet(config)` is the in-process API tests and demos use; `python -m simulator serve` wraps
+it. A pair can die (`stop_pair`: listener closed, connections dropped) and come back on the same
+port (`start_pair`), or refuse connections through its faults.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Mapping
+
+from aiohttp import web
+
+from simulator.answer_key import KnownAnswer, load_answer_keys
+from simulator.config import FaultConfig, SimFleetConfig, SimPairConfig
+from simulator.engine import Engine, PairStats
+from simulator.handlers import create_app
+
+HOST = "127.0.0.1"
+BACKLOG = 512
+
+
+class PairServer:
+    """One engine behind its own listening socket; the socket can close and reopen."""
+
+    def __init__(self, config: SimPairConfig, answers: Mapping[str, KnownAnswer]) -> None:
+        self.engine = Engine(config, answers)
+        self.port = config.port
+        self._runner = web.AppRunner(
+            create_app(self.engine, self.apply_faults),
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=1.0,
+        )
+        self._sock: socket.socket | None = None
+        self._server: asyncio.Server | None = None
+        self._starting: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def listening(self) -> bool:
+        return self._sock is not None
+
+    async def setup(self) -> None:
+        await self._runner.setup()
+        self.listen_now()
+        if self.engine.faults.refuse_connections:
+            self.stop(abort=False)
+        await self.started()
+
+    def listen_now(self) -> None:
+        """Bind and listen synchronously (connections queue in the backlog at once)."""
+        if self._sock is not None:
+            return
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((HOST, self.port))
+            sock.listen(BACKLOG)
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
+        self.port = sock.getsockname()[1]
+        self._sock = sock
+        self._starting = asyncio.get_running_loop().create_task(self._serve(sock))
+
+    async def _serve(self, sock: socket.socket) -> None:
+        server = self._runner.server
+        assert server is not None, "setup() runs before listening"
+        self._server = await asyncio.get_running_loop().create_server(server, sock=sock)
+
+    async def started(self) -> None:
+        """Wait until the accept loop runs (after `listen_now`)."""
+        if self._starting is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._starting
+
+    def stop(self, abort: bool) -> None:
+        """Close the listener now. `abort` drops every open connection (the engine died);
+        otherwise connections close once their current response is done."""
+        if self._starting is not None and not self._starting.done():
+            self._starting.cancel()
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        web_server = self._runner.server
+        for conn in web_server.connections if web_server is not None else []:
+            if abort:
+                conn.force_close()
+            else:
+                conn.close()
+
+    def apply_faults(self, faults: FaultConfig) -> None:
+        """Replace the engine's faults; open or close the listener for `refuse_connections`."""
+        self.engine.set_faults(faults)
+        if faults.refuse_connections:
+            self.stop(abort=False)
+        else:
+            self.listen_now()
+
+    async def close(self) -> None:
+        self.stop(abort=True)
+        await self.started()
+        await self._runner.cleanup()
+
+
+class Fleet:
+    """Handle on a running fleet: URLs, stats, faults, and stopping/starting pairs by name."""
+
+    def __init__(self, servers: dict[str, PairServer]) -> None:
+        self._servers = servers
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._servers)
+
+    def _pair(self, name: str) -> PairServer:
+        try:
+            return self._servers[name]
+        except KeyError:
+            raise KeyError(f"no simulated pair {name!r}; known: {self.names}") from None
+
+    def url(self, name: str) -> str:
+        """Base URL of the pair, like `http://127.0.0.1:PORT` (no `/v1`)."""
+        return self._pair(name).url
+
+    def urls(self) -> dict[str, str]:
+        return {name: server.url for name, server in self._servers.items()}
+
+    def engine(self, name: str) -> Engine:
+        return self._pair(name).engine
+
+    def stats(self, name: str) -> PairStats:
+        return self._pair(name).engine.stats()
+
+    def set_faults(self, name: str, faults: FaultConfig) -> None:
+        """Replace the pair's faults now (refuse_connections closes/opens its listener)."""
+        self._pair(name).apply_faults(faults)
+
+    def reset(self, name: str) -> None:
+        """Stats, faults (back to the configured ones) and RNGs of the pair start over."""
+        server = self._pair(name)
+        server.engine.reset()
+        server.apply_faults(server.engine.faults)
+
+    def stop_pair(self, name: str) -> None:
+        """The engine dies: its port refuses connections and open requests are dropped."""
+        self._pair(name).stop(abort=True)
+
+    async def start_pair(self, name: str) -> None:
+        """The engine returns on the same port (and no longer refuses connections)."""
+        server = self._pair(name)
+        if server.engine.faults.refuse_connections:
+            server.engine.set_faults(
+                server.engine.faults.model_copy(update={"refuse_connections": False})
+            )
+        server.listen_now()
+        await server.started()
+
+
+@contextlib.asynccontextmanager
+async def run_fleet(
+    config: SimFleetConfig, answers: Mapping[str, KnownAnswer] | None = None
+) -> AsyncIterator[Fleet]:
+    """Start every pair of `config` on loopback; stop them all on exit.
+
+    `answers` defaults to the answer keys the config names.
+    """
+    known = dict(answers) if answers is not None else load_answer_keys(config.answer_keys)
+    servers: dict[str, PairServer] = {}
+    try:
+        for pair in config.pairs:
+            server = PairServer(pair, known)
+            servers[pair.name] = server
+            await server.setup()
+        yield Fleet(servers)
+    finally:
+        for server in servers.values():
+            await server.close()
