@@ -95,12 +95,11 @@ def predict(
     pair: CompiledPair,
     endpoints: tuple[CompiledEndpoint, ...],
     input_chars: int,
-    limits: Limits,
+    output_tokens: int,
     load: Mapping[str, float],
 ) -> Candidate:
     """Tokens, latency and cost of serving this request on `pair` via `endpoints[0]`."""
     input_tokens = math.ceil(input_chars / pair.chars_per_token)
-    output_tokens = limits.output_tokens
     at_load = load.get(endpoints[0].id, 0.0) + 1.0
     ttft_s = pair.ttft_base_s + pair.ttft_per_input_token_s * input_tokens
     ttft_s += pair.ttft_per_load_s * at_load
@@ -223,7 +222,13 @@ def _scan(
                 )
             )
             continue
-        c = predict(pair, order_endpoints(live, health.load, rng), input_chars, limits, health.load)
+        c = predict(
+            pair,
+            order_endpoints(live, health.load, rng),
+            input_chars,
+            limits.output_tokens,
+            health.load,
+        )
         violation = first_violation(c, limits)
         if violation is None:
             scan.feasible.append(c)
