@@ -1,0 +1,94 @@
+"""Facts about the machine a benchmark ran on, and how processes are pinned to its cores.
+
+Read once per run and printed at the top of the report, so a figure is never read without
+the hardware, Python and pinning it was measured with.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Pinning:
+    """CPU lists for `taskset -c`: the proxy under test alone on `proxy_cpus`, the rest
+    (backend, load generator, simulator) on `aux_cpus`. Empty strings mean no pinning."""
+
+    proxy_cpus: str
+    aux_cpus: str
+
+    def describe(self) -> str:
+        if not self.proxy_cpus:
+            return "none (taskset missing or a single core)"
+        return (
+            f"proxy under test on CPU {self.proxy_cpus}; nginx backend, load generators and "
+            f"simulators on CPU {self.aux_cpus} (taskset)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class MachineFacts:
+    date_utc: str
+    cpu_model: str
+    cores: int
+    python: str
+    platform: str
+    pinning: Pinning
+    load_average: tuple[float, float, float]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def choose_pinning(cores: int | None = None) -> Pinning:
+    """Give the proxy under test CPU 1 to itself and everything else the other cores."""
+    n = cores if cores is not None else (os.cpu_count() or 1)
+    if n < 2 or shutil.which("taskset") is None:
+        return Pinning("", "")
+    aux = "0" if n == 2 else f"0,2-{n - 1}"
+    return Pinning("1", aux)
+
+
+def pinned(args: list[str], cpus: str) -> list[str]:
+    """`args` prefixed with `taskset -c cpus` when pinning is in use."""
+    return ["taskset", "-c", cpus, *args] if cpus else list(args)
+
+
+def read_facts(pinning: Pinning) -> MachineFacts:
+    load = os.getloadavg()
+    return MachineFacts(
+        date_utc=datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        cpu_model=cpu_model(),
+        cores=os.cpu_count() or 1,
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        pinning=pinning,
+        load_average=(round(load[0], 2), round(load[1], 2), round(load[2], 2)),
+    )
+
+
+def tool_version(args: list[str]) -> str:
+    """First line a tool prints about its version (stdout or stderr), or 'missing'."""
+    if shutil.which(args[0]) is None:
+        return "missing"
+    out = subprocess.run(args, capture_output=True, text=True, check=False, timeout=10)
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if text else "unknown"
