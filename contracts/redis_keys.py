@@ -52,6 +52,11 @@ class RedisKeys:
         return f"{self.prefix}:cp:profiles"
 
     @property
+    def policy(self) -> str:
+        """The routing policy the control plane builds tables with (JSON), set by the admin API."""
+        return f"{self.prefix}:cp:policy"
+
+    @property
     def control_plane_status(self) -> str:
         """Hash with the control plane's last publish outcome (for operators)."""
         return f"{self.prefix}:cp:status"
