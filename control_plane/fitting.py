@@ -1,0 +1,90 @@
+"""Latency models fitted from profile samples with non-negative least squares.
+
+PURE: numpy/scipy arithmetic over contract types; no I/O. The model form is the one
+`contracts.routing_table.LatencyModel` documents:
+
+    ttft_s(n_in, load) = ttft_base_s + ttft_per_input_token_s * n_in + ttft_per_load_s * load
+    tpot_s(load)       = tpot_base_s + tpot_per_load_s * load
+
+fitted at the policy's quantile, where load is the sample's closed-loop concurrency level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from scipy.optimize import lsq_linear
+
+from contracts.profile_report import LatencySample
+from contracts.routing_table import LatencyModel
+
+SIGNIFICANT_DIGITS = 9
+
+
+def round_sig(value: float) -> float:
+    """Round to SIGNIFICANT_DIGITS so that last-bit BLAS differences do not change table hashes."""
+    if value == 0.0:
+        return 0.0  # also folds -0.0 into 0.0
+    if not math.isfinite(value):
+        return value
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+def fit_nonnegative(columns: Sequence[Sequence[float]], target: Sequence[float]) -> list[float]:
+    """Coefficients c >= 0 minimising ||sum_j c_j * columns[j] - target||_2.
+
+    Column 0 is the intercept. Any other column that does not vary across samples cannot be
+    told apart from the intercept, so its coefficient is 0 (the intercept absorbs it). Columns
+    are scaled to unit maximum before solving, for conditioning.
+    """
+    matrix = np.asarray(columns, dtype=float).T
+    y = np.asarray(target, dtype=float)
+    keep = [0] + [j for j in range(1, matrix.shape[1]) if np.ptp(matrix[:, j]) > 0.0]
+    sub = matrix[:, keep]
+    scale = np.max(np.abs(sub), axis=0)
+    scale[scale == 0.0] = 1.0
+    result = lsq_linear(sub / scale, y, bounds=(0.0, np.inf), method="bvls")
+    coef = [0.0] * matrix.shape[1]
+    for j, value in zip(keep, result.x / scale, strict=True):
+        coef[j] = max(0.0, float(value))
+    return coef
+
+
+def _rmse(
+    columns: Sequence[Sequence[float]], coef: Sequence[float], target: Sequence[float]
+) -> float:
+    predicted = np.asarray(columns, dtype=float).T @ np.asarray(coef, dtype=float)
+    return float(np.sqrt(np.mean((predicted - np.asarray(target, dtype=float)) ** 2)))
+
+
+def fit_latency_model(samples: Sequence[LatencySample], quantile: float) -> LatencyModel:
+    """Fit TTFT(input tokens, load) and TPOT(load) at `quantile` (one the profile measured).
+
+    Samples are sorted first, so the result does not depend on their order in the report.
+    Coefficients are rounded to SIGNIFICANT_DIGITS. Raises ValueError on an empty sequence.
+    """
+    if not samples:
+        raise ValueError("at least one latency sample is needed")
+    ordered = sorted(samples, key=lambda s: (s.concurrency, s.input_tokens, s.output_tokens))
+    ones = [1.0] * len(ordered)
+    load = [float(s.concurrency) for s in ordered]
+    n_in = [float(s.input_tokens) for s in ordered]
+    ttft = [s.ttft_s.at(quantile) for s in ordered]
+    tpot = [s.tpot_s.at(quantile) for s in ordered]
+    ttft_cols = [ones, n_in, load]
+    tpot_cols = [ones, load]
+    ttft_coef = [round_sig(c) for c in fit_nonnegative(ttft_cols, ttft)]
+    tpot_coef = [round_sig(c) for c in fit_nonnegative(tpot_cols, tpot)]
+    return LatencyModel(
+        quantile=quantile,
+        ttft_base_s=ttft_coef[0],
+        ttft_per_input_token_s=ttft_coef[1],
+        ttft_per_load_s=ttft_coef[2],
+        tpot_base_s=tpot_coef[0],
+        tpot_per_load_s=tpot_coef[1],
+        max_profiled_load=max(s.concurrency for s in ordered),
+        ttft_rmse_s=round_sig(_rmse(ttft_cols, ttft_coef, ttft)),
+        tpot_rmse_s=round_sig(_rmse(tpot_cols, tpot_coef, tpot)),
+    )
