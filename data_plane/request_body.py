@@ -1,0 +1,240 @@
+"""Inbound request bodies: validate the few fields we read, and rewrite `model` byte-for-byte.
+
+PURE. `parse_request_body` validates with pydantic (unknown fields allowed: the proxy is
+transparent) and returns only the facts routing needs; `rewrite_model` replaces the value of
+the top-level "model" key and leaves every other byte of the body as the client sent it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    ValidationError,
+    field_validator,
+)
+
+from data_plane.errors import InvalidRequest
+
+MAX_DEPTH = 64  # deeper JSON is refused before parsing (a recursion bomb, not a request)
+MAX_OUTPUT_TOKENS = 2**31 - 1
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_COLON = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*")
+_OPEN = frozenset(b"[{")
+_QUOTE = ord('"')
+PositiveTokens = Annotated[int, Field(strict=True, gt=0, le=MAX_OUTPUT_TOKENS)]
+JSON_FORMATS = frozenset({"json_object", "json_schema"})
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedBody:
+    """The facts routing needs from a body. `classify_text` is the last user turn only (a long
+    system prompt must not make every request look hard); `input_chars` counts every turn."""
+
+    alias: str
+    stream: bool
+    max_output_tokens: int | None
+    wants_json: bool
+    classify_text: str
+    input_chars: int
+
+
+def _text_of(content: Any) -> str:
+    """Text of a message content: the string, or its text parts joined (images count 0)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(p["text"] for p in content if p.get("type") == "text")
+    return ""
+
+
+def _check_parts(value: Any) -> Any:
+    for i, part in enumerate(value):
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise ValueError(f"part [{i}] must be an object with a string 'type'")
+        if part["type"] == "text" and not isinstance(part.get("text"), str):
+            raise ValueError(f"part [{i}] is a text part without a string 'text'")
+    return value
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: StrictStr
+    content: Any = None
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, value: Any) -> Any:
+        if value is None or isinstance(value, str):
+            return value
+        if isinstance(value, list):
+            return _check_parts(value)
+        raise ValueError("must be a string, a list of content parts, or null")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    model: StrictStr = Field(min_length=1, max_length=256)
+    stream: StrictBool | None = None
+    max_tokens: PositiveTokens | None = None
+    max_completion_tokens: PositiveTokens | None = None
+    response_format: Any = None
+
+    @field_validator("response_format")
+    @classmethod
+    def _format(cls, value: Any) -> Any:
+        if value is not None and not (
+            isinstance(value, dict) and isinstance(value.get("type"), str)
+        ):
+            raise ValueError("must be an object with a string 'type'")
+        return value
+
+
+class _ChatBody(_Body):
+    messages: list[_Message] = Field(min_length=1)
+
+
+class _CompletionBody(_Body):
+    prompt: Any
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and value and all(isinstance(p, str) for p in value):
+            return value
+        raise ValueError("must be a string or a non-empty list of strings")
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _check_depth(raw: bytes) -> None:
+    depth = 0
+    for m in _TOKEN.finditer(raw):
+        first = raw[m.start()]
+        if first == _QUOTE:
+            continue
+        depth += 1 if first in _OPEN else -1
+        if depth > MAX_DEPTH:
+            raise InvalidRequest(
+                f"JSON nesting is deeper than {MAX_DEPTH} levels", code="invalid_json"
+            )
+
+
+def _load(raw: bytes) -> dict[str, Any]:
+    if not raw.strip():
+        raise InvalidRequest(
+            "the request body is empty; expected a JSON object", code="invalid_json"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InvalidRequest(
+            f"the request body is not valid UTF-8 (byte {err.start})", code="invalid_json"
+        ) from err
+    _check_depth(raw)
+    try:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as err:
+        raise InvalidRequest(
+            f"the request body is not valid JSON: {err}", code="invalid_json"
+        ) from err
+    if not isinstance(doc, dict):
+        raise InvalidRequest(
+            f"the request body must be a JSON object, not {type(doc).__name__}",
+            code="invalid_json",
+        )
+    return doc
+
+
+def _validate(
+    doc: dict[str, Any], kind: Literal["chat", "completions"]
+) -> _ChatBody | _CompletionBody:
+    model = _ChatBody if kind == "chat" else _CompletionBody
+    try:
+        return model.model_validate(doc)
+    except ValidationError as err:
+        first = err.errors()[0]
+        path = _path(tuple(first["loc"]))
+        message = first["msg"].removeprefix("Value error, ")
+        raise InvalidRequest(f"{path or 'body'}: {message}", param=path or None) from err
+
+
+def parse_request_body(raw: bytes, kind: Literal["chat", "completions"]) -> ParsedBody:
+    """Validate a chat or completions body; raise InvalidRequest naming the field path
+    (`code` invalid_json for undecodable bodies, invalid_field for bad fields)."""
+    body = _validate(_load(raw), kind)
+    if isinstance(body, _ChatBody):
+        texts = [_text_of(m.content) for m in body.messages]
+        users = [i for i, m in enumerate(body.messages) if m.role == "user"]
+        classify_text = texts[users[-1]] if users else ""
+    else:
+        texts = [body.prompt] if isinstance(body.prompt, str) else list(body.prompt)
+        classify_text = "\n".join(texts)
+    fmt = body.response_format
+    return ParsedBody(
+        alias=body.model,
+        stream=bool(body.stream),
+        max_output_tokens=body.max_completion_tokens or body.max_tokens,
+        wants_json=fmt is not None and fmt["type"] in JSON_FORMATS,
+        classify_text=classify_text,
+        input_chars=sum(len(t) for t in texts),
+    )
+
+
+def _model_value_spans(raw: bytes) -> list[tuple[int, int]]:
+    """Byte spans of the values of every top-level "model" key (JSON keeps the last one; we
+    rewrite all, so no reader sees the client's value whichever duplicate it keeps)."""
+    spans: list[tuple[int, int]] = []
+    depth = 0
+    for m in _TOKEN.finditer(raw):
+        start = m.start()
+        first = raw[start]
+        if first != _QUOTE:
+            depth += 1 if first in _OPEN else -1
+            continue
+        if depth != 1:
+            continue
+        colon = _COLON.match(raw, m.end())
+        if colon is None or json.loads(m.group()) != "model":
+            continue  # a value, or another key
+        value = _STRING.match(raw, colon.end())
+        if value is None:
+            raise InvalidRequest("model: must be a string", param="model")
+        spans.append(value.span())
+    return spans
+
+
+def rewrite_model(raw: bytes, served_model_name: str) -> bytes:
+    """`raw` with the top-level "model" value replaced by `served_model_name` (JSON-encoded);
+    every byte outside that value is unchanged. Raises InvalidRequest when there is none."""
+    spans = _model_value_spans(raw)
+    if not spans:
+        raise InvalidRequest("model: field required", param="model")
+    new = json.dumps(served_model_name, ensure_ascii=False).encode("utf-8")
+    out: list[bytes] = []
+    pos = 0
+    for start, end in spans:
+        out += (raw[pos:start], new)
+        pos = end
+    out.append(raw[pos:])
+    return b"".join(out)
