@@ -1,0 +1,159 @@
+"""Eval sets and accuracy: parse JSONL eval items, summarize scored answers per category.
+
+PURE: no file or network I/O (callers hand in text and bytes). An eval line that does not parse
+is reported as `file:line: field: problem`; every bad line is listed, not only the first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from contracts.names import Category
+from contracts.profile_report import CategoryAccuracy
+from profiler.scoring import Scorer, score
+from profiler.stats import wilson_interval
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class EvalItem(BaseModel):
+    """One eval line. Exactly one of `prompt` (sent to /v1/completions) or `messages`
+    (/v1/chat/completions). `answer`, when given, is a sample right answer that the scorer
+    must accept: it documents the item and catches a wrong `expected` at load time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str | int | None = None
+    prompt: str | None = Field(default=None, min_length=1)
+    messages: tuple[Message, ...] | None = Field(default=None, min_length=1)
+    expected: Any
+    category: Category
+    scorer: Scorer
+    tolerance: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    max_tokens: int = Field(default=16, ge=1, le=4096)
+    answer: str | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> EvalItem:
+        if (self.prompt is None) == (self.messages is None):
+            raise ValueError("exactly one of `prompt` or `messages` is required")
+        if self.messages is not None and not any(m.role == "user" for m in self.messages):
+            raise ValueError("`messages` needs at least one user message")
+        _check_expected(self.scorer, self.expected)
+        if self.answer is not None and not score(
+            self.answer, self.expected, self.scorer, self.tolerance
+        ):
+            raise ValueError(f"the sample `answer` does not pass the {self.scorer} scorer")
+        return self
+
+
+def _check_expected(scorer: Scorer, expected: Any) -> None:
+    """`expected` must have the shape the scorer compares against."""
+    if scorer is Scorer.NUMERIC:
+        if isinstance(expected, bool) or not isinstance(expected, int | float):
+            raise ValueError("`expected` must be a number for the numeric scorer")
+    elif scorer is Scorer.JSON:
+        if not isinstance(expected, dict) or not expected:
+            raise ValueError("`expected` must be a non-empty JSON object for the json scorer")
+    elif not isinstance(expected, str) or not expected.strip():
+        raise ValueError(f"`expected` must be a non-empty string for the {scorer} scorer")
+    elif scorer is Scorer.REGEX:
+        try:
+            re.compile(expected)
+        except re.error as err:
+            raise ValueError(f"`expected` is not a valid regex: {err}") from err
+
+
+class EvalSetError(ValueError):
+    """Eval lines that do not parse; `problems` hold one `file:line: ...` entry per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(problems))
+
+
+def format_loc(loc: Sequence[int | str]) -> str:
+    """A pydantic error location as a field path: `messages[0].role`."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(line)"
+
+
+def parse_eval_set(text: str, source: str) -> tuple[EvalItem, ...]:
+    """Every item of a JSONL eval set (blank lines skipped). Raises EvalSetError listing each
+    bad line as `source:line: field: message`, or when the file holds no item at all."""
+    items: list[EvalItem] = []
+    problems: list[str] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        if not raw.strip():
+            continue
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as err:
+            problems.append(f"{source}:{number}: not valid JSON: {err.msg} (column {err.colno})")
+            continue
+        try:
+            items.append(EvalItem.model_validate(data))
+        except ValidationError as err:
+            problems += [
+                f"{source}:{number}: {format_loc(e['loc'])}: {e['msg']}" for e in err.errors()
+            ]
+    if not items and not problems:
+        problems.append(f"{source}: holds no eval items")
+    if problems:
+        raise EvalSetError(problems)
+    return tuple(items)
+
+
+def eval_set_identity(files: Sequence[tuple[str, bytes]]) -> tuple[str, str]:
+    """(id, sha256) of the eval files `(name, bytes)`: the id joins the file stems in name
+    order; the hash covers every file's bytes in that order, so any edit changes it."""
+    ordered = sorted(files, key=lambda f: f[0])
+    digest = hashlib.sha256()
+    for _, data in ordered:
+        digest.update(data)
+    stems = [name.rsplit("/", 1)[-1].removesuffix(".jsonl") for name, _ in ordered]
+    ident = "+".join(stems) or "none"
+    sha = digest.hexdigest()
+    if len(ident) > 200:
+        ident = ident[:187] + "+" + sha[:12]
+    return ident, sha
+
+
+@dataclass(frozen=True, slots=True)
+class EvalResult:
+    """One scored item. `error` is set when the request failed; such items count as wrong."""
+
+    category: str
+    correct: bool
+    error: str | None = None
+
+
+def summarize_accuracy(results: Iterable[EvalResult]) -> tuple[CategoryAccuracy, ...]:
+    """Accuracy per category (sorted by name) with its count and Wilson 95% interval."""
+    totals: dict[str, list[int]] = {}
+    for result in results:
+        counts = totals.setdefault(result.category, [0, 0])
+        counts[0] += int(result.correct)
+        counts[1] += 1
+    out = []
+    for category in sorted(totals):
+        right, n = totals[category]
+        low, high = wilson_interval(right, n)
+        out.append(
+            CategoryAccuracy(category=category, accuracy=right / n, n=n, ci_low=low, ci_high=high)
+        )
+    return tuple(out)

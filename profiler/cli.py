@@ -1,0 +1,159 @@
+"""Command-line grammar: the argparse parser and the translation of flags into a PairPlan.
+
+No I/O beyond argparse's own usage errors; `__main__` runs what is parsed here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from contracts.names import Family, HttpUrl, Quantization
+from contracts.profile_report import Hardware, Prices
+from profiler import PROFILER_VERSION
+from profiler.accuracy import format_loc
+from profiler.errors import InputError
+from profiler.profiling import PairPlan, builtin_evalsets
+from profiler.settings import ProfilerSettings
+from profiler.workload import build_sweep
+
+_FAMILY: TypeAdapter[str] = TypeAdapter(Family)
+_QUANT: TypeAdapter[str] = TypeAdapter(Quantization)
+_URL: TypeAdapter[str] = TypeAdapter(HttpUrl)
+
+
+def int_list(text: str) -> list[int]:
+    """`1,2,4` -> [1, 2, 4] (argparse type)."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected integers like 1,2,4, got {text!r}") from err
+
+
+def _pair_args(parser: argparse.ArgumentParser) -> None:
+    pair = parser.add_argument_group("pair")
+    pair.add_argument("--family", required=True, help="model family, e.g. llama-3.1-8b")
+    pair.add_argument("--quantization", required=True, help="e.g. bf16, fp8, awq-int4")
+    pair.add_argument("--endpoint", action="append", required=True, metavar="URL")
+    pair.add_argument("--hardware", help="hardware name (default: GEARBOX_PROF_HARDWARE)")
+    pair.add_argument("--hourly-usd", type=float, help="hardware price per hour")
+    pair.add_argument("--input-price", type=float, help="USD per million input tokens")
+    pair.add_argument("--output-price", type=float, help="USD per million output tokens")
+    pair.add_argument("--engine-version", help="default: detected from /version or /metrics")
+    pair.add_argument("--context-length", type=int, help="default: max_model_len")
+    load = parser.add_argument_group("load sweep")
+    load.add_argument("--concurrency", type=int_list, default=[1, 2, 4, 8])
+    load.add_argument("--input-tokens", type=int_list, default=[128, 512])
+    load.add_argument("--output-tokens", type=int_list, default=[64])
+    load.add_argument("--requests-per-level", type=int, default=32)
+    load.add_argument("--warmup", type=int, default=2, help="requests per level, excluded")
+    load.add_argument("--open-loop-rps", type=float, help="also run open-loop levels")
+    out = parser.add_argument_group("output")
+    out.add_argument("--evalset", nargs="+", type=Path, help="JSONL files (default: built-in)")
+    out.add_argument("--out", type=Path, help="report file (default: FAMILY@QUANT.json)")
+    _output_args(out)
+
+
+def _output_args(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--plots", type=Path, metavar="DIR", help="write PNG plots here")
+    group.add_argument("--push", metavar="URL", help="control plane to push reports to")
+    group.add_argument("--token", help="bearer token (default: GEARBOX_PROF_CONTROL_PLANE_TOKEN)")
+    group.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m profiler", description="Measure (model, quantization) pairs."
+    )
+    parser.add_argument("--version", action="version", version=PROFILER_VERSION)
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="profile one pair served over HTTP")
+    run.add_argument("--model", required=True, help="served model name at the endpoint")
+    _pair_args(run)
+    fleet = commands.add_parser("fleet", help="profile every pair of a fleet file")
+    fleet.add_argument("file", type=Path)
+    fleet.add_argument("--parallel", type=int, help="pairs profiled at once (default: file's)")
+    _output_args(fleet.add_argument_group("output"))
+    compare = commands.add_parser("compare", help="compare report files side by side")
+    compare.add_argument("reports", nargs="+", type=Path)
+    compare.add_argument("--plots", type=Path, metavar="DIR")
+    inproc = commands.add_parser("inprocess", help="run the engine in-process via vllm.LLM")
+    inproc.add_argument("--model", required=True, help="checkpoint path or model id for vLLM")
+    inproc.add_argument("--served-model-name", help="name in the report (default: --model)")
+    inproc.add_argument("--vllm-quantization", help="vLLM's quantization method, if any")
+    inproc.add_argument("--max-model-len", type=int)
+    inproc.add_argument("--dtype", default="auto")
+    inproc.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    _pair_args(inproc)
+    return parser
+
+
+def _hardware(args: argparse.Namespace, settings: ProfilerSettings) -> Hardware:
+    name = args.hardware or settings.hardware or "unspecified"
+    return Hardware(name=name, hourly_usd=args.hourly_usd)
+
+
+def _prices(args: argparse.Namespace) -> Prices | None:
+    if (args.input_price is None) != (args.output_price is None):
+        raise InputError(["--input-price and --output-price go together"])
+    if args.input_price is None:
+        if args.hourly_usd is None:
+            raise InputError(["price: pass --hourly-usd, or --input-price and --output-price"])
+        return None
+    return Prices(input_usd_per_mtok=args.input_price, output_usd_per_mtok=args.output_price)
+
+
+def plan_from_args(args: argparse.Namespace, settings: ProfilerSettings, served: str) -> PairPlan:
+    """The PairPlan the flags describe; InputError names every bad flag."""
+    try:
+        sweep = build_sweep(
+            args.concurrency,
+            args.input_tokens,
+            args.output_tokens,
+            args.requests_per_level,
+            args.warmup,
+            args.open_loop_rps,
+        )
+        plan = PairPlan(
+            family=args.family,
+            quantization=args.quantization,
+            served_model_name=served,
+            endpoints=tuple(args.endpoint),
+            hardware=_hardware(args, settings),
+            prices=_prices(args),
+            sweep=sweep,
+            evalsets=tuple(args.evalset) if args.evalset else builtin_evalsets(),
+            engine=settings.engine,
+            engine_version=args.engine_version or settings.engine_version,
+            context_length=args.context_length,
+        )
+    except ValidationError as err:
+        raise InputError([f"{format_loc(e['loc'])}: {e['msg']}" for e in err.errors()]) from err
+    except ValueError as err:
+        raise InputError([f"--{str(err).replace('_', '-')}"]) from err
+    out = args.out or Path(f"{plan.pair}.json")
+    return _checked(plan, out)
+
+
+def _checked(plan: PairPlan, out: Path) -> PairPlan:
+    """Check names and URLs as the report will, before anything is sent anywhere."""
+    problems = []
+    checks = [("--family", _FAMILY, plan.family), ("--quantization", _QUANT, plan.quantization)]
+    checks += [("--endpoint", _URL, url) for url in plan.endpoints]
+    endpoints = []
+    for flag, adapter, value in checks:
+        try:
+            checked = adapter.validate_python(value)
+        except ValidationError as err:
+            problems.append(f"{flag} {value!r}: {err.errors()[0]['msg']}")
+            continue
+        if flag == "--endpoint":
+            endpoints.append(checked)
+    if len(set(endpoints)) != len(endpoints):
+        problems.append("--endpoint: the same URL is given twice")
+    if problems:
+        raise InputError(problems)
+    return replace(plan, endpoints=tuple(endpoints), out=out)
