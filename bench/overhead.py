@@ -1,0 +1,128 @@
+"""Section 1: proxy overhead. Same nginx backend, same load generators, same pinning; each
+target measured closed loop (wrk at 1/32/64 connections) and open loop (fixed rates), with
+and without streaming."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench.backend import run_nginx
+from bench.machine import Pinning, pinned
+from bench.openloop import OpenLoopResult
+from bench.targets import GEARBOX_PAIRS, REQUEST_HEADERS, TARGETS, RunContext, Target
+from bench.targets import request_body as make_body
+from bench.wrk import ClosedLoopResult, lua_script, run_wrk
+
+CHAT_PATH = "/v1/chat/completions"
+CAPACITY_SHARE = 0.8  # open-loop rates above this share of closed-loop capacity are skipped
+
+
+@dataclass(frozen=True, slots=True)
+class OverheadSettings:
+    targets: tuple[str, ...] = tuple(t.name for t in TARGETS)
+    connections: tuple[int, ...] = (1, 32, 64)
+    rates_rps: tuple[float, ...] = (500.0, 1000.0, 2000.0)
+    streams: tuple[bool, ...] = (False, True)
+    closed_s: float = 8.0
+    open_s: float = 8.0
+    warmup_s: float = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class TargetRun:
+    target: str
+    label: str
+    stream: bool
+    closed: tuple[ClosedLoopResult, ...] = ()
+    open: tuple[OpenLoopResult, ...] = ()
+    skipped_rates_rps: tuple[float, ...] = ()
+    error: str | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def closed_at(self, connections: int) -> ClosedLoopResult | None:
+        return next((r for r in self.closed if r.connections == connections), None)
+
+    def open_at(self, rate: float) -> OpenLoopResult | None:
+        return next((r for r in self.open if r.rate_rps == rate), None)
+
+
+def verify(base_url: str, target: Target, stream: bool) -> None:
+    """One request before loading a target: a 200 with the backend's answer (and, for
+    Gearbox, a route header), so a benchmark never measures fast errors."""
+    req = urllib.request.Request(
+        base_url + CHAT_PATH,
+        data=make_body(target.model, stream),
+        headers={"Content-Type": "application/json", **REQUEST_HEADERS},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        body = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"{target.name}: status {resp.status}")
+        marker = b"[DONE]" if stream else b"chatcmpl-bench"
+        if marker not in body:
+            raise RuntimeError(f"{target.name}: unexpected body {body[:200]!r}")
+        if target.expects_route_header and not resp.headers.get("X-Route-Pair"):
+            raise RuntimeError(f"{target.name}: no X-Route-Pair header")
+
+
+def run_open_loop_process(
+    url: str, body_file: Path, rate: float, duration_s: float, cpus: str
+) -> OpenLoopResult:
+    args = [sys.executable, "-m", "bench.openloop", "--url", url, "--rate", str(rate)]
+    args += ["--duration-s", str(duration_s), "--body-file", str(body_file)]
+    args += [arg for k, v in REQUEST_HEADERS.items() for arg in ("--header", f"{k}: {v}")]
+    out = subprocess.run(
+        pinned(args, cpus), capture_output=True, text=True, check=False, timeout=duration_s + 90
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"open-loop generator failed: {out.stderr[-2000:]}")
+    return OpenLoopResult(**json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def _measure(base_url: str, target: Target, ctx: RunContext, s: OverheadSettings) -> TargetRun:
+    body = make_body(target.model, ctx.stream)
+    script = lua_script(body, REQUEST_HEADERS, CHAT_PATH)
+    aux = ctx.pinning.aux_cpus
+    run_wrk(base_url, script, 32, s.warmup_s, aux, ctx.workdir)  # warm-up, discarded
+    closed = tuple(
+        run_wrk(base_url, script, c, s.closed_s, aux, ctx.workdir) for c in s.connections
+    )
+    capacity = max(r.requests_per_s for r in closed)
+    body_file = ctx.workdir / "body.json"
+    body_file.write_bytes(body)
+    opened, skipped = [], []
+    for rate in s.rates_rps:
+        if rate > CAPACITY_SHARE * capacity:
+            skipped.append(rate)
+            continue
+        opened.append(run_open_loop_process(base_url + CHAT_PATH, body_file, rate, s.open_s, aux))
+    return TargetRun(target.name, target.label, ctx.stream, closed, tuple(opened), tuple(skipped))
+
+
+def run_target(target: Target, ctx: RunContext, s: OverheadSettings) -> TargetRun:
+    print(f"  -> {target.label}, {'streaming' if ctx.stream else 'non-streaming'}", flush=True)
+    try:
+        with target.start(ctx) as base_url:
+            verify(base_url, target, ctx.stream)
+            return _measure(base_url, target, ctx, s)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+        print(f"     FAILED: {err}", flush=True)
+        return TargetRun(target.name, target.label, ctx.stream, error=str(err)[-1500:])
+
+
+def run_overhead(s: OverheadSettings, pinning: Pinning, workdir: Path) -> list[TargetRun]:
+    chosen: Sequence[Target] = [t for t in TARGETS if t.name in s.targets]
+    runs: list[TargetRun] = []
+    with run_nginx(workdir / "nginx", GEARBOX_PAIRS, pinning.aux_cpus) as backend:
+        for stream in s.streams:
+            for target in chosen:
+                ctx = RunContext(backend, pinning, workdir / target.name, stream)
+                runs.append(run_target(target, ctx, s))
+    return runs

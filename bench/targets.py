@@ -1,0 +1,166 @@
+"""The proxies compared in the overhead section, each started pinned to the proxy core.
+
+A target is a context manager that yields the base URL to load; `direct` is nginx itself.
+Every proxy gets a fresh process per streaming mode, so one run cannot warm up the next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import litellm_proxy
+from bench.backend import Backend
+from bench.machine import Pinning, pinned
+from bench.processes import free_port, running
+from bench.tables import synthetic_table
+
+GEARBOX_PAIRS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    backend: Backend
+    pinning: Pinning
+    workdir: Path
+    stream: bool
+
+
+Starter = Callable[[RunContext], contextlib.AbstractContextManager[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    name: str
+    label: str  # how the report names it
+    model: str  # the body's `model` field
+    start: Starter
+    expects_route_header: bool = False
+
+
+@contextlib.contextmanager
+def _direct(ctx: RunContext) -> Iterator[str]:
+    yield ctx.backend.url(0, stream=ctx.stream)
+
+
+@contextlib.contextmanager
+def _minimal(ctx: RunContext) -> Iterator[str]:
+    port = free_port()
+    upstream = ctx.backend.url(0, stream=ctx.stream)
+    args = [sys.executable, "-m", "bench.minimal_proxy", "--port", str(port)]
+    args += ["--upstream", upstream]
+    with running(pinned(args, ctx.pinning.proxy_cpus), ctx.workdir / "minimal.log", port=port):
+        yield f"http://127.0.0.1:{port}"
+
+
+def gearbox_snapshot(ctx: RunContext, n_pairs: int = GEARBOX_PAIRS) -> Path:
+    """A routing table of `n_pairs` pairs, pair i served by backend port i (JSON or SSE)."""
+    urls = [[ctx.backend.url(i, stream=ctx.stream)] for i in range(n_pairs)]
+    path = ctx.workdir / f"table-{'sse' if ctx.stream else 'json'}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(synthetic_table(n_pairs, urls).model_dump_json())
+    return path
+
+
+def gearbox_environment(port: int, snapshot: Path, otlp_url: str) -> dict[str, str]:
+    """Static mode (no Redis on the request path, none at all here), breakers and metrics on
+    (they always are), tracing exported over OTLP/HTTP to the sink."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEARBOX_DP_")}
+    env.update(
+        {
+            "GEARBOX_DP_HOST": "127.0.0.1",
+            "GEARBOX_DP_PORT": str(port),
+            "GEARBOX_DP_REDIS_URL": "",
+            "GEARBOX_DP_SNAPSHOT_PATH": str(snapshot),
+            "GEARBOX_DP_OTEL_EXPORTER": "otlp",
+            "GEARBOX_DP_OTEL_ENDPOINT": otlp_url,
+            "GEARBOX_DP_LOG_LEVEL": "WARNING",
+            "GEARBOX_DP_CONNECTOR_LIMIT": "2048",
+        }
+    )
+    return env
+
+
+@contextlib.contextmanager
+def gearbox_process(ctx: RunContext, env_extra: dict[str, str] | None = None) -> Iterator[int]:
+    """The data plane pinned to the proxy core, with its OTLP sink on the aux cores; yields
+    the data plane's pid."""
+    sink_port, port = free_port(), free_port()
+    sink = [sys.executable, "-m", "bench.otlp_sink", "--port", str(sink_port)]
+    env = gearbox_environment(
+        port, gearbox_snapshot(ctx), f"http://127.0.0.1:{sink_port}/v1/traces"
+    )
+    env.update(env_extra or {})
+    args = pinned([sys.executable, "-m", "data_plane", "serve"], ctx.pinning.proxy_cpus)
+    with (
+        running(pinned(sink, ctx.pinning.aux_cpus), ctx.workdir / "otlp.log", port=sink_port),
+        running(args, ctx.workdir / "gearbox.log", env=env, port=port) as proc,
+    ):
+        ctx.workdir.joinpath("gearbox.port").write_text(str(port))
+        yield proc.pid
+
+
+@contextlib.contextmanager
+def _gearbox(ctx: RunContext) -> Iterator[str]:
+    with gearbox_process(ctx):
+        yield f"http://127.0.0.1:{ctx.workdir.joinpath('gearbox.port').read_text()}"
+
+
+def _litellm(
+    latency_routing: bool,
+) -> Callable[[RunContext], contextlib.AbstractContextManager[str]]:
+    @contextlib.contextmanager
+    def start(ctx: RunContext) -> Iterator[str]:
+        exe = litellm_proxy.ensure_venv()
+        n = GEARBOX_PAIRS if latency_routing else 1
+        urls = [ctx.backend.url(i, stream=ctx.stream) for i in range(n)]
+        name = "litellm-latency" if latency_routing else "litellm-single"
+        config = litellm_proxy.write_config(ctx.workdir / f"{name}.json", urls, latency_routing)
+        port = free_port()
+        args = pinned(litellm_proxy.command(exe, config, port), ctx.pinning.proxy_cpus)
+        env = litellm_proxy.environment(dict(os.environ))
+        with running(args, ctx.workdir / f"{name}.log", env=env, port=port, timeout_s=180):
+            yield f"http://127.0.0.1:{port}"
+
+    return start
+
+
+TARGETS: tuple[Target, ...] = (
+    Target("direct", "direct to nginx", "auto", _direct),
+    Target("minimal", "minimal aiohttp proxy", "auto", _minimal),
+    Target("gearbox", f"Gearbox data plane ({GEARBOX_PAIRS} pairs)", "auto", _gearbox, True),
+    Target("litellm", "LiteLLM proxy, one deployment", litellm_proxy.MODEL_NAME, _litellm(False)),
+    Target(
+        "litellm-latency",
+        f"LiteLLM proxy, latency-based router ({GEARBOX_PAIRS} deployments)",
+        litellm_proxy.MODEL_NAME,
+        _litellm(True),
+    ),
+)
+
+
+def request_body(model: str, stream: bool) -> bytes:
+    """The chat request every target gets: a system prompt and a ~400-character user turn."""
+    body = {
+        "model": model,
+        "stream": stream,
+        "max_tokens": 128,
+        "messages": [
+            {"role": "system", "content": "You are a concise assistant. " * 4},
+            {
+                "role": "user",
+                "content": "Summarise the trade-offs of serving a model at fp8 versus int4 "
+                "for a chat product with a two second latency budget, in three bullet "
+                "points, mentioning accuracy, throughput and cost per token. " * 2,
+            },
+        ],
+    }
+    return json.dumps(body).encode()
+
+
+REQUEST_HEADERS = {"X-Latency-Budget-Ms": "20000", "X-Min-Accuracy": "0.7"}
