@@ -1,0 +1,169 @@
+"""Failure injection: error status, hang, slow first token, broken stream, refused connections."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import aiohttp
+import openai
+import pytest
+
+from simulator.config import FaultConfig, SimFleetConfig
+from simulator.fleet import run_fleet
+from tests.integration.simulator.conftest import pair_config
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.integration
+NAME = "sim-model"
+BODY = {"model": NAME, "prompt": "hello", "max_tokens": 4}
+
+
+async def test_error_rate_returns_the_configured_status(http: aiohttp.ClientSession) -> None:
+    config = pair_config(NAME, faults={"error_rate": 1.0, "error_status": 429})
+    async with run_fleet(SimFleetConfig(pairs=[config])) as fleet:
+        async with http.post(fleet.url(NAME) + "/v1/completions", json=BODY) as resp:
+            assert resp.status == 429
+            assert (await resp.json())["error"]["code"] == 429
+        fleet.set_faults(NAME, FaultConfig(error_rate=1.0))
+        async with http.post(fleet.url(NAME) + "/v1/chat/completions", json=BODY) as resp:
+            assert resp.status == 400  # validation first: a bad chat body is still a 400
+        chat = {"model": NAME, "messages": [{"role": "user", "content": "x"}]}
+        async with http.post(fleet.url(NAME) + "/v1/chat/completions", json=chat) as resp:
+            assert resp.status == 503
+        stats = fleet.stats(NAME)
+    assert stats.errors_injected == 2
+    assert stats.completed == 0
+
+
+async def test_partial_error_rate_is_seeded() -> None:
+    config = pair_config(NAME, seed=7, faults={"error_rate": 0.5})
+    outcomes: list[list[int]] = []
+    for _ in range(2):
+        async with (
+            run_fleet(SimFleetConfig(pairs=[config])) as fleet,
+            aiohttp.ClientSession() as http,
+        ):
+            statuses = []
+            for _ in range(40):
+                async with http.post(fleet.url(NAME) + "/v1/completions", json=BODY) as resp:
+                    statuses.append(resp.status)
+            outcomes.append(statuses)
+    assert outcomes[0] == outcomes[1]
+    assert 5 < outcomes[0].count(503) < 35
+
+
+async def test_hang_until_client_gives_up_counts_cancelled(http: aiohttp.ClientSession) -> None:
+    config = pair_config(NAME, faults={"hang_rate": 1.0})
+    async with run_fleet(SimFleetConfig(pairs=[config])) as fleet:
+        with pytest.raises(asyncio.TimeoutError):
+            async with http.post(
+                fleet.url(NAME) + "/v1/completions",
+                json=BODY,
+                timeout=aiohttp.ClientTimeout(total=0.3),
+            ):
+                pass
+        await eventually(lambda: fleet.stats(NAME).cancelled == 1, what="hang cancelled")
+        stats = fleet.stats(NAME)
+    assert (stats.hangs_injected, stats.completed, stats.running) == (1, 0, 0)
+
+
+async def test_slow_first_token_delays_only_the_first_token(http: aiohttp.ClientSession) -> None:
+    faults = {"slow_first_token_rate": 1.0, "slow_first_token_s": 0.3}
+    config = pair_config(NAME, faults=faults)
+    async with run_fleet(SimFleetConfig(pairs=[config])) as fleet:
+        started = time.perf_counter()
+        stream_body = {**BODY, "stream": True}
+        async with http.post(fleet.url(NAME) + "/v1/completions", json=stream_body) as resp:
+            assert resp.status == 200  # headers come at once, like vLLM
+            headers_s = time.perf_counter() - started
+            await resp.content.readuntil(b"\n\n")
+            first_token_s = time.perf_counter() - started
+            rest = await resp.read()
+        stats = fleet.stats(NAME)
+    assert first_token_s >= 0.3
+    assert first_token_s - headers_s >= 0.2
+    assert rest.endswith(b"data: [DONE]\n\n")
+    assert stats.slow_first_tokens_injected == 1
+    assert stats.completed == 1
+
+
+async def test_broken_stream_has_no_done(http: aiohttp.ClientSession) -> None:
+    config = pair_config(NAME, faults={"break_stream_rate": 1.0, "break_after_chunks": 2})
+    async with (
+        run_fleet(SimFleetConfig(pairs=[config])) as fleet,
+        openai.AsyncOpenAI(
+            base_url=fleet.url(NAME) + "/v1", api_key="unused", max_retries=0
+        ) as api,
+    ):
+        received: list[str] = []
+        stream = await api.completions.create(model=NAME, prompt="hi", max_tokens=10, stream=True)
+
+        async def drain() -> None:
+            async for chunk in stream:
+                received.append(chunk.choices[0].text)
+
+        with pytest.raises(openai.APIError):
+            await drain()
+        assert received == [" the", " quick"]
+        with pytest.raises(aiohttp.ClientPayloadError):
+            async with http.post(fleet.url(NAME) + "/v1/completions", json=BODY) as resp:
+                await resp.read()
+        stats = fleet.stats(NAME)
+    assert (stats.streams_broken, stats.completed) == (2, 0)
+
+
+async def test_refuse_connections_and_stop_start_pair(http: aiohttp.ClientSession) -> None:
+    async with run_fleet(SimFleetConfig(pairs=[pair_config(NAME)])) as fleet:
+        url = fleet.url(NAME)
+        fleet.set_faults(NAME, FaultConfig(refuse_connections=True))
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await http.get(url + "/health")
+        fleet.set_faults(NAME, FaultConfig())
+        async with http.get(url + "/health") as resp:
+            assert resp.status == 200
+
+        slow = asyncio.create_task(
+            http.post(url + "/v1/completions", json={**BODY, "max_tokens": 1000})
+        )
+        await eventually(lambda: fleet.stats(NAME).running == 1, what="request running")
+        fleet.stop_pair(NAME)
+
+        async def finish() -> bytes:
+            async with await slow as resp:
+                return await resp.read()
+
+        with pytest.raises(aiohttp.ClientError):
+            await finish()
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await http.get(url + "/health")
+        await eventually(lambda: fleet.stats(NAME).running == 0, what="slot freed")
+        await fleet.start_pair(NAME)
+        assert fleet.url(NAME) == url
+        async with http.post(url + "/v1/completions", json=BODY) as resp:
+            assert resp.status == 200
+
+
+async def test_faults_over_http(http: aiohttp.ClientSession) -> None:
+    async with run_fleet(SimFleetConfig(pairs=[pair_config(NAME)])) as fleet:
+        url = fleet.url(NAME)
+        async with http.post(url + "/sim/faults", json={"error_rate": 2}) as resp:
+            assert resp.status == 400
+            assert (await resp.json())["error"]["param"] == "error_rate"
+        async with http.post(url + "/sim/faults", json={"error_rate": 1, "error_status": 500}):
+            pass
+        async with http.post(url + "/v1/completions", json=BODY) as resp:
+            assert resp.status == 500
+        async with http.get(url + "/sim/stats") as resp:
+            assert (await resp.json())["errors_injected"] == 1
+        async with http.post(url + "/sim/reset") as resp:
+            assert (await resp.json())["received"] == 0
+        async with http.post(url + "/v1/completions", json=BODY) as resp:
+            assert resp.status == 200  # reset restores the configured faults
+        async with http.post(url + "/sim/faults", json={"refuse_connections": True}) as resp:
+            assert resp.status == 200
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await http.get(url + "/health")
+        await fleet.start_pair(NAME)
+        async with http.get(url + "/health") as resp:
+            assert resp.status == 200

@@ -1,0 +1,91 @@
+"""Request validation like vLLM: 400 for bad JSON/fields/context, 404 for another model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from simulator.config import SimPairConfig
+from simulator.openai_request import ApiError, Route, parse_request
+
+CONFIG = SimPairConfig(
+    name="served", family="f", quantization="q", ttft_base_s=0, tpot_base_s=0,
+    context_length=100, default_max_tokens=10, chars_per_token=4.0,
+)  # fmt: skip
+
+
+def parse(route: Route, body: Any) -> Any:
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return parse_request(route, raw, CONFIG)
+
+
+def test_chat_counts_every_message_and_keys_on_the_last_user_turn() -> None:
+    facts = parse(
+        Route.CHAT,
+        {
+            "model": "served",
+            "messages": [
+                {"role": "system", "content": "12345678"},
+                {"role": "user", "content": [{"type": "text", "text": " hi "}]},
+            ],
+            "max_completion_tokens": 5,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "temperature": 0.2,
+        },
+    )
+    assert facts.prompt_tokens == 3  # ceil(12 / 4)
+    assert facts.lookup_text == "hi"
+    assert (facts.max_tokens, facts.stream, facts.include_usage) == (5, True, True)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "tokens", "lookup"),
+    [("abcdefghi", 3, "abcdefghi"), (["  x "], 1, "x"), ([1, 2, 3, 4, 5], 5, None)],
+)
+def test_completion_prompts(prompt: Any, tokens: int, lookup: str | None) -> None:
+    facts = parse(Route.COMPLETIONS, {"prompt": prompt, "ignore_eos": True})
+    assert (facts.prompt_tokens, facts.lookup_text, facts.max_tokens) == (tokens, lookup, 10)
+    assert facts.ignore_eos
+    assert not facts.stream
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "status", "needle"),
+    [
+        (Route.CHAT, b"{oops", 400, "not valid JSON"),
+        (Route.CHAT, b"[1]", 400, "JSON object"),
+        (Route.CHAT, {"messages": []}, 400, "messages"),
+        (Route.CHAT, {"messages": [{"content": "x"}]}, 400, "messages[0].role"),
+        (Route.COMPLETIONS, {"prompt": "x", "max_tokens": 0}, 400, "max_tokens"),
+        (Route.COMPLETIONS, {"prompt": "x", "n": 2}, 400, "n"),
+        (Route.COMPLETIONS, {"prompt": ["a", "b"]}, 400, "batched"),
+        (Route.COMPLETIONS, {"prompt": "x", "model": "other"}, 404, "`other` does not exist"),
+        (Route.COMPLETIONS, {"prompt": "x" * 400, "max_tokens": 1}, 400, "maximum context"),
+        (Route.COMPLETIONS, {"prompt": "x" * 360, "max_tokens": 11}, 400, "maximum context"),
+    ],
+)
+def test_bad_requests(route: Route, body: Any, status: int, needle: str) -> None:
+    with pytest.raises(ApiError) as info:
+        parse(route, body)
+    assert info.value.status == status
+    assert needle in info.value.message
+    error = info.value.body()["error"]
+    assert error["code"] == status
+    assert error["type"] == ("NotFoundError" if status == 404 else "BadRequestError")
+
+
+def test_prompt_that_just_fits() -> None:
+    assert parse(Route.COMPLETIONS, {"prompt": "x" * 360, "max_tokens": 10}).prompt_tokens == 90
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [(429, "RateLimitError"), (503, "ServiceUnavailableError"), (502, "BadGatewayError")],
+)
+def test_error_types(status: int, kind: str) -> None:
+    assert ApiError(status, "m").body() == {
+        "error": {"message": "m", "type": kind, "param": None, "code": status}
+    }
