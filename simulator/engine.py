@@ -16,11 +16,12 @@ from simulator.answer_key import KnownAnswer
 from simulator.completion import CompletionPlan, decision_rng, plan_completion
 from simulator.config import FaultConfig, SimPairConfig
 from simulator.latency import LatencyModel
-from simulator.metrics import EngineGauges, VllmMetrics
+from simulator.metrics import CacheFacts, EngineGauges, VllmMetrics
 from simulator.openai_request import ApiError, RequestFacts
 from simulator.scheduler import QueueFullError, Scheduler, Ticket
 
 Emit = Callable[[int, str], Awaitable[None]]
+KV_BLOCK_TOKENS = 16
 
 
 @dataclass
@@ -70,6 +71,13 @@ class FaultDraw:
     break_stream: bool = False
 
 
+def cache_facts(config: SimPairConfig) -> CacheFacts:
+    """A KV cache just big enough for `max_running` full contexts, in 16-token blocks."""
+    blocks = -(-config.max_running * config.context_length // KV_BLOCK_TOKENS)
+    dtype = "fp8" if "fp8" in config.quantization else "auto"
+    return CacheFacts(block_size=KV_BLOCK_TOKENS, num_gpu_blocks=blocks, cache_dtype=dtype)
+
+
 class Engine:
     """The state of one simulated pair; every handler of its server shares it."""
 
@@ -85,7 +93,9 @@ class Engine:
         self._clock = clock
         self.scheduler = Scheduler(config.max_running, config.max_queue)
         self.metrics = VllmMetrics(
-            config.name, EngineGauges(self._running, self._waiting, self._kv_usage)
+            config.name,
+            EngineGauges(self._running, self._waiting, self._kv_usage),
+            cache_facts(config),
         )
         self._kv_tokens = 0
         self.reset()
@@ -172,6 +182,11 @@ class Engine:
             self.metrics.queue.observe(self._clock() - arrival)
             self.metrics.prompt_tokens.inc(facts.prompt_tokens)
             await self._decode(facts, plan, slow_first_token_s, emit, arrival)
+        except BaseException:  # cancelled, client gone, or the stream was broken on purpose
+            self.metrics.finished("abort")
+            raise
+        else:
+            self.metrics.finished(plan.finish_reason)
         finally:
             ticket.close()
 

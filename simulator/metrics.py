@@ -32,12 +32,23 @@ class EngineGauges:
     kv_cache_usage: Callable[[], float]
 
 
+@dataclass(frozen=True, slots=True)
+class CacheFacts:
+    """What `vllm:cache_config_info` reports (the profiler reads memory facts from it)."""
+
+    block_size: int
+    num_gpu_blocks: int
+    cache_dtype: str
+    gpu_memory_utilization: float = 0.9
+
+
 class VllmMetrics:
     """The vLLM metric set of one engine, bound to its labels."""
 
-    def __init__(self, model_name: str, gauges: EngineGauges) -> None:
+    def __init__(self, model_name: str, gauges: EngineGauges, cache: CacheFacts) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         labels = {"engine": "0", "model_name": model_name}
+        self._labels = labels
 
         def bind(metric: M) -> M:
             return metric.labels(**labels)
@@ -59,6 +70,21 @@ class VllmMetrics:
         self.generation_tokens = bind(
             Counter("vllm:generation_tokens", "Generation tokens.", LABELS, registry=reg)
         )
+        self._success = Counter(
+            "vllm:request_success",
+            "Finished requests by finish reason.",
+            (*LABELS, "finished_reason"),
+            registry=reg,
+        )
+        info = {
+            "engine": "0",
+            "block_size": str(cache.block_size),
+            "cache_dtype": cache.cache_dtype,
+            "gpu_memory_utilization": str(cache.gpu_memory_utilization),
+            "num_gpu_blocks": str(cache.num_gpu_blocks),
+        }
+        Gauge("vllm:cache_config_info", "Information of the KV cache config.", list(info),
+              registry=reg).labels(**info).set(1)  # fmt: skip
         self.ttft = bind(self._histogram("vllm:time_to_first_token_seconds", TTFT_BUCKETS))
         self.itl = bind(self._histogram("vllm:inter_token_latency_seconds", ITL_BUCKETS))
         self.e2e = bind(self._histogram("vllm:e2e_request_latency_seconds", REQUEST_BUCKETS))
@@ -67,6 +93,10 @@ class VllmMetrics:
     def _histogram(self, name: str, buckets: tuple[float, ...]) -> Histogram:
         doc = f"Histogram of {name.removeprefix('vllm:').replace('_', ' ')}."
         return Histogram(name, doc, LABELS, buckets=buckets, registry=self.registry)
+
+    def finished(self, reason: str) -> None:
+        """Count one finished request (`stop`, `length` or `abort`)."""
+        self._success.labels(**self._labels, finished_reason=reason).inc()
 
     def render(self) -> bytes:
         """Prometheus text exposition of this engine's metrics."""

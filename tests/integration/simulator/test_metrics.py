@@ -25,9 +25,13 @@ async def scrape(http: aiohttp.ClientSession, url: str) -> dict[str, float]:
     samples: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.labels.get("model_name") == NAME and "le" not in sample.labels:
-                assert {k: v for k, v in sample.labels.items()} == LABELS
-                samples[sample.name] = sample.value
+            labels = dict(sample.labels)
+            if sample.name == "vllm:cache_config_info":
+                samples[sample.name] = float(labels["num_gpu_blocks"])
+            elif labels.get("model_name") == NAME and "le" not in labels:
+                reason = labels.pop("finished_reason", None)
+                assert labels == LABELS
+                samples[sample.name + (f"/{reason}" if reason else "")] = sample.value
     return samples
 
 
@@ -47,9 +51,11 @@ async def test_vllm_metric_names_present_and_moving(http: aiohttp.ClientSession)
             "vllm:inter_token_latency_seconds_count",
             "vllm:e2e_request_latency_seconds_count",
             "vllm:request_queue_time_seconds_count",
+            "vllm:cache_config_info",
         ):
             assert name in before, name
         assert before["vllm:generation_tokens_total"] == 0
+        assert before["vllm:cache_config_info"] == 4096 // 16  # one full context, 16-token blocks
 
         body = {"model": NAME, "prompt": "abcdefgh", "max_tokens": 20}
         posts = [
@@ -75,3 +81,4 @@ async def test_vllm_metric_names_present_and_moving(http: aiohttp.ClientSession)
     assert after["vllm:request_queue_time_seconds_sum"] >= 0.19 * 3  # the two later ones waited
     assert (after["vllm:num_requests_running"], after["vllm:num_requests_waiting"]) == (0, 0)
     assert after["vllm:kv_cache_usage_perc"] == 0
+    assert after["vllm:request_success_total/length"] == 3
