@@ -21,6 +21,7 @@ from data_plane.load import LoadTracker
 from data_plane.table_store import TableStore
 
 logger = logging.getLogger(__name__)
+_BREAKER: dict[str, BreakerState] = {"closed": "closed", "half_open": "half_open", "open": "open"}
 
 
 class TrafficStats:
@@ -42,7 +43,7 @@ def build_state(
     instance: str,
     store: TableStore,
     tracker: LoadTracker,
-    breaker_state: Callable[[str], BreakerState],
+    breaker_state: Callable[[str], str],
     traffic: TrafficStats,
     now: float,
 ) -> DataPlaneState:
@@ -56,7 +57,7 @@ def build_state(
                     EndpointState(
                         endpoint_id=endpoint.id,
                         pair=pair.pair,
-                        breaker=breaker_state(endpoint.id),
+                        breaker=_BREAKER[breaker_state(endpoint.id)],
                         in_flight=tracker.in_flight(endpoint.id),
                     )
                 )

@@ -276,7 +276,8 @@ class DataPlaneMetrics:
             self._pairs[pair] = series
         return series
 
-    def observe_attempt(self, endpoint: str, outcome: AttemptOutcome, duration_s: float) -> None:
+    def observe_attempt(self, endpoint: str, outcome: str, duration_s: float) -> None:
+        """Count one attempt; `outcome` is an AttemptOutcome value (retry.py labels)."""
         key = (endpoint, outcome)
         series = self._attempts.get(key)
         if series is None:

@@ -142,7 +142,7 @@ class TableWatcher:
         return True
 
     def _swap(self, table: RoutingTable, source: str) -> None:
-        previous = self._store.swap(compile_table(table))
+        previous = self._store.swap(compile_table(table), table.created_at.timestamp())
         now = self._wall_clock()
         self._metrics.table_version.set(table.version)
         self._metrics.table_created.set(table.created_at.timestamp())

@@ -7,13 +7,13 @@ decided elsewhere (proxy.py with retry.py).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
 import aiohttp
 
-from data_plane.metrics import AttemptOutcome
+from data_plane.retry import ConnectFailed, Outcome, StreamBroken, Timeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,10 +26,10 @@ class UpstreamRequest:
 
 
 class AttemptError(Exception):
-    """An attempt failed in transport; `outcome` says how (never a URL in the message)."""
+    """An attempt failed in transport; `outcome` (retry.py) says how. Never carries a URL."""
 
-    def __init__(self, outcome: AttemptOutcome, detail: str = "") -> None:
-        super().__init__(f"{outcome}: {detail}" if detail else str(outcome))
+    def __init__(self, outcome: Outcome, detail: str = "") -> None:
+        super().__init__(f"{outcome.label}: {detail}" if detail else outcome.label)
         self.outcome = outcome
 
 
@@ -43,10 +43,10 @@ class UpstreamResponse(Protocol):
     def content_type(self) -> str: ...
 
     async def read(self) -> bytes:
-        """The whole body; raises AttemptError(STREAM_BROKEN | TIMEOUT_READ)."""
+        """The whole body; raises AttemptError(StreamBroken | Timeout("read"))."""
         ...
 
-    def chunks(self) -> AsyncIterator[bytes]:
+    def chunks(self) -> AsyncGenerator[bytes, None]:
         """Body chunks as they arrive; raises AttemptError like `read`."""
         ...
 
@@ -59,7 +59,7 @@ class UpstreamClient(Protocol):
     async def send(self, request: UpstreamRequest) -> UpstreamResponse:
         """Send and wait for the response headers.
 
-        Raises AttemptError(CONNECT_FAILED | TIMEOUT_CONNECT | TIMEOUT_READ).
+        Raises AttemptError(ConnectFailed | Timeout("connect") | Timeout("first_byte")).
         """
         ...
 
@@ -69,8 +69,8 @@ class UpstreamClient(Protocol):
 
 def _body_failure(err: BaseException) -> AttemptError:
     if isinstance(err, aiohttp.SocketTimeoutError | TimeoutError):
-        return AttemptError(AttemptOutcome.TIMEOUT_READ, type(err).__name__)
-    return AttemptError(AttemptOutcome.STREAM_BROKEN, type(err).__name__)
+        return AttemptError(Timeout("read"), type(err).__name__)
+    return AttemptError(StreamBroken(), type(err).__name__)
 
 
 class _AiohttpResponse:
@@ -96,7 +96,7 @@ class _AiohttpResponse:
         self._done = True
         return body
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
         content = self._resp.content
         try:
             async for chunk in content.iter_any():
@@ -122,13 +122,15 @@ class SessionLimits:
 
 
 class AiohttpUpstream:
-    """UpstreamClient over one aiohttp ClientSession (created and closed by the app)."""
+    """UpstreamClient over one aiohttp ClientSession, opened and closed by the app's
+    cleanup_ctx (a session must be created inside the running loop)."""
 
-    def __init__(self, session: aiohttp.ClientSession) -> None:
-        self._session = session
+    def __init__(self, limits: SessionLimits) -> None:
+        self._limits = limits
+        self._session: aiohttp.ClientSession | None = None
 
-    @staticmethod
-    def create_session(limits: SessionLimits) -> aiohttp.ClientSession:
+    def open(self) -> None:
+        limits = self._limits
         connector = aiohttp.TCPConnector(
             limit=limits.connector_limit,
             limit_per_host=limits.connector_limit_per_host,
@@ -139,7 +141,7 @@ class AiohttpUpstream:
             sock_connect=limits.connect_timeout_s,
             sock_read=limits.read_timeout_s,
         )
-        return aiohttp.ClientSession(
+        self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=timeout,
             auto_decompress=False,
@@ -147,16 +149,24 @@ class AiohttpUpstream:
             raise_for_status=False,
         )
 
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
     async def send(self, request: UpstreamRequest) -> UpstreamResponse:
+        if self._session is None:
+            raise RuntimeError("AiohttpUpstream.send before open()")
         try:
             resp = await self._session.post(
                 request.url, data=request.body, headers=request.headers, allow_redirects=False
             )
         except aiohttp.ConnectionTimeoutError as err:
-            raise AttemptError(AttemptOutcome.TIMEOUT_CONNECT, type(err).__name__) from err
+            raise AttemptError(Timeout("connect"), type(err).__name__) from err
         except (aiohttp.SocketTimeoutError, TimeoutError) as err:
-            raise AttemptError(AttemptOutcome.TIMEOUT_READ, type(err).__name__) from err
+            # No header within sock_read: nothing reached the client, so it may be retried.
+            raise AttemptError(Timeout("first_byte"), type(err).__name__) from err
         except aiohttp.ClientError as err:
             # Refused, reset, or closed before any response: nothing reached the client yet.
-            raise AttemptError(AttemptOutcome.CONNECT_FAILED, type(err).__name__) from err
+            raise AttemptError(ConnectFailed(), type(err).__name__) from err
         return _AiohttpResponse(resp)

@@ -1,0 +1,68 @@
+"""`python -m data_plane serve [--flags]`: load settings once (env GEARBOX_DP_*, flags win),
+configure JSON logs, build the app and run it with handler cancellation."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from data_plane.app import create_app
+from data_plane.logs import configure_logging
+from data_plane.settings import DataPlaneSettings
+
+# Secrets stay out of argv (visible in `ps`): API keys come from the environment only.
+_NOT_FLAGS = frozenset({"api_keys"})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m data_plane", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the data plane (flags override GEARBOX_DP_* env)")
+    for name, info in DataPlaneSettings.model_fields.items():
+        if name in _NOT_FLAGS:
+            continue
+        flag = "--" + name.replace("_", "-")
+        serve.add_argument(flag, dest=name, default=None, metavar="VALUE", help=info.description)
+    return parser
+
+
+def load_settings(args: argparse.Namespace) -> DataPlaneSettings:
+    """Env first, then every flag that was given; raises ValidationError naming the field."""
+    overrides: dict[str, Any] = {
+        name: value
+        for name, value in vars(args).items()
+        if name in DataPlaneSettings.model_fields and value is not None
+    }
+    return DataPlaneSettings(**overrides)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        settings = load_settings(args)
+    except ValidationError as err:
+        for e in err.errors():
+            where = ".".join(str(p) for p in e["loc"]) or "(settings)"
+            print(f"invalid setting {where}: {e['msg']}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    app = create_app(settings)
+    web.run_app(
+        app,
+        host=settings.host,
+        port=settings.port,
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=settings.shutdown_timeout_s,
+        print=None,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Finishing a request: sending the answer, the give-up error, and the per-pair accounting.
+
+Accounting covers latency and budget attainment, first byte, fallbacks, and cost from the
+answer's `usage` next to what the family's baseline pair would have cost.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+
+from data_plane.attempt import Call, ClientSink, Failed, Served, stream_error_event
+from data_plane.domain import Candidate, CompiledTable, RouteDecision
+from data_plane.errors import (
+    AllUpstreamsUnavailable,
+    DeadlineExceeded,
+    Overloaded,
+    RouterError,
+    UpstreamError,
+    normalize_upstream_error,
+)
+from data_plane.live_state import TrafficStats
+from data_plane.metrics import DataPlaneMetrics, RequestOutcome
+from data_plane.retry import ConnectFailed, Timeout, UpstreamStatus
+from data_plane.usage import Usage, cost_usd, find_usage
+
+
+def route_headers(
+    decision: RouteDecision, table_version: int, cand: Candidate, attempts: int
+) -> dict[str, str]:
+    """The X-Route-* headers of a routed answer (never an endpoint URL)."""
+    return {
+        "X-Route-Pair": cand.pair.pair,
+        "X-Route-Reason": decision.reason.value,
+        "X-Route-Table-Version": str(table_version),
+        "X-Route-Predicted-Latency-Ms": str(math.ceil(cand.predicted_latency_s * 1000)),
+        "X-Route-Estimated-Cost-Usd": f"{cand.estimated_cost_usd:.8f}",
+        "X-Route-Attempts": str(attempts),
+    }
+
+
+def give_up_error(failure: Failed | None, attempts: int, retry_after_s: float) -> RouterError:
+    """The client error after the last failed attempt (never upstream 4xx: those pass through)."""
+    if failure is None:
+        return AllUpstreamsUnavailable(
+            "every endpoint of the feasible pairs is ejected by its breaker",
+            retry_after_s=retry_after_s,
+        )
+    match failure.outcome:
+        case UpstreamStatus(code=429):
+            return Overloaded("the engines are overloaded (HTTP 429)", retry_after_s=1.0)
+        case UpstreamStatus(code=code):
+            return UpstreamError(f"the engine answered HTTP {code} ({attempts} attempt(s))")
+        case Timeout(phase="first_byte"):
+            return DeadlineExceeded(
+                f"no first token within the TTFT budget ({attempts} attempt(s))"
+            )
+        case ConnectFailed() | Timeout(phase="connect"):
+            return AllUpstreamsUnavailable(
+                f"no engine could be reached ({attempts} attempt(s))", retry_after_s=retry_after_s
+            )
+        case _:
+            return UpstreamError("the engine's answer broke off before it was complete")
+
+
+class Delivery:
+    """Sends answers and errors through the sink and accounts served requests."""
+
+    def __init__(
+        self, metrics: DataPlaneMetrics, traffic: TrafficStats, clock: Callable[[], float]
+    ) -> None:
+        self._metrics = metrics
+        self._traffic = traffic
+        self._clock = clock
+
+    async def deliver(
+        self,
+        call: Call,
+        table: CompiledTable,
+        decision: RouteDecision,
+        cand: Candidate,
+        served: Served,
+        attempts: int,
+        sink: ClientSink,
+    ) -> RequestOutcome:
+        """Send a non-streamed answer (streams are already out), then account it."""
+        first_byte_s = served.first_byte_s
+        if not served.streamed:
+            headers = {
+                "Content-Type": served.content_type or "application/json",
+                **call.headers_for(cand, attempts),
+            }
+            await sink.send(served.status, headers, served.body)
+            first_byte_s = self._clock()
+        self._account(call, table, decision, cand, served, first_byte_s)
+        return RequestOutcome.OK if served.outcome is None else RequestOutcome.STREAM_ERROR
+
+    async def give_up(
+        self,
+        call: Call,
+        last: Candidate,
+        failure: Failed | None,
+        attempts: int,
+        sink: ClientSink,
+        retry_after_s: float,
+    ) -> RequestOutcome:
+        """Pass an engine's 4xx through (normalised envelope); raise for everything else."""
+        match failure:
+            case Failed(outcome=UpstreamStatus(code=code)) if code < 500 and code != 429:
+                body = json.dumps(normalize_upstream_error(code, failure.body)).encode()
+                headers = {"Content-Type": "application/json", **call.headers_for(last, attempts)}
+                await sink.send(code, headers, body)
+                return RequestOutcome.INVALID_REQUEST
+        raise give_up_error(failure, attempts, retry_after_s)
+
+    async def deadline_in_stream(self, sink: ClientSink, pair: str | None) -> RequestOutcome:
+        """The budget ran out after the first byte: one SSE error event ends the stream."""
+        if pair is not None:
+            self._metrics.pair(pair).stream_errors.inc()
+        await sink.write(
+            stream_error_event("the latency budget ran out mid-stream", "budget_exhausted")
+        )
+        await sink.finish()
+        return RequestOutcome.STREAM_ERROR
+
+    def _account(
+        self,
+        call: Call,
+        table: CompiledTable,
+        decision: RouteDecision,
+        cand: Candidate,
+        served: Served,
+        first_byte_s: float | None,
+    ) -> None:
+        pair = cand.pair
+        series = self._metrics.pair(pair.pair)
+        latency_s = self._clock() - call.started_s
+        if first_byte_s is not None:
+            series.ttfb.observe(first_byte_s - call.started_s)
+        series.latency.observe(latency_s)
+        budget_s = decision.budget_latency_s
+        if budget_s is not None:
+            (series.budget_met if latency_s <= budget_s else series.budget_missed).inc()
+        usage = find_usage(served.body) or Usage(cand.input_tokens, cand.output_tokens)
+        series.cost.inc(cost_usd(pair, usage))
+        baseline = table.baselines.get(pair.family)
+        if baseline is not None:
+            series.baseline_cost.inc(cost_usd(baseline, usage))
+        series.tokens_in.inc(usage.input_tokens)
+        series.tokens_out.inc(usage.output_tokens)
+        first = decision.candidates[0]
+        fallback = cand is not first and any(c is cand for c in decision.candidates)
+        if fallback:
+            self._metrics.fallbacks.labels(first.pair.pair, pair.pair).inc()
+        self._traffic.served(pair.pair, fallback)

@@ -1,0 +1,264 @@
+"""The composition root: `create_app(settings, deps)` builds and wires every part.
+
+Only this module (and `__main__`) constructs adapters. Tests inject a clock, an rng, a fake
+upstream, a Redis factory or a span exporter through `AppDeps`; nothing is patched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+import aiohttp
+import redis.asyncio as aioredis
+from aiohttp import web
+from opentelemetry.sdk.trace.export import SpanExporter
+
+from data_plane.answer import Delivery
+from data_plane.attempt import AttemptRunner
+from data_plane.breaker import BreakerBoard, BreakerConfig
+from data_plane.engine_scrape import EngineScraper
+from data_plane.handlers import Handlers
+from data_plane.health import Health
+from data_plane.live_state import LiveStateWriter, TrafficStats, build_state
+from data_plane.load import LoadTracker
+from data_plane.metrics import DataPlaneMetrics
+from data_plane.middleware import ApiKeys, add_request_id, make_gateway
+from data_plane.proxy import Proxy, ProxyConfig, ProxyParts
+from data_plane.retry import RetryBudget
+from data_plane.settings import DataPlaneSettings
+from data_plane.table_store import TableStore
+from data_plane.table_watcher import TableWatcher, WatcherConfig
+from data_plane.tracing import Tracing, build_tracing
+from data_plane.upstream import AiohttpUpstream, SessionLimits, UpstreamClient
+
+logger = logging.getLogger(__name__)
+
+RedisFactory = Callable[[], aioredis.Redis]
+
+
+@dataclass(frozen=True)
+class AppDeps:
+    """What tests may replace. None = build the production adapter from settings."""
+
+    clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], float] = time.time
+    rng: random.Random = field(default_factory=random.Random)
+    upstream: UpstreamClient | None = None
+    redis_factory: RedisFactory | None = None
+    span_exporter: SpanExporter | None = None
+
+
+class BackgroundTasks:
+    """Tasks the cleanup contexts start; cancelled and awaited on shutdown."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+
+    def start(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
+        self.tasks[name] = asyncio.create_task(coro, name=f"gearbox-{name}")
+
+    async def stop(self, *names: str) -> None:
+        """Cancel and await the named tasks (a task that already failed is logged)."""
+        tasks = [self.tasks.pop(n) for n in names if n in self.tasks]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+            except Exception:
+                logger.exception("background task %s failed", task.get_name())
+
+
+SETTINGS = web.AppKey("gearbox_settings", DataPlaneSettings)
+STORE = web.AppKey("gearbox_store", TableStore)
+METRICS = web.AppKey("gearbox_metrics", DataPlaneMetrics)
+HEALTH = web.AppKey("gearbox_health", Health)
+WATCHER = web.AppKey("gearbox_watcher", TableWatcher)
+TRAFFIC = web.AppKey("gearbox_traffic", TrafficStats)
+TASKS = web.AppKey("gearbox_tasks", BackgroundTasks)
+TRACING = web.AppKey("gearbox_tracing", Tracing)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("gearbox")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+def _session_limits(s: DataPlaneSettings) -> SessionLimits:
+    return SessionLimits(
+        connector_limit=s.connector_limit,
+        connector_limit_per_host=s.connector_limit_per_host,
+        connect_timeout_s=s.connect_timeout_s,
+        read_timeout_s=s.read_timeout_s,
+        total_timeout_s=s.default_request_timeout_s + s.deadline_grace_s,
+    )
+
+
+def _breaker_config(s: DataPlaneSettings) -> BreakerConfig:
+    return BreakerConfig(
+        consecutive_failures=s.breaker_consecutive_failures,
+        failure_ratio=s.breaker_failure_ratio,
+        min_requests=s.breaker_min_requests,
+        window_s=s.breaker_window_s,
+        cooldown_s=s.breaker_cooldown_s,
+        max_cooldown_s=s.breaker_cooldown_max_s,
+    )
+
+
+def _build_proxy(
+    s: DataPlaneSettings, deps: AppDeps, upstream: UpstreamClient, app: web.Application
+) -> Proxy:
+    metrics, health, tracing = app[METRICS], app[HEALTH], app[TRACING]
+    parts = ProxyParts(
+        runner=AttemptRunner(upstream, health, metrics, tracing, deps.clock),
+        delivery=Delivery(metrics, app[TRAFFIC], deps.clock),
+        health=health,
+        retry_budget=RetryBudget(
+            deps.clock,
+            ratio=s.retry_budget_ratio,
+            min_per_s=s.retry_budget_min_per_s,
+            window_s=s.retry_budget_window_s,
+        ),
+        metrics=metrics,
+        tracing=tracing,
+        clock=deps.clock,
+        rng=deps.rng,
+    )
+    config = ProxyConfig(s.max_attempts, s.default_request_timeout_s, s.deadline_grace_s)
+    return Proxy(config, parts)
+
+
+def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.Application:
+    """A ready-to-run data-plane app; background work starts with the app (cleanup_ctx)."""
+    deps = deps or AppDeps()
+    metrics = DataPlaneMetrics(_version(), settings.git_sha)
+    store = TableStore()
+    tracker = LoadTracker(on_in_flight=lambda eid, n: metrics.in_flight.labels(eid).set(n))
+    health = Health(BreakerBoard(_breaker_config(settings)), tracker, metrics, deps.clock)
+    store.on_swap(health.on_table)
+    tracing = build_tracing(
+        settings.otel_exporter,
+        settings.otel_service_name,
+        settings.otel_endpoint,
+        deps.span_exporter,
+    )
+    gateway = make_gateway(metrics, tracing, ApiKeys(settings.api_keys))
+    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[gateway])
+    app[SETTINGS], app[STORE], app[METRICS], app[HEALTH] = settings, store, metrics, health
+    app[TRACING], app[TRAFFIC], app[TASKS] = tracing, TrafficStats(), BackgroundTasks()
+    watcher_config = WatcherConfig(
+        settings.redis_keys,
+        settings.table_poll_interval_s,
+        settings.redis_backoff_max_s,
+        settings.snapshot_path,
+    )
+    app[WATCHER] = TableWatcher(watcher_config, store, metrics, deps.wall_clock)
+    adapter: AiohttpUpstream | None = None
+    upstream: UpstreamClient
+    if deps.upstream is None:
+        upstream = adapter = AiohttpUpstream(_session_limits(settings))
+    else:
+        upstream = deps.upstream
+    proxy = _build_proxy(settings, deps, upstream, app)
+    handlers = Handlers(store, proxy, metrics, settings.max_body_bytes, deps.clock)
+    app.add_routes(handlers.routes())
+    app.on_response_prepare.append(add_request_id)
+    app.cleanup_ctx.append(_lifecycle(adapter))
+    app.cleanup_ctx.append(_redis_ctx(deps))
+    app.cleanup_ctx.append(_scrape_ctx)
+    return app
+
+
+CleanupCtx = Callable[[web.Application], AsyncIterator[None]]
+
+
+def _lifecycle(adapter: AiohttpUpstream | None) -> CleanupCtx:
+    """The upstream session, the snapshot table, and tracing shutdown."""
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        if adapter is not None:
+            adapter.open()
+        app[WATCHER].load_snapshot()
+        logger.info(
+            "data plane up (instance %s)",
+            app[SETTINGS].instance_id,
+            extra={"instance": app[SETTINGS].instance_id, "table_version": app[STORE].version},
+        )
+        yield
+        if adapter is not None:
+            await adapter.close()
+        app[TRACING].shutdown()
+
+    return lifecycle
+
+
+def _redis_client(settings: DataPlaneSettings) -> aioredis.Redis:
+    return aioredis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=settings.redis_timeout_s,
+        decode_responses=False,
+    )
+
+
+def _redis_ctx(deps: AppDeps) -> CleanupCtx:
+    """The table watcher and the live-state writer on one Redis client (when configured)."""
+
+    async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
+        s = app[SETTINGS]
+        if deps.redis_factory is None and not s.redis_url:
+            yield  # static mode: the snapshot file is the table
+            return
+        client = deps.redis_factory() if deps.redis_factory else _redis_client(s)
+        store, health, traffic = app[STORE], app[HEALTH], app[TRAFFIC]
+
+        def state() -> Any:
+            now = deps.wall_clock()
+            return build_state(s.instance_id, store, health.tracker, health.state, traffic, now)
+
+        writer = LiveStateWriter(client, s.redis_keys, s.instance_id, s.live_state_ttl_s, state)
+        tasks = app[TASKS]
+        tasks.start("table_watcher", app[WATCHER].run(client))
+        tasks.start("live_state", writer.run(s.live_state_interval_s))
+        yield
+        await tasks.stop("table_watcher", "live_state")
+        await client.aclose()
+
+    return redis_ctx
+
+
+async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Engine queue-depth scraping, on its own small session (only when enabled)."""
+    s = app[SETTINGS]
+    if s.scrape_interval_s <= 0:
+        yield
+        return
+    metrics, store = app[METRICS], app[STORE]
+    session = aiohttp.ClientSession()
+
+    def endpoints() -> list[Any]:
+        table = store.current
+        return [] if table is None else [e for p in table.pairs for e in p.endpoints]
+
+    scraper = EngineScraper(
+        session,
+        endpoints,
+        app[HEALTH].tracker,
+        lambda eid, depth: metrics.queue_depth.labels(eid).set(depth),
+        s.scrape_timeout_s,
+    )
+    app[TASKS].start("engine_scrape", scraper.run(s.scrape_interval_s))
+    yield
+    await app[TASKS].stop("engine_scrape")
+    await session.close()

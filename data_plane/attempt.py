@@ -1,0 +1,221 @@
+"""One upstream attempt: send, classify the answer, and relay a stream to the client.
+
+Before the first byte reaches the client every failure comes back as `Failed` (the proxy may
+retry it); after it, a broken stream ends with ONE SSE error event and comes back as `Served`
+with its outcome. Client disconnects and deadline cancellations propagate, after the upstream
+response is closed (which aborts the engine's work).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+from typing import Protocol
+
+from opentelemetry import trace
+
+from data_plane.domain import Candidate, CompiledEndpoint
+from data_plane.health import Health
+from data_plane.metrics import DataPlaneMetrics
+from data_plane.retry import Cancelled, Outcome, Timeout, UpstreamStatus
+from data_plane.tracing import ATTR_ATTEMPT, ATTR_ENDPOINT, ATTR_OUTCOME, ATTR_PAIR, Tracing
+from data_plane.upstream import AttemptError, UpstreamClient, UpstreamRequest, UpstreamResponse
+from data_plane.usage import SSE_TAIL_BYTES
+
+SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+MAX_ERROR_BODY_BYTES = 64 * 1024
+
+
+class ClientGoneError(ConnectionError):
+    """The client went away while we were writing to it."""
+
+
+class ClientSink(Protocol):
+    """Where the answer goes (an aiohttp response in production, a recorder in tests)."""
+
+    @property
+    def started(self) -> bool:
+        """True once a status line went out (no retry, no status change after that)."""
+        ...
+
+    async def send(self, status: int, headers: Mapping[str, str], body: bytes) -> None: ...
+
+    async def start(self, status: int, headers: Mapping[str, str]) -> None: ...
+
+    async def write(self, chunk: bytes) -> None:
+        """Raises ClientGoneError when the client disconnected."""
+        ...
+
+    async def finish(self) -> None: ...
+
+
+@dataclass(slots=True)
+class CallState:
+    """The little that changes during a call: which pair is streaming to the client."""
+
+    streaming_pair: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """What every attempt of one client request shares."""
+
+    request_id: str
+    path: str  # the OpenAI path, e.g. /v1/chat/completions
+    stream: bool
+    wants_json: bool
+    started_s: float  # monotonic arrival time
+    ttft_budget_s: float | None  # per attempt: the TTFT guard's limit for the first chunk
+    bodies: Callable[[str], bytes]  # served model name -> body with `model` rewritten
+    headers_for: Callable[[Candidate, int], dict[str, str]]  # X-Route-* of an answer
+    state: CallState
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """The client got (or will get) this attempt's answer; `outcome` None = clean."""
+
+    status: int
+    body: bytes  # whole body (non-streaming) or the stream's tail (for usage)
+    content_type: str
+    streamed: bool
+    first_byte_s: float | None  # monotonic time the first byte went to the client (streams)
+    outcome: Outcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """Nothing reached the client; the proxy decides whether to try elsewhere."""
+
+    outcome: Outcome
+    status: int | None = None
+    body: bytes = b""
+
+
+def stream_error_event(message: str, code: str) -> bytes:
+    """The one SSE event a stream that broke after its first byte ends with."""
+    error = {"message": message, "type": "server_error", "param": None, "code": code}
+    return b"data: " + json.dumps({"error": error}).encode() + b"\n\n"
+
+
+def _status_outcome(status: int) -> Outcome | None:
+    return None if 200 <= status < 300 else UpstreamStatus(status)
+
+
+class AttemptRunner:
+    """Runs attempts with one upstream client, recording health, metrics and a client span."""
+
+    def __init__(
+        self,
+        upstream: UpstreamClient,
+        health: Health,
+        metrics: DataPlaneMetrics,
+        tracing: Tracing,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._upstream = upstream
+        self._health = health
+        self._metrics = metrics
+        self._tracing = tracing
+        self._clock = clock
+
+    async def run(
+        self, call: Call, cand: Candidate, endpoint: CompiledEndpoint, number: int, sink: ClientSink
+    ) -> Served | Failed:
+        started = self._clock()
+        outcome: Outcome | None = Cancelled()
+        self._health.acquire(endpoint.id)
+        with self._tracing.tracer.start_as_current_span(
+            "gearbox.upstream",
+            kind=trace.SpanKind.CLIENT,
+            attributes={
+                ATTR_PAIR: cand.pair.pair,
+                ATTR_ENDPOINT: endpoint.id,
+                ATTR_ATTEMPT: number,
+            },
+        ) as span:
+            try:
+                result = await self._exchange(call, cand, endpoint, number, sink, span)
+                outcome = result.outcome
+            except AttemptError as err:
+                outcome = err.outcome
+                result = Failed(err.outcome)
+            finally:
+                self._health.release(endpoint.id, outcome)
+                label = "ok" if outcome is None else outcome.label
+                span.set_attribute(ATTR_OUTCOME, label)
+                self._metrics.observe_attempt(endpoint.id, label, self._clock() - started)
+        return result
+
+    async def _exchange(
+        self,
+        call: Call,
+        cand: Candidate,
+        endpoint: CompiledEndpoint,
+        number: int,
+        sink: ClientSink,
+        span: trace.Span,
+    ) -> Served | Failed:
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream" if call.stream else "application/json",
+            "X-Request-Id": call.request_id,
+        }
+        self._tracing.inject(headers, span)
+        body = call.bodies(cand.pair.served_model_name)
+        resp = await self._upstream.send(UpstreamRequest(endpoint.url + call.path, body, headers))
+        try:
+            if call.stream and resp.status == 200:
+                return await self._relay(call, cand, number, resp, sink)
+            data = await resp.read()
+        finally:
+            resp.close()
+        outcome = _status_outcome(resp.status)
+        if outcome is not None:
+            return Failed(outcome, resp.status, data[:MAX_ERROR_BODY_BYTES])
+        return Served(resp.status, data, resp.content_type, False, None)
+
+    async def _relay(
+        self, call: Call, cand: Candidate, number: int, resp: UpstreamResponse, sink: ClientSink
+    ) -> Served | Failed:
+        """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk."""
+        async with aclosing(resp.chunks()) as chunks:
+            first = await self._first_chunk(chunks, call.ttft_budget_s)
+            await sink.start(200, {**SSE_HEADERS, **call.headers_for(cand, number)})
+            call.state.streaming_pair = cand.pair.pair
+            first_byte_s = self._clock()
+            await sink.write(first)
+            tail = first[-SSE_TAIL_BYTES:]
+            try:
+                async for chunk in chunks:
+                    await sink.write(chunk)
+                    tail = (tail + chunk)[-SSE_TAIL_BYTES:]
+            except AttemptError as err:
+                self._metrics.pair(cand.pair.pair).stream_errors.inc()
+                await sink.write(
+                    stream_error_event(
+                        "the engine stream broke; the answer is incomplete", "stream_broken"
+                    )
+                )
+                await sink.finish()
+                return Served(200, tail, "text/event-stream", True, first_byte_s, err.outcome)
+        await sink.finish()
+        return Served(200, tail, "text/event-stream", True, first_byte_s)
+
+    @staticmethod
+    async def _first_chunk(chunks: AsyncIterator[bytes], ttft_budget_s: float | None) -> bytes:
+        """The TTFT guard: the first chunk within the budget, else a retryable failure."""
+        try:
+            async with asyncio.timeout(ttft_budget_s):
+                first = await anext(chunks, b"")
+        except TimeoutError as err:
+            raise AttemptError(
+                Timeout("first_byte"), "no first byte within the TTFT budget"
+            ) from err
+        if not first:
+            raise AttemptError(Timeout("first_byte"), "stream ended before its first byte")
+        return first

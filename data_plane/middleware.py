@@ -1,0 +1,180 @@
+"""The one aiohttp middleware: request id, API keys, server span, error envelope, metrics.
+
+RouterError -> `to_openai_error()`; aiohttp's HTTP errors (404, 405, 413) -> the same envelope;
+anything else -> a generic 500, logged once with its traceback. Every response carries
+X-Request-Id (set in `on_response_prepare`, so streams get it too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+from opentelemetry import trace
+from pydantic import SecretStr
+
+from data_plane import errors
+from data_plane.metrics import DataPlaneMetrics, RequestOutcome, Route
+from data_plane.tracing import Tracing
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+_PROTECTED_PREFIX = "/v1/"
+_ROUTES = {r.value: r for r in Route}
+_OUTCOMES: tuple[tuple[type[errors.RouterError], RequestOutcome], ...] = (
+    (errors.BudgetInfeasible, RequestOutcome.BUDGET_INFEASIBLE),
+    (errors.Unauthorized, RequestOutcome.UNAUTHORIZED),
+    (errors.ModelNotFound, RequestOutcome.NO_ROUTE),
+    (errors.Overloaded, RequestOutcome.OVERLOADED),
+    (errors.UpstreamError, RequestOutcome.UPSTREAM_ERROR),
+    (errors.AllUpstreamsUnavailable, RequestOutcome.UNAVAILABLE),
+    (errors.DeadlineExceeded, RequestOutcome.DEADLINE_EXCEEDED),
+    (errors.Internal, RequestOutcome.INTERNAL_ERROR),
+)
+
+
+class Exchange:
+    """Per-request bookkeeping the handler and the middleware share."""
+
+    __slots__ = ("outcome", "request_id", "route")
+
+    def __init__(self, request_id: str, route: Route) -> None:
+        self.request_id = request_id
+        self.route = route
+        self.outcome = RequestOutcome.OK
+
+
+EXCHANGE = web.RequestKey("gearbox_exchange", Exchange)
+
+
+def request_id_from(value: str | None) -> str:
+    """The client's X-Request-Id when it is sane (<= 128 safe chars), else a fresh one."""
+    if value is not None and _REQUEST_ID.fullmatch(value):
+        return value
+    return uuid.uuid4().hex
+
+
+def outcome_of(err: errors.RouterError) -> RequestOutcome:
+    for cls, outcome in _OUTCOMES:
+        if isinstance(err, cls):
+            return outcome
+    return RequestOutcome.INVALID_REQUEST
+
+
+def error_response(err: errors.RouterError) -> web.Response:
+    mapped = errors.to_openai_error(err)
+    return web.json_response(mapped.body, status=mapped.status, headers=dict(mapped.headers))
+
+
+class NotFound(errors.RouterError):
+    status = 404
+    error_type = errors.INVALID_REQUEST
+    default_code = "not_found"
+
+
+class MethodNotAllowed(errors.RouterError):
+    status = 405
+    error_type = errors.INVALID_REQUEST
+    default_code = "method_not_allowed"
+
+
+def _http_error(err: web.HTTPException, request: web.Request) -> errors.RouterError:
+    """aiohttp's own 4xx/5xx (unknown path, wrong method, body too large) as a RouterError."""
+    if err.status == 413:
+        return errors.PayloadTooLarge(f"the request body is too large: {err.text}")
+    if err.status == 404:
+        return NotFound(f"no such endpoint: {request.method} {request.path[:200]}")
+    if err.status == 405:
+        return MethodNotAllowed(f"{request.method} is not allowed on {request.path[:200]}")
+    if err.status >= 500:
+        return errors.Internal()
+    return errors.InvalidRequest(err.reason, code="invalid_request")
+
+
+class ApiKeys:
+    """Bearer API keys; an empty set means the API is open. Compared in constant time."""
+
+    def __init__(self, keys: tuple[SecretStr, ...]) -> None:
+        self._keys = tuple(k.get_secret_value().encode() for k in keys)
+
+    def check(self, authorization: str | None) -> None:
+        if not self._keys:
+            return
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise errors.Unauthorized("missing bearer token in the Authorization header")
+        given = token.strip().encode()
+        found = False
+        for key in self._keys:  # no early exit: every key is compared
+            found |= hmac.compare_digest(given, key)
+        if not found:
+            raise errors.Unauthorized("invalid API key")
+
+
+def make_gateway(metrics: DataPlaneMetrics, tracing: Tracing, api_keys: ApiKeys) -> Middleware:
+    """The middleware, closed over the app's metrics, tracer and keys."""
+
+    @web.middleware
+    async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        route = _ROUTES.get(request.match_info.route.name or "", Route.OTHER)
+        exchange = Exchange(request_id_from(request.headers.get("X-Request-Id")), route)
+        request[EXCHANGE] = exchange
+        with tracing.tracer.start_as_current_span(
+            "gearbox.request",
+            context=tracing.extract(request.headers),
+            kind=trace.SpanKind.SERVER,
+            attributes={"http.route": route.value},
+        ):
+            try:
+                return await _answer(request, handler, exchange, api_keys)
+            finally:
+                metrics.observe_request(route, exchange.outcome, time.perf_counter() - started)
+
+    return gateway
+
+
+async def _answer(
+    request: web.Request, handler: Handler, exchange: Exchange, api_keys: ApiKeys
+) -> web.StreamResponse:
+    try:
+        if request.path.startswith(_PROTECTED_PREFIX):
+            api_keys.check(request.headers.get("Authorization"))
+        return await handler(request)
+    except errors.RouterError as err:
+        exchange.outcome = outcome_of(err)
+        return error_response(err)
+    except web.HTTPException as err:
+        if err.status < 400:
+            raise
+        mapped = _http_error(err, request)
+        exchange.outcome = outcome_of(mapped)
+        return error_response(mapped)
+    except asyncio.CancelledError:
+        exchange.outcome = RequestOutcome.CANCELLED
+        raise
+    except Exception:
+        exchange.outcome = RequestOutcome.INTERNAL_ERROR
+        logger.exception("unhandled error", extra={"request_id": exchange.request_id})
+        return error_response(errors.Internal())
+
+
+async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
+    """on_response_prepare: X-Request-Id on every response, streams and errors included."""
+    exchange = request.get(EXCHANGE)
+    if exchange is not None:
+        response.headers["X-Request-Id"] = exchange.request_id
+
+
+def json_body(data: object) -> bytes:
+    return json.dumps(data, separators=(",", ":")).encode()
