@@ -43,11 +43,13 @@ def parse_metrics(text: str, model: str | None = None) -> MetricsSnapshot:
     """The vLLM series we use from Prometheus text; series of another `model_name` are
     skipped. Raises ValueError on text that is not Prometheus exposition format."""
     found: dict[str, list[float]] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            served = sample.labels.get("model_name")
-            if model is not None and served is not None and served != model:
-                continue
+    try:
+        samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+    except ValueError as err:
+        raise ValueError(f"not Prometheus exposition text: {err}") from err
+    for sample in samples:
+        served = sample.labels.get("model_name")
+        if model is None or served is None or served == model:
             found.setdefault(sample.name, []).append(float(sample.value))
     usage = [v for name in _KV_USAGE for v in found.get(name, [])]
     return MetricsSnapshot(
