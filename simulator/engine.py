@@ -202,13 +202,17 @@ class Engine:
         self._kv_tokens += held
         try:
             prefill = self.latency.ttft_s(facts.prompt_tokens, self._rng.random())
+            due = self._clock() + prefill + slow_first_token_s
             await asyncio.sleep(prefill + slow_first_token_s)
             last = self._clock()
             self.metrics.ttft.observe(last - arrival)
             for index, token in enumerate(plan.tokens):
                 if index:
-                    running = self.scheduler.running
-                    await asyncio.sleep(self.latency.tpot_s(running, self._rng.random()))
+                    tpot = self.latency.tpot_s(self.scheduler.running, self._rng.random())
+                    # Deadlines, not plain sleeps: the loop's ~1 ms timer rounding must not
+                    # add up over many tokens; a late token does not make later ones early.
+                    due = max(due + tpot, last)
+                    await asyncio.sleep(max(0.0, due - self._clock()))
                     now = self._clock()
                     self.metrics.itl.observe(now - last)
                     last = now

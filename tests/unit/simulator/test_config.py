@@ -21,7 +21,8 @@ def test_example_fleet_is_realistic() -> None:
     ]
     big = by_quant[("llama-3.1-70b-instruct", "awq-int4")]
     tpots = [p.tpot_base_s for p in small]
-    assert tpots == sorted(tpots, reverse=True), "fp16 slowest ... int4 fastest"
+    assert max(tpots) == tpots[0], "fp16 decodes slowest"
+    assert min(tpots) == tpots[-1], "awq-int4 decodes fastest"
     for category in ("chat", "extraction", "code", "math", "reasoning"):
         accs = [p.accuracy_for(category) for p in small]
         assert accs == sorted(accs, reverse=True), category
