@@ -22,6 +22,8 @@ from pydantic import (
     field_validator,
 )
 
+from data_plane.classifier import classify
+from data_plane.domain import RequestFacts
 from data_plane.errors import InvalidRequest
 
 MAX_DEPTH = 64  # deeper JSON is refused before parsing (a recursion bomb, not a request)
@@ -238,3 +240,17 @@ def rewrite_model(raw: bytes, served_model_name: str) -> bytes:
         pos = end
     out.append(raw[pos:])
     return b"".join(out)
+
+
+def request_facts(parsed: ParsedBody) -> RequestFacts:
+    """Routing facts for a parsed body: classifies the last user turn (never stores its text)."""
+    category, complexity = classify(parsed.classify_text)
+    return RequestFacts(
+        alias=parsed.alias,
+        category=category,
+        complexity=complexity,
+        input_chars=parsed.input_chars,
+        max_output_tokens=parsed.max_output_tokens,
+        stream=parsed.stream,
+        wants_json=parsed.wants_json,
+    )

@@ -1,0 +1,232 @@
+"""Prompt classifier: text -> (category, complexity in [0, 1]) from cheap structural signals.
+
+PURE apart from reading its calibrated parameters once at import (`classifier_params.json` next
+to this file, written by `python -m data_plane.calibration`). Microseconds per call: it scans at
+most a head+tail window of the text, counts characters with one numpy bincount, and looks words
+up in small sets; weights and thresholds come from the calibration, not from this file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+HEAD_CHARS = 1024  # scanned window for long prompts: the head carries the ask and the fences,
+TAIL_CHARS = 512  # the tail the question that follows pasted material
+PARAMS_PATH = Path(__file__).with_name("classifier_params.json")
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Word groups. A prompt scores one point per DISTINCT word of a group it contains, so repeated
+# words do not dominate; how much each group counts for each category is calibrated.
+CODE_SYNTAX = _words(
+    "def return import class function const let var public private static void int func fn "
+    "struct impl async await lambda elif null nullptr self this println printf console print "
+    "include namespace template yield try catch except finally throw raise interface enum "
+    "package select insert update where join"
+)
+CODE_TOPIC = _words(
+    "code python javascript typescript java rust go golang kotlin c sql bash shell regex api bug "
+    "compile compiler debug refactor implement method variable array loop git docker "
+    "kubernetes test tests unit pytest library crate module query database deploy server "
+    "endpoint thread threads frontend backend css html react django vim pip npm command "
+    "crash error exception script program deadlock memory"
+)
+EXTRACTION = _words(
+    "extract extraction json schema yaml csv field fields parse key keys values output list "
+    "entities entity tag label labels classify normalise normalize normalised iso format "
+    "structured record records table columns column following text excerpt invoice receipt "
+    "email address date dates names null array object objects convert pull"
+)
+MATH = _words(
+    "solve equation integral derivative prove proof compute calculate evaluate simplify sum "
+    "series probability expected matrix eigenvalues determinant prime primes integer "
+    "integers theorem factor factorial root roots sqrt log area perimeter triangle circle "
+    "radius percent average mean variance polynomial limit converges modulo divisible x y "
+    "n z dx estimator residue"
+)
+REASONING = _words(
+    "why explain reason reasoning compare analyse analyze analysis trade-offs tradeoffs "
+    "pros cons argue argument evaluate assess critique implications consequences strategy "
+    "plan decide decision should would if therefore because versus risks evidence "
+    "assumptions justify likely conclusion policy ethical fair does who which"
+)
+CHAT = _words(
+    "hi hello hey thanks thank please you your me my i recommend suggest favorite favourite "
+    "joke story poem write tips ideas fun friend birthday draft letter speech toast nice "
+    "good love want help our we"
+)
+DEMANDING = _words(
+    "must ensure without exactly each every constraints requirements optimal optimise "
+    "optimize efficient complexity rigorous justify derive generalise generalize concurrency "
+    "concurrent distributed include both detailed step then also handle avoid all"
+)
+_GROUPS = (CODE_SYNTAX, CODE_TOPIC, EXTRACTION, MATH, REASONING, CHAT, DEMANDING)
+
+# Characters folded to spaces before splitting into words (keeps '-', '+' and '_' in words).
+_SPLIT = str.maketrans(dict.fromkeys("()[]{}<>.,;:!?\"'`=*/\\|#$%&@~^", " "))
+
+
+# Character classes counted in one pass: column j of _CLASSES marks the bytes of class j.
+_CLASS_BYTES = (
+    b"{};",  # braces_ratio
+    b"()[]",  # parens_ratio
+    b"=",  # equals_ratio
+    b"+*^/",  # operators_ratio
+    b"0123456789",  # digits_ratio
+    b"\n",  # newlines_ratio
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZ",  # uppercase_ratio
+    b"\"'",  # quotes_ratio
+    b":",  # colons_ratio
+    b"\\$",  # latex_ratio
+    b"`",  # backticks_ratio
+    b"_",  # underscore_ratio
+    bytes(range(128, 256)),  # non_ascii_ratio
+    b" \t\r\n",  # whitespace (for mean word length)
+    b"?",  # questions
+    b".!?",  # sentence ends
+)
+
+
+def _read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    array.setflags(write=False)
+    return array
+
+
+def _class_matrix() -> npt.NDArray[np.int64]:
+    matrix = np.zeros((256, len(_CLASS_BYTES)), dtype=np.int64)
+    for j, members in enumerate(_CLASS_BYTES):
+        matrix[list(members), j] = 1
+    return _read_only(matrix)
+
+
+_CLASSES = _class_matrix()
+_RATIO_CLASSES = 13  # the first 13 classes are reported as shares of the window
+_MAX_BYTES = 4 * (HEAD_CHARS + TAIL_CHARS + 1)  # UTF-8 upper bound of the window
+# c * log2(c) for every possible count: entropy = log2(n) - sum(table[counts]) / n.
+_XLOGX = _read_only(np.array([0.0] + [c * math.log2(c) for c in range(1, _MAX_BYTES + 1)]))
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "braces_ratio",
+    "parens_ratio",
+    "equals_ratio",
+    "operators_ratio",
+    "digits_ratio",
+    "newlines_ratio",
+    "uppercase_ratio",
+    "quotes_ratio",
+    "colons_ratio",
+    "latex_ratio",
+    "backticks_ratio",
+    "underscore_ratio",
+    "non_ascii_ratio",
+    "entropy_bits",
+    "indented_lines_ratio",
+    "questions_log",
+    "sentences_log",
+    "chars_log",
+    "words_log",
+    "distinct_words_ratio",
+    "mean_word_chars",
+    "code_syntax_words",
+    "code_topic_words",
+    "extraction_words",
+    "math_words",
+    "reasoning_words",
+    "chat_words",
+    "demanding_words",
+)
+
+
+def _window(text: str) -> str:
+    if len(text) <= HEAD_CHARS + TAIL_CHARS:
+        return text
+    return text[:HEAD_CHARS] + "\n" + text[-TAIL_CHARS:]
+
+
+def features(text: str) -> list[float]:
+    """The calibrated model's inputs, in FEATURE_NAMES order (shared with calibration)."""
+    scan = _window(text)
+    raw = scan.encode("utf-8")
+    n = max(len(raw), 1)
+    counts = np.bincount(np.frombuffer(raw, dtype=np.uint8), minlength=256)
+    entropy = math.log2(n) - float(_XLOGX[counts].sum()) / n
+    classes: list[int] = (counts @ _CLASSES).tolist()
+    space, questions, sentence_ends = classes[_RATIO_CLASSES:]
+    words = scan.lower().translate(_SPLIT).split()
+    n_words = max(len(words), 1)
+    distinct = set(words)
+    return [
+        *(c / n for c in classes[:_RATIO_CLASSES]),
+        entropy,
+        (scan.count("\n  ") + scan.count("\n\t")) / (classes[5] + 1),
+        math.log1p(questions),
+        math.log1p(sentence_ends),
+        math.log1p(len(text)),
+        math.log1p(len(words)),
+        len(distinct) / n_words,
+        (n - space) / n_words,
+        *(math.log1p(len(group & distinct)) for group in _GROUPS),
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    """Calibrated weights; the category is the argmax of `weights @ x + bias`, complexity the
+    logistic of `complexity_weights @ x + complexity_bias` (standardisation folded in)."""
+
+    categories: tuple[str, ...]
+    weights: npt.NDArray[np.float64]
+    bias: npt.NDArray[np.float64]
+    complexity_weights: npt.NDArray[np.float64]
+    complexity_bias: float
+
+    def classify(self, text: str) -> tuple[str, float]:
+        x = np.array(features(text), dtype=np.float64)
+        category = self.categories[int(np.argmax(self.weights @ x + self.bias))]
+        z = float(self.complexity_weights @ x) + self.complexity_bias
+        return category, 1.0 / (1.0 + math.exp(-z)) if z > -700.0 else 0.0
+
+
+def model_from_params(params: dict[str, Any]) -> Model:
+    """Build a Model from the calibration's JSON; refuses params fitted on other features."""
+    if tuple(params["feature_names"]) != FEATURE_NAMES:
+        raise ValueError("parameters were calibrated for other features")
+    return Model(
+        categories=tuple(params["categories"]),
+        weights=_read_only(np.array(params["category_weights"], dtype=np.float64)),
+        bias=_read_only(np.array(params["category_bias"], dtype=np.float64)),
+        complexity_weights=_read_only(np.array(params["complexity_weights"], dtype=np.float64)),
+        complexity_bias=float(params["complexity_bias"]),
+    )
+
+
+def _load(path: Path) -> Model | str:
+    """The model, or why it cannot be used (so that calibration can import `features`)."""
+    try:
+        return model_from_params(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError) as err:
+        return f"{path.name} is missing or stale ({err}); run `python -m data_plane.calibration`"
+
+
+_MODEL = _load(PARAMS_PATH)  # read-only package data, loaded once at import
+
+
+def classify(text: str) -> tuple[str, float]:
+    """(category, complexity): the most likely calibrated category and P(high complexity).
+
+    Deterministic; scans at most HEAD_CHARS + TAIL_CHARS characters (the full length still
+    counts through `chars_log`). Raises RuntimeError when the parameters file is unusable.
+    """
+    if isinstance(_MODEL, str):
+        raise RuntimeError(_MODEL)
+    return _MODEL.classify(text)
