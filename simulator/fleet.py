@@ -77,10 +77,13 @@ class PairServer:
         self._server = await asyncio.get_running_loop().create_server(server, sock=sock)
 
     async def started(self) -> None:
-        """Wait until the accept loop runs (after `listen_now`)."""
-        if self._starting is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._starting
+        """Wait until the accept loop runs (after `listen_now`); re-raise a failed start."""
+        task = self._starting
+        if task is None:
+            return
+        await asyncio.wait([task])  # a start cancelled by `stop()` is not our cancellation
+        if not task.cancelled() and (error := task.exception()) is not None:
+            raise error
 
     def stop(self, abort: bool) -> None:
         """Close the listener now. `abort` drops every open connection (the engine died);

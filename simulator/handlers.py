@@ -211,7 +211,7 @@ async def sim_faults(request: web.Request) -> web.Response:
     try:
         data: Any = json.loads(await request.read())
         faults = FaultConfig.model_validate(data)
-    except json.JSONDecodeError as err:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
         return _error(ApiError(400, f"body is not valid JSON: {err}"))
     except ValidationError as err:
         first = err.errors()[0]

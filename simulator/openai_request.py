@@ -100,6 +100,8 @@ def _validated(model: type[R], raw: bytes) -> R:
         data = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ApiError(400, f"request body is not valid JSON: {err}") from err
+    except RecursionError as err:
+        raise ApiError(400, "request body is nested too deeply") from err
     if not isinstance(data, dict):
         raise ApiError(400, "request body must be a JSON object")
     try:

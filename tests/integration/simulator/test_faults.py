@@ -167,3 +167,17 @@ async def test_faults_over_http(http: aiohttp.ClientSession) -> None:
         await fleet.start_pair(NAME)
         async with http.get(url + "/health") as resp:
             assert resp.status == 200
+
+
+async def test_pair_configured_to_refuse_starts_closed(http: aiohttp.ClientSession) -> None:
+    pairs = [pair_config(NAME, faults={"refuse_connections": True}), pair_config("other")]
+    async with run_fleet(SimFleetConfig(pairs=pairs)) as fleet:
+        assert fleet.url(NAME) != fleet.url("other")
+        with pytest.raises(aiohttp.ClientConnectorError):
+            await http.get(fleet.url(NAME) + "/health")
+        async with http.get(fleet.url("other") + "/v1/models") as resp:
+            assert (await resp.json())["data"][0]["id"] == "other"
+        await fleet.start_pair(NAME)
+        async with http.get(fleet.url(NAME) + "/v1/models") as resp:
+            assert (await resp.json())["data"][0]["id"] == NAME
+        assert fleet.stats("other").received == 0

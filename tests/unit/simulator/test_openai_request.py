@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from simulator.config import SimPairConfig
 from simulator.openai_request import ApiError, Route, parse_request
@@ -89,3 +91,44 @@ def test_error_types(status: int, kind: str) -> None:
     assert ApiError(status, "m").body() == {
         "error": {"message": "m", "type": kind, "param": None, "code": status}
     }
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "model": JSON | st.just("served"),
+        "prompt": JSON,
+        "messages": JSON | st.just([{"role": "user", "content": "hi"}]),
+        "max_tokens": JSON,
+        "max_completion_tokens": JSON,
+        "stream": JSON,
+        "stream_options": JSON,
+        "ignore_eos": JSON,
+        "n": JSON,
+    },
+)
+
+
+@given(st.sampled_from(list(Route)), FIELDS | JSON)
+def test_any_json_is_answered_or_rejected_with_a_4xx(route: Route, body: Any) -> None:
+    try:
+        facts = parse(route, json.dumps(body).encode())
+    except ApiError as err:
+        assert 400 <= err.status < 500
+        assert err.body()["error"]["message"]
+    else:
+        assert 0 < facts.max_tokens
+        assert facts.prompt_tokens + facts.max_tokens <= CONFIG.context_length
+
+
+def test_deeply_nested_json_is_a_400() -> None:
+    with pytest.raises(ApiError) as info:
+        parse(Route.CHAT, b"[" * 100_000 + b"]" * 100_000)
+    assert info.value.status == 400
