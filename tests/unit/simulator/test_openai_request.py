@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.config import SimPairConfig
-from simulator.openai_request import ApiError, Route, parse_request
+from simulator.openai_request import ApiError, RequestFacts, Route, parse_request
 
 CONFIG = SimPairConfig(
     name="served", family="f", quantization="q", ttft_base_s=0, tpot_base_s=0,
@@ -116,16 +116,22 @@ FIELDS = st.fixed_dictionaries(
 )
 
 
+def outcome(route: Route, body: Any) -> RequestFacts | ApiError:
+    try:
+        return parse(route, json.dumps(body).encode())
+    except ApiError as err:
+        return err
+
+
 @given(st.sampled_from(list(Route)), FIELDS | JSON)
 def test_any_json_is_answered_or_rejected_with_a_4xx(route: Route, body: Any) -> None:
-    try:
-        facts = parse(route, json.dumps(body).encode())
-    except ApiError as err:
-        assert 400 <= err.status < 500
-        assert err.body()["error"]["message"]
+    result = outcome(route, body)
+    if isinstance(result, ApiError):
+        assert 400 <= result.status < 500
+        assert result.body()["error"]["message"]
     else:
-        assert 0 < facts.max_tokens
-        assert facts.prompt_tokens + facts.max_tokens <= CONFIG.context_length
+        assert result.max_tokens > 0
+        assert result.prompt_tokens + result.max_tokens <= CONFIG.context_length
 
 
 def test_deeply_nested_json_is_a_400() -> None:
