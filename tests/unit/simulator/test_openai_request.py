@@ -18,7 +18,7 @@ CONFIG = SimPairConfig(
 )  # fmt: skip
 
 
-def parse(route: Route, body: Any) -> Any:
+def parse(route: Route, body: Any) -> RequestFacts:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
     return parse_request(route, raw, CONFIG)
 
