@@ -37,6 +37,7 @@ class OpenLoopResult:
     p999_ms: float
     max_ms: float
     connections_opened: int
+    cpu_us_per_request: float | None = None  # the proxy's CPU time per answered request
 
 
 def build_request(url: str, body: bytes, headers: Mapping[str, str]) -> tuple[str, int, bytes]:

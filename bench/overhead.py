@@ -8,14 +8,17 @@ import json
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
+from typing import TypeVar
 
 from bench.backend import run_nginx
 from bench.machine import Pinning, pinned
 from bench.openloop import OpenLoopResult
-from bench.targets import GEARBOX_PAIRS, REQUEST_HEADERS, TARGETS, RunContext, Target
+from bench.processes import cpu_seconds
+from bench.targets import GEARBOX_PAIRS, REQUEST_HEADERS, TARGETS, Endpoint, RunContext, Target
 from bench.targets import request_body as make_body
 from bench.wrk import ClosedLoopResult, lua_script, run_wrk
 
@@ -86,13 +89,29 @@ def run_open_loop_process(
     return OpenLoopResult(**json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def _measure(base_url: str, target: Target, ctx: RunContext, s: OverheadSettings) -> TargetRun:
+R = TypeVar("R", ClosedLoopResult, OpenLoopResult)
+
+
+def _with_cpu(pid: int | None, load: Callable[[], R]) -> R:
+    """Run `load` and attach the proxy's CPU time per answered request."""
+    if pid is None:
+        return load()
+    before = cpu_seconds(pid)
+    result = load()
+    answered = result.requests if isinstance(result, ClosedLoopResult) else result.completed
+    used = cpu_seconds(pid) - before
+    return replace(result, cpu_us_per_request=used / answered * 1e6 if answered else None)
+
+
+def _measure(endpoint: Endpoint, target: Target, ctx: RunContext, s: OverheadSettings) -> TargetRun:
+    base_url, pid = endpoint.url, endpoint.pid
     body = make_body(target.model, ctx.stream)
     script = lua_script(body, REQUEST_HEADERS, CHAT_PATH)
     aux = ctx.pinning.aux_cpus
     run_wrk(base_url, script, 32, s.warmup_s, aux, ctx.workdir)  # warm-up, discarded
     closed = tuple(
-        run_wrk(base_url, script, c, s.closed_s, aux, ctx.workdir) for c in s.connections
+        _with_cpu(pid, partial(run_wrk, base_url, script, c, s.closed_s, aux, ctx.workdir))
+        for c in s.connections
     )
     capacity = max(r.requests_per_s for r in closed)
     body_file = ctx.workdir / "body.json"
@@ -109,9 +128,9 @@ def _measure(base_url: str, target: Target, ctx: RunContext, s: OverheadSettings
 def run_target(target: Target, ctx: RunContext, s: OverheadSettings) -> TargetRun:
     print(f"  -> {target.label}, {'streaming' if ctx.stream else 'non-streaming'}", flush=True)
     try:
-        with target.start(ctx) as base_url:
-            verify(base_url, target, ctx.stream)
-            return _measure(base_url, target, ctx, s)
+        with target.start(ctx) as endpoint:
+            verify(endpoint.url, target, ctx.stream)
+            return _measure(endpoint, target, ctx, s)
     except (RuntimeError, OSError, subprocess.SubprocessError) as err:
         print(f"     FAILED: {err}", flush=True)
         return TargetRun(target.name, target.label, ctx.stream, error=str(err)[-1500:])

@@ -101,3 +101,39 @@ def rss_bytes(pid: int) -> int:
 
 def fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def _descendants(pid: int) -> list[int]:
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        try:
+            tasks = os.listdir(f"/proc/{current}/task")
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open(f"/proc/{current}/task/{tid}/children", encoding="utf-8") as f:
+                    todo += [int(c) for c in f.read().split()]
+            except OSError:
+                continue
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` and all its descendants (all threads), from /proc.
+
+    On a shared machine this is a steadier measure of a proxy's cost than throughput: it
+    does not move when other processes take the core for a while.
+    """
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for p in _descendants(pid):
+        try:
+            with open(f"/proc/{p}/stat", encoding="utf-8") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / ticks

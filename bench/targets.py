@@ -31,7 +31,16 @@ class RunContext:
     stream: bool
 
 
-Starter = Callable[[RunContext], contextlib.AbstractContextManager[str]]
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """A started target: the base URL to load and the pid whose CPU time is its cost (None
+    for nginx itself)."""
+
+    url: str
+    pid: int | None
+
+
+Starter = Callable[[RunContext], contextlib.AbstractContextManager[Endpoint]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,18 +53,19 @@ class Target:
 
 
 @contextlib.contextmanager
-def _direct(ctx: RunContext) -> Iterator[str]:
-    yield ctx.backend.url(0, stream=ctx.stream)
+def _direct(ctx: RunContext) -> Iterator[Endpoint]:
+    yield Endpoint(ctx.backend.url(0, stream=ctx.stream), None)
 
 
 @contextlib.contextmanager
-def _minimal(ctx: RunContext) -> Iterator[str]:
+def _minimal(ctx: RunContext) -> Iterator[Endpoint]:
     port = free_port()
     upstream = ctx.backend.url(0, stream=ctx.stream)
     args = [sys.executable, "-m", "bench.minimal_proxy", "--port", str(port)]
     args += ["--upstream", upstream]
-    with running(pinned(args, ctx.pinning.proxy_cpus), ctx.workdir / "minimal.log", port=port):
-        yield f"http://127.0.0.1:{port}"
+    log = ctx.workdir / "minimal.log"
+    with running(pinned(args, ctx.pinning.proxy_cpus), log, port=port) as proc:
+        yield Endpoint(f"http://127.0.0.1:{port}", proc.pid)
 
 
 def gearbox_snapshot(ctx: RunContext, n_pairs: int = GEARBOX_PAIRS) -> Path:
@@ -106,16 +116,14 @@ def gearbox_process(ctx: RunContext, env_extra: dict[str, str] | None = None) ->
 
 
 @contextlib.contextmanager
-def _gearbox(ctx: RunContext) -> Iterator[str]:
-    with gearbox_process(ctx):
-        yield f"http://127.0.0.1:{ctx.workdir.joinpath('gearbox.port').read_text()}"
+def _gearbox(ctx: RunContext) -> Iterator[Endpoint]:
+    with gearbox_process(ctx) as pid:
+        yield Endpoint(f"http://127.0.0.1:{ctx.workdir.joinpath('gearbox.port').read_text()}", pid)
 
 
-def _litellm(
-    latency_routing: bool,
-) -> Callable[[RunContext], contextlib.AbstractContextManager[str]]:
+def _litellm(latency_routing: bool) -> Starter:
     @contextlib.contextmanager
-    def start(ctx: RunContext) -> Iterator[str]:
+    def start(ctx: RunContext) -> Iterator[Endpoint]:
         exe = litellm_proxy.ensure_venv()
         n = GEARBOX_PAIRS if latency_routing else 1
         urls = [ctx.backend.url(i, stream=ctx.stream) for i in range(n)]
@@ -124,8 +132,9 @@ def _litellm(
         port = free_port()
         args = pinned(litellm_proxy.command(exe, config, port), ctx.pinning.proxy_cpus)
         env = litellm_proxy.environment(dict(os.environ))
-        with running(args, ctx.workdir / f"{name}.log", env=env, port=port, timeout_s=180):
-            yield f"http://127.0.0.1:{port}"
+        log = ctx.workdir / f"{name}.log"
+        with running(args, log, env=env, port=port, timeout_s=180) as proc:
+            yield Endpoint(f"http://127.0.0.1:{port}", proc.pid)
 
     return start
 

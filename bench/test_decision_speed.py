@@ -12,6 +12,7 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from bench.tables import synthetic_table
+from data_plane.classifier import classify
 from data_plane.compile import compile_table
 from data_plane.domain import (
     Budget,
@@ -58,3 +59,25 @@ def test_choose_route(benchmark: BenchmarkFixture, n_pairs: int) -> None:
     decision = benchmark(choose_route, table, REQUEST, health, rng)
     # The benchmark must measure a real decision, not an early "unknown model" exit.
     assert isinstance(decision, RouteDecision)
+
+
+def _prompt(n_bytes: int) -> str:
+    """A realistic mixed prompt (prose, a code fence, numbers) cut to `n_bytes` characters."""
+    unit = (
+        "Please review this function and explain why the total is off by one for large "
+        "inputs, then suggest a fix and a unit test.\n```python\ndef total(xs):\n"
+        "    s = 0\n    for i in range(1, len(xs)):\n        s += xs[i]\n    return s\n```\n"
+        "The inputs are lists of 10 to 5000 integers; 17 + 25 = 42 in the first example. "
+    )
+    return (unit * (n_bytes // len(unit) + 1))[:n_bytes]
+
+
+@pytest.mark.parametrize(
+    ("label", "n_bytes"), [("100 B", 100), ("4 KB", 4096), ("32 KB", 32768)], ids=str
+)
+def test_classify(benchmark: BenchmarkFixture, label: str, n_bytes: int) -> None:
+    text = _prompt(n_bytes)
+    benchmark.extra_info.update({"section": "classify", "prompt": label})
+    category, complexity = benchmark(classify, text)
+    assert category
+    assert 0.0 <= complexity <= 1.0

@@ -42,6 +42,7 @@ class ClosedLoopResult:
     mean_ms: float
     max_ms: float
     errors: int  # socket errors + non-2xx/3xx answers + timeouts
+    cpu_us_per_request: float | None = None  # the proxy's CPU time per answered request
 
 
 def _lua_long_string(text: str) -> str:

@@ -1,0 +1,151 @@
+"""`python -m bench all [--quick]` and one command per section; writes RESULTS.md + JSON.
+
+`all` writes bench/RESULTS.md and bench/results.json; single sections and `--quick` runs write
+under bench/out/ so a smoke run never replaces the full report. Target misses are results,
+not errors: the exit status is 1 only when a section could not run (or, with --strict, when
+a target failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from bench import litellm_proxy
+from bench.decision import run_decision_speed
+from bench.machine import Pinning, choose_pinning, read_facts, tool_version
+from bench.memory import run_memory
+from bench.overhead import OverheadSettings, run_overhead
+from bench.report import BenchRun, write_report
+from bench.verdicts import decision_checks, memory_check, overhead_checks
+
+SECTIONS = ("overhead", "decision", "quality", "memory")
+HERE = Path(__file__).parent
+
+
+def _overhead(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    quick = OverheadSettings(
+        targets=("direct", "minimal", "gearbox"),
+        connections=(1, 64),
+        rates_rps=(1000.0,),
+        closed_s=2.0,
+        open_s=2.0,
+        warmup_s=1.0,
+    )
+    settings = quick if run.quick else OverheadSettings()
+    run.overhead = run_overhead(settings, pinning, workdir / "overhead")
+    run.checks += overhead_checks(run.overhead)
+    if run.quick:
+        run.notes.append("quick run: LiteLLM skipped, 2 s per load level, 1 and 64 connections")
+
+
+def _decision(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    run.decision = run_decision_speed(workdir / "decision", pinning.proxy_cpus, run.quick)
+    run.checks += decision_checks(run.decision)
+
+
+def _quality(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    from bench.quality import run_quality
+    from bench.verdicts_quality import quality_checks
+
+    run.quality = run_quality(pinning, workdir / "quality", run.quick)
+    run.checks += quality_checks(run.quality)
+
+
+def _memory(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    n = 5_000 if run.quick else 100_000
+    run.memory = run_memory(pinning, workdir / "memory", n)
+    run.checks.append(memory_check(run.memory))
+
+
+def _soak(run: BenchRun, pinning: Pinning, workdir: Path, duration_s: float) -> None:
+    from bench.soak import run_soak
+    from bench.verdicts_quality import soak_checks
+
+    run.soak = run_soak(pinning, workdir / "soak", duration_s)
+    run.checks += soak_checks(run.soak)
+
+
+Section = Callable[[BenchRun, Pinning, Path], None]
+_RUNNERS: dict[str, Section] = {
+    "overhead": _overhead,
+    "decision": _decision,
+    "quality": _quality,
+    "memory": _memory,
+}
+
+
+def _tools() -> dict[str, str]:
+    return {
+        "nginx": tool_version(["nginx", "-v"]),
+        "wrk": tool_version(["wrk", "--version"]).split(" Copyright")[0],
+        "taskset": tool_version(["taskset", "--version"]),
+        "LiteLLM": f"litellm[proxy]=={litellm_proxy.LITELLM_VERSION} (own venv)",
+    }
+
+
+def _run_section(name: str, fn: Callable[[], None], run: BenchRun) -> None:
+    print(f"==> bench {name}", flush=True)
+    started = time.monotonic()
+    try:
+        fn()
+    except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as err:
+        run.errors[name] = f"{type(err).__name__}: {err}"
+        print(f"    {name} failed: {err}", file=sys.stderr, flush=True)
+    print(f"    {name} took {time.monotonic() - started:.0f} s", flush=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("command", choices=(*SECTIONS, "all", "soak"))
+    parser.add_argument("--quick", action="store_true", help="seconds per section (smoke run)")
+    parser.add_argument("--out-dir", type=Path, help="where RESULTS.md and results.json go")
+    parser.add_argument("--duration-s", type=float, default=600.0, help="soak duration")
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target fails")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    pinning = choose_pinning()
+    full_report = args.command == "all" and not args.quick
+    out_dir = args.out_dir or (HERE if full_report else HERE / "out")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    run = BenchRun(read_facts(pinning), command.strip(), args.quick, tools=_tools())
+    workdir = Path(tempfile.mkdtemp(prefix="gearbox-bench-"))
+    print(f"==> work folder {workdir}; {pinning.describe()}", flush=True)
+    try:
+        if args.command == "soak":
+            duration = 20.0 if args.quick else args.duration_s
+            _run_section("soak", lambda: _soak(run, pinning, workdir, duration), run)
+        names = SECTIONS if args.command == "all" else (args.command,)
+        for name in (n for n in names if n in _RUNNERS):
+            runner = _RUNNERS[name]
+            _run_section(name, lambda r=runner: r(run, pinning, workdir), run)  # type: ignore[misc]
+    finally:
+        write_report(run, out_dir / "RESULTS.md", out_dir / "results.json")
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+    failed = [c.name for c in run.checks if not c.passed]
+    print(
+        f"==> wrote {out_dir / 'RESULTS.md'}: {len(run.checks) - len(failed)} of "
+        f"{len(run.checks)} targets met",
+        flush=True,
+    )
+    for name in failed:
+        print(f"    missed: {name}", flush=True)
+    if run.errors:
+        return 1
+    return 1 if args.strict and failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,214 @@
+"""Write `bench/RESULTS.md` and `bench/results.json` from one run's results.
+
+Every number in the files comes from the run object passed in; nothing is typed in by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.decision import SpeedResult
+from bench.machine import MachineFacts
+from bench.memory import MemoryResult
+from bench.overhead import TargetRun
+from bench.quality_report import quality_lines
+from bench.quality_types import QualityResult
+from bench.soak_types import SoakResult
+from bench.verdicts import Check
+
+
+@dataclass
+class BenchRun:
+    """Everything one `python -m bench ...` invocation measured."""
+
+    facts: MachineFacts
+    command: str
+    quick: bool
+    tools: dict[str, str] = field(default_factory=dict)
+    overhead: list[TargetRun] | None = None
+    decision: list[SpeedResult] | None = None
+    quality: QualityResult | None = None
+    memory: MemoryResult | None = None
+    soak: SoakResult | None = None
+    checks: list[Check] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def _num(x: float, digits: int = 2) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "—"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}f}"
+
+
+def _jsonable(obj: Any) -> Any:
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return _jsonable(asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, float) and (math.isnan(obj) or math.isinf(obj)):
+        return None
+    return obj
+
+
+def checks_table(checks: list[Check]) -> list[str]:
+    lines = [
+        "| section | target | figure | baseline | ratio | target | result | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in checks:
+        verdict = "**pass**" if c.passed else "**FAIL**"
+        lines.append(
+            f"| {c.section} | {c.name} | {_num(c.figure)} {c.unit} | {_num(c.baseline)} {c.unit} "
+            f"| {_num(c.ratio, 3)} | {c.target} | {verdict} | {c.detail} |"
+        )
+    return lines
+
+
+def _added(value: float, base: float | None) -> str:
+    return _num(value - base) if base is not None else "—"
+
+
+def _cpu(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.0f}"
+
+
+def overhead_lines(runs: list[TargetRun]) -> list[str]:
+    lines = ["## 1. Proxy overhead", ""]
+    lines += [
+        "Closed loop (wrk, one thread, pinned to the aux core). *added* = this target's latency "
+        "minus direct-to-nginx at the same connection count.",
+        "",
+        "| target | stream | conns | req/s | p50 ms | p99 ms | added p50 ms | added p99 ms "
+        "| proxy CPU µs/req | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    direct = {r.stream: r for r in runs if r.target == "direct" and not r.error}
+    for run in runs:
+        if run.error:
+            lines.append(f"| {run.label} | {run.stream} | — | failed: {run.error[:120]!r} ||||||")
+            continue
+        for c in run.closed:
+            d = direct.get(run.stream)
+            dc = d.closed_at(c.connections) if d else None
+            lines.append(
+                f"| {run.label} | {run.stream} | {c.connections} | {_num(c.requests_per_s, 0)} "
+                f"| {_num(c.p50_ms)} | {_num(c.p99_ms)} "
+                f"| {_added(c.p50_ms, dc.p50_ms if dc else None)} "
+                f"| {_added(c.p99_ms, dc.p99_ms if dc else None)} "
+                f"| {_cpu(c.cpu_us_per_request)} | {c.errors} |"
+            )
+    lines += [
+        "",
+        "Open loop (fixed schedule, latency from the scheduled send time; "
+        "rates above 80% of a target's closed-loop capacity are skipped).",
+        "",
+        "| target | stream | rate req/s | achieved | p50 ms | p99 ms | p99.9 ms | added p50 ms "
+        "| added p99 ms | proxy CPU µs/req | errors |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        for o in run.open:
+            d = direct.get(run.stream)
+            do = d.open_at(o.rate_rps) if d else None
+            lines.append(
+                f"| {run.label} | {run.stream} | {o.rate_rps:g} | {_num(o.achieved_rps, 0)} "
+                f"| {_num(o.p50_ms)} | {_num(o.p99_ms)} | {_num(o.p999_ms)} "
+                f"| {_added(o.p50_ms, do.p50_ms if do else None)} "
+                f"| {_added(o.p99_ms, do.p99_ms if do else None)} "
+                f"| {_cpu(o.cpu_us_per_request)} | {o.errors} |"
+            )
+        if run.skipped_rates_rps:
+            skipped = ", ".join(f"{r:g}" for r in run.skipped_rates_rps)
+            lines.append(f"| {run.label} | {run.stream} | {skipped} | skipped (saturated) ||||||||")
+    return [*lines, ""]
+
+
+def decision_lines(results: list[SpeedResult]) -> list[str]:
+    lines = ["## 2. Decision speed (pytest-benchmark, pinned to the proxy core)", ""]
+    lines += ["| function | input | median µs | mean µs | min µs | stddev µs | rounds |"]
+    lines += ["|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(
+            f"| {r.section} | {r.size} | {_num(r.median_us)} | {_num(r.mean_us)} "
+            f"| {_num(r.min_us)} | {_num(r.stddev_us)} | {r.rounds} |"
+        )
+    return [*lines, ""]
+
+
+def memory_lines(m: MemoryResult) -> list[str]:
+    mib = 1024 * 1024
+    return [
+        "## 4. Memory (data plane RSS, overhead set-up, 32 connections)",
+        "",
+        "| RSS at start MiB | after warm-up MiB | after requests MiB | growth | requests "
+        "| warm-up | fds before → after | errors |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {m.rss_start_bytes / mib:.1f} | {m.rss_before_bytes / mib:.1f} "
+        f"| {m.rss_after_bytes / mib:.1f} | {m.growth_ratio * 100:+.1f}% | {m.requests:,} "
+        f"| {m.warmup_requests:,} | {m.fds_before} → {m.fds_after} | {m.errors} |",
+        "",
+    ]
+
+
+def soak_lines(s: SoakResult) -> list[str]:
+    mib = 1024 * 1024
+    return [
+        "## Soak (data plane under steady mixed traffic, flapping breaker, republished table)",
+        "",
+        "| duration s | rate req/s | requests | ok | unexpected errors | RSS MiB first → last "
+        "| fds first → last | tables published | fault toggles |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {s.duration_s:.0f} | {s.rate_rps:g} | {s.requests:,} | {s.ok:,} "
+        f"| {s.unexpected_errors} | {s.rss_first_bytes / mib:.1f} → {s.rss_last_bytes / mib:.1f} "
+        f"| {s.fds_first} → {s.fds_last} | {s.tables_published} | {s.fault_toggles} |",
+        "",
+    ]
+
+
+def render_markdown(run: BenchRun) -> str:
+    f = run.facts
+    lines = [
+        "# Gearbox benchmark results",
+        "",
+        f"Written by `{run.command}`{' (quick smoke run)' if run.quick else ''}; "
+        "rerun `make bench` to refresh. Do not edit by hand.",
+        "",
+        "| date | CPU | cores | Python | pinning | load average at start |",
+        "|---|---|---|---|---|---|",
+        f"| {f.date_utc} | {f.cpu_model} | {f.cores} | {f.python} | {f.pinning.describe()} "
+        f"| {' / '.join(str(x) for x in f.load_average)} |",
+        "",
+    ]
+    if run.tools:
+        lines += ["Tools: " + "; ".join(f"{k} = {v}" for k, v in run.tools.items()), ""]
+    lines += ["## Targets", "", *checks_table(run.checks), ""]
+    if run.errors:
+        lines += ["## Sections that failed", ""]
+        lines += [f"- **{k}**: `{v[:400]}`" for k, v in run.errors.items()] + [""]
+    if run.overhead is not None:
+        lines += overhead_lines(run.overhead)
+    if run.decision is not None:
+        lines += decision_lines(run.decision)
+    if run.quality is not None:
+        lines += quality_lines(run.quality)
+    if run.memory is not None:
+        lines += memory_lines(run.memory)
+    if run.soak is not None:
+        lines += soak_lines(run.soak)
+    if run.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in run.notes] + [""]
+    return "\n".join(lines)
+
+
+def write_report(run: BenchRun, md_path: Path, json_path: Path) -> None:
+    md_path.write_text(render_markdown(run))
+    json_path.write_text(json.dumps(_jsonable(run), indent=1, sort_keys=True) + "\n")

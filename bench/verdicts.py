@@ -1,0 +1,186 @@
+"""Turn measured results into target checks: figure, baseline, ratio, target, pass/fail.
+
+PURE: no I/O. A target whose figure could not be measured fails with the reason; nothing
+here ever passes a target by default.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bench.decision import SpeedResult
+from bench.memory import MemoryResult
+from bench.overhead import TargetRun
+from bench.stats import ratio
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    section: str
+    name: str
+    figure: float
+    baseline: float
+    ratio: float
+    unit: str
+    target: str
+    passed: bool
+    detail: str = ""
+
+
+def _run(runs: Sequence[TargetRun], name: str, stream: bool) -> TargetRun | None:
+    return next((r for r in runs if r.target == name and r.stream == stream and not r.error), None)
+
+
+def _mode(stream: bool) -> str:
+    return "streaming" if stream else "non-streaming"
+
+
+def throughput_vs_minimal(runs: Sequence[TargetRun], stream: bool) -> Check:
+    """Worst ratio over the connection counts both measured."""
+    name = f"Gearbox throughput / minimal aiohttp proxy ({_mode(stream)}, worst of 1/32/64 conns)"
+    gb, mp = _run(runs, "gearbox", stream), _run(runs, "minimal", stream)
+    cells = []
+    if gb and mp:
+        for g in gb.closed:
+            m = mp.closed_at(g.connections)
+            if m is not None:
+                cells.append((ratio(g.requests_per_s, m.requests_per_s), g, m))
+    if not cells:
+        return Check(
+            "overhead",
+            name,
+            math.nan,
+            math.nan,
+            math.nan,
+            "req/s",
+            ">= 0.60",
+            False,
+            "not measured",
+        )
+    worst, g, m = min(cells, key=lambda c: c[0])
+    return Check(
+        "overhead",
+        name,
+        g.requests_per_s,
+        m.requests_per_s,
+        worst,
+        "req/s",
+        ">= 0.60",
+        worst >= 0.60,
+        f"at {g.connections} connection(s)",
+    )
+
+
+def added_latency(runs: Sequence[TargetRun], stream: bool, rate: float, q: str) -> Check:
+    """Gearbox minus direct at the same open-loop rate; q is 'p50' or 'p99'."""
+    limit_ms = 1.0 if q == "p50" else 5.0
+    name = f"Gearbox added {q} latency at {rate:g} req/s open loop ({_mode(stream)})"
+    gb, direct = _run(runs, "gearbox", stream), _run(runs, "direct", stream)
+    g = gb.open_at(rate) if gb else None
+    d = direct.open_at(rate) if direct else None
+    if g is None or d is None:
+        why = "not measured"
+        if gb and rate in gb.skipped_rates_rps:
+            why = "Gearbox cannot sustain this rate (above 80% of its closed-loop capacity)"
+        return Check(
+            "overhead", name, math.nan, math.nan, math.nan, "ms", f"<= {limit_ms:g} ms", False, why
+        )
+    gv, dv = (g.p50_ms, d.p50_ms) if q == "p50" else (g.p99_ms, d.p99_ms)
+    added = gv - dv
+    ok = added <= limit_ms and g.errors == 0
+    detail = f"Gearbox {q} {gv:.2f} ms vs direct {dv:.2f} ms; errors {g.errors}"
+    return Check(
+        "overhead", name, added, dv, ratio(gv, dv), "ms", f"<= {limit_ms:g} ms", ok, detail
+    )
+
+
+def versus_litellm(runs: Sequence[TargetRun], stream: bool, connections: int = 64) -> Check:
+    """Gearbox throughput over the better of the two LiteLLM set-ups, same core, same load."""
+    name = f"Gearbox throughput / LiteLLM proxy ({_mode(stream)}, {connections} conns)"
+    gb = _run(runs, "gearbox", stream)
+    g = gb.closed_at(connections) if gb else None
+    best = None
+    for lite in ("litellm", "litellm-latency"):
+        run = _run(runs, lite, stream)
+        cell = run.closed_at(connections) if run else None
+        if cell is not None and (best is None or cell.requests_per_s > best.requests_per_s):
+            best = cell
+    if g is None or best is None:
+        return Check(
+            "overhead", name, math.nan, math.nan, math.nan, "req/s", ">= 20x", False, "not measured"
+        )
+    r = ratio(g.requests_per_s, best.requests_per_s)
+    return Check(
+        "overhead",
+        name,
+        g.requests_per_s,
+        best.requests_per_s,
+        r,
+        "req/s",
+        ">= 20x",
+        r >= 20.0,
+        "baseline = the faster LiteLLM set-up",
+    )
+
+
+def overhead_checks(runs: Sequence[TargetRun], rate: float = 1000.0) -> list[Check]:
+    checks = []
+    for stream in (False, True):
+        checks.append(throughput_vs_minimal(runs, stream))
+        checks.append(added_latency(runs, stream, rate, "p50"))
+        checks.append(added_latency(runs, stream, rate, "p99"))
+        checks.append(versus_litellm(runs, stream))
+    return checks
+
+
+def speed_check(results: Sequence[SpeedResult], section: str, size: str, limit_us: float) -> Check:
+    label = "choose_route" if section == "choose_route" else "classifier"
+    name = f"{label} median time, {size}"
+    found = next((r for r in results if r.section == section and r.size == size), None)
+    if found is None:
+        return Check(
+            "decision",
+            name,
+            math.nan,
+            limit_us,
+            math.nan,
+            "us",
+            f"<= {limit_us:g} us",
+            False,
+            "not measured",
+        )
+    return Check(
+        "decision",
+        name,
+        found.median_us,
+        limit_us,
+        found.median_us / limit_us,
+        "us",
+        f"<= {limit_us:g} us",
+        found.median_us <= limit_us,
+        "baseline = the target; ratio = share of it used",
+    )
+
+
+def decision_checks(results: Sequence[SpeedResult]) -> list[Check]:
+    return [
+        speed_check(results, "choose_route", "50 pairs", 20.0),
+        speed_check(results, "classify", "4 KB", 50.0),
+    ]
+
+
+def memory_check(m: MemoryResult) -> Check:
+    after, before = m.rss_after_bytes / 2**20, m.rss_before_bytes / 2**20
+    return Check(
+        "memory",
+        f"data-plane RSS growth over {m.requests:,} requests",
+        after,
+        before,
+        after / before,
+        "MiB",
+        "<= 1.10 (growth <= 10%)",
+        after / before <= 1.10 and m.errors == 0,
+        f"errors {m.errors}; fds {m.fds_before} -> {m.fds_after}",
+    )
