@@ -62,20 +62,25 @@ class BackgroundTasks:
         self.tasks: dict[str, asyncio.Task[None]] = {}
 
     def start(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
-        self.tasks[name] = asyncio.create_task(coro, name=f"gearbox-{name}")
+        task = asyncio.create_task(coro, name=f"gearbox-{name}")
+        task.add_done_callback(_report_death)
+        self.tasks[name] = task
 
     async def stop(self, *names: str) -> None:
-        """Cancel and await the named tasks (a task that already failed is logged)."""
+        """Cancel and await the named tasks (a failure was logged when it happened)."""
         tasks = [self.tasks.pop(n) for n in names if n in self.tasks]
         for task in tasks:
             task.cancel()
-        for task in tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
-            except Exception:
-                logger.exception("background task %s failed", task.get_name())
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def _report_death(task: asyncio.Task[None]) -> None:
+    """A background loop must run until shutdown; one that ends early is a bug, said loudly."""
+    if task.cancelled():
+        return
+    err = task.exception()
+    if err is not None:
+        logger.error("background task %s died", task.get_name(), exc_info=err)
 
 
 SETTINGS = web.AppKey("gearbox_settings", DataPlaneSettings)

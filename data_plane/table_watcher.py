@@ -79,6 +79,7 @@ class TableWatcher:
         self._wall_clock = wall_clock
         self._bad_versions: set[int] = set()
         self._redis_down = False
+        self._verify = True  # compare the served table with Redis's on the first contact
         self._lock = asyncio.Lock()
 
     # --- snapshot ---------------------------------------------------------------------------
@@ -112,34 +113,52 @@ class TableWatcher:
         """Follow the pointer once; True when a new table was swapped in.
 
         RedisError propagates (the caller backs off); a bad table is counted and skipped.
+        After (re)connecting, the served version is re-read once and compared by content hash:
+        a Redis that restarted without persistence may hand out the same version number again.
         """
         async with self._lock:
-            pointer = await client.get(self._config.keys.table_current)
-            self._mark_redis_up()
-            if pointer is None:
-                return False  # nothing published yet: not a failure
-            try:
-                version = int(pointer)
-            except ValueError:
-                self._fail(TableLoadError(INVALID_TABLE, f"pointer is {pointer[:40]!r}"), -1)
+            version = await self._pointer(client)
+            if version is None or version in self._bad_versions:
                 return False
-            if version == self._store.version:
+            if version == self._store.version and not self._verify:
                 self._metrics.table_last_load.set(self._wall_clock())
                 return False
-            if version in self._bad_versions:
+            loaded = await self._load(client, version)
+            self._verify = False
+            if loaded is None:
                 return False
-            stored = await client.get(self._config.keys.table_version(version))
-            raw = stored.encode() if isinstance(stored, str) else stored
-            try:
-                if raw is None:
-                    raise TableLoadError(MISSING_VERSION, f"pointer names v{version}, not stored")
-                table = parse_table(raw, version)
-            except TableLoadError as err:
-                self._fail(err, version)
+            table, raw = loaded
+            current = self._store.current
+            if current is not None and current.content_sha256 == table.content_sha256:
+                self._metrics.table_last_load.set(self._wall_clock())
                 return False
             self._swap(table, source="redis")
         await self._write_snapshot(raw)
         return True
+
+    async def _pointer(self, client: aioredis.Redis) -> int | None:
+        pointer = await client.get(self._config.keys.table_current)
+        self._mark_redis_up()
+        if pointer is None:
+            return None  # nothing published yet: not a failure
+        try:
+            return int(pointer)
+        except ValueError:
+            self._fail(TableLoadError(INVALID_TABLE, f"pointer is {pointer[:40]!r}"), -1)
+            return None
+
+    async def _load(
+        self, client: aioredis.Redis, version: int
+    ) -> tuple[RoutingTable, bytes] | None:
+        stored = await client.get(self._config.keys.table_version(version))
+        raw = stored.encode() if isinstance(stored, str) else stored
+        try:
+            if raw is None:
+                raise TableLoadError(MISSING_VERSION, f"pointer names v{version}, not stored")
+            return parse_table(raw, version), raw
+        except TableLoadError as err:
+            self._fail(err, version)
+            return None
 
     def _swap(self, table: RoutingTable, source: str) -> None:
         previous = self._store.swap(compile_table(table), table.created_at.timestamp())
@@ -171,6 +190,8 @@ class TableWatcher:
     def _mark_redis_up(self) -> None:
         if self._redis_down:
             self._redis_down = False
+            self._verify = True
+            self._bad_versions.clear()  # version numbers may be reused after a data loss
             logger.info("redis reachable again; following the table pointer")
 
     def _mark_redis_down(self, err: BaseException) -> None:
@@ -190,7 +211,7 @@ class TableWatcher:
         """Watch forever: subscribe, catch up, then refresh on events and every poll interval."""
         retrying = AsyncRetrying(
             retry=retry_if_exception_type((RedisError, OSError)),
-            wait=wait_exponential_jitter(initial=0.1, max=self._config.backoff_max_s),
+            wait=wait_exponential_jitter(multiplier=0.1, max=self._config.backoff_max_s),
             stop=stop_never,
             before_sleep=lambda state: self._mark_redis_down(
                 (state.outcome.exception() if state.outcome else None) or RedisError()

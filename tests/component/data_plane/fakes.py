@@ -27,6 +27,7 @@ def pair_entry(
     ttft_base_s: float = 0.05,
     tpot_base_s: float = 0.001,
     context_length: int = 8192,
+    served_model_name: str | None = None,
 ) -> dict[str, Any]:
     """One table entry as plain data; endpoints get ids `family@quant#i`."""
     pair = f"{family}@{quant}"
@@ -36,7 +37,7 @@ def pair_entry(
         "pair": pair,
         "family": family,
         "quantization": quant,
-        "served_model_name": f"served-{family}-{quant}",
+        "served_model_name": served_model_name or f"served-{family}-{quant}",
         "endpoints": [{"id": f"{pair}#{i}", "url": u} for i, u in enumerate(urls)],
         "context_length": context_length,
         "chars_per_token": 4.0,
