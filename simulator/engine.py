@@ -11,6 +11,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from simulator.answer_key import KnownAnswer
 from simulator.completion import CompletionPlan, decision_rng, plan_completion
@@ -62,6 +63,22 @@ class PairStats:
 
 
 @dataclass(frozen=True, slots=True)
+class ReceivedRequest:
+    """The last generation request as it arrived: path, headers (lower-case names), raw body."""
+
+    path: str
+    headers: Mapping[str, str]
+    body: bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "headers": dict(self.headers),
+            "body": self.body.decode(errors="replace"),
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class FaultDraw:
     """The faults one request suffers, decided on arrival."""
 
@@ -103,6 +120,7 @@ class Engine:
     def reset(self) -> None:
         """Counters, faults, RNG and answer occurrences back to their start (metrics stay)."""
         self.counters = _Counters()
+        self.last_request: ReceivedRequest | None = None
         self.faults = self.config.faults
         self._rng = random.Random(self.config.seed)
         self._occurrences: dict[str, int] = {}
@@ -116,6 +134,12 @@ class Engine:
     def _kv_usage(self) -> float:
         capacity = self.config.max_running * self.config.context_length
         return min(1.0, self._kv_tokens / capacity)
+
+    def record(self, request: ReceivedRequest) -> None:
+        """Count a generation request on arrival and keep it for `/sim/last-request`."""
+        self.counters.received += 1
+        self.counters.last_request_body_bytes = len(request.body)
+        self.last_request = request
 
     def stats(self) -> PairStats:
         values = {f.name: getattr(self.counters, f.name) for f in fields(_Counters)}

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from simulator.answer_key import KnownAnswer, load_answer_keys
 from simulator.config import FaultConfig, SimFleetConfig, SimPairConfig
-from simulator.engine import Engine, PairStats
+from simulator.engine import Engine, PairStats, ReceivedRequest
 from simulator.handlers import create_app
 
 HOST = "127.0.0.1"
@@ -145,6 +145,10 @@ class Fleet:
 
     def stats(self, name: str) -> PairStats:
         return self._pair(name).engine.stats()
+
+    def last_request(self, name: str) -> ReceivedRequest | None:
+        """The last generation request the pair received (path, headers, raw body)."""
+        return self._pair(name).engine.last_request
 
     def set_faults(self, name: str, faults: FaultConfig) -> None:
         """Replace the pair's faults now (refuse_connections closes/opens its listener)."""

@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from simulator.completion import CompletionPlan
 from simulator.config import FaultConfig, format_loc
-from simulator.engine import Engine, FaultDraw
+from simulator.engine import Engine, FaultDraw, ReceivedRequest
 from simulator.openai_request import ApiError, RequestFacts, Route, parse_request
 from simulator.openai_response import (
     SSE_DONE,
@@ -59,8 +59,8 @@ def _admit(engine: Engine, facts: RequestFacts, draw: FaultDraw) -> Ticket:
 async def _generate(request: web.Request, route: Route) -> web.StreamResponse:
     engine = request.app[ENGINE]
     raw = await request.read()
-    engine.counters.received += 1
-    engine.counters.last_request_body_bytes = len(raw)
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    engine.record(ReceivedRequest(request.path, headers, raw))
     try:
         try:
             facts = parse_request(route, raw, engine.config)
@@ -200,6 +200,11 @@ async def sim_stats(request: web.Request) -> web.Response:
     return web.json_response(request.app[ENGINE].stats().to_dict())
 
 
+async def sim_last_request(request: web.Request) -> web.Response:
+    last = request.app[ENGINE].last_request
+    return web.json_response(last.to_dict() if last is not None else None)
+
+
 async def sim_reset(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
     engine.reset()
@@ -233,6 +238,7 @@ def create_app(engine: Engine, on_faults: Callable[[FaultConfig], None]) -> web.
     app.router.add_get("/version", version)
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/sim/stats", sim_stats)
+    app.router.add_get("/sim/last-request", sim_last_request)
     app.router.add_post("/sim/faults", sim_faults)
     app.router.add_post("/sim/reset", sim_reset)
     return app

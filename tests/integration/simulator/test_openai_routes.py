@@ -122,3 +122,20 @@ async def test_models_health_and_errors(http: aiohttp.ClientSession) -> None:
     assert stats.received == 3
     assert stats.completed == 0
     assert stats.last_request_body_bytes == len(b'{"model": ')
+
+
+async def test_last_request_is_recorded(http: aiohttp.ClientSession) -> None:
+    raw = b'{"model": "sim-model", "prompt": "x",  "max_tokens": 1, "user": "u1"}'
+    async with run_fleet(SimFleetConfig(pairs=[pair_config(NAME)])) as fleet:
+        assert fleet.last_request(NAME) is None
+        headers = {"Content-Type": "application/json", "Traceparent": "00-abc-def-01"}
+        async with http.post(fleet.url(NAME) + "/v1/completions", data=raw, headers=headers):
+            pass
+        last = fleet.last_request(NAME)
+        async with http.get(fleet.url(NAME) + "/sim/last-request") as resp:
+            over_http = await resp.json()
+    assert last is not None
+    assert (last.path, last.body) == ("/v1/completions", raw)
+    assert last.headers["traceparent"] == "00-abc-def-01"
+    assert over_http["body"] == raw.decode()
+    assert over_http["headers"]["traceparent"] == "00-abc-def-01"
