@@ -34,7 +34,7 @@ lint: venv
 	@echo "==> import contracts"
 	@$(BIN)/lint-imports
 	@echo "==> mypy --strict"
-	@$(BIN)/mypy contracts control_plane data_plane profiler simulator tests bench
+	@$(BIN)/mypy contracts control_plane data_plane profiler simulator tests bench infra/k8s/sync_embedded.py
 
 test: venv system-deps lint
 	@echo "==> pytest"
