@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -146,8 +147,9 @@ async def preflight(client: EngineClient, timeout_s: float) -> EndpointInfo:
 
 
 def _reason(err: aiohttp.ClientConnectionError) -> str:
-    if isinstance(err, aiohttp.ClientConnectorError) and err.os_error.strerror:
-        return err.os_error.strerror.lower()
+    """'connection refused', 'name or service not known', ...: the OS's words when it has any."""
+    if isinstance(err, aiohttp.ClientConnectorError) and err.os_error.errno:
+        return os.strerror(err.os_error.errno).lower()
     return str(err) or type(err).__name__
 
 

@@ -22,7 +22,10 @@ class TqdmProgress:
 
     @contextmanager
     def bar(self, total: int, desc: str) -> Iterator[Callable[[int], object]]:
-        with tqdm(total=total, desc=desc, file=sys.stderr, leave=False, unit="req") as shown:
+        # disable=None: no bar when stderr is not a terminal (logs and CI stay readable)
+        with tqdm(
+            total=total, desc=desc, file=sys.stderr, leave=False, unit="req", disable=None
+        ) as shown:
             yield shown.update
 
 

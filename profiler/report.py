@@ -140,7 +140,7 @@ def output_usd_per_mtok(report: ProfileReport) -> float | None:
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     lines.append("  ".join("-" * w for w in widths))
     for row in rows:
         cells = [c.rjust(w) for c, w in zip(row, widths, strict=True)]
