@@ -77,22 +77,24 @@ def gearbox_snapshot(ctx: RunContext, n_pairs: int = GEARBOX_PAIRS) -> Path:
     return path
 
 
-def gearbox_environment(port: int, snapshot: Path, otlp_url: str) -> dict[str, str]:
-    """Static mode (no Redis on the request path, none at all here), breakers and metrics on
-    (they always are), tracing exported over OTLP/HTTP to the sink."""
+def gearbox_environment(
+    port: int, snapshot: Path, otlp_url: str | None, redis_url: str = ""
+) -> dict[str, str]:
+    """Static mode by default (no Redis at all; the table from the snapshot file), breakers
+    and metrics on (they always are), tracing exported over OTLP/HTTP when `otlp_url` is set."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEARBOX_DP_")}
     env.update(
         {
             "GEARBOX_DP_HOST": "127.0.0.1",
             "GEARBOX_DP_PORT": str(port),
-            "GEARBOX_DP_REDIS_URL": "",
+            "GEARBOX_DP_REDIS_URL": redis_url,
             "GEARBOX_DP_SNAPSHOT_PATH": str(snapshot),
-            "GEARBOX_DP_OTEL_EXPORTER": "otlp",
-            "GEARBOX_DP_OTEL_ENDPOINT": otlp_url,
             "GEARBOX_DP_LOG_LEVEL": "WARNING",
-            "GEARBOX_DP_CONNECTOR_LIMIT": "2048",
+            "GEARBOX_DP_CONNECTOR_LIMIT": "4096",
         }
     )
+    if otlp_url:
+        env.update({"GEARBOX_DP_OTEL_EXPORTER": "otlp", "GEARBOX_DP_OTEL_ENDPOINT": otlp_url})
     return env
 
 

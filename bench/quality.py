@@ -1,0 +1,179 @@
+"""Section 3: routing quality on a simulated fleet profiled by the profiler.
+
+simulator (aux core) -> profiler fleet run -> control_plane.build_table -> data plane (proxy
+core, static snapshot) -> the same seeded trace replayed open loop for each policy at 1x, 2x
+and 3x the nominal rate -> graded answers, cost, budget attainment, share per pair.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench import quality_fleet as qf
+from bench.machine import Pinning, pinned
+from bench.processes import ProcessFailedError, free_port, running
+from bench.quality_score import grade
+from bench.quality_types import PairFacts, PolicyOutcome, QualityResult
+from bench.static_router import choose_tier
+from bench.targets import gearbox_environment
+from bench.trace import TraceRequest, make_trace
+from contracts.policy import load_policy
+from contracts.profile_report import ProfileReport
+from contracts.routing_table import RoutingTable
+from control_plane.table import build_table
+
+SEED = 20261122
+NOMINAL_RPS = 30.0
+LOADS = (1.0, 2.0, 3.0)
+POLICIES = ("most-precise", "cheapest", "static-threshold", "gearbox")
+STATIC_TIERS = (
+    f"{qf.SMALL}@awq-int4",
+    f"{qf.SMALL}@int8-w8a8",
+    f"{qf.SMALL}@fp16",
+    qf.MOST_PRECISE,
+)
+
+
+def policy_models(policy: str, trace: Sequence[TraceRequest]) -> list[str]:
+    """The `model` field per request: a pinned pair, the static router's tier, or `auto`."""
+    choose: dict[str, Callable[[TraceRequest], str]] = {
+        "most-precise": lambda r: qf.MOST_PRECISE,
+        "cheapest": lambda r: qf.CHEAPEST,
+        "static-threshold": lambda r: choose_tier(r.prompt, STATIC_TIERS),
+        "gearbox": lambda r: "auto",
+    }
+    return [choose[policy](r) for r in trace]
+
+
+@contextmanager
+def simulator(workdir: Path, evalsets: list[Path], cpus: str) -> Iterator[dict[str, str]]:
+    """The simulated fleet on the aux cores; yields {served name: base URL}."""
+    fleet = workdir / "sim-fleet.json"
+    fleet.write_text(json.dumps(qf.sim_fleet(evalsets, SEED)))
+    ports = workdir / "sim-ports.json"
+    args = [sys.executable, "-m", "simulator", "serve", "--fleet", str(fleet)]
+    args += ["--ports-file", str(ports)]
+    log = workdir / "simulator.log"
+    with running(pinned(args, cpus), log) as proc:
+        deadline = time.monotonic() + 60
+        while not ports.exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise ProcessFailedError(f"simulator did not start:\n{log.read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield dict(json.loads(ports.read_text()))
+
+
+def profile_fleet(
+    workdir: Path, urls: dict[str, str], evalsets: list[Path], quick: bool
+) -> list[ProfileReport]:
+    """Run `python -m profiler fleet` against the simulator; the reports it wrote."""
+    out_dir = workdir / "profiles"
+    spec = workdir / "profiler-fleet.yaml"  # JSON is YAML
+    spec.write_text(json.dumps(qf.profiler_fleet(urls, evalsets, out_dir, quick)))
+    env = {**os.environ, "GEARBOX_PROF_EVAL_CONCURRENCY": "16"}
+    args = [sys.executable, "-m", "profiler", "fleet", str(spec), "--quiet"]
+    log = workdir / "profiler.log"
+    with running(args, log, env=env) as proc:
+        code = proc.wait(timeout=900)
+    if code != 0:
+        raise RuntimeError(f"profiler fleet failed ({code}):\n{log.read_text()[-3000:]}")
+    return [
+        ProfileReport.model_validate_json(p.read_bytes()) for p in sorted(out_dir.glob("*.json"))
+    ]
+
+
+def build_routing_table(reports: list[ProfileReport]) -> RoutingTable:
+    return build_table(reports, load_policy(qf.POLICY), datetime.now(UTC))
+
+
+@contextmanager
+def data_plane(workdir: Path, table: RoutingTable, cpus: str) -> Iterator[str]:
+    """The data plane on the proxy core, serving `table` from a snapshot; yields its URL."""
+    snapshot = workdir / "table.json"
+    snapshot.write_text(table.model_dump_json())
+    port = free_port()
+    env = gearbox_environment(port, snapshot, None)
+    args = pinned([sys.executable, "-m", "data_plane", "serve"], cpus)
+    with running(args, workdir / "data-plane.log", env=env, port=port):
+        yield f"http://127.0.0.1:{port}"
+
+
+def replay_policy(
+    workdir: Path, url: str, trace: Sequence[TraceRequest], policy: str, load: float, cpus: str
+) -> list[dict[str, object]]:
+    trace_file = workdir / "trace.jsonl"
+    if not trace_file.exists():
+        trace_file.write_text("".join(json.dumps(r.as_dict()) + "\n" for r in trace))
+    models = workdir / f"models-{policy}.json"
+    models.write_text(json.dumps(policy_models(policy, trace)))
+    out = workdir / f"replay-{policy}-{load:g}x.jsonl"
+    args = [sys.executable, "-m", "bench.replay", "--trace", str(trace_file)]
+    args += ["--models", str(models), "--url", url + "/v1/chat/completions"]
+    args += ["--load", str(load), "--out", str(out)]
+    log = workdir / f"replay-{policy}-{load:g}x.log"
+    with running(pinned(args, cpus), log) as proc:
+        code = proc.wait(timeout=900)
+    if code != 0:
+        raise RuntimeError(f"replay failed ({code}):\n{log.read_text()[-2000:]}")
+    return [json.loads(line) for line in out.read_text().splitlines() if line]
+
+
+def _pair_facts(table: RoutingTable) -> tuple[PairFacts, ...]:
+    simulated = {p.pair: dict(zip(qf.CATEGORIES, p.accuracy, strict=True)) for p in qf.PAIRS}
+    return tuple(
+        PairFacts(
+            pair=e.pair,
+            input_usd_per_mtok=e.input_usd_per_mtok,
+            output_usd_per_mtok=e.output_usd_per_mtok,
+            profiled_accuracy=dict(e.accuracy),
+            simulated_accuracy=simulated.get(e.pair, {}),
+        )
+        for e in table.entries
+    )
+
+
+def run_quality(pinning: Pinning, workdir: Path, quick: bool) -> QualityResult:
+    workdir.mkdir(parents=True, exist_ok=True)
+    evalsets = qf.write_evalsets(workdir / "evals", 60 if quick else 400, SEED)
+    trace = make_trace(
+        qf.read_items(evalsets), qf.FLOORS, 150 if quick else 1500, NOMINAL_RPS, SEED
+    )
+    loads = LOADS[:2] if quick else LOADS
+    with simulator(workdir, evalsets, pinning.aux_cpus) as urls:
+        print("     profiling the simulated fleet", flush=True)
+        table = build_routing_table(profile_fleet(workdir, urls, evalsets, quick))
+        prices = {e.pair: (e.input_usd_per_mtok, e.output_usd_per_mtok) for e in table.entries}
+        missing = {*STATIC_TIERS, qf.CHEAPEST} - set(prices)
+        if missing:
+            raise RuntimeError(f"pairs the baselines pin are not in the table: {sorted(missing)}")
+        outcomes: list[PolicyOutcome] = []
+        with data_plane(workdir, table, pinning.proxy_cpus) as url:
+            for load in loads:
+                for policy in POLICIES:
+                    print(f"     replay {policy} at {load:g}x", flush=True)
+                    results = replay_policy(workdir, url, trace, policy, load, pinning.aux_cpus)
+                    rate = NOMINAL_RPS * load
+                    outcomes.append(grade(policy, load, rate, trace, results, prices))
+    notes = (
+        "Simulated time runs ~10x faster than GPUs (outputs of 8-64 tokens, ms-scale TPOT); "
+        "requests carry X-Latency-Budget-Ms, X-Min-Accuracy and X-Task-Category; budgets "
+        "are end-to-end, measured by the client from the scheduled send time.",
+        f"Pruned (dominated) pairs: {', '.join(p.pair for p in table.pruned) or 'none'}.",
+    )
+    return QualityResult(
+        seed=SEED,
+        trace_requests=len(trace),
+        nominal_rps=NOMINAL_RPS,
+        most_precise_pair=qf.MOST_PRECISE,
+        cheapest_pair=qf.CHEAPEST,
+        pairs=_pair_facts(table),
+        outcomes=tuple(outcomes),
+        notes=notes,
+    )
