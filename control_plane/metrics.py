@@ -1,0 +1,57 @@
+"""Every Prometheus object of the control plane (names in docs/METRICS.md), in its own registry.
+
+No decision logic here: callers set and count; `render()` serves /metrics.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+
+from control_plane.publisher import PublishOutcome
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+def package_version() -> str:
+    try:
+        return version("gearbox")
+    except PackageNotFoundError:
+        return "0.0.0+unknown"
+
+
+class ControlPlaneMetrics:
+    def __init__(self, git_sha: str, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        reg = self.registry
+        self.build_info = Gauge(
+            "gearbox_build_info", "Build identity", ["version", "git_sha"], registry=reg
+        )
+        self.build_info.labels(version=package_version(), git_sha=git_sha).set(1)
+        self.admin_requests = Counter(
+            "gearbox_cp_admin_requests", "Admin API requests", ["route", "status"], registry=reg
+        )
+        self.profiles = Gauge("gearbox_cp_profiles", "Stored profile reports", registry=reg)
+        self.publishes = Counter(
+            "gearbox_cp_publishes", "Publish attempts by outcome", ["outcome"], registry=reg
+        )
+        for outcome in PublishOutcome:
+            self.publishes.labels(outcome=outcome.value)
+        self.published_version = Gauge(
+            "gearbox_cp_published_table_version", "Current table version in Redis", registry=reg
+        )
+        self.last_publish = Gauge(
+            "gearbox_cp_last_publish_timestamp_seconds",
+            "Unix time of the last successful publish",
+            registry=reg,
+        )
+        self.redis_up = Gauge(
+            "gearbox_cp_redis_up", "1 when the last Redis call succeeded", registry=reg
+        )
+
+    def count_publish(self, outcome: PublishOutcome) -> None:
+        self.publishes.labels(outcome=outcome.value).inc()
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,34 @@
+"""The control plane's Redis client: bounded timeouts and one quick retry, never a long hang."""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+
+from control_plane.settings import ControlPlaneSettings
+
+
+def make_redis(settings: ControlPlaneSettings) -> aioredis.Redis:
+    """A client for `settings.redis_url`; connections open lazily on the first command."""
+    return aioredis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=settings.redis_timeout_s,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), settings.redis_retries),
+        decode_responses=False,
+        health_check_interval=30,
+    )
+
+
+def as_text(value: bytes | str) -> str:
+    """Redis replies are bytes (we never set decode_responses); test clients may pass str."""
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def as_version(value: object) -> int | None:
+    """A stored version number, or None when absent or not a positive integer."""
+    if not isinstance(value, bytes | str):
+        return None
+    text = as_text(value)
+    return int(text) if text.isdigit() and int(text) > 0 else None

@@ -1,0 +1,87 @@
+"""Build-and-publish flows shared by the admin API and the CLI (one place for the sequence).
+
+Adapter glue: reads stored profiles and policy, runs the pure build off the event loop, hands
+the table to the publisher, and notes rejected builds in the status hash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from contracts.policy import Policy
+from contracts.profile_report import ProfileReport
+from contracts.routing_table import PrunedPair
+from control_plane.policy_store import PolicyStore
+from control_plane.profile_store import ProfileStore
+from control_plane.publisher import Publisher, PublishResult
+from control_plane.table import BuildError, TableBuild, build
+
+
+@dataclass(frozen=True, slots=True)
+class BuildOptions:
+    allow_partial: bool = False
+    prune: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Rebuild:
+    """What one build-and-publish did."""
+
+    publish: PublishResult
+    entries: int
+    pruned: tuple[PrunedPair, ...]
+    warnings: tuple[str, ...]
+
+
+class TableService:
+    def __init__(
+        self,
+        profiles: ProfileStore,
+        policies: PolicyStore,
+        publisher: Publisher,
+        options: BuildOptions,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self._profiles = profiles
+        self._policies = policies
+        self._publisher = publisher
+        self._options = options
+        self._clock = clock
+
+    async def rebuild(self) -> Rebuild:
+        """Build from every stored profile and the effective policy, then publish.
+
+        Raises StoredDataError (a stored profile or policy no longer validates), BuildError
+        (recorded as rejected), PublishError or RedisError. Nothing is published on error.
+        """
+        reports = await self._profiles.reports()
+        if not reports:
+            error = BuildError(["profiles: none stored; push reports first"])
+            await self._publisher.record_rejected(str(error))
+            raise error
+        policy = (await self._policies.get()).policy
+        return await self.publish_reports(reports, policy)
+
+    async def publish_reports(self, reports: Sequence[ProfileReport], policy: Policy) -> Rebuild:
+        """Build from the given reports and policy, then publish (errors as for `rebuild`)."""
+        made = await self.build(reports, policy)
+        result = await self._publisher.publish(made.table)
+        return Rebuild(result, len(made.table.entries), made.table.pruned, made.warnings)
+
+    async def build(self, reports: Sequence[ProfileReport], policy: Policy) -> TableBuild:
+        """The pure build, in a worker thread (scipy fits take milliseconds per pair)."""
+        try:
+            return await asyncio.to_thread(
+                build,
+                list(reports),
+                policy,
+                self._clock(),
+                allow_partial=self._options.allow_partial,
+                prune=self._options.prune,
+            )
+        except BuildError as err:
+            await self._publisher.record_rejected(str(err))
+            raise
