@@ -11,6 +11,8 @@ import json
 import os
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -21,6 +23,7 @@ from bench.machine import Pinning, pinned
 from bench.processes import ProcessFailedError, free_port, running
 from bench.quality_score import grade
 from bench.quality_types import PairFacts, PolicyOutcome, QualityResult
+from bench.replay import request_parts
 from bench.static_router import choose_tier
 from bench.targets import gearbox_environment
 from bench.trace import TraceRequest, make_trace
@@ -105,6 +108,25 @@ def data_plane(workdir: Path, table: RoutingTable, cpus: str) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
+def check_serving(url: str, req: TraceRequest) -> None:
+    """One request through the data plane before any replay, so a broken data plane is a
+    section error, not a table of zeros."""
+    body, headers = request_parts(req.as_dict(), "auto")
+    request = urllib.request.Request(
+        url + "/v1/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **headers},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as resp:
+            if resp.status != 200 or not resp.headers.get("X-Route-Pair"):
+                raise RuntimeError(f"data plane answered {resp.status} without a route")
+    except urllib.error.HTTPError as err:
+        detail = err.read()[:300].decode(errors="replace")
+        raise RuntimeError(f"data plane answered {err.code}: {detail}") from err
+
+
 def replay_policy(
     workdir: Path, url: str, trace: Sequence[TraceRequest], policy: str, load: float, cpus: str
 ) -> list[dict[str, object]]:
@@ -155,6 +177,7 @@ def run_quality(pinning: Pinning, workdir: Path, quick: bool) -> QualityResult:
             raise RuntimeError(f"pairs the baselines pin are not in the table: {sorted(missing)}")
         outcomes: list[PolicyOutcome] = []
         with data_plane(workdir, table, pinning.proxy_cpus) as url:
+            check_serving(url, trace[0])
             for load in loads:
                 for policy in POLICIES:
                     print(f"     replay {policy} at {load:g}x", flush=True)
