@@ -48,7 +48,7 @@ class BreakerConfig:
         if not 0.0 < self.failure_ratio <= 1.0:
             raise ValueError("failure_ratio must be in (0, 1]")
         if not 0.0 < self.cooldown_s <= self.max_cooldown_s:
-            raise ValueError("need 0 < cooldown_s <= max_cooldown_s")
+            raise ValueError("cooldown_s must be in (0, max_cooldown_s]")
         if self.window_s <= 0 or self.probe_timeout_s <= 0:
             raise ValueError("window_s and probe_timeout_s must be positive")
 

@@ -22,10 +22,9 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize
 
-from data_plane.classifier import FEATURE_NAMES, PARAMS_PATH, features
+from data_plane.classifier import CATEGORIES, FEATURE_NAMES, PARAMS_PATH, features
 
 SAMPLES_PATH = Path(__file__).with_name("calibration") / "samples.jsonl"
-CATEGORIES = ("chat", "extraction", "code", "math", "reasoning")
 L2_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 HELD_OUT_EVERY = 5  # every 5th sample of each (category, complexity) stratum is held out
 FOLDS = 5

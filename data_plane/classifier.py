@@ -20,6 +20,7 @@ import numpy.typing as npt
 HEAD_CHARS = 1024  # scanned window for long prompts: the head carries the ask and the fences,
 TAIL_CHARS = 512  # the tail the question that follows pasted material
 PARAMS_PATH = Path(__file__).with_name("classifier_params.json")
+CATEGORIES: tuple[str, ...] = ("chat", "extraction", "code", "math", "reasoning")
 
 
 def _words(text: str) -> frozenset[str]:

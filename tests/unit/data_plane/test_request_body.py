@@ -1,0 +1,373 @@
+"""request_body.py: validation by field path, the facts we read, byte-exact model rewrite."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from data_plane.errors import InvalidRequest
+from data_plane.request_body import (
+    MAX_DEPTH,
+    ParsedBody,
+    parse_request_body,
+    request_facts,
+    rewrite_model,
+)
+
+
+def _raw(doc: Any) -> bytes:
+    return json.dumps(doc).encode()
+
+
+def test_chat_facts_use_last_user_turn_and_count_every_turn() -> None:
+    system = "You are a meticulous assistant. " * 50
+    body = {
+        "model": "auto",
+        "stream": True,
+        "max_tokens": 64,
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": "first question"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "1"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "hello"},
+                    {"type": "image_url", "image_url": {"url": "data:..."}},
+                    {"type": "text", "text": "there"},
+                ],
+            },
+        ],
+        "temperature": 0.2,
+        "unknown_field": {"kept": True},
+    }
+    parsed = parse_request_body(_raw(body), "chat")
+    assert parsed == ParsedBody(
+        alias="auto",
+        stream=True,
+        max_output_tokens=64,
+        wants_json=False,
+        classify_text="hello\nthere",
+        input_chars=len(system) + len("first question") + len("hello\nthere"),
+    )
+
+
+def test_chat_without_user_turn_classifies_nothing() -> None:
+    parsed = parse_request_body(
+        _raw({"model": "m", "messages": [{"role": "system", "content": "be brief"}]}), "chat"
+    )
+    assert parsed.classify_text == ""
+    assert parsed.input_chars == len("be brief")
+    assert parsed.stream is False
+    assert parsed.max_output_tokens is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ({"max_tokens": 10}, 10),
+        ({"max_completion_tokens": 20}, 20),
+        ({"max_tokens": 10, "max_completion_tokens": 20}, 20),
+        ({"max_tokens": None}, None),
+    ],
+)
+def test_max_output_tokens(extra: dict[str, Any], expected: int | None) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], **extra}
+    assert parse_request_body(_raw(body), "chat").max_output_tokens == expected
+
+
+@pytest.mark.parametrize(
+    ("fmt", "wants"),
+    [
+        ({"type": "json_object"}, True),
+        ({"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}, True),
+        ({"type": "text"}, False),
+        (None, False),
+    ],
+)
+def test_wants_json(fmt: dict[str, Any] | None, wants: bool) -> None:
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": fmt}
+    assert parse_request_body(_raw(body), "chat").wants_json is wants
+
+
+@pytest.mark.parametrize(
+    ("prompt", "text", "chars"),
+    [("once upon", "once upon", 9), (["a", "bc"], "a\nbc", 3)],
+)
+def test_completions(prompt: str | list[str], text: str, chars: int) -> None:
+    parsed = parse_request_body(
+        _raw({"model": "fam", "prompt": prompt, "stream": False}), "completions"
+    )
+    assert (parsed.alias, parsed.classify_text, parsed.input_chars) == ("fam", text, chars)
+
+
+_MSG = [{"role": "user", "content": "x"}]
+
+
+@pytest.mark.parametrize(
+    ("kind", "raw", "code", "param", "words"),
+    [
+        ("chat", b"", "invalid_json", None, "empty"),
+        ("chat", b"   \n", "invalid_json", None, "empty"),
+        ("chat", b'{"model": "\xff"}', "invalid_json", None, "UTF-8"),
+        ("chat", b'{"model": ', "invalid_json", None, "not valid JSON"),
+        ("chat", b'{"model": "m", "x": NaN}', "invalid_json", None, "NaN"),
+        ("chat", b'{"model": "m", "x": -Infinity}', "invalid_json", None, "Infinity"),
+        ("chat", b"[1, 2]", "invalid_json", None, "JSON object, not list"),
+        ("chat", b'"text"', "invalid_json", None, "not str"),
+        ("chat", b"[" * (MAX_DEPTH + 1) + b"]" * (MAX_DEPTH + 1), "invalid_json", None, "deeper"),
+        ("chat", b"[" * 100_000, "invalid_json", None, "deeper"),
+        ("chat", _raw({"messages": _MSG}), "invalid_field", "model", "required"),
+        ("chat", _raw({"model": 5, "messages": _MSG}), "invalid_field", "model", "string"),
+        ("chat", _raw({"model": "", "messages": _MSG}), "invalid_field", "model", "at least 1"),
+        ("chat", _raw({"model": "m"}), "invalid_field", "messages", "required"),
+        ("chat", _raw({"model": "m", "messages": []}), "invalid_field", "messages", "at least 1"),
+        ("chat", _raw({"model": "m", "messages": "hi"}), "invalid_field", "messages", "list"),
+        (
+            "chat",
+            _raw({"model": "m", "messages": [{"content": "x"}]}),
+            "invalid_field",
+            "messages[0].role",
+            "required",
+        ),
+        (
+            "chat",
+            _raw({"model": "m", "messages": [{"role": "user", "content": 5}]}),
+            "invalid_field",
+            "messages[0].content",
+            "string",
+        ),
+        (
+            "chat",
+            _raw({"model": "m", "messages": [*_MSG, {"role": "user", "content": [1]}]}),
+            "invalid_field",
+            "messages[1].content",
+            r"part \[0\]",
+        ),
+        (
+            "chat",
+            _raw(
+                {
+                    "model": "m",
+                    "messages": [{"role": "user", "content": [{"type": "text", "text": 3}]}],
+                }
+            ),
+            "invalid_field",
+            "messages[0].content",
+            "text part",
+        ),
+        (
+            "chat",
+            _raw({"model": "m", "messages": _MSG, "stream": "yes"}),
+            "invalid_field",
+            "stream",
+            "boolean",
+        ),
+        (
+            "chat",
+            _raw({"model": "m", "messages": _MSG, "max_tokens": 0}),
+            "invalid_field",
+            "max_tokens",
+            "greater than 0",
+        ),
+        (
+            "chat",
+            _raw({"model": "m", "messages": _MSG, "max_tokens": -3}),
+            "invalid_field",
+            "max_tokens",
+            "greater than 0",
+        ),
+        (
+            "chat",
+            _raw({"model": "m", "messages": _MSG, "max_tokens": 1.5}),
+            "invalid_field",
+            "max_tokens",
+            "integer",
+        ),
+        (
+            "chat",
+            _raw({"model": "m", "messages": _MSG, "max_tokens": "10"}),
+            "invalid_field",
+            "max_tokens",
+            "integer",
+        ),
+        (
+            "chat",
+            _raw({"model": "m", "messages": _MSG, "max_tokens": True}),
+            "invalid_field",
+            "max_tokens",
+            "integer",
+        ),
+        (
+            "chat",
+            _raw({"model": "m", "messages": _MSG, "max_completion_tokens": 2**40}),
+            "invalid_field",
+            "max_completion_tokens",
+            "less than",
+        ),
+        (
+            "chat",
+            _raw({"model": "m", "messages": _MSG, "response_format": "json"}),
+            "invalid_field",
+            "response_format",
+            "object",
+        ),
+        (
+            "chat",
+            _raw({"model": "m", "messages": _MSG, "response_format": {"schema": {}}}),
+            "invalid_field",
+            "response_format",
+            "type",
+        ),
+        ("completions", _raw({"model": "m"}), "invalid_field", "prompt", "required"),
+        ("completions", _raw({"model": "m", "prompt": 7}), "invalid_field", "prompt", "string"),
+        ("completions", _raw({"model": "m", "prompt": []}), "invalid_field", "prompt", "non-empty"),
+        (
+            "completions",
+            _raw({"model": "m", "prompt": [[1, 2]]}),
+            "invalid_field",
+            "prompt",
+            "list of strings",
+        ),
+    ],
+)
+def test_bad_bodies_name_the_field(
+    kind: Literal["chat", "completions"], raw: bytes, code: str, param: str | None, words: str
+) -> None:
+    with pytest.raises(InvalidRequest, match=words) as err:
+        parse_request_body(raw, kind)
+    assert err.value.code == code
+    assert err.value.param == param
+    assert err.value.status == 400
+
+
+def test_request_facts_classify_the_last_user_turn() -> None:
+    body = {
+        "model": "auto",
+        "max_tokens": 5,
+        "messages": [
+            {"role": "system", "content": "```python\ndef f(): return 1\n```" * 40},
+            {"role": "user", "content": "hi! how are you today?"},
+        ],
+    }
+    facts = request_facts(parse_request_body(_raw(body), "chat"))
+    assert facts.category == "chat"
+    assert 0.0 <= facts.complexity < 0.5
+    assert facts.alias == "auto"
+    assert facts.max_output_tokens == 5
+    assert facts.input_chars > 1000
+
+
+# --- rewrite_model ------------------------------------------------------------------------
+
+
+def test_rewrite_replaces_only_the_top_level_value() -> None:
+    raw = b'{ "a" : {"model":"x"}, "model" :\t"auto" , "z":["model", {"model": "y"}]}'
+    out = rewrite_model(raw, "served/llama")
+    assert (
+        out == b'{ "a" : {"model":"x"}, "model" :\t"served/llama" , "z":["model", {"model": "y"}]}'
+    )
+
+
+def test_rewrite_handles_escaped_keys_and_tricky_strings() -> None:
+    raw = b'{"note": "a \\"model\\": \\"x\\" {[", "mod\\u0065l": "auto", "t": "\xc3\xa9\\\\"}'
+    out = rewrite_model(raw, 'q"uote')
+    assert json.loads(out) == {"note": 'a "model": "x" {[', "model": 'q"uote', "t": "é\\"}
+    assert out.startswith(raw[: raw.index(b'"auto"')])
+
+
+def test_rewrite_rewrites_every_duplicate() -> None:
+    out = rewrite_model(b'{"model": "a", "model": "b"}', "c")
+    assert out == b'{"model": "c", "model": "c"}'
+
+
+def test_rewrite_non_ascii_name_is_utf8() -> None:
+    assert rewrite_model(b'{"model":"a"}', "modèle") == '{"model":"modèle"}'.encode()
+
+
+@pytest.mark.parametrize(
+    "raw", [b'{"messages": []}', b'{"a": {"model": "x"}}', b'["model", "x"]', b""]
+)
+def test_rewrite_without_model_fails(raw: bytes) -> None:
+    with pytest.raises(InvalidRequest, match="model") as err:
+        rewrite_model(raw, "x")
+    assert err.value.param == "model"
+
+
+def test_rewrite_non_string_model_fails() -> None:
+    with pytest.raises(InvalidRequest, match="string"):
+        rewrite_model(b'{"model": 5}', "x")
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(["model", "a", "b\\", 'q"', "é"]) | st.text(max_size=5),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=300)
+@given(
+    before=st.dictionaries(st.text(max_size=6).filter(lambda k: k != "model"), _json, max_size=4),
+    after=st.dictionaries(st.text(max_size=6).filter(lambda k: k != "model"), _json, max_size=4),
+    model=st.text(max_size=20),
+    served=st.text(max_size=20),
+    indent=st.sampled_from([None, 0, 2]),
+    ensure_ascii=st.booleans(),
+    separators=st.sampled_from([(",", ":"), (", ", ": "), (" ,", " : ")]),
+)
+def test_rewrite_property(
+    before: dict[str, Any],
+    after: dict[str, Any],
+    model: str,
+    served: str,
+    indent: int | None,
+    ensure_ascii: bool,
+    separators: tuple[str, str],
+) -> None:
+    doc = {**before, "model": model, **{k: v for k, v in after.items() if k not in before}}
+    raw = json.dumps(doc, indent=indent, ensure_ascii=ensure_ascii, separators=separators).encode()
+    out = rewrite_model(raw, served)
+    assert json.loads(out) == {**doc, "model": served}
+    # Bytes outside the value span are identical: the output is prefix + new value + suffix.
+    new_value = json.dumps(served, ensure_ascii=False).encode()
+    cut = out.index(new_value, _value_start(raw))
+    assert out[:cut] == raw[:cut]
+    assert out[cut + len(new_value) :] == raw[len(raw) - (len(out) - cut - len(new_value)) :]
+
+
+def _value_start(raw: bytes) -> int:
+    """Offset of the top-level model value, found by a slow reference parse."""
+    decoder = json.JSONDecoder()
+    text = raw.decode()
+    idx, depth, i = None, 0, 0
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            s, end = decoder.raw_decode(text, i)
+            rest = text[end:].lstrip()
+            if depth == 1 and s == "model" and rest.startswith(":"):
+                idx = end + (len(text[end:]) - len(rest)) + 1
+                idx += len(text[idx:]) - len(text[idx:].lstrip())
+            i = end
+            continue
+        depth += ch in "[{"
+        depth -= ch in "]}"
+        i += 1
+    assert idx is not None
+    return len(text[:idx].encode())
