@@ -149,7 +149,8 @@ def _inprocess(args: argparse.Namespace, settings: ProfilerSettings, progress: P
     origin = (detect_git_sha(settings), socket.gethostname())
     report = profile_inprocess(plan, engine, identity, progress, origin)
     print(render_summary(report))
-    asyncio.run(_push_only([report], args, target, settings))
+    if args.plots or target:
+        asyncio.run(_push_only([report], args, target, settings))
     return 0
 
 
@@ -189,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
-        print("interrupted: partial results were written where a run had begun", file=sys.stderr)
+        print("interrupted (Ctrl-C); partial reports are named above", file=sys.stderr)
         return 130
 
 

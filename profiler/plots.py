@@ -32,6 +32,7 @@ def plot_latency(reports: Sequence[ProfileReport], path: Path) -> Path:
     axes = fig.subplots(1, 3)
     panels = [("TTFT p95 (ms)", "ttft_s", 1000.0), ("TPOT p95 (ms)", "tpot_s", 1000.0)]
     panels.append(("end-to-end p95 (s)", "e2e_s", 1.0))
+    levels = sorted({s.concurrency for r in reports for s in r.latency})
     for ax, (title, attr, scale) in zip(axes, panels, strict=True):
         for report in reports:
             for (inp, out), samples in _series(report).items():
@@ -41,6 +42,7 @@ def plot_latency(reports: Sequence[ProfileReport], path: Path) -> Path:
         ax.set_title(title)
         ax.set_xlabel("concurrency (closed loop)")
         ax.set_xscale("log", base=2)
+        ax.set_xticks(levels, [str(c) for c in levels])
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize="small")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -59,12 +61,15 @@ def plot_accuracy_cost(reports: Sequence[ProfileReport], path: Path) -> Path:
         if price is None:
             continue
         accuracy = math.fsum(a.accuracy for a in report.accuracy) / len(report.accuracy)
-        ax.scatter([price], [accuracy], s=40)
-        ax.annotate(report.pair, (price, accuracy), textcoords="offset points", xytext=(5, 5))
+        # a legend, not annotations: pairs of one family sit close together
+        ax.scatter([price], [accuracy], s=50, label=report.pair)
     ax.set_xlabel("output price (USD per million tokens)")
     ax.set_ylabel("mean accuracy over categories")
     ax.set_ylim(0.0, 1.05)
+    ax.margins(x=0.1)
     ax.grid(True, alpha=0.3)
+    if ax.collections:
+        ax.legend(fontsize="small", loc="lower right")
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
     return path

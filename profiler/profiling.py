@@ -262,7 +262,11 @@ def write_partial(plan: PairPlan, facts: RunFacts, state: RunState) -> None:
     if plan.out is None:
         return
     document = build_document(facts, _summarize(plan, state), datetime.now(UTC), partial=True)
-    write_document(plan.out, document)
+    try:
+        write_document(plan.out, document)
+    except OSError as err:  # keep the interruption the error the caller sees
+        logger.error("%s: interrupted; cannot write %s: %s", plan.pair, plan.out, err.strerror)
+        return
     empty = [k for k in ("latency", "accuracy") if not document[k]]
     note = f" (incomplete: no {' or '.join(empty)} yet)" if empty else ""
     logger.warning("%s: interrupted; partial report written to %s%s", plan.pair, plan.out, note)

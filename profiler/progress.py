@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 from tqdm import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
 
 
 class Progress(Protocol):
@@ -22,10 +23,14 @@ class TqdmProgress:
 
     @contextmanager
     def bar(self, total: int, desc: str) -> Iterator[Callable[[int], object]]:
-        # disable=None: no bar when stderr is not a terminal (logs and CI stay readable)
-        with tqdm(
-            total=total, desc=desc, file=sys.stderr, leave=False, unit="req", disable=None
-        ) as shown:
+        # disable=None: no bar when stderr is not a terminal (logs and CI stay readable);
+        # log records go through tqdm.write meanwhile, so they do not break the bar's line.
+        with (
+            logging_redirect_tqdm(),
+            tqdm(
+                total=total, desc=desc, file=sys.stderr, leave=False, unit="req", disable=None
+            ) as shown,
+        ):
             yield shown.update
 
 

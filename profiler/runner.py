@@ -21,7 +21,6 @@ from profiler.scoring import score
 from profiler.stats import (
     RequestTiming,
     TimedStream,
-    chars_per_token,
     extract_timing,
     summarize_level,
 )
@@ -69,18 +68,22 @@ class LevelRecorder:
 @dataclass(slots=True)
 class Calibration:
     """Chars per token, learned from `usage.prompt_tokens` as requests finish, so prompts of
-    later requests land closer to their target token count."""
+    later requests land closer to their target token count (running sums: O(1) a request)."""
 
-    seen: list[RequestTiming] = field(default_factory=list)
     guess: float = DEFAULT_CHARS_PER_TOKEN
+    prompt_chars: int = 0
+    prompt_tokens: int = 0
 
     def observe(self, timing: RequestTiming) -> None:
-        if timing.prompt_tokens:
-            self.seen.append(timing)
+        if timing.prompt_tokens and timing.prompt_chars:
+            self.prompt_chars += timing.prompt_chars
+            self.prompt_tokens += timing.prompt_tokens
 
     @property
     def chars_per_token(self) -> float:
-        return chars_per_token(self.seen) or self.guess
+        if not self.prompt_tokens:
+            return self.guess
+        return self.prompt_chars / self.prompt_tokens
 
 
 class LoadRunner:

@@ -106,13 +106,6 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     return max(0.0, min(centre - half, p)), min(1.0, max(centre + half, p))
 
 
-def chars_per_token(timings: Sequence[RequestTiming]) -> float | None:
-    """Prompt characters per prompt token over requests whose usage reported prompt tokens."""
-    chars = sum(t.prompt_chars for t in timings if t.prompt_tokens)
-    tokens = sum(t.prompt_tokens or 0 for t in timings)
-    return chars / tokens if tokens and chars else None
-
-
 def summarize_level(
     timings: Sequence[RequestTiming],
     errors: int,

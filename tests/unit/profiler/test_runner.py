@@ -10,6 +10,7 @@ import pytest
 from profiler.accuracy import EvalItem, EvalResult
 from profiler.client import RequestFailedError
 from profiler.runner import Calibration, LevelRecorder, LoadRunner, run_evals
+from profiler.stats import RequestTiming
 from profiler.workload import LoadLevel
 from tests.support.waiting import eventually
 from tests.unit.profiler.fakes import FakeClient
@@ -110,3 +111,13 @@ async def test_evals_score_answers_and_count_failures_as_wrong() -> None:
     assert len(failed) == 1
     assert failed[0].error == "HTTP 500: boom"
     assert not failed[0].correct
+
+
+def test_calibration_ignores_requests_without_usage() -> None:
+    calibration = Calibration()
+    assert calibration.chars_per_token == 4.0  # the guess until usage arrives
+    calibration.observe(RequestTiming(0.1, 1.0, 3, 0.45, 0.0, 1.0, prompt_chars=999))
+    assert calibration.chars_per_token == 4.0
+    calibration.observe(RequestTiming(0.1, 1.0, 3, 0.45, 0.0, 1.0, 400, prompt_tokens=100))
+    calibration.observe(RequestTiming(0.1, 1.0, 3, 0.45, 0.0, 1.0, 500, prompt_tokens=100))
+    assert calibration.chars_per_token == pytest.approx(4.5)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -13,7 +11,6 @@ from scipy.stats import binomtest
 from profiler.stats import (
     RequestTiming,
     TimedStream,
-    chars_per_token,
     extract_timing,
     quantile,
     summarize,
@@ -160,14 +157,3 @@ def test_level_summary_open_loop_concurrency_is_littles_law() -> None:
 
 def test_level_summary_without_successes_is_none() -> None:
     assert summarize_level([], errors=5, concurrency=4, input_tokens=8) is None
-
-
-def test_chars_per_token_ignores_requests_without_usage() -> None:
-    timings = [
-        _timing(0, 0.1, 1, 3, prompt_chars=400, prompt_tokens=100),
-        _timing(0, 0.1, 1, 3, prompt_chars=500, prompt_tokens=100),
-        _timing(0, 0.1, 1, 3, prompt_chars=999),
-    ]
-    assert chars_per_token(timings) == pytest.approx(4.5)
-    assert chars_per_token([_timing(0, 0.1, 1, 3, prompt_chars=10)]) is None
-    assert math.isclose(chars_per_token(timings[:1]) or 0.0, 4.0)
