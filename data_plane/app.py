@@ -149,7 +149,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     deps = deps or AppDeps()
     metrics = DataPlaneMetrics(_version(), settings.git_sha)
     store = TableStore()
-    tracker = LoadTracker(on_in_flight=lambda eid, n: metrics.in_flight.labels(eid).set(n))
+    tracker = LoadTracker(on_in_flight=metrics.set_in_flight)
     health = Health(BreakerBoard(_breaker_config(settings)), tracker, metrics, deps.clock)
     store.on_swap(health.on_table)
     tracing = build_tracing(

@@ -73,6 +73,8 @@ class Call:
     bodies: Callable[[str], bytes]  # served model name -> body with `model` rewritten
     headers_for: Callable[[Candidate, int], dict[str, str]]  # X-Route-* of an answer
     state: CallState
+    # The client's traceparent/tracestate, passed on as they are while tracing is off.
+    trace_headers: Mapping[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,14 +131,10 @@ class AttemptRunner:
         started = self._clock()
         outcome: Outcome | None = Cancelled()
         self._health.acquire(endpoint.id)
-        with self._tracing.tracer.start_as_current_span(
+        with self._tracing.span(
             "gearbox.upstream",
-            kind=trace.SpanKind.CLIENT,
-            attributes={
-                ATTR_PAIR: cand.pair.pair,
-                ATTR_ENDPOINT: endpoint.id,
-                ATTR_ATTEMPT: number,
-            },
+            trace.SpanKind.CLIENT,
+            {ATTR_PAIR: cand.pair.pair, ATTR_ENDPOINT: endpoint.id, ATTR_ATTEMPT: number},
         ) as span:
             try:
                 result = await self._exchange(call, cand, endpoint, number, sink, span)
@@ -165,7 +163,7 @@ class AttemptRunner:
             "Accept": "text/event-stream" if call.stream else "application/json",
             "X-Request-Id": call.request_id,
         }
-        self._tracing.inject(headers, span)
+        self._tracing.inject(headers, span, call.trace_headers)
         body = call.bodies(cand.pair.served_model_name)
         resp = await self._upstream.send(UpstreamRequest(endpoint.url + call.path, body, headers))
         try:

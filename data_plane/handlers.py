@@ -23,6 +23,7 @@ from data_plane.proxy import Proxy
 from data_plane.request_body import ParsedBody, parse_request_body, rewrite_model
 from data_plane.rollout import apply_rollout
 from data_plane.table_store import TableStore
+from data_plane.tracing import TRACE_HEADERS
 
 Kind = Literal["chat", "completions"]
 CHAT_PATH = "/v1/chat/completions"
@@ -161,6 +162,7 @@ class Handlers:
             bodies=_bodies(raw),
             headers_for=_headers_for(decision, table.version),
             state=CallState(),
+            trace_headers=_trace_headers(request),
         )
         sink = AiohttpSink(request)
         try:
@@ -201,6 +203,16 @@ class Handlers:
     async def metrics(self, request: web.Request) -> web.Response:
         body = generate_latest(self._metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _trace_headers(request: web.Request) -> dict[str, str]:
+    """The client's W3C trace context headers, if it sent sane ones."""
+    found: dict[str, str] = {}
+    for name in TRACE_HEADERS:
+        value = request.headers.get(name)
+        if value is not None and len(value) <= 512 and value.isascii():
+            found[name] = value
+    return found
 
 
 def _bodies(raw: bytes) -> Callable[[str], bytes]:

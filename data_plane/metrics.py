@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -108,6 +109,7 @@ class DataPlaneMetrics:
         }
         self._pairs: dict[str, PairSeries] = {}
         self._attempts: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
+        self._children: dict[tuple[object, ...], Counter | Gauge | Histogram] = {}
 
     def _pair_metrics(self, r: CollectorRegistry) -> None:
         def hist(name: str, doc: str) -> Histogram:
@@ -288,6 +290,24 @@ class DataPlaneMetrics:
             self._attempts[key] = series
         series[0].inc()
         series[1].observe(duration_s)
+
+    def _child(self, metric: Counter | Gauge | Histogram, *labels: str) -> Any:
+        """`metric.labels(*labels)`, cached (prometheus_client's own lookup takes a lock)."""
+        key = (id(metric), *labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
+
+    def count_decision(self, pair: str, reason: str, category: str, complexity: float) -> None:
+        self._child(self.decisions, pair, reason).inc()
+        self._child(self.complexity, category).observe(complexity)
+
+    def count_retry(self, reason: str) -> None:
+        self._child(self.retries, reason).inc()
+
+    def set_in_flight(self, endpoint: str, count: int) -> None:
+        self._child(self.in_flight, endpoint).set(count)
 
     def set_breaker_state(self, endpoint: str, state: str) -> None:
         self.circuit_state.labels(endpoint).set(BREAKER_STATE_VALUE[state])

@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-from opentelemetry import trace
 from pydantic import SecretStr
 
 from data_plane import errors
@@ -130,12 +129,7 @@ def make_gateway(metrics: DataPlaneMetrics, tracing: Tracing, api_keys: ApiKeys)
         route = _ROUTES.get(request.match_info.route.name or "", Route.OTHER)
         exchange = Exchange(request_id_from(request.headers.get("X-Request-Id")), route)
         request[EXCHANGE] = exchange
-        with tracing.tracer.start_as_current_span(
-            "gearbox.request",
-            context=tracing.extract(request.headers),
-            kind=trace.SpanKind.SERVER,
-            attributes={"http.route": route.value},
-        ):
+        with tracing.request_span(request.headers, route.value):
             try:
                 return await _answer(request, handler, exchange, api_keys)
             finally:

@@ -99,7 +99,7 @@ class Proxy:
     ) -> RouteDecision | NoRoute:
         """`choose_route` on the current health, timed into the decision histogram."""
         p = self._p
-        with p.tracing.tracer.start_as_current_span("gearbox.route"):
+        with p.tracing.span("gearbox.route"):
             health = p.health.view()
             started = time.perf_counter()
             result = choose_route(table, RouteRequest(facts, budget), health, p.rng)
@@ -113,17 +113,19 @@ class Proxy:
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
             raise no_route_error(result, p.health.retry_after_s())
-        p.metrics.complexity.labels(result.category).observe(result.complexity)
         decision = apply_rollout(result, table, p.rng.random())
         if decision.adaptive is not None:
             p.metrics.pair(decision.adaptive.candidates[0].pair.pair).shadow.inc()
         first = decision.candidates[0]
-        p.metrics.decisions.labels(first.pair.pair, decision.reason).inc()
+        p.metrics.count_decision(
+            first.pair.pair, decision.reason, result.category, result.complexity
+        )
         p.metrics.pair(first.pair.pair).predicted.observe(first.predicted_latency_s)
-        span = trace.get_current_span()
-        span.set_attribute(ATTR_TABLE_VERSION, table.version)
-        span.set_attribute(ATTR_REASON, str(decision.reason))
-        span.set_attribute(ATTR_PAIR, first.pair.pair)
+        if p.tracing.enabled:
+            span = trace.get_current_span()
+            span.set_attribute(ATTR_TABLE_VERSION, table.version)
+            span.set_attribute(ATTR_REASON, decision.reason.value)
+            span.set_attribute(ATTR_PAIR, first.pair.pair)
         return decision
 
     # --- serving ------------------------------------------------------------------------------
@@ -180,7 +182,7 @@ class Proxy:
                 if not p.retry_budget.try_spend():
                     p.metrics.retry_budget_exhausted.inc()
                     break
-                p.metrics.retries.labels(failure.outcome.label).inc()
+                p.metrics.count_retry(failure.outcome.label)
             attempt += 1
             last = cand
             result = await p.runner.run(call, cand, endpoint, attempt, sink)

@@ -145,7 +145,6 @@ class AiohttpUpstream:
             connector=connector,
             timeout=timeout,
             auto_decompress=False,
-            skip_auto_headers=("User-Agent",),
             raise_for_status=False,
         )
 

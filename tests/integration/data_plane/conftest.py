@@ -82,8 +82,11 @@ class TablePublisher:
 
     async def point(self, version: int) -> None:
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.set(self.keys.table_current, version)
-            pipe.publish(self.keys.table_events, str(version))
+            queued = (
+                pipe.set(self.keys.table_current, version),
+                pipe.publish(self.keys.table_events, str(version)),
+            )
+            assert len(queued) == 2  # commands queue on the pipeline; nothing to await yet
             await pipe.execute()
 
 

@@ -194,8 +194,10 @@ async def test_live_state_is_shared_in_redis(
         return state.table_version == published and state.requests_by_pair == {"fam@int4": 1}
 
     await eventually(state_shows_traffic, what="live state written")
-    state = DataPlaneState.model_validate_json(await redis_client.get(key) or b"")
+    raw = await redis_client.get(key)
+    assert isinstance(raw, bytes)
+    state = DataPlaneState.model_validate_json(raw)
     assert {e.endpoint_id for e in state.endpoints} == {"fam@fp16#0", "fam@int4#0"}
     assert all(e.breaker == "closed" for e in state.endpoints)
-    assert "http" not in (await redis_client.get(key) or b"").decode()
+    assert b"http" not in raw
     assert 0 < await redis_client.ttl(key) <= 30

@@ -1,0 +1,228 @@
+"""The small parts on their own: settings and CLI, JSON logs, quality checks, usage, scraping,
+load tracking and the live-state document."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+
+import pytest
+from pydantic import ValidationError
+
+from data_plane.__main__ import build_parser, load_settings, main
+from data_plane.compile import compile_table
+from data_plane.engine_scrape import parse_queue_depth
+from data_plane.live_state import TrafficStats, build_state
+from data_plane.load import LoadTracker
+from data_plane.logs import JsonFormatter, configure_logging
+from data_plane.quality import Degeneracy, check_answer, is_runaway_repetition
+from data_plane.settings import DataPlaneSettings
+from data_plane.table_store import TableStore
+from data_plane.usage import Usage, cost_usd, find_usage
+from tests.component.data_plane.fakes import chat_json, sse_chunks, two_pair_table
+
+# --- settings and CLI -------------------------------------------------------------------------
+
+
+def test_settings_read_env_and_split_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEARBOX_DP_API_KEYS", "first-key-1, second-key-2")
+    monkeypatch.setenv("GEARBOX_DP_PORT", "9123")
+    s = DataPlaneSettings()
+    assert [k.get_secret_value() for k in s.api_keys] == ["first-key-1", "second-key-2"]
+    assert s.port == 9123
+    assert "first-key-1" not in repr(s)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("port", "-1"),
+        ("api_keys", "short"),
+        ("redis_key_prefix", "has space"),
+        ("otel_exporter", "jaeger"),
+        ("max_attempts", "0"),
+    ],
+)
+def test_bad_settings_name_the_field(field: str, value: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        DataPlaneSettings.model_validate({field: value})
+    assert field in str(err.value)
+
+
+def test_settings_reject_inconsistent_values() -> None:
+    with pytest.raises(ValidationError, match="otel_endpoint"):
+        DataPlaneSettings(otel_exporter="otlp")
+    with pytest.raises(ValidationError, match="breaker_cooldown_max_s"):
+        DataPlaneSettings(breaker_cooldown_s=10, breaker_cooldown_max_s=5)
+
+
+def test_cli_flags_override_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEARBOX_DP_PORT", "1234")
+    monkeypatch.setenv("GEARBOX_DP_INSTANCE_ID", "from-env")
+    args = build_parser().parse_args(["serve", "--port", "9999", "--scrape-interval-s", "2.5"])
+    s = load_settings(args)
+    assert (s.port, s.scrape_interval_s, s.instance_id) == (9999, 2.5, "from-env")
+
+
+def test_cli_has_no_api_key_flag() -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--api-keys", "abcdefgh"])
+
+
+def test_cli_reports_bad_values_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--port", "many"]) == 2
+    assert "invalid setting port" in capsys.readouterr().err
+
+
+# --- logs -------------------------------------------------------------------------------------
+
+
+def test_json_logs_carry_only_allowed_fields() -> None:
+    record = logging.LogRecord(
+        "data_plane.proxy", logging.WARNING, __file__, 1, "fell back %s", ("x",), None
+    )
+    record.__dict__.update(
+        {"pair": "fam@fp16", "request_id": "r1", "prompt": "secret prompt", "authorization": "k"}
+    )
+    line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == "fell back x"
+    assert line["pair"] == "fam@fp16"
+    assert line["request_id"] == "r1"
+    assert line["level"] == "WARNING"
+    assert "prompt" not in line
+    assert "authorization" not in line
+
+
+def test_configure_logging_writes_json_lines() -> None:
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level)
+    try:
+        configure_logging("INFO", stream)
+        logging.getLogger("data_plane.test").info("table v%s", 3, extra={"table_version": 3})
+    finally:
+        root.handlers[:], root.level = saved[0], saved[1]
+    line = json.loads(stream.getvalue().strip().splitlines()[-1])
+    assert line["message"] == "table v3"
+    assert line["table_version"] == 3
+
+
+# --- quality guard checks ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("content", "wants_json", "expected"),
+    [
+        ("Paris.", False, None),
+        ("", False, Degeneracy.EMPTY),
+        ("   \n", False, Degeneracy.EMPTY),
+        ("la " * 200, False, Degeneracy.REPETITION),
+        ("not json", True, Degeneracy.INVALID_JSON),
+        ('{"city": "Paris"}', True, None),
+        ("not json", False, None),
+    ],
+)
+def test_check_answer(content: str, wants_json: bool, expected: Degeneracy | None) -> None:
+    assert check_answer(chat_json(content), wants_json) == expected
+
+
+def test_check_answer_leaves_odd_bodies_alone() -> None:
+    assert check_answer(b"not json", False) is None
+    assert check_answer(b'{"choices": []}', False) is None
+    tool_call = {"choices": [{"message": {"content": None, "tool_calls": [{"id": "1"}]}}]}
+    assert check_answer(json.dumps(tool_call).encode(), False) is None
+    completion = {"choices": [{"text": ""}]}
+    assert check_answer(json.dumps(completion).encode(), False) is Degeneracy.EMPTY
+
+
+def test_natural_text_is_not_repetition() -> None:
+    text = " ".join(
+        f"Sentence {i} talks about item {i * 7 % 13} and its colour." for i in range(40)
+    )
+    assert not is_runaway_repetition(text)
+    assert is_runaway_repetition(text + " and again" * 120)
+
+
+# --- usage ------------------------------------------------------------------------------------
+
+
+def test_usage_from_a_body_and_from_a_stream_tail() -> None:
+    assert find_usage(chat_json(prompt_tokens=11, completion_tokens=4)) == Usage(11, 4)
+    tail = b"".join(sse_chunks(["a", "b", "c"]))
+    assert find_usage(tail) == Usage(5, 3)
+    no_usage = b"".join(sse_chunks(["a"], usage=False))
+    assert find_usage(no_usage) is None
+    assert find_usage(b'{"usage": null, "x": {"usage": {"prompt_tokens": 2}}}') == Usage(2, 0)
+    assert find_usage(b'{"usage": {"prompt_tokens": true}}') is None
+
+
+def test_cost_uses_per_token_prices() -> None:
+    table = compile_table(two_pair_table())
+    fp16 = next(p for p in table.pairs if p.pair == "fam@fp16")
+    assert cost_usd(fp16, Usage(1_000_000, 0)) == pytest.approx(4.0)
+    assert cost_usd(fp16, Usage(0, 1_000_000)) == pytest.approx(8.0)
+
+
+# --- scraping, load, live state ---------------------------------------------------------------
+
+VLLM_METRICS = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+# HELP vllm:num_requests_waiting Number of requests waiting to be processed.
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
+# TYPE vllm:kv_cache_usage_perc gauge
+vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.4
+"""
+
+
+def test_queue_depth_is_waiting_plus_running() -> None:
+    assert parse_queue_depth(VLLM_METRICS) == 5.0
+    assert parse_queue_depth("# nothing here\nother_metric 1\n") is None
+
+
+def test_load_tracks_in_flight_and_queue() -> None:
+    seen: list[tuple[str, int]] = []
+    tracker = LoadTracker(on_in_flight=lambda e, n: seen.append((e, n)))
+    tracker.acquire("a")
+    tracker.acquire("a")
+    tracker.set_queue_depth("a", 4)
+    assert tracker.load["a"] == 6
+    tracker.release("a")
+    assert tracker.load["a"] == 5
+    tracker.forget(set())
+    assert tracker.load["a"] == 1
+    assert seen == [("a", 1), ("a", 2), ("a", 1)]
+
+
+def test_store_swaps_and_tells_listeners() -> None:
+    store = TableStore()
+    told: list[int] = []
+    store.on_swap(lambda t: told.append(t.version))
+    first = compile_table(two_pair_table(version=3))
+    assert store.swap(first, 10.0) is None
+    assert store.swap(compile_table(two_pair_table(version=4))) is first
+    assert (store.version, told) == (4, [3, 4])
+
+
+def test_live_state_lists_every_endpoint() -> None:
+    store = TableStore()
+    store.swap(compile_table(two_pair_table(["http://a1", "http://a2"], ["http://b"])))
+    tracker = LoadTracker()
+    tracker.acquire("fam@int4#0")
+    traffic = TrafficStats()
+    traffic.served("fam@int4", fallback=False)
+    traffic.served("fam@fp16", fallback=True)
+    state = build_state(
+        "dp-1", store, tracker, lambda e: "open" if e == "fam@fp16#1" else "closed", traffic, 0.0
+    )
+    assert state.table_version == 1
+    assert [(e.endpoint_id, e.breaker, e.in_flight) for e in state.endpoints] == [
+        ("fam@int4#0", "closed", 1),
+        ("fam@fp16#0", "closed", 0),
+        ("fam@fp16#1", "open", 0),
+    ]
+    assert state.requests_by_pair == {"fam@int4": 1, "fam@fp16": 1}
+    assert state.fallbacks_total == 1
+    assert "http" not in state.model_dump_json()
