@@ -165,11 +165,12 @@ def soak_lines(s: SoakResult) -> list[str]:
         "## Soak (data plane under steady mixed traffic, flapping breaker, republished table)",
         "",
         "| duration s | rate req/s | requests | ok | unexpected errors | RSS MiB first → last "
-        "| fds first → last | tables published | fault toggles |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| fds first → last | tables published | fault toggles | breaker transitions | fallbacks |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         f"| {s.duration_s:.0f} | {s.rate_rps:g} | {s.requests:,} | {s.ok:,} "
         f"| {s.unexpected_errors} | {s.rss_first_bytes / mib:.1f} → {s.rss_last_bytes / mib:.1f} "
-        f"| {s.fds_first} → {s.fds_last} | {s.tables_published} | {s.fault_toggles} |",
+        f"| {s.fds_first} → {s.fds_last} | {s.tables_published} | {s.fault_toggles} "
+        f"| {s.breaker_transitions} | {s.fallbacks} |",
         "",
     ]
 
