@@ -1,0 +1,89 @@
+"""CLI against a real redis-server (publish, show, history, rollback) and the admin API (push)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from contracts.redis_keys import RedisKeys
+from control_plane.app import create_app
+from control_plane.cli import _parser, cmd_push, run
+from control_plane.settings import ControlPlaneSettings
+from tests.integration.control_plane.conftest import TOKEN
+from tests.support.redis_server import RedisProcess
+
+pytestmark = pytest.mark.integration
+REPORTS = sorted(str(p) for p in Path("examples/profiles").glob("*.json"))
+
+
+def test_publish_show_history_rollback(redis_server: RedisProcess, redis_keys: RedisKeys,
+                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    where = ["--redis-url", redis_server.url, "--prefix", redis_keys.prefix]
+    assert run(["show", *where]) == 1
+    assert capsys.readouterr().err == "error: no table published yet\n"
+    assert run(["publish", *where]) == 1  # nothing stored, no files
+    assert "no reports" in capsys.readouterr().err
+    assert run(["publish", *REPORTS, "--policy", "examples/policy.yaml", *where]) == 0
+    assert capsys.readouterr().out.startswith("published v1 (sha256 ")
+    assert run(["publish", *REPORTS, "--policy", "examples/policy.yaml", *where]) == 0
+    assert capsys.readouterr().out.startswith("unchanged: v1 is current")
+    assert run(["publish", *REPORTS, "--no-prune", *where]) == 0
+    assert "published v2" in capsys.readouterr().out
+    assert run(["show", *where]) == 0
+    assert "routing table v2" in capsys.readouterr().out
+    assert run(["show", "--version", "1", "--json", *where]) == 0
+    assert '"version": 1' in capsys.readouterr().out
+    assert run(["rollback", "1", *where]) == 0
+    assert capsys.readouterr().out == "rolled back to v1 (was v2)\n"
+    assert run(["history", *where]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("        2")
+    assert lines[2].startswith("->      1")
+    assert run(["rollback", "9", *where]) == 1
+    assert capsys.readouterr().err == "error: version 9 is not among the kept versions\n"
+    assert run(["show", "--version", "9", *where]) == 1
+    assert "version 9 is not kept" in capsys.readouterr().err
+
+
+def test_commands_fail_cleanly_without_redis(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(["history", "--redis-url", "redis://127.0.0.1:1/0"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: Redis: ")
+    assert err.count("\n") == 1
+
+
+async def test_push_sends_reports_and_reports_failures(
+    aiohttp_server: Any, redis_server: RedisProcess, redis_keys: RedisKeys, tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    settings = ControlPlaneSettings(
+        redis_url=redis_server.url, redis_key_prefix=redis_keys.prefix, admin_token=SecretStr(TOKEN)
+    )
+    server = await aiohttp_server(create_app(settings))
+    url = f"http://127.0.0.1:{server.port}"
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    args = _parser().parse_args(["push", REPORTS[0], str(bad), "--url", url, "--token", TOKEN])
+    assert await cmd_push(args, settings) == 1
+    captured = capsys.readouterr()
+    assert captured.out.startswith("pushed llama-3.1-70b-instruct@awq-int4 (new)")
+    assert captured.err.startswith(f"error: {bad}: family: Field required")
+    wrong = _parser().parse_args(["push", REPORTS[0], "--url", url, "--token", "x" * 20])
+    assert await cmd_push(wrong, settings) == 1
+    assert "HTTP 401: invalid bearer token" in capsys.readouterr().err
+
+
+def test_demo_runs_end_to_end() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "control_plane.demo"], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "published v1" in done.stdout
+    assert "unchanged: v1 stays current" in done.stdout
+    assert "current is v1 again (was v2)" in done.stdout
+    assert "pruned: llama-3.1-8b-instruct@int8-w8a8" in done.stdout
