@@ -1,0 +1,72 @@
+"""__main__: settings from GEARBOX_PROF_*, one-line errors and exit codes, compare."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from profiler.__main__ import main
+from profiler.settings import ProfilerSettings
+
+EXAMPLES = Path(__file__).parents[3] / "examples" / "profiles"
+RUN = [
+    "run", "--endpoint", "http://127.0.0.1:9", "--model", "m", "--family", "gemma-3-270m",
+    "--quantization", "bf16", "--hourly-usd", "1", "--quiet",
+]  # fmt: skip
+
+
+def test_settings_come_from_the_gearbox_prof_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GEARBOX_PROF_EVAL_CONCURRENCY", "3")
+    monkeypatch.setenv("GEARBOX_PROF_CONTROL_PLANE_TOKEN", "s3cret")
+    settings = ProfilerSettings()
+    assert settings.eval_concurrency == 3
+    assert settings.control_plane_token is not None
+    assert settings.control_plane_token.get_secret_value() == "s3cret"
+    assert "s3cret" not in repr(settings)
+
+
+def test_bad_settings_are_one_line_naming_the_variable(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GEARBOX_PROF_EVAL_CONCURRENCY", "0")
+    assert main(RUN) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: GEARBOX_PROF_EVAL_CONCURRENCY:")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_push_without_token_fails_before_anything_is_measured(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("GEARBOX_PROF_CONTROL_PLANE_TOKEN", raising=False)
+    # the endpoint is unreachable: reaching it first would say "cannot reach"
+    assert main([*RUN, "--push", "http://127.0.0.1:9"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == "error: --push needs a token: --token or GEARBOX_PROF_CONTROL_PLANE_TOKEN"
+
+
+def test_missing_price_is_a_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    args = [a for a in RUN if a not in ("--hourly-usd", "1")]
+    assert main(args) == 2
+    assert "price: pass --hourly-usd" in capsys.readouterr().err
+
+
+def test_compare_prints_a_row_per_report(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    reports = sorted(EXAMPLES.glob("*.json"))
+    assert main(["compare", *map(str, reports), "--plots", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    table = [line for line in out.split("\npair ")[-1].splitlines()[2:] if line]
+    assert len(table) == len(reports)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["accuracy_cost.png", "latency.png"]
+
+
+def test_compare_names_a_broken_report(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"kind": "ProfileReport"}')
+    assert main(["compare", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}: family: Field required" in err
+    assert "Traceback" not in err
