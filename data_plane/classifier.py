@@ -228,6 +228,11 @@ def classify(text: str) -> tuple[str, float]:
     Deterministic; scans at most HEAD_CHARS + TAIL_CHARS characters (the full length still
     counts through `chars_log`). Raises RuntimeError when the parameters file is unusable.
     """
-    if isinstance(_MODEL, str):
-        raise RuntimeError(_MODEL)
-    return _MODEL.classify(text)
+    return classify_with(_MODEL, text)
+
+
+def classify_with(model: Model | str, text: str) -> tuple[str, float]:
+    """`model.classify(text)`; a str model is the reason the parameters could not be loaded."""
+    if isinstance(model, str):
+        raise RuntimeError(model)
+    return model.classify(text)

@@ -90,7 +90,7 @@ def is_retryable(outcome: Outcome) -> bool:
             return code in RETRYABLE_STATUSES
         case Timeout(phase=phase):
             return phase != "read"
-        case StreamBroken() | Cancelled():
+        case _:  # StreamBroken (bytes already went out) or Cancelled (the client left)
             return False
 
 

@@ -18,6 +18,7 @@ from data_plane.classifier import (
     TAIL_CHARS,
     _load,
     classify,
+    classify_with,
     features,
     model_from_params,
 )
@@ -163,7 +164,9 @@ def test_params_for_other_features_are_refused(tmp_path: Path) -> None:
     assert "python -m data_plane.calibration" in str(_load(tmp_path / "missing.json"))
     model = _load(PARAMS_PATH)
     assert not isinstance(model, str)
-    assert model.classify("Solve for x: 2x = 4")[0] == "math"
+    assert classify_with(model, "Solve for x: 2x = 4")[0] == "math"
+    with pytest.raises(RuntimeError, match="missing or stale"):
+        classify_with(_load(tmp_path / "missing.json"), "hello")
 
 
 def test_calibration_cli_writes_params(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
