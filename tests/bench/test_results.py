@@ -110,7 +110,7 @@ def test_grading_counts_answers_budgets_cost_and_pairs(tmp_path: Path) -> None:
         expected = trace[i].expected
         return json.dumps(expected) if isinstance(expected, dict) else str(expected)
 
-    results = [
+    results: list[dict[str, Any]] = [
         {
             "id": 0,
             "status": 200,
