@@ -93,11 +93,16 @@ async def _finish(
         logger.info("pushed %s to %s: %s", report.pair, url, answer[:200])
 
 
-async def _run(args: argparse.Namespace, settings: ProfilerSettings, progress: Progress) -> int:
+Origin = tuple[str | None, str | None]  # (git sha, host) for provenance
+
+
+async def _run(
+    args: argparse.Namespace, settings: ProfilerSettings, progress: Progress, origin: Origin
+) -> int:
     plan = plan_from_args(args, settings, args.model)
     target = push_target(args, settings)
     async with open_session(settings) as session:
-        rt = Runtime(session, settings, progress, detect_git_sha(settings), socket.gethostname())
+        rt = Runtime(session, settings, progress, *origin)
         report = await profile_pair(plan, rt)
         logger.info("report written: %s", plan.out)
         print(render_summary(report))
@@ -105,13 +110,15 @@ async def _run(args: argparse.Namespace, settings: ProfilerSettings, progress: P
     return 0
 
 
-async def _fleet(args: argparse.Namespace, settings: ProfilerSettings, progress: Progress) -> int:
+async def _fleet(
+    args: argparse.Namespace, settings: ProfilerSettings, progress: Progress, origin: Origin
+) -> int:
     fleet = load_fleet(args.file)
     target = push_target(args, settings)
     if args.plots is None and fleet.plots_dir is not None:
         args.plots = fleet.plots_dir
     async with open_session(settings) as session:
-        rt = Runtime(session, settings, progress, detect_git_sha(settings), socket.gethostname())
+        rt = Runtime(session, settings, progress, *origin)
         outcome = await run_fleet(fleet.plans, rt, args.parallel or fleet.parallel)
         for report in outcome.reports:
             print(render_summary(report))
@@ -134,7 +141,9 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _inprocess(args: argparse.Namespace, settings: ProfilerSettings, progress: Progress) -> int:
+def _inprocess(
+    args: argparse.Namespace, settings: ProfilerSettings, progress: Progress, origin: Origin
+) -> int:
     plan = plan_from_args(args, settings, args.served_model_name or args.model)
     target = push_target(args, settings)
     options = {
@@ -146,7 +155,6 @@ def _inprocess(args: argparse.Namespace, settings: ProfilerSettings, progress: P
     }
     engine = load_vllm_engine({k: v for k, v in options.items() if v is not None})
     identity = EngineIdentity(engine.version, engine.context_length)
-    origin = (detect_git_sha(settings), socket.gethostname())
     report = profile_inprocess(plan, engine, identity, progress, origin)
     print(render_summary(report))
     if args.plots or target:
@@ -176,16 +184,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: " + "; ".join(problems), file=sys.stderr)
         return 2
     progress: Progress = SilentProgress() if getattr(args, "quiet", False) else TqdmProgress()
+    origin = (detect_git_sha(settings), socket.gethostname())
     try:
         match args.command:
             case "run":
-                return asyncio.run(_run(args, settings, progress))
+                return asyncio.run(_run(args, settings, progress, origin))
             case "fleet":
-                return asyncio.run(_fleet(args, settings, progress))
+                return asyncio.run(_fleet(args, settings, progress, origin))
             case "compare":
                 return _compare(args)
             case _:
-                return _inprocess(args, settings, progress)
+                return _inprocess(args, settings, progress, origin)
     except ProfilerError as err:
         print(f"error: {err}", file=sys.stderr)
         return err.exit_code

@@ -90,6 +90,8 @@ class EngineClient:
             raise RequestFailedError(f"no full answer in {self._request_timeout_s:g}s") from err
         except aiohttp.ClientError as err:
             raise RequestFailedError(f"{type(err).__name__}: {err}") from err
+        except ValueError as err:  # aiohttp's "line is too long" on a malformed stream
+            raise RequestFailedError(f"unreadable stream: {err}") from err
 
     async def _stream(self, body: dict[str, Any], prompt_chars: int) -> TimedStream:
         times: list[float] = []
