@@ -14,7 +14,7 @@ import json
 import resource
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -37,6 +37,7 @@ class OpenLoopResult:
     p999_ms: float
     max_ms: float
     connections_opened: int
+    warmup_sent: int = 0  # requests sent before the measured part (not in the statistics)
     cpu_us_per_request: float | None = None  # the proxy's CPU time per answered request
 
 
@@ -153,7 +154,8 @@ async def run_open_loop(
         await asyncio.gather(*pending, return_exceptions=True)
     pool.close_all()
     ok = sum(1 for t in measured if t in done and not t.cancelled() and t.result())
-    return summarize(latencies, rate_rps, len(measured), ok, duration_s, pool.opened)
+    result = summarize(latencies, rate_rps, len(measured), ok, duration_s, pool.opened)
+    return replace(result, warmup_sent=n_warm)
 
 
 def summarize(

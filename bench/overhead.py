@@ -98,7 +98,10 @@ def _with_cpu(pid: int | None, load: Callable[[], R]) -> R:
         return load()
     before = cpu_seconds(pid)
     result = load()
-    answered = result.requests if isinstance(result, ClosedLoopResult) else result.completed
+    if isinstance(result, ClosedLoopResult):
+        answered = result.requests
+    else:  # the generator's warm-up requests used the proxy's CPU too
+        answered = result.completed + result.warmup_sent
     used = cpu_seconds(pid) - before
     return replace(result, cpu_us_per_request=used / answered * 1e6 if answered else None)
 
@@ -121,7 +124,8 @@ def _measure(endpoint: Endpoint, target: Target, ctx: RunContext, s: OverheadSet
         if rate > CAPACITY_SHARE * capacity:
             skipped.append(rate)
             continue
-        opened.append(run_open_loop_process(base_url + CHAT_PATH, body_file, rate, s.open_s, aux))
+        load = partial(run_open_loop_process, base_url + CHAT_PATH, body_file, rate, s.open_s, aux)
+        opened.append(_with_cpu(pid, load))
     return TargetRun(target.name, target.label, ctx.stream, closed, tuple(opened), tuple(skipped))
 
 
