@@ -11,9 +11,9 @@ import asyncio
 import hmac
 import json
 import logging
+import os
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -60,7 +60,7 @@ def request_id_from(value: str | None) -> str:
     """The client's X-Request-Id when it is sane (<= 128 safe chars), else a fresh one."""
     if value is not None and _REQUEST_ID.fullmatch(value):
         return value
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()
 
 
 def outcome_of(err: errors.RouterError) -> RequestOutcome:

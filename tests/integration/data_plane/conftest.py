@@ -15,7 +15,8 @@ from aiohttp.test_utils import TestClient
 from pytest_aiohttp import AiohttpClient
 
 from contracts.redis_keys import RedisKeys
-from contracts.routing_table import RoutingTable, with_version
+from contracts.routing_table import RoutingTable
+from control_plane.publisher import Publisher, PublisherOptions, PublishOutcome
 from data_plane.app import METRICS, STORE, AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
 from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet
@@ -65,36 +66,26 @@ def fleet_table(fleet: Fleet, *, int4: bool = True, **kw: Any) -> RoutingTable:
     return make_table(entries, **kw)
 
 
-class TablePublisher:
-    """Publishes exactly as STYLE.md section 4 says (INCR seq; SET v NX; MULTI SET current +
-    PUBLISH), and rolls back by moving the pointer and publishing again."""
+class Publishing:
+    """The control plane's real Publisher, with the two calls these tests make."""
 
     def __init__(self, redis: aioredis.Redis, keys: RedisKeys) -> None:
-        self.redis = redis
-        self.keys = keys
+        self.publisher = Publisher(redis, keys, PublisherOptions())
 
     async def publish(self, table: RoutingTable) -> int:
-        version = int(await self.redis.incr(self.keys.table_seq))
-        body = with_version(table, version).model_dump_json()
-        assert await self.redis.set(self.keys.table_version(version), body, nx=True)
-        await self.point(version)
-        return version
+        result = await self.publisher.publish(table)
+        assert result.outcome is PublishOutcome.PUBLISHED
+        return result.version
 
-    async def point(self, version: int) -> None:
-        async with self.redis.pipeline(transaction=True) as pipe:
-            queued = (
-                pipe.set(self.keys.table_current, version),
-                pipe.publish(self.keys.table_events, str(version)),
-            )
-            assert len(queued) == 2  # commands queue on the pipeline; nothing to await yet
-            await pipe.execute()
+    async def rollback(self, version: int) -> None:
+        await self.publisher.rollback(version)
 
 
 @dataclass
 class Plane:
     client: TestClient[web.Request, web.Application]
     app: web.Application
-    publisher: TablePublisher
+    publisher: Publishing
     keys: RedisKeys
 
     @property
@@ -141,7 +132,7 @@ def make_plane(
         )
         app = create_app(settings, AppDeps())
         client = await aiohttp_client(app)
-        publisher = TablePublisher(publish_to or redis_client, redis_keys)
+        publisher = Publishing(publish_to or redis_client, redis_keys)
         return Plane(client, app, publisher, redis_keys)
 
     return make

@@ -10,7 +10,7 @@ import redis.asyncio as aioredis
 
 from contracts.live_state import DataPlaneState
 from simulator import Fleet
-from tests.integration.data_plane.conftest import MakePlane, Plane, TablePublisher, fleet_table
+from tests.integration.data_plane.conftest import MakePlane, Plane, Publishing, fleet_table
 from tests.support.redis_server import free_port, running_redis
 from tests.support.waiting import eventually
 
@@ -50,7 +50,7 @@ async def test_new_table_and_rollback_are_followed(make_plane: MakePlane, fleet:
     await eventually(lambda: plane.version == second, what="new table picked up")
     assert await chat(plane) == (200, "fam@fp16", second)
 
-    await plane.publisher.point(first)  # rollback: the pointer moves back
+    await plane.publisher.rollback(first)  # the pointer moves back
     await eventually(lambda: plane.version == first, what="rollback followed")
     assert await chat(plane) == (200, "fam@int4", first)
 
@@ -138,7 +138,7 @@ async def test_redis_stopped_mid_run_changes_nothing_for_clients(
             private.start()
             await publish_client.aclose()
             publish_client = aioredis.Redis.from_url(private.url)
-            publisher = TablePublisher(publish_client, plane.keys)
+            publisher = Publishing(publish_client, plane.keys)
             again = await publisher.publish(fleet_table(fleet, int4=False))
             assert again == first
             await eventually(
