@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -28,11 +29,10 @@ from data_plane.errors import InvalidRequest
 
 MAX_DEPTH = 64  # deeper JSON is refused before parsing (a recursion bomb, not a request)
 MAX_OUTPUT_TOKENS = 2**31 - 1
-_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
 _COLON = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*")
 _OPEN = frozenset(b"[{")
-_QUOTE = ord('"')
+_BACKSLASH = ord("\\")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 PositiveTokens = Annotated[int, Field(strict=True, gt=0, le=MAX_OUTPUT_TOKENS)]
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
 
@@ -129,17 +129,43 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def _check_depth(raw: bytes) -> None:
-    depth = 0
-    for m in _TOKEN.finditer(raw):
-        first = raw[m.start()]
-        if first == _QUOTE:
-            continue
-        depth += 1 if first in _OPEN else -1
+def _too_deep() -> InvalidRequest:
+    return InvalidRequest(f"JSON nesting is deeper than {MAX_DEPTH} levels", code="invalid_json")
+
+
+def _nest(segment: bytes, depth: int) -> int:
+    """Depth after the bytes between two strings; raises past MAX_DEPTH at any point."""
+    for ch in segment.translate(None, _NOT_BRACKETS):
+        depth += 1 if ch in _OPEN else -1
         if depth > MAX_DEPTH:
-            raise InvalidRequest(
-                f"JSON nesting is deeper than {MAX_DEPTH} levels", code="invalid_json"
-            )
+            raise _too_deep()
+    return depth
+
+
+def _strings(raw: bytes) -> Iterator[tuple[int, int, int]]:
+    """(depth, start, end) of every JSON string token, depth being the nesting it sits at.
+
+    A scanner over raw bytes: quotes are found with bytes.find (memchr speed), an escaped
+    quote is one preceded by an odd run of backslashes, and brackets are counted only in the
+    short stretches between strings. Past MAX_DEPTH it raises InvalidRequest.
+    """
+    find = raw.find
+    pos, depth = 0, 0
+    while (start := find(b'"', pos)) >= 0:
+        depth = _nest(raw[pos:start], depth)
+        end = find(b'"', start + 1)
+        while end > 0:
+            k = end
+            while raw[k - 1] == _BACKSLASH:
+                k -= 1
+            if (end - k) % 2 == 0:
+                break
+            end = find(b'"', end + 1)
+        if end < 0:
+            return  # unterminated string: not JSON, nothing more to find
+        yield depth, start, end + 1
+        pos = end + 1
+    _nest(raw[pos:], depth)
 
 
 def _load(raw: bytes) -> dict[str, Any]:
@@ -153,7 +179,8 @@ def _load(raw: bytes) -> dict[str, Any]:
         raise InvalidRequest(
             f"the request body is not valid UTF-8 (byte {err.start})", code="invalid_json"
         ) from err
-    _check_depth(raw)
+    for _ in _strings(raw):
+        pass  # raises when nested too deep, before json.loads recurses into it
     try:
         doc = json.loads(text, parse_constant=_reject_constant)
     except ValueError as err:
@@ -207,22 +234,21 @@ def _model_value_spans(raw: bytes) -> list[tuple[int, int]]:
     """Byte spans of the values of every top-level "model" key (JSON keeps the last one; we
     rewrite all, so no reader sees the client's value whichever duplicate it keeps)."""
     spans: list[tuple[int, int]] = []
-    depth = 0
-    for m in _TOKEN.finditer(raw):
-        start = m.start()
-        first = raw[start]
-        if first != _QUOTE:
-            depth += 1 if first in _OPEN else -1
+    value_at = -1  # where the value of a top-level "model" key starts, while one is pending
+    for depth, start, end in _strings(raw):
+        if value_at >= 0:
+            if start != value_at:
+                break  # the value was not a string
+            spans.append((start, end))
+            value_at = -1
             continue
         if depth != 1:
             continue
-        colon = _COLON.match(raw, m.end())
-        if colon is None or json.loads(m.group()) != "model":
-            continue  # a value, or another key
-        value = _STRING.match(raw, colon.end())
-        if value is None:
-            raise InvalidRequest("model: must be a string", param="model")
-        spans.append(value.span())
+        colon = _COLON.match(raw, end)
+        if colon is not None and json.loads(raw[start:end]) == "model":
+            value_at = colon.end()
+    if value_at >= 0:
+        raise InvalidRequest("model: must be a string", param="model")
     return spans
 
 
