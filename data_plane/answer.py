@@ -7,6 +7,7 @@ answer's `usage` next to what the family's baseline pair would have cost.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Callable
 
@@ -24,6 +25,8 @@ from data_plane.live_state import TrafficStats
 from data_plane.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.retry import ConnectFailed, Timeout, UpstreamStatus
 from data_plane.usage import Usage, cost_usd, find_usage
+
+logger = logging.getLogger(__name__)
 
 
 def route_headers(
@@ -154,3 +157,14 @@ class Delivery:
         if fallback:
             self._metrics.fallbacks.labels(first.pair.pair, pair.pair).inc()
         self._traffic.served(pair.pair, fallback)
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "served",
+                extra={
+                    "request_id": call.request_id,
+                    "pair": pair.pair,
+                    "reason": decision.reason.value,
+                    "outcome": "ok" if served.outcome is None else served.outcome.label,
+                    "duration_s": round(latency_s, 6),
+                },
+            )

@@ -90,10 +90,10 @@ class LiveStateWriter:
 
     async def write_once(self) -> bool:
         """One write; False (and counted) when Redis did not take it."""
-        payload = self._build().model_dump_json()
         try:
+            payload = self._build().model_dump_json()
             await self._client.set(self._key, payload, ex=self._ttl_s)
-        except (RedisError, OSError) as err:
+        except (RedisError, OSError, ValueError) as err:  # ValueError: a field out of bounds
             self.failures += 1
             logger.debug("live state not written: %s", type(err).__name__)
             return False

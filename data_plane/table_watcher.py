@@ -24,6 +24,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_never, wait_ex
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
 from data_plane.compile import compile_table
+from data_plane.domain import CompiledTable
 from data_plane.metrics import DataPlaneMetrics
 from data_plane.table_store import TableStore
 
@@ -50,8 +51,15 @@ class TableLoadError(Exception):
         self.reason = reason
 
 
-def parse_table(raw: bytes, version: int | None) -> RoutingTable:
-    """Validate a published table (schema, content hash, and the version the pointer named)."""
+@dataclass(frozen=True, slots=True)
+class LoadedTable:
+    table: RoutingTable
+    compiled: CompiledTable
+    raw: bytes
+
+
+def parse_table(raw: bytes, version: int | None) -> LoadedTable:
+    """Validate (schema, content hash, the version the pointer named) and compile a table."""
     try:
         table = RoutingTable.model_validate_json(raw)
     except ValidationError as err:
@@ -60,7 +68,12 @@ def parse_table(raw: bytes, version: int | None) -> RoutingTable:
         raise TableLoadError(INVALID_TABLE, f"{where}: {first['msg']}") from err
     if version is not None and table.version != version:
         raise TableLoadError(INVALID_TABLE, f"table says version {table.version}, not {version}")
-    return table
+    try:
+        compiled = compile_table(table)
+    except Exception as err:  # a valid table that does not compile is a bug: keep watching
+        logger.exception("routing table v%s does not compile", table.version)
+        raise TableLoadError(INVALID_TABLE, f"does not compile: {type(err).__name__}") from err
+    return LoadedTable(table, compiled, raw)
 
 
 class TableWatcher:
@@ -90,12 +103,12 @@ class TableWatcher:
         if path is None or not path.exists():
             return False
         try:
-            table = parse_table(path.read_bytes(), None)
+            loaded = parse_table(path.read_bytes(), None)
         except (OSError, TableLoadError) as err:
             logger.error("snapshot %s unusable: %s", path, err)
             self._metrics.table_load_failures.labels(INVALID_TABLE).inc()
             return False
-        self._swap(table, source="snapshot")
+        self._swap(loaded, source="snapshot")
         return True
 
     async def _write_snapshot(self, raw: bytes) -> None:
@@ -127,13 +140,12 @@ class TableWatcher:
             self._verify = False
             if loaded is None:
                 return False
-            table, raw = loaded
             current = self._store.current
-            if current is not None and current.content_sha256 == table.content_sha256:
+            if current is not None and current.content_sha256 == loaded.table.content_sha256:
                 self._metrics.table_last_load.set(self._wall_clock())
                 return False
-            self._swap(table, source="redis")
-        await self._write_snapshot(raw)
+            self._swap(loaded, source="redis")
+        await self._write_snapshot(loaded.raw)
         return True
 
     async def _pointer(self, client: aioredis.Redis) -> int | None:
@@ -147,21 +159,20 @@ class TableWatcher:
             self._fail(TableLoadError(INVALID_TABLE, f"pointer is {pointer[:40]!r}"), -1)
             return None
 
-    async def _load(
-        self, client: aioredis.Redis, version: int
-    ) -> tuple[RoutingTable, bytes] | None:
+    async def _load(self, client: aioredis.Redis, version: int) -> LoadedTable | None:
         stored = await client.get(self._config.keys.table_version(version))
         raw = stored.encode() if isinstance(stored, str) else stored
         try:
             if raw is None:
                 raise TableLoadError(MISSING_VERSION, f"pointer names v{version}, not stored")
-            return parse_table(raw, version), raw
+            return parse_table(raw, version)
         except TableLoadError as err:
             self._fail(err, version)
             return None
 
-    def _swap(self, table: RoutingTable, source: str) -> None:
-        previous = self._store.swap(compile_table(table), table.created_at.timestamp())
+    def _swap(self, loaded: LoadedTable, source: str) -> None:
+        table = loaded.table
+        previous = self._store.swap(loaded.compiled, table.created_at.timestamp())
         now = self._wall_clock()
         self._metrics.table_version.set(table.version)
         self._metrics.table_created.set(table.created_at.timestamp())

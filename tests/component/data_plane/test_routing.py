@@ -245,3 +245,30 @@ async def test_usage_feeds_cost_and_baseline_cost(make_harness: MakeHarness) -> 
     assert abs(h.metric("gearbox_baseline_cost_usd_total", pair="fam@int4") - 52e-6) < 1e-12
     assert h.metric("gearbox_tokens_total", pair="fam@int4", kind="input") == 7
     assert h.metric("gearbox_tokens_total", pair="fam@int4", kind="output") == 3
+
+
+async def test_engines_answering_429_give_a_429(make_harness: MakeHarness) -> None:
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]), routes={FP16: status(429), INT4: status(429)}
+    )
+    resp = await h.client.post("/v1/chat/completions", data=raw_body())
+    assert resp.status == 429
+    assert resp.headers["Retry-After"] == "1"
+    assert (await resp.json())["error"]["code"] == "router_overloaded"
+    assert h.metric("gearbox_retries_total", reason="status_429") == 1
+    assert h.metric("gearbox_requests_total", route="chat_completions", outcome="overloaded") == 1
+
+
+async def test_every_endpoint_ejected_gives_503(make_harness: MakeHarness) -> None:
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: status(503), INT4: status(503)},
+        breaker_consecutive_failures=1,
+    )
+    assert (await h.client.post("/v1/chat/completions", data=raw_body())).status == 502
+    resp = await h.client.post("/v1/chat/completions", data=raw_body())
+    assert resp.status == 503
+    assert resp.headers["Retry-After"] == "5"
+    assert (await resp.json())["error"]["code"] == "no_healthy_upstream"
+    assert h.metric("gearbox_no_route_total", reason="all_unhealthy") == 1
+    assert len(h.upstream.requests) == 2
