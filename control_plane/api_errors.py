@@ -90,7 +90,9 @@ def _from_http(err: web.HTTPException) -> ApiError:
     if err.status == 404:
         return not_found("no such route", "route_not_found")
     if err.status == 405:
-        return ApiError(405, "invalid_request_error", "method_not_allowed", err.reason)
+        allow = {"Allow": err.headers["Allow"]} if "Allow" in err.headers else {}
+        message = f"method not allowed; this path allows {allow.get('Allow', 'other methods')}"
+        return ApiError(405, "invalid_request_error", "method_not_allowed", message, None, allow)
     if err.status == 413:
         return ApiError(413, "invalid_request_error", "body_too_large", err.text or err.reason)
     return ApiError(err.status, "invalid_request_error", f"http_{err.status}", err.reason)
@@ -103,8 +105,8 @@ def to_api_error(err: Exception) -> ApiError | None:
             return err
         case DocumentError():
             return bad_request(f"invalid {err}", err.param, err.code)
-        case BuildError():
-            return ApiError(422, "invalid_request_error", "table_rejected", str(err))
+        case BuildError():  # the stored profiles or policy cannot make a table: a state conflict
+            return ApiError(409, "conflict_error", "table_rejected", str(err))
         case StoredDataError():
             return ApiError(409, "conflict_error", "stored_data_invalid", str(err))
         case PublishError():

@@ -43,6 +43,6 @@ ROUTES: tuple[ApiRoute, ...] = (
         "Store the policy (unknown keys are rejected); rebuild to apply it",
         {200: ResponseDoc("stored", "Policy", headers=_SOURCE_DOC)},
         write=True,
-        body="Policy",
+        body="PolicyDocument",
     ),
 )

@@ -117,9 +117,10 @@ ROUTES: tuple[ApiRoute, ...] = (
             ),
             201: ResponseDoc("published a new version", "PublishResponse"),
             409: ResponseDoc(
-                "stored data invalid, or another publish in progress", "ErrorEnvelope"
+                "the stored profiles or policy cannot make a table (table_rejected), stored "
+                "data is invalid, or another publish is in progress",
+                "ErrorEnvelope",
             ),
-            422: ResponseDoc("the profiles or policy cannot make a table", "ErrorEnvelope"),
         },
         write=True,
     ),
@@ -155,7 +156,7 @@ ROUTES: tuple[ApiRoute, ...] = (
     ),
     ApiRoute(
         "GET",
-        "/v1/tables/{version}",
+        r"/v1/tables/{version:\d+}",  # digits only: "rollback" and "current" are not versions
         "get_version",
         get_version,
         "One kept table version",

@@ -7,13 +7,15 @@ added from each route's flags, so every documented status is one the route can r
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from contracts.policy import Policy
+from contracts.policy import MEASURED_QUANTILES, Policy
 from contracts.profile_report import ProfileReport
 from contracts.routing_table import RoutingTable
 from control_plane.api_context import ApiRoute, ResponseDoc
@@ -61,9 +63,42 @@ _STANDARD: dict[str, ResponseDoc] = {
 }
 
 
+def _closed(schema: Any) -> Any:
+    """Every object in `schema` rejects keys it does not declare; quantiles list their values."""
+    if isinstance(schema, list):
+        return [_closed(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _closed(value) for key, value in schema.items()}
+    if out.get("type") == "object" and ("properties" in out or "patternProperties" in out):
+        out["additionalProperties"] = False
+    quantile = out.get("properties", {}).get("latency_quantile")
+    if isinstance(quantile, dict):
+        quantile["enum"] = list(MEASURED_QUANTILES)
+    return out
+
+
+def _strict_copies(schemas: dict[str, Any], root: str, prefix: str) -> dict[str, Any]:
+    """`root` and the objects it references, renamed with `prefix`, rejecting unknown keys:
+    the shape of a human-written document (e.g. a policy), where a typo must fail."""
+    pending, copies = [root], {}
+    while pending:
+        name = pending.pop()
+        text = json.dumps(schemas[name])
+        for ref in set(re.findall(r'"#/components/schemas/([A-Za-z0-9_]+)"', text)):
+            if f"{prefix}{ref}" not in copies and ref not in pending:
+                pending.append(ref)
+            text = text.replace(REF.format(model=ref) + '"', REF.format(model=prefix + ref) + '"')
+        copies[f"{prefix}{name}"] = _closed(json.loads(text))
+    return copies
+
+
 def component_schemas() -> dict[str, Any]:
     _, top = models_json_schema([(m, "validation") for m in SCHEMA_MODELS], ref_template=REF)
     schemas: dict[str, Any] = dict(top["$defs"])
+    strict = _strict_copies(schemas, "Policy", "Strict")
+    schemas["PolicyDocument"] = strict.pop("StrictPolicy")
+    schemas.update(strict)
     schemas["MetricsText"] = {"type": "string", "description": "Prometheus text format 0.0.4"}
     schemas["OpenApiDocument"] = {"type": "object"}
     return schemas
@@ -117,6 +152,11 @@ def _operation(route: ApiRoute, needs_token: bool) -> dict[str, Any]:
     return op
 
 
+def doc_path(path: str) -> str:
+    """The OpenAPI spelling of an aiohttp path: `{version:\\d+}` -> `{version}`."""
+    return re.sub(r"\{(\w+):[^}]+\}", r"{\1}", path)
+
+
 def needs_token(route: ApiRoute, protect_reads: bool) -> bool:
     return not route.public and (route.write or protect_reads)
 
@@ -125,7 +165,7 @@ def build_openapi(routes: Sequence[ApiRoute], protect_reads: bool) -> dict[str, 
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         operation = _operation(route, needs_token(route, protect_reads))
-        paths.setdefault(route.path, {})[route.method.lower()] = operation
+        paths.setdefault(doc_path(route.path), {})[route.method.lower()] = operation
     return {
         "openapi": "3.1.0",
         "info": {

@@ -138,13 +138,19 @@ async def test_bad_bodies_and_paths(make_client: MakeClient) -> None:
     error = await _rejected(resp, "PUT", "/v1/profiles/{pair}", 400)
     assert error["code"] == "pair_mismatch"
     assert error["param"] == "pair"
-    resp = await client.get("/v1/tables/abc")
+    resp = await client.get("/v1/tables/0")
     assert (await _rejected(resp, "GET", "/v1/tables/{version}", 400))["param"] == "version"
+    resp = await client.get("/v1/tables/abc")
+    assert (await _rejected(resp, "GET", "/v1/tables/{version}", 404))["code"] == "route_not_found"
+    resp = await client.get("/v1/tables/rollback")
+    assert resp.status == 405
+    assert resp.headers["Allow"] == "POST"
     resp = await client.get("/v1/nowhere")
     assert resp.status == 404
     assert (await resp.json())["error"]["code"] == "route_not_found"
     resp = await client.patch("/v1/policy")
     assert resp.status == 405
+    assert set(resp.headers["Allow"].split(",")) == {"GET", "PUT"}
     assert (await resp.json())["error"]["code"] == "method_not_allowed"
 
 
@@ -168,7 +174,7 @@ async def _push_examples(client: Any) -> None:
 async def test_tables_publish_unchanged_read_and_roll_back(make_client: MakeClient) -> None:
     client = await make_client()
     resp = await client.post("/v1/tables", headers=AUTH)
-    error = await _rejected(resp, "POST", "/v1/tables", 422)
+    error = await _rejected(resp, "POST", "/v1/tables", 409)
     assert error["code"] == "table_rejected"
     assert "push reports first" in error["message"]
     resp = await client.get("/v1/tables/current")
@@ -227,7 +233,7 @@ async def test_rejected_builds_publish_nothing(make_client: MakeClient,
     resp = await client.put("/v1/policy", json=bad_policy, headers=AUTH)
     assert resp.status == 200  # well-formed; only a build can see the pair is unknown
     resp = await client.post("/v1/tables", headers=AUTH)
-    error = await _rejected(resp, "POST", "/v1/tables", 422)
+    error = await _rejected(resp, "POST", "/v1/tables", 409)
     assert (
         "policy: baselines.llama-3.1-8b-instruct: 'llama-3.1-8b-instruct@fp4'" in error["message"]
     )

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 from pydantic import SecretStr
 
@@ -15,7 +18,8 @@ from control_plane.app import create_app
 from control_plane.cli import _parser, cmd_push, run
 from control_plane.settings import ControlPlaneSettings
 from tests.integration.control_plane.conftest import TOKEN
-from tests.support.redis_server import RedisProcess
+from tests.support.redis_server import RedisProcess, free_port
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 REPORTS = sorted(str(p) for p in Path("examples/profiles").glob("*.json"))
@@ -87,3 +91,41 @@ def test_demo_runs_end_to_end() -> None:
     assert "unchanged: v1 stays current" in done.stdout
     assert "current is v1 again (was v2)" in done.stdout
     assert "pruned: llama-3.1-8b-instruct@int8-w8a8" in done.stdout
+
+
+async def test_serve_runs_the_admin_api(redis_server: RedisProcess, redis_keys: RedisKeys) -> None:
+    port = free_port()
+    env = {
+        **os.environ,
+        "GEARBOX_CP_ADMIN_TOKEN": TOKEN,
+        "GEARBOX_CP_REDIS_URL": redis_server.url,
+        "GEARBOX_CP_REDIS_KEY_PREFIX": redis_keys.prefix,
+        "GEARBOX_CP_PORT": str(port),
+        "GEARBOX_CP_POLICY_FILE": "examples/policy.yaml",
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "control_plane", "serve", env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as session:
+
+            async def ready() -> bool:
+                try:
+                    async with session.get(f"{base}/readyz") as resp:
+                        return resp.status == 200
+                except aiohttp.ClientError:
+                    return False
+
+            await eventually(ready, timeout_s=30, what="the admin API to be ready")
+            async with session.get(f"{base}/v1/policy") as resp:
+                assert resp.headers["X-Gearbox-Policy-Source"] == "file"
+            async with session.post(
+                f"{base}/v1/tables", headers={"Authorization": "Bearer x"}
+            ) as resp:
+                assert resp.status == 401
+    finally:
+        proc.terminate()
+        _, stderr = await asyncio.wait_for(proc.communicate(), timeout=20)
+    assert TOKEN.encode() not in stderr
