@@ -37,7 +37,10 @@ def _pair_args(parser: argparse.ArgumentParser) -> None:
     pair = parser.add_argument_group("pair")
     pair.add_argument("--family", required=True, help="model family, e.g. llama-3.1-8b")
     pair.add_argument("--quantization", required=True, help="e.g. bf16, fp8, awq-int4")
-    pair.add_argument("--endpoint", action="append", required=True, metavar="URL")
+    pair.add_argument(
+        "--endpoint", action="append", required=True, metavar="URL",
+        help="engine base URL, e.g. http://host:8000 (repeat for replicas; load goes to the first)",
+    )  # fmt: skip
     pair.add_argument("--hardware", help="hardware name (default: GEARBOX_PROF_HARDWARE)")
     pair.add_argument("--hourly-usd", type=float, help="hardware price per hour")
     pair.add_argument("--input-price", type=float, help="USD per million input tokens")
@@ -45,12 +48,12 @@ def _pair_args(parser: argparse.ArgumentParser) -> None:
     pair.add_argument("--engine-version", help="default: detected from /version or /metrics")
     pair.add_argument("--context-length", type=int, help="default: max_model_len")
     load = parser.add_argument_group("load sweep")
-    load.add_argument("--concurrency", type=int_list, default=[1, 2, 4, 8])
-    load.add_argument("--input-tokens", type=int_list, default=[128, 512])
-    load.add_argument("--output-tokens", type=int_list, default=[64])
-    load.add_argument("--requests-per-level", type=int, default=32)
-    load.add_argument("--warmup", type=int, default=2, help="requests per level, excluded")
-    load.add_argument("--open-loop-rps", type=float, help="also run open-loop levels")
+    load.add_argument("--concurrency", type=int_list, default=[1, 2, 4, 8], metavar="1,2,4,8")
+    load.add_argument("--input-tokens", type=int_list, default=[128, 512], metavar="128,512")
+    load.add_argument("--output-tokens", type=int_list, default=[64], metavar="64")
+    load.add_argument("--requests-per-level", type=int, default=32, metavar="N")
+    load.add_argument("--warmup", type=int, default=2, metavar="N", help="per level, excluded")
+    load.add_argument("--open-loop-rps", type=float, metavar="R", help="add open-loop levels")
     out = parser.add_argument_group("output")
     out.add_argument("--evalset", nargs="+", type=Path, help="JSONL files (default: built-in)")
     out.add_argument("--out", type=Path, help="report file (default: FAMILY@QUANT.json)")
