@@ -53,13 +53,15 @@ MATH = _words(
     "series probability expected matrix eigenvalues determinant prime primes integer "
     "integers theorem factor factorial root roots sqrt log area perimeter triangle circle "
     "radius percent average mean variance polynomial limit converges modulo divisible x y "
-    "n z dx estimator residue"
+    "n z dx estimator residue much many total times divided plus minus half twice ratio "
+    "fraction decimal percentage"
 )
 REASONING = _words(
     "why explain reason reasoning compare analyse analyze analysis trade-offs tradeoffs "
     "pros cons argue argument evaluate assess critique implications consequences strategy "
     "plan decide decision should would if therefore because versus risks evidence "
-    "assumptions justify likely conclusion policy ethical fair does who which"
+    "assumptions justify likely conclusion policy ethical fair does who which mean means "
+    "necessarily imply implies cause causes conclude whether"
 )
 CHAT = _words(
     "hi hello hey thanks thank please you your me my i recommend suggest favorite favourite "
@@ -71,7 +73,18 @@ DEMANDING = _words(
     "optimize efficient complexity rigorous justify derive generalise generalize concurrency "
     "concurrent distributed include both detailed step then also handle avoid all"
 )
-_GROUPS = (CODE_SYNTAX, CODE_TOPIC, EXTRACTION, MATH, REASONING, CHAT, DEMANDING)
+TECHNICAL = _words(
+    "prove proof irrational theorem lemma invariant asymptotic amortized linearizable "
+    "lock-free atomic concurrency consensus distributed rigorous formal derive derivation "
+    "optimal optimality incremental barrier compiler parser interpreter schema normalized "
+    "reconcile graph equilibrium causal mechanisms counterexample generalise generalize "
+    "polymorphism unification recursion recursive complexity trade-off hypothesis"
+)
+_GROUPS = (CODE_SYNTAX, CODE_TOPIC, EXTRACTION, MATH, REASONING, CHAT, DEMANDING, TECHNICAL)
+# The ask usually closes a message: the last ASK_CHARS are scored again on their own, so a
+# chatty preamble does not decide the category of a short question at its end.
+ASK_CHARS = 240
+_ASK_GROUPS = (CODE_SYNTAX | CODE_TOPIC, EXTRACTION, MATH, REASONING, CHAT)
 
 # Characters folded to spaces before splitting into words (keeps '-', '+' and '_' in words).
 _SPLIT = str.maketrans(dict.fromkeys("()[]{}<>.,;:!?\"'`=*/\\|#$%&@~^", " "))
@@ -145,6 +158,12 @@ FEATURE_NAMES: tuple[str, ...] = (
     "reasoning_words",
     "chat_words",
     "demanding_words",
+    "technical_words",
+    "ask_code_words",
+    "ask_extraction_words",
+    "ask_math_words",
+    "ask_reasoning_words",
+    "ask_chat_words",
 )
 
 
@@ -166,6 +185,7 @@ def features(text: str) -> list[float]:
     words = scan.lower().translate(_SPLIT).split()
     n_words = max(len(words), 1)
     distinct = set(words)
+    ask = set(text[-ASK_CHARS:].lower().translate(_SPLIT).split())
     return [
         *(c / n for c in classes[:_RATIO_CLASSES]),
         entropy,
@@ -177,6 +197,7 @@ def features(text: str) -> list[float]:
         len(distinct) / n_words,
         (n - space) / n_words,
         *(math.log1p(len(group & distinct)) for group in _GROUPS),
+        *(math.log1p(len(group & ask)) for group in _ASK_GROUPS),
     ]
 
 

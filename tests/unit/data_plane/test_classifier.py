@@ -23,10 +23,11 @@ from data_plane.classifier import (
     model_from_params,
 )
 
-# Measured: 0.863 held-out category accuracy (51 samples) and 1.0 for complexity; the bars
-# leave room for one or two borderline samples after small edits to the sample set.
-CATEGORY_BAR = 0.8
-COMPLEXITY_BAR = 0.9
+# Measured: 0.783 held-out category accuracy and 0.883 for complexity (60 held-out samples,
+# a sixth of them deliberately adversarial: chatty preambles before a short ask, and short
+# but hard prompts). The bars leave room for two borderline samples after small edits.
+CATEGORY_BAR = 0.75
+COMPLEXITY_BAR = 0.85
 
 
 @pytest.fixture(scope="module")
