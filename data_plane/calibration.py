@@ -82,7 +82,15 @@ def _softmax_fit(x: Array, y: npt.NDArray[np.int64], classes: int, l2: float) ->
         grad = (p - onehot).T @ xb / n + l2 * w * mask
         return float(value), grad.ravel()
 
-    result = minimize(loss, np.zeros(classes * (d + 1)), jac=True, method="L-BFGS-B")
+    # Tight tolerances: the problem is strictly convex, so a converged fit is the same optimum
+    # on any machine (the shipped parameters are compared with a fresh run).
+    result = minimize(
+        loss,
+        np.zeros(classes * (d + 1)),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 10_000, "ftol": 1e-15, "gtol": 1e-10},
+    )
     return np.asarray(result.x, dtype=np.float64).reshape(classes, d + 1)
 
 

@@ -43,9 +43,12 @@ def test_shipped_params_equal_a_fresh_calibration(fresh: dict[str, Any]) -> None
     assert shipped["samples_sha256"] == fresh["samples_sha256"], "samples changed: recalibrate"
     assert shipped["feature_names"] == fresh["feature_names"] == list(FEATURE_NAMES)
     assert shipped["categories"] == fresh["categories"]
-    assert shipped["fit"] == fresh["fit"]
+    for key in ("l2_category", "l2_complexity", "n_train", "n_held_out"):
+        assert shipped["fit"][key] == fresh["fit"][key], key
+    for key in ("held_out_category_accuracy", "held_out_complexity_accuracy"):
+        assert shipped["fit"][key] == pytest.approx(fresh["fit"][key], abs=0.02), key
     for key in ("category_weights", "category_bias", "complexity_weights", "complexity_bias"):
-        np.testing.assert_allclose(shipped[key], fresh[key], rtol=1e-5, atol=1e-7, err_msg=key)
+        np.testing.assert_allclose(shipped[key], fresh[key], rtol=1e-3, atol=1e-5, err_msg=key)
 
 
 def test_held_out_accuracy_is_above_the_measured_bar(fresh: dict[str, Any]) -> None:
