@@ -102,12 +102,18 @@ class VllmEngine:
         return [_generation(o) for o in outputs]
 
     def chat(self, requests: Sequence[tuple[list[dict[str, str]], int]]) -> list[Generation]:
-        out = []
-        for messages, max_tokens in requests:
-            outputs = self._llm.chat(messages, self._params(max_tokens, False), use_tqdm=False)
-            out.append(_generation(outputs[0]))
+        if not requests:
+            return []
+        conversations = [messages for messages, _ in requests]
+        params = [self._params(n, False) for _, n in requests]
+        try:
+            outputs = self._llm.chat(conversations, params, use_tqdm=False)
+        except ValueError as err:  # e.g. a base model without a chat template
+            # like the HTTP mode, a request the engine refuses is a wrong answer, not a crash
+            logger.warning("chat eval items failed (%s); they count as wrong", err)
+            return [Generation("", 0, 0) for _ in requests]
         self._sample_memory()
-        return out
+        return [_generation(o) for o in outputs]
 
     def _sample_memory(self) -> None:
         cuda = self._torch.cuda
