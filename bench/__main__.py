@@ -9,21 +9,24 @@ a target failed).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from bench import litellm_proxy
 from bench.decision import run_decision_speed
+from bench.hotspots import profile_data_plane
 from bench.machine import Pinning, choose_pinning, read_facts, tool_version
 from bench.memory import run_memory
 from bench.overhead import OverheadSettings, run_overhead
 from bench.report import BenchRun, write_report
-from bench.verdicts import decision_checks, memory_check, overhead_checks
+from bench.verdicts import decision_checks, memory_check, overhead_checks, uvloop_notes
 
 SECTIONS = ("overhead", "decision", "quality", "memory")
 HERE = Path(__file__).parent
@@ -31,7 +34,7 @@ HERE = Path(__file__).parent
 
 def _overhead(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     quick = OverheadSettings(
-        targets=("direct", "minimal", "gearbox"),
+        targets=("direct", "minimal", "gearbox", "gearbox-uvloop"),
         connections=(1, 64),
         rates_rps=(1000.0,),
         closed_s=2.0,
@@ -39,10 +42,20 @@ def _overhead(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
         warmup_s=1.0,
     )
     settings = quick if run.quick else OverheadSettings()
+    if importlib.util.find_spec("uvloop") is None:
+        settings = replace(
+            settings, targets=tuple(t for t in settings.targets if "uvloop" not in t)
+        )
+        run.notes.append("uvloop is not installed: the uvloop experiment did not run")
     run.overhead = run_overhead(settings, pinning, workdir / "overhead")
     run.checks += overhead_checks(run.overhead)
+    run.notes += uvloop_notes(run.overhead)
     if run.quick:
         run.notes.append("quick run: LiteLLM skipped, 2 s per load level, 1 and 64 connections")
+    try:
+        run.hotspots = profile_data_plane(pinning, workdir / "hotspots", 3 if run.quick else 10)
+    except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+        run.notes.append(f"no py-spy profile: {err}")
 
 
 def _decision(run: BenchRun, pinning: Pinning, workdir: Path) -> None:

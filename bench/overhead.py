@@ -18,7 +18,15 @@ from bench.backend import run_nginx
 from bench.machine import Pinning, pinned
 from bench.openloop import OpenLoopResult
 from bench.processes import cpu_seconds
-from bench.targets import GEARBOX_PAIRS, REQUEST_HEADERS, TARGETS, Endpoint, RunContext, Target
+from bench.targets import (
+    GEARBOX_PAIRS,
+    REQUEST_HEADERS,
+    TARGETS,
+    Endpoint,
+    RunContext,
+    Target,
+    exported_spans,
+)
 from bench.targets import request_body as make_body
 from bench.wrk import ClosedLoopResult, lua_script, run_wrk
 
@@ -126,7 +134,11 @@ def _measure(endpoint: Endpoint, target: Target, ctx: RunContext, s: OverheadSet
             continue
         load = partial(run_open_loop_process, base_url + CHAT_PATH, body_file, rate, s.open_s, aux)
         opened.append(_with_cpu(pid, load))
-    return TargetRun(target.name, target.label, ctx.stream, closed, tuple(opened), tuple(skipped))
+    spans = exported_spans(ctx)
+    notes = (spans,) if spans else ()
+    return TargetRun(
+        target.name, target.label, ctx.stream, closed, tuple(opened), tuple(skipped), notes=notes
+    )
 
 
 def run_target(target: Target, ctx: RunContext, s: OverheadSettings) -> TargetRun:

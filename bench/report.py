@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.decision import SpeedResult
+from bench.hotspots import Hotspots
 from bench.machine import MachineFacts
 from bench.memory import MemoryResult
 from bench.overhead import TargetRun
@@ -34,6 +35,7 @@ class BenchRun:
     quality: QualityResult | None = None
     memory: MemoryResult | None = None
     soak: SoakResult | None = None
+    hotspots: Hotspots | None = None
     checks: list[Check] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
@@ -126,6 +128,8 @@ def overhead_lines(runs: list[TargetRun]) -> list[str]:
                 f"| {_added(o.p99_ms, do.p99_ms if do else None)} "
                 f"| {_cpu(o.cpu_us_per_request)} | {o.errors} |"
             )
+        for note in run.notes:
+            lines.append(f"| {run.label} | {run.stream} | {note} |||||||||")
         if run.skipped_rates_rps:
             skipped = ", ".join(f"{r:g}" for r in run.skipped_rates_rps)
             lines.append(f"| {run.label} | {run.stream} | {skipped} | skipped (saturated) ||||||||")
@@ -175,6 +179,23 @@ def soak_lines(s: SoakResult) -> list[str]:
     ]
 
 
+def hotspot_lines(h: Hotspots) -> list[str]:
+    lines = [
+        "### Where the data plane's CPU goes (py-spy, main thread, 32 connections, non-streaming)",
+        "",
+        f"{h.samples} samples. Self time by library:",
+        "",
+        "| library | share |",
+        "|---|---|",
+    ]
+    lines += [f"| {name} | {share * 100:.1f}% |" for name, share in h.by_module]
+    lines += ["", "Top frames by self time:", "", "| frame | share |", "|---|---|"]
+    lines += [f"| `{name}` | {share * 100:.1f}% |" for name, share in h.self_time]
+    lines += ["", "Gearbox functions by inclusive time:", "", "| function | share |", "|---|---|"]
+    lines += [f"| `{name}` | {share * 100:.1f}% |" for name, share in h.inclusive]
+    return [*lines, ""]
+
+
 def render_markdown(run: BenchRun) -> str:
     f = run.facts
     lines = [
@@ -197,6 +218,8 @@ def render_markdown(run: BenchRun) -> str:
         lines += [f"- **{k}**: `{v[:400]}`" for k, v in run.errors.items()] + [""]
     if run.overhead is not None:
         lines += overhead_lines(run.overhead)
+    if run.hotspots is not None:
+        lines += hotspot_lines(run.hotspots)
     if run.decision is not None:
         lines += decision_lines(run.decision)
     if run.quality is not None:

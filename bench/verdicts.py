@@ -184,3 +184,24 @@ def memory_check(m: MemoryResult) -> Check:
         after / before <= 1.10 and m.errors == 0,
         f"errors {m.errors}; fds {m.fds_before} -> {m.fds_after}",
     )
+
+
+def uvloop_notes(runs: Sequence[TargetRun]) -> list[str]:
+    """What uvloop gave, per streaming mode and connection count (measured, not a target)."""
+    notes = []
+    for stream in (False, True):
+        base, fast = _run(runs, "gearbox", stream), _run(runs, "gearbox-uvloop", stream)
+        if base is None or fast is None:
+            continue
+        cells = []
+        for f in fast.closed:
+            b = base.closed_at(f.connections)
+            if b is not None:
+                cells.append(
+                    f"{f.connections} conns x{ratio(f.requests_per_s, b.requests_per_s):.2f}"
+                )
+        if cells:
+            notes.append(
+                f"uvloop vs asyncio, Gearbox {_mode(stream)} throughput: " + ", ".join(cells)
+            )
+    return notes
