@@ -34,6 +34,8 @@ class RedisProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+        if self.process.stderr and not self.process.stderr.closed:
+            self.process.stderr.close()
 
     def start(self) -> None:
         """(Re)start on the same port, e.g. after `stop()`; waits until it answers PING."""
@@ -99,5 +101,3 @@ def running_redis(password: str | None = None) -> Iterator[RedisProcess]:
             yield proc
         finally:
             proc.stop()
-            if proc.process.stderr:
-                proc.process.stderr.close()
