@@ -235,6 +235,8 @@ def run(argv: Sequence[str]) -> int:
         return asyncio.run(_with_services(settings, lambda s: command(args, settings, s)))
     except CliError as err:
         print(f"error: {err}", file=sys.stderr)
+    except BrokenPipeError:
+        raise  # the reader went away (`| head`); __main__ exits quietly
     except EXPECTED_ERRORS as err:
         print(f"error: {_one_line(err)}", file=sys.stderr)
     return 1

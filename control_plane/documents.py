@@ -109,9 +109,10 @@ def load_report_file(path: Path) -> ProfileReport:
 
 
 def load_policy_file(path: Path) -> Policy:
-    """A policy from YAML (.yaml/.yml) or JSON (anything else) with path + field-path errors."""
+    """A policy from JSON (.json) or YAML (anything else, e.g. a pipe), with path + field-path
+    errors."""
     text = _read_text(path)
-    if path.suffix.lower() not in (".yaml", ".yml"):
+    if path.suffix.lower() == ".json":
         return parse_policy(parse_json(text, str(path)), str(path))
     try:
         data = yaml.safe_load(text)

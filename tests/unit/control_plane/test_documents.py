@@ -27,8 +27,10 @@ def test_field_path_formats_indexes() -> None:
 def test_yaml_and_json_policies_load(tmp_path: Path) -> None:
     (tmp_path / "p.yaml").write_text("latency_quantile: 0.99\ncategories: {chat: {}}\n")
     (tmp_path / "p.json").write_text(json.dumps({"latency_quantile": 0.9}))
+    (tmp_path / "policy").write_text("latency_quantile: 0.5\n")  # e.g. /dev/fd/63
     assert load_policy_file(tmp_path / "p.yaml").latency_quantile == 0.99
     assert load_policy_file(tmp_path / "p.json").latency_quantile == 0.9
+    assert load_policy_file(tmp_path / "policy").latency_quantile == 0.5
 
 
 def test_example_policy_loads() -> None:

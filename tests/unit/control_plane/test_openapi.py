@@ -69,3 +69,19 @@ def test_writes_document_auth_and_errors() -> None:
     assert "401" not in get["responses"]
     assert "503" not in doc["paths"]["/healthz"]["get"]["responses"]
     assert doc["paths"]["/v1/tables/{version}"]["get"]["parameters"][0]["schema"]["minimum"] == 1
+
+
+def test_policy_body_schema_rejects_unknown_keys_like_the_api() -> None:
+    doc = build_openapi(CORE_ROUTES, protect_reads=False)
+    schemas = doc["components"]["schemas"]
+    put = doc["paths"]["/v1/policy"]["put"]["requestBody"]["content"]["application/json"]
+    assert put["schema"] == {"$ref": "#/components/schemas/PolicyDocument"}
+    strict = schemas["PolicyDocument"]
+    assert strict["additionalProperties"] is False
+    assert strict["properties"]["latency_quantile"]["enum"] == [0.5, 0.9, 0.95, 0.99]
+    nested = strict["properties"]["categories"]
+    assert nested["additionalProperties"] is False
+    ref = next(iter(nested["patternProperties"].values()))["$ref"]
+    assert ref == "#/components/schemas/StrictCategoryPolicy"
+    assert schemas["StrictCategoryPolicy"]["additionalProperties"] is False
+    assert "additionalProperties" not in schemas["Policy"]  # the contract itself stays open
