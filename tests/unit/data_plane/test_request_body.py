@@ -298,9 +298,18 @@ def test_rewrite_without_model_fails(raw: bytes) -> None:
     assert err.value.param == "model"
 
 
-def test_rewrite_non_string_model_fails() -> None:
+@pytest.mark.parametrize(
+    "raw", [b'{"model": 5}', b'{"model": 5, "x": "y"}', b'{"model": ["a"]}', b'{"model": "abc']
+)
+def test_rewrite_non_string_or_unterminated_model_fails(raw: bytes) -> None:
     with pytest.raises(InvalidRequest, match="string"):
-        rewrite_model(b'{"model": 5}', "x")
+        rewrite_model(raw, "x")
+
+
+def test_unterminated_string_is_invalid_json() -> None:
+    with pytest.raises(InvalidRequest, match="not valid JSON") as err:
+        parse_request_body(b'{"model": "auto", "messages": [{"role": "user', "chat")
+    assert err.value.code == "invalid_json"
 
 
 _json = st.recursive(
