@@ -1,0 +1,140 @@
+"""Set up and start real vLLM CPU engines for Gearbox (stdlib only: runs with plain python3).
+
+    python3 infra/engines/engines.py setup [--variants bf16,w8a8,w4a16]
+    python3 infra/engines/engines.py start VARIANT --port PORT [--kv-gib 1] [--all-cpus]
+    python3 infra/engines/engines.py check-memory [--engines 3] [--kv-gib 1]
+    python3 infra/engines/engines.py paths [--json]
+
+Everything lives under $GEARBOX_CACHE_DIR (default ~/.cache/gearbox), keyed by the versions
+pinned in engine.lock and quant.lock beside this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from pathlib import Path
+
+from launch import (
+    ServeOptions,
+    check_memory,
+    missing_checkpoint,
+    read_meminfo,
+    serve_command,
+    serve_env,
+)
+from layout import VARIANTS, Layout, LayoutError, parse_variants
+from progress import CommandError, say
+from setup_steps import run_setup
+
+ALL_VARIANTS = "bf16,w8a8,w4a16"
+
+
+def cache_root() -> Path:
+    configured = os.environ.get("GEARBOX_CACHE_DIR")
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "gearbox"
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    layout = Layout.load(cache_root())
+    variants = parse_variants(args.variants)
+    say(f"engine set-up for {', '.join(variants)} under {layout.root}")
+    try:
+        seconds = run_setup(layout, variants)
+    except (CommandError, RuntimeError, OSError) as err:
+        say(f"set-up failed: {err}")
+        return 1
+    say(f"set-up complete in {seconds:.0f} s; start an engine with "
+        f"`bash infra/engines/start_engine.sh {variants[0]} PORT`")  # fmt: skip
+    return 0
+
+
+def cmd_check_memory(args: argparse.Namespace) -> int:
+    result = check_memory(args.engines, args.kv_gib, read_meminfo())
+    say(result.message)
+    return 0 if result.ok else 3
+
+
+def cmd_paths(args: argparse.Namespace) -> int:
+    described = Layout.load(cache_root()).describe()
+    if args.json:
+        say(json.dumps(described, indent=2))
+    else:
+        for key, value in described.items():
+            say(f"{key:20} {value}")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    layout = Layout.load(cache_root())
+    opts = ServeOptions(
+        port=args.port,
+        kv_gib=args.kv_gib,
+        eager=not args.compiled,
+        all_cpus=args.all_cpus,
+        max_model_len=args.max_model_len,
+        served_model_name=args.served_model_name,
+        host=args.host,
+    )
+    argv = serve_command(layout, args.variant, opts) + list(args.extra)
+    env = serve_env(opts)
+    if args.print_command:
+        say(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))
+        return 0
+    if (problem := missing_checkpoint(layout, args.variant)) is not None:
+        say(problem)
+        return 2
+    memory = check_memory(1, args.kv_gib, read_meminfo())
+    if not memory.ok and not args.skip_memory_check:
+        say(memory.message)
+        return 3
+    say(f"starting {args.variant} on {opts.host}:{opts.port}: {shlex.join(argv)}")
+    os.execve(argv[0], argv, {**os.environ, **env})
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="engines.py", description=__doc__,
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    sub = top.add_subparsers(dest="command", required=True)
+    setup = sub.add_parser("setup", help="build venvs and checkpoints (idempotent)")
+    setup.add_argument("--variants", default=ALL_VARIANTS, help=f"default {ALL_VARIANTS}")
+    setup.set_defaults(func=cmd_setup)
+    memory = sub.add_parser("check-memory", help="exit 3 when the engines would not fit")
+    memory.add_argument("--engines", type=int, default=1)
+    memory.add_argument("--kv-gib", type=float, default=1.0)
+    memory.set_defaults(func=cmd_check_memory)
+    paths = sub.add_parser("paths", help="print the cache layout")
+    paths.add_argument("--json", action="store_true")
+    paths.set_defaults(func=cmd_paths)
+    start = sub.add_parser("start", help="exec `vllm serve` for one variant")
+    start.add_argument("variant", choices=list(VARIANTS))
+    start.add_argument("--port", type=int, required=True)
+    start.add_argument("--host", default="127.0.0.1")
+    start.add_argument("--kv-gib", type=float, default=1.0, help="VLLM_CPU_KVCACHE_SPACE")
+    start.add_argument("--max-model-len", type=int, default=2048)
+    start.add_argument("--served-model-name", default=None)
+    start.add_argument(
+        "--compiled", action="store_true", help="drop --enforce-eager (slower start)"
+    )
+    start.add_argument("--all-cpus", action="store_true", help="VLLM_CPU_NUM_OF_RESERVED_CPU=0")
+    start.add_argument("--skip-memory-check", action="store_true")
+    start.add_argument("--print-command", action="store_true", help="print, do not start")
+    start.add_argument("extra", nargs="*", help="after --: more `vllm serve` arguments")
+    start.set_defaults(func=cmd_start)
+    return top
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except LayoutError as err:
+        say(f"error: {err}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
