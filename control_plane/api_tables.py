@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aiohttp import web
+from redis.exceptions import RedisError
 
 from control_plane.api_context import (
     METRICS_KEY,
@@ -23,6 +24,7 @@ from control_plane.api_models import (
     TableVersionSummary,
 )
 from control_plane.publisher import PublishError, PublishOutcome
+from control_plane.stored_data import StoredDataError
 from control_plane.table import BuildError
 
 
@@ -30,10 +32,10 @@ async def post_tables(request: web.Request) -> web.Response:
     metrics = request.app[METRICS_KEY]
     try:
         made = await request.app[SERVICES_KEY].table_service.rebuild()
-    except BuildError:
+    except (BuildError, StoredDataError):  # the inputs cannot make a table
         metrics.count_publish(PublishOutcome.REJECTED)
         raise
-    except PublishError:
+    except (PublishError, RedisError):
         metrics.count_publish(PublishOutcome.FAILED)
         raise
     result = made.publish

@@ -17,6 +17,7 @@ from contracts.routing_table import PrunedPair
 from control_plane.policy_store import PolicyStore
 from control_plane.profile_store import ProfileStore
 from control_plane.publisher import Publisher, PublishResult
+from control_plane.stored_data import StoredDataError
 from control_plane.table import BuildError, TableBuild, build
 
 
@@ -57,7 +58,11 @@ class TableService:
         Raises StoredDataError (a stored profile or policy no longer validates), BuildError
         (recorded as rejected), PublishError or RedisError. Nothing is published on error.
         """
-        reports = await self._profiles.reports()
+        try:
+            reports = await self._profiles.reports()
+        except StoredDataError as err:
+            await self._publisher.record_rejected(str(err))
+            raise
         if not reports:
             error = BuildError(["profiles: none stored; push reports first"])
             await self._publisher.record_rejected(str(error))

@@ -247,13 +247,15 @@ async def test_rejected_builds_publish_nothing(make_client: MakeClient,
     error = await _rejected(resp, "POST", "/v1/tables", 409)
     assert error["code"] == "stored_data_invalid"
     assert "'x@fp16'" in error["message"]
+    status = await redis_client.hgetall(redis_keys.control_plane_status)
+    assert b"'x@fp16'" in status[b"last_error"]
     listing = await documented(await client.get("/v1/profiles"), "GET", "/v1/profiles")
     invalid = [p for p in listing["profiles"] if not p["valid"]]
     assert [p["pair"] for p in invalid] == ["x@fp16"]
     assert "push" in invalid[0]["problem"]
     assert await redis_client.get(redis_keys.table_current) == b"1"
     metrics = await (await client.get("/metrics")).text()
-    assert 'gearbox_cp_publishes_total{outcome="rejected"} 1.0' in metrics
+    assert 'gearbox_cp_publishes_total{outcome="rejected"} 2.0' in metrics  # policy, then data
     assert 'gearbox_cp_publishes_total{outcome="published"} 1.0' in metrics
 
 

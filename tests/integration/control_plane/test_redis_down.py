@@ -37,6 +37,7 @@ async def test_redis_down_is_503_and_recovers(make_client: MakeClient) -> None:
         assert resp.status == 503
         metrics = await (await client.get("/metrics")).text()
         assert "gearbox_cp_redis_up 0.0" in metrics
+        assert 'gearbox_cp_publishes_total{outcome="failed"} 1.0' in metrics
         assert (await client.get("/healthz")).status == 200
         # RedisProcess.start() drops the stopped process's stderr pipe unclosed; close it here
         # so no ResourceWarning fires (reported to the owner of tests/support).
