@@ -1,0 +1,349 @@
+// The operator page: reads /ui/api/table once (and again when the current version moves),
+// /ui/api/live every 3 s, and asks /ui/api/route for the explainer. Every value reaches the
+// DOM as text (textContent), never as HTML. The admin token stays in this page's memory.
+import { costLabel, drawFrontier } from "./chart.js";
+
+const LIVE_INTERVAL_MS = 3000;
+const state = { overview: null, category: null, viewVersion: null, armed: null };
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (name === "class") node.className = value;
+    else if (name.startsWith("data-")) node.setAttribute(name, value);
+    else node[name] = value;
+  }
+  for (const child of children) {
+    if (child === null || child === undefined) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+const fmt = {
+  num: (v, digits = 2) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits)),
+  usd: (v) => (v === null || v === undefined ? "–" : v >= 0.01 ? `$${v.toFixed(3)}` :
+    `$${Number(v.toPrecision(3))}`),
+  secs: (v) => (v === null || v === undefined ? "–" : v < 1 ? `${(v * 1000).toFixed(0)} ms` :
+    `${v.toFixed(2)} s`),
+  when: (iso) => (iso ? new Date(iso).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "–"),
+};
+
+function authHeaders() {
+  const token = $("admin-token").value.trim();
+  return token ? { Authorization: `Bearer ${token}` } : {};
+}
+
+function banner(text, kind = "warn") {
+  const node = $("banner");
+  node.hidden = !text;
+  node.className = `banner ${kind === "error" ? "error" : ""}`;
+  node.textContent = text || "";
+}
+
+async function getJson(url) {
+  const resp = await fetch(url, { headers: { Accept: "application/json", ...authHeaders() } });
+  const body = await resp.json().catch(() => null);
+  if (!resp.ok) {
+    const message = body?.error?.message || `${resp.status} ${resp.statusText}`;
+    throw new Error(resp.status === 401 ? `${message}. Reads need the admin token here: type ` +
+      "it at the top right." : message);
+  }
+  return body;
+}
+
+// ---- table, chart and pairs ---------------------------------------------------------------
+
+function renderMeta(table, overview) {
+  const viewing = table.version !== overview.current_version;
+  $("table-version").textContent = overview.current_version ? `current v${overview.current_version}`
+    : "no table";
+  $("table-title").textContent = `v${table.version}${viewing ? " (not current)" : ""}`;
+  $("back-to-current").hidden = !viewing;
+  const items = [
+    ["created", fmt.when(table.created_at)],
+    ["content", table.content_sha256.slice(0, 12)],
+    ["latency quantile", `p${Math.round(table.latency_quantile * 100)}`],
+    ["budget mode", table.budget_mode],
+    ["default category", table.default_category],
+    ["reference request", `${table.reference_input_tokens} in / ${table.reference_output_tokens} out tokens`],
+    ["pairs", `${table.pairs.filter((p) => p.status === "served").length} served, ` +
+      `${table.pairs.filter((p) => p.status === "pruned").length} pruned`],
+  ];
+  $("table-meta").replaceChildren(...items.map(([k, v]) => el("div", {}, el("dt", {}, k),
+    el("dd", {}, v))));
+  $("table-notes").replaceChildren(...table.notes.map((n) => el("li", {}, n)));
+}
+
+function renderCategories(table) {
+  if (!table.categories.includes(state.category)) state.category = table.default_category;
+  const options = table.categories.map((c) => el("option", { value: c, selected: c === state.category }, c));
+  $("category").replaceChildren(...options);
+  const explain = $("f-category");
+  const chosen = explain.value;
+  explain.replaceChildren(el("option", { value: "" }, "detect from the prompt"),
+    ...table.categories.map((c) => el("option", { value: c, selected: c === chosen }, c)));
+  const models = ["auto", ...new Set(table.pairs.filter((p) => p.status === "served")
+    .flatMap((p) => [p.family, p.pair]))];
+  $("model-options").replaceChildren(...models.map((m) => el("option", { value: m })));
+}
+
+function renderChart(table) {
+  const category = state.category;
+  const n = drawFrontier($("frontier"), table.pairs, category);
+  const typical = table.typical_output_tokens[category];
+  $("frontier-caption").textContent = `${n} pair(s). A typical ${category} request: ` +
+    `${table.reference_input_tokens} input and ${typical} output tokens, predicted at load 1 ` +
+    `(p${Math.round(table.latency_quantile * 100)}). Hover a point for its figures.`;
+  const fast = Math.min(...table.pairs.filter((p) => p.categories[category])
+    .map((p) => p.categories[category].latency_s));
+  const slow = Math.max(...table.pairs.filter((p) => p.categories[category])
+    .map((p) => p.categories[category].latency_s));
+  $("frontier-legend").replaceChildren(
+    el("span", {}, el("span", { class: "swatch frontier" }), "on the frontier (no pair is cheaper, faster and more accurate)"),
+    el("span", {}, el("span", { class: "swatch served" }), "served"),
+    el("span", {}, el("span", { class: "swatch pruned" }), "pruned (dominated)"),
+    el("span", {}, "latency ", fmt.secs(fast), el("span", { class: "ramp" }), fmt.secs(slow),
+      " (larger = slower)"),
+  );
+  renderPairs(table);
+}
+
+function statusCell(p) {
+  if (p.status === "pruned") {
+    return el("td", {}, el("span", { class: "pill pruned" }, `pruned: dominated by ${p.dominated_by}`));
+  }
+  return el("td", {}, el("span", { class: "pill served" }, p.baseline ? "served · baseline" : "served"));
+}
+
+function categoryCell(p, category) {
+  const c = p.categories[category];
+  const selected = category === state.category ? "selected num" : "num";
+  if (!c) return el("td", { class: selected }, "–");
+  const utility = c.utility === null ? "" : ` u ${fmt.num(c.utility)}`;
+  return el("td", { class: selected, title: c.frontier ? "on this category's frontier" : "" },
+    el("b", {}, fmt.num(c.accuracy)), el("span", { class: "muted" }, utility),
+    c.frontier ? " ◆" : "");
+}
+
+function renderPairs(table) {
+  const head = el("tr", {}, ...["pair", "status", "endpoints", "$ / Mtok in · out",
+    "per 1k ref. requests", "latency (ref, load 1)"].map((h) => el("th", {}, h)),
+    ...table.categories.map((c) => el("th", { class: c === state.category ? "selected num" : "num" },
+      `${c} acc · utility`)));
+  $("pairs-table").tHead.replaceChildren(head);
+  const rows = table.pairs.map((p) => el("tr", { class: p.status, "data-pair": p.pair },
+    el("td", {}, p.pair), statusCell(p),
+    el("td", { title: p.endpoints.join(", ") }, p.endpoints.length ? String(p.endpoints.length) : "–"),
+    el("td", { class: "num" }, p.input_usd_per_mtok === null ? "–" :
+      `${fmt.num(p.input_usd_per_mtok, 3)} · ${fmt.num(p.output_usd_per_mtok, 3)}`),
+    el("td", { class: "num" }, p.reference_cost_usd === null ? "–" : costLabel(p.reference_cost_usd * 1000)),
+    el("td", { class: "num" }, fmt.secs(p.reference_latency_s)),
+    ...table.categories.map((c) => categoryCell(p, c))));
+  $("pairs-table").tBodies[0].replaceChildren(...rows);
+}
+
+function renderHistory(overview) {
+  const shown = overview.table ? overview.table.version : null;
+  const rows = overview.history.map((v) => {
+    const actions = el("td", { class: "actions" });
+    if (v.version !== shown) {
+      actions.append(el("button", { type: "button", class: "secondary", "data-action": "view",
+        onclick: () => loadOverview(v.current ? null : v.version) }, "view"));
+    }
+    if (!v.current) {
+      const armed = state.armed === v.version;
+      actions.append(el("button", { type: "button", class: armed ? "danger" : "secondary",
+        "data-action": "rollback", onclick: () => rollback(v.version) },
+        armed ? `confirm: make v${v.version} current` : "roll back to this"));
+    }
+    return el("tr", { class: v.current ? "current" : "", "data-version": String(v.version) },
+      el("td", {}, `v${v.version}${v.current ? " (current)" : ""}`), el("td", {}, fmt.when(v.created_at)),
+      el("td", {}, (v.content_sha256 || "unreadable").slice(0, 12)), el("td", {}, String(v.entries)),
+      actions);
+  });
+  $("history-table").tBodies[0].replaceChildren(...rows);
+}
+
+async function loadOverview(version = state.viewVersion) {
+  state.viewVersion = version;
+  const query = version ? `?version=${encodeURIComponent(version)}` : "";
+  try {
+    const overview = await getJson(`/ui/api/table${query}`);
+    state.overview = overview;
+    banner(overview.table ? "" : "No routing table has been published yet: push profiles and POST /v1/tables.");
+    $("explain-disabled").hidden = overview.explainer;
+    $("explain-submit").disabled = !overview.explainer;
+    renderHistory(overview);
+    if (overview.table) {
+      renderMeta(overview.table, overview);
+      renderCategories(overview.table);
+      renderChart(overview.table);
+    }
+  } catch (err) {
+    banner(`Could not load the table: ${err.message}`, "error");
+  }
+}
+
+async function rollback(version) {
+  if (state.armed !== version) {
+    state.armed = version;
+    renderHistory(state.overview);
+    return;
+  }
+  state.armed = null;
+  const resp = await fetch("/v1/tables/rollback", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", ...authHeaders() },
+    body: JSON.stringify({ version }),
+  });
+  const body = await resp.json().catch(() => null);
+  if (!resp.ok) {
+    banner(`Rollback to v${version} failed: ${body?.error?.message || resp.status}`, "error");
+    renderHistory(state.overview);
+    return;
+  }
+  banner(`Rolled back: v${body.version} is current (was v${body.previous_version}).`);
+  await loadOverview(null);
+}
+
+// ---- live state ---------------------------------------------------------------------------
+
+function shareBar(share) {
+  const bar = el("span", { class: "bar" });
+  bar.style.width = `${Math.round(100 * share)}px`; // CSSOM: allowed by the style-src policy
+  return bar;
+}
+
+function renderLive(live) {
+  $("live-empty").hidden = live.instances.length > 0;
+  $("live-updated").textContent = `updated ${new Date(live.generated_at).toLocaleTimeString()}` +
+    (live.unreadable_states ? ` · ${live.unreadable_states} unreadable state(s)` : "");
+  $("live-instances").tBodies[0].replaceChildren(...live.instances.map((i) => el("tr",
+    { "data-instance": i.instance },
+    el("td", {}, i.instance),
+    el("td", {}, el("span", { class: `pill ${i.stale ? "stale" : "closed"}`,
+      title: i.stale ? "serves another version than the current table" : "" },
+      i.table_version === null ? "none" : `v${i.table_version}`)),
+    el("td", { class: "num" }, `${i.age_s.toFixed(0)} s`),
+    el("td", { class: "num" }, String(i.requests_total)),
+    el("td", { class: "num" }, String(i.fallbacks_total)),
+    el("td", { class: "num" }, String(i.open_breakers)))));
+  $("live-endpoints").tBodies[0].replaceChildren(...live.endpoints.map((e) => el("tr",
+    { "data-endpoint": e.endpoint_id },
+    el("td", {}, e.endpoint_id),
+    el("td", { class: "breaker" }, el("span", { class: `pill ${e.breaker}` }, e.breaker.replace("_", "-"))),
+    el("td", { class: "num" }, String(e.in_flight)),
+    el("td", { class: "muted small" }, Object.entries(e.breakers).map(([k, v]) => `${k}: ${v}`).join(", ")))));
+  const total = Object.values(live.requests_by_pair).reduce((a, b) => a + b, 0);
+  const traffic = Object.entries(live.requests_by_pair).map(([pair, n]) => el("tr",
+    { "data-pair": pair }, el("td", {}, pair), el("td", { class: "num" }, String(n)),
+    el("td", {}, shareBar(total ? n / total : 0), ` ${total ? ((100 * n) / total).toFixed(0) : 0}%`)));
+  if (!traffic.length) traffic.push(el("tr", {}, el("td", { colSpan: 3, class: "muted" }, "no requests yet")));
+  $("live-traffic").tBodies[0].replaceChildren(...traffic);
+  return live.current_table_version;
+}
+
+async function refreshLive() {
+  try {
+    const live = await getJson("/ui/api/live");
+    const current = renderLive(live);
+    $("refreshed").textContent = `refreshed ${new Date().toLocaleTimeString()}`;
+    if (state.overview && current !== state.overview.current_version && state.viewVersion === null) {
+      await loadOverview(null);
+    }
+  } catch (err) {
+    $("live-updated").textContent = `live state unavailable: ${err.message}`;
+  }
+}
+
+// ---- decision explainer -------------------------------------------------------------------
+
+function explainRequest() {
+  const body = { model: $("f-model").value.trim() || "auto",
+    messages: [{ role: "user", content: $("f-prompt").value }] };
+  const maxTokens = $("f-max-tokens").value;
+  if (maxTokens) body.max_tokens = Number(maxTokens);
+  const headers = { "Content-Type": "application/json", ...authHeaders() };
+  const fields = [["f-latency", "X-Latency-Budget-Ms"], ["f-ttft", "X-TTFT-Budget-Ms"],
+    ["f-accuracy", "X-Min-Accuracy"], ["f-cost", "X-Max-Cost-Usd"], ["f-mode", "X-Budget-Mode"],
+    ["f-category", "X-Task-Category"], ["f-api-key", "X-Gearbox-Api-Key"]];
+  for (const [id, header] of fields) {
+    const value = $(id).value.trim();
+    if (value) headers[header] = value;
+  }
+  return { body, headers };
+}
+
+function candidatesTable(candidates) {
+  return el("table", { class: "grid", id: "explain-candidates" },
+    el("thead", {}, el("tr", {}, ...["#", "pair", "predicted latency", "predicted TTFT", "estimated cost",
+      "accuracy", "load"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, ...candidates.map((c, i) => el("tr", { "data-pair": c.pair },
+      el("td", {}, i === 0 ? "chosen" : `fallback ${i}`), el("td", {}, c.pair),
+      el("td", { class: "num" }, fmt.secs(c.predicted_latency_s)), el("td", { class: "num" }, fmt.secs(c.predicted_ttft_s)),
+      el("td", { class: "num" }, fmt.usd(c.estimated_cost_usd)), el("td", { class: "num" }, fmt.num(c.accuracy)),
+      el("td", { class: "num" }, String(c.load))))));
+}
+
+function rejectedTable(rejected) {
+  if (!rejected.length) return el("p", { class: "muted" }, "No pair was rejected.");
+  return el("table", { class: "grid", id: "explain-rejected" },
+    el("thead", {}, el("tr", {}, el("th", {}, "rejected pair"), el("th", {}, "reason"), el("th", {}, "detail"))),
+    el("tbody", {}, ...rejected.map((r) => el("tr", { "data-pair": r.pair }, el("td", {}, r.pair),
+      el("td", {}, r.reason.replaceAll("_", " ")), el("td", { class: "muted" }, r.detail)))));
+}
+
+function renderDecision(d) {
+  const out = $("explain-result");
+  if (!d.routed) {
+    out.replaceChildren(el("div", { class: "chosen none", id: "explain-pair" }, `No route (${d.reason})`),
+      el("p", { class: "summary", id: "explain-summary" }, d.summary), rejectedTable(d.rejected));
+    return;
+  }
+  const budget = d.budget;
+  out.replaceChildren(
+    el("div", { class: "chosen", id: "explain-pair" }, `→ ${d.pair}`),
+    el("div", { class: "muted small" }, `reason ${d.reason} · category ${d.category} · complexity ` +
+      `${fmt.num(d.complexity)} · ${d.tokens.input} in / ${d.tokens.output} out tokens · table v${d.table_version}` +
+      ` · ${budget.mode}, floor ${fmt.num(budget.min_accuracy)}, budget ${fmt.secs(budget.latency_s)}`),
+    el("p", { class: "summary", id: "explain-summary" }, d.summary),
+    el("h3", {}, "Candidates, in fallback order"), candidatesTable(d.candidates),
+    el("h3", {}, "Rejected"), rejectedTable(d.rejected));
+}
+
+async function explain(event) {
+  event.preventDefault();
+  const { body, headers } = explainRequest();
+  const out = $("explain-result");
+  out.hidden = false;
+  out.replaceChildren(el("p", { class: "muted" }, "asking the data plane…"));
+  try {
+    const resp = await fetch("/ui/api/route", { method: "POST", headers, body: JSON.stringify(body) });
+    const answer = await resp.json().catch(() => null);
+    if (!resp.ok || !answer || answer.error) {
+      const e = answer?.error;
+      out.replaceChildren(el("p", { class: "error", id: "explain-error" },
+        e ? `${resp.status} ${e.code}: ${e.message}${e.param ? ` (${e.param})` : ""}` : `${resp.status} ${resp.statusText}`));
+      return;
+    }
+    renderDecision(answer);
+  } catch (err) {
+    out.replaceChildren(el("p", { class: "error", id: "explain-error" }, `request failed: ${err.message}`));
+  }
+}
+
+// ---- wiring -------------------------------------------------------------------------------
+
+$("category").addEventListener("change", (e) => {
+  state.category = e.target.value;
+  if (state.overview?.table) renderChart(state.overview.table);
+});
+$("back-to-current").addEventListener("click", () => loadOverview(null));
+$("explain-form").addEventListener("submit", explain);
+$("admin-token").addEventListener("change", () => { loadOverview(); refreshLive(); });
+await loadOverview(null);
+await refreshLive();
+setInterval(refreshLive, LIVE_INTERVAL_MS);
+document.body.dataset.ready = "true";
