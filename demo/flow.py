@@ -1,0 +1,182 @@
+"""The demo, start to end: engines -> redis -> control plane -> profiles -> table -> data plane
+-> mixed workload -> report. Everything it started is stopped on the way out (Ctrl-C too).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from contextlib import ExitStack
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from contracts.profile_report import ProfileReport
+from demo.fleet import (
+    REAL_VARIANTS,
+    FleetPair,
+    check_engine_memory,
+    run_engine_setup,
+    start_real_engines,
+    start_simulated_fleet,
+)
+from demo.plot import plot_report
+from demo.processes import StartupError
+from demo.profiling import REAL_SWEEP, SIM_SWEEP, profile_fleet
+from demo.replay import make_client, replay
+from demo.report import build_report, costs_from_metrics, render_report, report_json
+from demo.stack import (
+    KEY_PREFIX,
+    Stack,
+    fetch_text,
+    publish_table,
+    start_control_plane,
+    start_data_plane,
+    start_redis,
+)
+from demo.workload import build_jobs, load_items
+
+Mode = Literal["real", "sim"]
+KV_GIB = 1.0
+NO_MEMORY = 3
+
+
+@dataclass(frozen=True, slots=True)
+class DemoOptions:
+    mode: Mode
+    out_dir: Path
+    requests: int
+    concurrency: int
+    loose_budget_s: float
+    keep_up: bool = False
+    seed: int = 7
+
+
+def step(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+async def start_fleet(opts: DemoOptions, children: ExitStack, logs: Path) -> list[FleetPair]:
+    if opts.mode == "sim":
+        step(
+            "start the engine simulator (python -m simulator serve --fleet examples/sim-fleet.yaml)"
+        )
+        return await start_simulated_fleet(children, logs)
+    variants = tuple(REAL_VARIANTS)
+    step("engine set-up (python3 infra/engines/engines.py setup; cached after the first run)")
+    run_engine_setup(variants)
+    step(f"start {len(variants)} vLLM CPU engines ({', '.join(variants)}; KV {KV_GIB:g} GiB each)")
+    fleet = await start_real_engines(children, variants, logs, KV_GIB)
+    for pair in fleet:
+        print(f"  {pair.pair:28} {pair.url}  up in {pair.started_s:.0f} s, "
+              f"RSS {pair.rss_bytes / 2**30:.1f} GiB")  # fmt: skip
+    return fleet
+
+
+def show_table(stack: Stack) -> None:
+    argv = [sys.executable, "-m", "control_plane", "show", "--redis-url", stack.redis_url]
+    done = subprocess.run([*argv, "--prefix", KEY_PREFIX], capture_output=True, text=True)
+    print(done.stdout if done.returncode == 0 else done.stderr, flush=True)
+
+
+async def measure(opts: DemoOptions, stack: Stack, table: dict[str, Any]) -> dict[str, Any]:
+    """Replay the workload; return the report's JSON (also printed, written and plotted)."""
+    items = load_items(sorted((Path(__file__).parent.parent / "profiler/evalsets").glob("*.jsonl")))
+    jobs = build_jobs(items, table, opts.requests, opts.loose_budget_s, opts.seed)
+    step(f"replay {len(jobs)} requests through the data plane with the openai client "
+         f"({opts.concurrency} at a time, half streaming)")  # fmt: skip
+    client = make_client(stack.data_plane_url)
+    try:
+        outcomes = await replay(client, jobs, opts.concurrency)
+    finally:
+        await client.close()
+    metrics = await fetch_text(f"{stack.data_plane_url}/metrics")
+    costs = costs_from_metrics(text_string_to_metric_families(metrics))
+    report = build_report(opts.mode, table, outcomes, costs)
+    step("report")
+    print(render_report(report), flush=True)
+    data = report_json(report)
+    plot = plot_report(report, opts.out_dir / "report.png")
+    print(f"\nwrote {opts.out_dir / 'report.json'} and {plot}")
+    return data
+
+
+async def run_demo(opts: DemoOptions) -> int:
+    """The whole flow; returns the exit code (0 ok, 3 not enough memory for real engines)."""
+    started = time.monotonic()
+    logs = opts.out_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    if opts.mode == "real":
+        step(f"memory check for {len(REAL_VARIANTS)} engines")
+        problem = check_engine_memory(len(REAL_VARIANTS), KV_GIB)
+        if problem is not None:
+            print(problem, flush=True)
+            return NO_MEMORY
+        print("  ok")
+    with ExitStack() as children:
+        fleet = await start_fleet(opts, children, logs)
+        step("start redis-server, the control plane and the data plane")
+        redis_url = await start_redis(children, logs)
+        cp_url, token = await start_control_plane(children, redis_url, logs)
+        step(f"profile {len(fleet)} pairs (python -m profiler run ... --push {cp_url})")
+        sweep = SIM_SWEEP if opts.mode == "sim" else REAL_SWEEP
+        reports = await profile_fleet(fleet, sweep, cp_url, token, opts.out_dir)
+        step("publish a routing table (POST /v1/tables) and show it")
+        table = await publish_table(cp_url, token)
+        dp_url, _ = await start_data_plane(children, redis_url, logs)
+        stack = Stack(redis_url, cp_url, dp_url, token)
+        show_table(stack)
+        data = await measure(opts, stack, table)
+        data["extras"] = _extras(fleet, reports, stack, time.monotonic() - started)
+        (opts.out_dir / "report.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+        print(f"\noperator page: {stack.operator_page_url}\n"
+              f"metrics:       {dp_url}/metrics (data plane), {cp_url}/metrics (control plane)\n"
+              f"router:        {dp_url}/v1 (OpenAI-compatible; model 'auto')")  # fmt: skip
+        print(f"demo took {time.monotonic() - started:.0f} s")
+        if opts.keep_up:
+            print("everything stays up; press Ctrl-C to stop", flush=True)
+            await asyncio.Event().wait()
+        step("shutting down")
+    return 0
+
+
+def _extras(
+    fleet: list[FleetPair], reports: list[ProfileReport], stack: Stack, seconds: float
+) -> dict[str, Any]:
+    return {
+        "demo_seconds": round(seconds, 1),
+        "engines": [asdict(p) for p in fleet],
+        "profiles": {
+            r.pair: {
+                "accuracy": {a.category: a.accuracy for a in r.accuracy},
+                "ttft_p95_s_c1": r.latency[0].ttft_s.p95,
+                "tpot_p95_s_c1": r.latency[0].tpot_s.p95,
+                "best_output_tokens_per_s": max(s.output_tokens_per_s for s in r.latency),
+            }
+            for r in reports
+        },
+        "urls": {
+            "operator_page": stack.operator_page_url,
+            "data_plane": stack.data_plane_url,
+            "control_plane": stack.control_plane_url,
+        },
+    }
+
+
+def main(opts: DemoOptions) -> int:
+    try:
+        return asyncio.run(run_demo(opts))
+    except StartupError as err:
+        print(f"\ndemo failed: {err}", flush=True)
+        if opts.mode == "real":
+            print("if the engines ran out of memory, `make demo-sim` runs the same flow on the "
+                  "engine simulator", flush=True)  # fmt: skip
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted; everything the demo started has been stopped", flush=True)
+        return 130

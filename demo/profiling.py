@@ -1,0 +1,99 @@
+"""Profile every pair of the fleet with `python -m profiler run` and push the reports.
+
+Short sweeps: the point is a table measured in this run, not a benchmark. Real engines share
+one CPU, so they are profiled one after another; simulated ones all at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from contracts.profile_report import ProfileReport
+from demo.fleet import ROOT, FleetPair
+from demo.processes import StartupError, log_tail
+
+EVALSETS = tuple(sorted((ROOT / "profiler" / "evalsets").glob("*.jsonl")))
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """The profiler's load flags for one demo mode."""
+
+    concurrency: str
+    input_tokens: str
+    output_tokens: str
+    requests_per_level: int
+    warmup: int
+    parallel: int
+    evalsets: tuple[Path, ...] = EVALSETS
+
+
+REAL_SWEEP = Sweep("1,4", "64", "16", requests_per_level=8, warmup=1, parallel=1)
+SIM_SWEEP = Sweep("1,8,32", "128,512", "32", requests_per_level=32, warmup=2, parallel=5)
+
+
+def profiler_argv(pair: FleetPair, sweep: Sweep, out: Path, control_plane_url: str) -> list[str]:
+    argv = [sys.executable, "-m", "profiler", "run", "--model", pair.served_name]
+    argv += ["--family", pair.family, "--quantization", pair.quantization]
+    argv += ["--endpoint", pair.url, "--hardware", pair.hardware]
+    argv += ["--hourly-usd", f"{pair.hourly_usd}", "--concurrency", sweep.concurrency]
+    argv += ["--input-tokens", sweep.input_tokens, "--output-tokens", sweep.output_tokens]
+    argv += ["--requests-per-level", str(sweep.requests_per_level)]
+    argv += ["--warmup", str(sweep.warmup), "--out", str(out), "--quiet"]
+    argv += ["--push", control_plane_url, "--evalset", *map(str, sweep.evalsets)]
+    return argv
+
+
+def describe(report: ProfileReport, seconds: float) -> str:
+    first, last = report.latency[0], report.latency[-1]
+    accuracy = sum(a.accuracy for a in report.accuracy) / len(report.accuracy)
+    return (
+        f"  {report.pair:32} {seconds:5.0f} s  TTFT p95 {first.ttft_s.p95 * 1000:6.0f} ms  "
+        f"TPOT p95 {first.tpot_s.p95 * 1000:5.1f} ms  "
+        f"{max(s.output_tokens_per_s for s in report.latency):6.1f} tok/s (c={last.concurrency})  "
+        f"mean accuracy {accuracy:.2f}"
+    )
+
+
+async def profile_pair(
+    pair: FleetPair, sweep: Sweep, control_plane_url: str, token: str, out_dir: Path
+) -> ProfileReport:
+    """Run the profiler on one pair, push to the control plane, return the report it wrote."""
+    out = out_dir / "profiles" / f"{pair.pair}.json"
+    log = out_dir / "logs" / f"profiler-{pair.pair}.log"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    with log.open("wb") as sink:
+        process = await asyncio.create_subprocess_exec(
+            *profiler_argv(pair, sweep, out, control_plane_url),
+            stdout=sink,
+            stderr=sink,
+            stdin=asyncio.subprocess.DEVNULL,
+            env={**os.environ, "GEARBOX_PROF_CONTROL_PLANE_TOKEN": token},
+        )
+        code = await process.wait()
+    if code != 0:
+        raise StartupError(f"profiling {pair.pair} failed (exit {code}):\n{log_tail(log)}")
+    report = ProfileReport.model_validate_json(out.read_bytes())
+    print(describe(report, time.monotonic() - start), flush=True)
+    return report
+
+
+async def profile_fleet(
+    fleet: Sequence[FleetPair], sweep: Sweep, control_plane_url: str, token: str, out_dir: Path
+) -> list[ProfileReport]:
+    """Profile every pair, at most `sweep.parallel` at a time, in fleet order."""
+    slots = asyncio.Semaphore(sweep.parallel)
+
+    async def one(pair: FleetPair) -> ProfileReport:
+        async with slots:
+            return await profile_pair(pair, sweep, control_plane_url, token, out_dir)
+
+    return list(await asyncio.gather(*(one(p) for p in fleet)))

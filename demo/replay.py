@@ -1,0 +1,158 @@
+"""Send the jobs through the data plane with `openai.AsyncOpenAI`, `concurrency` at a time.
+
+Records what a client sees: the pair from `X-Route-Pair`, status, end-to-end and first-token
+time (perf_counter), the answer graded against the eval item, and `usage`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import openai
+from openai import AsyncOpenAI
+
+from demo.workload import Job
+from profiler.scoring import score
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What happened to one job. `correct` is None for prompts without a known answer."""
+
+    job: Job
+    status: int
+    pair: str | None
+    reason: str | None
+    latency_s: float
+    ttft_s: float | None
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    correct: bool | None
+    error: str | None = None
+
+    @property
+    def budget_met(self) -> bool | None:
+        if self.job.latency_budget_s is None or self.error is not None:
+            return None
+        return self.latency_s <= self.job.latency_budget_s
+
+
+def make_client(data_plane_url: str, timeout_s: float = 300.0) -> AsyncOpenAI:
+    """The official client, pointed at the router; no SDK retries (the router retries)."""
+    return AsyncOpenAI(
+        base_url=f"{data_plane_url}/v1",
+        api_key="gearbox-demo",
+        max_retries=0,
+        timeout=timeout_s,
+    )
+
+
+def _grade(job: Job, text: str) -> bool | None:
+    if job.item is None:
+        return None
+    return score(text, job.item.expected, job.item.scorer, job.item.tolerance)
+
+
+async def _send_plain(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
+    start = time.perf_counter()
+    raw = await client.completions.with_raw_response.create(
+        model=model,
+        prompt=job.prompt,
+        max_tokens=job.max_tokens,
+        temperature=0,
+        extra_headers=dict(job.headers),
+    )
+    completion = raw.parse()
+    latency = time.perf_counter() - start
+    text = completion.choices[0].text if completion.choices else ""
+    usage = completion.usage
+    return Outcome(
+        job,
+        raw.status_code,
+        raw.headers.get("x-route-pair"),
+        raw.headers.get("x-route-reason"),
+        latency,
+        None,
+        text,
+        usage.prompt_tokens if usage else 0,
+        usage.completion_tokens if usage else 0,
+        _grade(job, text),
+    )
+
+
+async def _send_stream(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
+    start = time.perf_counter()
+    first: float | None = None
+    parts: list[str] = []
+    prompt_tokens = completion_tokens = 0
+    async with client.completions.with_streaming_response.create(
+        model=model,
+        prompt=job.prompt,
+        max_tokens=job.max_tokens,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_headers=dict(job.headers),
+    ) as response:
+        async for chunk in await response.parse():
+            if chunk.choices and chunk.choices[0].text:
+                first = first if first is not None else time.perf_counter() - start
+                parts.append(chunk.choices[0].text)
+            if chunk.usage:
+                prompt_tokens = chunk.usage.prompt_tokens
+                completion_tokens = chunk.usage.completion_tokens
+        status, headers = response.status_code, response.headers
+    text = "".join(parts)
+    return Outcome(
+        job,
+        status,
+        headers.get("x-route-pair"),
+        headers.get("x-route-reason"),
+        time.perf_counter() - start,
+        first,
+        text,
+        prompt_tokens,
+        completion_tokens,
+        _grade(job, text),
+    )
+
+
+async def send(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
+    """One job; an API error becomes an Outcome with its status and message, never a raise."""
+    start = time.perf_counter()
+    try:
+        if job.stream:
+            return await _send_stream(client, job, model)
+        return await _send_plain(client, job, model)
+    except openai.APIStatusError as err:
+        pair = err.response.headers.get("x-route-pair")
+        return Outcome(job, err.status_code, pair, None, time.perf_counter() - start, None, "",
+                       0, 0, None, error=f"{err.status_code}: {err.message}")  # fmt: skip
+    except openai.APIError as err:
+        return Outcome(job, 0, None, None, time.perf_counter() - start, None, "", 0, 0, None,
+                       error=f"{type(err).__name__}: {err.message}")  # fmt: skip
+
+
+async def replay(
+    client: AsyncOpenAI, jobs: Sequence[Job], concurrency: int, model: str = "auto"
+) -> list[Outcome]:
+    """Send every job, `concurrency` in flight; outcomes in job order."""
+    slots = asyncio.Semaphore(concurrency)
+    done = 0
+
+    async def one(job: Job) -> Outcome:
+        nonlocal done
+        async with slots:
+            outcome = await send(client, job, model)
+        done += 1
+        if done % max(1, len(jobs) // 10) == 0 or done == len(jobs):
+            print(f"  {done}/{len(jobs)} requests answered", flush=True)
+        return outcome
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(one(job)) for job in jobs]
+    return [task.result() for task in tasks]
