@@ -61,9 +61,9 @@ def engines_cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def check_engine_memory(engines: int, kv_gib: float) -> str | None:
+def check_engine_memory(engines: int, kv_gib: int) -> str | None:
     """None when `engines` engines fit in memory now, else the message to show."""
-    done = engines_cli("check-memory", "--engines", str(engines), "--kv-gib", f"{kv_gib:g}")
+    done = engines_cli("check-memory", "--engines", str(engines), "--kv-gib", str(kv_gib))
     return None if done.returncode == 0 else (done.stdout + done.stderr).strip()
 
 
@@ -75,14 +75,20 @@ def run_engine_setup(variants: tuple[str, ...]) -> None:
 
 
 async def start_real_engines(
-    children: ExitStack, variants: tuple[str, ...], logs: Path, kv_gib: float = 1.0
+    children: ExitStack,
+    variants: tuple[str, ...],
+    logs: Path,
+    kv_gib: int = 1,
+    extra_flags: tuple[str, ...] = (),
 ) -> list[FleetPair]:
-    """Start one vLLM engine per variant at once; wait until each answers /health."""
+    """Start one vLLM engine per variant at once; wait until each answers /health.
+
+    `extra_flags` go to `engines.py start` (e.g. `--all-cpus` when one engine runs alone)."""
     started = []
     for variant in variants:
         port, name = free_port(), f"{REAL_FAMILY}-{variant}"
-        argv = ["bash", str(START_ENGINE), variant, str(port), "--kv-gib", f"{kv_gib:g}"]
-        argv += ["--served-model-name", name, "--skip-memory-check"]
+        argv = ["bash", str(START_ENGINE), variant, str(port), "--kv-gib", str(kv_gib)]
+        argv += ["--served-model-name", name, "--skip-memory-check", *extra_flags]
         child = start_child(f"vLLM {variant}", argv, logs / f"engine-{variant}.log")
         children.callback(child.stop)
         started.append((variant, name, f"http://127.0.0.1:{port}", child))

@@ -42,7 +42,7 @@ from demo.stack import (
 from demo.workload import build_jobs, load_items
 
 Mode = Literal["real", "sim"]
-KV_GIB = 1.0
+KV_GIB = 1
 NO_MEMORY = 3
 
 

@@ -104,7 +104,7 @@ def parser() -> argparse.ArgumentParser:
     setup.set_defaults(func=cmd_setup)
     memory = sub.add_parser("check-memory", help="exit 3 when the engines would not fit")
     memory.add_argument("--engines", type=int, default=1)
-    memory.add_argument("--kv-gib", type=float, default=1.0)
+    memory.add_argument("--kv-gib", type=int, default=1)
     memory.set_defaults(func=cmd_check_memory)
     paths = sub.add_parser("paths", help="print the cache layout")
     paths.add_argument("--json", action="store_true")
@@ -113,7 +113,7 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("variant", choices=list(VARIANTS))
     start.add_argument("--port", type=int, required=True)
     start.add_argument("--host", default="127.0.0.1")
-    start.add_argument("--kv-gib", type=float, default=1.0, help="VLLM_CPU_KVCACHE_SPACE")
+    start.add_argument("--kv-gib", type=int, default=1, help="VLLM_CPU_KVCACHE_SPACE (whole GiB)")
     start.add_argument("--max-model-len", type=int, default=2048)
     start.add_argument("--served-model-name", default=None)
     start.add_argument(

@@ -20,7 +20,7 @@ GIB = 1024**3
 @dataclass(frozen=True, slots=True)
 class ServeOptions:
     port: int
-    kv_gib: float = 1.0
+    kv_gib: int = 1  # vLLM reads VLLM_CPU_KVCACHE_SPACE as whole GiB
     eager: bool = True
     all_cpus: bool = False
     max_model_len: int = 2048
@@ -97,7 +97,7 @@ def serve_command(layout: Layout, variant: str, opts: ServeOptions) -> list[str]
 def serve_env(opts: ServeOptions) -> dict[str, str]:
     """Variables set on top of the caller's environment. The KV space is always explicit."""
     env = {
-        "VLLM_CPU_KVCACHE_SPACE": f"{opts.kv_gib:g}",
+        "VLLM_CPU_KVCACHE_SPACE": str(opts.kv_gib),
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
         "VLLM_NO_USAGE_STATS": "1",

@@ -125,6 +125,7 @@ def run_logged(
                 if not chunk:
                     break
                 sink.write(chunk)
+                sink.flush()  # the log stays readable while the step runs
                 *lines, pending = re.split(rb"[\r\n]", pending + chunk)
                 for raw in lines:
                     if (message := summarize(raw.decode(errors="replace"))) is not None:

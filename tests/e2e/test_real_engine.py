@@ -1,0 +1,167 @@
+"""The real path: one vLLM CPU engine, profiled, published, and routed to through the data plane.
+
+The fixture runs the idempotent engine set-up (bf16 only) and FAILS, never skips, when the
+set-up, the memory check or the engine start fails: this test is what proves the real path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from demo.fleet import ENGINES_CLI, FleetPair, check_engine_memory, start_real_engines
+from demo.profiling import EVALSETS, Sweep, profile_pair
+from demo.stack import fetch_text, publish_table, start_control_plane, start_data_plane
+from tests.support.redis_server import RedisProcess
+
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
+
+PAIR = "gemma-3-270m@bf16"
+COUNTING = "One, two, three, four,"
+# A short sweep: two load levels, a handful of requests, eight eval items.
+SWEEP = Sweep("1,2", "32", "8", requests_per_level=3, warmup=1, parallel=1)
+EVAL_IDS = {"chat-01", "chat-02", "math-01", "math-02", "code-01", "code-02", "reasoning-02"}
+
+
+@dataclass(frozen=True, slots=True)
+class RealStack:
+    engine: FleetPair
+    table: dict[str, Any]
+    data_plane_url: str
+
+
+def small_evalset(path: Path) -> Path:
+    lines = [
+        line
+        for evalset in EVALSETS
+        for line in evalset.read_text().splitlines()
+        if line.strip() and json.loads(line).get("id") in EVAL_IDS
+    ]
+    assert len(lines) == len(EVAL_IDS), "the shipped eval sets changed; update EVAL_IDS"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def run_setup() -> None:
+    argv = [sys.executable, str(ENGINES_CLI), "setup", "--variants", "bf16"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1500, check=False)
+    if done.returncode != 0:
+        pytest.fail(f"engine set-up failed (exit {done.returncode}):\n{done.stdout[-4000:]}")
+
+
+async def start_stack(children: ExitStack, redis_url: str, out: Path) -> RealStack:
+    logs = out / "logs"
+    (engine,) = await start_real_engines(children, ("bf16",), logs, 1, ("--all-cpus",))
+    cp_url, token = await start_control_plane(children, redis_url, logs)
+    sweep = replace(SWEEP, evalsets=(small_evalset(out / "evals.jsonl"),))
+    await profile_pair(engine, sweep, cp_url, token, out)
+    table = await publish_table(cp_url, token)
+    dp_url, _ = await start_data_plane(children, redis_url, logs)
+    return RealStack(engine, table, dp_url)
+
+
+@pytest.fixture(scope="module")
+def real_stack(
+    redis_server: RedisProcess, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RealStack]:
+    problem = check_engine_memory(1, 1)
+    if problem is not None:
+        pytest.fail(problem)
+    run_setup()
+    out = tmp_path_factory.mktemp("real-engine")
+    with ExitStack() as children:
+        # A start-up failure raises here: the tests error (never skip), with the logs' tails.
+        yield asyncio.run(start_stack(children, redis_server.url, out))
+
+
+@pytest.fixture
+def client(real_stack: RealStack) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(
+        base_url=f"{real_stack.data_plane_url}/v1", api_key="e2e", max_retries=0, timeout=120
+    ) as sdk:
+        yield sdk
+
+
+def test_the_published_table_holds_what_the_profiler_measured(real_stack: RealStack) -> None:
+    (entry,) = real_stack.table["entries"]
+    assert entry["pair"] == PAIR
+    assert entry["served_model_name"] == real_stack.engine.served_name
+    assert set(entry["accuracy"]) >= {"chat", "math", "code", "reasoning"}
+    assert entry["latency"]["tpot_base_s"] > 0
+    assert entry["context_length"] == 2048
+    assert entry["price_source"] == "derived"
+    assert entry["output_usd_per_mtok"] > 0
+
+
+def test_a_completion_is_routed_to_the_real_engine(
+    real_stack: RealStack, client: openai.OpenAI
+) -> None:
+    raw = client.completions.with_raw_response.create(
+        model="auto", prompt=COUNTING, max_tokens=8, temperature=0,
+        extra_headers={"X-Task-Category": "reasoning"},
+    )  # fmt: skip
+    completion = raw.parse()
+    assert raw.headers["x-route-pair"] == PAIR
+    assert raw.headers["x-route-table-version"] == str(real_stack.table["version"])
+    assert "five" in completion.choices[0].text
+    assert completion.usage is not None
+    assert completion.usage.completion_tokens > 0
+
+
+def test_a_stream_arrives_in_chunks_with_usage(client: openai.OpenAI) -> None:
+    with client.completions.with_streaming_response.create(
+        model="gemma-3-270m", prompt=COUNTING, max_tokens=12, temperature=0, stream=True,
+        stream_options={"include_usage": True},
+    ) as response:  # fmt: skip
+        assert response.headers["x-route-pair"] == PAIR
+        chunks = list(response.parse())
+    texts = [c.choices[0].text for c in chunks if c.choices]
+    assert len([t for t in texts if t]) > 3
+    assert "five" in "".join(texts)
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == 12
+
+
+def test_chat_goes_through_the_converted_chat_template(client: openai.OpenAI) -> None:
+    raw = client.chat.completions.with_raw_response.create(
+        model=PAIR, messages=[{"role": "user", "content": "Say hello."}], max_tokens=8,
+    )  # fmt: skip
+    assert raw.headers["x-route-pair"] == PAIR
+    answer = raw.parse()
+    assert answer.choices[0].message.content
+    assert answer.usage is not None
+    assert answer.usage.prompt_tokens > 4
+
+
+def test_an_impossible_strict_budget_is_a_400_naming_the_constraint(client: openai.OpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.completions.create(
+            model="auto", prompt=COUNTING, max_tokens=8,
+            extra_headers={"X-Latency-Budget-Ms": "1", "X-Budget-Mode": "strict"},
+        )  # fmt: skip
+    assert caught.value.code == "budget_infeasible"
+
+
+def test_the_router_counted_cost_for_the_pair(real_stack: RealStack, client: openai.OpenAI) -> None:
+    client.completions.create(model="auto", prompt=COUNTING, max_tokens=4, temperature=0)
+    metrics = asyncio.run(fetch_text(f"{real_stack.data_plane_url}/metrics"))
+    costs = [
+        s.value
+        for family in text_string_to_metric_families(metrics)
+        if family.name == "gearbox_cost_usd"
+        for s in family.samples
+        if s.name.endswith("_total") and s.labels.get("pair") == PAIR
+    ]
+    assert costs
+    assert costs[0] > 0
