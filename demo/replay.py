@@ -36,7 +36,7 @@ class Outcome:
 
     @property
     def budget_met(self) -> bool | None:
-        if self.job.latency_budget_s is None or self.error is not None:
+        if self.error is not None:
             return None
         return self.latency_s <= self.job.latency_budget_s
 

@@ -41,7 +41,7 @@ class Job:
     budget_class: str
     stream: bool
     headers: tuple[tuple[str, str], ...]
-    latency_budget_s: float | None
+    latency_budget_s: float
     item: EvalItem | None  # None: an open prompt without a known answer
 
 
