@@ -4,6 +4,7 @@
     python3 infra/engines/engines.py start VARIANT --port PORT [--kv-gib 1] [--all-cpus]
     python3 infra/engines/engines.py check-memory [--engines 3] [--kv-gib 1]
     python3 infra/engines/engines.py paths [--json]
+    python3 infra/engines/engines.py smoke VARIANT [--kv-gib 1] [--all-cpus]
 
 Everything lives under $GEARBOX_CACHE_DIR (default ~/.cache/gearbox), keyed by the versions
 pinned in engine.lock and quant.lock beside this file.
@@ -25,10 +26,12 @@ from launch import (
     read_meminfo,
     serve_command,
     serve_env,
+    unsupported_on_cpu,
 )
 from layout import VARIANTS, Layout, LayoutError, parse_variants
 from progress import CommandError, say
 from setup_steps import run_setup
+from smoke import free_port, result_line, smoke
 
 ALL_VARIANTS = "bf16,w8a8,w4a16"
 
@@ -68,6 +71,12 @@ def cmd_paths(args: argparse.Namespace) -> int:
     return 0
 
 
+def startup_problem(layout: Layout, variant: str) -> str | None:
+    """Why `variant` cannot start here (not set up, or this CPU lacks its kernels), else None."""
+    missing = missing_checkpoint(layout, variant)
+    return missing or unsupported_on_cpu(variant, Path("/proc/cpuinfo").read_text())
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     layout = Layout.load(cache_root())
     opts = ServeOptions(
@@ -84,7 +93,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if args.print_command:
         say(" ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()) + " " + shlex.join(argv))
         return 0
-    if (problem := missing_checkpoint(layout, args.variant)) is not None:
+    if (problem := startup_problem(layout, args.variant)) is not None:
         say(problem)
         return 2
     memory = check_memory(1, args.kv_gib, read_meminfo())
@@ -93,6 +102,26 @@ def cmd_start(args: argparse.Namespace) -> int:
         return 3
     say(f"starting {args.variant} on {opts.host}:{opts.port}: {shlex.join(argv)}")
     os.execve(argv[0], argv, {**os.environ, **env})
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    layout = Layout.load(cache_root())
+    if (problem := startup_problem(layout, args.variant)) is not None:
+        say(problem)
+        return 2
+    memory = check_memory(1, args.kv_gib, read_meminfo())
+    if not memory.ok:
+        say(memory.message)
+        return 3
+    opts = ServeOptions(port=free_port(), kv_gib=args.kv_gib, all_cpus=args.all_cpus)
+    log = layout.logs / f"smoke-{args.variant}.log"
+    say(f"smoke test of {args.variant} on port {opts.port} (log: {log})")
+    try:
+        say(result_line(smoke(layout, args.variant, opts, log)))
+    except (RuntimeError, OSError) as err:
+        say(f"smoke test of {args.variant} failed: {err}; see {log}")
+        return 1
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -124,6 +153,11 @@ def parser() -> argparse.ArgumentParser:
     start.add_argument("--print-command", action="store_true", help="print, do not start")
     start.add_argument("extra", nargs="*", help="after --: more `vllm serve` arguments")
     start.set_defaults(func=cmd_start)
+    check = sub.add_parser("smoke", help="start, time, ask once, measure RSS, stop")
+    check.add_argument("variant", choices=list(VARIANTS))
+    check.add_argument("--kv-gib", type=int, default=1)
+    check.add_argument("--all-cpus", action="store_true")
+    check.set_defaults(func=cmd_smoke)
     return top
 
 
