@@ -67,10 +67,17 @@ class BackgroundTasks:
         self.tasks[name] = task
 
     async def stop(self, *names: str) -> None:
-        """Cancel and await the named tasks (a failure was logged when it happened)."""
+        """Cancel and await the named tasks (a failure was logged when it happened).
+
+        Cancels again until each task has ended: on Python 3.11 redis-py can swallow a cancel
+        (its writes go through `asyncio.wait_for`, CPython gh-86296), and one lost cancel
+        must not hang shutdown forever.
+        """
         tasks = [self.tasks.pop(n) for n in names if n in self.tasks]
-        for task in tasks:
-            task.cancel()
+        while pending := [t for t in tasks if not t.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=0.5)
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
