@@ -38,7 +38,7 @@ CAPACITY_SHARE = 0.8  # open-loop rates above this share of closed-loop capacity
 class OverheadSettings:
     targets: tuple[str, ...] = tuple(t.name for t in TARGETS)
     connections: tuple[int, ...] = (1, 32, 64)
-    rates_rps: tuple[float, ...] = (500.0, 1000.0, 2000.0)
+    rates_rps: tuple[float, ...] = (200.0, 500.0, 1000.0, 2000.0)
     streams: tuple[bool, ...] = (False, True)
     closed_s: float = 8.0
     open_s: float = 8.0

@@ -73,6 +73,43 @@ def throughput_vs_minimal(runs: Sequence[TargetRun], stream: bool) -> Check:
     )
 
 
+def per_cpu_vs_minimal(runs: Sequence[TargetRun], stream: bool) -> Check:
+    """The same comparison per busy CPU-second of the proxy (1e6 / CPU us per request): what
+    one core would serve, unmoved by other processes sharing the machine."""
+    name = f"Gearbox req per CPU-second / minimal aiohttp proxy ({_mode(stream)}, worst conns)"
+    gb, mp = _run(runs, "gearbox", stream), _run(runs, "minimal", stream)
+    cells = []
+    for g in gb.closed if gb else ():
+        m = mp.closed_at(g.connections) if mp else None
+        if m and g.cpu_us_per_request and m.cpu_us_per_request:
+            g_rate, m_rate = 1e6 / g.cpu_us_per_request, 1e6 / m.cpu_us_per_request
+            cells.append((g_rate / m_rate, g_rate, m_rate, g.connections))
+    if not cells:
+        return Check(
+            "overhead",
+            name,
+            math.nan,
+            math.nan,
+            math.nan,
+            "req/CPU-s",
+            ">= 0.60",
+            False,
+            "not measured",
+        )
+    worst, g_rate, m_rate, conns = min(cells)
+    return Check(
+        "overhead",
+        name,
+        g_rate,
+        m_rate,
+        worst,
+        "req/CPU-s",
+        ">= 0.60",
+        worst >= 0.60,
+        f"at {conns} connection(s)",
+    )
+
+
 def added_latency(runs: Sequence[TargetRun], stream: bool, rate: float, q: str) -> Check:
     """Gearbox minus direct at the same open-loop rate; q is 'p50' or 'p99'."""
     limit_ms = 1.0 if q == "p50" else 5.0
@@ -129,6 +166,7 @@ def overhead_checks(runs: Sequence[TargetRun], rate: float = 1000.0) -> list[Che
     checks = []
     for stream in (False, True):
         checks.append(throughput_vs_minimal(runs, stream))
+        checks.append(per_cpu_vs_minimal(runs, stream))
         checks.append(added_latency(runs, stream, rate, "p50"))
         checks.append(added_latency(runs, stream, rate, "p99"))
         checks.append(versus_litellm(runs, stream))
