@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
-.PHONY: help venv system-deps lint typecheck test test-fast demo demo-cp demo-sim bench engines clean
+.PHONY: help venv system-deps lint test test-fast demo demo-cp demo-sim bench bench-quick soak engines calibrate clean
 
 help:
 	@echo "make demo      - the main job end to end (see README)"
@@ -25,7 +25,10 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 system-deps:
-	@bash infra/scripts/ensure-system-deps.sh
+	@bash infra/scripts/ensure-system-deps.sh chromium
+
+bench-deps:
+	@bash infra/scripts/ensure-system-deps.sh nginx wrk
 
 lint: venv
 	@echo "==> ruff"
@@ -44,10 +47,33 @@ test: venv system-deps lint
 test-fast: venv
 	@$(BIN)/python -m pytest -m "not engine" $(PYTEST_ARGS)
 
+# The real thing: engines built from nothing (cached under ~/.cache/gearbox), profiled, routed.
+demo: venv system-deps
+	@$(BIN)/python -m demo real $(DEMO_ARGS)
+
+# The same flow on the engine simulator, at larger fleet scale, in a minute or two.
+demo-sim: venv system-deps
+	@$(BIN)/python -m demo sim $(DEMO_ARGS)
+
+# The control plane alone on the sample profiles (the README tour).
 demo-cp: venv system-deps
 	@$(BIN)/python -m control_plane.demo
 
-demo: demo-cp
+# Real vLLM CPU engines: venvs, converted and quantized checkpoints (idempotent).
+engines:
+	@python3 infra/engines/engines.py setup
+
+bench: venv system-deps bench-deps
+	@$(BIN)/python -m bench all $(BENCH_ARGS)
+
+bench-quick: venv system-deps bench-deps
+	@$(BIN)/python -m bench all --quick $(BENCH_ARGS)
+
+soak: venv system-deps bench-deps
+	@$(BIN)/python -m bench soak $(BENCH_ARGS)
+
+calibrate: venv
+	@$(BIN)/python -m data_plane.calibration
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info
