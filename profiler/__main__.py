@@ -152,6 +152,7 @@ def _inprocess(
         "max_model_len": args.max_model_len,
         "dtype": args.dtype,
         "gpu_memory_utilization": args.gpu_memory_utilization,
+        "enforce_eager": args.enforce_eager or None,
     }
     engine = load_vllm_engine({k: v for k, v in options.items() if v is not None})
     identity = EngineIdentity(engine.version, engine.context_length)

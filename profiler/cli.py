@@ -90,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
     inproc.add_argument("--max-model-len", type=int)
     inproc.add_argument("--dtype", default="auto")
     inproc.add_argument("--gpu-memory-utilization", type=float, default=0.9)
+    inproc.add_argument(
+        "--enforce-eager", action="store_true", help="skip torch.compile (faster start)"
+    )
     _pair_args(inproc)
     return parser
 
