@@ -168,11 +168,11 @@ def test_metrics_text_is_summed_over_label_sets() -> None:
 def test_pinning_gives_the_proxy_a_core_of_its_own() -> None:
     two = choose_pinning(2)
     if two.proxy_cpus:  # taskset present
-        assert two == Pinning("1", "0")
-        assert choose_pinning(8) == Pinning("1", "0,2-7")
-        assert pinned(["x"], "1") == ["taskset", "-c", "1", "x"]
-    assert choose_pinning(1) == Pinning("", "")
-    assert pinned(["x"], "") == ["x"]
+        assert (two.proxy_cpus, two.aux_cpus) == ("1", "0")
+        assert choose_pinning(8).aux_cpus == "0,2-7"
+        assert pinned(["x"], "1", nice=0) == ["taskset", "-c", "1", "x"]
+    assert (choose_pinning(1).proxy_cpus, choose_pinning(1).aux_cpus) == ("", "")
+    assert pinned(["x"], "", nice=0) == ["x"]
 
 
 def test_report_states_the_machine_and_every_target(tmp_path: Path) -> None:
