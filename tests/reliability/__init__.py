@@ -1,0 +1,1 @@
+"""Reliability suite: faults under load with real Redis, real processes and simulated engines."""
