@@ -342,7 +342,13 @@ $("category").addEventListener("change", (e) => {
 });
 $("back-to-current").addEventListener("click", () => loadOverview(null));
 $("explain-form").addEventListener("submit", explain);
-$("admin-token").addEventListener("change", () => { loadOverview(); refreshLive(); });
+// A typed token matters for reads only where reads are protected (or the last load failed).
+$("admin-token").addEventListener("change", () => {
+  if (state.overview === null || state.overview.protect_reads) {
+    loadOverview();
+    refreshLive();
+  }
+});
 await loadOverview(null);
 await refreshLive();
 setInterval(refreshLive, LIVE_INTERVAL_MS);

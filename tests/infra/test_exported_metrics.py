@@ -19,7 +19,7 @@ from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fle
 from tests.infra.metric_names import documented_metrics, metric_names_in_infra
 from tests.support.redis_server import RedisProcess
 from tests.support.waiting import eventually
-from tests.ui.stack import ADMIN, ServerFactory, Stack, example_reports, start_stack
+from tests.ui.stack import ADMIN, ServerFactory, Stack, client, example_reports, start_stack
 
 pytestmark = pytest.mark.integration
 FAILING_PAIR = "llama-3.1-70b-instruct@fp8"  # first choice of its family; answers 503
@@ -122,7 +122,7 @@ def _chat(model: str, **extra: Any) -> dict[str, Any]:
 async def _traffic(stack: Stack, fleet: Fleet) -> None:
     """One request of every kind the dashboard and alerts look at, each checked to be that."""
     chat = f"{stack.dp_url}/v1/chat/completions"
-    async with aiohttp.ClientSession() as s:
+    async with client() as s:
         status, headers, _ = await _call(s, chat, _chat("auto"))
         assert status == 200, "plain request"
         status, _, text = await _call(s, chat, _chat("auto", stream=True))
@@ -148,7 +148,7 @@ async def _traffic(stack: Stack, fleet: Fleet) -> None:
 
 async def _shadow_traffic(stack: Stack) -> None:
     """Publish a table in shadow mode through the admin API, then route one request."""
-    async with aiohttp.ClientSession(headers=ADMIN) as admin:
+    async with client(ADMIN) as admin:
         async with admin.get(f"{stack.cp_url}/v1/policy") as resp:
             policy = await resp.json()
         policy["shadow"] = {"enabled": True, "default_pair": SHADOW_PAIR}
@@ -158,13 +158,13 @@ async def _shadow_traffic(stack: Stack) -> None:
             assert resp.status == 201, await resp.text()
             version = (await resp.json())["version"]
     await eventually(lambda: stack.dp_app[STORE].version == version, timeout_s=30)
-    async with aiohttp.ClientSession() as s:
+    async with client() as s:
         status, headers, _ = await _call(s, f"{stack.dp_url}/v1/chat/completions", _chat("auto"))
     assert (status, headers["X-Route-Reason"]) == (200, "shadow")
 
 
 async def _scrape(stack: Stack) -> Scraped:
-    async with aiohttp.ClientSession() as s:
+    async with client() as s:
         async with s.get(f"{stack.cp_url}/metrics") as resp:
             cp = await resp.text()
         async with s.get(f"{stack.dp_url}/metrics") as resp:

@@ -34,6 +34,13 @@ EXAMPLE_POLICY = REPO / "examples" / "policy.yaml"
 ADMIN_TOKEN = "operator-page-admin-token-0123456789"
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 ServerFactory = Callable[..., Awaitable[TestServer]]
+# Far above any answer's time here, far below pytest's timeout: a hang fails with its request.
+CLIENT_TIMEOUT = aiohttp.ClientTimeout(total=60, sock_connect=10)
+
+
+def client(headers: Mapping[str, str] | None = None) -> aiohttp.ClientSession:
+    """An HTTP client for tests, with bounded timeouts."""
+    return aiohttp.ClientSession(headers=headers, timeout=CLIENT_TIMEOUT)
 
 
 def example_reports() -> dict[str, dict[str, Any]]:
@@ -95,7 +102,7 @@ def cp_settings(redis_url: str, keys: RedisKeys, **kw: Any) -> ControlPlaneSetti
 
 async def push_and_publish(cp_url: str, reports: Mapping[str, Mapping[str, Any]]) -> int:
     """Push every report through the admin API, then build and publish; the new version."""
-    async with aiohttp.ClientSession(headers=ADMIN) as session:
+    async with client(ADMIN) as session:
         for report in reports.values():
             async with session.post(f"{cp_url}/v1/profiles", json=report) as resp:
                 assert resp.status in (200, 201), await resp.text()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp import web
 
@@ -22,6 +21,7 @@ from tests.ui.stack import (
     ServerFactory,
     Stack,
     base_url,
+    client,
     cp_settings,
     write_state,
 )
@@ -32,7 +32,7 @@ PRUNED = "llama-3.1-8b-instruct@int8-w8a8"
 
 async def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, Any, str]:
     """(status, headers, text)."""
-    async with aiohttp.ClientSession() as session, session.get(url, headers=headers) as resp:
+    async with client() as session, session.get(url, headers=headers) as resp:
         return resp.status, resp.headers, await resp.text()
 
 
@@ -40,7 +40,7 @@ async def _post(
     url: str, body: bytes, headers: dict[str, str] | None = None
 ) -> tuple[int, dict[str, Any]]:
     async with (
-        aiohttp.ClientSession() as session,
+        client() as session,
         session.post(url, data=body, headers=headers) as resp,
     ):
         return resp.status, await resp.json()
@@ -151,7 +151,7 @@ async def test_table_view_before_any_publish(
 
 
 async def test_a_pruned_pair_whose_profile_changed_has_no_figures(stack: Stack) -> None:
-    async with aiohttp.ClientSession(headers=ADMIN) as session:
+    async with client(ADMIN) as session:
         async with session.delete(f"{stack.cp_url}/v1/profiles/{PRUNED}") as resp:
             assert resp.status in (200, 204), await resp.text()
         async with session.get(f"{stack.cp_url}/ui/api/table") as resp:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import aiohttp
 import pytest
 import redis.asyncio as aioredis
 
@@ -19,6 +18,7 @@ from tests.ui.stack import (
     ADMIN_TOKEN,
     ServerFactory,
     Stack,
+    client,
     example_reports,
     start_stack,
     write_state,
@@ -108,7 +108,7 @@ async def test_page_loads_with_table_chart_and_live_state(stack: Stack, browser:
 
 async def _dp_route(stack: Stack, body: dict[str, Any], headers: dict[str, str]) -> Any:
     async with (
-        aiohttp.ClientSession() as session,
+        client() as session,
         session.post(f"{stack.dp_url}/v1/route", json=body, headers=headers) as resp,
     ):
         return await resp.json()
@@ -213,7 +213,7 @@ async def test_live_state_refreshes_without_reload(stack: Stack, browser: Browse
 
 
 async def _publish_second_version(stack: Stack) -> int:
-    async with aiohttp.ClientSession(headers=ADMIN) as session:
+    async with client(ADMIN) as session:
         async with session.get(f"{stack.cp_url}/v1/policy") as resp:
             policy = await resp.json()
         policy["utility_weights"]["latency"] = 0.5
@@ -223,6 +223,15 @@ async def _publish_second_version(stack: Stack) -> int:
             assert resp.status == 201, await resp.text()
             version: int = (await resp.json())["version"]
     return version
+
+
+async def _confirm_rollback(browser: Browser, button: str) -> None:
+    """Click, wait until the button asks for confirmation, click again."""
+    await browser.click(button)
+    await browser.wait_for(
+        f"document.querySelector({json.dumps(button)}).textContent.startsWith('confirm')"
+    )
+    await browser.click(button)
 
 
 async def _current(stack: Stack) -> int:
@@ -236,15 +245,13 @@ async def test_rollback_needs_the_typed_admin_token(stack: Stack, browser: Brows
     await _open(browser, stack)
     first_row = f'#history-table tr[data-version="{stack.version}"] button[data-action="rollback"]'
     # Without a token: the admin API refuses and the page says so.
-    await browser.click(first_row)
-    await browser.click(first_row)  # the second click confirms
+    await _confirm_rollback(browser, first_row)
     await browser.wait_for("document.getElementById('banner').textContent.includes('failed')")
     assert "bearer token" in await browser.evaluate("document.getElementById('banner').textContent")
     assert await _current(stack) == second
     # With the token typed in: the pointer moves and the page follows.
     await browser.type_into("#admin-token", ADMIN_TOKEN)
-    await browser.click(first_row)
-    await browser.click(first_row)
+    await _confirm_rollback(browser, first_row)
     await browser.wait_for(
         f"document.getElementById('table-version').textContent === 'current v{stack.version}'"
     )
