@@ -112,7 +112,7 @@ function renderChart(table) {
 
 function statusCell(p) {
   if (p.status === "pruned") {
-    return el("td", {}, el("span", { class: "pill pruned" }, `pruned: dominated by ${p.dominated_by}`));
+    return el("td", { class: "status" }, el("span", { class: "pill pruned" }, `pruned: dominated by ${p.dominated_by}`));
   }
   return el("td", {}, el("span", { class: "pill served" }, p.baseline ? "served · baseline" : "served"));
 }
