@@ -20,7 +20,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from contracts.policy import Policy
-from control_plane import api_ops, api_policy, api_profiles, api_tables
+from control_plane import api_ops, api_policy, api_profiles, api_tables, operator_page
 from control_plane.api_context import (
     METRICS_KEY,
     OPENAPI_KEY,
@@ -47,6 +47,7 @@ CORE_ROUTES: tuple[ApiRoute, ...] = (
     *api_tables.ROUTES,
     *api_policy.ROUTES,
     *api_ops.ROUTES,
+    *operator_page.ROUTES,
 )
 
 

@@ -45,6 +45,7 @@ class ControlPlaneSettings(BaseSettings):
     publish_lock_wait_s: float = Field(default=5.0, ge=0.0, le=300.0)
     log_level: LogLevel = "INFO"
     git_sha: str = Field(default="unknown", max_length=64)
+    data_plane_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#@]+$")
 
     @field_validator("redis_key_prefix")
     @classmethod
