@@ -7,6 +7,7 @@ the next more precise pair) is computed here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -18,6 +19,8 @@ from data_plane.domain import (
     CompiledEndpoint,
     CompiledPair,
     CompiledTable,
+    CostFloor,
+    ScanRow,
 )
 
 AUTO_ALIAS = "auto"
@@ -105,19 +108,60 @@ def _category_defaults(table: RoutingTable) -> dict[str, CategoryDefaults]:
     }
 
 
+def scan_row(p: CompiledPair) -> ScanRow:
+    """The flat tuple `choose_route` unpacks for `p`."""
+    return ScanRow(
+        order=p.order,
+        pair=p,
+        endpoints=p.endpoints,
+        endpoint_ids=tuple(e.id for e in p.endpoints),
+        swapped=p.endpoints[::-1],
+        chars_per_token=p.chars_per_token,
+        context_length=p.context_length,
+        input_usd_per_token=p.input_usd_per_token,
+        output_usd_per_token=p.output_usd_per_token,
+        ttft_base_s=p.ttft_base_s,
+        ttft_per_input_token_s=p.ttft_per_input_token_s,
+        ttft_per_load_s=p.ttft_per_load_s,
+        tpot_base_s=p.tpot_base_s,
+        tpot_per_load_s=p.tpot_per_load_s,
+    )
+
+
+def cost_floors(rows: tuple[ScanRow, ...]) -> tuple[CostFloor, ...]:
+    """For each position, the cost floor of the rows from there to the end (suffix extremes)."""
+    floors: list[CostFloor] = []
+    cpt, in_usd, out_usd = 0.0, math.inf, math.inf
+    for row in reversed(rows):
+        cpt = max(cpt, row.chars_per_token)
+        in_usd = min(in_usd, row.input_usd_per_token)
+        out_usd = min(out_usd, row.output_usd_per_token)
+        floors.append(CostFloor(cpt, in_usd, out_usd))
+    return tuple(reversed(floors))
+
+
 def compile_table(table: RoutingTable) -> CompiledTable:
     """Flatten a validated RoutingTable; keeps the table's cost order as each pair's `order`."""
     pairs = tuple(compile_pair(e, i) for i, e in enumerate(table.entries))
     by_name = {p.pair: p for p in pairs}
+    by_alias = _by_alias(pairs)
+    rows = tuple(scan_row(p) for p in pairs)
+    alias_rows = {alias: tuple(rows[p.order] for p in ps) for alias, ps in by_alias.items()}
+    categories = _category_defaults(table)
     return CompiledTable(
         version=table.version,
         content_sha256=table.content_sha256,
         pairs=pairs,
-        by_alias=MappingProxyType(_by_alias(pairs)),
-        categories=MappingProxyType(_category_defaults(table)),
+        by_alias=MappingProxyType(by_alias),
+        categories=MappingProxyType(categories),
         default_category=table.policy.default_category,
         default_mode=BudgetMode(table.policy.budget_mode),
         baselines=MappingProxyType(_baselines(table, by_name)),
         more_precise=MappingProxyType(_more_precise(pairs)),
         policy=table.policy,
+        scan_rows=MappingProxyType(alias_rows),
+        cost_floors=MappingProxyType({a: cost_floors(r) for a, r in alias_rows.items()}),
+        accuracy_by_category=MappingProxyType(
+            {c: tuple(p.accuracy.get(c, 0.0) for p in pairs) for c in categories}
+        ),
     )

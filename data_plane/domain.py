@@ -6,9 +6,10 @@ the routing decision (`routing.choose_route`) is a function of them alone.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from contracts.policy import Policy
 
@@ -83,6 +84,36 @@ class CompiledPair:
     order: int  # position in the table's cost order (the stable tie-break key)
 
 
+class ScanRow(NamedTuple):
+    """One pair as `choose_route` scans it: every constant its feasibility test reads, in one
+    flat tuple (unpacked in the loop), built once per table version by `compile_table`."""
+
+    order: int  # = pair.order: its position in `CompiledTable.pairs` and the accuracy tuples
+    pair: CompiledPair
+    endpoints: tuple[CompiledEndpoint, ...]
+    endpoint_ids: tuple[str, ...]
+    swapped: tuple[CompiledEndpoint, ...]  # endpoints[::-1]: the order when the second is freer
+    chars_per_token: float
+    context_length: int
+    input_usd_per_token: float
+    output_usd_per_token: float
+    ttft_base_s: float
+    ttft_per_input_token_s: float
+    ttft_per_load_s: float
+    tpot_base_s: float
+    tpot_per_load_s: float
+
+
+class CostFloor(NamedTuple):
+    """The cheapest any row from one position of an alias's scan onwards can be: with the
+    most characters per token (fewest tokens) and the lowest prices among those rows. Lets a
+    scan stop once no later row can undercut the best pair found."""
+
+    max_chars_per_token: float
+    min_input_usd_per_token: float
+    min_output_usd_per_token: float
+
+
 @dataclass(frozen=True, slots=True)
 class CategoryDefaults:
     min_accuracy: float
@@ -103,6 +134,11 @@ class CompiledTable:
     baselines: Mapping[str, CompiledPair]  # family -> baseline pair (for savings)
     more_precise: Mapping[str, CompiledPair]  # pair -> next more precise pair of its family
     policy: Policy  # shadow / canary knobs are read from here
+    # The scan's view of `by_alias` (same keys, same order) and accuracy per category aligned
+    # with `pairs` (an unmeasured category is 0.0), so a decision looks nothing up per pair.
+    scan_rows: Mapping[str, tuple[ScanRow, ...]]
+    cost_floors: Mapping[str, tuple[CostFloor, ...]]  # aligned with scan_rows[alias]
+    accuracy_by_category: Mapping[str, tuple[float, ...]]
 
 
 # --- health and load ----------------------------------------------------------------------
@@ -173,14 +209,18 @@ class Rejected:
 
 @dataclass(frozen=True, slots=True)
 class RouteDecision:
-    candidates: tuple[Candidate, ...]  # non-empty; the first is the choice, the rest fallbacks
+    """`candidates` and `rejected` are read-only sequences; `choose_route` hands out lazy ones
+    (`data_plane.chain`) that build their items on first read, so the explanation costs
+    nothing on requests that never ask for it."""
+
+    candidates: Sequence[Candidate]  # non-empty; the first is the choice, the rest fallbacks
     reason: RouteReason
     category: str
     complexity: float
     budget_latency_s: float | None  # the effective budgets after policy defaults
     budget_ttft_s: float | None
     min_accuracy: float
-    rejected: tuple[Rejected, ...] = ()
+    rejected: Sequence[Rejected] = ()
     # Added by the routing core (additive): what rollout, explain and the proxy also need.
     alias: str = "auto"  # the `model` field the decision was made for
     input_chars: int = 0  # prompt characters, to price pairs outside `candidates`

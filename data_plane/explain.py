@@ -6,6 +6,7 @@ PURE: formatting only, no decisions. Shows endpoint ids, never endpoint URLs.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from data_plane.domain import (
@@ -42,11 +43,11 @@ def _candidate(c: Candidate, category: str) -> dict[str, Any]:
     }
 
 
-def _rejected(rejected: tuple[Rejected, ...]) -> list[dict[str, str]]:
+def _rejected(rejected: Sequence[Rejected]) -> list[dict[str, str]]:
     return [{"pair": r.pair, "reason": r.reason.value, "detail": r.detail} for r in rejected]
 
 
-def _rejection_counts(rejected: tuple[Rejected, ...]) -> str:
+def _rejection_counts(rejected: Sequence[Rejected]) -> str:
     if not rejected:
         return "No pair was rejected."
     counts = Counter(r.reason.value for r in rejected)

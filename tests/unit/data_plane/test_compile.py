@@ -117,3 +117,46 @@ def test_compiled_table_is_read_only() -> None:
         t.by_alias["x"] = ()  # type: ignore[index]
     with pytest.raises(TypeError):
         t.pairs[0].accuracy["chat"] = 1.0  # type: ignore[index]
+
+
+def test_scan_rows_mirror_the_aliases_with_every_figure_flat() -> None:
+    t = fleet()
+    assert set(t.scan_rows) == set(t.by_alias)
+    for alias, pairs in t.by_alias.items():
+        assert [row.pair for row in t.scan_rows[alias]] == list(pairs)
+    row = t.scan_rows["llama@awq-int4"][0]
+    awq = t.pairs[0]
+    assert row.order == awq.order == 0
+    assert row.endpoint_ids == tuple(e.id for e in awq.endpoints)
+    assert row.swapped == awq.endpoints[::-1]
+    assert (row.chars_per_token, row.context_length) == (awq.chars_per_token, awq.context_length)
+    assert (row.input_usd_per_token, row.output_usd_per_token) == (
+        awq.input_usd_per_token,
+        awq.output_usd_per_token,
+    )
+    assert (row.ttft_base_s, row.ttft_per_input_token_s, row.ttft_per_load_s) == (
+        awq.ttft_base_s,
+        awq.ttft_per_input_token_s,
+        awq.ttft_per_load_s,
+    )
+    assert (row.tpot_base_s, row.tpot_per_load_s) == (awq.tpot_base_s, awq.tpot_per_load_s)
+
+
+def test_accuracy_by_category_is_aligned_with_the_pairs() -> None:
+    t = fleet()
+    assert set(t.accuracy_by_category) == set(t.categories)
+    for category, values in t.accuracy_by_category.items():
+        assert values == tuple(p.accuracy.get(category, 0.0) for p in t.pairs)
+    assert t.accuracy_by_category["extraction"][4] == 0.0  # qwen@bf16 never measured it
+
+
+def test_cost_floors_are_the_extremes_of_the_rows_that_follow() -> None:
+    t = fleet()
+    for alias, rows in t.scan_rows.items():
+        floors = t.cost_floors[alias]
+        assert len(floors) == len(rows)
+        for k, floor in enumerate(floors):
+            later = rows[k:]
+            assert floor.max_chars_per_token == max(r.chars_per_token for r in later)
+            assert floor.min_input_usd_per_token == min(r.input_usd_per_token for r in later)
+            assert floor.min_output_usd_per_token == min(r.output_usd_per_token for r in later)

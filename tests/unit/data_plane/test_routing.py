@@ -450,6 +450,15 @@ def test_two_endpoints_less_loaded_first() -> None:
         assert order_endpoints(eps, {"e0": 5}, random.Random(seed)) == (eps[1], eps[0])
 
 
+def test_two_endpoints_with_different_loads_use_no_randomness() -> None:
+    rng = random.Random(1)
+    state = rng.getstate()
+    eps = _eps(2)
+    assert order_endpoints(eps, {"e1": 0.5}, rng) == (eps[0], eps[1])
+    assert order_endpoints(eps, {"e0": 0.5}, rng) == (eps[1], eps[0])
+    assert rng.getstate() == state
+
+
 def test_equal_load_order_is_random_but_seeded() -> None:
     eps = _eps(2)
     firsts = {order_endpoints(eps, {}, random.Random(seed))[0].id for seed in range(40)}
@@ -483,3 +492,78 @@ def test_decision_is_frozen() -> None:
         d.reason = RouteReason.SHADOW  # type: ignore[misc]
     assert replace(d, alias="x").alias == "x"
     assert math.isfinite(d.candidates[0].predicted_latency_s)
+
+
+# --- the bounded scan and the lazy halves of a decision -------------------------------------
+
+
+class RecordingLoad(dict[str, float]):
+    """A load mapping that records which endpoint ids were read."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.read: list[str] = []
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self.read.append(key)
+        return super().get(key, default)
+
+
+def _ladder(n: int = 6) -> CompiledTable:
+    """n families of one pair each, each dearer than the one before, two endpoints apiece."""
+    return compile_table(
+        table(
+            [
+                entry(
+                    f"f{i}",
+                    "bf16",
+                    endpoints=2,
+                    input_usd_per_mtok=1.0 + i,
+                    output_usd_per_mtok=2.0 + i,
+                )
+                for i in range(n)
+            ]
+        )
+    )
+
+
+def test_scan_stops_once_no_later_pair_can_be_cheaper() -> None:
+    t = _ladder()
+    load = RecordingLoad({"f0@bf16#0": 2.0, "f0@bf16#1": 3.0})
+    d = decided(route(t, health=HealthView(load=load)))
+    assert [e.id for e in d.candidates[0].endpoints] == ["f0@bf16#0", "f0@bf16#1"]
+    assert load.read == ["f0@bf16#0", "f0@bf16#1"]  # the dearer pairs were never looked at
+    # ...yet the chain is complete when read, cheapest first, at decision-time load
+    assert pairs_of(d) == [f"f{i}@bf16" for i in range(6)]
+    assert d.candidates[0].load == 3.0
+    assert len(load.read) == 2  # completed from a copy of the loads
+
+
+def test_reading_the_chain_later_sees_decision_time_loads_and_keeps_the_rng() -> None:
+    t = _ladder()
+    load = {"f3@bf16#0": 1.0, "f3@bf16#1": 1.0}  # a tie: reading f3 takes a random draw
+    rng = random.Random(5)
+    facts = RequestFacts("auto", "chat", 0.5, 400, 100)
+    d = decided(choose_route(t, RouteRequest(facts, Budget()), HealthView(load=load), rng))
+    state = rng.getstate()
+    load["f3@bf16#0"] = load["f3@bf16#1"] = 40.0  # the world moves on before anyone reads
+    assert d.candidates[3].load == 2.0
+    assert rng.getstate() == state
+
+
+def test_rejections_are_explained_with_decision_time_figures() -> None:
+    # a@bf16 at load 1 + this request: 0.1 + 0.1 * 2 + 100 * (0.02 + 0.001 * 2) = 2.5 s
+    t = simple()
+    load = {"a@bf16#0": 1.0}
+    d = decided(route(t, latency_s=1.45, health=HealthView(load=load)))
+    load["a@bf16#0"] = 9.0
+    details = {r.pair: r.detail for r in d.rejected}
+    assert details["a@bf16"] == "predicted 2.50 s > budget 1.45 s at load 2"
+
+
+def test_same_rng_state_same_chain_and_rejections_beyond_the_stop() -> None:
+    t = _ladder(8)
+    health = HealthView(load={f"f{i}@bf16#0": float(i % 3) for i in range(8)})
+    one, two = route(t, health=health, seed=9), route(t, health=health, seed=9)
+    assert one == two
+    assert decided(one).rejected == decided(two).rejected

@@ -1,0 +1,195 @@
+"""The decision when the scan kept no pair: best-effort relaxation or a reasoned NoRoute.
+
+PURE. Works from the scan's figures (`missed`: the pairs it predicted and found too slow or
+too expensive) and the table; only pairs below the floor are predicted here, and only when
+best-effort mode falls back to the most accurate healthy pair. Rejections are built eagerly:
+a strict-mode error names the binding constraint in its message anyway.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+from data_plane.chain import CandidateChain, FeasibleRow, RejectionList, candidate_of
+from data_plane.domain import (
+    BudgetMode,
+    Candidate,
+    HealthView,
+    NoRoute,
+    NoRouteReason,
+    Rejected,
+    Rejection,
+    RouteDecision,
+    RouteReason,
+    RouteRequest,
+    ScanRow,
+)
+from data_plane.feasibility import (
+    RANK,
+    Limits,
+    cost_violation,
+    first_violation,
+    order_endpoints,
+    predict,
+    static_violation,
+)
+from data_plane.rejections import allowed_rejections
+
+# Not a budget rule: these never count towards the binding constraint.
+_NOT_RULED = frozenset({Rejection.BREAKER_OPEN, Rejection.NOT_ALLOWED})
+_BINDING_WORDS = {
+    Rejection.CONTEXT_TOO_LONG: "the context length",
+    Rejection.BELOW_FLOOR: "the accuracy floor",
+    Rejection.TOO_SLOW: "the latency budget",
+    Rejection.TOO_EXPENSIVE: "the cost ceiling",
+}
+
+
+def _within_cost(found: FeasibleRow, limits: Limits) -> bool:
+    return limits.max_cost_usd is None or found[0] <= limits.max_cost_usd
+
+
+def _by_latency(found: FeasibleRow) -> tuple[float, float, int]:
+    return (found[1], found[0], found[2])  # latency, cost, table order
+
+
+def _below_floor(
+    rows: list[ScanRow],
+    missed: dict[int, FeasibleRow],
+    limits: Limits,
+    input_chars: int,
+    health: HealthView,
+    rng: random.Random,
+) -> list[Candidate]:
+    """Predictions for the live pairs the scan skipped for the floor alone (context and cost
+    met): the candidates when best-effort mode relaxes the floor."""
+    found = []
+    for row in rows:
+        pair = row.pair
+        tokens = (math.ceil(input_chars / row.chars_per_token), limits.output_tokens)
+        if row.order in missed or static_violation(pair, tokens, limits, relax_floor=True):
+            continue
+        cost = tokens[0] * row.input_usd_per_token + tokens[1] * row.output_usd_per_token
+        if cost_violation(pair, cost, limits) is None:
+            live = tuple(e for e in row.endpoints if e.id not in health.open_endpoints)
+            ordered = order_endpoints(live, health.load, rng)
+            found.append(predict(pair, ordered, input_chars, limits.output_tokens, health.load))
+    return found
+
+
+def _relax(
+    live: list[ScanRow],
+    missed: dict[int, FeasibleRow],
+    limits: Limits,
+    input_chars: int,
+    health: HealthView,
+    rng: random.Random,
+) -> tuple[RouteReason, Sequence[Candidate]] | None:
+    """Best-effort: keep the floor and relax latency (fastest first); else the most accurate
+    healthy pairs that fit context and cost."""
+    keep_floor = [m for m in missed.values() if _within_cost(m, limits)]
+    if keep_floor:
+        keep_floor.sort(key=_by_latency)
+        return RouteReason.LATENCY_RELAXED, CandidateChain(keep_floor, limits.output_tokens)
+    any_floor = _below_floor(live, missed, limits, input_chars, health, rng)
+    if not any_floor:
+        return None
+    category = limits.category
+
+    def most_accurate(c: Candidate) -> tuple[float, float, float, int]:
+        accuracy = c.pair.accuracy.get(category, 0.0)
+        return (-accuracy, c.predicted_latency_s, c.estimated_cost_usd, c.pair.order)
+
+    return RouteReason.FLOOR_RELAXED, tuple(sorted(any_floor, key=most_accurate))
+
+
+def _unrelaxable(
+    live: list[ScanRow], missed: dict[int, FeasibleRow], limits: Limits, input_chars: int
+) -> list[Rejected]:
+    """Best-effort failures: what rules out each live pair with latency and floor relaxed
+    (context or cost, the rules best-effort never relaxes)."""
+    found = []
+    for row in live:
+        m = missed.get(row.order)
+        if m is not None:
+            c = candidate_of(m, limits.output_tokens)
+            v = first_violation(c, limits, relax_latency=True, relax_floor=True)
+        else:
+            tokens = (math.ceil(input_chars / row.chars_per_token), limits.output_tokens)
+            v = static_violation(row.pair, tokens, limits, relax_floor=True)
+            if v is None:
+                cost = tokens[0] * row.input_usd_per_token + tokens[1] * row.output_usd_per_token
+                v = cost_violation(row.pair, cost, limits)
+        if v is not None:
+            found.append(v)
+    return found
+
+
+def _infeasible(healthy: list[Rejected], limits: Limits, rejected: tuple[Rejected, ...]) -> NoRoute:
+    """Strict (or unrelaxable) failure naming the binding constraint: the rule that stopped
+    the pairs that got furthest through the checks, with the cheapest such pair as example."""
+    binding = max((r.reason for r in healthy), key=RANK.__getitem__)
+    example = next(r for r in healthy if r.reason is binding)
+    count = sum(1 for r in healthy if r.reason is binding)
+    detail = (
+        f"no pair meets the budget ({limits.mode.value} mode, category {limits.category}); "
+        f"binding constraint: {_BINDING_WORDS[binding]}, which rules out {count} pair(s), "
+        f"e.g. {example.pair}: {example.detail}"
+    )
+    return NoRoute(NoRouteReason.BUDGET_INFEASIBLE, detail, binding=binding, rejected=rejected)
+
+
+def decide_without_feasible(
+    req: RouteRequest,
+    limits: Limits,
+    rows: tuple[ScanRow, ...],
+    missed: list[FeasibleRow],
+    health: HealthView,
+    rng: random.Random,
+    not_served: list[Rejected],
+) -> RouteDecision | NoRoute:
+    """The decision for a request whose full scan kept no pair: ALL_UNHEALTHY, best-effort
+    relaxation, or BUDGET_INFEASIBLE naming the binding rule. `not_served` are the pairs
+    the `model` field excludes (the tail of every rejection list). A relaxed decision
+    explains its rejections lazily, as a feasible one does: under overload most decisions
+    take this path."""
+    chars = req.facts.input_chars
+    ejected = health.open_endpoints
+    live = [row for row in rows if not ejected.issuperset(row.endpoint_ids)]
+
+    def rejected() -> tuple[Rejected, ...]:
+        return (*allowed_rejections(rows, limits, chars, ejected, ([], missed)), *not_served)
+
+    if not live:
+        return NoRoute(
+            NoRouteReason.ALL_UNHEALTHY,
+            f"every endpoint of the {len(rows)} pair(s) allowed by model {req.facts.alias!r} "
+            "is ejected by its breaker",
+            rejected=rejected(),
+        )
+    by_order = {m[2]: m for m in missed}
+    if limits.mode is BudgetMode.STRICT:
+        eager = rejected()
+        healthy = [r for r in eager if r.reason not in _NOT_RULED]
+        return _infeasible(healthy, limits, eager)
+    relaxed = _relax(live, by_order, limits, chars, health, rng)
+    if relaxed is None:
+        unrelaxable = _unrelaxable(live, by_order, limits, chars)
+        return _infeasible(unrelaxable, limits, rejected())
+    reason, candidates = relaxed
+    return RouteDecision(
+        candidates=candidates,
+        reason=reason,
+        category=limits.category,
+        complexity=req.facts.complexity,
+        budget_latency_s=limits.latency_s,
+        budget_ttft_s=limits.ttft_s,
+        min_accuracy=limits.min_accuracy,
+        rejected=RejectionList(rejected),
+        alias=req.facts.alias,
+        input_chars=chars,
+        max_cost_usd=limits.max_cost_usd,
+        mode=limits.mode,
+    )

@@ -1,0 +1,148 @@
+"""The feasibility scan behind `choose_route`: a linear pass over an alias's flat rows.
+
+PURE and the hottest loop of the data plane: the arithmetic of `feasibility.predict` and the
+rules of `first_violation` are inlined over `ScanRow` tuples, no object is made per rejected
+pair, and the pass stops once the table's cost order proves that no later row can undercut
+the cheapest feasible pair (`CostFloor`). `Rest` finishes the pass later, from figures fixed
+at decision time, for whoever reads the whole chain or the rejections.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+
+from data_plane.chain import FeasibleRow
+from data_plane.domain import CompiledEndpoint, CostFloor, HealthView, ScanRow
+from data_plane.feasibility import Limits, order_endpoints
+
+_INF = math.inf
+_ceil = math.ceil
+
+# (stop position, feasible, missed) of one scan; see `scan`.
+Scanned = tuple[int, list[FeasibleRow], list[FeasibleRow]]
+
+
+def _pick(
+    row: ScanRow, ejected: frozenset[str], load: Mapping[str, float], rng: random.Random
+) -> tuple[float, tuple[CompiledEndpoint, ...]] | None:
+    """Load at the preferred endpoint and the endpoint order; None when all are ejected.
+    (The scan inlines the common case: two endpoints, none ejected.)"""
+    endpoints = row.endpoints
+    if not ejected.isdisjoint(row.endpoint_ids):
+        endpoints = tuple(e for e in endpoints if e.id not in ejected)
+        if not endpoints:
+            return None
+    ordered = order_endpoints(endpoints, load, rng)
+    return load.get(ordered[0].id, 0.0), ordered
+
+
+def _beyond(floor: CostFloor, input_chars: int, output_tokens: int, best_usd: float) -> bool:
+    """True when no row from `floor`'s position on can cost as little as `best_usd` (rounding
+    is monotonic, so the floor never exceeds a real row's cost)."""
+    cpt, in_usd, out_usd = floor
+    return _ceil(input_chars / cpt) * in_usd + output_tokens * out_usd > best_usd
+
+
+def scan(
+    rows: tuple[ScanRow, ...],
+    floors: tuple[CostFloor, ...] | None,
+    accuracy: tuple[float, ...],
+    limits: Limits,
+    input_chars: int,
+    health: HealthView,
+    rng: random.Random,
+) -> Scanned:
+    """Evaluate `rows` in order into (stop, feasible, missed): the pairs that meet every rule,
+    and those that met context and floor but not latency or cost. Pairs failing context or
+    floor, or with every endpoint ejected, are skipped (`rejections` explains them from the
+    table). With `floors`, the pass stops at the first row whose cost floor is above the
+    cheapest feasible pair found; `stop` is that position (len(rows) when it ran through).
+
+    The checks are `first_violation`'s in another order (cheapest first; feasibility does
+    not depend on the order), the arithmetic is `predict`'s, and a None limit is infinity."""
+    floor, out = limits.min_accuracy, limits.output_tokens
+    latency_cap = _INF if limits.latency_s is None else limits.latency_s
+    ttft_cap = _INF if limits.ttft_s is None else limits.ttft_s
+    cost_cap = _INF if limits.max_cost_usd is None else limits.max_cost_usd
+    ejected, load = health.open_endpoints, health.load
+    get = load.get
+    feasible: list[FeasibleRow] = []
+    missed: list[FeasibleRow] = []
+    best_usd = _INF
+    for k, row in enumerate(rows):
+        if best_usd < _INF and floors and _beyond(floors[k], input_chars, out, best_usd):
+            return k, feasible, missed
+        i, pair, endpoints, ids, swapped, cpt, ctx, in_usd, out_usd, tb, tpi, tpl, pb, ppl = row
+        if accuracy[i] < floor:
+            continue
+        tokens = _ceil(input_chars / cpt)
+        if tokens + out > ctx:
+            continue
+        if len(ids) == 2 and ids[0] not in ejected and ids[1] not in ejected:
+            l0, l1 = get(ids[0], 0.0), get(ids[1], 0.0)
+            if l0 < l1 or (l0 == l1 and rng.random() < 0.5):  # = order_endpoints
+                at, ordered = l0 + 1.0, endpoints
+            else:
+                at, ordered = l1 + 1.0, swapped
+        else:
+            picked = _pick(row, ejected, load, rng)
+            if picked is None:
+                continue
+            at, ordered = picked[0] + 1.0, picked[1]
+        ttft = tb + tpi * tokens + tpl * at
+        latency = ttft + out * (pb + ppl * at)
+        cost = tokens * in_usd + out * out_usd
+        found = (cost, latency, i, pair, ordered, tokens, ttft, at)
+        if latency > latency_cap or ttft > ttft_cap or cost > cost_cap:
+            missed.append(found)
+        else:
+            feasible.append(found)
+            best_usd = min(best_usd, cost)
+    return len(rows), feasible, missed
+
+
+class Rest:
+    """The rows a bounded scan did not reach, scanned on first use: with the loads and
+    breaker state of decision time (a copy) and an rng seeded at decision time, so the
+    result does not depend on when, or whether, it is read."""
+
+    __slots__ = ("_accuracy", "_chars", "_done", "_health", "_limits", "_rows", "_scanned", "_seed")
+
+    def __init__(
+        self,
+        rows: tuple[ScanRow, ...],
+        accuracy: tuple[float, ...],
+        limits: Limits,
+        input_chars: int,
+        scanned: Scanned,
+        health: HealthView,
+        rng: random.Random,
+    ) -> None:
+        self._rows, self._accuracy, self._limits, self._chars = rows, accuracy, limits, input_chars
+        self._scanned = scanned
+        self._done: tuple[list[FeasibleRow], list[FeasibleRow]] | None = None
+        self._seed, self._health = 0, health
+        if scanned[0] < len(rows):
+            self._seed = rng.getrandbits(64)
+            self._health = HealthView(health.open_endpoints, dict(health.load))
+
+    def complete(self) -> tuple[list[FeasibleRow], list[FeasibleRow]]:
+        """(feasible in chain order, missed) over every row."""
+        if self._done is None:
+            stop, feasible, missed = self._scanned
+            if stop < len(self._rows):
+                rng = random.Random(self._seed)
+                _, more, also = scan(
+                    self._rows[stop:],
+                    None,
+                    self._accuracy,
+                    self._limits,
+                    self._chars,
+                    self._health,
+                    rng,
+                )
+                feasible, missed = feasible + more, missed + also
+            self._done = sorted(feasible), missed
+        return self._done
