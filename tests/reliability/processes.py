@@ -17,6 +17,7 @@ import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -169,30 +170,87 @@ class DataPlaneProcess(Child):
         return [json.loads(x) for x in lines if x.startswith("{")]
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """A throwaway CA and a server certificate for 127.0.0.1 (see `make_tls_files`)."""
+
+    ca_cert: Path
+    server_cert: Path
+    server_key: Path
+
+
 class PersistentRedis(Child):
     """redis-server with AOF (fsync always) on a fixed loopback port: stop/start keeps data,
-    as a production Redis does; `tests.support.running_redis` forgets everything instead."""
+    as a production Redis does; `tests.support.running_redis` forgets everything instead.
+    With `tls`, it listens for TLS only (`--tls-port`, plain port off)."""
 
-    def __init__(self, workdir: Path, password: str | None = None) -> None:
+    def __init__(
+        self, workdir: Path, password: str | None = None, tls: TlsFiles | None = None
+    ) -> None:
         self.port = free_port()
         self.password = password
+        self.tls = tls
         binary = shutil.which("redis-server")
         if binary is None:
             raise ChildFailedError("redis-server is not installed (make system-deps)")
         data = workdir / "redis-data"
         data.mkdir(parents=True, exist_ok=True)
-        args = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(data)]
+        args = [binary, "--bind", "127.0.0.1", "--dir", str(data)]
         args += ["--save", "", "--appendonly", "yes", "--appendfsync", "always"]
         args += ["--protected-mode", "no", "--loglevel", "warning"]
+        if tls is None:
+            args += ["--port", str(self.port)]
+        else:
+            args += ["--port", "0", "--tls-port", str(self.port), "--tls-auth-clients", "no"]
+            args += ["--tls-cert-file", str(tls.server_cert), "--tls-key-file", str(tls.server_key)]
+            args += ["--tls-ca-cert-file", str(tls.ca_cert)]
         if password:
             args += ["--requirepass", password]
         super().__init__("redis", args, workdir / "redis.log", {})
 
     @property
     def url(self) -> str:
+        """redis:// (or rediss:// verifying the server against the test CA) with the password."""
         auth = f":{self.password}@" if self.password else ""
-        return f"redis://{auth}127.0.0.1:{self.port}/0"
+        if self.tls is None:
+            return f"redis://{auth}127.0.0.1:{self.port}/0"
+        query = f"ssl_ca_certs={self.tls.ca_cert}&ssl_cert_reqs=required"
+        return f"rediss://{auth}127.0.0.1:{self.port}/0?{query}"
 
     async def start(self) -> None:
         await self.spawn()
         await self.wait_port(self.port)
+
+
+def _openssl_steps(workdir: Path) -> list[list[str]]:
+    """openssl arguments for a P-256 CA, a key + CSR for 127.0.0.1, and its signed cert."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "san.cnf").write_text("subjectAltName=IP:127.0.0.1\n", encoding="utf-8")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    ca = ["-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1"]
+    return [
+        ["req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-days", "1"],
+        ["req", *ec, "-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"],
+        ["x509", "-req", "-in", "server.csr", *ca, "-out", "server.crt", "-extfile", "san.cnf"],
+    ]
+
+
+async def make_tls_files(workdir: Path) -> TlsFiles:
+    """A throwaway CA and a server certificate for IP 127.0.0.1, with the openssl CLI."""
+    steps = _openssl_steps(workdir)
+    steps[0] += ["-subj", "/CN=gearbox-test-ca"]
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ChildFailedError("the openssl CLI is needed to make test certificates")
+    for step in steps:
+        proc = await asyncio.create_subprocess_exec(
+            openssl,
+            *step,
+            cwd=workdir,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+        out, _ = await proc.communicate()
+        if proc.returncode != 0:
+            raise ChildFailedError(f"openssl {step[0]} failed: {out.decode(errors='replace')}")
+    return TlsFiles(workdir / "ca.crt", workdir / "server.crt", workdir / "server.key")

@@ -1,0 +1,1 @@
+"""Security suite: hostile input, fuzzing from the OpenAPI documents, secrets, Redis auth/TLS."""
