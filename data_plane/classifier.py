@@ -2,15 +2,17 @@
 
 PURE apart from reading its calibrated parameters once at import (`classifier_params.json` next
 to this file, written by `python -m data_plane.calibration`). Microseconds per call: it scans at
-most a head+tail window of the text, counts characters with one numpy bincount, and looks words
-up in small sets; weights and thresholds come from the calibration, not from this file.
+most a head+tail window of the text, counts characters with one numpy bincount, and looks the
+distinct words up in one word -> groups table; weights and thresholds come from the
+calibration, not from this file. numpy is used only where it beats Python per call (the byte
+histogram and the final dot products), with as few calls as possible.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -86,8 +88,53 @@ _GROUPS = (CODE_SYNTAX, CODE_TOPIC, EXTRACTION, MATH, REASONING, CHAT, DEMANDING
 ASK_CHARS = 240
 _ASK_GROUPS = (CODE_SYNTAX | CODE_TOPIC, EXTRACTION, MATH, REASONING, CHAT)
 
+
+Word = str | bytes  # ASCII text is split as bytes (faster), other text as str
+
+
+def _membership(groups: tuple[frozenset[str], ...]) -> dict[Word, tuple[int, ...]]:
+    """word -> the indexes of the groups it belongs to (only words in some group), keyed by
+    the word both as str and as ASCII bytes."""
+    words = frozenset().union(*groups)
+    found: dict[Word, tuple[int, ...]] = {}
+    for w in words:
+        found[w] = found[w.encode("ascii")] = tuple(i for i, g in enumerate(groups) if w in g)
+    return found
+
+
+_IN_GROUPS = _membership(_GROUPS)
+_IN_ASK_GROUPS = _membership(_ASK_GROUPS)
+# log1p of a distinct-word count, which never exceeds the size of the largest group
+_LOG1P = tuple(math.log1p(k) for k in range(max(len(g) for g in _GROUPS + _ASK_GROUPS) + 1))
+
+
+def _group_scores(
+    distinct: set[Word], membership: dict[Word, tuple[int, ...]], n: int
+) -> list[float]:
+    """log1p(number of distinct words of each group present): one set intersection with
+    every group's words at once, then a table lookup per word found."""
+    counts = [0] * n
+    for word in membership.keys() & distinct:
+        for i in membership[word]:
+            counts[i] += 1
+    return [_LOG1P[c] for c in counts]
+
+
 # Characters folded to spaces before splitting into words (keeps '-', '+' and '_' in words).
-_SPLIT = str.maketrans(dict.fromkeys("()[]{}<>.,;:!?\"'`=*/\\|#$%&@~^", " "))
+_FOLDED = "()[]{}<>.,;:!?\"'`=*/\\|#$%&@~^"
+_SPLIT = str.maketrans(dict.fromkeys(_FOLDED, " "))
+# The same for ASCII bytes; str.split() also splits at \x1c-\x1f, bytes.split() does not.
+_ASCII_SPLIT = bytes.maketrans(
+    _FOLDED.encode() + bytes(range(0x1C, 0x20)), b" " * (len(_FOLDED) + 4)
+)
+
+
+def _split_words(text: str, ascii_bytes: bytes | None) -> list[Word]:
+    """Lowercased words with punctuation folded to spaces; `ascii_bytes` is `text` encoded
+    when it is ASCII (the same words as bytes, from cheaper byte operations)."""
+    if ascii_bytes is not None:
+        return ascii_bytes.lower().translate(_ASCII_SPLIT).split()  # type: ignore[return-value]
+    return text.lower().translate(_SPLIT).split()  # type: ignore[return-value]
 
 
 # Character classes counted in one pass: column j of _CLASSES marks the bytes of class j.
@@ -116,14 +163,11 @@ def _read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return array
 
 
-def _class_matrix() -> npt.NDArray[np.int64]:
-    matrix = np.zeros((256, len(_CLASS_BYTES)), dtype=np.int64)
-    for j, members in enumerate(_CLASS_BYTES):
-        matrix[list(members), j] = 1
-    return _read_only(matrix)
-
-
-_CLASSES = _class_matrix()
+# Class j's count is the sum of the histogram over _MEMBERS[_STARTS[j]:_STARTS[j + 1]].
+_MEMBERS = _read_only(np.array([b for cls in _CLASS_BYTES for b in cls], dtype=np.intp))
+_STARTS = _read_only(
+    np.array([sum(len(c) for c in _CLASS_BYTES[:j]) for j in range(len(_CLASS_BYTES))])
+)
 _RATIO_CLASSES = 13  # the first 13 classes are reported as shares of the window
 _MAX_BYTES = 4 * (HEAD_CHARS + TAIL_CHARS + 1)  # UTF-8 upper bound of the window
 # c * log2(c) for every possible count: entropy = log2(n) - sum(table[counts]) / n.
@@ -173,32 +217,44 @@ def _window(text: str) -> str:
     return text[:HEAD_CHARS] + "\n" + text[-TAIL_CHARS:]
 
 
+def _indented(raw: bytes, newlines: int) -> int:
+    """Lines indented by two spaces or a tab (after the first line): UTF-8 keeps ASCII
+    patterns intact, so counting in the bytes counts the characters."""
+    return raw.count(b"\n  ") + raw.count(b"\n\t") if newlines else 0
+
+
 def features(text: str) -> list[float]:
     """The calibrated model's inputs, in FEATURE_NAMES order (shared with calibration)."""
     scan = _window(text)
     raw = scan.encode("utf-8")
     n = max(len(raw), 1)
     counts = np.bincount(np.frombuffer(raw, dtype=np.uint8), minlength=256)
-    entropy = math.log2(n) - float(_XLOGX[counts].sum()) / n
-    classes: list[int] = (counts @ _CLASSES).tolist()
+    entropy = math.log2(n) - float(np.add.reduce(_XLOGX[counts])) / n
+    classes: list[int] = np.add.reduceat(counts[_MEMBERS], _STARTS).tolist()
     space, questions, sentence_ends = classes[_RATIO_CLASSES:]
-    words = scan.lower().translate(_SPLIT).split()
+    ascii_raw = raw if scan.isascii() else None
+    words = _split_words(scan, ascii_raw)
     n_words = max(len(words), 1)
     distinct = set(words)
-    ask = set(text[-ASK_CHARS:].lower().translate(_SPLIT).split())
-    return [
-        *(c / n for c in classes[:_RATIO_CLASSES]),
+    # The ask is the text's last ASK_CHARS, which the window always ends with.
+    if len(scan) <= ASK_CHARS:
+        ask = distinct
+    else:
+        ask = set(_split_words(scan[-ASK_CHARS:], ascii_raw and ascii_raw[-ASK_CHARS:]))
+    ratios = [c / n for c in classes[:_RATIO_CLASSES]]
+    ratios += (
         entropy,
-        (scan.count("\n  ") + scan.count("\n\t")) / (classes[5] + 1),
+        _indented(raw, classes[5]) / (classes[5] + 1),
         math.log1p(questions),
         math.log1p(sentence_ends),
         math.log1p(len(text)),
         math.log1p(len(words)),
         len(distinct) / n_words,
         (n - space) / n_words,
-        *(math.log1p(len(group & distinct)) for group in _GROUPS),
-        *(math.log1p(len(group & ask)) for group in _ASK_GROUPS),
-    ]
+    )
+    ratios += _group_scores(distinct, _IN_GROUPS, len(_GROUPS))
+    ratios += _group_scores(ask, _IN_ASK_GROUPS, len(_ASK_GROUPS))
+    return ratios
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,11 +267,21 @@ class Model:
     bias: npt.NDArray[np.float64]
     complexity_weights: npt.NDArray[np.float64]
     complexity_bias: float
+    # Both as one affine map, so a call costs one matrix product: rows = categories, then
+    # complexity (derived from the fields above in __post_init__).
+    _stacked: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
+    _offsets: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        stacked = np.vstack([self.weights, self.complexity_weights])
+        offsets = np.append(self.bias, self.complexity_bias)
+        object.__setattr__(self, "_stacked", _read_only(stacked))
+        object.__setattr__(self, "_offsets", _read_only(offsets))
 
     def classify(self, text: str) -> tuple[str, float]:
-        x = np.array(features(text), dtype=np.float64)
-        category = self.categories[int(np.argmax(self.weights @ x + self.bias))]
-        z = float(self.complexity_weights @ x) + self.complexity_bias
+        scores: list[float] = (self._stacked @ features(text) + self._offsets).tolist()
+        z = scores.pop()
+        category = self.categories[scores.index(max(scores))]  # the first on a tie, as argmax
         return category, 1.0 / (1.0 + math.exp(-z)) if z > -700.0 else 0.0
 
 

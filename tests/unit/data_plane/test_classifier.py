@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from data_plane import calibration
 from data_plane.classifier import (
+    _IN_GROUPS,
     CATEGORIES,
     FEATURE_NAMES,
     HEAD_CHARS,
     PARAMS_PATH,
     TAIL_CHARS,
+    _group_scores,
     _load,
+    _split_words,
     classify,
     classify_with,
     features,
@@ -183,3 +189,20 @@ def test_calibration_cli_writes_params(tmp_path: Path, capsys: pytest.CaptureFix
     assert written["feature_names"] == list(FEATURE_NAMES)
     assert "held-out accuracy: category" in capsys.readouterr().out
     assert model_from_params(written).classify("hello")[0] in CATEGORIES
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
+def test_ascii_text_splits_the_same_as_bytes_and_as_str(text: str) -> None:
+    as_str = _split_words(text, None)
+    as_bytes = _split_words(text, text.encode("ascii"))
+    assert as_bytes == [w.encode("ascii") for w in as_str]  # type: ignore[union-attr]
+
+
+def test_word_groups_score_the_same_for_bytes_and_str() -> None:
+    text = "Please SOLVE the equation, then explain why: def f(x): return x**2 -- thanks!"
+    for ascii_bytes in (None, text.encode("ascii")):
+        distinct = set(_split_words(text, ascii_bytes))
+        scores = _group_scores(distinct, _IN_GROUPS, 8)
+        assert scores[4] == pytest.approx(math.log1p(2))  # reasoning: "explain", "why"
+        assert scores[0] == pytest.approx(math.log1p(2))  # code syntax: "def", "return"
