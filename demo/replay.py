@@ -36,9 +36,10 @@ class Outcome:
 
     @property
     def budget_met(self) -> bool | None:
-        if self.error is not None:
+        """None when no pair answered; an answer cut short by an error missed its budget."""
+        if self.pair is None:
             return None
-        return self.latency_s <= self.job.latency_budget_s
+        return self.error is None and self.latency_s <= self.job.latency_budget_s
 
 
 def make_client(data_plane_url: str, timeout_s: float = 300.0) -> AsyncOpenAI:
@@ -85,10 +86,13 @@ async def _send_plain(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
 
 
 async def _send_stream(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
+    """A streamed job. A stream the router ends with an error event (e.g. the latency budget
+    ran out after the first byte) is an answer from that pair that missed its budget."""
     start = time.perf_counter()
     first: float | None = None
     parts: list[str] = []
-    prompt_tokens = completion_tokens = 0
+    usage = (0, 0)
+    error: str | None = None
     async with client.completions.with_streaming_response.create(
         model=model,
         prompt=job.prompt,
@@ -98,13 +102,15 @@ async def _send_stream(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
         stream_options={"include_usage": True},
         extra_headers=dict(job.headers),
     ) as response:
-        async for chunk in await response.parse():
-            if chunk.choices and chunk.choices[0].text:
-                first = first if first is not None else time.perf_counter() - start
-                parts.append(chunk.choices[0].text)
-            if chunk.usage:
-                prompt_tokens = chunk.usage.prompt_tokens
-                completion_tokens = chunk.usage.completion_tokens
+        try:
+            async for chunk in await response.parse():
+                if chunk.choices and chunk.choices[0].text:
+                    first = first if first is not None else time.perf_counter() - start
+                    parts.append(chunk.choices[0].text)
+                if chunk.usage:
+                    usage = (chunk.usage.prompt_tokens, chunk.usage.completion_tokens)
+        except openai.APIError as err:
+            error = f"stream ended early: {err.message}"
         status, headers = response.status_code, response.headers
     text = "".join(parts)
     return Outcome(
@@ -115,9 +121,9 @@ async def _send_stream(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
         time.perf_counter() - start,
         first,
         text,
-        prompt_tokens,
-        completion_tokens,
-        _grade(job, text),
+        *usage,
+        None if error else _grade(job, text),
+        error,
     )
 
 

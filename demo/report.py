@@ -104,7 +104,7 @@ def build_report(
     extras: Mapping[str, Any] | None = None,
 ) -> DemoReport:
     """Aggregate the run. Pairs appear in the table's (cost) order, unused ones with 0 requests."""
-    served = [o for o in outcomes if o.error is None and o.pair]
+    served = [o for o in outcomes if o.pair]  # answered by a pair, perhaps cut short
     by_pair: dict[str, list[Outcome]] = {e["pair"]: [] for e in table["entries"]}
     for outcome in served:
         by_pair.setdefault(outcome.pair or "", []).append(outcome)
@@ -145,7 +145,8 @@ def render_report(report: DemoReport) -> str:
         )
     saved = report.saved_ratio
     lines += [
-        f"requests {report.requests}, errors {report.errors}, table v{report.table_version}",
+        f"requests {report.requests}, not answered in full {report.errors}, "
+        f"table v{report.table_version}",
         f"cost of this run: ${report.cost_usd:.8f}; everything on the most precise pair "
         f"({', '.join(report.most_precise)}): ${report.baseline_cost_usd:.8f}"
         + ("" if saved is None else f"; saved {saved * 100:.0f}%"),

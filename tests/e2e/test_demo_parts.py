@@ -75,15 +75,19 @@ def test_jobs_are_the_same_for_the_same_seed() -> None:
     assert build_jobs(items, TABLE, 12, 30.0, seed=5) != build_jobs(items, TABLE, 12, 30.0, seed=6)
 
 
-def outcome(job: Job, pair: str | None, latency_s: float, correct: bool | None) -> Outcome:
-    error = None if pair else "503: no healthy upstream"
+def outcome(
+    job: Job, pair: str | None, latency_s: float, correct: bool | None, error: str | None = None
+) -> Outcome:
+    error = error if pair else "503: no healthy upstream"
     return Outcome(job, 200 if pair else 503, pair, "cheapest", latency_s, None, "x", 5, 3,
                    correct, error)  # fmt: skip
 
 
 def test_the_report_counts_share_attainment_accuracy_and_cost() -> None:
-    jobs = build_jobs(load_items(EVALSETS), TABLE, count=5, loose_s=1.0, seed=1)
+    jobs = build_jobs(load_items(EVALSETS), TABLE, count=6, loose_s=1.0, seed=1)
+    cut = "stream ended early: the latency budget ran out mid-stream"
     outcomes = [
+        outcome(jobs[5], "g@bf16", 0.3, None, error=cut),  # answered, cut short: budget missed
         outcome(jobs[0], "g@bf16", 0.5, True),  # met
         outcome(jobs[1], "g@int4", 2.0, False),  # missed (budget 1 s or tight)
         outcome(jobs[2], "g@int4", 0.2, True),
@@ -95,13 +99,15 @@ def test_the_report_counts_share_attainment_accuracy_and_cost() -> None:
     rows = {r.pair: r for r in report.rows}
     assert [r.pair for r in report.rows] == ["g@int4", "g@int8", "g@bf16"]
     assert rows["g@int4"].requests == 3
-    assert rows["g@int4"].share == pytest.approx(0.75)
+    assert rows["g@int4"].share == pytest.approx(0.6)
     assert rows["g@int4"].known_answers == 2
     assert rows["g@int4"].accuracy == pytest.approx(0.5)
     assert rows["g@int8"].requests == 0
     assert rows["g@int8"].attainment is None
-    assert rows["g@bf16"].attainment == 1.0
-    assert report.errors == 1
+    assert rows["g@bf16"].requests == 2
+    assert rows["g@bf16"].attainment == pytest.approx(0.5)
+    assert rows["g@bf16"].known_answers == 1
+    assert report.errors == 2
     assert report.cost_usd == pytest.approx(0.005)
     assert report.baseline_cost_usd == pytest.approx(0.010)
     assert report.saved_ratio == pytest.approx(0.5)
