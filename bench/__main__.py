@@ -59,7 +59,7 @@ def _overhead(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
 
 
 def _decision(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
-    run.decision = run_decision_speed(workdir / "decision", pinning.proxy_cpus, run.quick)
+    run.decision = run_decision_speed(workdir / "decision", pinning.proxy, run.quick)
     run.checks += decision_checks(run.decision)
 
 

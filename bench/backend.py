@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.machine import pinned
+from bench.machine import Cores, pinned
 from bench.processes import free_port, running
 
 CHAT_COMPLETION: dict[str, object] = {
@@ -114,7 +114,7 @@ def nginx_conf(workdir: Path, json_ports: tuple[int, ...], sse_ports: tuple[int,
 
 
 @contextlib.contextmanager
-def run_nginx(workdir: Path, n_ports: int, cpus: str) -> Iterator[Backend]:
+def run_nginx(workdir: Path, n_ports: int, cpus: Cores) -> Iterator[Backend]:
     """nginx pinned to `cpus`, listening on `n_ports` JSON and `n_ports` SSE loopback ports."""
     binary = shutil.which("nginx") or "/usr/sbin/nginx"
     if not Path(binary).exists():

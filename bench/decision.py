@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.machine import pinned
+from bench.machine import Cores, pinned
 
 TEST_FILE = Path(__file__).with_name("test_decision_speed.py")
 
@@ -48,7 +48,7 @@ def parse_benchmark_json(data: dict[str, Any]) -> list[SpeedResult]:
     return results
 
 
-def run_decision_speed(workdir: Path, cpus: str, quick: bool) -> list[SpeedResult]:
+def run_decision_speed(workdir: Path, cpus: Cores, quick: bool) -> list[SpeedResult]:
     """Run the benchmark file pinned to `cpus`; raises when pytest fails."""
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "decision-speed.json"

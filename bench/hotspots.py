@@ -86,15 +86,15 @@ def profile_data_plane(pinning: Pinning, workdir: Path, seconds: float) -> Hotsp
         raise RuntimeError("py-spy is not installed (pip install py-spy)")
     script = lua_script(make_body("auto", False), REQUEST_HEADERS, CHAT_PATH)
     raw = workdir / "py-spy.txt"
-    with run_nginx(workdir / "nginx", GEARBOX_PAIRS, pinning.aux_cpus) as backend:
+    with run_nginx(workdir / "nginx", GEARBOX_PAIRS, pinning.aux) as backend:
         ctx = RunContext(backend, pinning, workdir / "gearbox", stream=False)
         with gearbox_process(ctx) as pid:
             url = f"http://127.0.0.1:{ctx.workdir.joinpath('gearbox.port').read_text()}"
-            run_wrk(url, script, 32, 2, pinning.aux_cpus, workdir)  # warm-up
+            run_wrk(url, script, 32, 2, pinning.aux, workdir)  # warm-up
             args = [spy, "record", "-p", str(pid), "-d", str(round(seconds)), "-r", "250"]
             args += ["--function", "-f", "raw", "-o", str(raw)]
             with subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as p:
-                run_wrk(url, script, 32, seconds + 1, pinning.aux_cpus, workdir)
+                run_wrk(url, script, 32, seconds + 1, pinning.aux, workdir)
                 _, err = p.communicate(timeout=seconds + 60)
                 if p.returncode != 0:
                     raise RuntimeError(f"py-spy failed: {err.decode(errors='replace')[-500:]}")

@@ -17,6 +17,15 @@ from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
+class Cores:
+    """Where and how favoured one benchmark process runs: a `taskset -c` CPU list (empty =
+    unpinned) and a niceness (0 = unchanged)."""
+
+    cpus: str
+    nice: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Pinning:
     """CPU lists for `taskset -c`: the proxy under test alone on `proxy_cpus`, the rest
     (backend, load generator, simulator) on `aux_cpus`. Empty strings mean no pinning."""
@@ -24,6 +33,14 @@ class Pinning:
     proxy_cpus: str
     aux_cpus: str
     nice: int = 0  # niceness of every process a benchmark starts (negative = favoured)
+
+    @property
+    def proxy(self) -> Cores:
+        return Cores(self.proxy_cpus, self.nice)
+
+    @property
+    def aux(self) -> Cores:
+        return Cores(self.aux_cpus, self.nice)
 
     def describe(self) -> str:
         priority = f"; benchmark processes at nice {self.nice}" if self.nice else ""
@@ -75,12 +92,12 @@ def choose_pinning(cores: int | None = None) -> Pinning:
     return Pinning("1", aux, nice)
 
 
-def pinned(args: list[str], cpus: str, nice: int = FAVOURED_NICE) -> list[str]:
-    """`args` prefixed with `taskset -c cpus` when pinning is in use, and with `nice -n` when
-    this process may raise priority (root)."""
-    out = ["taskset", "-c", cpus, *args] if cpus else list(args)
-    if nice and os.geteuid() == 0 and shutil.which("nice"):
-        out = ["nice", "-n", str(nice), *out]
+def pinned(args: list[str], cores: Cores) -> list[str]:
+    """`args` prefixed with `taskset -c` when pinned, and with `nice -n` when favoured (a
+    negative niceness needs root, which `choose_pinning` checked)."""
+    out = ["taskset", "-c", cores.cpus, *args] if cores.cpus else list(args)
+    if cores.nice:
+        out = ["nice", "-n", str(cores.nice), *out]
     return out
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.backend import run_nginx
-from bench.machine import Pinning
+from bench.machine import Cores, Pinning
 from bench.overhead import CHAT_PATH
 from bench.processes import fd_count, rss_bytes
 from bench.targets import GEARBOX_PAIRS, REQUEST_HEADERS, RunContext, gearbox_process
@@ -35,7 +35,7 @@ class MemoryResult:
 
 
 def _drive(
-    url: str, script: str, n: int, rate_guess: float, cpus: str, workdir: Path
+    url: str, script: str, n: int, rate_guess: float, cpus: Cores, workdir: Path
 ) -> tuple[int, int, float]:
     """Run wrk in slices until `n` requests are answered; (requests, errors, last rate)."""
     done = errors = 0
@@ -49,15 +49,15 @@ def _drive(
 
 def run_memory(pinning: Pinning, workdir: Path, n_requests: int = 100_000) -> MemoryResult:
     script = lua_script(make_body("auto", False), REQUEST_HEADERS, CHAT_PATH)
-    with run_nginx(workdir / "nginx", GEARBOX_PAIRS, pinning.aux_cpus) as backend:
+    with run_nginx(workdir / "nginx", GEARBOX_PAIRS, pinning.aux) as backend:
         ctx = RunContext(backend, pinning, workdir / "gearbox", stream=False)
         with gearbox_process(ctx) as pid:
             url = f"http://127.0.0.1:{ctx.workdir.joinpath('gearbox.port').read_text()}"
             start = rss_bytes(pid)
             warm = min(WARMUP_REQUESTS, max(1, n_requests // 10))
-            _, warm_errors, rate = _drive(url, script, warm, 500.0, pinning.aux_cpus, workdir)
+            _, warm_errors, rate = _drive(url, script, warm, 500.0, pinning.aux, workdir)
             before, fds_before = rss_bytes(pid), fd_count(pid)
-            done, errors, _ = _drive(url, script, n_requests, rate, pinning.aux_cpus, workdir)
+            done, errors, _ = _drive(url, script, n_requests, rate, pinning.aux, workdir)
             return MemoryResult(
                 requests=done,
                 warmup_requests=warm,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from bench.backend import run_nginx
-from bench.machine import Pinning, pinned
+from bench.machine import Cores, Pinning, pinned
 from bench.openloop import OpenLoopResult
 from bench.processes import cpu_seconds
 from bench.targets import (
@@ -84,7 +84,7 @@ def verify(base_url: str, target: Target, stream: bool) -> None:
 
 
 def run_open_loop_process(
-    url: str, body_file: Path, rate: float, duration_s: float, cpus: str
+    url: str, body_file: Path, rate: float, duration_s: float, cpus: Cores
 ) -> OpenLoopResult:
     args = [sys.executable, "-m", "bench.openloop", "--url", url, "--rate", str(rate)]
     args += ["--duration-s", str(duration_s), "--body-file", str(body_file)]
@@ -118,7 +118,7 @@ def _measure(endpoint: Endpoint, target: Target, ctx: RunContext, s: OverheadSet
     base_url, pid = endpoint.url, endpoint.pid
     body = make_body(target.model, ctx.stream)
     script = lua_script(body, REQUEST_HEADERS, CHAT_PATH)
-    aux = ctx.pinning.aux_cpus
+    aux = ctx.pinning.aux
     run_wrk(base_url, script, 32, s.warmup_s, aux, ctx.workdir)  # warm-up, discarded
     closed = tuple(
         _with_cpu(pid, partial(run_wrk, base_url, script, c, s.closed_s, aux, ctx.workdir))
@@ -155,7 +155,7 @@ def run_target(target: Target, ctx: RunContext, s: OverheadSettings) -> TargetRu
 def run_overhead(s: OverheadSettings, pinning: Pinning, workdir: Path) -> list[TargetRun]:
     chosen: Sequence[Target] = [t for t in TARGETS if t.name in s.targets]
     runs: list[TargetRun] = []
-    with run_nginx(workdir / "nginx", GEARBOX_PAIRS, pinning.aux_cpus) as backend:
+    with run_nginx(workdir / "nginx", GEARBOX_PAIRS, pinning.aux) as backend:
         for stream in s.streams:
             for target in chosen:
                 ctx = RunContext(backend, pinning, workdir / target.name, stream)

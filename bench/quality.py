@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import quality_fleet as qf
-from bench.machine import Pinning, pinned
+from bench.machine import Cores, Pinning, pinned
 from bench.processes import ProcessFailedError, free_port, running
 from bench.quality_score import grade
 from bench.quality_types import PairFacts, PolicyOutcome, QualityResult
@@ -56,7 +56,7 @@ def policy_models(policy: str, trace: Sequence[TraceRequest]) -> list[str]:
 
 
 @contextmanager
-def simulator(workdir: Path, evalsets: list[Path], cpus: str) -> Iterator[dict[str, str]]:
+def simulator(workdir: Path, evalsets: list[Path], cpus: Cores) -> Iterator[dict[str, str]]:
     """The simulated fleet on the aux cores; yields {served name: base URL}."""
     fleet = workdir / "sim-fleet.json"
     fleet.write_text(json.dumps(qf.sim_fleet(evalsets, SEED)))
@@ -97,7 +97,7 @@ def build_routing_table(reports: list[ProfileReport]) -> RoutingTable:
 
 
 @contextmanager
-def data_plane(workdir: Path, table: RoutingTable, cpus: str) -> Iterator[str]:
+def data_plane(workdir: Path, table: RoutingTable, cpus: Cores) -> Iterator[str]:
     """The data plane on the proxy core, serving `table` from a snapshot; yields its URL."""
     snapshot = workdir / "table.json"
     snapshot.write_text(table.model_dump_json())
@@ -128,7 +128,7 @@ def check_serving(url: str, req: TraceRequest) -> None:
 
 
 def replay_policy(
-    workdir: Path, url: str, trace: Sequence[TraceRequest], policy: str, load: float, cpus: str
+    workdir: Path, url: str, trace: Sequence[TraceRequest], policy: str, load: float, cpus: Cores
 ) -> list[dict[str, object]]:
     trace_file = workdir / "trace.jsonl"
     if not trace_file.exists():
@@ -168,7 +168,7 @@ def run_quality(pinning: Pinning, workdir: Path, quick: bool) -> QualityResult:
         qf.read_items(evalsets), qf.FLOORS, 150 if quick else 1500, NOMINAL_RPS, SEED
     )
     loads = LOADS[:2] if quick else LOADS
-    with simulator(workdir, evalsets, pinning.aux_cpus) as urls:
+    with simulator(workdir, evalsets, pinning.aux) as urls:
         print("     profiling the simulated fleet", flush=True)
         table = build_routing_table(profile_fleet(workdir, urls, evalsets, quick))
         prices = {e.pair: (e.input_usd_per_mtok, e.output_usd_per_mtok) for e in table.entries}
@@ -176,12 +176,12 @@ def run_quality(pinning: Pinning, workdir: Path, quick: bool) -> QualityResult:
         if missing:
             raise RuntimeError(f"pairs the baselines pin are not in the table: {sorted(missing)}")
         outcomes: list[PolicyOutcome] = []
-        with data_plane(workdir, table, pinning.proxy_cpus) as url:
+        with data_plane(workdir, table, pinning.proxy) as url:
             check_serving(url, trace[0])
             for load in loads:
                 for policy in POLICIES:
                     print(f"     replay {policy} at {load:g}x", flush=True)
-                    results = replay_policy(workdir, url, trace, policy, load, pinning.aux_cpus)
+                    results = replay_policy(workdir, url, trace, policy, load, pinning.aux)
                     rate = NOMINAL_RPS * load
                     outcomes.append(grade(policy, load, rate, trace, results, prices))
     notes = (

@@ -21,7 +21,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from aiohttp import ClientError, ClientSession, ClientTimeout, TCPConnector
 
-from bench.machine import Pinning, pinned
+from bench.machine import Cores, Pinning, pinned
 from bench.processes import fd_count, free_port, rss_bytes, running
 from bench.soak_types import SoakResult
 from bench.tables import synthetic_table
@@ -104,7 +104,7 @@ def sim_fleet(table: RoutingTable) -> dict[str, Any]:
 
 
 @contextmanager
-def _simulator(workdir: Path, cpus: str) -> Any:
+def _simulator(workdir: Path, cpus: Cores) -> Any:
     draft = synthetic_table(N_PAIRS, [["http://127.0.0.1:1"]])
     fleet, ports = workdir / "soak-fleet.json", workdir / "soak-ports.json"
     fleet.write_text(json.dumps(sim_fleet(draft)))
@@ -253,14 +253,14 @@ async def _wait_ready(base: str) -> None:
 def run_soak(pinning: Pinning, workdir: Path, duration_s: float) -> SoakResult:
     workdir.mkdir(parents=True, exist_ok=True)
     plan = plan_for(duration_s)
-    with private_redis() as redis_url, _simulator(workdir, pinning.aux_cpus) as urls:
+    with private_redis() as redis_url, _simulator(workdir, pinning.aux) as urls:
         cheapest = soak_table(urls, 0).entries[0].served_model_name
         port = free_port()
         env = gearbox_environment(port, workdir / "snapshot.json", None, redis_url)
         env.update(
             {"GEARBOX_DP_REDIS_KEY_PREFIX": KEY_PREFIX, "GEARBOX_DP_TABLE_POLL_INTERVAL_S": "2"}
         )
-        args = pinned([sys.executable, "-m", "data_plane", "serve"], pinning.proxy_cpus)
+        args = pinned([sys.executable, "-m", "data_plane", "serve"], pinning.proxy)
         with running(args, workdir / "data-plane.log", env=env, port=port) as proc:
             tally = asyncio.run(
                 _drive(

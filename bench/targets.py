@@ -65,7 +65,7 @@ def _minimal(ctx: RunContext) -> Iterator[Endpoint]:
     args = [sys.executable, "-m", "bench.minimal_proxy", "--port", str(port)]
     args += ["--upstream", upstream]
     log = ctx.workdir / "minimal.log"
-    with running(pinned(args, ctx.pinning.proxy_cpus), log, port=port) as proc:
+    with running(pinned(args, ctx.pinning.proxy), log, port=port) as proc:
         yield Endpoint(f"http://127.0.0.1:{port}", proc.pid)
 
 
@@ -111,9 +111,9 @@ def gearbox_process(
         port, gearbox_snapshot(ctx), f"http://127.0.0.1:{sink_port}/v1/traces"
     )
     env.update(env_extra or {})
-    args = pinned([sys.executable, "-m", module, "serve"], ctx.pinning.proxy_cpus)
+    args = pinned([sys.executable, "-m", module, "serve"], ctx.pinning.proxy)
     with (
-        running(pinned(sink, ctx.pinning.aux_cpus), ctx.workdir / "otlp.log", port=sink_port),
+        running(pinned(sink, ctx.pinning.aux), ctx.workdir / "otlp.log", port=sink_port),
         running(args, ctx.workdir / "gearbox.log", env=env, port=port) as proc,
     ):
         ctx.workdir.joinpath("gearbox.port").write_text(str(port))
@@ -153,7 +153,7 @@ def _litellm(latency_routing: bool) -> Starter:
         name = "litellm-latency" if latency_routing else "litellm-single"
         config = litellm_proxy.write_config(ctx.workdir / f"{name}.json", urls, latency_routing)
         port = free_port()
-        args = pinned(litellm_proxy.command(exe, config, port), ctx.pinning.proxy_cpus)
+        args = pinned(litellm_proxy.command(exe, config, port), ctx.pinning.proxy)
         env = litellm_proxy.environment(dict(os.environ))
         log = ctx.workdir / f"{name}.log"
         with running(args, log, env=env, port=port, timeout_s=180) as proc:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.machine import pinned
+from bench.machine import Cores, pinned
 
 _MARK = "WRK_JSON "
 
@@ -94,7 +94,7 @@ def run_wrk(
     script: str,
     connections: int,
     duration_s: float,
-    cpus: str,
+    cpus: Cores,
     workdir: Path,
 ) -> ClosedLoopResult:
     """wrk with one thread (pinned to `cpus`), `connections` connections, for `duration_s`."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.machine import MachineFacts, Pinning, choose_pinning, pinned
+from bench.machine import Cores, MachineFacts, Pinning, choose_pinning, pinned
 from bench.openloop import OpenLoopResult
 from bench.overhead import TargetRun
 from bench.quality_fleet import FLOORS, PAIRS, read_items, write_evalsets
@@ -170,9 +170,11 @@ def test_pinning_gives_the_proxy_a_core_of_its_own() -> None:
     if two.proxy_cpus:  # taskset present
         assert (two.proxy_cpus, two.aux_cpus) == ("1", "0")
         assert choose_pinning(8).aux_cpus == "0,2-7"
-        assert pinned(["x"], "1", nice=0) == ["taskset", "-c", "1", "x"]
+        assert pinned(["x"], Cores("1")) == ["taskset", "-c", "1", "x"]
     assert (choose_pinning(1).proxy_cpus, choose_pinning(1).aux_cpus) == ("", "")
-    assert pinned(["x"], "", nice=0) == ["x"]
+    assert pinned(["x"], Cores("")) == ["x"]
+    assert pinned(["x"], Cores("", -10)) == ["nice", "-n", "-10", "x"]
+    assert Pinning("1", "0", -10).aux == Cores("0", -10)
 
 
 def test_report_states_the_machine_and_every_target(tmp_path: Path) -> None:
