@@ -75,6 +75,9 @@ async def start_control_plane(children: ExitStack, redis_url: str, logs: Path) -
         "GEARBOX_CP_ADMIN_TOKEN": token,
         "GEARBOX_CP_HOST": "127.0.0.1",
         "GEARBOX_CP_PORT": str(port),
+        # Every engine of the demo is capacity: a pair dominated at equal load still serves
+        # when its dominator is busy (docs/control_plane.md, "Dominance and pruning").
+        "GEARBOX_CP_PRUNE_DOMINATED": "false",
     }
     argv = [sys.executable, "-m", "control_plane", "serve"]
     child = start_child("control plane", argv, logs / "control-plane.log", env)
