@@ -71,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         handler_cancellation=True,
         access_log=None,
         shutdown_timeout=settings.shutdown_timeout_s,
+        keepalive_timeout=settings.keepalive_timeout_s,
+        lingering_time=settings.lingering_time_s,
         print=None,
     )
     return 0

@@ -183,7 +183,14 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     else:
         upstream = deps.upstream
     proxy = _build_proxy(settings, deps, upstream, app)
-    handlers = Handlers(store, proxy, metrics, settings.max_body_bytes, deps.clock)
+    handlers = Handlers(
+        store,
+        proxy,
+        metrics,
+        settings.max_body_bytes,
+        deps.clock,
+        body_read_timeout_s=settings.body_read_timeout_s,
+    )
     app.add_routes(handlers.routes())
     app.on_response_prepare.append(add_request_id)
     app.cleanup_ctx.append(_lifecycle(adapter))

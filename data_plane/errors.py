@@ -89,6 +89,14 @@ class PayloadTooLarge(RouterError):
     default_code = "payload_too_large"
 
 
+class RequestTimeout(RouterError):
+    """The client did not send its whole body in time (slow or stalled client)."""
+
+    status = 408
+    error_type = INVALID_REQUEST
+    default_code = "request_timeout"
+
+
 class _RetryAfter(RouterError):
     """An error that tells the client when to come back (whole seconds, at least 1)."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -15,7 +16,7 @@ from data_plane.attempt import Call, CallState, ClientGoneError
 from data_plane.budget import parse_budget
 from data_plane.classifier import classify
 from data_plane.domain import Candidate, CompiledTable, RequestFacts, RouteDecision
-from data_plane.errors import AllUpstreamsUnavailable, PayloadTooLarge
+from data_plane.errors import AllUpstreamsUnavailable, PayloadTooLarge, RequestTimeout
 from data_plane.explain import explain
 from data_plane.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.middleware import EXCHANGE
@@ -105,8 +106,10 @@ class Handlers:
         metrics: DataPlaneMetrics,
         max_body_bytes: int,
         clock: Callable[[], float] = time.monotonic,
+        body_read_timeout_s: float = 10.0,
     ) -> None:
         self._max_body_bytes = max_body_bytes
+        self._body_read_timeout_s = body_read_timeout_s
         self._store = store
         self._proxy = proxy
         self._metrics = metrics
@@ -132,7 +135,12 @@ class Handlers:
 
     async def _read(self, request: web.Request) -> bytes:
         try:
-            return await request.read()
+            async with asyncio.timeout(self._body_read_timeout_s):
+                return await request.read()
+        except TimeoutError as err:
+            raise RequestTimeout(
+                f"the request body did not arrive within {self._body_read_timeout_s:g} s"
+            ) from err
         except web.HTTPRequestEntityTooLarge as err:
             raise PayloadTooLarge(
                 f"the request body is larger than {self._max_body_bytes} bytes"

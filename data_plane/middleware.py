@@ -147,7 +147,11 @@ async def _answer(
         return await handler(request)
     except errors.RouterError as err:
         exchange.outcome = outcome_of(err)
-        return error_response(err)
+        response = error_response(err)
+        if isinstance(err, errors.RequestTimeout):
+            # The rest of a stalled body would be drained for keep-alive: close instead.
+            response.force_close()
+        return response
     except web.HTTPException as err:
         if err.status < 400:
             raise

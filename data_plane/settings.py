@@ -65,6 +65,12 @@ class DataPlaneSettings(BaseSettings):
     log_level: LogLevel = "INFO"
     git_sha: str = Field(default="unknown", max_length=64)
     shutdown_timeout_s: float = Field(default=10.0, ge=0.0)
+    # Slow clients (slowloris): an idle or header-trickling connection is closed after
+    # keepalive_timeout_s; a body that has not fully arrived after body_read_timeout_s gets 408.
+    keepalive_timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
+    body_read_timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
+    # After an early answer (408, 413), how long the server keeps draining an unread body.
+    lingering_time_s: float = Field(default=1.0, ge=0.0, le=60.0)
 
     @field_validator("api_keys", mode="before")
     @classmethod
