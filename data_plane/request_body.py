@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -26,15 +27,20 @@ from pydantic import (
 from data_plane.classifier import classify
 from data_plane.domain import RequestFacts
 from data_plane.errors import InvalidRequest
+from data_plane.request_fields import (
+    JSON_FORMATS,
+    MAX_MODEL_CHARS,
+    MAX_OUTPUT_TOKENS,
+    chat_facts,
+    completion_facts,
+)
 
 MAX_DEPTH = 64  # deeper JSON is refused before parsing (a recursion bomb, not a request)
-MAX_OUTPUT_TOKENS = 2**31 - 1
 _COLON = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*")
 _OPEN = frozenset(b"[{")
 _BACKSLASH = ord("\\")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 PositiveTokens = Annotated[int, Field(strict=True, gt=0, le=MAX_OUTPUT_TOKENS)]
-JSON_FORMATS = frozenset({"json_object", "json_schema"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +91,7 @@ class _Message(BaseModel):
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="allow")
-    model: StrictStr = Field(min_length=1, max_length=256)
+    model: StrictStr = Field(min_length=1, max_length=MAX_MODEL_CHARS)
     stream: StrictBool | None = None
     max_tokens: PositiveTokens | None = None
     max_completion_tokens: PositiveTokens | None = None
@@ -129,6 +135,9 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)  # stateless, made once
+
+
 def _too_deep() -> InvalidRequest:
     return InvalidRequest(f"JSON nesting is deeper than {MAX_DEPTH} levels", code="invalid_json")
 
@@ -168,8 +177,16 @@ def _strings(raw: bytes) -> Iterator[tuple[int, int, int]]:
     _nest(raw[pos:], depth)
 
 
+def _check_depth(raw: bytes) -> None:
+    """Raise when nested deeper than MAX_DEPTH, before the JSON decoder recurses into it. With
+    at most MAX_DEPTH opening brackets in the whole body (strings included) it cannot be."""
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+        for _ in _strings(raw):
+            pass
+
+
 def _load(raw: bytes) -> dict[str, Any]:
-    if not raw.strip():
+    if not raw or raw.isspace():
         raise InvalidRequest(
             "the request body is empty; expected a JSON object", code="invalid_json"
         )
@@ -179,10 +196,11 @@ def _load(raw: bytes) -> dict[str, Any]:
         raise InvalidRequest(
             f"the request body is not valid UTF-8 (byte {err.start})", code="invalid_json"
         ) from err
-    for _ in _strings(raw):
-        pass  # raises when nested too deep, before json.loads recurses into it
+    _check_depth(raw)
     try:
-        doc = json.loads(text, parse_constant=_reject_constant)
+        if text.startswith("\ufeff"):  # json.loads says so too; the decoder does not check
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+        doc = _DECODER.decode(text)
     except ValueError as err:
         raise InvalidRequest(
             f"the request body is not valid JSON: {err}", code="invalid_json"
@@ -210,8 +228,20 @@ def _validate(
 
 def parse_request_body(raw: bytes, kind: Literal["chat", "completions"]) -> ParsedBody:
     """Validate a chat or completions body; raise InvalidRequest naming the field path
-    (`code` invalid_json for undecodable bodies, invalid_field for bad fields)."""
-    body = _validate(_load(raw), kind)
+    (`code` invalid_json for undecodable bodies, invalid_field for bad fields).
+
+    The common valid body is read by `request_fields` (a dict walk); pydantic judges the
+    rest, so it words every error."""
+    doc = _load(raw)
+    facts = chat_facts(doc) if kind == "chat" else completion_facts(doc)
+    if facts is not None:
+        return ParsedBody(*facts)
+    return validated_facts(doc, kind)
+
+
+def validated_facts(doc: dict[str, Any], kind: Literal["chat", "completions"]) -> ParsedBody:
+    """The facts of a decoded body, validated by pydantic (raises InvalidRequest)."""
+    body = _validate(doc, kind)
     if isinstance(body, _ChatBody):
         texts = [_text_of(m.content) for m in body.messages]
         users = [i for i, m in enumerate(body.messages) if m.role == "user"]
@@ -230,9 +260,48 @@ def parse_request_body(raw: bytes, kind: Literal["chat", "completions"]) -> Pars
     )
 
 
+# A JSON string that decodes to "model" (each letter as itself or as a \u escape), then a colon.
+_MODEL_KEY = re.compile(
+    rb'"(?:m|\\u006[dD])(?:o|\\u006[fF])(?:d|\\u0064)(?:e|\\u0065)(?:l|\\u006[cC])"'
+    rb"[ \t\r\n]*:[ \t\r\n]*"
+)
+# A complete JSON string token: a quote escaped by a backslash does not end it.
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_MAX_KEY_CANDIDATES = 4  # beyond, the linear scanner (each candidate costs a prefix pass)
+
+
+def _top_level(raw: bytes, at: int) -> bool:
+    """Is offset `at` outside every string, directly inside the top-level object? With the
+    complete strings before it removed, an unclosed one leaves its opening quote behind."""
+    outside = _STRING.sub(b"", raw[:at])
+    if b'"' in outside:
+        return False
+    opened = outside.count(b"{") + outside.count(b"[")
+    return opened - outside.count(b"}") - outside.count(b"]") == 1
+
+
 def _model_value_spans(raw: bytes) -> list[tuple[int, int]]:
     """Byte spans of the values of every top-level "model" key (JSON keeps the last one; we
-    rewrite all, so no reader sees the client's value whichever duplicate it keeps)."""
+    rewrite all, so no reader sees the client's value whichever duplicate it keeps).
+
+    Regex search for keys spelled "model", each checked to be a real top-level key; the
+    linear scanner when there are many such keys. Nesting depth is `parse_request_body`'s
+    check: bodies reach here after it."""
+    keys = list(islice(_MODEL_KEY.finditer(raw), _MAX_KEY_CANDIDATES + 1))
+    if len(keys) > _MAX_KEY_CANDIDATES:
+        return _scanned_model_value_spans(raw)
+    spans: list[tuple[int, int]] = []
+    for key in keys:
+        if _top_level(raw, key.start()):
+            value = _STRING.match(raw, key.end())
+            if value is None:
+                raise InvalidRequest("model: must be a string", param="model")
+            spans.append(value.span())
+    return spans
+
+
+def _scanned_model_value_spans(raw: bytes) -> list[tuple[int, int]]:
+    """`_model_value_spans` by one pass over every string token of the body."""
     spans: list[tuple[int, int]] = []
     value_at = -1  # where the value of a top-level "model" key starts, while one is pending
     for depth, start, end in _strings(raw):

@@ -13,10 +13,14 @@ from data_plane.errors import InvalidRequest
 from data_plane.request_body import (
     MAX_DEPTH,
     ParsedBody,
+    _model_value_spans,
+    _scanned_model_value_spans,
     parse_request_body,
     request_facts,
     rewrite_model,
+    validated_facts,
 )
+from data_plane.request_fields import chat_facts, completion_facts
 
 
 def _raw(doc: Any) -> bytes:
@@ -380,3 +384,119 @@ def _value_start(raw: bytes) -> int:
         i += 1
     assert idx is not None
     return len(text[:idx].encode())
+
+
+# --- the hand-checked fast path agrees with pydantic ------------------------------------------
+
+_scalar = (
+    st.none() | st.booleans() | st.integers(-5, 2**32) | st.floats(-2, 2) | st.text(max_size=4)
+)
+_part = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["text", "image_url", 3]),
+        "text": st.text(max_size=5) | st.integers(),
+    },
+)
+_content = st.none() | st.text(max_size=6) | st.lists(_part | _scalar, max_size=3) | st.integers()
+_message = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": st.sampled_from(["user", "system", "assistant"]) | st.integers() | st.none(),
+        "content": _content,
+        "name": st.text(max_size=3),
+    },
+)
+_common = {
+    "model": st.text(max_size=3) | st.text(min_size=250, max_size=260) | _scalar,
+    "stream": _scalar,
+    "max_tokens": _scalar | st.just(2**31 - 1) | st.just(2**31),
+    "max_completion_tokens": _scalar,
+    "response_format": _scalar
+    | st.fixed_dictionaries({}, optional={"type": st.sampled_from(["json_object", "text", 1])}),
+    "temperature": _scalar,
+}
+_valid_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "system"]), "content": st.text(max_size=6)},
+    optional={"name": st.text(max_size=3)},
+)
+_valid = {
+    "model": st.text(min_size=1, max_size=8),
+    "stream": st.none() | st.booleans(),
+    "max_tokens": st.none() | st.integers(1, 100),
+    "response_format": st.none() | st.sampled_from([{"type": "json_object"}, {"type": "text"}]),
+}
+_chat = st.fixed_dictionaries(
+    {"model": _valid["model"], "messages": st.lists(_valid_message, min_size=1, max_size=3)},
+    optional={k: v for k, v in _valid.items() if k != "model"},
+)
+_completion = st.fixed_dictionaries(
+    {"model": _valid["model"], "prompt": st.text(max_size=5) | st.lists(st.text(), min_size=1)},
+    optional={k: v for k, v in _valid.items() if k != "model"},
+)
+# One or two fields replaced by anything: most bodies stay valid, the rest probe each check.
+_wild = st.dictionaries(
+    st.sampled_from([*_common, "messages", "prompt"]),
+    st.one_of(
+        *_common.values(), st.lists(_message | _scalar, max_size=3), st.lists(_scalar, max_size=3)
+    ),
+    max_size=2,
+)
+
+
+def _judged(doc: dict[str, Any], kind: Literal["chat", "completions"]) -> ParsedBody | str:
+    try:
+        return validated_facts(doc, kind)
+    except InvalidRequest as err:
+        return str(err)
+
+
+@settings(max_examples=500)
+@given(
+    st.one_of(_chat.map(lambda d: ("chat", d)), _completion.map(lambda d: ("completions", d))),
+    _wild,
+)
+def test_the_fast_path_reads_what_pydantic_accepts(
+    case: tuple[str, dict[str, Any]], changes: dict[str, Any]
+) -> None:
+    kind, valid = case
+    doc = {**valid, **changes}
+    assert kind in ("chat", "completions")
+    fast = chat_facts(doc) if kind == "chat" else completion_facts(doc)
+    slow = _judged(doc, "chat" if kind == "chat" else "completions")
+    if fast is not None:
+        assert slow == ParsedBody(*fast)  # accepted by both, with the same facts
+    parsed = _judged_raw(json.dumps(doc).encode(), "chat" if kind == "chat" else "completions")
+    assert parsed == slow  # the public function answers as pydantic does, errors included
+
+
+def _judged_raw(raw: bytes, kind: Literal["chat", "completions"]) -> ParsedBody | str:
+    try:
+        return parse_request_body(raw, kind)
+    except InvalidRequest as err:
+        return str(err)
+
+
+def _spans_or_error(find: Any, raw: bytes) -> list[tuple[int, int]] | str:
+    try:
+        return list(find(raw))
+    except InvalidRequest as err:
+        return str(err)
+
+
+@settings(max_examples=400)
+@given(
+    doc=st.dictionaries(st.sampled_from(["model", "a", "m"]) | st.text(max_size=3), _json),
+    escape=st.booleans(),
+    cut=st.none() | st.integers(0, 200),
+)
+def test_the_key_search_finds_what_the_linear_scan_finds(
+    doc: dict[str, Any], escape: bool, cut: int | None
+) -> None:
+    raw = json.dumps(doc).encode()
+    if escape:
+        raw = raw.replace(b'"model"', b'"mod\\u0065l"', 1)
+    if cut is not None:
+        raw = raw[:cut]  # unterminated strings, half keys, missing values
+    fast = _spans_or_error(_model_value_spans, raw)
+    assert fast == _spans_or_error(_scanned_model_value_spans, raw)

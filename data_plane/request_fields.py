@@ -1,0 +1,94 @@
+"""The fields we read from a decoded body, checked by hand for the common, valid case.
+
+PURE. Accepts exactly a subset of what `request_body`'s pydantic models accept (same types,
+same bounds, strict: no coercion) and reads the same facts from it. Anything else returns
+None, and pydantic judges the body, so every error keeps pydantic's wording and field path.
+Pydantic costs more per request than the routing decision; this is a dict walk.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_OUTPUT_TOKENS = 2**31 - 1
+JSON_FORMATS = frozenset({"json_object", "json_schema"})
+MAX_MODEL_CHARS = 256
+
+# (alias, stream, max_output_tokens, wants_json, classify_text, input_chars)
+Facts = tuple[str, bool, int | None, bool, str, int]
+
+
+def _tokens(value: Any) -> bool:
+    """A valid max_tokens / max_completion_tokens: absent, null, or a strict int in range."""
+    return value is None or (type(value) is int and 0 < value <= MAX_OUTPUT_TOKENS)
+
+
+def _common(doc: dict[str, Any]) -> tuple[str, bool, int | None, bool] | None:
+    """(alias, stream, max output tokens, wants JSON) when every common field is valid."""
+    model = doc.get("model")
+    if type(model) is not str or not 0 < len(model) <= MAX_MODEL_CHARS:
+        return None
+    stream = doc.get("stream")
+    completion_tokens, tokens = doc.get("max_completion_tokens"), doc.get("max_tokens")
+    if not (stream is None or type(stream) is bool) or not _tokens(tokens):
+        return None
+    fmt = doc.get("response_format")
+    if not _tokens(completion_tokens) or not (
+        fmt is None or (type(fmt) is dict and type(fmt.get("type")) is str)
+    ):
+        return None
+    wants_json = fmt is not None and fmt["type"] in JSON_FORMATS
+    return model, bool(stream), completion_tokens or tokens, wants_json
+
+
+def _text(content: Any) -> str | None:
+    """Text of a valid message content (None when pydantic must judge it)."""
+    if content is None:
+        return ""
+    if type(content) is str:
+        return content
+    if type(content) is not list:
+        return None
+    texts = []
+    for part in content:
+        if type(part) is not dict or type(part.get("type")) is not str:
+            return None
+        if part["type"] == "text":
+            text = part.get("text")
+            if type(text) is not str:
+                return None
+            texts.append(text)
+    return "\n".join(texts)
+
+
+def chat_facts(doc: dict[str, Any]) -> Facts | None:
+    """A chat body's facts: the last user turn is classified, every turn is counted."""
+    common = _common(doc)
+    messages = doc.get("messages")
+    if common is None or type(messages) is not list or not messages:
+        return None
+    texts: list[str] = []
+    last_user = ""
+    for message in messages:
+        if type(message) is not dict:
+            return None
+        role, text = message.get("role"), _text(message.get("content"))
+        if type(role) is not str or text is None:
+            return None
+        texts.append(text)
+        if role == "user":
+            last_user = text
+    return (*common, last_user, sum(map(len, texts)))
+
+
+def completion_facts(doc: dict[str, Any]) -> Facts | None:
+    """A completions body's facts: the prompt (or prompts, joined) is classified."""
+    common = _common(doc)
+    prompt = doc.get("prompt")
+    if common is None:
+        return None
+    if type(prompt) is str:
+        return (*common, prompt, len(prompt))
+    if type(prompt) is not list or not prompt or any(type(p) is not str for p in prompt):
+        return None
+    return (*common, "\n".join(prompt), sum(map(len, prompt)))
