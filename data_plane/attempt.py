@@ -16,13 +16,20 @@ from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Protocol
 
-from opentelemetry import trace
+from opentelemetry.trace import SpanKind
 
 from data_plane.domain import Candidate, CompiledEndpoint
 from data_plane.health import Health
 from data_plane.metrics import DataPlaneMetrics
 from data_plane.retry import Cancelled, Outcome, Timeout, UpstreamStatus
-from data_plane.tracing import ATTR_ATTEMPT, ATTR_ENDPOINT, ATTR_OUTCOME, ATTR_PAIR, Tracing
+from data_plane.tracing import (
+    ATTR_ATTEMPT,
+    ATTR_ENDPOINT,
+    ATTR_OUTCOME,
+    ATTR_PAIR,
+    AnySpan,
+    Tracing,
+)
 from data_plane.upstream import AttemptError, UpstreamClient, UpstreamRequest, UpstreamResponse
 from data_plane.usage import SSE_TAIL_BYTES
 
@@ -133,7 +140,7 @@ class AttemptRunner:
         self._health.acquire(endpoint.id)
         with self._tracing.span(
             "gearbox.upstream",
-            trace.SpanKind.CLIENT,
+            SpanKind.CLIENT,
             {ATTR_PAIR: cand.pair.pair, ATTR_ENDPOINT: endpoint.id, ATTR_ATTEMPT: number},
         ) as span:
             try:
@@ -156,7 +163,7 @@ class AttemptRunner:
         endpoint: CompiledEndpoint,
         number: int,
         sink: ClientSink,
-        span: trace.Span,
+        span: AnySpan,
     ) -> Served | Failed:
         headers = {
             "Content-Type": "application/json",

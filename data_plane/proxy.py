@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from opentelemetry import trace
-
 from data_plane.answer import Delivery
 from data_plane.attempt import AttemptRunner, Call, ClientSink, Failed, Served
 from data_plane.domain import (
@@ -121,8 +119,8 @@ class Proxy:
             first.pair.pair, decision.reason, result.category, result.complexity
         )
         p.metrics.pair(first.pair.pair).predicted.observe(first.predicted_latency_s)
-        if p.tracing.enabled:
-            span = trace.get_current_span()
+        span = p.tracing.current()  # the request's span, when tracing records one
+        if span is not None:
             span.set_attribute(ATTR_TABLE_VERSION, table.version)
             span.set_attribute(ATTR_REASON, decision.reason.value)
             span.set_attribute(ATTR_PAIR, first.pair.pair)

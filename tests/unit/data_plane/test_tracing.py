@@ -1,0 +1,158 @@
+"""tracing.py + otlp.py: lean spans keep the SDK's semantics; the encoder writes what the SDK would."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind, StatusCode
+
+from data_plane.otlp import _Encoder, _UnsupportedError, encode_request
+from data_plane.tracing import NO_SPAN, Tracing, build_tracing
+
+PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def recording() -> tuple[Tracing, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    return build_tracing("none", "gearbox-test", span_exporter=exporter), exporter
+
+
+def by_name(spans: Sequence[ReadableSpan]) -> dict[str, ReadableSpan]:
+    return {s.name: s for s in spans}
+
+
+def test_request_route_and_attempt_spans_nest_under_the_client_trace() -> None:
+    tracing, exporter = recording()
+    headers = {"traceparent": PARENT, "tracestate": "vendor=abc"}
+    with tracing.request_span(headers, "chat_completions") as request:
+        with tracing.span("gearbox.route"):
+            pass
+        current = tracing.current()
+        assert current is request
+        current.set_attribute("gearbox.reason", "cheapest_feasible")
+        with tracing.span("gearbox.upstream", SpanKind.CLIENT, {"gearbox.attempt": 1}) as up:
+            carrier: dict[str, str] = {}
+            tracing.inject(carrier, up, headers)
+            up.set_attribute("gearbox.outcome", "ok")
+    assert tracing.current() is None
+    spans = by_name(exporter.get_finished_spans())
+    req, route, attempt = spans["gearbox.request"], spans["gearbox.route"], spans["gearbox.upstream"]
+    assert req.context is not None and route.context is not None and attempt.context is not None
+    assert {s.context.trace_id for s in spans.values() if s.context} == {
+        0x0AF7651916CD43DD8448EB211C80319C
+    }
+    assert req.parent is not None and req.parent.is_remote
+    assert req.parent.span_id == 0xB7AD6B7169203331
+    assert route.parent == attempt.parent == req.context
+    assert req.kind is SpanKind.SERVER and attempt.kind is SpanKind.CLIENT
+    assert dict(req.attributes or {}) == {
+        "http.route": "chat_completions",
+        "gearbox.reason": "cheapest_feasible",
+    }
+    assert dict(attempt.attributes or {}) == {"gearbox.attempt": 1, "gearbox.outcome": "ok"}
+    assert carrier == {
+        "traceparent": f"00-{attempt.context.trace_id:032x}-{attempt.context.span_id:016x}-01",
+        "tracestate": "vendor=abc",
+    }
+    assert req.start_time is not None and req.end_time is not None
+    assert req.start_time <= attempt.start_time <= attempt.end_time <= req.end_time  # type: ignore[operator]
+
+
+def test_a_parent_that_is_not_sampled_records_nothing_but_propagates() -> None:
+    tracing, exporter = recording()
+    headers = {"traceparent": PARENT[:-2] + "00"}
+    with tracing.request_span(headers, "chat_completions") as request:
+        assert tracing.current() is None
+        with tracing.span("gearbox.upstream") as up:
+            up.set_attribute("gearbox.outcome", "ok")
+            carrier: dict[str, str] = {}
+            tracing.inject(carrier, up, headers)
+        request.set_attribute("x", 1)
+    assert exporter.get_finished_spans() == ()
+    version, trace_id, span_id, flags = carrier["traceparent"].split("-")
+    assert (version, trace_id, flags) == ("00", "0af7651916cd43dd8448eb211c80319c", "00")
+    assert span_id != "b7ad6b7169203331"
+
+
+@pytest.mark.parametrize("header", ["garbage", "00-" + "0" * 32 + "-b7ad6b7169203331-01"])
+def test_an_invalid_traceparent_starts_a_new_trace(header: str) -> None:
+    tracing, exporter = recording()
+    with tracing.request_span({"traceparent": header}, "models"):
+        pass
+    (span,) = exporter.get_finished_spans()
+    assert span.parent is None
+    assert span.context is not None and span.context.trace_id != 0
+
+
+def test_an_escaping_exception_is_recorded_but_cancellation_is_not() -> None:
+    tracing, exporter = recording()
+    with pytest.raises(ValueError, match="boom"), tracing.span("gearbox.route"):
+        raise ValueError("boom")
+    with pytest.raises(KeyboardInterrupt), tracing.span("gearbox.upstream"):
+        raise KeyboardInterrupt
+    spans = by_name(exporter.get_finished_spans())
+    failed = spans["gearbox.route"]
+    assert failed.status.status_code is StatusCode.ERROR
+    assert failed.status.description == "ValueError: boom"
+    (event,) = failed.events
+    assert event.name == "exception"
+    assert event.attributes is not None
+    assert event.attributes["exception.type"] == "ValueError"
+    assert "boom" in str(event.attributes["exception.stacktrace"])
+    assert spans["gearbox.upstream"].status.status_code is StatusCode.UNSET
+
+
+def test_disabled_tracing_makes_no_spans_and_passes_client_headers_on() -> None:
+    tracing = build_tracing("none", "gearbox-test")
+    assert not tracing.enabled
+    span = tracing.request_span({"traceparent": PARENT}, "route")
+    assert span is NO_SPAN and tracing.span("gearbox.route") is NO_SPAN
+    with span as inside:
+        inside.set_attribute("x", 1)
+        assert tracing.current() is None
+    carrier: dict[str, str] = {}
+    tracing.inject(carrier, span, {"traceparent": PARENT})
+    assert carrier == {"traceparent": PARENT}
+    tracing.shutdown()
+    with pytest.raises(ValueError, match="unknown otel exporter"):
+        build_tracing("zipkin", "gearbox-test")
+
+
+def _varied_spans() -> Sequence[ReadableSpan]:
+    tracing, exporter = recording()
+    with tracing.request_span({"traceparent": PARENT, "tracestate": "a=1,b=2"}, "chat"):
+        for attempt in (1, 2):
+            with tracing.span(
+                "gearbox.upstream",
+                SpanKind.CLIENT,
+                {"gearbox.attempt": attempt, "ratio": 0.25, "ok": attempt == 2, "n": -3},
+            ):
+                pass
+        with pytest.raises(RuntimeError), tracing.span("gearbox.route"):
+            raise RuntimeError("é unicode")
+    with tracing.span("root", SpanKind.INTERNAL, {"": "empty key", "big": 2**62}):
+        pass
+    return exporter.get_finished_spans()
+
+
+def test_the_lean_encoding_is_the_sdk_encoding() -> None:
+    spans = _varied_spans()
+    encoder = _Encoder()
+    for _ in range(2):  # the second time from the caches
+        ours = ExportTraceServiceRequest.FromString(encode_request(encoder, spans))
+        assert ours == encode_spans(spans)
+
+
+def test_values_the_lean_encoder_does_not_write_go_to_the_sdk() -> None:
+    tracing, exporter = recording()
+    for value in (["a", "b"], b"raw", 2**64):
+        with tracing.span("odd", attributes={"v": value}):
+            pass
+    for span in exporter.get_finished_spans():
+        with pytest.raises(_UnsupportedError):
+            encode_request(_Encoder(), [span])
