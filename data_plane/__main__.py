@@ -4,6 +4,7 @@ configure JSON logs, build the app and run it with handler cancellation."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import sys
 from collections.abc import Sequence
@@ -50,6 +51,16 @@ async def _freeze_heap(app: web.Application) -> None:
     gc.freeze()
 
 
+def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
+    """The loop the server runs on: uvloop by default (its transports and scheduling are C:
+    markedly less CPU per proxied request), plain asyncio on request."""
+    if kind == "uvloop":
+        import uvloop  # a declared dependency; imported only when chosen
+
+        return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -64,6 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
     app = create_app(settings)
     app.on_startup.append(_freeze_heap)
+    loop = new_event_loop(settings.event_loop)
     web.run_app(
         app,
         host=settings.host,
@@ -74,6 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         keepalive_timeout=settings.keepalive_timeout_s,
         lingering_time=settings.lingering_time_s,
         print=None,
+        loop=loop,
     )
     return 0
 

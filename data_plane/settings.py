@@ -15,6 +15,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
 
 OtelExporter = Literal["none", "console", "otlp"]
+EventLoop = Literal["uvloop", "asyncio"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -62,6 +63,9 @@ class DataPlaneSettings(BaseSettings):
     otel_exporter: OtelExporter = "none"
     otel_endpoint: str | None = None
     otel_service_name: str = "gearbox-data-plane"
+    event_loop: EventLoop = Field(
+        default="uvloop", description="uvloop (C event loop, less CPU per request) or asyncio"
+    )
     log_level: LogLevel = "INFO"
     git_sha: str = Field(default="unknown", max_length=64)
     shutdown_timeout_s: float = Field(default=10.0, ge=0.0)

@@ -3,6 +3,7 @@ load tracking and the live-state document."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -10,7 +11,7 @@ import logging
 import pytest
 from pydantic import ValidationError
 
-from data_plane.__main__ import build_parser, load_settings, main
+from data_plane.__main__ import build_parser, load_settings, main, new_event_loop
 from data_plane.compile import compile_table
 from data_plane.engine_scrape import parse_queue_depth
 from data_plane.live_state import TrafficStats, build_state
@@ -63,6 +64,25 @@ def test_cli_flags_override_env(monkeypatch: pytest.MonkeyPatch) -> None:
     args = build_parser().parse_args(["serve", "--port", "9999", "--scrape-interval-s", "2.5"])
     s = load_settings(args)
     assert (s.port, s.scrape_interval_s, s.instance_id) == (9999, 2.5, "from-env")
+
+
+@pytest.mark.parametrize("kind", ["uvloop", "asyncio"])
+def test_the_event_loop_is_a_setting(kind: str) -> None:
+    assert DataPlaneSettings().event_loop == "uvloop"
+    s = load_settings(build_parser().parse_args(["serve", "--event-loop", kind]))
+    loop = new_event_loop(s.event_loop)
+    try:
+        assert type(loop).__module__.split(".")[0] == kind
+
+        async def answer() -> int:
+            await asyncio.sleep(0)
+            return 42
+
+        assert loop.run_until_complete(answer()) == 42
+    finally:
+        loop.close()
+    with pytest.raises(ValidationError, match="event_loop"):
+        DataPlaneSettings.model_validate({"event_loop": "trio"})
 
 
 def test_cli_has_no_api_key_flag() -> None:
