@@ -37,7 +37,8 @@ lint: venv
 	@echo "==> import contracts"
 	@$(BIN)/lint-imports
 	@echo "==> mypy --strict"
-	@$(BIN)/mypy contracts control_plane data_plane profiler simulator tests bench infra/k8s/sync_embedded.py
+	@$(BIN)/mypy contracts control_plane data_plane profiler simulator demo tests bench infra/k8s/sync_embedded.py
+	@$(BIN)/mypy infra/engines
 
 test: venv system-deps lint
 	@echo "==> pytest"
