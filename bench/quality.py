@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -129,7 +130,8 @@ def check_serving(url: str, req: TraceRequest) -> None:
 
 def replay_policy(
     workdir: Path, url: str, trace: Sequence[TraceRequest], policy: str, load: float, cpus: Cores
-) -> list[dict[str, object]]:
+) -> tuple[list[dict[str, object]], float]:
+    """The replay's answers, and the client's worst event-loop lag in ms."""
     trace_file = workdir / "trace.jsonl"
     if not trace_file.exists():
         trace_file.write_text("".join(json.dumps(r.as_dict()) + "\n" for r in trace))
@@ -144,7 +146,9 @@ def replay_policy(
         code = proc.wait(timeout=900)
     if code != 0:
         raise RuntimeError(f"replay failed ({code}):\n{log.read_text()[-2000:]}")
-    return [json.loads(line) for line in out.read_text().splitlines() if line]
+    client = json.loads(out.with_suffix(".client.json").read_text())
+    results = [json.loads(line) for line in out.read_text().splitlines() if line]
+    return results, float(client["max_lag_ms"])
 
 
 def _pair_facts(table: RoutingTable) -> tuple[PairFacts, ...]:
@@ -181,9 +185,9 @@ def run_quality(pinning: Pinning, workdir: Path, quick: bool) -> QualityResult:
             for load in loads:
                 for policy in POLICIES:
                     print(f"     replay {policy} at {load:g}x", flush=True)
-                    results = replay_policy(workdir, url, trace, policy, load, pinning.aux)
-                    rate = NOMINAL_RPS * load
-                    outcomes.append(grade(policy, load, rate, trace, results, prices))
+                    results, lag_ms = replay_policy(workdir, url, trace, policy, load, pinning.aux)
+                    outcome = grade(policy, load, NOMINAL_RPS * load, trace, results, prices)
+                    outcomes.append(replace(outcome, client_max_lag_ms=round(lag_ms, 1)))
     notes = (
         "Simulated time runs ~10x faster than GPUs (outputs of 8-64 tokens, ms-scale TPOT); "
         "requests carry X-Latency-Budget-Ms, X-Min-Accuracy and X-Task-Category; budgets "

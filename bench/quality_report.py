@@ -13,8 +13,8 @@ def quality_lines(q: QualityResult) -> list[str]:
         f"Most precise pair: `{q.most_precise_pair}`; cheapest: `{q.cheapest_pair}`.",
         "",
         "| policy | load | req/s | ok | cost $/1k req | budget attainment | p50 ms | p99 ms "
-        "| floors met | share per pair |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| floors met | client stall ms | share per pair |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for o in q.outcomes:
         shares = ", ".join(
@@ -24,7 +24,7 @@ def quality_lines(q: QualityResult) -> list[str]:
             f"| {o.policy} | {o.load:g}x | {o.rate_rps:g} | {o.ok}/{o.requests} "
             f"| {o.cost_usd_per_1k:.4f} | {o.budget_attainment * 100:.1f}% "
             f"| {o.p50_latency_ms:.0f} | {o.p99_latency_ms:.0f} "
-            f"| {'yes' if o.floors_met else 'NO'} | {shares} |"
+            f"| {'yes' if o.floors_met else 'NO'} | {o.client_max_lag_ms:.0f} | {shares} |"
         )
     lines += [
         "",

@@ -42,6 +42,7 @@ class PolicyOutcome:
     p99_latency_ms: float
     categories: tuple[CategoryOutcome, ...]
     share_by_pair: dict[str, float] = field(default_factory=dict)
+    client_max_lag_ms: float = 0.0  # the replay client's worst event-loop wake-up delay
 
     @property
     def floors_met(self) -> bool:

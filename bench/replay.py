@@ -61,7 +61,29 @@ async def _one(
     return out
 
 
+async def watch_lag(stop: asyncio.Event, lags_s: list[float], tick_s: float = 0.01) -> None:
+    """How late this process's event loop wakes up: a stall of the machine (or of this
+    client) shows here, so a budget missed for that reason can be told apart."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        before = loop.time()
+        await asyncio.sleep(tick_s)
+        lags_s.append(loop.time() - before - tick_s)
+
+
 async def replay(
+    url: str, trace: list[dict[str, Any]], models: list[str], load: float, lags_s: list[float]
+) -> list[dict[str, Any]]:
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(watch_lag(stop, lags_s))
+    try:
+        return await _replay(url, trace, models, load)
+    finally:
+        stop.set()
+        await watcher
+
+
+async def _replay(
     url: str, trace: list[dict[str, Any]], models: list[str], load: float
 ) -> list[dict[str, Any]]:
     loop = asyncio.get_running_loop()
@@ -91,8 +113,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     trace = [json.loads(line) for line in args.trace.read_text().splitlines() if line]
     models = json.loads(args.models.read_text())
-    results = asyncio.run(replay(args.url, trace, models, args.load))
+    lags: list[float] = []
+    results = asyncio.run(replay(args.url, trace, models, args.load, lags))
     args.out.write_text("".join(json.dumps(r) + "\n" for r in results))
+    client = {
+        "max_lag_ms": max(lags, default=0.0) * 1000,
+        "lags_over_100ms": sum(x > 0.1 for x in lags),
+    }
+    args.out.with_suffix(".client.json").write_text(json.dumps(client))
     return 0
 
 

@@ -127,3 +127,18 @@ def test_quantile_and_ratio() -> None:
         quantile(values, 1.5)
     assert ratio(3.0, 4.0) == 0.75
     assert math.isnan(ratio(1.0, 0.0))
+
+
+async def test_replay_lag_watch_records_wakeups_until_stopped() -> None:
+    import asyncio
+
+    from bench.replay import watch_lag
+
+    stop = asyncio.Event()
+    lags: list[float] = []
+    task = asyncio.create_task(watch_lag(stop, lags, tick_s=0.005))
+    await asyncio.sleep(0.05)
+    stop.set()
+    await task
+    assert len(lags) >= 2
+    assert all(lag > -0.005 for lag in lags)  # never wakes meaningfully early
