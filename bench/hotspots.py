@@ -27,6 +27,11 @@ _GROUPS = (
     ("aiohttp/", "aiohttp"),
     ("asyncio/", "asyncio"),
     ("opentelemetry/", "opentelemetry"),
+    # py-spy shortens site-packages paths: these are OpenTelemetry's SDK modules
+    ("_shared_internal/", "opentelemetry"),
+    ("trace/__init__.py", "opentelemetry"),
+    ("trace/export/", "opentelemetry"),
+    ("sdk/", "opentelemetry"),
     ("prometheus_client/", "prometheus_client"),
     ("pydantic", "pydantic"),
     ("numpy/", "numpy"),
