@@ -203,11 +203,15 @@ CleanupCtx = Callable[[web.Application], AsyncIterator[None]]
 
 
 def _lifecycle(adapter: AiohttpUpstream | None) -> CleanupCtx:
-    """The upstream session, the snapshot table, and tracing shutdown."""
+    """The upstream session, the snapshot table, and the trace exporter (started, then
+    flushed and closed off the event loop)."""
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         if adapter is not None:
             adapter.open()
+        tracing = app[TRACING]
+        if tracing.enabled:
+            app[TASKS].start("trace_export", tracing.run())
         app[WATCHER].load_snapshot()
         logger.info(
             "data plane up (instance %s)",
@@ -217,7 +221,8 @@ def _lifecycle(adapter: AiohttpUpstream | None) -> CleanupCtx:
         yield
         if adapter is not None:
             await adapter.close()
-        app[TRACING].shutdown()
+        await app[TASKS].stop("trace_export")
+        await asyncio.to_thread(tracing.shutdown)
 
     return lifecycle
 

@@ -1,17 +1,21 @@
-"""OTLP/HTTP span export with a lean protobuf encoder (the SDK exporter's transport as is).
+"""OTLP/HTTP span export: batched on the event loop, encoded lean, sent by the SDK's transport.
 
-The SDK's OTLP exporter builds a protobuf object per span, per attribute and per value,
-which costs more CPU than making the spans. `encode_request` writes the same
-ExportTraceServiceRequest wire bytes directly: span fields with fixed tags, attribute
-key/values cached (a data plane repeats the same few pairs, endpoints and outcomes), and the
-resource and scope encoded once, by the SDK's own encoder. Anything it was not written for
-(links, values other than str/bool/int/float, ints beyond int64) makes it hand the batch to the
-SDK encoder, so every batch is encoded either way. Endpoint, headers, compression, timeouts
-and retries stay the SDK exporter's (OTEL_EXPORTER_OTLP_* settings included).
+The SDK's batch processor and OTLP encoder turn every span into a ReadableSpan, a queue entry
+and a tree of protobuf objects (one per attribute and value), which costs more CPU than the
+request itself. Here ended spans wait in a list; a background task owned by the app sends
+them in batches (512, or whatever waited 5 s) through `asyncio.to_thread`, and
+`encode_request` writes the ExportTraceServiceRequest wire bytes straight from the spans:
+fixed tags, attribute key/values cached (a data plane repeats the same few pairs, endpoints
+and outcomes), resource and scope encoded once by the SDK's own encoder. What it was not
+written for (values other than str/bool/int/float, ints beyond int64) goes to the SDK
+encoder instead, so every batch is encoded either way. Endpoint, headers, compression,
+timeouts and retries are the SDK exporter's (OTEL_EXPORTER_OTLP_* settings included).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import struct
 from collections.abc import Mapping, Sequence
@@ -19,12 +23,18 @@ from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanContext, SpanKind
+
+from data_plane.tracing import SCOPE, Span, readable
 
 logger = logging.getLogger(__name__)
 
+BATCH_SPANS = 512  # the SDK batch processor's defaults
+MAX_QUEUED_SPANS = 2048
+EXPORT_DELAY_S = 5.0
 _MAX_CACHED = 4096  # attribute encodings kept (a bounded set: pairs x endpoints x outcomes)
 _INT64 = range(-(2**63), 2**63)
 _KIND = {
@@ -40,7 +50,7 @@ _fixed64 = struct.Struct("<Q").pack
 _fixed32 = struct.Struct("<I").pack
 
 
-class _UnsupportedError(Exception):
+class UnsupportedError(Exception):
     """Something the lean encoder does not write; the SDK encoder takes the batch."""
 
 
@@ -67,27 +77,33 @@ def _any_value(value: Any) -> bytes:
         return _field(0x0A, value.encode("utf-8"))
     if isinstance(value, int):
         if value not in _INT64:
-            raise _UnsupportedError("int beyond int64")
+            raise UnsupportedError("int beyond int64")
         return b"\x18" + _varint(value & 0xFFFFFFFFFFFFFFFF)
-    if isinstance(value, float):
-        return b"\x21" + _double(value)
-    raise _UnsupportedError(type(value).__name__)
+    return b"\x21" + _double(value)
 
 
-_Header = tuple[bytes, bytes, bytes, bytes]  # resource, scope, scope URL, resource URL fields
+def _status(span: Span) -> bytes:
+    status = span.status
+    body = b""
+    if status.description:
+        body += _field(0x12, status.description.encode("utf-8"))
+    if status.status_code.value:
+        body += b"\x18" + _varint(status.status_code.value)
+    return body
 
 
-class _Encoder:
-    """Span and attribute encodings, with the attribute cache (the exporter thread's own)."""
+class Encoder:
+    """Wire bytes of spans of one resource; keeps the attribute cache (one thread uses it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, resource: Resource) -> None:
         self._attributes: dict[tuple[int, str, type, Any], bytes] = {}
-        self._headers: dict[tuple[int, int], tuple[object, object, _Header]] = {}
+        self._resource = resource
+        self._header: tuple[bytes, bytes, bytes, bytes] | None = None
 
     def attribute(self, tag: int, key: str, value: Any) -> bytes:
         """One KeyValue as a field under `tag` (9 in a Span, 3 in an Event), cached."""
         if not isinstance(value, str | int | float):  # bool is an int
-            raise _UnsupportedError(type(value).__name__)
+            raise UnsupportedError(type(value).__name__)
         cache_key = (tag, key, type(value), value)
         found = self._attributes.get(cache_key)
         if found is None:
@@ -101,16 +117,13 @@ class _Encoder:
     def attributes(self, tag: int, attributes: Mapping[str, Any] | None) -> bytes:
         if not attributes:
             return b""
-        return b"".join(self.attribute(tag, k, v) for k, v in attributes.items())
+        return b"".join([self.attribute(tag, k, v) for k, v in attributes.items()])
 
-    def span(self, span: ReadableSpan) -> bytes:
+    def span(self, span: Span) -> bytes:
         """One Span message as a field of ScopeSpans (tag 2)."""
-        ctx = span.context
-        if ctx is None or span.links:
-            raise _UnsupportedError("span without context, or with links")
-        out = [b"\x0a\x10", ctx.trace_id.to_bytes(16, "big"), b"\x12\x08"]
-        out.append(ctx.span_id.to_bytes(8, "big"))
-        state = ctx.trace_state
+        out = [b"\x0a\x10", span.trace_id.to_bytes(16, "big"), b"\x12\x08"]
+        out.append(span.span_id.to_bytes(8, "big"))
+        state = span.trace_state
         if state:
             out.append(_field(0x1A, ",".join(f"{k}={v}" for k, v in state.items()).encode()))
         flags = _HAS_IS_REMOTE
@@ -119,16 +132,11 @@ class _Encoder:
             out += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
             flags |= _IS_REMOTE if parent.is_remote else 0
         out += (_field(0x2A, span.name.encode("utf-8")), b"\x30", _varint(_KIND[span.kind]))
-        out += (b"\x39", _fixed64(span.start_time or 0), b"\x41", _fixed64(span.end_time or 0))
+        out += (b"\x39", _fixed64(span.start_ns), b"\x41", _fixed64(span.end_ns))
         out.append(self.attributes(0x4A, span.attributes))
-        if span.dropped_attributes:
-            out += (b"\x50", _varint(span.dropped_attributes))
         for event in span.events:
             out.append(_field(0x5A, self._event(event)))
-        if span.dropped_events:
-            out += (b"\x60", _varint(span.dropped_events))
-        out.append(_field(0x7A, _status(span)))
-        out += (b"\x85\x01", _fixed32(flags))
+        out += (_field(0x7A, _status(span)), b"\x85\x01", _fixed32(flags))
         return _field(0x12, b"".join(out))
 
     def _event(self, event: Event) -> bytes:
@@ -138,66 +146,48 @@ class _Encoder:
             body += b"\x20" + _varint(event.dropped_attributes)
         return body
 
-    def header(self, span: ReadableSpan) -> _Header:
-        """The fields around `span`'s group: its resource and scope, encoded once per pair
-        of objects by the SDK's own encoder."""
-        resource, scope = span.resource, span.instrumentation_scope
-        key = (id(resource), id(scope))
-        found = self._headers.get(key)
-        if found is None or found[0] is not resource or found[1] is not scope:
-            reference = encode_spans([span]).resource_spans[0]
+    def _envelope(self) -> tuple[bytes, bytes, bytes, bytes]:
+        """(resource, scope, scope schema URL, resource schema URL) fields, by the SDK's own
+        encoder, once."""
+        if self._header is None:
+            probe = ReadableSpan(
+                "probe",
+                SpanContext(1, 1, False),
+                resource=self._resource,
+                instrumentation_scope=SCOPE,
+            )
+            reference = encode_spans([probe]).resource_spans[0]
             scope_spans = reference.scope_spans[0]
-            header = (
+            self._header = (
                 _field(0x0A, reference.resource.SerializeToString()),
                 _field(0x0A, scope_spans.scope.SerializeToString()),
                 _field(0x1A, scope_spans.schema_url.encode()) if scope_spans.schema_url else b"",
                 _field(0x1A, reference.schema_url.encode()) if reference.schema_url else b"",
             )
-            found = self._headers[key] = (resource, scope, header)
-        return found[2]
+        return self._header
 
-
-def _status(span: ReadableSpan) -> bytes:
-    status = span.status
-    body = b""
-    if status.description:
-        body += _field(0x12, status.description.encode("utf-8"))
-    if status.status_code.value:
-        body += b"\x18" + _varint(status.status_code.value)
-    return body
-
-
-def encode_request(encoder: _Encoder, spans: Sequence[ReadableSpan]) -> bytes:
-    """ExportTraceServiceRequest wire bytes for `spans`, grouped by resource and scope in
-    order of first appearance."""
-    groups: dict[tuple[int, int], tuple[_Header, list[bytes]]] = {}
-    for span in spans:
-        key = (id(span.resource), id(span.instrumentation_scope))
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = (encoder.header(span), [])
-        group[1].append(encoder.span(span))
-    out = []
-    for (resource, scope, scope_url, resource_url), encoded in groups.values():
-        scope_spans = _field(0x12, scope + b"".join(encoded) + scope_url)
-        out.append(_field(0x0A, resource + scope_spans + resource_url))
-    return b"".join(out)
+    def request(self, spans: Sequence[Span]) -> bytes:
+        """ExportTraceServiceRequest wire bytes for `spans` (all of this encoder's resource)."""
+        resource, scope, scope_url, resource_url = self._envelope()
+        encoded = b"".join([self.span(s) for s in spans])
+        return _field(0x0A, resource + _field(0x12, scope + encoded + scope_url) + resource_url)
 
 
 class FastOTLPSpanExporter(OTLPSpanExporter):
-    """The SDK's OTLP/HTTP span exporter with `encode_request` as its encoder."""
+    """The SDK's OTLP/HTTP span exporter, plus `export_spans` for this module's spans."""
 
-    def __init__(self, endpoint: str | None = None) -> None:
+    def __init__(self, endpoint: str | None, resource: Resource) -> None:
         super().__init__(endpoint=endpoint)
-        self._encoder = _Encoder()
+        self._resource = resource
+        self._encoder = Encoder(resource)
 
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+    def export_spans(self, spans: Sequence[Span]) -> SpanExportResult:
         if self._shutdown:
-            return super().export(spans)  # warns and fails, as the SDK does
+            return SpanExportResult.FAILURE
         try:
-            data = encode_request(self._encoder, spans)
-        except _UnsupportedError:
-            return super().export(spans)
+            data = self._encoder.request(spans)
+        except UnsupportedError:
+            return self.export([readable(s, self._resource) for s in spans])
         return self._send(data, len(spans))
 
     def _send(self, data: bytes, count: int) -> SpanExportResult:
@@ -212,3 +202,46 @@ class FastOTLPSpanExporter(OTLPSpanExporter):
                 result.error = sent.error
                 return SpanExportResult.FAILURE
         return SpanExportResult.SUCCESS
+
+
+class OtlpPipeline:
+    """Ended spans wait in a list; `run` sends them in batches off the event loop."""
+
+    def __init__(self, endpoint: str | None, resource: Resource) -> None:
+        self.exporter = FastOTLPSpanExporter(endpoint, resource)
+        self._pending: list[Span] = []
+        self._wake: asyncio.Event | None = None
+        self._dropped = 0
+
+    def finish(self, span: Span) -> None:
+        pending = self._pending
+        if len(pending) >= MAX_QUEUED_SPANS:
+            if not self._dropped:
+                logger.warning("span export cannot keep up; dropping spans")
+            self._dropped += 1
+            return
+        pending.append(span)
+        if len(pending) >= BATCH_SPANS and self._wake is not None:
+            self._wake.set()
+
+    def _take(self) -> list[Span]:
+        batch, self._pending = self._pending[:BATCH_SPANS], self._pending[BATCH_SPANS:]
+        return batch
+
+    async def run(self) -> None:
+        """Until cancelled: send every full batch as soon as it is full, and whatever waited
+        EXPORT_DELAY_S (one batch at a time, in a worker thread)."""
+        wake = self._wake = asyncio.Event()
+        while True:
+            full = False
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(EXPORT_DELAY_S):
+                    full = await wake.wait()
+            wake.clear()
+            while len(self._pending) >= (BATCH_SPANS if full else 1):
+                await asyncio.to_thread(self.exporter.export_spans, self._take())
+
+    def shutdown(self) -> None:
+        while self._pending:
+            self.exporter.export_spans(self._take())
+        self.exporter.shutdown()  # type: ignore[no-untyped-call]  # untyped in the SDK

@@ -1,19 +1,18 @@
-"""Tracing for one app: lean spans handed to OpenTelemetry's span processors, W3C propagation.
+"""Tracing for one app: lean spans, W3C propagation, and where finished spans go.
 
 The exporter is chosen by settings: `none` (no spans at all; an incoming `traceparent` is still
-passed on to engines), `console`, or `otlp` (HTTP, through `otlp.FastOTLPSpanExporter`). Tests
-inject their own span exporter.
+passed on to engines), `console`, or `otlp` (HTTP: batched on the event loop and encoded by
+`otlp`, sent with the SDK exporter's transport). Tests inject their own SDK span exporter.
 
 Why not the SDK's Tracer: a request makes three spans, and the SDK's tracer (sampler and id
 generator objects, bounded attributes with locks, context objects attached and detached, a
-span copied on end) cost more CPU than the rest of the request's routing. A span here is one
-small object with its own context variable for parenting; when it ends, it becomes the SDK's
-`ReadableSpan` and goes to the SDK's span processor and exporter like any other span.
-Semantics kept from the SDK defaults: parent-based sampling (a remote parent's `sampled`
-flag decides; a root is always sampled), the parent's trace state carried on, random 128/64
-bit ids, and an exception escaping a span is recorded as an `exception` event with status
-ERROR. Exporter and resource settings (OTEL_EXPORTER_OTLP_*, OTEL_RESOURCE_ATTRIBUTES) are
-read by the SDK as before; sampler settings (OTEL_TRACES_SAMPLER) are not used.
+span copied on end, a processor call per span) cost more CPU than the request's routing. A
+span here is one small object with a context variable for parenting. Semantics kept from the
+SDK defaults: parent-based sampling (a remote parent's `sampled` flag decides; a root is
+always sampled), the parent's trace state carried on, random 128/64-bit ids, and an
+exception escaping a span recorded as an `exception` event with status ERROR. Resource and
+exporter settings (OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_*) are read by the SDK as
+before; sampler and batch settings (OTEL_TRACES_SAMPLER, OTEL_BSP_*) are not used.
 """
 
 from __future__ import annotations
@@ -25,20 +24,16 @@ from collections.abc import Mapping, MutableMapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
-from opentelemetry.sdk.trace.export import (
-    BatchSpanProcessor,
-    ConsoleSpanExporter,
-    SimpleSpanProcessor,
-    SpanExporter,
-)
+from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace.span import TraceState
 
 # Span attribute names (DESIGN.md, Observability).
 ATTR_PAIR = "gearbox.pair"
@@ -49,41 +44,24 @@ ATTR_ENDPOINT = "gearbox.endpoint"
 ATTR_OUTCOME = "gearbox.outcome"
 
 TRACE_HEADERS = ("traceparent", "tracestate")
-SCOPE_NAME = "gearbox.data_plane"
+SCOPE = InstrumentationScope("gearbox.data_plane")
 _PROPAGATOR = TraceContextTextMapPropagator()
-_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
-_NOT_SAMPLED = TraceFlags(TraceFlags.DEFAULT)
+_UNSET = Status(StatusCode.UNSET)
 _CURRENT: ContextVar[Span | None] = ContextVar("gearbox_current_span", default=None)
 
 
-class Pipeline:
-    """Where ended spans go: the SDK span processor, with this process's resource and scope."""
+class Pipeline(Protocol):
+    """Where a recorded span goes when it ends (called on the event loop)."""
 
-    __slots__ = ("processor", "resource", "scope")
+    def finish(self, span: Span) -> None: ...
 
-    def __init__(self, processor: SpanProcessor, resource: Resource) -> None:
-        self.processor = processor
-        self.resource = resource
-        self.scope = InstrumentationScope(SCOPE_NAME)
+    async def run(self) -> None:
+        """Background work until cancelled (batch export); returns at once if there is none."""
+        ...
 
-    def finish(self, span: Span, end_ns: int) -> None:
-        self.processor.on_end(
-            ReadableSpan(
-                span.name,
-                span.context,
-                span.parent,
-                self.resource,
-                span.attributes,
-                span.events,
-                (),
-                span.kind,
-                None,
-                span.status,
-                span.start_ns,
-                end_ns,
-                self.scope,
-            )
-        )
+    def shutdown(self) -> None:
+        """Send what is left and close the exporter (blocking; call it off the loop)."""
+        ...
 
 
 def _new_id(bits: int) -> int:
@@ -95,43 +73,62 @@ def _new_id(bits: int) -> int:
 
 class Span:
     """A span of this process: the current span inside its `with` block (parenting the spans
-    started there), handed to the pipeline when the block ends. Not sampled (a remote parent
-    said so) it only carries ids for propagation."""
+    started there), given to the pipeline when the block ends, then read-only. Not sampled
+    (a remote parent said so) it only carries ids for propagation."""
 
     __slots__ = (
+        "_context",
         "_pipeline",
         "_token",
         "attributes",
-        "context",
+        "end_ns",
         "events",
         "kind",
         "name",
         "parent",
+        "sampled",
+        "span_id",
         "start_ns",
         "status",
+        "trace_id",
+        "trace_state",
     )
+    is_remote = False  # as a parent
 
     def __init__(
         self,
         pipeline: Pipeline,
         name: str,
         kind: SpanKind,
-        parent: SpanContext | None,
+        parent: Span | SpanContext | None,
         attributes: Mapping[str, Any] | None,
     ) -> None:
         self.name, self.kind, self.parent = name, kind, parent
         if parent is None:
-            self.context = SpanContext(_new_id(128), _new_id(64), False, _SAMPLED)
+            self.trace_id, self.sampled, self.trace_state = _new_id(128), True, None
+        elif isinstance(parent, Span):
+            self.trace_id, self.sampled = parent.trace_id, parent.sampled
+            self.trace_state = parent.trace_state
         else:
-            flags = _SAMPLED if parent.trace_flags.sampled else _NOT_SAMPLED
-            trace_id, state = parent.trace_id, parent.trace_state
-            self.context = SpanContext(trace_id, _new_id(64), False, flags, state)
-        self._pipeline: Pipeline | None = pipeline if self.context.trace_flags.sampled else None
+            self.trace_id, self.sampled = parent.trace_id, parent.trace_flags.sampled
+            self.trace_state = parent.trace_state
+        self.span_id = _new_id(64)
+        self._pipeline: Pipeline | None = pipeline if self.sampled else None
         self.attributes: dict[str, Any] = dict(attributes) if attributes else {}
         self.events: list[Event] = []
-        self.status = Status(StatusCode.UNSET)
+        self.status = _UNSET
         self.start_ns = time.time_ns()
+        self.end_ns = 0
         self._token: Token[Span | None] | None = None
+        self._context: SpanContext | None = None
+
+    @property
+    def context(self) -> SpanContext:
+        if self._context is None:
+            flags = TraceFlags(TraceFlags.SAMPLED if self.sampled else TraceFlags.DEFAULT)
+            ids = (self.trace_id, self.span_id)
+            self._context = SpanContext(*ids, False, flags, self.trace_state)
+        return self._context
 
     def set_attribute(self, key: str, value: Any) -> None:
         if self._pipeline is not None:
@@ -154,17 +151,15 @@ class Span:
             return
         if isinstance(exc, Exception):  # not CancelledError and friends: not errors
             self._record(exc)
-        pipeline.finish(self, time.time_ns())
+        self.end_ns = time.time_ns()
+        pipeline.finish(self)
 
     def _record(self, exc: Exception) -> None:
         """As the SDK does for an exception that escapes a span."""
         kind = type(exc)
-        module = kind.__module__
-        name = (
-            f"{module}.{kind.__qualname__}"
-            if module and module != "builtins"
-            else kind.__qualname__
-        )
+        module, name = kind.__module__, kind.__qualname__
+        if module and module != "builtins":
+            name = f"{module}.{name}"
         attributes = {
             "exception.type": name,
             "exception.message": str(exc),
@@ -173,6 +168,44 @@ class Span:
         }
         self.events.append(Event("exception", attributes, time.time_ns()))
         self.status = Status(StatusCode.ERROR, f"{kind.__name__}: {exc}")
+
+
+def readable(span: Span, resource: Resource) -> ReadableSpan:
+    """An ended span as the SDK's ReadableSpan (what SDK processors and exporters take)."""
+    parent = span.parent.context if isinstance(span.parent, Span) else span.parent
+    return ReadableSpan(
+        span.name,
+        span.context,
+        parent,
+        resource,
+        span.attributes,
+        span.events,
+        (),
+        span.kind,
+        None,
+        span.status,
+        span.start_ns,
+        span.end_ns,
+        SCOPE,
+    )
+
+
+class SdkPipeline:
+    """Ended spans to an SDK span processor, one by one (tests, console)."""
+
+    __slots__ = ("processor", "resource")
+
+    def __init__(self, processor: SpanProcessor, resource: Resource) -> None:
+        self.processor, self.resource = processor, resource
+
+    def finish(self, span: Span) -> None:
+        self.processor.on_end(readable(span, self.resource))
+
+    async def run(self) -> None:
+        return
+
+    def shutdown(self) -> None:
+        self.processor.shutdown()
 
 
 class _NoSpan:
@@ -203,7 +236,7 @@ def _remote_parent(headers: Mapping[str, str]) -> SpanContext | None:
 
 @dataclass(frozen=True, slots=True)
 class Tracing:
-    """The app's spans plus W3C trace-context helpers; `shutdown` flushes exporters.
+    """The app's spans plus W3C trace-context helpers.
 
     Disabled (`pipeline` None), no span objects are made at all and an incoming
     `traceparent` / `tracestate` is passed to the engine unchanged.
@@ -232,14 +265,12 @@ class Tracing:
         """A child of the current span (a root span outside any)."""
         if self.pipeline is None:
             return NO_SPAN
-        current = _CURRENT.get()
-        parent = None if current is None else current.context
-        return Span(self.pipeline, name, kind, parent, attributes)
+        return Span(self.pipeline, name, kind, _CURRENT.get(), attributes)
 
     def current(self) -> Span | None:
         """The innermost span of this task that is still open and recording."""
         span = _CURRENT.get()
-        return span if span is not None and span.context.trace_flags.sampled else None
+        return span if span is not None and span.sampled else None
 
     def inject(
         self, carrier: MutableMapping[str, str], span: AnySpan, incoming: Mapping[str, str]
@@ -248,14 +279,21 @@ class Tracing:
         if not isinstance(span, Span):
             carrier.update(incoming)
             return
-        ctx = span.context
-        carrier["traceparent"] = f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
-        if ctx.trace_state:
-            carrier["tracestate"] = ctx.trace_state.to_header()
+        flags = "01" if span.sampled else "00"
+        carrier["traceparent"] = f"00-{span.trace_id:032x}-{span.span_id:016x}-{flags}"
+        state: TraceState | None = span.trace_state
+        if state:
+            carrier["tracestate"] = state.to_header()
+
+    async def run(self) -> None:
+        """The pipeline's background work (batch export), for the app's cleanup context."""
+        if self.pipeline is not None:
+            await self.pipeline.run()
 
     def shutdown(self) -> None:
+        """Send what is left and close the exporter (blocking)."""
         if self.pipeline is not None:
-            self.pipeline.processor.shutdown()
+            self.pipeline.shutdown()
 
 
 def build_tracing(
@@ -267,16 +305,13 @@ def build_tracing(
     """Build the tracing pipeline; `span_exporter` (tests) wins over `exporter`."""
     if span_exporter is None and exporter == "none":
         return Tracing(None)
-    processor: SpanProcessor
-    if span_exporter is not None:
-        processor = SimpleSpanProcessor(span_exporter)
-    elif exporter == "console":
-        processor = SimpleSpanProcessor(ConsoleSpanExporter())
-    elif exporter == "otlp":
-        from data_plane.otlp import FastOTLPSpanExporter
-
-        processor = BatchSpanProcessor(FastOTLPSpanExporter(endpoint=otlp_endpoint))
-    else:
-        raise ValueError(f"unknown otel exporter {exporter!r}")
     resource = Resource.create({"service.name": service_name})
-    return Tracing(Pipeline(processor, resource))
+    if span_exporter is not None:
+        return Tracing(SdkPipeline(SimpleSpanProcessor(span_exporter), resource))
+    if exporter == "console":
+        return Tracing(SdkPipeline(SimpleSpanProcessor(ConsoleSpanExporter()), resource))
+    if exporter == "otlp":
+        from data_plane.otlp import OtlpPipeline
+
+        return Tracing(OtlpPipeline(otlp_endpoint, resource))
+    raise ValueError(f"unknown otel exporter {exporter!r}")

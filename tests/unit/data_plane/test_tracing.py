@@ -1,4 +1,4 @@
-"""tracing.py + otlp.py: lean spans keep the SDK's semantics; the encoder writes what the SDK would."""
+"""tracing.py + otlp.py: lean spans with the SDK's semantics; the SDK's bytes, encoded lean."""
 
 from __future__ import annotations
 
@@ -7,12 +7,13 @@ from collections.abc import Sequence
 import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from data_plane.otlp import _Encoder, _UnsupportedError, encode_request
-from data_plane.tracing import NO_SPAN, Tracing, build_tracing
+from data_plane.otlp import Encoder, OtlpPipeline, UnsupportedError
+from data_plane.tracing import NO_SPAN, Span, Tracing, build_tracing, readable
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
@@ -41,15 +42,23 @@ def test_request_route_and_attempt_spans_nest_under_the_client_trace() -> None:
             up.set_attribute("gearbox.outcome", "ok")
     assert tracing.current() is None
     spans = by_name(exporter.get_finished_spans())
-    req, route, attempt = spans["gearbox.request"], spans["gearbox.route"], spans["gearbox.upstream"]
-    assert req.context is not None and route.context is not None and attempt.context is not None
+    req, route, attempt = (
+        spans["gearbox.request"],
+        spans["gearbox.route"],
+        spans["gearbox.upstream"],
+    )
+    assert req.context is not None
+    assert route.context is not None
+    assert attempt.context is not None
     assert {s.context.trace_id for s in spans.values() if s.context} == {
         0x0AF7651916CD43DD8448EB211C80319C
     }
-    assert req.parent is not None and req.parent.is_remote
+    assert req.parent is not None
+    assert req.parent.is_remote
     assert req.parent.span_id == 0xB7AD6B7169203331
     assert route.parent == attempt.parent == req.context
-    assert req.kind is SpanKind.SERVER and attempt.kind is SpanKind.CLIENT
+    assert req.kind is SpanKind.SERVER
+    assert attempt.kind is SpanKind.CLIENT
     assert dict(req.attributes or {}) == {
         "http.route": "chat_completions",
         "gearbox.reason": "cheapest_feasible",
@@ -59,8 +68,11 @@ def test_request_route_and_attempt_spans_nest_under_the_client_trace() -> None:
         "traceparent": f"00-{attempt.context.trace_id:032x}-{attempt.context.span_id:016x}-01",
         "tracestate": "vendor=abc",
     }
-    assert req.start_time is not None and req.end_time is not None
-    assert req.start_time <= attempt.start_time <= attempt.end_time <= req.end_time  # type: ignore[operator]
+    assert req.start_time is not None
+    assert req.end_time is not None
+    assert attempt.start_time is not None
+    assert attempt.end_time is not None
+    assert req.start_time <= attempt.start_time <= attempt.end_time <= req.end_time
 
 
 def test_a_parent_that_is_not_sampled_records_nothing_but_propagates() -> None:
@@ -86,7 +98,8 @@ def test_an_invalid_traceparent_starts_a_new_trace(header: str) -> None:
         pass
     (span,) = exporter.get_finished_spans()
     assert span.parent is None
-    assert span.context is not None and span.context.trace_id != 0
+    assert span.context is not None
+    assert span.context.trace_id != 0
 
 
 def test_an_escaping_exception_is_recorded_but_cancellation_is_not() -> None:
@@ -111,7 +124,8 @@ def test_disabled_tracing_makes_no_spans_and_passes_client_headers_on() -> None:
     tracing = build_tracing("none", "gearbox-test")
     assert not tracing.enabled
     span = tracing.request_span({"traceparent": PARENT}, "route")
-    assert span is NO_SPAN and tracing.span("gearbox.route") is NO_SPAN
+    assert span is NO_SPAN
+    assert tracing.span("gearbox.route") is NO_SPAN
     with span as inside:
         inside.set_attribute("x", 1)
         assert tracing.current() is None
@@ -123,8 +137,28 @@ def test_disabled_tracing_makes_no_spans_and_passes_client_headers_on() -> None:
         build_tracing("zipkin", "gearbox-test")
 
 
-def _varied_spans() -> Sequence[ReadableSpan]:
-    tracing, exporter = recording()
+class Kept:
+    """A pipeline that keeps our own ended spans (what the OTLP pipeline batches)."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span] = []
+
+    def finish(self, span: Span) -> None:
+        self.spans.append(span)
+
+    async def run(self) -> None:
+        return
+
+    def shutdown(self) -> None:
+        return
+
+
+RESOURCE = Resource.create({"service.name": "gearbox-test"})
+
+
+def _varied_spans() -> list[Span]:
+    kept = Kept()
+    tracing = Tracing(kept)
     with tracing.request_span({"traceparent": PARENT, "tracestate": "a=1,b=2"}, "chat"):
         for attempt in (1, 2):
             with tracing.span(
@@ -137,22 +171,34 @@ def _varied_spans() -> Sequence[ReadableSpan]:
             raise RuntimeError("é unicode")
     with tracing.span("root", SpanKind.INTERNAL, {"": "empty key", "big": 2**62}):
         pass
-    return exporter.get_finished_spans()
+    return kept.spans
 
 
 def test_the_lean_encoding_is_the_sdk_encoding() -> None:
     spans = _varied_spans()
-    encoder = _Encoder()
+    encoder = Encoder(RESOURCE)
+    reference = encode_spans([readable(s, RESOURCE) for s in spans])
     for _ in range(2):  # the second time from the caches
-        ours = ExportTraceServiceRequest.FromString(encode_request(encoder, spans))
-        assert ours == encode_spans(spans)
+        assert ExportTraceServiceRequest.FromString(encoder.request(spans)) == reference
 
 
 def test_values_the_lean_encoder_does_not_write_go_to_the_sdk() -> None:
-    tracing, exporter = recording()
+    kept = Kept()
+    tracing = Tracing(kept)
     for value in (["a", "b"], b"raw", 2**64):
         with tracing.span("odd", attributes={"v": value}):
             pass
-    for span in exporter.get_finished_spans():
-        with pytest.raises(_UnsupportedError):
-            encode_request(_Encoder(), [span])
+    for span in kept.spans:
+        with pytest.raises(UnsupportedError):
+            Encoder(RESOURCE).request([span])
+
+
+def test_spans_wait_for_a_batch_and_beyond_the_queue_are_dropped() -> None:
+    pipeline = OtlpPipeline("http://127.0.0.1:9/v1/traces", RESOURCE)
+    tracing = Tracing(pipeline)
+    for _ in range(2100):
+        with tracing.span("gearbox.route"):
+            pass
+    assert len(pipeline._take()) == 512
+    assert len(pipeline._pending) == 2048 - 512
+    pipeline.exporter.shutdown()  # type: ignore[no-untyped-call]
