@@ -29,6 +29,7 @@ class BreakerState(StrEnum):
 
 
 _LEVELS = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
+_NONE: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,8 @@ class _Breaker:
     state: BreakerState = BreakerState.CLOSED
     consecutive: int = 0
     window: deque[list[int]] = field(default_factory=deque)  # [bucket, requests, failures]
+    requests: int = 0  # totals over `window`, kept as buckets come and go
+    failures: int = 0
     opened_at: float = 0.0
     cooldown_s: float = 0.0
     probe_started: float = 0.0  # half-open: when the (last) probe was admitted
@@ -81,6 +84,7 @@ class BreakerBoard:
         self._config = config or BreakerConfig()
         self._breakers: dict[str, _Breaker] = {}
         self._pending: list[Transition] = []
+        self._unsettled: set[str] = set()  # endpoints whose breaker is not closed
 
     @property
     def config(self) -> BreakerConfig:
@@ -128,13 +132,17 @@ class BreakerBoard:
 
     def open_endpoints(self, now: float) -> frozenset[str]:
         """Endpoints routing must skip now: open within their cooldown, or half-open with the
-        probe already out. An open endpoint whose cooldown passed is routable (for its probe)."""
-        probe_timeout_s = self._config.probe_timeout_s
-        return frozenset(
-            eid
-            for eid, b in self._breakers.items()
-            if (b.state is BreakerState.OPEN and now < b.opened_at + b.cooldown_s)
-            or (b.state is BreakerState.HALF_OPEN and now < b.probe_started + probe_timeout_s)
+        probe already out. An open endpoint whose cooldown passed is routable (for its probe).
+        Only breakers that are not closed are looked at (usually none: the same empty set)."""
+        if not self._unsettled:
+            return _NONE
+        return frozenset(eid for eid in self._unsettled if self._skipped(self._breakers[eid], now))
+
+    def _skipped(self, b: _Breaker, now: float) -> bool:
+        if b.state is BreakerState.OPEN:
+            return now < b.opened_at + b.cooldown_s
+        return b.state is BreakerState.HALF_OPEN and now < b.probe_started + (
+            self._config.probe_timeout_s
         )
 
     def take_transitions(self) -> tuple[Transition, ...]:
@@ -142,6 +150,8 @@ class BreakerBoard:
 
         `record` returns its own transition directly; count both for the full picture.
         """
+        if not self._pending:
+            return ()
         taken, self._pending = tuple(self._pending), []
         return taken
 
@@ -150,12 +160,14 @@ class BreakerBoard:
         keep = set(endpoint_ids)
         for eid in [e for e in self._breakers if e not in keep]:
             del self._breakers[eid]
+            self._unsettled.discard(eid)
 
     def _probe_result(self, endpoint_id: str, b: _Breaker, success: bool, now: float) -> Transition:
         if success:
             b.cooldown_s = self._config.cooldown_s
             b.consecutive = 0
             b.window.clear()
+            b.requests = b.failures = 0
             return self._move(endpoint_id, b, BreakerState.CLOSED, now, "probe succeeded")
         b.cooldown_s = min(b.cooldown_s * 2, self._config.max_cooldown_s)
         b.opened_at = now
@@ -166,23 +178,27 @@ class BreakerBoard:
         cfg = self._config
         width_s = cfg.window_s / cfg.window_buckets
         index = math.floor(now / width_s)
-        while b.window and b.window[0][0] <= index - cfg.window_buckets:
-            b.window.popleft()
-        if not b.window or b.window[-1][0] != index:
-            b.window.append([index, 0, 0])
-        b.window[-1][1] += 1
+        window = b.window
+        while window and window[0][0] <= index - cfg.window_buckets:
+            _, requests, failures = window.popleft()
+            b.requests -= requests
+            b.failures -= failures
+        if not window or window[-1][0] != index:
+            window.append([index, 0, 0])
+        window[-1][1] += 1
+        b.requests += 1
         if success:
             b.consecutive = 0
         else:
-            b.window[-1][2] += 1
+            window[-1][2] += 1
+            b.failures += 1
             b.consecutive += 1
 
     def _trip_reason(self, b: _Breaker) -> str | None:
         cfg = self._config
         if b.consecutive >= cfg.consecutive_failures:
             return f"{b.consecutive} consecutive failures"
-        requests = sum(w[1] for w in b.window)
-        failures = sum(w[2] for w in b.window)
+        requests, failures = b.requests, b.failures
         if requests >= cfg.min_requests and failures >= cfg.failure_ratio * requests:
             return f"{failures} of {requests} requests failed in {cfg.window_s:g} s"
         return None
@@ -192,6 +208,10 @@ class BreakerBoard:
     ) -> Transition:
         transition = Transition(endpoint_id, b.state, to, now, why)
         b.state = to
+        if to is BreakerState.CLOSED:
+            self._unsettled.discard(endpoint_id)
+        else:
+            self._unsettled.add(endpoint_id)
         if to is BreakerState.HALF_OPEN:
             self._pending.append(transition)
         return transition

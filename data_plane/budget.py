@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from contracts.names import CATEGORY_PATTERN
 from data_plane.domain import Budget, BudgetMode
@@ -38,8 +38,30 @@ _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
 _CATEGORY = re.compile(CATEGORY_PATTERN)
 
 
+def _repeated(name: str) -> InvalidBudget:
+    return InvalidBudget(f"{name} is given more than once with different values", param=name)
+
+
+def _collect_multi(getall: Callable[[str, tuple[()]], Sequence[str]]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for header in BUDGET_HEADERS:
+        values = getall(header, ())
+        if values:
+            value = values[0].strip()
+            if any(other.strip() != value for other in values[1:]):
+                raise _repeated(header)
+            found[header] = value
+    return found
+
+
 def _collect(headers: Mapping[str, str]) -> dict[str, str]:
-    """Budget header values by canonical name; a header repeated with different values fails."""
+    """Budget header values by canonical name; a header repeated with different values fails.
+
+    A multidict (aiohttp's request headers) is asked for the six names directly (it matches
+    them case-insensitively); any other mapping is read entry by entry."""
+    getall = getattr(headers, "getall", None)
+    if getall is not None:
+        return _collect_multi(getall)
     found: dict[str, str] = {}
     for key, value in headers.items():
         name = _CANONICAL.get(key.lower())
@@ -47,7 +69,7 @@ def _collect(headers: Mapping[str, str]) -> dict[str, str]:
             continue
         value = value.strip()
         if name in found and found[name] != value:
-            raise InvalidBudget(f"{name} is given more than once with different values", param=name)
+            raise _repeated(name)
         found[name] = value
     return found
 

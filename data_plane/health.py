@@ -21,7 +21,7 @@ logger = logging.getLogger(__name__)
 class Health:
     """Breakers + in-flight/queue load per endpoint id, with `clock` (monotonic seconds)."""
 
-    __slots__ = ("_board", "_clock", "_metrics", "tracker")
+    __slots__ = ("_board", "_clock", "_metrics", "_view", "tracker")
 
     def __init__(
         self,
@@ -34,10 +34,15 @@ class Health:
         self.tracker = tracker
         self._metrics = metrics
         self._clock = clock
+        self._view = HealthView(frozenset(), tracker.load)
 
     def view(self) -> HealthView:
-        """The snapshot one routing decision reads (the load mapping is live, read at once)."""
-        return HealthView(self._board.open_endpoints(self._clock()), self.tracker.load)
+        """The snapshot one routing decision reads (the load mapping is live, read at once).
+        While the ejected set is the same object (no breaker open: always), so is the view."""
+        opened = self._board.open_endpoints(self._clock())
+        if opened is not self._view.open_endpoints:
+            self._view = HealthView(opened, self.tracker.load)
+        return self._view
 
     def allow(self, endpoint_id: str) -> bool:
         """May an attempt go to `endpoint_id` now (takes the half-open probe slot if so)."""

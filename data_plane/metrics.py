@@ -1,16 +1,18 @@
 """Every Prometheus object of the data plane (docs/METRICS.md, "Data plane"), on one registry.
 
 One `DataPlaneMetrics` per app (no global registry), so tests can build many apps. Label children
-for pairs and endpoints are created once and cached, so the hot path does dict lookups only.
+for pairs and endpoints are created once and cached, so the hot path does dict lookups only;
+the children are `series`' lock-free numbers, exposed through prometheus_client at scrape time.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry
+
+from data_plane.series import CounterChild, Exposition, Family, HistogramChild
 
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 DECISION_BUCKETS_S = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2)
@@ -63,17 +65,17 @@ BREAKER_STATE_VALUE = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
 class PairSeries:
     """The label children of one pair."""
 
-    ttfb: Histogram
-    latency: Histogram
-    predicted: Histogram
-    budget_met: Counter
-    budget_missed: Counter
-    stream_errors: Counter
-    shadow: Counter
-    cost: Counter
-    baseline_cost: Counter
-    tokens_in: Counter
-    tokens_out: Counter
+    ttfb: HistogramChild
+    latency: HistogramChild
+    predicted: HistogramChild
+    budget_met: CounterChild
+    budget_missed: CounterChild
+    stream_errors: CounterChild
+    shadow: CounterChild
+    cost: CounterChild
+    baseline_cost: CounterChild
+    tokens_in: CounterChild
+    tokens_out: CounterChild
 
 
 class DataPlaneMetrics:
@@ -81,19 +83,18 @@ class DataPlaneMetrics:
 
     def __init__(self, version: str, git_sha: str) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        Gauge("gearbox_build_info", "Build identity", ["version", "git_sha"], registry=r).labels(
-            version, git_sha
-        ).set(1)
-        self.requests = Counter(
-            "gearbox_requests_total", "Requests answered", ["route", "outcome"], registry=r
+        r = self._exposition = Exposition()
+        build = r.gauge("gearbox_build_info", "Build identity", ["version", "git_sha"])
+        build.labels(version, git_sha).set(1)
+        self.registry.register(r)
+        self.requests = r.counter(
+            "gearbox_requests_total", "Requests answered", ["route", "outcome"]
         )
-        self.request_duration = Histogram(
+        self.request_duration = r.histogram(
             "gearbox_request_duration_seconds",
             "End-to-end time in the router",
             ["route", "outcome"],
             buckets=LATENCY_BUCKETS_S,
-            registry=r,
         )
         self._pair_metrics(r)
         self._decision_metrics(r)
@@ -108,145 +109,121 @@ class DataPlaneMetrics:
             for outcome in RequestOutcome
         }
         self._pairs: dict[str, PairSeries] = {}
-        self._attempts: dict[tuple[str, str], tuple[Counter, Histogram]] = {}
-        self._children: dict[tuple[object, ...], Counter | Gauge | Histogram] = {}
+        self._attempts: dict[tuple[str, str], tuple[CounterChild, HistogramChild]] = {}
 
-    def _pair_metrics(self, r: CollectorRegistry) -> None:
-        def hist(name: str, doc: str) -> Histogram:
-            return Histogram(name, doc, ["pair"], buckets=LATENCY_BUCKETS_S, registry=r)
+    def _pair_metrics(self, r: Exposition) -> None:
+        def hist(name: str, doc: str) -> Family[HistogramChild]:
+            return r.histogram(name, doc, ["pair"], buckets=LATENCY_BUCKETS_S)
 
         self.ttfb = hist("gearbox_time_to_first_byte_seconds", "Time to first byte to client")
         self.pair_latency = hist("gearbox_pair_latency_seconds", "Observed latency per pair")
         self.predicted_latency = hist(
             "gearbox_predicted_latency_seconds", "Predicted latency at decision time"
         )
-        self.budget_outcomes = Counter(
+        self.budget_outcomes = r.counter(
             "gearbox_budget_outcomes_total",
             "Latency budget attainment of served requests",
             ["pair", "outcome"],
-            registry=r,
         )
-        self.stream_errors = Counter(
+        self.stream_errors = r.counter(
             "gearbox_stream_errors_total",
             "Streams broken after the first byte",
             ["pair"],
-            registry=r,
         )
-        self.shadow_decisions = Counter(
+        self.shadow_decisions = r.counter(
             "gearbox_shadow_decisions_total",
             "Shadow mode: pair the router would pick",
             ["pair"],
-            registry=r,
         )
-        self.cost = Counter(
-            "gearbox_cost_usd_total", "Cost of served requests", ["pair"], registry=r
+        self.cost = r.counter("gearbox_cost_usd_total", "Cost of served requests", ["pair"])
+        self.baseline_cost = r.counter(
+            "gearbox_baseline_cost_usd_total", "Cost on the family baseline", ["pair"]
         )
-        self.baseline_cost = Counter(
-            "gearbox_baseline_cost_usd_total", "Cost on the family baseline", ["pair"], registry=r
-        )
-        self.tokens = Counter(
-            "gearbox_tokens_total", "Tokens from usage", ["pair", "kind"], registry=r
-        )
-        self.quality_escalations = Counter(
+        self.tokens = r.counter("gearbox_tokens_total", "Tokens from usage", ["pair", "kind"])
+        self.quality_escalations = r.counter(
             "gearbox_quality_guard_escalations_total",
             "Answers re-asked on a more precise pair",
             ["pair", "reason"],
-            registry=r,
         )
-        self.fallbacks = Counter(
+        self.fallbacks = r.counter(
             "gearbox_fallbacks_total",
             "Requests served by a later candidate",
             ["from_pair", "to_pair"],
-            registry=r,
         )
 
-    def _decision_metrics(self, r: CollectorRegistry) -> None:
-        self.decision_duration = Histogram(
+    def _decision_metrics(self, r: Exposition) -> None:
+        self.decision_duration = r.histogram(
             "gearbox_routing_decision_duration_seconds",
             "choose_route time",
             buckets=DECISION_BUCKETS_S,
-            registry=r,
         )
-        self.decisions = Counter(
+        self.decisions = r.counter(
             "gearbox_routing_decisions_total",
             "First-choice pair per decision",
             ["pair", "reason"],
-            registry=r,
         )
-        self.no_route = Counter(
-            "gearbox_no_route_total", "Decisions with no feasible route", ["reason"], registry=r
+        self.no_route = r.counter(
+            "gearbox_no_route_total", "Decisions with no feasible route", ["reason"]
         )
-        self.complexity = Histogram(
+        self.complexity = r.histogram(
             "gearbox_complexity_score",
             "Classifier complexity score",
             ["category"],
             buckets=SCORE_BUCKETS,
-            registry=r,
         )
 
-    def _upstream_metrics(self, r: CollectorRegistry) -> None:
-        self.attempts = Counter(
+    def _upstream_metrics(self, r: Exposition) -> None:
+        self.attempts = r.counter(
             "gearbox_upstream_attempts_total",
             "Attempts to engines",
             ["endpoint", "outcome"],
-            registry=r,
         )
-        self.attempt_duration = Histogram(
+        self.attempt_duration = r.histogram(
             "gearbox_upstream_request_duration_seconds",
             "Attempt duration",
             ["endpoint", "outcome"],
             buckets=LATENCY_BUCKETS_S,
-            registry=r,
         )
-        self.retries = Counter(
-            "gearbox_retries_total", "Retries and fallbacks taken", ["reason"], registry=r
-        )
-        self.retry_budget_exhausted = Counter(
+        self.retries = r.counter("gearbox_retries_total", "Retries and fallbacks taken", ["reason"])
+        self.retry_budget_exhausted = r.counter(
             "gearbox_retry_budget_exhausted_total",
             "Retries refused by the retry budget",
-            registry=r,
         )
-        self.circuit_state = Gauge(
-            "gearbox_circuit_state", "0 closed, 1 half-open, 2 open", ["endpoint"], registry=r
+        self.circuit_state = r.gauge(
+            "gearbox_circuit_state", "0 closed, 1 half-open, 2 open", ["endpoint"]
         )
-        self.circuit_transitions = Counter(
+        self.circuit_transitions = r.counter(
             "gearbox_circuit_transitions_total",
             "Breaker transitions",
             ["endpoint", "to"],
-            registry=r,
         )
-        self.in_flight = Gauge(
+        self.in_flight = r.gauge(
             "gearbox_in_flight_requests",
             "Requests in flight from this process",
             ["endpoint"],
-            registry=r,
         )
-        self.queue_depth = Gauge(
+        self.queue_depth = r.gauge(
             "gearbox_engine_queue_depth",
             "Scraped engine waiting + running",
             ["endpoint"],
-            registry=r,
         )
 
-    def _table_metrics(self, r: CollectorRegistry) -> None:
-        self.table_version = Gauge(
-            "gearbox_routing_table_version", "Routing table version being served", registry=r
+    def _table_metrics(self, r: Exposition) -> None:
+        self.table_version = r.gauge(
+            "gearbox_routing_table_version", "Routing table version being served"
         )
-        self.table_created = Gauge(
+        self.table_created = r.gauge(
             "gearbox_routing_table_created_timestamp_seconds",
             "Creation time of the served table",
-            registry=r,
         )
-        self.table_last_load = Gauge(
+        self.table_last_load = r.gauge(
             "gearbox_routing_table_last_load_timestamp_seconds",
             "Last successful load or check",
-            registry=r,
         )
-        self.table_load_failures = Counter(
+        self.table_load_failures = r.counter(
             "gearbox_routing_table_load_failures_total",
             "Failed table loads",
             ["reason"],
-            registry=r,
         )
         for reason in ("redis_unavailable", "invalid_table", "missing_version"):
             self.table_load_failures.labels(reason)
@@ -291,23 +268,15 @@ class DataPlaneMetrics:
         series[0].inc()
         series[1].observe(duration_s)
 
-    def _child(self, metric: Counter | Gauge | Histogram, *labels: str) -> Any:
-        """`metric.labels(*labels)`, cached (prometheus_client's own lookup takes a lock)."""
-        key = (id(metric), *labels)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*labels)
-        return child
-
     def count_decision(self, pair: str, reason: str, category: str, complexity: float) -> None:
-        self._child(self.decisions, pair, reason).inc()
-        self._child(self.complexity, category).observe(complexity)
+        self.decisions.labels(pair, reason).inc()
+        self.complexity.labels(category).observe(complexity)
 
     def count_retry(self, reason: str) -> None:
-        self._child(self.retries, reason).inc()
+        self.retries.labels(reason).inc()
 
     def set_in_flight(self, endpoint: str, count: int) -> None:
-        self._child(self.in_flight, endpoint).set(count)
+        self.in_flight.labels(endpoint).set(count)
 
     def set_breaker_state(self, endpoint: str, state: str) -> None:
         self.circuit_state.labels(endpoint).set(BREAKER_STATE_VALUE[state])

@@ -56,11 +56,23 @@ class Exchange:
 EXCHANGE = web.RequestKey("gearbox_exchange", Exchange)
 
 
-def request_id_from(value: str | None) -> str:
-    """The client's X-Request-Id when it is sane (<= 128 safe chars), else a fresh one."""
-    if value is not None and _REQUEST_ID.fullmatch(value):
-        return value
-    return os.urandom(16).hex()
+class RequestIds:
+    """Fresh request ids: 32 hex characters, a random per-process prefix and a counter, so
+    they are unique without a system call per request (they name requests, they are not
+    secrets)."""
+
+    __slots__ = ("_next", "_prefix")
+
+    def __init__(self) -> None:
+        self._prefix = os.urandom(8).hex()
+        self._next = int.from_bytes(os.urandom(4), "big")
+
+    def __call__(self, value: str | None) -> str:
+        """The client's X-Request-Id when it is sane (<= 128 safe chars), else a fresh one."""
+        if value is not None and _REQUEST_ID.fullmatch(value):
+            return value
+        self._next += 1
+        return f"{self._prefix}{self._next & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
 def outcome_of(err: errors.RouterError) -> RequestOutcome:
@@ -123,11 +135,13 @@ class ApiKeys:
 def make_gateway(metrics: DataPlaneMetrics, tracing: Tracing, api_keys: ApiKeys) -> Middleware:
     """The middleware, closed over the app's metrics, tracer and keys."""
 
+    request_ids = RequestIds()
+
     @web.middleware
     async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         route = _ROUTES.get(request.match_info.route.name or "", Route.OTHER)
-        exchange = Exchange(request_id_from(request.headers.get("X-Request-Id")), route)
+        exchange = Exchange(request_ids(request.headers.get("X-Request-Id")), route)
         request[EXCHANGE] = exchange
         with tracing.request_span(request.headers, route.value):
             try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 import time
 import traceback
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from types import TracebackType
@@ -115,7 +115,7 @@ class Span:
         self.span_id = _new_id(64)
         self._pipeline: Pipeline | None = pipeline if self.sampled else None
         self.attributes: dict[str, Any] = dict(attributes) if attributes else {}
-        self.events: list[Event] = []
+        self.events: Sequence[Event] = ()  # a list once an exception is recorded
         self.status = _UNSET
         self.start_ns = time.time_ns()
         self.end_ns = 0
@@ -166,7 +166,7 @@ class Span:
             "exception.stacktrace": "".join(traceback.format_exception(exc)),
             "exception.escaped": "False",
         }
-        self.events.append(Event("exception", attributes, time.time_ns()))
+        self.events = [*self.events, Event("exception", attributes, time.time_ns())]
         self.status = Status(StatusCode.ERROR, f"{kind.__name__}: {exc}")
 
 

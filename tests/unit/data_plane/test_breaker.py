@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from data_plane.breaker import BreakerBoard, BreakerConfig, BreakerState, Transition
 
@@ -179,3 +181,35 @@ def test_state_levels_match_the_metric() -> None:
 def test_config_validation(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="must"):
         BreakerConfig(**kwargs)  # type: ignore[arg-type]
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.booleans(), st.floats(0.0, 3.0)),
+        max_size=120,
+    )
+)
+def test_running_totals_and_open_set_match_a_full_recount(
+    steps: list[tuple[str, bool, float]],
+) -> None:
+    config = BreakerConfig(consecutive_failures=50, min_requests=4, window_s=4.0, window_buckets=4)
+    board = BreakerBoard(config)
+    now = 0.0
+    for endpoint, success, gap in steps:
+        now += gap
+        if board.allow(endpoint, now):
+            board.record(endpoint, success, now)
+        board.take_transitions()
+        for b in board._breakers.values():
+            assert (b.requests, b.failures) == (
+                sum(w[1] for w in b.window),
+                sum(w[2] for w in b.window),
+            )
+        probe_s = config.probe_timeout_s
+        assert board.open_endpoints(now) == {
+            eid
+            for eid, b in board._breakers.items()
+            if (b.state is BreakerState.OPEN and now < b.opened_at + b.cooldown_s)
+            or (b.state is BreakerState.HALF_OPEN and now < b.probe_started + probe_s)
+        }

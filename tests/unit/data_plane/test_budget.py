@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from data_plane.budget import (
     ACCURACY_HEADER,
@@ -156,3 +157,23 @@ def test_arbitrary_text_is_either_parsed_or_rejected_cleanly(value: str) -> None
         except InvalidBudget as err:
             params.append(err.param)
         assert params in ([], [header])
+
+
+def test_multidict_headers_are_read_by_name() -> None:
+    headers = CIMultiDictProxy(
+        CIMultiDict(
+            [
+                ("Host", "x"),
+                ("x-latency-budget-ms", " 1500 "),
+                ("X-Min-Accuracy", "0.5"),
+                ("x-min-accuracy", "0.5"),
+            ]
+        )
+    )
+    budget = parse_budget(headers)
+    assert (budget.latency_s, budget.min_accuracy, budget.mode) == (1.5, 0.5, None)
+    clash = CIMultiDict([("X-Budget-Mode", "strict"), ("x-budget-mode", "best-effort")])
+    with pytest.raises(InvalidBudget, match="more than once") as err:
+        parse_budget(clash)
+    assert err.value.param == MODE_HEADER
+    assert parse_budget(CIMultiDict([("Host", "x")])) == Budget()
