@@ -26,6 +26,7 @@ from data_plane.breaker import BreakerBoard, BreakerConfig
 from data_plane.engine_scrape import EngineScraper
 from data_plane.handlers import Handlers
 from data_plane.health import Health
+from data_plane.http1 import Http1Upstream
 from data_plane.live_state import LiveStateWriter, TrafficStats, build_state
 from data_plane.load import LoadTracker
 from data_plane.metrics import DataPlaneMetrics
@@ -176,10 +177,10 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         settings.snapshot_path,
     )
     app[WATCHER] = TableWatcher(watcher_config, store, metrics, deps.wall_clock)
-    adapter: AiohttpUpstream | None = None
+    adapter: AiohttpUpstream | Http1Upstream | None = None
     upstream: UpstreamClient
     if deps.upstream is None:
-        upstream = adapter = AiohttpUpstream(_session_limits(settings))
+        upstream = adapter = _upstream_adapter(settings)
     else:
         upstream = deps.upstream
     proxy = _build_proxy(settings, deps, upstream, app)
@@ -202,7 +203,15 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
 CleanupCtx = Callable[[web.Application], AsyncIterator[None]]
 
 
-def _lifecycle(adapter: AiohttpUpstream | None) -> CleanupCtx:
+def _upstream_adapter(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream:
+    """The engine client: lean HTTP/1.1 (aiohttp for https), or aiohttp for everything."""
+    limits = _session_limits(settings)
+    if settings.upstream_client == "aiohttp":
+        return AiohttpUpstream(limits)
+    return Http1Upstream(limits, AiohttpUpstream(limits))
+
+
+def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
     """The upstream session, the snapshot table, and the trace exporter (started, then
     flushed and closed off the event loop)."""
 

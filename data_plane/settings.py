@@ -16,6 +16,7 @@ from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
 
 OtelExporter = Literal["none", "console", "otlp"]
 EventLoop = Literal["uvloop", "asyncio"]
+UpstreamClientKind = Literal["http1", "aiohttp"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -63,6 +64,10 @@ class DataPlaneSettings(BaseSettings):
     otel_exporter: OtelExporter = "none"
     otel_endpoint: str | None = None
     otel_service_name: str = "gearbox-data-plane"
+    upstream_client: UpstreamClientKind = Field(
+        default="http1",
+        description="http1 (lean keep-alive HTTP/1.1 to engines) or aiohttp's ClientSession",
+    )
     event_loop: EventLoop = Field(
         default="uvloop", description="uvloop (C event loop, less CPU per request) or asyncio"
     )

@@ -43,6 +43,8 @@ def test_settings_read_env_and_split_api_keys(monkeypatch: pytest.MonkeyPatch) -
         ("redis_key_prefix", "has space"),
         ("otel_exporter", "jaeger"),
         ("max_attempts", "0"),
+        ("upstream_client", "curl"),
+        ("event_loop", "trio"),
     ],
 )
 def test_bad_settings_name_the_field(field: str, value: str) -> None:

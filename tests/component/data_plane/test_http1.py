@@ -1,0 +1,350 @@
+"""http1.py against real servers on loopback: framing, keep-alive, timeouts, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from multidict import CIMultiDict
+
+from data_plane.http1 import Http1Upstream
+from data_plane.http1_wire import parse_head, request_bytes
+from data_plane.retry import ConnectFailed, StreamBroken, Timeout
+from data_plane.upstream import AttemptError, SessionLimits, UpstreamRequest, UpstreamResponse
+from tests.support.redis_server import free_port
+
+ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
+RawHandler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+BODY = b'{"model": "m", "messages": []}'
+
+
+class NoFallback:
+    """Stands in for the https client; records what it was asked."""
+
+    def __init__(self) -> None:
+        self.sent: list[UpstreamRequest] = []
+        self.opened = self.closed = False
+
+    def open(self) -> None:
+        self.opened = True
+
+    async def close(self) -> None:
+        self.closed = True
+
+    async def send(self, request: UpstreamRequest) -> UpstreamResponse:
+        self.sent.append(request)
+        raise AttemptError(ConnectFailed(), "no https here")
+
+
+MakeClient = Callable[..., Http1Upstream]
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[MakeClient]:
+    """Clients closed (pooled connections included) when the test ends."""
+    made: list[Http1Upstream] = []
+
+    def make(read_s: float = 5.0, limit: int = 100) -> Http1Upstream:
+        made.append(Http1Upstream(SessionLimits(limit, 0, 2.0, read_s, 30.0), NoFallback()))
+        return made[-1]
+
+    yield make
+    for up in made:
+        await up.close()
+
+
+def post(url: str, headers: dict[str, str] | None = None) -> UpstreamRequest:
+    return UpstreamRequest(url, BODY, {"Content-Type": "application/json", **(headers or {})})
+
+
+@contextlib.asynccontextmanager
+async def raw_server(handle: RawHandler) -> AsyncIterator[str]:
+    """A bare TCP server speaking whatever `handle` writes; on exit every connection it
+    still has is closed and its handler cancelled."""
+    running: set[asyncio.Task[None]] = set()
+
+    async def run(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        running.add(task)
+        try:
+            await handle(reader, writer)
+        finally:
+            running.discard(task)
+            writer.close()
+
+    server = await asyncio.start_server(run, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}/v1/chat/completions"
+    finally:
+        server.close()
+        for task in list(running):
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+        await server.wait_closed()
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    return head + await reader.readexactly(length)
+
+
+async def test_json_answers_keep_alive_and_exact_request_bytes(
+    aiohttp_server: ServerFactory,
+    client: MakeClient,
+) -> None:
+    seen: list[tuple[str, bytes, CIMultiDict[str], object]] = []
+
+    async def chat(request: web.Request) -> web.Response:
+        body = await request.read()
+        seen.append((request.path_qs, body, request.headers.copy(), request.transport))
+        return web.json_response({"ok": True}, headers={"X-Engine": "1"})
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    server = await aiohttp_server(app)
+    up = client()
+    url = str(server.make_url("/v1/chat/completions?x=1"))
+    for _ in range(3):
+        resp = await up.send(post(url, {"X-Request-Id": "r1", "traceparent": "00-a-b-01"}))
+        assert (resp.status, resp.content_type) == (200, "application/json")
+        assert await resp.read() == b'{"ok": true}'
+        resp.close()
+        resp.close()  # idempotent
+    assert [s[0] for s in seen] == ["/v1/chat/completions?x=1"] * 3
+    assert all(body == BODY for _, body, _, _ in seen)
+    headers = seen[0][2]
+    assert headers["Host"] == f"127.0.0.1:{server.port}"
+    assert (headers["X-Request-Id"], headers["traceparent"]) == ("r1", "00-a-b-01")
+    assert headers["Content-Length"] == str(len(BODY))
+    assert "Accept-Encoding" not in headers  # bodies pass through as the engine sent them
+    assert len({id(transport) for *_, transport in seen}) == 1  # one kept-alive connection
+
+
+async def test_chunked_streams_arrive_piece_by_piece(
+    aiohttp_server: ServerFactory, client: MakeClient
+) -> None:
+    async def stream(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for i in range(3):
+            await resp.write(f"data: {i}\n\n".encode())
+            await asyncio.sleep(0.01)
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", stream)
+    server = await aiohttp_server(app)
+    up = client()
+    resp = await up.send(post(str(server.make_url("/v1/chat/completions"))))
+    assert resp.content_type == "text/event-stream"
+    pieces = [piece async for piece in resp.chunks()]
+    assert b"".join(pieces) == b"data: 0\n\ndata: 1\n\ndata: 2\n\n"
+    assert len(pieces) >= 2  # not buffered to the end
+    resp.close()
+    again = await up.send(post(str(server.make_url("/v1/chat/completions"))))
+    assert (await again.read()).startswith(b"data: 0")
+    again.close()
+
+
+async def test_error_statuses_are_answers_not_failures(
+    aiohttp_server: ServerFactory, client: MakeClient
+) -> None:
+    async def busy(request: web.Request) -> web.Response:
+        return web.Response(status=503, text="busy")
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", busy)
+    server = await aiohttp_server(app)
+    up = client()
+    resp = await up.send(post(str(server.make_url("/v1/chat/completions"))))
+    assert (resp.status, await resp.read()) == (503, b"busy")
+    resp.close()
+
+
+async def test_a_refused_connection_is_connect_failed(client: MakeClient) -> None:
+    up = client()
+    with pytest.raises(AttemptError) as err:
+        await up.send(post(f"http://127.0.0.1:{free_port()}/v1/chat/completions"))
+    assert isinstance(err.value.outcome, ConnectFailed)
+
+
+async def test_silence_before_the_head_is_a_first_byte_timeout(client: MakeClient) -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await asyncio.sleep(5)
+
+    async with raw_server(silent) as url:
+        up = client(read_s=0.2)
+        with pytest.raises(AttemptError) as err:
+            await up.send(post(url))
+        assert err.value.outcome == Timeout("first_byte")
+
+
+async def test_silence_mid_body_is_a_read_timeout_and_a_cut_is_a_broken_stream(
+    client: MakeClient,
+) -> None:
+    async def stalls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+        await writer.drain()
+        await asyncio.sleep(5)
+
+    async def cuts(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n5\r\nde")
+        await writer.drain()
+        writer.close()
+
+    for handler, outcome in ((stalls, Timeout("read")), (cuts, StreamBroken())):
+        async with raw_server(handler) as url:
+            up = client(read_s=0.2)
+            resp = await up.send(post(url))
+            with pytest.raises(AttemptError) as err:
+                await resp.read()
+            assert err.value.outcome == outcome
+            resp.close()
+
+
+async def test_framings_interim_answers_and_connection_close(client: MakeClient) -> None:
+    answers = [
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;x=y\r\nok\r\n0\r\nT: 1\r\n\r\n",
+        b"HTTP/1.1 204 No Content\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.0 200 OK\r\n\r\nto the end",
+    ]
+    connections = 0
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while answers:
+                await read_request(reader)
+                reply = answers.pop(0)
+                writer.write(reply)
+                await writer.drain()
+                if b"close" in reply or b"HTTP/1.0" in reply:
+                    break
+        writer.close()
+
+    async with raw_server(answer) as url:
+        up = client()
+        bodies = []
+        for _ in range(5):
+            resp = await up.send(post(url))
+            bodies.append((resp.status, await resp.read()))
+            resp.close()
+    assert bodies == [(200, b"ok"), (200, b"ok"), (204, b""), (200, b"ok"), (200, b"to the end")]
+    assert connections == 2  # a new one only after `Connection: close`
+
+
+async def test_a_pooled_connection_the_engine_dropped_is_replaced_quietly(
+    client: MakeClient,
+) -> None:
+    served = 0
+
+    async def once(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        await read_request(reader)
+        served += 1
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        await reader.read(1)  # the next request arrives: drop it unanswered
+        writer.transport.abort()
+
+    async with raw_server(once) as url:
+        up = client()
+        for _ in range(3):
+            resp = await up.send(post(url))
+            assert await resp.read() == b"ok"
+            resp.close()
+    assert served == 3
+
+
+async def test_closing_an_unread_answer_hangs_up_on_the_engine(client: MakeClient) -> None:
+    gone = asyncio.Event()
+
+    async def streams(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        with contextlib.suppress(ConnectionError):
+            for _ in range(500):
+                writer.write(b"5\r\ntoken\r\n")
+                await writer.drain()
+                await asyncio.sleep(0.01)
+        gone.set()
+
+    async with raw_server(streams) as url:
+        up = client()
+        resp = await up.send(post(url))
+        async for _ in resp.chunks():
+            break
+        resp.close()
+        await asyncio.wait_for(gone.wait(), timeout=5)
+
+
+async def test_the_connection_limit_queues_sends(client: MakeClient) -> None:
+    async def ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                await read_request(reader)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+
+    async with raw_server(ok) as url:
+        up = client(limit=1)
+        first = await up.send(post(url))
+        second = asyncio.create_task(up.send(post(url)))
+        await asyncio.sleep(0.05)
+        assert not second.done()
+        first.close()
+        resp = await asyncio.wait_for(second, timeout=5)
+        assert await resp.read() == b"ok"
+        resp.close()
+        third = asyncio.create_task(up.send(post(url)))  # cancelled while queued...
+        await asyncio.sleep(0)
+        third.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await third
+        resp = await asyncio.wait_for(up.send(post(url)), timeout=5)  # ...frees nothing twice
+        resp.close()
+
+
+async def test_https_goes_to_the_fallback_client() -> None:
+    fallback = NoFallback()
+    up = Http1Upstream(SessionLimits(10, 0, 1.0, 1.0, 10.0), fallback)
+    up.open()
+    with pytest.raises(AttemptError):
+        await up.send(post("https://engine.example/v1/chat/completions"))
+    assert [r.url for r in fallback.sent] == ["https://engine.example/v1/chat/completions"]
+    await up.close()
+    assert fallback.opened
+    assert fallback.closed
+
+
+def test_wire_helpers_refuse_garbage() -> None:
+    with pytest.raises(ValueError, match="newline"):
+        request_bytes("h:1", "/", {"X-Bad": "a\r\nInjected: 1"}, b"")
+    for head in (b"SMTP 220 hi", b"HTTP/1.1 abc OK", b"HTTP/1.1 200 OK\r\nno colon"):
+        with pytest.raises(Exception, match="bad"):
+            parse_head(head)
+    parsed = parse_head(b"HTTP/1.1 200 OK\r\nContent-Type: Application/JSON; charset=utf-8")
+    assert (parsed.content_type, parsed.length, parsed.keep_alive) == (
+        "application/json",
+        None,
+        False,
+    )
