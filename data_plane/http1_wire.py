@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncGenerator, Mapping
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 MAX_HEAD_BYTES = 64 * 1024  # status line + headers
 MAX_LINE_BYTES = 8 * 1024  # a chunk-size or trailer line
@@ -48,8 +48,8 @@ class Connection(asyncio.Protocol):
         self._paused = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # A stream transport (uvloop's are not asyncio.Transport subclasses, so no isinstance).
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         self.buffer += data
