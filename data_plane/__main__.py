@@ -7,7 +7,7 @@ import argparse
 import asyncio
 import gc
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
@@ -44,11 +44,19 @@ def load_settings(args: argparse.Namespace) -> DataPlaneSettings:
     return DataPlaneSettings(**overrides)
 
 
-async def _freeze_heap(app: web.Application) -> None:
-    """After startup (table loaded), move every object so far out of the GC's sight: the
-    collector then only scans per-request garbage (about 10% less CPU per request here)."""
-    gc.collect()
-    gc.freeze()
+def _freeze_heap(young_threshold: int) -> Callable[[web.Application], Awaitable[None]]:
+    async def freeze(app: web.Application) -> None:
+        """After startup (table loaded), move every object so far out of the GC's sight: the
+        collector then only scans per-request garbage (about 10% less CPU per request
+        here). A request's objects die by reference counting; collecting the young
+        generation every 20,000 allocations instead of 700 scans the in-flight requests'
+        live objects far less often (a few % less CPU per request)."""
+        gc.collect()
+        gc.freeze()
+        if young_threshold:
+            gc.set_threshold(young_threshold, *gc.get_threshold()[1:])
+
+    return freeze
 
 
 def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
@@ -74,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # `_created` series would double the size of /metrics for nothing Prometheus uses.
     disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
     app = create_app(settings)
-    app.on_startup.append(_freeze_heap)
+    app.on_startup.append(_freeze_heap(settings.gc_young_threshold))
     loop = new_event_loop(settings.event_loop)
     web.run_app(
         app,

@@ -129,12 +129,17 @@ _ASCII_SPLIT = bytes.maketrans(
 )
 
 
-def _split_words(text: str, ascii_bytes: bytes | None) -> list[Word]:
-    """Lowercased words with punctuation folded to spaces; `ascii_bytes` is `text` encoded
-    when it is ASCII (the same words as bytes, from cheaper byte operations)."""
+def _folded(text: str, ascii_bytes: bytes | None) -> str | bytes:
+    """`text` lowercased with punctuation folded to spaces; `ascii_bytes` is `text` encoded
+    when it is ASCII (the same characters as bytes, from cheaper byte operations)."""
     if ascii_bytes is not None:
-        return ascii_bytes.lower().translate(_ASCII_SPLIT).split()  # type: ignore[return-value]
-    return text.lower().translate(_SPLIT).split()  # type: ignore[return-value]
+        return ascii_bytes.lower().translate(_ASCII_SPLIT)
+    return text.lower().translate(_SPLIT)
+
+
+def _split_words(text: str, ascii_bytes: bytes | None) -> list[Word]:
+    """The words of `_folded(text, ascii_bytes)`."""
+    return _folded(text, ascii_bytes).split()  # type: ignore[return-value]
 
 
 # Character classes counted in one pass: column j of _CLASSES marks the bytes of class j.
@@ -233,14 +238,19 @@ def features(text: str) -> list[float]:
     classes: list[int] = np.add.reduceat(counts[_MEMBERS], _STARTS).tolist()
     space, questions, sentence_ends = classes[_RATIO_CLASSES:]
     ascii_raw = raw if scan.isascii() else None
-    words = _split_words(scan, ascii_raw)
+    folded = _folded(scan, ascii_raw)
+    words: list[Word] = folded.split()  # type: ignore[assignment]
     n_words = max(len(words), 1)
     distinct = set(words)
-    # The ask is the text's last ASK_CHARS, which the window always ends with.
+    # The ask is the text's last ASK_CHARS, which the window always ends with (folding maps
+    # character by character, so its tail is the tail's folding; str folding may change
+    # lengths, so there the tail is folded on its own).
     if len(scan) <= ASK_CHARS:
         ask = distinct
+    elif ascii_raw is not None:
+        ask = set(folded[-ASK_CHARS:].split())
     else:
-        ask = set(_split_words(scan[-ASK_CHARS:], ascii_raw and ascii_raw[-ASK_CHARS:]))
+        ask = set(_split_words(scan[-ASK_CHARS:], None))
     ratios = [c / n for c in classes[:_RATIO_CLASSES]]
     ratios += (
         entropy,
@@ -268,18 +278,18 @@ class Model:
     complexity_weights: npt.NDArray[np.float64]
     complexity_bias: float
     # Both as one affine map, so a call costs one matrix product: rows = categories, then
-    # complexity (derived from the fields above in __post_init__).
-    _stacked: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
-    _offsets: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
+    # complexity; the last column is the bias (times a 1 appended to the features).
+    _affine: npt.NDArray[np.float64] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        stacked = np.vstack([self.weights, self.complexity_weights])
+        weights = np.vstack([self.weights, self.complexity_weights])
         offsets = np.append(self.bias, self.complexity_bias)
-        object.__setattr__(self, "_stacked", _read_only(stacked))
-        object.__setattr__(self, "_offsets", _read_only(offsets))
+        object.__setattr__(self, "_affine", _read_only(np.column_stack([weights, offsets])))
 
     def classify(self, text: str) -> tuple[str, float]:
-        scores: list[float] = (self._stacked @ features(text) + self._offsets).tolist()
+        x = features(text)
+        x.append(1.0)
+        scores: list[float] = (self._affine @ x).tolist()
         z = scores.pop()
         category = self.categories[scores.index(max(scores))]  # the first on a tie, as argmax
         return category, 1.0 / (1.0 + math.exp(-z)) if z > -700.0 else 0.0

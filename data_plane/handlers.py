@@ -170,7 +170,8 @@ class Handlers:
             bodies=_bodies(raw),
             headers_for=_headers_for(decision, table.version),
             state=CallState(),
-            trace_headers=_trace_headers(request),
+            # Passed on as they are only while tracing is off (else our span's are sent).
+            trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
         )
         sink = AiohttpSink(request)
         try:

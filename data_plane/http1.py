@@ -104,6 +104,11 @@ class _Response:
         return self._head.content_type
 
     async def read(self) -> bytes:
+        head, conn = self._head, self._conn
+        length = head.length
+        if not head.chunked and length is not None and len(conn.buffer) >= length:
+            self._done = True  # the whole body is already here (the usual small answer)
+            return conn.take(length)
         return b"".join([piece async for piece in self.chunks()])
 
     async def chunks(self) -> AsyncGenerator[bytes, None]:

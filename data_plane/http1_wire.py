@@ -28,11 +28,6 @@ class ResponseHead(NamedTuple):
     keep_alive: bool
 
 
-def _expire(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_exception(TimeoutError())
-
-
 class Connection(asyncio.Protocol):
     """One TCP connection to an engine: received bytes wait in `buffer` until read."""
 
@@ -46,6 +41,11 @@ class Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
+        # One timer per connection, moved lazily: waits only set `_deadline`; when the timer
+        # fires early for a later deadline it re-arms itself (a wait per request would
+        # otherwise cost a timer start and stop each).
+        self._deadline = 0.0
+        self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (uvloop's are not asyncio.Transport subclasses, so no isinstance).
@@ -63,6 +63,9 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self.broken = self.broken or exc is not None
         self._wake()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def _wake(self) -> None:
         waiter, self._waiter = self._waiter, None
@@ -73,12 +76,25 @@ class Connection(asyncio.Protocol):
         """Until more bytes arrive or the connection ends; TimeoutError after `timeout_s`."""
         if self.closed:
             return
-        waiter = self._waiter = self._loop.create_future()
-        timer = self._loop.call_later(timeout_s, _expire, waiter)
+        loop = self._loop
+        self._deadline = loop.time() + timeout_s
+        if self._timer is None:
+            self._timer = loop.call_at(self._deadline, self._on_timer)
+        waiter = self._waiter = loop.create_future()
         try:
             await waiter
         finally:
-            timer.cancel()
+            self._waiter = None
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        waiter = self._waiter
+        if waiter is None or waiter.done():
+            return  # nobody waits: no timer until the next wait
+        if self._loop.time() >= self._deadline:
+            waiter.set_exception(TimeoutError())
+        else:
+            self._timer = self._loop.call_at(self._deadline, self._on_timer)
 
     def write(self, data: bytes) -> None:
         if self.closed or self.transport is None or self.transport.is_closing():
@@ -103,6 +119,9 @@ class Connection(asyncio.Protocol):
         if self.transport is not None and not self.closed:
             self.transport.close()
         self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     async def line(self, timeout_s: float) -> bytes:
         """The next CRLF-terminated line, without its CRLF."""

@@ -29,6 +29,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanContext, SpanKind
 
 from data_plane.tracing import SCOPE, Span, readable
+from data_plane.tracing import UNSET_STATUS as _UNSET_STATUS
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +48,10 @@ _KIND = {
 _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags
 _double = struct.Struct("<d").pack
 _fixed64 = struct.Struct("<Q").pack
-_fixed32 = struct.Struct("<I").pack
+_TIMES = struct.Struct("<BQBQ").pack  # start and end time fields (tags 7 and 8, fixed64)
+_FLAGS_LOCAL = b"\x85\x01" + struct.pack("<I", _HAS_IS_REMOTE)  # flags field (16, fixed32)
+_FLAGS_REMOTE = b"\x85\x01" + struct.pack("<I", _HAS_IS_REMOTE | _IS_REMOTE)
+_NO_STATUS = b"\x7a\x00"  # an empty Status (UNSET, no message): the SDK always sends one
 
 
 class UnsupportedError(Exception):
@@ -97,6 +101,7 @@ class Encoder:
 
     def __init__(self, resource: Resource) -> None:
         self._attributes: dict[tuple[int, str, type, Any], bytes] = {}
+        self._names: dict[tuple[str, SpanKind], bytes] = {}
         self._resource = resource
         self._header: tuple[bytes, bytes, bytes, bytes] | None = None
 
@@ -119,25 +124,36 @@ class Encoder:
             return b""
         return b"".join([self.attribute(tag, k, v) for k, v in attributes.items()])
 
+    def _named(self, name: str, kind: SpanKind) -> bytes:
+        """The name and kind fields of a span (cached: a data plane has three span names)."""
+        found = self._names.get((name, kind))
+        if found is None:
+            found = _field(0x2A, name.encode("utf-8")) + b"\x30" + _varint(_KIND[kind])
+            self._names[(name, kind)] = found
+        return found
+
     def span(self, span: Span) -> bytes:
         """One Span message as a field of ScopeSpans (tag 2)."""
-        out = [b"\x0a\x10", span.trace_id.to_bytes(16, "big"), b"\x12\x08"]
-        out.append(span.span_id.to_bytes(8, "big"))
+        ids = b"\x0a\x10" + span.trace_id.to_bytes(16, "big") + b"\x12\x08"
+        out = [ids + span.span_id.to_bytes(8, "big")]
         state = span.trace_state
         if state:
             out.append(_field(0x1A, ",".join(f"{k}={v}" for k, v in state.items()).encode()))
-        flags = _HAS_IS_REMOTE
         parent = span.parent
         if parent is not None:
-            out += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
-            flags |= _IS_REMOTE if parent.is_remote else 0
-        out += (_field(0x2A, span.name.encode("utf-8")), b"\x30", _varint(_KIND[span.kind]))
-        out += (b"\x39", _fixed64(span.start_ns), b"\x41", _fixed64(span.end_ns))
-        out.append(self.attributes(0x4A, span.attributes))
+            out.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
+        out.append(self._named(span.name, span.kind))
+        out.append(_TIMES(0x39, span.start_ns, 0x41, span.end_ns))
+        attribute = self.attribute
+        out += [attribute(0x4A, k, v) for k, v in span.attributes.items()]
         for event in span.events:
             out.append(_field(0x5A, self._event(event)))
-        out += (_field(0x7A, _status(span)), b"\x85\x01", _fixed32(flags))
-        return _field(0x12, b"".join(out))
+        status = span.status
+        out.append(_NO_STATUS if status is _UNSET_STATUS else _field(0x7A, _status(span)))
+        remote = parent is not None and parent.is_remote
+        out.append(_FLAGS_REMOTE if remote else _FLAGS_LOCAL)
+        body = b"".join(out)
+        return b"\x12" + _varint(len(body)) + body
 
     def _event(self, event: Event) -> bytes:
         body = b"\x09" + _fixed64(event.timestamp) + _field(0x12, event.name.encode("utf-8"))

@@ -88,6 +88,10 @@ class Proxy:
 
     # --- the decision -----------------------------------------------------------------------
 
+    @property
+    def tracing_enabled(self) -> bool:
+        return self._p.tracing.enabled
+
     def draw(self) -> float:
         """A uniform draw in [0, 1) from the injected rng (for rollout outside `decide`)."""
         return self._p.rng.random()

@@ -273,35 +273,39 @@ _MAX_KEY_CANDIDATES = 4  # beyond, the linear scanner (each candidate costs a pr
 def _top_level(raw: bytes, at: int) -> bool:
     """Is offset `at` outside every string, directly inside the top-level object? With the
     complete strings before it removed, an unclosed one leaves its opening quote behind."""
-    outside = _STRING.sub(b"", raw[:at])
-    if b'"' in outside:
-        return False
+    outside = raw[:at]
+    if b'"' in outside:  # strings before it (the usual `{"model"` first has none)
+        outside = _STRING.sub(b"", outside)
+        if b'"' in outside:
+            return False
     opened = outside.count(b"{") + outside.count(b"[")
     return opened - outside.count(b"}") - outside.count(b"]") == 1
 
 
-def _model_keys(raw: bytes) -> Iterator[re.Match[bytes]]:
-    """Every `"model" :` in `raw` (strings included). Without a backslash-u006 escape in the body
-    the key can only be spelled plainly: memchr-speed `find`s, then one match each."""
+def _model_keys(raw: bytes) -> list[re.Match[bytes]]:
+    """Up to _MAX_KEY_CANDIDATES + 1 `"model" :` in `raw` (strings included). Without a
+    backslash-u006 escape in the body the key can only be spelled plainly: memchr-speed
+    `find`s, then one match each."""
     if b"\\u006" in raw:
-        yield from _MODEL_KEY.finditer(raw)
-        return
+        return list(islice(_MODEL_KEY.finditer(raw), _MAX_KEY_CANDIDATES + 1))
+    keys: list[re.Match[bytes]] = []
     at = raw.find(b'"model"')
-    while at >= 0:
+    while at >= 0 and len(keys) <= _MAX_KEY_CANDIDATES:
         key = _MODEL_KEY.match(raw, at)
         if key is not None:
-            yield key
+            keys.append(key)
         at = raw.find(b'"model"', at + 7)
+    return keys
 
 
 def _model_value_spans(raw: bytes) -> list[tuple[int, int]]:
     """Byte spans of the values of every top-level "model" key (JSON keeps the last one; we
     rewrite all, so no reader sees the client's value whichever duplicate it keeps).
 
-    Regex search for keys spelled "model", each checked to be a real top-level key; the
-    linear scanner when there are many such keys. Nesting depth is `parse_request_body`'s
-    check: bodies reach here after it."""
-    keys = list(islice(_model_keys(raw), _MAX_KEY_CANDIDATES + 1))
+    Search for keys spelled "model", each checked to be a real top-level key; the linear
+    scanner when there are many such keys. Nesting depth is `parse_request_body`'s check:
+    bodies reach here after it."""
+    keys = _model_keys(raw)
     if len(keys) > _MAX_KEY_CANDIDATES:
         return _scanned_model_value_spans(raw)
     spans: list[tuple[int, int]] = []

@@ -68,6 +68,11 @@ class DataPlaneSettings(BaseSettings):
         default="http1",
         description="http1 (lean keep-alive HTTP/1.1 to engines) or aiohttp's ClientSession",
     )
+    gc_young_threshold: int = Field(
+        default=20_000,
+        ge=0,
+        description="allocations between young-generation collections (0 = Python's 700)",
+    )
     event_loop: EventLoop = Field(
         default="uvloop", description="uvloop (C event loop, less CPU per request) or asyncio"
     )

@@ -46,7 +46,7 @@ ATTR_OUTCOME = "gearbox.outcome"
 TRACE_HEADERS = ("traceparent", "tracestate")
 SCOPE = InstrumentationScope("gearbox.data_plane")
 _PROPAGATOR = TraceContextTextMapPropagator()
-_UNSET = Status(StatusCode.UNSET)
+UNSET_STATUS = Status(StatusCode.UNSET)  # shared by every span that ends without an error
 _CURRENT: ContextVar[Span | None] = ContextVar("gearbox_current_span", default=None)
 
 
@@ -116,7 +116,7 @@ class Span:
         self._pipeline: Pipeline | None = pipeline if self.sampled else None
         self.attributes: dict[str, Any] = dict(attributes) if attributes else {}
         self.events: Sequence[Event] = ()  # a list once an exception is recorded
-        self.status = _UNSET
+        self.status = UNSET_STATUS
         self.start_ns = time.time_ns()
         self.end_ns = 0
         self._token: Token[Span | None] | None = None

@@ -45,6 +45,7 @@ def test_settings_read_env_and_split_api_keys(monkeypatch: pytest.MonkeyPatch) -
         ("max_attempts", "0"),
         ("upstream_client", "curl"),
         ("event_loop", "trio"),
+        ("gc_young_threshold", "-1"),
     ],
 )
 def test_bad_settings_name_the_field(field: str, value: str) -> None:
