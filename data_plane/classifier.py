@@ -289,7 +289,7 @@ class Model:
     def classify(self, text: str) -> tuple[str, float]:
         x = features(text)
         x.append(1.0)
-        scores: list[float] = (self._affine @ x).tolist()
+        scores: list[float] = (self._affine @ np.fromiter(x, np.float64, len(x))).tolist()
         z = scores.pop()
         category = self.categories[scores.index(max(scores))]  # the first on a tie, as argmax
         return category, 1.0 / (1.0 + math.exp(-z)) if z > -700.0 else 0.0
