@@ -2,10 +2,10 @@
 
 PURE apart from reading its calibrated parameters once at import (`classifier_params.json` next
 to this file, written by `python -m data_plane.calibration`). Microseconds per call: it scans at
-most a head+tail window of the text, counts characters with one numpy bincount, and looks the
-distinct words up in one word -> groups table; weights and thresholds come from the
-calibration, not from this file. numpy is used only where it beats Python per call (the byte
-histogram and the final dot products), with as few calls as possible.
+most a head+tail window of the text, counts character classes with one `bytes.translate` and a
+`count` per class, and looks the distinct words up in one word -> groups table; weights and
+thresholds come from the calibration, not from this file. numpy is used only for the final
+affine map (one matrix product), where it beats Python per call.
 """
 
 from __future__ import annotations
@@ -142,7 +142,8 @@ def _split_words(text: str, ascii_bytes: bytes | None) -> list[Word]:
     return _folded(text, ascii_bytes).split()  # type: ignore[return-value]
 
 
-# Character classes counted in one pass: column j of _CLASSES marks the bytes of class j.
+# Character classes, disjoint: `translate` maps a byte of class j to the byte j + 1 and deletes
+# every byte of no class, and one `count` per class reads the (much shorter) result.
 _CLASS_BYTES = (
     b"{};",  # braces_ratio
     b"()[]",  # parens_ratio
@@ -157,10 +158,24 @@ _CLASS_BYTES = (
     b"`",  # backticks_ratio
     b"_",  # underscore_ratio
     bytes(range(128, 256)),  # non_ascii_ratio
-    b" \t\r\n",  # whitespace (for mean word length)
-    b"?",  # questions
-    b".!?",  # sentence ends
+    b" \t\r",  # whitespace other than newlines (for mean word length)
+    b"?",  # questions (sentence ends are these plus the next class)
+    b".!",  # other sentence ends
 )
+_RATIO_CLASSES = 13  # the first 13 classes are reported as shares of the window
+
+
+def _class_table() -> tuple[bytes, bytes]:
+    table = bytearray(256)
+    for j, members in enumerate(_CLASS_BYTES):
+        for b in members:
+            if table[b]:
+                raise ValueError(f"byte {b} is in two classes")
+            table[b] = j + 1
+    return bytes(table), bytes(b for b in range(256) if not table[b])
+
+
+_CLASS_OF, _UNCLASSED = _class_table()
 
 
 def _read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -168,15 +183,7 @@ def _read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
     return array
 
 
-# Class j's count is the sum of the histogram over _MEMBERS[_STARTS[j]:_STARTS[j + 1]].
-_MEMBERS = _read_only(np.array([b for cls in _CLASS_BYTES for b in cls], dtype=np.intp))
-_STARTS = _read_only(
-    np.array([sum(len(c) for c in _CLASS_BYTES[:j]) for j in range(len(_CLASS_BYTES))])
-)
-_RATIO_CLASSES = 13  # the first 13 classes are reported as shares of the window
-_MAX_BYTES = 4 * (HEAD_CHARS + TAIL_CHARS + 1)  # UTF-8 upper bound of the window
-# c * log2(c) for every possible count: entropy = log2(n) - sum(table[counts]) / n.
-_XLOGX = _read_only(np.array([0.0] + [c * math.log2(c) for c in range(1, _MAX_BYTES + 1)]))
+_CLASS_CODES = tuple(range(1, len(_CLASS_BYTES) + 1))
 
 FEATURE_NAMES: tuple[str, ...] = (
     "braces_ratio",
@@ -192,7 +199,6 @@ FEATURE_NAMES: tuple[str, ...] = (
     "backticks_ratio",
     "underscore_ratio",
     "non_ascii_ratio",
-    "entropy_bits",
     "indented_lines_ratio",
     "questions_log",
     "sentences_log",
@@ -233,10 +239,9 @@ def features(text: str) -> list[float]:
     scan = _window(text)
     raw = scan.encode("utf-8")
     n = max(len(raw), 1)
-    counts = np.bincount(np.frombuffer(raw, dtype=np.uint8), minlength=256)
-    entropy = math.log2(n) - float(np.add.reduce(_XLOGX[counts])) / n
-    classes: list[int] = np.add.reduceat(counts[_MEMBERS], _STARTS).tolist()
-    space, questions, sentence_ends = classes[_RATIO_CLASSES:]
+    marked = raw.translate(_CLASS_OF, _UNCLASSED)
+    classes = [marked.count(code) for code in _CLASS_CODES]
+    newlines, blanks, questions, other_ends = classes[5], classes[13], classes[14], classes[15]
     ascii_raw = raw if scan.isascii() else None
     folded = _folded(scan, ascii_raw)
     words: list[Word] = folded.split()  # type: ignore[assignment]
@@ -253,14 +258,13 @@ def features(text: str) -> list[float]:
         ask = set(_split_words(scan[-ASK_CHARS:], None))
     ratios = [c / n for c in classes[:_RATIO_CLASSES]]
     ratios += (
-        entropy,
-        _indented(raw, classes[5]) / (classes[5] + 1),
+        _indented(raw, newlines) / (newlines + 1),
         math.log1p(questions),
-        math.log1p(sentence_ends),
+        math.log1p(questions + other_ends),
         math.log1p(len(text)),
         math.log1p(len(words)),
         len(distinct) / n_words,
-        (n - space) / n_words,
+        (n - blanks - newlines) / n_words,
     )
     ratios += _group_scores(distinct, _IN_GROUPS, len(_GROUPS))
     ratios += _group_scores(ask, _IN_ASK_GROUPS, len(_ASK_GROUPS))
