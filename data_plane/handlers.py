@@ -135,6 +135,10 @@ class Handlers:
 
     async def _read(self, request: web.Request) -> bytes:
         try:
+            if request.content.is_eof():
+                # The whole body came with the head (the usual small request): nothing to
+                # wait for, so no read deadline to arm and cancel.
+                return await request.read()
             async with asyncio.timeout(self._body_read_timeout_s):
                 return await request.read()
         except TimeoutError as err:
