@@ -38,6 +38,7 @@ MAX_QUEUED_SPANS = 2048
 EXPORT_DELAY_S = 5.0
 _MAX_CACHED = 4096  # attribute encodings kept (a bounded set: pairs x endpoints x outcomes)
 _INT64 = range(-(2**63), 2**63)
+_ATTRIBUTE_TYPES = (str, int, float)
 _KIND = {
     SpanKind.INTERNAL: 1,
     SpanKind.SERVER: 2,
@@ -58,9 +59,14 @@ class UnsupportedError(Exception):
     """Something the lean encoder does not write; the SDK encoder takes the batch."""
 
 
+_ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))
+
+
 def _varint(n: int) -> bytes:
     if n < 0x80:
-        return bytes((n,))
+        return _ONE_BYTE[n]
+    if n < 0x4000:  # most lengths of a span's fields: two bytes, no loop
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -100,16 +106,24 @@ class Encoder:
     """Wire bytes of spans of one resource; keeps the attribute cache (one thread uses it)."""
 
     def __init__(self, resource: Resource) -> None:
-        self._attributes: dict[tuple[int, str, type, Any], bytes] = {}
-        self._names: dict[tuple[str, SpanKind], bytes] = {}
+        self._attributes: dict[tuple[Any, ...], bytes] = {}
+        self._names: dict[str, tuple[SpanKind, bytes]] = {}
         self._resource = resource
         self._header: tuple[bytes, bytes, bytes, bytes] | None = None
 
     def attribute(self, tag: int, key: str, value: Any) -> bytes:
-        """One KeyValue as a field under `tag` (9 in a Span, 3 in an Event), cached."""
-        if not isinstance(value, str | int | float):  # bool is an int
-            raise UnsupportedError(type(value).__name__)
-        cache_key = (tag, key, type(value), value)
+        """One KeyValue as a field under `tag` (9 in a Span, 3 in an Event), cached.
+
+        The cache key carries the value's type (True, 1 and 1.0 are equal keys otherwise);
+        a plain str value, the usual case, needs no type in its key: no other type is equal
+        to a str."""
+        kind = type(value)
+        if kind is str:
+            cache_key: tuple[Any, ...] = (tag, key, value)
+        elif isinstance(value, _ATTRIBUTE_TYPES):  # bool is an int
+            cache_key = (tag, key, kind, value)
+        else:
+            raise UnsupportedError(kind.__name__)
         found = self._attributes.get(cache_key)
         if found is None:
             name = _field(0x0A, key.encode("utf-8")) if key else b""
@@ -125,12 +139,14 @@ class Encoder:
         return b"".join([self.attribute(tag, k, v) for k, v in attributes.items()])
 
     def _named(self, name: str, kind: SpanKind) -> bytes:
-        """The name and kind fields of a span (cached: a data plane has three span names)."""
-        found = self._names.get((name, kind))
-        if found is None:
-            found = _field(0x2A, name.encode("utf-8")) + b"\x30" + _varint(_KIND[kind])
-            self._names[(name, kind)] = found
-        return found
+        """The name and kind fields of a span (cached: a data plane has three span names).
+        Keyed by name, the kind compared by identity: hashing an Enum member runs Python
+        code, and the cache is read for every span."""
+        found = self._names.get(name)
+        if found is None or found[0] is not kind:
+            found = (kind, _field(0x2A, name.encode("utf-8")) + b"\x30" + _varint(_KIND[kind]))
+            self._names[name] = found
+        return found[1]
 
     def span(self, span: Span) -> bytes:
         """One Span message as a field of ScopeSpans (tag 2)."""
