@@ -12,6 +12,8 @@ import zlib
 from enum import StrEnum
 from typing import Any
 
+import orjson
+
 REPETITION_WINDOW_CHARS = 1024
 REPETITION_MIN_CHARS = 256
 # Natural text compresses to ~0.3-0.5 of its size; a loop of a few words to well under 0.1.
@@ -60,8 +62,8 @@ def check_answer(body: bytes, wants_json: bool) -> Degeneracy | None:
     answers, not protocol errors.
     """
     try:
-        choice = _first_choice(json.loads(body))
-    except ValueError:
+        choice = _first_choice(orjson.loads(body))
+    except orjson.JSONDecodeError:  # not JSON (or not UTF-8): not judged
         return None
     if choice is None:
         return None

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Annotated, Any, Literal
 
+import orjson
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -31,6 +32,7 @@ from data_plane.request_fields import (
     JSON_FORMATS,
     MAX_MODEL_CHARS,
     MAX_OUTPUT_TOKENS,
+    Facts,
     chat_facts,
     completion_facts,
 )
@@ -232,11 +234,33 @@ def parse_request_body(raw: bytes, kind: Literal["chat", "completions"]) -> Pars
 
     The common valid body is read by `request_fields` (a dict walk); pydantic judges the
     rest, so it words every error."""
+    facts = _fast_facts(raw, kind)
+    if facts is not None:
+        return ParsedBody(*facts)
     doc = _load(raw)
     facts = chat_facts(doc) if kind == "chat" else completion_facts(doc)
     if facts is not None:
         return ParsedBody(*facts)
     return validated_facts(doc, kind)
+
+
+def _fast_facts(raw: bytes, kind: Literal["chat", "completions"]) -> Facts | None:
+    """The facts of a valid body decoded by orjson (several times faster than `json`), or
+    None: then the standard decoder and pydantic judge it and word any error.
+
+    orjson accepts a subset of what `_load` accepts (it refuses NaN and Infinity, numbers
+    beyond a double, lone surrogates and a BOM, all of which `_load` words or takes) and
+    decodes it to the same values, except integers beyond 64 bits, which it makes floats;
+    the facts refuse a float where they read an integer, so such a body takes the slow path
+    too. The depth limit is checked first, as on the slow path."""
+    _check_depth(raw)
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if type(doc) is not dict:
+        return None
+    return chat_facts(doc) if kind == "chat" else completion_facts(doc)
 
 
 def validated_facts(doc: dict[str, Any], kind: Literal["chat", "completions"]) -> ParsedBody:
