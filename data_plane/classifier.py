@@ -83,23 +83,29 @@ TECHNICAL = _words(
     "polymorphism unification recursion recursive complexity trade-off hypothesis"
 )
 _GROUPS = (CODE_SYNTAX, CODE_TOPIC, EXTRACTION, MATH, REASONING, CHAT, DEMANDING, TECHNICAL)
-# The ask usually closes a message: the last ASK_CHARS are scored again on their own, so a
-# chatty preamble does not decide the category of a short question at its end.
-ASK_CHARS = 240
+# The ask usually closes a message: the last ASK_WORDS words (about 240 characters of prose)
+# are scored again on their own, so a chatty preamble does not decide the category of a short
+# question at its end.
+ASK_WORDS = 40
 _ASK_GROUPS = (CODE_SYNTAX | CODE_TOPIC, EXTRACTION, MATH, REASONING, CHAT)
 
 
 Word = str | bytes  # ASCII text is split as bytes (faster), other text as str
 
 
-def _membership(groups: tuple[frozenset[str], ...]) -> dict[Word, tuple[int, ...]]:
-    """word -> the indexes of the groups it belongs to (only words in some group), keyed by
-    the word both as str and as ASCII bytes."""
+Membership = dict[Word, tuple[int, ...]]
+
+
+def _membership(groups: tuple[frozenset[str], ...]) -> tuple[Membership, Membership]:
+    """word -> the indexes of the groups it belongs to (only words in some group): one table
+    keyed by str, one by ASCII bytes. Never one table for both: "abc" and b"abc" hash alike,
+    so every hit would first compare a str with a bytes (a slow, failing comparison)."""
     words = frozenset().union(*groups)
-    found: dict[Word, tuple[int, ...]] = {}
+    by_str: Membership = {}
+    by_bytes: Membership = {}
     for w in words:
-        found[w] = found[w.encode("ascii")] = tuple(i for i, g in enumerate(groups) if w in g)
-    return found
+        by_str[w] = by_bytes[w.encode("ascii")] = tuple(i for i, g in enumerate(groups) if w in g)
+    return by_str, by_bytes
 
 
 _IN_GROUPS = _membership(_GROUPS)
@@ -108,9 +114,7 @@ _IN_ASK_GROUPS = _membership(_ASK_GROUPS)
 _LOG1P = tuple(math.log1p(k) for k in range(max(len(g) for g in _GROUPS + _ASK_GROUPS) + 1))
 
 
-def _group_scores(
-    distinct: set[Word], membership: dict[Word, tuple[int, ...]], n: int
-) -> list[float]:
+def _group_scores(distinct: set[Word], membership: Membership, n: int) -> list[float]:
     """log1p(number of distinct words of each group present): one set intersection with
     every group's words at once, then a table lookup per word found."""
     counts = [0] * n
@@ -247,15 +251,7 @@ def features(text: str) -> list[float]:
     words: list[Word] = folded.split()  # type: ignore[assignment]
     n_words = max(len(words), 1)
     distinct = set(words)
-    # The ask is the text's last ASK_CHARS, which the window always ends with (folding maps
-    # character by character, so its tail is the tail's folding; str folding may change
-    # lengths, so there the tail is folded on its own).
-    if len(scan) <= ASK_CHARS:
-        ask = distinct
-    elif ascii_raw is not None:
-        ask = set(folded[-ASK_CHARS:].split())
-    else:
-        ask = set(_split_words(scan[-ASK_CHARS:], None))
+    ask = distinct if len(words) <= ASK_WORDS else set(words[-ASK_WORDS:])
     ratios = [c / n for c in classes[:_RATIO_CLASSES]]
     ratios += (
         _indented(raw, newlines) / (newlines + 1),
@@ -266,8 +262,9 @@ def features(text: str) -> list[float]:
         len(distinct) / n_words,
         (n - blanks - newlines) / n_words,
     )
-    ratios += _group_scores(distinct, _IN_GROUPS, len(_GROUPS))
-    ratios += _group_scores(ask, _IN_ASK_GROUPS, len(_ASK_GROUPS))
+    table = 1 if ascii_raw is not None else 0  # words are bytes, else str
+    ratios += _group_scores(distinct, _IN_GROUPS[table], len(_GROUPS))
+    ratios += _group_scores(ask, _IN_ASK_GROUPS[table], len(_ASK_GROUPS))
     return ratios
 
 

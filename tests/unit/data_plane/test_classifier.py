@@ -203,6 +203,6 @@ def test_word_groups_score_the_same_for_bytes_and_str() -> None:
     text = "Please SOLVE the equation, then explain why: def f(x): return x**2 -- thanks!"
     for ascii_bytes in (None, text.encode("ascii")):
         distinct = set(_split_words(text, ascii_bytes))
-        scores = _group_scores(distinct, _IN_GROUPS, 8)
+        scores = _group_scores(distinct, _IN_GROUPS[ascii_bytes is not None], 8)
         assert scores[4] == pytest.approx(math.log1p(2))  # reasoning: "explain", "why"
         assert scores[0] == pytest.approx(math.log1p(2))  # code syntax: "def", "return"
