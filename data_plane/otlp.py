@@ -50,6 +50,11 @@ _HAS_IS_REMOTE, _IS_REMOTE = 0x100, 0x200  # SpanFlags
 _double = struct.Struct("<d").pack
 _fixed64 = struct.Struct("<Q").pack
 _TIMES = struct.Struct("<BQBQ").pack  # start and end time fields (tags 7 and 8, fixed64)
+# trace_id (tag 1, 16 bytes) and span_id (tag 2, 8 bytes) with their tag and length bytes,
+# the ids big-endian; then parent_span_id (tag 4, 8 bytes)
+_IDS = struct.Struct(">HQQHQ").pack
+_PARENT = struct.Struct(">HQ").pack
+_U64 = 0xFFFFFFFFFFFFFFFF
 _FLAGS_LOCAL = b"\x85\x01" + struct.pack("<I", _HAS_IS_REMOTE)  # flags field (16, fixed32)
 _FLAGS_REMOTE = b"\x85\x01" + struct.pack("<I", _HAS_IS_REMOTE | _IS_REMOTE)
 _NO_STATUS = b"\x7a\x00"  # an empty Status (UNSET, no message): the SDK always sends one
@@ -150,18 +155,20 @@ class Encoder:
 
     def span(self, span: Span) -> bytes:
         """One Span message as a field of ScopeSpans (tag 2)."""
-        ids = b"\x0a\x10" + span.trace_id.to_bytes(16, "big") + b"\x12\x08"
-        out = [ids + span.span_id.to_bytes(8, "big")]
+        trace_id, parent = span.trace_id, span.parent
+        out = [_IDS(0x0A10, trace_id >> 64, trace_id & _U64, 0x1208, span.span_id)]
         state = span.trace_state
         if state:
             out.append(_field(0x1A, ",".join(f"{k}={v}" for k, v in state.items()).encode()))
-        parent = span.parent
         if parent is not None:
-            out.append(b"\x22\x08" + parent.span_id.to_bytes(8, "big"))
+            out.append(_PARENT(0x2208, parent.span_id))
         out.append(self._named(span.name, span.kind))
         out.append(_TIMES(0x39, span.start_ns, 0x41, span.end_ns))
-        attribute = self.attribute
-        out += [attribute(0x4A, k, v) for k, v in span.attributes.items()]
+        if span.attributes:
+            cached = self._attributes.get
+            for key, value in span.attributes.items():  # the usual str value: inline lookup
+                found = cached((0x4A, key, value)) if type(value) is str else None
+                out.append(found or self.attribute(0x4A, key, value))
         for event in span.events:
             out.append(_field(0x5A, self._event(event)))
         status = span.status
