@@ -9,14 +9,12 @@ a target failed).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from bench import litellm_proxy
@@ -34,7 +32,7 @@ HERE = Path(__file__).parent
 
 def _overhead(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     quick = OverheadSettings(
-        targets=("direct", "minimal", "gearbox", "gearbox-uvloop"),
+        targets=("direct", "minimal", "gearbox"),
         connections=(1, 64),
         rates_rps=(1000.0,),
         closed_s=2.0,
@@ -42,11 +40,6 @@ def _overhead(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
         warmup_s=1.0,
     )
     settings = quick if run.quick else OverheadSettings()
-    if importlib.util.find_spec("uvloop") is None:
-        settings = replace(
-            settings, targets=tuple(t for t in settings.targets if "uvloop" not in t)
-        )
-        run.notes.append("uvloop is not installed: the uvloop experiment did not run")
     run.overhead = run_overhead(settings, pinning, workdir / "overhead")
     run.checks += overhead_checks(run.overhead)
     run.notes += uvloop_notes(run.overhead)

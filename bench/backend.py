@@ -113,6 +113,17 @@ def nginx_conf(workdir: Path, json_ports: tuple[int, ...], sse_ports: tuple[int,
     )
 
 
+def _distinct_free_ports(n: int) -> list[int]:
+    """`n` different free ports (the kernel may hand a just-released port out again, and
+    nginx refuses to listen twice on one)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
 @contextlib.contextmanager
 def run_nginx(workdir: Path, n_ports: int, cpus: Cores) -> Iterator[Backend]:
     """nginx pinned to `cpus`, listening on `n_ports` JSON and `n_ports` SSE loopback ports."""
@@ -120,9 +131,8 @@ def run_nginx(workdir: Path, n_ports: int, cpus: Cores) -> Iterator[Backend]:
     if not Path(binary).exists():
         raise RuntimeError("nginx is not installed (Debian package nginx-light; `make bench`)")
     workdir.mkdir(parents=True, exist_ok=True)
-    backend = Backend(
-        tuple(free_port() for _ in range(n_ports)), tuple(free_port() for _ in range(n_ports))
-    )
+    ports = _distinct_free_ports(2 * n_ports)
+    backend = Backend(tuple(ports[:n_ports]), tuple(ports[n_ports:]))
     conf = workdir / "nginx.conf"
     conf.write_text(nginx_conf(workdir, backend.json_ports, backend.sse_ports))
     args = pinned([binary, "-c", str(conf), "-p", str(workdir), "-e", "stderr"], cpus)

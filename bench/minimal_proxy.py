@@ -1,14 +1,18 @@
 """The Python floor: the least an aiohttp proxy can do (read body, forward, relay the answer).
 
 No parsing, routing, metrics or retries, so its throughput is the ceiling any aiohttp-based
-router can reach on the same core. `python -m bench.minimal_proxy --port P --upstream URL`.
+router can reach on the same core. `python -m bench.minimal_proxy --port P --upstream URL
+[--loop asyncio|uvloop]`: the plain asyncio loop is the baseline the targets use; on uvloop it
+is a reference row (the data plane runs on uvloop by default).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 
+import uvloop
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
 SESSION = web.AppKey("session", ClientSession)
@@ -57,7 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.minimal_proxy", description=__doc__)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--upstream", required=True, help="base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument(
+        "--loop", choices=("asyncio", "uvloop"), default="asyncio", help="the event loop"
+    )
     args = parser.parse_args(argv)
+    loop = uvloop.new_event_loop() if args.loop == "uvloop" else asyncio.new_event_loop()
     web.run_app(
         create_app(args.upstream),
         host="127.0.0.1",
@@ -65,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         access_log=None,
         print=None,
         handler_cancellation=True,
+        loop=loop,
     )
     return 0
 

@@ -58,15 +58,18 @@ def _direct(ctx: RunContext) -> Iterator[Endpoint]:
     yield Endpoint(ctx.backend.url(0, stream=ctx.stream), None)
 
 
-@contextlib.contextmanager
-def _minimal(ctx: RunContext) -> Iterator[Endpoint]:
-    port = free_port()
-    upstream = ctx.backend.url(0, stream=ctx.stream)
-    args = [sys.executable, "-m", "bench.minimal_proxy", "--port", str(port)]
-    args += ["--upstream", upstream]
-    log = ctx.workdir / "minimal.log"
-    with running(pinned(args, ctx.pinning.proxy), log, port=port) as proc:
-        yield Endpoint(f"http://127.0.0.1:{port}", proc.pid)
+def _minimal_on(loop: str) -> Starter:
+    @contextlib.contextmanager
+    def start(ctx: RunContext) -> Iterator[Endpoint]:
+        port = free_port()
+        upstream = ctx.backend.url(0, stream=ctx.stream)
+        args = [sys.executable, "-m", "bench.minimal_proxy", "--port", str(port)]
+        args += ["--upstream", upstream, "--loop", loop]
+        log = ctx.workdir / f"minimal-{loop}.log"
+        with running(pinned(args, ctx.pinning.proxy), log, port=port) as proc:
+            yield Endpoint(f"http://127.0.0.1:{port}", proc.pid)
+
+    return start
 
 
 def gearbox_snapshot(ctx: RunContext, n_pairs: int = GEARBOX_PAIRS) -> Path:
@@ -122,14 +125,14 @@ def gearbox_process(
 
 
 @contextlib.contextmanager
-def _gearbox_uvloop(ctx: RunContext) -> Iterator[Endpoint]:
-    with gearbox_process(ctx, module="bench.uvloop_launch") as pid:
+def _gearbox(ctx: RunContext) -> Iterator[Endpoint]:
+    with gearbox_process(ctx) as pid:
         yield Endpoint(f"http://127.0.0.1:{ctx.workdir.joinpath('gearbox.port').read_text()}", pid)
 
 
 @contextlib.contextmanager
-def _gearbox(ctx: RunContext) -> Iterator[Endpoint]:
-    with gearbox_process(ctx) as pid:
+def _gearbox_asyncio(ctx: RunContext) -> Iterator[Endpoint]:
+    with gearbox_process(ctx, {"GEARBOX_DP_EVENT_LOOP": "asyncio"}) as pid:
         yield Endpoint(f"http://127.0.0.1:{ctx.workdir.joinpath('gearbox.port').read_text()}", pid)
 
 
@@ -164,13 +167,19 @@ def _litellm(latency_routing: bool) -> Starter:
 
 TARGETS: tuple[Target, ...] = (
     Target("direct", "direct to nginx", "auto", _direct),
-    Target("minimal", "minimal aiohttp proxy", "auto", _minimal),
+    Target("minimal", "minimal aiohttp proxy", "auto", _minimal_on("asyncio")),
+    Target(
+        "minimal-uvloop",
+        "minimal aiohttp proxy on uvloop (reference)",
+        "auto",
+        _minimal_on("uvloop"),
+    ),
     Target("gearbox", f"Gearbox data plane ({GEARBOX_PAIRS} pairs)", "auto", _gearbox, True),
     Target(
-        "gearbox-uvloop",
-        "Gearbox data plane on uvloop (experiment)",
+        "gearbox-asyncio",
+        "Gearbox data plane on the asyncio loop (experiment)",
         "auto",
-        _gearbox_uvloop,
+        _gearbox_asyncio,
         True,
     ),
     Target("litellm", "LiteLLM proxy, one deployment", litellm_proxy.MODEL_NAME, _litellm(False)),

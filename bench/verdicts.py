@@ -224,22 +224,32 @@ def memory_check(m: MemoryResult) -> Check:
     )
 
 
+def _throughput_note(
+    runs: Sequence[TargetRun], stream: bool, names: tuple[str, str], what: str
+) -> str | None:
+    """`what` + the throughput ratio of run names[0] over names[1] per connection count."""
+    top, base = _run(runs, names[0], stream), _run(runs, names[1], stream)
+    if top is None or base is None:
+        return None
+    cells = [
+        f"{t.connections} conns x{ratio(t.requests_per_s, b.requests_per_s):.2f}"
+        for t in top.closed
+        if (b := base.closed_at(t.connections)) is not None
+    ]
+    return f"{what}, {_mode(stream)} throughput: " + ", ".join(cells) if cells else None
+
+
 def uvloop_notes(runs: Sequence[TargetRun]) -> list[str]:
-    """What uvloop gave, per streaming mode and connection count (measured, not a target)."""
+    """What uvloop gives the data plane, and Gearbox against the minimal proxy on the same
+    loop (measured, not targets)."""
     notes = []
     for stream in (False, True):
-        base, fast = _run(runs, "gearbox", stream), _run(runs, "gearbox-uvloop", stream)
-        if base is None or fast is None:
-            continue
-        cells = []
-        for f in fast.closed:
-            b = base.closed_at(f.connections)
-            if b is not None:
-                cells.append(
-                    f"{f.connections} conns x{ratio(f.requests_per_s, b.requests_per_s):.2f}"
-                )
-        if cells:
-            notes.append(
-                f"uvloop vs asyncio, Gearbox {_mode(stream)} throughput: " + ", ".join(cells)
-            )
+        for names, what in (
+            (("gearbox", "gearbox-asyncio"), "uvloop vs asyncio, Gearbox"),
+            (("minimal-uvloop", "minimal"), "uvloop vs asyncio, minimal aiohttp proxy"),
+            (("gearbox", "minimal-uvloop"), "Gearbox / minimal aiohttp proxy, both on uvloop"),
+        ):
+            note = _throughput_note(runs, stream, names, what)
+            if note is not None:
+                notes.append(note)
     return notes
