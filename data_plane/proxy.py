@@ -136,7 +136,7 @@ class Proxy:
         """Seconds the whole request may take: the latency budget plus grace; best-effort
         relaxed decisions already exceed the budget, so they get the default deadline."""
         budget = decision.budget_latency_s
-        if budget is None or decision.reason.value.startswith("best_effort"):
+        if budget is None or decision.reason.startswith("best_effort"):  # a StrEnum is a str
             return self._config.default_timeout_s
         return budget + self._config.grace_s
 

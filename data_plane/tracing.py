@@ -112,7 +112,7 @@ class Span:
         else:
             self.trace_id, self.sampled = parent.trace_id, parent.trace_flags.sampled
             self.trace_state = parent.trace_state
-        self.span_id = _new_id(64)
+        self.span_id = random.getrandbits(64) or _new_id(64)  # 0 is invalid (1 in 2**64)
         self._pipeline: Pipeline | None = pipeline if self.sampled else None
         self.attributes: dict[str, Any] = dict(attributes) if attributes else {}
         self.events: Sequence[Event] = ()  # a list once an exception is recorded
