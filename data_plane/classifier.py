@@ -247,8 +247,7 @@ def features(text: str) -> list[float]:
     classes = [marked.count(code) for code in _CLASS_CODES]
     newlines, blanks, questions, other_ends = classes[5], classes[13], classes[14], classes[15]
     ascii_raw = raw if scan.isascii() else None
-    folded = _folded(scan, ascii_raw)
-    words: list[Word] = folded.split()  # type: ignore[assignment]
+    words = _split_words(scan, ascii_raw)
     n_words = max(len(words), 1)
     distinct = set(words)
     ask = distinct if len(words) <= ASK_WORDS else set(words[-ASK_WORDS:])
