@@ -241,7 +241,8 @@ def _indented(raw: bytes, newlines: int) -> int:
 def features(text: str) -> list[float]:
     """The calibrated model's inputs, in FEATURE_NAMES order (shared with calibration)."""
     scan = _window(text)
-    raw = scan.encode("utf-8")
+    # surrogatepass: JSON may carry a lone surrogate (\ud800), which strict UTF-8 refuses
+    raw = scan.encode("utf-8", "surrogatepass")
     n = max(len(raw), 1)
     marked = raw.translate(_CLASS_OF, _UNCLASSED)
     classes = [marked.count(code) for code in _CLASS_CODES]
