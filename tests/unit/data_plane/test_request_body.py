@@ -500,3 +500,45 @@ def test_the_key_search_finds_what_the_linear_scan_finds(
         raw = raw[:cut]  # unterminated strings, half keys, missing values
     fast = _spans_or_error(_model_value_spans, raw)
     assert fast == _spans_or_error(_scanned_model_value_spans, raw)
+
+
+def _stdlib_path(raw: bytes, kind: Literal["chat", "completions"]) -> ParsedBody | str:
+    """What the body gives through json + the hand check + pydantic only (no orjson)."""
+    try:
+        doc = json.loads(raw)
+        if not isinstance(doc, dict):
+            return "not an object"
+        facts = chat_facts(doc) if kind == "chat" else completion_facts(doc)
+        return ParsedBody(*facts) if facts is not None else validated_facts(doc, kind)
+    except InvalidRequest as err:
+        return err.message
+    except ValueError:
+        return "not JSON"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # integers beyond 64 bits: orjson makes them floats, json keeps them ints
+        b'{"model": "m", "max_tokens": 100000000000000000000000, "messages": [{"role": "user"}]}',
+        b'{"model": "m", "max_tokens": 64, "seed": 100000000000000000000000, "messages": []}',
+        # a lone surrogate: orjson refuses it, json takes it
+        b'{"model": "m", "messages": [{"role": "user", "content": "a \\ud800 b"}]}',
+        # numbers beyond a double: orjson refuses, json makes them inf
+        b'{"model": "m", "temperature": 1e400, "messages": [{"role": "user", "content": "x"}]}',
+        # a duplicated key: both keep the last
+        b'{"model": "a", "model": "b", "messages": [{"role": "user", "content": "x"}]}',
+    ],
+)
+def test_orjson_fast_path_answers_as_the_standard_decoder(raw: bytes) -> None:
+    expected = _stdlib_path(raw, "chat")
+    try:
+        got: ParsedBody | str = parse_request_body(raw, "chat")
+    except InvalidRequest as err:
+        got = err.message
+    assert got == expected
+
+
+def test_bom_is_refused_with_the_standard_wording() -> None:
+    with pytest.raises(InvalidRequest, match="BOM"):
+        parse_request_body(b"\xef\xbb\xbf" + _raw({"model": "m", "messages": _MSG}), "chat")
