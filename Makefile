@@ -74,7 +74,7 @@ soak: venv system-deps bench-deps
 	@$(BIN)/python -m bench soak $(BENCH_ARGS)
 
 calibrate: venv
-	@$(BIN)/python -m data_plane.calibration
+	@$(BIN)/python -m data_plane.request.classifier_fit
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

@@ -12,8 +12,8 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from bench.tables import synthetic_table
-from data_plane.classifier import classify
-from data_plane.compile import compile_table
+from data_plane.decision.choose import choose_route
+from data_plane.decision.compile import compile_table
 from data_plane.domain import (
     Budget,
     CompiledTable,
@@ -22,7 +22,7 @@ from data_plane.domain import (
     RouteDecision,
     RouteRequest,
 )
-from data_plane.routing import choose_route
+from data_plane.request.classifier import classify
 
 _URLS = [[f"http://10.0.0.{i}:8000", f"http://10.0.1.{i}:8000"] for i in range(1, 9)]
 

@@ -15,8 +15,8 @@ from prometheus_client import disable_created_metrics
 from pydantic import ValidationError
 
 from data_plane.app import create_app
-from data_plane.logs import configure_logging
 from data_plane.settings import DataPlaneSettings
+from data_plane.telemetry.logs import configure_logging
 
 # Secrets stay out of argv (visible in `ps`): API keys come from the environment only.
 _NOT_FLAGS = frozenset({"api_keys"})

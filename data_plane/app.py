@@ -20,24 +20,26 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from data_plane.answer import Delivery
-from data_plane.attempt import AttemptRunner
-from data_plane.breaker import BreakerBoard, BreakerConfig
-from data_plane.engine_scrape import EngineScraper
-from data_plane.handlers import Handlers
-from data_plane.health import Health
-from data_plane.http1 import Http1Upstream
-from data_plane.live_state import LiveStateWriter, TrafficStats, build_state
-from data_plane.load import LoadTracker
-from data_plane.metrics import DataPlaneMetrics
-from data_plane.middleware import ApiKeys, add_request_id, make_gateway
-from data_plane.proxy import Proxy, ProxyConfig, ProxyParts
-from data_plane.retry import RetryBudget
+from data_plane.resilience.breaker import BreakerBoard, BreakerConfig
+from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.resilience.health import Health
+from data_plane.resilience.retry import RetryBudget
+from data_plane.serving.attempt import AttemptRunner
+from data_plane.serving.delivery import Delivery
+from data_plane.serving.handlers import Handlers
+from data_plane.serving.middleware import ApiKeys, add_request_id, make_gateway
+from data_plane.serving.proxy import Proxy, ProxyConfig, ProxyParts
 from data_plane.settings import DataPlaneSettings
+from data_plane.sync.engine_scrape import EngineScraper
+from data_plane.sync.live_state import LiveStateWriter, build_state
+from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
 from data_plane.table_store import TableStore
-from data_plane.table_watcher import TableWatcher, WatcherConfig
-from data_plane.tracing import Tracing, build_tracing
-from data_plane.upstream import AiohttpUpstream, SessionLimits, UpstreamClient
+from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.span_pipelines import build_tracing
+from data_plane.telemetry.tracing import Tracing
+from data_plane.telemetry.traffic import TrafficStats
+from data_plane.upstream.http1 import Http1Upstream
+from data_plane.upstream.port import AiohttpUpstream, SessionLimits, UpstreamClient
 
 logger = logging.getLogger(__name__)
 

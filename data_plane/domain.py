@@ -210,7 +210,7 @@ class Rejected:
 @dataclass(frozen=True, slots=True)
 class RouteDecision:
     """`candidates` and `rejected` are read-only sequences; `choose_route` hands out lazy ones
-    (`data_plane.chain`) that build their items on first read, so the explanation costs
+    (`data_plane.decision.chain`) that build their items on first read, so the explanation costs
     nothing on requests that never ask for it."""
 
     candidates: Sequence[Candidate]  # non-empty; the first is the choice, the rest fallbacks

@@ -16,7 +16,7 @@ import pytest
 from pydantic import SecretStr
 
 import control_plane.app
-import data_plane.middleware
+import data_plane.serving.middleware
 from tests.reliability.conftest import ADMIN_TOKEN, StartDataPlane, cp_settings
 from tests.reliability.stack import chat_body, dp_settings
 from tests.security.conftest import REDIS_PASSWORD
@@ -92,7 +92,7 @@ def _compares_secret(node: ast.Compare) -> bool:
     return any(w in name.lower() for name in names for w in ("token", "key", "given", "secret"))
 
 
-@pytest.mark.parametrize("module", [control_plane.app, data_plane.middleware])
+@pytest.mark.parametrize("module", [control_plane.app, data_plane.serving.middleware])
 def test_secrets_are_compared_in_constant_time(module: ModuleType) -> None:
     tree = ast.parse(inspect.getsource(module))
     calls = [

@@ -14,7 +14,7 @@ from pytest_aiohttp import AiohttpClient
 
 from contracts.routing_table import RoutingTable
 from data_plane.app import METRICS, STORE, AppDeps, create_app
-from data_plane.compile import compile_table
+from data_plane.decision.compile import compile_table
 from data_plane.settings import DataPlaneSettings
 from tests.component.data_plane.fakes import FakeUpstream, Responder, by_url
 

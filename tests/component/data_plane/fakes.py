@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contracts.routing_table import RoutingTable, stamp_table, with_version
-from data_plane.retry import ConnectFailed, StreamBroken
-from data_plane.upstream import AttemptError, UpstreamRequest, UpstreamResponse
+from data_plane.outcome import ConnectFailed, StreamBroken
+from data_plane.upstream.port import AttemptError, UpstreamRequest, UpstreamResponse
 
 CATEGORIES = ("chat", "extraction", "code", "math", "reasoning")
 

@@ -11,10 +11,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from multidict import CIMultiDict
 
-from data_plane.http1 import Http1Upstream
-from data_plane.http1_wire import parse_head, request_bytes
-from data_plane.retry import ConnectFailed, StreamBroken, Timeout
-from data_plane.upstream import AttemptError, SessionLimits, UpstreamRequest, UpstreamResponse
+from data_plane.outcome import ConnectFailed, StreamBroken, Timeout
+from data_plane.upstream.http1 import Http1Upstream
+from data_plane.upstream.http1_wire import parse_head, request_bytes
+from data_plane.upstream.port import AttemptError, SessionLimits, UpstreamRequest, UpstreamResponse
 from tests.support.redis_server import free_port
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]

@@ -13,8 +13,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanKind
 
-from data_plane.otlp import BATCH_SPANS, FastOTLPSpanExporter, OtlpPipeline
-from data_plane.tracing import Span, Tracing, build_tracing, readable
+from data_plane.telemetry.otlp import BATCH_SPANS, FastOTLPSpanExporter, OtlpPipeline
+from data_plane.telemetry.span_pipelines import build_tracing
+from data_plane.telemetry.tracing import Span, Tracing, readable
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
 Received = list[tuple[str, str, bytes]]

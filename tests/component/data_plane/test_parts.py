@@ -12,15 +12,16 @@ import pytest
 from pydantic import ValidationError
 
 from data_plane.__main__ import build_parser, load_settings, main, new_event_loop
-from data_plane.compile import compile_table
-from data_plane.engine_scrape import parse_queue_depth
-from data_plane.live_state import TrafficStats, build_state
-from data_plane.load import LoadTracker
-from data_plane.logs import JsonFormatter, configure_logging
-from data_plane.quality import Degeneracy, check_answer, is_runaway_repetition
+from data_plane.decision.compile import compile_table
+from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.serving.quality import Degeneracy, check_answer, is_runaway_repetition
+from data_plane.serving.usage import Usage, cost_usd, find_usage
 from data_plane.settings import DataPlaneSettings
+from data_plane.sync.engine_scrape import parse_queue_depth
+from data_plane.sync.live_state import build_state
 from data_plane.table_store import TableStore
-from data_plane.usage import Usage, cost_usd, find_usage
+from data_plane.telemetry.logs import JsonFormatter, configure_logging
+from data_plane.telemetry.traffic import TrafficStats
 from tests.component.data_plane.fakes import chat_json, sse_chunks, two_pair_table
 
 # --- settings and CLI -------------------------------------------------------------------------
@@ -103,7 +104,7 @@ def test_cli_reports_bad_values_and_exits_2(capsys: pytest.CaptureFixture[str]) 
 
 def test_json_logs_carry_only_allowed_fields() -> None:
     record = logging.LogRecord(
-        "data_plane.proxy", logging.WARNING, __file__, 1, "fell back %s", ("x",), None
+        "data_plane.serving.proxy", logging.WARNING, __file__, 1, "fell back %s", ("x",), None
     )
     record.__dict__.update(
         {"pair": "fam@fp16", "request_id": "r1", "prompt": "secret prompt", "authorization": "k"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from data_plane.upstream import UpstreamRequest
+from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane.conftest import CHAT_BODY, MakeHarness
 from tests.component.data_plane.fakes import (
     FakeResponse,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from contracts.routing_table import RoutingTable, stamp_table
-from data_plane.compile import compile_table
+from data_plane.decision.compile import compile_table
 from data_plane.domain import CompiledTable
 
 CATEGORIES = ("chat", "extraction", "code", "math", "reasoning")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data_plane.breaker import BreakerBoard, BreakerConfig, BreakerState, Transition
+from data_plane.resilience.breaker import BreakerBoard, BreakerConfig, BreakerState, Transition
 
 CFG = BreakerConfig(
     consecutive_failures=3,

@@ -7,7 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from data_plane.budget import (
+from data_plane.domain import Budget, BudgetMode
+from data_plane.errors import InvalidBudget
+from data_plane.request.budget import (
     ACCURACY_HEADER,
     CATEGORY_HEADER,
     COST_HEADER,
@@ -16,8 +18,6 @@ from data_plane.budget import (
     TTFT_HEADER,
     parse_budget,
 )
-from data_plane.domain import Budget, BudgetMode
-from data_plane.errors import InvalidBudget
 
 
 def test_no_headers_means_policy_defaults() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_plane.chain import CandidateChain, FeasibleRow, RejectionList, candidate_of
+from data_plane.decision.chain import CandidateChain, FeasibleRow, RejectionList, candidate_of
 from data_plane.domain import Rejected, Rejection
 from tests.unit.data_plane.tables import fleet
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data_plane import calibration
-from data_plane.classifier import (
+from data_plane.request import classifier_fit as calibration
+from data_plane.request.classifier import (
     _IN_GROUPS,
     CATEGORIES,
     FEATURE_NAMES,
@@ -172,7 +172,7 @@ def test_params_for_other_features_are_refused(tmp_path: Path) -> None:
     stale = tmp_path / "stale.json"
     stale.write_text(json.dumps({**params, "feature_names": ["x"]}))
     assert "stale.json is missing or stale" in str(_load(stale))
-    assert "python -m data_plane.calibration" in str(_load(tmp_path / "missing.json"))
+    assert "python -m data_plane.request.classifier_fit" in str(_load(tmp_path / "missing.json"))
     model = _load(PARAMS_PATH)
     assert not isinstance(model, str)
     assert classify_with(model, "Solve for x: 2x = 4")[0] == "math"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_plane.compile import compile_table
+from data_plane.decision.compile import compile_table
 from data_plane.domain import BudgetMode, CategoryDefaults
 from tests.unit.data_plane.tables import entry, fleet, table
 

@@ -6,6 +6,9 @@ import json
 import random
 from typing import Any
 
+from data_plane.decision.choose import choose_route
+from data_plane.decision.explain import explain
+from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import (
     Budget,
     BudgetMode,
@@ -16,9 +19,6 @@ from data_plane.domain import (
     RouteDecision,
     RouteRequest,
 )
-from data_plane.explain import explain
-from data_plane.rollout import apply_rollout
-from data_plane.routing import choose_route
 from tests.unit.data_plane.tables import fleet
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from data_plane.errors import InvalidRequest
-from data_plane.request_body import (
+from data_plane.request.body import (
     MAX_DEPTH,
     ParsedBody,
     _model_value_spans,
@@ -20,7 +20,7 @@ from data_plane.request_body import (
     rewrite_model,
     validated_facts,
 )
-from data_plane.request_fields import chat_facts, completion_facts
+from data_plane.request.fields import chat_facts, completion_facts
 
 
 def _raw(doc: Any) -> bytes:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from data_plane.retry import (
+from data_plane.outcome import (
     Cancelled,
     ConnectFailed,
-    GiveUp,
     Outcome,
-    Retry,
-    RetryBudget,
     StreamBroken,
     Timeout,
     UpstreamStatus,
+)
+from data_plane.resilience.retry import (
+    GiveUp,
+    Retry,
+    RetryBudget,
     breaker_success,
     is_retryable,
     next_step,

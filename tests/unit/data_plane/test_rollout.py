@@ -7,7 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from data_plane.compile import compile_table
+from data_plane.decision.choose import choose_route
+from data_plane.decision.compile import compile_table
+from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import (
     Budget,
     CompiledTable,
@@ -17,8 +19,6 @@ from data_plane.domain import (
     RouteReason,
     RouteRequest,
 )
-from data_plane.rollout import apply_rollout
-from data_plane.routing import choose_route
 from tests.unit.data_plane.tables import entry, table
 
 

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from data_plane.compile import compile_table
+from data_plane.decision.choose import choose_route, effective_limits, order_endpoints
+from data_plane.decision.compile import compile_table
 from data_plane.domain import (
     Budget,
     BudgetMode,
@@ -24,7 +25,6 @@ from data_plane.domain import (
     RouteReason,
     RouteRequest,
 )
-from data_plane.routing import choose_route, effective_limits, order_endpoints
 from tests.unit.data_plane.tables import entry, table
 
 # Easy numbers: 4 chars per token, ttft = 0.1 + 0.1 * load, tpot = 0.01 + 0.001 * load,

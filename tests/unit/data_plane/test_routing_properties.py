@@ -9,7 +9,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from data_plane.compile import compile_table
+from data_plane.decision.choose import choose_route, effective_limits, first_violation, predict
+from data_plane.decision.compile import compile_table
 from data_plane.domain import (
     Budget,
     BudgetMode,
@@ -24,7 +25,6 @@ from data_plane.domain import (
     RouteReason,
     RouteRequest,
 )
-from data_plane.routing import choose_route, effective_limits, first_violation, predict
 from tests.unit.data_plane.tables import CATEGORIES, entry, table
 
 _ratio = st.floats(0.0, 1.0)

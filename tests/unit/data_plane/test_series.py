@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from data_plane.series import Exposition
+from data_plane.telemetry.series import Exposition
 
 BUCKETS = (1e-05, 0.005, 0.25, 1, 2.5, 300)
 

@@ -12,8 +12,9 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from data_plane.otlp import Encoder, OtlpPipeline, UnsupportedError
-from data_plane.tracing import NO_SPAN, Span, Tracing, build_tracing, readable
+from data_plane.telemetry.otlp import Encoder, OtlpPipeline, UnsupportedError
+from data_plane.telemetry.span_pipelines import build_tracing
+from data_plane.telemetry.tracing import NO_SPAN, Span, Tracing, readable
 
 PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 

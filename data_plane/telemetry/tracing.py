@@ -28,8 +28,7 @@ from typing import Any, Protocol
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
-from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
@@ -190,24 +189,6 @@ def readable(span: Span, resource: Resource) -> ReadableSpan:
     )
 
 
-class SdkPipeline:
-    """Ended spans to an SDK span processor, one by one (tests, console)."""
-
-    __slots__ = ("processor", "resource")
-
-    def __init__(self, processor: SpanProcessor, resource: Resource) -> None:
-        self.processor, self.resource = processor, resource
-
-    def finish(self, span: Span) -> None:
-        self.processor.on_end(readable(span, self.resource))
-
-    async def run(self) -> None:
-        return
-
-    def shutdown(self) -> None:
-        self.processor.shutdown()
-
-
 class _NoSpan:
     """What tracing `none` hands out: a context manager that records nothing."""
 
@@ -294,24 +275,3 @@ class Tracing:
         """Send what is left and close the exporter (blocking)."""
         if self.pipeline is not None:
             self.pipeline.shutdown()
-
-
-def build_tracing(
-    exporter: str,
-    service_name: str,
-    otlp_endpoint: str | None = None,
-    span_exporter: SpanExporter | None = None,
-) -> Tracing:
-    """Build the tracing pipeline; `span_exporter` (tests) wins over `exporter`."""
-    if span_exporter is None and exporter == "none":
-        return Tracing(None)
-    resource = Resource.create({"service.name": service_name})
-    if span_exporter is not None:
-        return Tracing(SdkPipeline(SimpleSpanProcessor(span_exporter), resource))
-    if exporter == "console":
-        return Tracing(SdkPipeline(SimpleSpanProcessor(ConsoleSpanExporter()), resource))
-    if exporter == "otlp":
-        from data_plane.otlp import OtlpPipeline
-
-        return Tracing(OtlpPipeline(otlp_endpoint, resource))
-    raise ValueError(f"unknown otel exporter {exporter!r}")

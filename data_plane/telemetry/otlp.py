@@ -28,8 +28,8 @@ from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanContext, SpanKind
 
-from data_plane.tracing import SCOPE, Span, readable
-from data_plane.tracing import UNSET_STATUS as _UNSET_STATUS
+from data_plane.telemetry.tracing import SCOPE, Span, readable
+from data_plane.telemetry.tracing import UNSET_STATUS as _UNSET_STATUS
 
 logger = logging.getLogger(__name__)
 

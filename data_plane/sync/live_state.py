@@ -17,26 +17,12 @@ from redis.exceptions import RedisError
 
 from contracts.live_state import BreakerState, DataPlaneState, EndpointState
 from contracts.redis_keys import RedisKeys
-from data_plane.load import LoadTracker
+from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.table_store import TableStore
+from data_plane.telemetry.traffic import TrafficStats
 
 logger = logging.getLogger(__name__)
 _BREAKER: dict[str, BreakerState] = {"closed": "closed", "half_open": "half_open", "open": "open"}
-
-
-class TrafficStats:
-    """Requests served per pair and fallbacks since start (plain counters, no labels)."""
-
-    __slots__ = ("fallbacks", "requests_by_pair")
-
-    def __init__(self) -> None:
-        self.requests_by_pair: dict[str, int] = {}
-        self.fallbacks = 0
-
-    def served(self, pair: str, fallback: bool) -> None:
-        self.requests_by_pair[pair] = self.requests_by_pair.get(pair, 0) + 1
-        if fallback:
-            self.fallbacks += 1
 
 
 def build_state(

@@ -19,10 +19,11 @@ from typing import Protocol
 from opentelemetry.trace import SpanKind
 
 from data_plane.domain import Candidate, CompiledEndpoint
-from data_plane.health import Health
-from data_plane.metrics import DataPlaneMetrics
-from data_plane.retry import Cancelled, Outcome, Timeout, UpstreamStatus
-from data_plane.tracing import (
+from data_plane.outcome import Cancelled, Outcome, Timeout, UpstreamStatus
+from data_plane.resilience.health import Health
+from data_plane.serving.usage import SSE_TAIL_BYTES
+from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.tracing import (
     ATTR_ATTEMPT,
     ATTR_ENDPOINT,
     ATTR_OUTCOME,
@@ -30,8 +31,7 @@ from data_plane.tracing import (
     AnySpan,
     Tracing,
 )
-from data_plane.upstream import AttemptError, UpstreamClient, UpstreamRequest, UpstreamResponse
-from data_plane.usage import SSE_TAIL_BYTES
+from data_plane.upstream.port import AttemptError, UpstreamClient, UpstreamRequest, UpstreamResponse
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 MAX_ERROR_BODY_BYTES = 64 * 1024

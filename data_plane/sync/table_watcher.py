@@ -23,10 +23,10 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_never, wait_ex
 
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
-from data_plane.compile import compile_table
+from data_plane.decision.compile import compile_table
 from data_plane.domain import CompiledTable
-from data_plane.metrics import DataPlaneMetrics
 from data_plane.table_store import TableStore
+from data_plane.telemetry.metrics import DataPlaneMetrics
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,17 @@ import math
 import random
 from collections.abc import Sequence
 
-from data_plane.chain import CandidateChain, FeasibleRow, RejectionList, candidate_of
+from data_plane.decision.chain import CandidateChain, FeasibleRow, RejectionList, candidate_of
+from data_plane.decision.feasibility import (
+    RANK,
+    Limits,
+    cost_violation,
+    first_violation,
+    order_endpoints,
+    predict,
+    static_violation,
+)
+from data_plane.decision.rejections import allowed_rejections
 from data_plane.domain import (
     BudgetMode,
     Candidate,
@@ -26,16 +36,6 @@ from data_plane.domain import (
     RouteRequest,
     ScanRow,
 )
-from data_plane.feasibility import (
-    RANK,
-    Limits,
-    cost_violation,
-    first_violation,
-    order_endpoints,
-    predict,
-    static_violation,
-)
-from data_plane.rejections import allowed_rejections
 
 # Not a budget rule: these never count towards the binding constraint.
 _NOT_RULED = frozenset({Rejection.BREAKER_OPEN, Rejection.NOT_ALLOWED})

@@ -3,7 +3,7 @@
 PURE and fast. `scan.scan` walks the alias's pre-flattened rows in the table's cost order and
 stops once no later row can undercut the cheapest feasible pair, which is the choice; the
 rest of the fallback chain and the rejections come back as lazy sequences
-(`data_plane.chain`) worked out from decision-time figures when first read. Reads no clock,
+(`data_plane.decision.chain`) worked out from decision-time figures when first read. Reads no clock,
 env, network or logger; randomness (power-of-two choices) comes only from the `rng`
 argument, so the same inputs and rng state give the same decision. When no pair is feasible,
 `fallback` decides. Semantics: DESIGN.md "Routing semantics"; assumptions:
@@ -14,7 +14,18 @@ from __future__ import annotations
 
 import random
 
-from data_plane.chain import CandidateChain, FeasibleRow, RejectionList
+from data_plane.decision.chain import CandidateChain, FeasibleRow, RejectionList
+from data_plane.decision.fallback import decide_without_feasible
+from data_plane.decision.feasibility import (
+    RULE_ORDER,
+    Limits,
+    effective_limits,
+    first_violation,
+    order_endpoints,
+    predict,
+)
+from data_plane.decision.rejections import all_rejections, not_allowed
+from data_plane.decision.scan import Rest, scan
 from data_plane.domain import (
     CompiledTable,
     HealthView,
@@ -25,17 +36,6 @@ from data_plane.domain import (
     RouteReason,
     RouteRequest,
 )
-from data_plane.fallback import decide_without_feasible
-from data_plane.feasibility import (
-    RULE_ORDER,
-    Limits,
-    effective_limits,
-    first_violation,
-    order_endpoints,
-    predict,
-)
-from data_plane.rejections import all_rejections, not_allowed
-from data_plane.scan import Rest, scan
 
 __all__ = [
     "RULE_ORDER",

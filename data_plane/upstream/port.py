@@ -13,7 +13,7 @@ from typing import Protocol
 
 import aiohttp
 
-from data_plane.retry import ConnectFailed, Outcome, StreamBroken, Timeout
+from data_plane.outcome import ConnectFailed, Outcome, StreamBroken, Timeout
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from prometheus_client import CollectorRegistry
 
-from data_plane.series import CounterChild, Exposition, Family, HistogramChild
+from data_plane.telemetry.series import CounterChild, Exposition, Family, HistogramChild
 
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 DECISION_BUCKETS_S = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2)

@@ -9,11 +9,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
-from data_plane.breaker import BreakerBoard, BreakerState, Transition
 from data_plane.domain import CompiledTable, HealthView
-from data_plane.load import LoadTracker
-from data_plane.metrics import DataPlaneMetrics
-from data_plane.retry import Outcome, breaker_success
+from data_plane.outcome import Outcome
+from data_plane.resilience.breaker import BreakerBoard, BreakerState, Transition
+from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.resilience.retry import breaker_success
+from data_plane.telemetry.metrics import DataPlaneMetrics
 
 logger = logging.getLogger(__name__)
 

@@ -25,10 +25,10 @@ from pydantic import (
     field_validator,
 )
 
-from data_plane.classifier import classify
 from data_plane.domain import RequestFacts
 from data_plane.errors import InvalidRequest
-from data_plane.request_fields import (
+from data_plane.request.classifier import classify
+from data_plane.request.fields import (
     JSON_FORMATS,
     MAX_MODEL_CHARS,
     MAX_OUTPUT_TOKENS,

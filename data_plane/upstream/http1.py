@@ -19,7 +19,8 @@ from collections.abc import AsyncGenerator
 from typing import Protocol
 from urllib.parse import urlsplit
 
-from data_plane.http1_wire import (
+from data_plane.outcome import ConnectFailed, StreamBroken, Timeout
+from data_plane.upstream.http1_wire import (
     Connection,
     MalformedError,
     ResponseHead,
@@ -27,8 +28,7 @@ from data_plane.http1_wire import (
     read_head,
     request_bytes,
 )
-from data_plane.retry import ConnectFailed, StreamBroken, Timeout
-from data_plane.upstream import (
+from data_plane.upstream.port import (
     AttemptError,
     SessionLimits,
     UpstreamClient,

@@ -1,4 +1,4 @@
-"""Retry policy: the attempt-outcome taxonomy, `next_step`, and the retry budget.
+"""Retry policy: `next_step`, what a breaker learns from an outcome, and the retry budget.
 
 PURE: the only place that decides whether a failed attempt is retried (STYLE.md section 8).
 Time enters only through an injected clock. No I/O, no sleeping: a retry goes to the next
@@ -11,60 +11,17 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+
+from data_plane.outcome import (
+    Cancelled,
+    ConnectFailed,
+    Outcome,
+    Timeout,
+    UpstreamStatus,
+)
 
 Clock = Callable[[], float]  # monotonic seconds
-TimeoutPhase = Literal["connect", "first_byte", "read"]
 RETRYABLE_STATUSES = frozenset({429, 502, 503, 504})
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectFailed:
-    """The TCP/TLS connection could not be made (refused, reset, DNS); nothing was sent."""
-
-    label = "connect_failed"
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamStatus:
-    """The engine answered with a non-2xx status (before any byte went to the client)."""
-
-    code: int
-
-    @property
-    def label(self) -> str:
-        if self.code == 429:
-            return "status_429"
-        return "status_5xx" if self.code >= 500 else "status_4xx"
-
-
-@dataclass(frozen=True, slots=True)
-class Timeout:
-    """`connect`: no connection; `first_byte`: no first byte within the TTFT limit (nothing sent
-    to the client yet); `read`: the stream stalled after bytes went out."""
-
-    phase: TimeoutPhase
-
-    @property
-    def label(self) -> str:
-        return f"timeout_{self.phase}"
-
-
-@dataclass(frozen=True, slots=True)
-class StreamBroken:
-    """The upstream stream failed after the first byte reached the client."""
-
-    label = "stream_broken"
-
-
-@dataclass(frozen=True, slots=True)
-class Cancelled:
-    """The client went away; the attempt was cancelled by us, not failed by the engine."""
-
-    label = "cancelled"
-
-
-Outcome = ConnectFailed | UpstreamStatus | Timeout | StreamBroken | Cancelled
 
 
 @dataclass(frozen=True, slots=True)

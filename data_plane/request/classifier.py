@@ -1,11 +1,11 @@
 """Prompt classifier: text -> (category, complexity in [0, 1]) from cheap structural signals.
 
 PURE apart from reading its calibrated parameters once at import (`classifier_params.json` next
-to this file, written by `python -m data_plane.calibration`). Microseconds per call: it scans at
-most a head+tail window of the text, counts character classes with one `bytes.translate` and a
-`count` per class, and looks the distinct words up in one word -> groups table; weights and
-thresholds come from the calibration, not from this file. numpy is used only for the final
-affine map (one matrix product), where it beats Python per call.
+to this file, written by `python -m data_plane.request.classifier_fit`). Microseconds per call:
+it scans at most a head+tail window of the text, counts character classes with one
+`bytes.translate` and a `count` per class, and looks the distinct words up in one word ->
+groups table; weights and thresholds come from the calibration, not from this file. numpy is
+used only for the final affine map (one matrix product), where it beats Python per call.
 """
 
 from __future__ import annotations
@@ -314,7 +314,10 @@ def _load(path: Path) -> Model | str:
     try:
         return model_from_params(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError) as err:
-        return f"{path.name} is missing or stale ({err}); run `python -m data_plane.calibration`"
+        return (
+            f"{path.name} is missing or stale ({err}); "
+            "run `python -m data_plane.request.classifier_fit`"
+        )
 
 
 _MODEL = _load(PARAMS_PATH)  # read-only package data, loaded once at import

@@ -11,20 +11,20 @@ from typing import Literal
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from data_plane.answer import route_headers
-from data_plane.attempt import Call, CallState, ClientGoneError
-from data_plane.budget import parse_budget
-from data_plane.classifier import classify
+from data_plane.decision.explain import explain
+from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import Candidate, CompiledTable, RequestFacts, RouteDecision
 from data_plane.errors import AllUpstreamsUnavailable, PayloadTooLarge, RequestTimeout
-from data_plane.explain import explain
-from data_plane.metrics import DataPlaneMetrics, RequestOutcome
-from data_plane.middleware import EXCHANGE
-from data_plane.proxy import Proxy
-from data_plane.request_body import ParsedBody, parse_request_body, rewrite_model
-from data_plane.rollout import apply_rollout
+from data_plane.request.body import ParsedBody, parse_request_body, rewrite_model
+from data_plane.request.budget import parse_budget
+from data_plane.request.classifier import classify
+from data_plane.serving.attempt import Call, CallState, ClientGoneError
+from data_plane.serving.delivery import route_headers
+from data_plane.serving.middleware import EXCHANGE
+from data_plane.serving.proxy import Proxy
 from data_plane.table_store import TableStore
-from data_plane.tracing import TRACE_HEADERS
+from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
+from data_plane.telemetry.tracing import TRACE_HEADERS
 
 Kind = Literal["chat", "completions"]
 CHAT_PATH = "/v1/chat/completions"

@@ -15,7 +15,7 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from data_plane.domain import CompiledEndpoint
-from data_plane.load import LoadTracker
+from data_plane.resilience.endpoint_load import LoadTracker
 
 logger = logging.getLogger(__name__)
 

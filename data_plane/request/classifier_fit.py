@@ -1,4 +1,6 @@
-"""Fit the classifier's parameters from the labelled samples: `python -m data_plane.calibration`.
+"""Fit the classifier's parameters from the labelled prompts.
+
+Run as `python -m data_plane.request.classifier_fit`.
 
 Deterministic: a fixed stratified train/held-out split, L2-regularised multinomial logistic
 regression for the category and binary logistic regression for complexity (scipy L-BFGS from
@@ -22,9 +24,9 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize
 
-from data_plane.classifier import CATEGORIES, FEATURE_NAMES, PARAMS_PATH, features
+from data_plane.request.classifier import CATEGORIES, FEATURE_NAMES, PARAMS_PATH, features
 
-SAMPLES_PATH = Path(__file__).with_name("calibration") / "samples.jsonl"
+SAMPLES_PATH = Path(__file__).with_name("labelled_prompts.jsonl")
 L2_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 HELD_OUT_EVERY = 5  # every 5th sample of each (category, complexity) stratum is held out
 FOLDS = 5
@@ -168,7 +170,9 @@ def render(params: dict[str, Any], samples_text: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m data_plane.calibration", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="python -m data_plane.request.classifier_fit", description=__doc__
+    )
     parser.add_argument("--samples", type=Path, default=SAMPLES_PATH)
     parser.add_argument("--out", type=Path, default=PARAMS_PATH)
     args = parser.parse_args(argv)

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from data_plane.answer import Delivery
-from data_plane.attempt import AttemptRunner, Call, ClientSink, Failed, Served
+from data_plane.decision.choose import choose_route, order_endpoints, predict
+from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import (
     Budget,
     Candidate,
@@ -34,13 +34,13 @@ from data_plane.errors import (
     ModelNotFound,
     RouterError,
 )
-from data_plane.health import Health
-from data_plane.metrics import DataPlaneMetrics, RequestOutcome
-from data_plane.quality import check_answer
-from data_plane.retry import GiveUp, RetryBudget, next_step
-from data_plane.rollout import apply_rollout
-from data_plane.routing import choose_route, order_endpoints, predict
-from data_plane.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERSION, Tracing
+from data_plane.resilience.health import Health
+from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
+from data_plane.serving.attempt import AttemptRunner, Call, ClientSink, Failed, Served
+from data_plane.serving.delivery import Delivery
+from data_plane.serving.quality import check_answer
+from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
+from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERSION, Tracing
 
 _BINDING_PARAM = {
     "too_slow": "X-Latency-Budget-Ms",

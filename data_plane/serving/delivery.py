@@ -11,7 +11,6 @@ import logging
 import math
 from collections.abc import Callable
 
-from data_plane.attempt import Call, ClientSink, Failed, Served, stream_error_event
 from data_plane.domain import Candidate, CompiledTable, RouteDecision
 from data_plane.errors import (
     AllUpstreamsUnavailable,
@@ -21,10 +20,11 @@ from data_plane.errors import (
     UpstreamError,
     normalize_upstream_error,
 )
-from data_plane.live_state import TrafficStats
-from data_plane.metrics import DataPlaneMetrics, RequestOutcome
-from data_plane.retry import ConnectFailed, Timeout, UpstreamStatus
-from data_plane.usage import Usage, cost_usd, find_usage
+from data_plane.outcome import ConnectFailed, Timeout, UpstreamStatus
+from data_plane.serving.attempt import Call, ClientSink, Failed, Served, stream_error_event
+from data_plane.serving.usage import Usage, cost_usd, find_usage
+from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
+from data_plane.telemetry.traffic import TrafficStats
 
 logger = logging.getLogger(__name__)
 

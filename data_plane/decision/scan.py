@@ -13,9 +13,9 @@ import math
 import random
 from collections.abc import Mapping
 
-from data_plane.chain import FeasibleRow
+from data_plane.decision.chain import FeasibleRow
+from data_plane.decision.feasibility import Limits, order_endpoints
 from data_plane.domain import CompiledEndpoint, CostFloor, HealthView, ScanRow
-from data_plane.feasibility import Limits, order_endpoints
 
 _INF = math.inf
 _ceil = math.ceil

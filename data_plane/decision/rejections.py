@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 
-from data_plane.chain import FeasibleRow, candidate_of
+from data_plane.decision.chain import FeasibleRow, candidate_of
+from data_plane.decision.feasibility import Limits, first_violation, static_violation
 from data_plane.domain import CompiledPair, CompiledTable, Rejected, Rejection, ScanRow
-from data_plane.feasibility import Limits, first_violation, static_violation
 
 
 def breaker_open(row: ScanRow, ejected: frozenset[str]) -> Rejected | None:

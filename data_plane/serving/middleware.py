@@ -21,8 +21,8 @@ from aiohttp.typedefs import Middleware
 from pydantic import SecretStr
 
 from data_plane import errors
-from data_plane.metrics import DataPlaneMetrics, RequestOutcome, Route
-from data_plane.tracing import Tracing
+from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
+from data_plane.telemetry.tracing import Tracing
 
 logger = logging.getLogger(__name__)
 

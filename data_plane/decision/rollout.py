@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from data_plane.compile import AUTO_ALIAS
+from data_plane.decision.choose import predict
+from data_plane.decision.compile import AUTO_ALIAS
 from data_plane.domain import Candidate, CompiledPair, CompiledTable, RouteDecision, RouteReason
-from data_plane.routing import predict
 
 
 def _allowed(table: CompiledTable, decision: RouteDecision, pair: CompiledPair) -> bool:

@@ -1,0 +1,61 @@
+"""What one upstream attempt came to: the outcome taxonomy shared by transports and policy.
+
+PURE value types (modelled on httpx's exception tree). Transports in `upstream/` produce them;
+`resilience/retry.py` decides on them; the breaker learns from them. No behaviour lives here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+TimeoutPhase = Literal["connect", "first_byte", "read"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectFailed:
+    """The TCP/TLS connection could not be made (refused, reset, DNS); nothing was sent."""
+
+    label = "connect_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamStatus:
+    """The engine answered with a non-2xx status (before any byte went to the client)."""
+
+    code: int
+
+    @property
+    def label(self) -> str:
+        if self.code == 429:
+            return "status_429"
+        return "status_5xx" if self.code >= 500 else "status_4xx"
+
+
+@dataclass(frozen=True, slots=True)
+class Timeout:
+    """`connect`: no connection; `first_byte`: no first byte within the TTFT limit (nothing sent
+    to the client yet); `read`: the stream stalled after bytes went out."""
+
+    phase: TimeoutPhase
+
+    @property
+    def label(self) -> str:
+        return f"timeout_{self.phase}"
+
+
+@dataclass(frozen=True, slots=True)
+class StreamBroken:
+    """The upstream stream failed after the first byte reached the client."""
+
+    label = "stream_broken"
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """The client went away; the attempt was cancelled by us, not failed by the engine."""
+
+    label = "cancelled"
+
+
+Outcome = ConnectFailed | UpstreamStatus | Timeout | StreamBroken | Cancelled
