@@ -128,6 +128,7 @@ def _breaker_config(s: DataPlaneSettings) -> BreakerConfig:
         window_s=s.breaker_window_s,
         cooldown_s=s.breaker_cooldown_s,
         max_cooldown_s=s.breaker_cooldown_max_s,
+        probe_timeout_s=s.breaker_probe_timeout_s,
     )
 
 
@@ -150,7 +151,13 @@ def _build_proxy(
         clock=deps.clock,
         rng=deps.rng,
     )
-    config = ProxyConfig(s.max_attempts, s.default_request_timeout_s, s.deadline_grace_s)
+    config = ProxyConfig(
+        s.max_attempts,
+        s.default_request_timeout_s,
+        s.deadline_grace_s,
+        s.engine_deadline_factor,
+        s.engine_deadline_slack_s,
+    )
     return Proxy(config, parts)
 
 

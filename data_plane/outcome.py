@@ -34,8 +34,9 @@ class UpstreamStatus:
 
 @dataclass(frozen=True, slots=True)
 class Timeout:
-    """`connect`: no connection; `first_byte`: no first byte within the TTFT limit (nothing sent
-    to the client yet); `read`: the stream stalled after bytes went out."""
+    """`connect`: no connection; `first_byte`: no first byte (streams) or no answer
+    (non-streams) within the engine's own deadline, its predicted latency with the policy
+    margin (nothing sent to the client yet); `read`: the stream stalled after bytes went out."""
 
     phase: TimeoutPhase
 
@@ -58,4 +59,12 @@ class Cancelled:
     label = "cancelled"
 
 
-Outcome = ConnectFailed | UpstreamStatus | Timeout | StreamBroken | Cancelled
+@dataclass(frozen=True, slots=True)
+class BudgetMissed:
+    """The client's TTFT budget passed before the engine's first byte, while the engine was
+    still within its own deadline: the next candidate is tried, the engine is not blamed."""
+
+    label = "ttft_budget_missed"
+
+
+Outcome = ConnectFailed | UpstreamStatus | Timeout | StreamBroken | Cancelled | BudgetMissed

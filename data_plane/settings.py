@@ -85,6 +85,13 @@ class DataPlaneSettings(BaseSettings):
     body_read_timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
     # After an early answer (408, 413), how long the server keeps draining an unread body.
     lingering_time_s: float = Field(default=1.0, ge=0.0, le=60.0)
+    # A half-open breaker's probe that never reports back frees the probe slot after this.
+    breaker_probe_timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0)
+    # The engine's own deadline for one attempt (docs/reliability.md): its predicted TTFT
+    # (streams) or latency (non-streams) x factor + slack; missing it is an engine fault and
+    # the next candidate is tried. factor 0 = no engine deadline.
+    engine_deadline_factor: float = Field(default=2.0, ge=0.0, le=100.0)
+    engine_deadline_slack_s: float = Field(default=0.5, ge=0.0, le=600.0)
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -8,13 +8,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from data_plane.decision.choose import predict
+from data_plane.decision.choose import effective_limits, predict
 from data_plane.decision.compile import AUTO_ALIAS
-from data_plane.domain import Candidate, CompiledPair, CompiledTable, RouteDecision, RouteReason
+from data_plane.domain import (
+    Candidate,
+    CompiledPair,
+    CompiledTable,
+    NoRoute,
+    NoRouteReason,
+    RouteDecision,
+    RouteReason,
+    RouteRequest,
+)
 
 
-def _allowed(table: CompiledTable, decision: RouteDecision, pair: CompiledPair) -> bool:
-    allowed = table.by_alias.get(decision.alias) or table.by_alias[AUTO_ALIAS]
+def _allowed(table: CompiledTable, alias: str, pair: CompiledPair) -> bool:
+    allowed = table.by_alias.get(alias) or table.by_alias[AUTO_ALIAS]
     return any(p.pair == pair.pair for p in allowed)
 
 
@@ -56,12 +65,43 @@ def apply_rollout(decision: RouteDecision, table: CompiledTable, draw: float) ->
     policy = table.policy
     if policy.shadow.enabled:
         target = next((p for p in table.pairs if p.pair == policy.shadow.default_pair), None)
-        if target is not None and _allowed(table, decision, target):
+        if target is not None and _allowed(table, decision.alias, target):
             return _reroute(decision, target, RouteReason.SHADOW)
         return decision
     if draw < policy.canary_fraction:
         return decision
     baseline = table.baselines.get(decision.candidates[0].pair.family)
-    if baseline is not None and _allowed(table, decision, baseline):
+    if baseline is not None and _allowed(table, decision.alias, baseline):
         return _reroute(decision, baseline, RouteReason.CANARY_BASELINE)
     return decision
+
+
+def shadow_without_route(
+    result: NoRoute, table: CompiledTable, req: RouteRequest
+) -> RouteDecision | None:
+    """Shadow mode when the router would refuse the request (budget infeasible in strict mode,
+    every pair ejected): the default pair serves it as it would without the router, reason
+    SHADOW, no adaptive decision. None when shadow mode is off, the model is unknown (the
+    engine would not serve it either) or the `model` field excludes the default pair."""
+    policy = table.policy
+    if not policy.shadow.enabled or result.reason is NoRouteReason.UNKNOWN_MODEL:
+        return None
+    target = next((p for p in table.pairs if p.pair == policy.shadow.default_pair), None)
+    alias = req.facts.alias
+    if target is None or not _allowed(table, alias, target):
+        return None
+    limits = effective_limits(table, req)
+    chars = req.facts.input_chars
+    return RouteDecision(
+        candidates=(predict(target, target.endpoints, chars, limits.output_tokens, {}),),
+        reason=RouteReason.SHADOW,
+        category=limits.category,
+        complexity=req.facts.complexity,
+        budget_latency_s=limits.latency_s,
+        budget_ttft_s=limits.ttft_s,
+        min_accuracy=limits.min_accuracy,
+        alias=alias,
+        input_chars=chars,
+        max_cost_usd=limits.max_cost_usd,
+        mode=limits.mode,
+    )

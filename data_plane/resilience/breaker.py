@@ -116,6 +116,13 @@ class BreakerBoard:
         b.probe_started = now
         return True
 
+    def release_probe(self, endpoint_id: str) -> None:
+        """Give back the half-open probe slot `allow` took for an attempt that was never sent
+        (the retry budget refused it): the next caller may probe at once."""
+        b = self._breakers.get(endpoint_id)
+        if b is not None and b.state is BreakerState.HALF_OPEN:
+            b.probe_started = -math.inf
+
     def record(self, endpoint_id: str, success: bool, now: float) -> Transition | None:
         """Account one finished attempt; returns the transition it caused, if any."""
         b = self._get(endpoint_id)

@@ -51,6 +51,10 @@ class Health:
         self._publish(self._board.take_transitions())
         return allowed
 
+    def release_probe(self, endpoint_id: str) -> None:
+        """`allow` said yes but no attempt was sent: free a half-open probe slot it took."""
+        self._board.release_probe(endpoint_id)
+
     def acquire(self, endpoint_id: str) -> None:
         self.tracker.acquire(endpoint_id)
 

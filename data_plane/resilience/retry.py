@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from data_plane.outcome import (
+    BudgetMissed,
     Cancelled,
     ConnectFailed,
     Outcome,
@@ -41,7 +42,7 @@ class GiveUp:
 def is_retryable(outcome: Outcome) -> bool:
     """Retry only failures that happened before the first byte and may differ elsewhere."""
     match outcome:
-        case ConnectFailed():
+        case ConnectFailed() | BudgetMissed():
             return True
         case UpstreamStatus(code=code):
             return code in RETRYABLE_STATUSES
@@ -76,14 +77,15 @@ def next_step(
 
 def breaker_success(outcome: Outcome | None) -> bool | None:
     """What the endpoint's breaker should record: True (success, `None` outcome), False
-    (connect errors, timeouts, 5xx, 429, broken streams) or None (nothing: client cancels and
-    other 4xx say nothing about the endpoint's health)."""
+    (engine faults: connect errors, timeouts against the engine's own deadline, 5xx, 429,
+    broken streams) or None (nothing: client cancels, a missed client TTFT budget and other
+    4xx say nothing about the endpoint's health)."""
     match outcome:
         case None:
             return True
         case UpstreamStatus(code=code):
             return None if code < 500 and code != 429 else False
-        case Cancelled():
+        case Cancelled() | BudgetMissed():
             return None
         case _:
             return False

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Protocol
@@ -19,7 +19,7 @@ from typing import Protocol
 from opentelemetry.trace import SpanKind
 
 from data_plane.domain import Candidate, CompiledEndpoint
-from data_plane.outcome import Cancelled, Outcome, Timeout, UpstreamStatus
+from data_plane.outcome import BudgetMissed, Cancelled, Outcome, Timeout, UpstreamStatus
 from data_plane.resilience.health import Health
 from data_plane.serving.usage import SSE_TAIL_BYTES
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -76,7 +76,7 @@ class Call:
     stream: bool
     wants_json: bool
     started_s: float  # monotonic arrival time
-    ttft_budget_s: float | None  # per attempt: the TTFT guard's limit for the first chunk
+    ttft_budget_s: float | None  # the client's TTFT budget (streams); the proxy applies it
     bodies: Callable[[str], bytes]  # served model name -> body with `model` rewritten
     headers_for: Callable[[Candidate, int], dict[str, str]]  # X-Route-* of an answer
     state: CallState
@@ -103,6 +103,26 @@ class Failed:
     outcome: Outcome
     status: int | None = None
     body: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptLimit:
+    """How long one attempt may go without its first byte (streams) or its whole answer
+    (non-streams), and whose deadline that is: `engine` True = the engine's own (its predicted
+    latency with the policy margin; a miss is an engine fault, `Timeout("first_byte")`), False
+    = the client's TTFT budget (a miss is `BudgetMissed`: next candidate, no blame). `limit_s`
+    None = no limit of its own (the request deadline still applies)."""
+
+    limit_s: float | None = None
+    engine: bool = True
+
+    def missed(self) -> AttemptError:
+        if self.engine:
+            return AttemptError(Timeout("first_byte"), "the engine overran its predicted latency")
+        return AttemptError(BudgetMissed(), "no first byte within the client's TTFT budget")
+
+
+NO_LIMIT = AttemptLimit()
 
 
 def stream_error_event(message: str, code: str) -> bytes:
@@ -133,7 +153,13 @@ class AttemptRunner:
         self._clock = clock
 
     async def run(
-        self, call: Call, cand: Candidate, endpoint: CompiledEndpoint, number: int, sink: ClientSink
+        self,
+        call: Call,
+        cand: Candidate,
+        endpoint: CompiledEndpoint,
+        number: int,
+        sink: ClientSink,
+        limit: AttemptLimit = NO_LIMIT,
     ) -> Served | Failed:
         started = self._clock()
         outcome: Outcome | None = Cancelled()
@@ -144,7 +170,7 @@ class AttemptRunner:
             {ATTR_PAIR: cand.pair.pair, ATTR_ENDPOINT: endpoint.id, ATTR_ATTEMPT: number},
         ) as span:
             try:
-                result = await self._exchange(call, cand, endpoint, number, sink, span)
+                result = await self._limited(call, cand, (endpoint, number), sink, span, limit)
                 outcome = result.outcome
             except AttemptError as err:
                 outcome = err.outcome
@@ -156,15 +182,36 @@ class AttemptRunner:
                 self._metrics.observe_attempt(endpoint.id, label, self._clock() - started)
         return result
 
+    async def _limited(
+        self,
+        call: Call,
+        cand: Candidate,
+        target: tuple[CompiledEndpoint, int],
+        sink: ClientSink,
+        span: AnySpan,
+        limit: AttemptLimit,
+    ) -> Served | Failed:
+        """`_exchange` under the attempt's own limit (lifted once a stream's first chunk is in);
+        its expiry becomes the limit's outcome, any other timeout propagates."""
+        timer = asyncio.timeout(limit.limit_s)
+        try:
+            async with timer:
+                return await self._exchange(call, cand, target, sink, span, timer)
+        except TimeoutError as err:
+            if not timer.expired():
+                raise
+            raise limit.missed() from err
+
     async def _exchange(
         self,
         call: Call,
         cand: Candidate,
-        endpoint: CompiledEndpoint,
-        number: int,
+        target: tuple[CompiledEndpoint, int],
         sink: ClientSink,
         span: AnySpan,
+        timer: asyncio.Timeout,
     ) -> Served | Failed:
+        endpoint, number = target
         headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream" if call.stream else "application/json",
@@ -175,7 +222,7 @@ class AttemptRunner:
         resp = await self._upstream.send(UpstreamRequest(endpoint.url + call.path, body, headers))
         try:
             if call.stream and resp.status == 200:
-                return await self._relay(call, cand, number, resp, sink)
+                return await self._relay(call, cand, number, resp, sink, timer)
             data = await resp.read()
         finally:
             resp.close()
@@ -185,11 +232,21 @@ class AttemptRunner:
         return Served(resp.status, data, resp.content_type, False, None)
 
     async def _relay(
-        self, call: Call, cand: Candidate, number: int, resp: UpstreamResponse, sink: ClientSink
+        self,
+        call: Call,
+        cand: Candidate,
+        number: int,
+        resp: UpstreamResponse,
+        sink: ClientSink,
+        timer: asyncio.Timeout,
     ) -> Served | Failed:
-        """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk."""
+        """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk;
+        `timer` (the attempt's limit) covers the first chunk only."""
         async with aclosing(resp.chunks()) as chunks:
-            first = await self._first_chunk(chunks, call.ttft_budget_s)
+            first = await anext(chunks, b"")
+            timer.reschedule(None)
+            if not first:
+                raise AttemptError(Timeout("first_byte"), "stream ended before its first byte")
             await sink.start(200, {**SSE_HEADERS, **call.headers_for(cand, number)})
             call.state.streaming_pair = cand.pair.pair
             first_byte_s = self._clock()
@@ -210,17 +267,3 @@ class AttemptRunner:
                 return Served(200, tail, "text/event-stream", True, first_byte_s, err.outcome)
         await sink.finish()
         return Served(200, tail, "text/event-stream", True, first_byte_s)
-
-    @staticmethod
-    async def _first_chunk(chunks: AsyncIterator[bytes], ttft_budget_s: float | None) -> bytes:
-        """The TTFT guard: the first chunk within the budget, else a retryable failure."""
-        try:
-            async with asyncio.timeout(ttft_budget_s):
-                first = await anext(chunks, b"")
-        except TimeoutError as err:
-            raise AttemptError(
-                Timeout("first_byte"), "no first byte within the TTFT budget"
-            ) from err
-        if not first:
-            raise AttemptError(Timeout("first_byte"), "stream ended before its first byte")
-        return first

@@ -20,7 +20,7 @@ from data_plane.errors import (
     UpstreamError,
     normalize_upstream_error,
 )
-from data_plane.outcome import ConnectFailed, Timeout, UpstreamStatus
+from data_plane.outcome import BudgetMissed, ConnectFailed, Timeout, UpstreamStatus
 from data_plane.serving.attempt import Call, ClientSink, Failed, Served, stream_error_event
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
@@ -55,9 +55,13 @@ def give_up_error(failure: Failed | None, attempts: int, retry_after_s: float) -
             return Overloaded("the engines are overloaded (HTTP 429)", retry_after_s=1.0)
         case UpstreamStatus(code=code):
             return UpstreamError(f"the engine answered HTTP {code} ({attempts} attempt(s))")
-        case Timeout(phase="first_byte"):
+        case BudgetMissed():
             return DeadlineExceeded(
                 f"no first token within the TTFT budget ({attempts} attempt(s))"
+            )
+        case Timeout(phase="first_byte"):
+            return DeadlineExceeded(
+                f"the engines ran well past their predicted latency ({attempts} attempt(s))"
             )
         case ConnectFailed() | Timeout(phase="connect"):
             return AllUpstreamsUnavailable(
@@ -127,6 +131,31 @@ class Delivery:
         await sink.finish()
         return RequestOutcome.STREAM_ERROR
 
+    def account_reask(
+        self, table: CompiledTable, first: tuple[Candidate, Served], reask: tuple[Candidate, Served]
+    ) -> None:
+        """The quality guard discarded `first` for `reask`: the discarded answer is costed on
+        its own pair (it was paid for), and the re-ask's cost is counted against the pair whose
+        answer was re-asked (`gearbox_quality_guard_reask_cost_usd_total`). The re-ask itself
+        is accounted as the served answer by `deliver`."""
+        cand, served = first
+        self._cost(table, cand, served)
+        target, answer = reask
+        usage = find_usage(answer.body) or Usage(target.input_tokens, target.output_tokens)
+        self._metrics.quality_reask_cost.labels(cand.pair.pair).inc(cost_usd(target.pair, usage))
+
+    def _cost(self, table: CompiledTable, cand: Candidate, served: Served) -> None:
+        """Cost and tokens of one answer (from its `usage`, else the decision's estimates)."""
+        pair = cand.pair
+        series = self._metrics.pair(pair.pair)
+        usage = find_usage(served.body) or Usage(cand.input_tokens, cand.output_tokens)
+        series.cost.inc(cost_usd(pair, usage))
+        baseline = table.baselines.get(pair.family)
+        if baseline is not None:
+            series.baseline_cost.inc(cost_usd(baseline, usage))
+        series.tokens_in.inc(usage.input_tokens)
+        series.tokens_out.inc(usage.output_tokens)
+
     def _account(
         self,
         call: Call,
@@ -145,13 +174,7 @@ class Delivery:
         budget_s = decision.budget_latency_s
         if budget_s is not None:
             (series.budget_met if latency_s <= budget_s else series.budget_missed).inc()
-        usage = find_usage(served.body) or Usage(cand.input_tokens, cand.output_tokens)
-        series.cost.inc(cost_usd(pair, usage))
-        baseline = table.baselines.get(pair.family)
-        if baseline is not None:
-            series.baseline_cost.inc(cost_usd(baseline, usage))
-        series.tokens_in.inc(usage.input_tokens)
-        series.tokens_out.inc(usage.output_tokens)
+        self._cost(table, cand, served)
         first = decision.candidates[0]
         fallback = cand is not first and any(c is cand for c in decision.candidates)
         if fallback:

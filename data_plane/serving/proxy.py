@@ -3,19 +3,23 @@
 A request reads the table once; `choose_route` gives the fallback chain, which is walked one
 endpoint per attempt (next endpoint of the pair, then the next pair), bounded by the attempt
 limit, the budget's deadline and the retry budget; retry.py decides each step. Retries end at
-the first byte to the client.
+the first byte to the client. What one client's budget may and may not do to the engines
+(and so to other clients) is in docs/reliability.md, "A client never changes what other
+clients get".
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 
 from data_plane.decision.choose import choose_route, order_endpoints, predict
-from data_plane.decision.rollout import apply_rollout
+from data_plane.decision.relaxed import latency_relaxed
+from data_plane.decision.rollout import apply_rollout, shadow_without_route
 from data_plane.domain import (
     Budget,
     Candidate,
@@ -25,6 +29,7 @@ from data_plane.domain import (
     NoRouteReason,
     RequestFacts,
     RouteDecision,
+    RouteReason,
     RouteRequest,
 )
 from data_plane.errors import (
@@ -36,11 +41,22 @@ from data_plane.errors import (
 )
 from data_plane.resilience.health import Health
 from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
-from data_plane.serving.attempt import AttemptRunner, Call, ClientSink, Failed, Served
+from data_plane.serving.attempt import (
+    NO_LIMIT,
+    AttemptLimit,
+    AttemptRunner,
+    Call,
+    ClientSink,
+    Failed,
+    Served,
+)
 from data_plane.serving.delivery import Delivery
-from data_plane.serving.quality import check_answer
+from data_plane.serving.quality import Degeneracy, check_answer
+from data_plane.serving.usage import Usage, cost_usd, find_usage
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERSION, Tracing
+
+logger = logging.getLogger(__name__)
 
 _BINDING_PARAM = {
     "too_slow": "X-Latency-Budget-Ms",
@@ -55,6 +71,10 @@ class ProxyConfig:
     max_attempts: int
     default_timeout_s: float  # deadline when no latency budget applies (or best-effort relaxed)
     grace_s: float  # added to the latency budget before the deadline cancels the request
+    # The engine's own deadline per attempt: predicted TTFT (streams) or latency x factor +
+    # slack (factor 0 = none); see docs/reliability.md.
+    engine_deadline_factor: float = 0.0
+    engine_deadline_slack_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +99,34 @@ def no_route_error(result: NoRoute, retry_after_s: float) -> RouterError:
             return BudgetInfeasible(result.detail, param=param)
         case NoRouteReason.ALL_UNHEALTHY:
             return AllUpstreamsUnavailable(result.detail, retry_after_s=retry_after_s)
+
+
+@dataclass(slots=True)
+class _Walk:
+    """Where one request's attempt walk stands."""
+
+    deadline: asyncio.Timeout  # the request's timeout (moved when best-effort relaxes)
+    deadline_at: float  # the same moment on the injected clock
+    attempt: int = 0
+    failure: Failed | None = None
+    last: Candidate | None = None
+    stopped: bool = False  # retry policy or retry budget said stop (no relaxed fallback)
+
+    def extend(self, extra_s: float) -> None:
+        when = self.deadline.when()
+        if extra_s > 0 and when is not None:
+            self.deadline.reschedule(when + extra_s)
+            self.deadline_at += extra_s
+
+
+def _with_reason(call: Call, reason: RouteReason) -> Call:
+    """`call` whose answers say `reason` in X-Route-Reason (a relaxed fallback)."""
+    headers_for = call.headers_for
+
+    def relaxed_headers(cand: Candidate, attempts: int) -> dict[str, str]:
+        return {**headers_for(cand, attempts), "X-Route-Reason": reason.value}
+
+    return replace(call, headers_for=relaxed_headers)
 
 
 class Proxy:
@@ -109,18 +157,32 @@ class Proxy:
         return result
 
     def decide(self, table: CompiledTable, facts: RequestFacts, budget: Budget) -> RouteDecision:
-        """The decision to serve (after shadow/canary), counted; raises for no route."""
+        """The decision to serve (after shadow/canary), counted; raises for no route, except in
+        shadow mode, where the default pair serves what the router would refuse."""
         p = self._p
         result = self.route(table, facts, budget)
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
-            raise no_route_error(result, p.health.retry_after_s())
-        decision = apply_rollout(result, table, p.rng.random())
+            shadow = shadow_without_route(result, table, RouteRequest(facts, budget))
+            if shadow is None:
+                raise no_route_error(result, p.health.retry_after_s())
+            decision = shadow
+        else:
+            decision = apply_rollout(result, table, p.rng.random())
         if decision.adaptive is not None:
             p.metrics.pair(decision.adaptive.candidates[0].pair.pair).shadow.inc()
+        if decision.reason is RouteReason.SHADOW and logger.isEnabledFor(logging.DEBUG):
+            adaptive = decision.adaptive
+            logger.debug(
+                "shadow decision",
+                extra={
+                    "pair": adaptive.candidates[0].pair.pair if adaptive else None,
+                    "reason": adaptive.reason.value if adaptive else result.reason.value,
+                },
+            )
         first = decision.candidates[0]
         p.metrics.count_decision(
-            first.pair.pair, decision.reason, result.category, result.complexity
+            first.pair.pair, decision.reason, decision.category, decision.complexity
         )
         p.metrics.pair(first.pair.pair).predicted.observe(first.predicted_latency_s)
         span = p.tracing.current()  # the request's span, when tracing records one
@@ -134,21 +196,43 @@ class Proxy:
 
     def deadline_s(self, decision: RouteDecision) -> float:
         """Seconds the whole request may take: the latency budget plus grace; best-effort
-        relaxed decisions already exceed the budget, so they get the default deadline."""
+        relaxed decisions already exceed the budget, so they get the default deadline, and
+        so does shadow traffic (it behaves as it would without the router)."""
         budget = decision.budget_latency_s
-        if budget is None or decision.reason.startswith("best_effort"):  # a StrEnum is a str
+        reason = decision.reason
+        if budget is None or reason.startswith("best_effort") or reason is RouteReason.SHADOW:
             return self._config.default_timeout_s
         return budget + self._config.grace_s
+
+    def attempt_limit(self, call: Call, decision: RouteDecision, cand: Candidate) -> AttemptLimit:
+        """The attempt's own limit: the engine's deadline (predicted TTFT for streams, predicted
+        latency otherwise, x factor + slack), or the client's TTFT budget when that is sooner
+        and still in force (not relaxed by best-effort). Shadow traffic gets neither."""
+        reason = decision.reason
+        if reason is RouteReason.SHADOW:
+            return NO_LIMIT
+        cfg = self._config
+        engine_s = None
+        if cfg.engine_deadline_factor > 0:
+            predicted = cand.predicted_ttft_s if call.stream else cand.predicted_latency_s
+            engine_s = predicted * cfg.engine_deadline_factor + cfg.engine_deadline_slack_s
+        client_s = None if reason.startswith("best_effort") else call.ttft_budget_s
+        if client_s is not None and (engine_s is None or client_s < engine_s):
+            return AttemptLimit(client_s, engine=False)
+        return AttemptLimit(engine_s)
 
     async def serve(
         self, call: Call, table: CompiledTable, decision: RouteDecision, sink: ClientSink
     ) -> RequestOutcome:
         """Answer the client through `sink`; raises RouterError while nothing was sent."""
-        self._p.retry_budget.record_request()
-        deadline = asyncio.timeout(self.deadline_s(decision))
+        p = self._p
+        p.retry_budget.record_request()
+        deadline_s = self.deadline_s(decision)
+        deadline = asyncio.timeout(deadline_s)
         try:
             async with deadline:
-                return await self._walk(call, table, decision, sink)
+                walk = _Walk(deadline, p.clock() + deadline_s)
+                return await self._walk(call, table, decision, sink, walk)
         except TimeoutError as err:
             if not deadline.expired():
                 raise
@@ -156,83 +240,172 @@ class Proxy:
                 raise DeadlineExceeded(
                     "the latency budget ran out before an engine answered"
                 ) from err
-            return await self._p.delivery.deadline_in_stream(sink, call.state.streaming_pair)
+            return await p.delivery.deadline_in_stream(sink, call.state.streaming_pair)
 
     @staticmethod
-    def _targets(decision: RouteDecision) -> Iterator[tuple[Candidate, CompiledEndpoint]]:
-        for cand in decision.candidates:
+    def _targets(chain: Sequence[Candidate]) -> Iterator[tuple[Candidate, CompiledEndpoint]]:
+        for cand in chain:
             for endpoint in cand.endpoints:
                 yield cand, endpoint
 
     async def _walk(
-        self, call: Call, table: CompiledTable, decision: RouteDecision, sink: ClientSink
+        self,
+        call: Call,
+        table: CompiledTable,
+        decision: RouteDecision,
+        sink: ClientSink,
+        walk: _Walk,
     ) -> RequestOutcome:
+        """The decision's chain; then, for a best-effort request whose feasible pairs all
+        failed, the latency-relaxed pairs (with the relaxed deadline); then give up."""
         p = self._p
-        deadline_at = p.clock() + self.deadline_s(decision)
-        attempt = 0
-        failure: Failed | None = None
-        last: Candidate = decision.candidates[0]
-        for cand, endpoint in self._targets(decision):
-            if failure is not None:
-                remaining_s = deadline_at - p.clock()
-                step = next_step(failure.outcome, attempt, remaining_s, self._config.max_attempts)
-                if isinstance(step, GiveUp):
-                    break
+        done = await self._try_chain(call, table, decision, decision.candidates, sink, walk)
+        if done is not None:
+            return done
+        relaxed = None if walk.stopped else self._relaxed(table, decision)
+        if relaxed is not None:
+            walk.extend(self._config.default_timeout_s - self.deadline_s(decision))
+            # Accounted as fallbacks from the first choice, measured against the same budget.
+            merged = replace(relaxed, candidates=(*decision.candidates, *relaxed.candidates))
+            relaxed_call = _with_reason(call, relaxed.reason)
+            done = await self._try_chain(
+                relaxed_call, table, merged, relaxed.candidates, sink, walk
+            )
+            if done is not None:
+                return done
+            call = relaxed_call
+        last = walk.last or decision.candidates[0]
+        retry_after_s = p.health.retry_after_s()
+        return await p.delivery.give_up(call, last, walk.failure, walk.attempt, sink, retry_after_s)
+
+    def _relaxed(self, table: CompiledTable, decision: RouteDecision) -> RouteDecision | None:
+        return latency_relaxed(table, decision, self._p.health.view(), self._p.rng)
+
+    def _retry_allowed(self, walk: _Walk) -> bool:
+        """After a failure: may another attempt go out (retry policy, then the budget later)?"""
+        if walk.failure is None:
+            return True
+        remaining_s = walk.deadline_at - self._p.clock()
+        step = next_step(walk.failure.outcome, walk.attempt, remaining_s, self._config.max_attempts)
+        return not isinstance(step, GiveUp)
+
+    def _spend_retry(self, walk: _Walk, endpoint_id: str) -> bool:
+        """Take a retry from the retry budget (not for a first attempt); on a refusal give
+        back the half-open probe slot `allow` may have taken for `endpoint_id`."""
+        p = self._p
+        if walk.failure is None:
+            return True
+        if not p.retry_budget.try_spend():
+            p.health.release_probe(endpoint_id)
+            p.metrics.retry_budget_exhausted.inc()
+            return False
+        p.metrics.count_retry(walk.failure.outcome.label)
+        return True
+
+    async def _try_chain(
+        self,
+        call: Call,
+        table: CompiledTable,
+        decision: RouteDecision,
+        chain: Sequence[Candidate],
+        sink: ClientSink,
+        walk: _Walk,
+    ) -> RequestOutcome | None:
+        """Walk `chain`; the outcome once an answer went out, None when nothing was served
+        (`walk.stopped` says whether the retry policy or budget ended it)."""
+        p = self._p
+        for cand, endpoint in self._targets(chain):
+            if not self._retry_allowed(walk):
+                walk.stopped = True
+                return None
             if not p.health.allow(endpoint.id):
                 continue
-            if failure is not None:
-                if not p.retry_budget.try_spend():
-                    p.metrics.retry_budget_exhausted.inc()
-                    break
-                p.metrics.count_retry(failure.outcome.label)
-            attempt += 1
-            last = cand
-            result = await p.runner.run(call, cand, endpoint, attempt, sink)
+            if not self._spend_retry(walk, endpoint.id):
+                walk.stopped = True
+                return None
+            walk.attempt += 1
+            walk.last = cand
+            limit = self.attempt_limit(call, decision, cand)
+            result = await p.runner.run(call, cand, endpoint, walk.attempt, sink, limit)
             if isinstance(result, Failed):
-                failure = result
+                walk.failure = result
                 continue
             if not result.streamed and cand.pair.precision_rank > 0:
-                cand, result, attempt = await self._guard(
-                    call, table, decision, (cand, result, attempt), deadline_at, sink
-                )
-            return await p.delivery.deliver(call, table, decision, cand, result, attempt, sink)
-        retry_after_s = p.health.retry_after_s()
-        return await p.delivery.give_up(call, last, failure, attempt, sink, retry_after_s)
+                cand, result = await self._guard(call, table, decision, (cand, result), walk, sink)
+            return await p.delivery.deliver(call, table, decision, cand, result, walk.attempt, sink)
+        return None
+
+    def _reask_target(
+        self,
+        call: Call,
+        table: CompiledTable,
+        decision: RouteDecision,
+        answer: tuple[Candidate, Served],
+        walk: _Walk,
+    ) -> tuple[Candidate, Degeneracy] | None:
+        """The more precise pair to re-ask a degenerate answer on (and what is wrong with the
+        answer), or None to keep it: the
+        answer is fine, the request is shadow traffic, the attempt limit is reached, the
+        `model` field or the breakers exclude the pair, the time left does not cover its
+        predicted latency, or both answers together would exceed X-Max-Cost-Usd."""
+        p = self._p
+        cand, served = answer
+        better = table.more_precise.get(cand.pair.pair)
+        if (
+            better is None
+            or decision.reason is RouteReason.SHADOW
+            or walk.attempt >= self._config.max_attempts
+            or better not in table.by_alias.get(decision.alias, ())
+        ):
+            return None
+        problem = check_answer(served.body, call.wants_json)
+        if problem is None:
+            return None
+        health = p.health.view()
+        live = tuple(e for e in better.endpoints if e.id not in health.open_endpoints)
+        if not live:
+            return None
+        ordered = order_endpoints(live, health.load, p.rng)
+        target = predict(better, ordered, decision.input_chars, cand.output_tokens, health.load)
+        if walk.deadline_at - p.clock() < target.predicted_latency_s:
+            return None
+        cap = decision.max_cost_usd
+        if cap is not None:
+            usage = find_usage(served.body) or Usage(cand.input_tokens, cand.output_tokens)
+            if cost_usd(cand.pair, usage) + target.estimated_cost_usd > cap:
+                return None
+        return target, problem
 
     async def _guard(
         self,
         call: Call,
         table: CompiledTable,
         decision: RouteDecision,
-        answer: tuple[Candidate, Served, int],
-        deadline_at: float,
+        answer: tuple[Candidate, Served],
+        walk: _Walk,
         sink: ClientSink,
-    ) -> tuple[Candidate, Served, int]:
+    ) -> tuple[Candidate, Served]:
         """Quality guard: re-ask a degenerate answer ONCE on the family's next more precise
-        pair when the remaining time covers that pair's predicted latency; else keep it."""
+        pair (`_reask_target` says when); the re-ask is a retry (it spends the retry budget and
+        counts as an attempt). Both answers are costed; the first is kept if the re-ask fails."""
         p = self._p
-        cand, served, attempt = answer
-        problem = check_answer(served.body, call.wants_json)
-        better = table.more_precise.get(cand.pair.pair)
-        if (
-            problem is None
-            or better is None
-            or better not in table.by_alias.get(decision.alias, ())
-        ):
-            return answer  # fine, nothing better, or a pinned `model` that excludes it
-        health = p.health.view()
-        live = tuple(e for e in better.endpoints if e.id not in health.open_endpoints)
-        if not live:
+        found = self._reask_target(call, table, decision, answer, walk)
+        if found is None:
             return answer
-        ordered = order_endpoints(live, health.load, p.rng)
-        target = predict(better, ordered, decision.input_chars, cand.output_tokens, health.load)
-        if deadline_at - p.clock() < target.predicted_latency_s:
+        target, problem = found
+        cand = answer[0]
+        endpoint = next((e for e in target.endpoints if p.health.allow(e.id)), None)
+        if endpoint is None:
+            return answer
+        if not p.retry_budget.try_spend():
+            p.health.release_probe(endpoint.id)
+            p.metrics.retry_budget_exhausted.inc()
             return answer
         p.metrics.quality_escalations.labels(cand.pair.pair, problem).inc()
-        for endpoint in target.endpoints:
-            if p.health.allow(endpoint.id):
-                result = await p.runner.run(call, target, endpoint, attempt + 1, sink)
-                if isinstance(result, Served):
-                    return target, result, attempt + 1
-                return cand, served, attempt + 1
+        walk.attempt += 1
+        limit = self.attempt_limit(call, decision, target)
+        result = await p.runner.run(call, target, endpoint, walk.attempt, sink, limit)
+        if isinstance(result, Served):
+            p.delivery.account_reask(table, answer, (target, result))
+            return target, result
         return answer

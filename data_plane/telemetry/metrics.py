@@ -56,6 +56,7 @@ class AttemptOutcome(StrEnum):
     STATUS_4XX = "status_4xx"
     STREAM_BROKEN = "stream_broken"
     CANCELLED = "cancelled"
+    TTFT_BUDGET_MISSED = "ttft_budget_missed"
 
 
 BREAKER_STATE_VALUE = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
@@ -110,6 +111,7 @@ class DataPlaneMetrics:
         }
         self._pairs: dict[str, PairSeries] = {}
         self._attempts: dict[tuple[str, str], tuple[CounterChild, HistogramChild]] = {}
+        self._reliability_metrics(r)
 
     def _pair_metrics(self, r: Exposition) -> None:
         def hist(name: str, doc: str) -> Family[HistogramChild]:
@@ -227,6 +229,13 @@ class DataPlaneMetrics:
         )
         for reason in ("redis_unavailable", "invalid_table", "missing_version"):
             self.table_load_failures.labels(reason)
+
+    def _reliability_metrics(self, r: Exposition) -> None:
+        self.quality_reask_cost = r.counter(
+            "gearbox_quality_guard_reask_cost_usd_total",
+            "Cost of quality-guard re-asks, by the pair whose answer was re-asked",
+            ["pair"],
+        )
 
     # --- cached children for the hot path --------------------------------------------------
 

@@ -139,6 +139,21 @@ def test_a_probe_never_reported_frees_the_slot_after_the_timeout() -> None:
     assert not board.allow(E, 7.1)
 
 
+def test_a_probe_slot_given_back_is_free_at_once() -> None:
+    """`release_probe`: the attempt `allow` admitted was never sent (issue 13, item 2)."""
+    board = BreakerBoard(CFG)
+    fail(board, 3, now=0.0)
+    assert board.allow(E, 2.0)
+    assert not board.allow(E, 2.1)
+    board.release_probe(E)
+    assert board.open_endpoints(2.1) == frozenset()
+    assert board.allow(E, 2.1)
+    board.release_probe("fam@q#9")  # unknown or closed endpoints: nothing to give back
+    board.record(E, True, 2.2)
+    board.release_probe(E)
+    assert board.state(E) is BreakerState.CLOSED
+
+
 def test_records_while_open_are_ignored() -> None:
     board = BreakerBoard(CFG)
     fail(board, 3, now=0.0)

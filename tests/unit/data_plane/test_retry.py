@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from data_plane.outcome import (
+    BudgetMissed,
     Cancelled,
     ConnectFailed,
     Outcome,
@@ -38,6 +39,8 @@ class FakeClock:
     [
         (ConnectFailed(), True, "connect_failed", False),
         (Timeout("connect"), True, "timeout_connect", False),
+        # first_byte: the engine's OWN deadline (its predicted latency with the policy
+        # margin) passed: an engine fault. The client's TTFT budget is BudgetMissed below.
         (Timeout("first_byte"), True, "timeout_first_byte", False),
         (Timeout("read"), False, "timeout_read", False),
         (UpstreamStatus(429), True, "status_429", False),
@@ -52,6 +55,9 @@ class FakeClock:
         (UpstreamStatus(413), False, "status_4xx", None),
         (StreamBroken(), False, "stream_broken", False),
         (Cancelled(), False, "cancelled", None),
+        # The client's TTFT budget passed while the engine was within its own deadline: the
+        # next candidate is tried and the engine's breaker learns nothing (issue 13, item 1).
+        (BudgetMissed(), True, "ttft_budget_missed", None),
     ],
 )
 def test_taxonomy(outcome: Outcome, retryable: bool, label: str, breaker: bool | None) -> None:
