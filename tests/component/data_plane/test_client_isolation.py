@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 
@@ -116,6 +117,20 @@ async def test_a_stream_past_the_engines_own_deadline_is_an_engine_fault(
     )
 
 
+async def test_every_attempt_missing_the_client_ttft_budget_is_a_504_without_blame(
+    make_harness: MakeHarness,
+) -> None:
+    routes = {INT4: lambda r: sse(["late"], 0.45), FP16: lambda r: sse(["late"], 0.45)}
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes=routes)
+    headers = {"X-TTFT-Budget-Ms": "300", "X-Budget-Mode": "strict"}
+    resp = await h.client.post("/v1/chat/completions", data=chat(stream=True), headers=headers)
+    assert resp.status == 504
+    assert (await resp.json())["error"]["code"] == "budget_exhausted"
+    assert len(h.upstream.requests) == 2
+    for endpoint in ENDPOINTS:
+        assert h.metric("gearbox_circuit_state", endpoint=endpoint) == 0
+
+
 # --- item 2: the half-open probe slot is given back; the probe timeout is a setting -----------
 
 
@@ -177,7 +192,10 @@ async def test_probe_timeout_is_a_setting(make_harness: MakeHarness) -> None:
 # --- item 3: shadow mode is transparent -------------------------------------------------------
 
 
-async def test_shadow_mode_serves_what_the_router_would_refuse(make_harness: MakeHarness) -> None:
+async def test_shadow_mode_serves_what_the_router_would_refuse(
+    make_harness: MakeHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="data_plane.serving.proxy")
     h = await make_harness(
         two_pair_table([FP16], [INT4], policy=SHADOW), routes={FP16: ok_json(), INT4: ok_json()}
     )
@@ -187,6 +205,10 @@ async def test_shadow_mode_serves_what_the_router_would_refuse(make_harness: Mak
     assert resp.headers["X-Route-Pair"] == "fam@fp16"
     assert resp.headers["X-Route-Reason"] == "shadow"
     assert h.metric("gearbox_no_route_total", reason="budget_infeasible") == 1  # still counted
+    logged = [getattr(r, "reason", None) for r in caplog.records if r.message == "shadow decision"]
+    assert logged == ["budget_infeasible"]
+    unknown = await h.client.post("/v1/chat/completions", data=chat(model="nope"))
+    assert unknown.status == 404
 
 
 async def test_shadow_traffic_has_no_router_deadline_or_ttft_guard(
@@ -281,7 +303,9 @@ def _slow_fp16_table() -> RoutingTable:
 
 
 async def test_best_effort_falls_back_to_latency_relaxed_pairs(make_harness: MakeHarness) -> None:
-    h = await make_harness(_slow_fp16_table(), routes={INT4: status(503), FP16: ok_json("slow")})
+    # fp16 answers after 0.8 s: past the 500 ms budget + 0.2 s grace, inside the default deadline.
+    routes = {INT4: status(503), FP16: lambda r: slow_json(0.8, "slow")}
+    h = await make_harness(_slow_fp16_table(), routes=routes)
     headers = {"X-Latency-Budget-Ms": "500", "X-Min-Accuracy": "0.5"}
     resp = await h.client.post("/v1/chat/completions", data=chat(), headers=headers)
     assert resp.status == 200
@@ -293,6 +317,18 @@ async def test_best_effort_falls_back_to_latency_relaxed_pairs(make_harness: Mak
     strict = {**headers, "X-Budget-Mode": "strict"}
     resp = await h.client.post("/v1/chat/completions", data=chat(), headers=strict)
     assert resp.status == 502
+
+
+async def test_the_fallback_never_goes_below_the_accuracy_floor(make_harness: MakeHarness) -> None:
+    """Only fam@fp16 (0.9) meets a 0.8 floor; when it fails, fam@int4 (0.6) is not asked."""
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]), routes={FP16: status(503), INT4: ok_json()}
+    )
+    resp = await h.client.post(
+        "/v1/chat/completions", data=chat(), headers={"X-Min-Accuracy": "0.8"}
+    )
+    assert resp.status == 502
+    assert h.upstream.hosts() == [FP16]
 
 
 async def test_a_hung_attempt_is_abandoned_for_the_next_candidate(
