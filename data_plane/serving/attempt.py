@@ -192,7 +192,10 @@ class AttemptRunner:
         limit: AttemptLimit,
     ) -> Served | Failed:
         """`_exchange` under the attempt's own limit (lifted once a stream's first chunk is in);
-        its expiry becomes the limit's outcome, any other timeout propagates."""
+        its expiry becomes the limit's outcome, any other timeout propagates. Without a limit
+        no timer is armed (one costs ~10 us per attempt)."""
+        if limit.limit_s is None:
+            return await self._exchange(call, cand, target, sink, span, None)
         timer = asyncio.timeout(limit.limit_s)
         try:
             async with timer:
@@ -209,7 +212,7 @@ class AttemptRunner:
         target: tuple[CompiledEndpoint, int],
         sink: ClientSink,
         span: AnySpan,
-        timer: asyncio.Timeout,
+        timer: asyncio.Timeout | None,
     ) -> Served | Failed:
         endpoint, number = target
         headers = {
@@ -238,13 +241,14 @@ class AttemptRunner:
         number: int,
         resp: UpstreamResponse,
         sink: ClientSink,
-        timer: asyncio.Timeout,
+        timer: asyncio.Timeout | None,
     ) -> Served | Failed:
         """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk;
         `timer` (the attempt's limit) covers the first chunk only."""
         async with aclosing(resp.chunks()) as chunks:
             first = await anext(chunks, b"")
-            timer.reschedule(None)
+            if timer is not None:
+                timer.reschedule(None)
             if not first:
                 raise AttemptError(Timeout("first_byte"), "stream ended before its first byte")
             await sink.start(200, {**SSE_HEADERS, **call.headers_for(cand, number)})
