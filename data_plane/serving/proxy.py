@@ -262,18 +262,21 @@ class Proxy:
         done = await self._try_chain(call, table, decision, decision.candidates, sink, walk)
         if done is not None:
             return done
-        relaxed = None if walk.stopped else self._relaxed(table, decision)
+        may_relax = not walk.stopped and self._retry_allowed(walk)
+        relaxed = self._relaxed(table, decision) if may_relax else None
         if relaxed is not None:
             walk.extend(self._config.default_timeout_s - self.deadline_s(decision))
             # Accounted as fallbacks from the first choice, measured against the same budget.
             merged = replace(relaxed, candidates=(*decision.candidates, *relaxed.candidates))
             relaxed_call = _with_reason(call, relaxed.reason)
+            tried = walk.attempt
             done = await self._try_chain(
                 relaxed_call, table, merged, relaxed.candidates, sink, walk
             )
             if done is not None:
                 return done
-            call = relaxed_call
+            if walk.attempt > tried:  # the failure given up on came from a relaxed pair
+                call = relaxed_call
         last = walk.last or decision.candidates[0]
         retry_after_s = p.health.retry_after_s()
         return await p.delivery.give_up(call, last, walk.failure, walk.attempt, sink, retry_after_s)
@@ -344,10 +347,10 @@ class Proxy:
         walk: _Walk,
     ) -> tuple[Candidate, Degeneracy] | None:
         """The more precise pair to re-ask a degenerate answer on (and what is wrong with the
-        answer), or None to keep it: the
-        answer is fine, the request is shadow traffic, the attempt limit is reached, the
-        `model` field or the breakers exclude the pair, the time left does not cover its
-        predicted latency, or both answers together would exceed X-Max-Cost-Usd."""
+        answer), or None to keep it: the answer is fine, the request is shadow traffic, the
+        attempt limit is reached, the `model` field or the breakers exclude the pair, the time
+        left does not cover its predicted latency, or both answers together would exceed
+        X-Max-Cost-Usd."""
         p = self._p
         cand, served = answer
         better = table.more_precise.get(cand.pair.pair)
@@ -386,8 +389,8 @@ class Proxy:
         sink: ClientSink,
     ) -> tuple[Candidate, Served]:
         """Quality guard: re-ask a degenerate answer ONCE on the family's next more precise
-        pair (`_reask_target` says when); the re-ask is a retry (it spends the retry budget and
-        counts as an attempt). Both answers are costed; the first is kept if the re-ask fails."""
+        pair (`_reask_target` says when); the re-ask spends the retry budget and counts as an
+        attempt. Both answers are costed; the first is kept if the re-ask fails."""
         p = self._p
         found = self._reask_target(call, table, decision, answer, walk)
         if found is None:

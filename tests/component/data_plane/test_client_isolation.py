@@ -367,3 +367,15 @@ async def test_traffic_to_other_engines_is_unchanged_by_the_engine_deadline(
     resp = await h.client.post("/v1/chat/completions", data=chat())
     assert resp.status == 200
     assert len(seen) == 1
+
+
+async def test_an_engine_4xx_passes_through_without_a_relaxed_retry(
+    make_harness: MakeHarness,
+) -> None:
+    """A 4xx is the request's fault, not the engine's: no relaxed pair is asked."""
+    h = await make_harness(_slow_fp16_table(), routes={INT4: status(400), FP16: ok_json()})
+    headers = {"X-Latency-Budget-Ms": "500", "X-Min-Accuracy": "0.5"}
+    resp = await h.client.post("/v1/chat/completions", data=chat(), headers=headers)
+    assert resp.status == 400
+    assert resp.headers["X-Route-Reason"] == "cheapest_feasible"
+    assert h.upstream.hosts() == [INT4]
