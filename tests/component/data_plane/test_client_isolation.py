@@ -93,6 +93,22 @@ async def test_a_missed_client_ttft_budget_moves_on_without_blaming_the_engine(
     assert h.metric("gearbox_circuit_state", endpoint="fam@int4#0") == 0
 
 
+async def test_a_policy_default_ttft_budget_does_not_eject_busy_engines(
+    make_harness: MakeHarness,
+) -> None:
+    """The category's policy default TTFT budget is the client's budget too: an engine slower
+    than it but within its own deadline is skipped for this request, never ejected."""
+    policy = {"categories": {"chat": {"ttft_budget_s": 0.3}}}
+    routes = {INT4: lambda r: sse(["busy"], 0.45), FP16: lambda r: sse(["fast"])}
+    h = await make_harness(two_pair_table([FP16], [INT4], policy=policy), routes=routes)
+    for _ in range(6):
+        resp = await h.client.post("/v1/chat/completions", data=chat(stream=True))
+        assert resp.status == 200
+        assert resp.headers["X-Route-Pair"] == "fam@fp16"
+        await resp.read()
+    assert h.metric("gearbox_circuit_state", endpoint="fam@int4#0") == 0
+
+
 async def test_a_stream_past_the_engines_own_deadline_is_an_engine_fault(
     make_harness: MakeHarness,
 ) -> None:
