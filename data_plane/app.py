@@ -35,6 +35,8 @@ from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.otlp_http import OtlpTarget
+from data_plane.telemetry.sampling import Sampler
 from data_plane.telemetry.span_pipelines import build_tracing
 from data_plane.telemetry.tracing import Tracing
 from data_plane.telemetry.traffic import TrafficStats
@@ -120,6 +122,18 @@ def _session_limits(s: DataPlaneSettings) -> SessionLimits:
     )
 
 
+def _otlp_target(s: DataPlaneSettings) -> OtlpTarget | None:
+    url = s.otlp_traces_url
+    if url is None:
+        return None
+    return OtlpTarget(
+        url,
+        dict(s.otel_exporter_otlp_traces_headers),
+        s.otel_exporter_otlp_traces_timeout / 1000.0,
+        s.otel_exporter_otlp_traces_compression == "gzip",
+    )
+
+
 def _breaker_config(s: DataPlaneSettings) -> BreakerConfig:
     return BreakerConfig(
         consecutive_failures=s.breaker_consecutive_failures,
@@ -165,8 +179,10 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     tracing = build_tracing(
         settings.otel_exporter,
         settings.otel_service_name,
-        settings.otel_endpoint,
+        _otlp_target(settings),
         deps.span_exporter,
+        Sampler(settings.otel_traces_sampler, settings.otel_traces_sampler_arg),
+        metrics.count_dropped_spans,
     )
     gateway = make_gateway(metrics, tracing, ApiKeys(settings.api_keys))
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[gateway])

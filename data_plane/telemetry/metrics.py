@@ -100,6 +100,7 @@ class DataPlaneMetrics:
         self._decision_metrics(r)
         self._upstream_metrics(r)
         self._table_metrics(r)
+        self._telemetry_metrics(r)
         self._request_series = {
             (route, outcome): (
                 self.requests.labels(route, outcome),
@@ -228,6 +229,15 @@ class DataPlaneMetrics:
         for reason in ("redis_unavailable", "invalid_table", "missing_version"):
             self.table_load_failures.labels(reason)
 
+    def _telemetry_metrics(self, r: Exposition) -> None:
+        self.spans_dropped = r.counter(
+            "gearbox_spans_dropped_total",
+            "Ended spans that were not exported",
+            ["reason"],
+        )
+        for reason in ("unencodable", "queue_full", "export_failed"):
+            self.spans_dropped.labels(reason)
+
     # --- cached children for the hot path --------------------------------------------------
 
     def observe_request(self, route: Route, outcome: RequestOutcome, duration_s: float) -> None:
@@ -280,3 +290,7 @@ class DataPlaneMetrics:
 
     def set_breaker_state(self, endpoint: str, state: str) -> None:
         self.circuit_state.labels(endpoint).set(BREAKER_STATE_VALUE[state])
+
+    def count_dropped_spans(self, reason: str, count: int) -> None:
+        """Spans the trace pipeline did not export (counted on the event loop)."""
+        self.spans_dropped.labels(reason).inc(count)

@@ -10,7 +10,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
 
-from data_plane.telemetry.otlp import OtlpPipeline
+from data_plane.telemetry.otlp import OnDropped, OtlpPipeline
+from data_plane.telemetry.otlp_http import OtlpSender, OtlpTarget
+from data_plane.telemetry.sampling import DEFAULT_SAMPLER, Sampler
 from data_plane.telemetry.tracing import Span, Tracing, readable
 
 
@@ -35,17 +37,21 @@ class SdkPipeline:
 def build_tracing(
     exporter: str,
     service_name: str,
-    otlp_endpoint: str | None = None,
+    otlp: OtlpTarget | None = None,
     span_exporter: SpanExporter | None = None,
+    sampler: Sampler = DEFAULT_SAMPLER,
+    on_dropped: OnDropped | None = None,
 ) -> Tracing:
-    """Build the tracing pipeline; `span_exporter` (tests) wins over `exporter`."""
+    """Build the tracing pipeline; `span_exporter` (tests) wins over `exporter`;
+    `on_dropped` counts spans the OTLP pipeline could not send."""
     if span_exporter is None and exporter == "none":
         return Tracing(None)
     resource = Resource.create({"service.name": service_name})
     if span_exporter is not None:
-        return Tracing(SdkPipeline(SimpleSpanProcessor(span_exporter), resource))
+        return Tracing(SdkPipeline(SimpleSpanProcessor(span_exporter), resource), sampler)
     if exporter == "console":
-        return Tracing(SdkPipeline(SimpleSpanProcessor(ConsoleSpanExporter()), resource))
-    if exporter == "otlp":
-        return Tracing(OtlpPipeline(otlp_endpoint, resource))
-    raise ValueError(f"unknown otel exporter {exporter!r}")
+        processor = SimpleSpanProcessor(ConsoleSpanExporter())
+        return Tracing(SdkPipeline(processor, resource), sampler)
+    if exporter == "otlp" and otlp is not None:
+        return Tracing(OtlpPipeline(OtlpSender(otlp), resource, on_dropped), sampler)
+    raise ValueError(f"unknown otel exporter {exporter!r} (otlp needs a target)")
