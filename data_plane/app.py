@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import redis.asyncio as aioredis
 from aiohttp import web
+from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from data_plane.resilience.breaker import BreakerBoard, BreakerConfig
@@ -58,6 +59,10 @@ class AppDeps:
     upstream: UpstreamClient | None = None
     redis_factory: RedisFactory | None = None
     span_exporter: SpanExporter | None = None
+    # The benchmark's A/B rows: the SDK's span processor instead of the OTLP pipeline, and
+    # metrics built on another exposition (docs/benchmarks.md).
+    span_processor: SpanProcessor | None = None
+    metrics: DataPlaneMetrics | None = None
 
 
 class BackgroundTasks:
@@ -171,7 +176,7 @@ def _build_proxy(
 def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.Application:
     """A ready-to-run data-plane app; background work starts with the app (cleanup_ctx)."""
     deps = deps or AppDeps()
-    metrics = DataPlaneMetrics(_version(), settings.git_sha)
+    metrics = deps.metrics or DataPlaneMetrics(_version(), settings.git_sha)
     store = TableStore()
     tracker = LoadTracker(on_in_flight=metrics.set_in_flight)
     health = Health(BreakerBoard(_breaker_config(settings)), tracker, metrics, deps.clock)
@@ -183,6 +188,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         deps.span_exporter,
         Sampler(settings.otel_traces_sampler, settings.otel_traces_sampler_arg),
         metrics.count_dropped_spans,
+        deps.span_processor,
     )
     gateway = make_gateway(metrics, tracing, ApiKeys(settings.api_keys))
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[gateway])

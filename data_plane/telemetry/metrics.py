@@ -81,9 +81,11 @@ class PairSeries:
 class DataPlaneMetrics:
     """All data-plane metrics; `registry` is what `/metrics` exposes."""
 
-    def __init__(self, version: str, git_sha: str) -> None:
+    def __init__(self, version: str, git_sha: str, exposition: Exposition | None = None) -> None:
+        """`exposition` builds the metric objects (default: `series`' lock-free ones; the
+        benchmark's A/B row passes one that builds plain prometheus_client metrics)."""
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self._exposition = Exposition()
+        r = self._exposition = exposition or Exposition()
         build = r.gauge("gearbox_build_info", "Build identity", ["version", "git_sha"])
         build.labels(version, git_sha).set(1)
         self.registry.register(r)

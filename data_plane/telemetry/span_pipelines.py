@@ -41,12 +41,15 @@ def build_tracing(
     span_exporter: SpanExporter | None = None,
     sampler: Sampler = DEFAULT_SAMPLER,
     on_dropped: OnDropped | None = None,
+    span_processor: SpanProcessor | None = None,
 ) -> Tracing:
-    """Build the tracing pipeline; `span_exporter` (tests) wins over `exporter`;
-    `on_dropped` counts spans the OTLP pipeline could not send."""
-    if span_exporter is None and exporter == "none":
+    """Build the tracing pipeline; `span_processor` (the benchmark) or `span_exporter`
+    (tests) win over `exporter`; `on_dropped` counts spans the OTLP pipeline could not send."""
+    if span_processor is None and span_exporter is None and exporter == "none":
         return Tracing(None)
     resource = Resource.create({"service.name": service_name})
+    if span_processor is not None:
+        return Tracing(SdkPipeline(span_processor, resource), sampler)
     if span_exporter is not None:
         return Tracing(SdkPipeline(SimpleSpanProcessor(span_exporter), resource), sampler)
     if exporter == "console":
