@@ -22,6 +22,7 @@ from bench.decision import run_decision_speed
 from bench.hotspots import profile_data_plane
 from bench.machine import Pinning, choose_pinning, read_facts, tool_version
 from bench.memory import run_memory
+from bench.metric_cost import measure_metric_cost, metric_cost_note
 from bench.overhead import OverheadSettings, run_overhead
 from bench.report import BenchRun, write_report
 from bench.targets import AB_ROWS
@@ -45,6 +46,7 @@ def _overhead(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     run.overhead = run_overhead(settings, pinning, workdir / "overhead")
     run.checks += overhead_checks(run.overhead)
     run.notes += uvloop_notes(run.overhead)
+    run.notes.append(metric_cost_note(measure_metric_cost(5_000 if run.quick else 50_000)))
     if run.quick:
         run.notes.append(
             "quick run: LiteLLM skipped, 2 s per load level, 1 and 64 connections, "

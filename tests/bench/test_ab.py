@@ -9,6 +9,7 @@ from prometheus_client import generate_latest
 
 from bench.ab import ab_rows
 from bench.dp_variant import PlainExposition, variant_deps
+from bench.metric_cost import measure_metric_cost, metric_cost_note, one_request
 from bench.overhead import TargetRun
 from bench.report import overhead_lines
 from bench.targets import AB_ROWS
@@ -109,3 +110,19 @@ def test_the_sdk_spans_variant_uses_the_sdks_batch_processor() -> None:
     plain = variant_deps("plain-metrics", None)
     assert plain.metrics is not None
     assert plain.span_processor is None
+
+
+def test_the_metric_cost_is_measured_for_both_kinds() -> None:
+    cost = measure_metric_cost(requests=200, rounds=3)
+    assert cost.series_us > 0
+    assert cost.prometheus_client_us > 0
+    note = metric_cost_note(cost)
+    assert "series.py" in note
+    assert "prometheus_client" in note
+    ours, plain = DataPlaneMetrics("v", "s"), DataPlaneMetrics("v", "s", PlainExposition())
+    for m in (ours, plain):
+        one_request(m)
+    assert without_created(ours) == without_created(plain)  # the same updates in both
+    assert b'gearbox_requests_total{outcome="ok",route="chat_completions"} 1.0' in b"\n".join(
+        without_created(ours)
+    )
