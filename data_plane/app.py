@@ -189,6 +189,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         Sampler(settings.otel_traces_sampler, settings.otel_traces_sampler_arg),
         metrics.count_dropped_spans,
         deps.span_processor,
+        dict(settings.otel_resource_attributes),
     )
     gateway = make_gateway(metrics, tracing, ApiKeys(settings.api_keys))
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[gateway])

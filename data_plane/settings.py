@@ -144,6 +144,11 @@ class DataPlaneSettings(BaseSettings):
         ),
         description="OTEL_EXPORTER_OTLP_[TRACES_]COMPRESSION: none or gzip",
     )
+    otel_resource_attributes: Annotated[tuple[tuple[str, str], ...], NoDecode] = Field(
+        default=(),
+        validation_alias=AliasChoices("otel_resource_attributes"),
+        description="OTEL_RESOURCE_ATTRIBUTES: k=v,... on every span (service.name is ours)",
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -161,10 +166,10 @@ class DataPlaneSettings(BaseSettings):
                 raise ValueError("each API key must be at least 8 characters")
         return value
 
-    @field_validator("otel_exporter_otlp_traces_headers", mode="before")
+    @field_validator("otel_exporter_otlp_traces_headers", "otel_resource_attributes", mode="before")
     @classmethod
-    def _split_headers(cls, value: object) -> object:
-        # The W3C baggage-like list of OpenTelemetry: "k1=v1,k2=v2", values URL-encoded.
+    def _split_key_values(cls, value: object) -> object:
+        # OpenTelemetry's list format: "k1=v1,k2=v2", values URL-encoded.
         if not isinstance(value, str):
             return value
         pairs = []
@@ -173,8 +178,8 @@ class DataPlaneSettings(BaseSettings):
             if not item:
                 continue
             if not eq or not name.strip():
-                raise ValueError(f"header {item!r} is not name=value")
-            pairs.append((name.strip().lower(), unquote(text.strip())))
+                raise ValueError(f"{item!r} is not name=value")
+            pairs.append((name.strip(), unquote(text.strip())))
         return tuple(pairs)
 
     @field_validator("redis_key_prefix")

@@ -188,7 +188,8 @@ async def test_a_full_batch_is_sent_at_once_and_the_rest_on_shutdown(
 
 async def test_otlp_tracing_flushes_on_shutdown(aiohttp_server: ServerFactory) -> None:
     url, received = await collector(aiohttp_server)
-    tracing = build_tracing("otlp", "gearbox-test", OtlpTarget(url))
+    attributes = {"deployment.environment": "test", "service.name": "not ours"}
+    tracing = build_tracing("otlp", "gearbox-test", OtlpTarget(url), resource_attributes=attributes)
     with tracing.request_span({}, "models"):
         pass
     await asyncio.to_thread(tracing.shutdown)
@@ -196,6 +197,8 @@ async def test_otlp_tracing_flushes_on_shutdown(aiohttp_server: ServerFactory) -
     (resource_spans,) = request.resource_spans
     service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
     assert service["service.name"] == "gearbox-test"
+    assert service["deployment.environment"] == "test"
+    assert service["telemetry.sdk.name"] == "opentelemetry"
     (scope_spans,) = resource_spans.scope_spans
     assert scope_spans.scope.name == "gearbox.data_plane"
     assert [s.name for s in scope_spans.spans] == ["gearbox.request"]

@@ -88,14 +88,16 @@ def test_opentelemetry_variables_are_settings_under_their_own_names(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%20b, X-Tenant=t1")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2500")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod,team=ml%2Fops")
     s = DataPlaneSettings(otel_exporter="otlp")
     assert (s.otel_traces_sampler, s.otel_traces_sampler_arg) == ("parentbased_traceidratio", 0.1)
     assert s.otlp_traces_url == "http://collector:4318/v1/traces"
-    assert s.otel_exporter_otlp_traces_headers == (("api-key", "a b"), ("x-tenant", "t1"))
+    assert s.otel_exporter_otlp_traces_headers == (("api-key", "a b"), ("X-Tenant", "t1"))
     assert (s.otel_exporter_otlp_traces_timeout, s.otel_exporter_otlp_traces_compression) == (
         2500.0,
         "gzip",
     )
+    assert s.otel_resource_attributes == (("deployment.environment", "prod"), ("team", "ml/ops"))
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:4318/v1/t")
     assert DataPlaneSettings().otlp_traces_url == "http://traces:4318/v1/t"
     monkeypatch.setenv("GEARBOX_DP_OTEL_ENDPOINT", "http://ours:4318/v1/traces")
