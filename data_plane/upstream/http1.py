@@ -44,7 +44,8 @@ def _target(url: str) -> _Target:
 
 
 class _Slots:
-    """The connection limit (connections in use, all hosts): a counter and a queue of waiters."""
+    """A connection limit (connections in use, of all engines or of one): a counter and a queue
+    of waiters."""
 
     def __init__(self, limit: int) -> None:
         self._free = limit
