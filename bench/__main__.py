@@ -22,8 +22,10 @@ from bench.decision import run_decision_speed
 from bench.hotspots import profile_data_plane
 from bench.machine import Pinning, choose_pinning, read_facts, tool_version
 from bench.memory import run_memory
+from bench.metric_cost import measure_metric_cost, metric_cost_note
 from bench.overhead import OverheadSettings, run_overhead
 from bench.report import BenchRun, write_report
+from bench.targets import AB_ROWS
 from bench.verdicts import decision_checks, memory_check, overhead_checks, uvloop_notes
 
 SECTIONS = ("overhead", "decision", "quality", "memory")
@@ -32,19 +34,24 @@ HERE = Path(__file__).parent
 
 def _overhead(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     quick = OverheadSettings(
-        targets=("direct", "minimal", "gearbox"),
+        targets=("direct", "minimal", "gearbox", *(ab.target for ab in AB_ROWS)),
         connections=(1, 64),
         rates_rps=(1000.0,),
         closed_s=2.0,
         open_s=2.0,
         warmup_s=1.0,
+        repeats=2,
     )
     settings = quick if run.quick else OverheadSettings()
     run.overhead = run_overhead(settings, pinning, workdir / "overhead")
     run.checks += overhead_checks(run.overhead)
     run.notes += uvloop_notes(run.overhead)
+    run.notes.append(metric_cost_note(measure_metric_cost(5_000 if run.quick else 50_000)))
     if run.quick:
-        run.notes.append("quick run: LiteLLM skipped, 2 s per load level, 1 and 64 connections")
+        run.notes.append(
+            "quick run: LiteLLM skipped, 2 s per load level, 1 and 64 connections, "
+            "two closed-loop rounds instead of three"
+        )
     try:
         run.hotspots = profile_data_plane(pinning, workdir / "hotspots", 3 if run.quick else 10)
     except (RuntimeError, OSError, subprocess.SubprocessError) as err:

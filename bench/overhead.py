@@ -1,6 +1,9 @@
 """Section 1: proxy overhead. Same nginx backend, same load generators, same pinning; each
 target measured closed loop (wrk at 1/32/64 connections) and open loop (fixed rates), with
-and without streaming."""
+and without streaming. The targets the throughput ratios and the A/B rows compare (the
+minimal proxy, Gearbox and its A/B variants) are measured closed loop `repeats` times, in
+rounds (each target once per round, a fresh process each time), so a ratio is the median of
+runs taken apart in time rather than one lucky (or unlucky) run."""
 
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from bench.machine import Cores, Pinning, pinned
 from bench.openloop import OpenLoopResult
 from bench.processes import cpu_seconds
 from bench.targets import (
+    AB_ROWS,
     GEARBOX_PAIRS,
     REQUEST_HEADERS,
     TARGETS,
@@ -32,6 +36,7 @@ from bench.wrk import ClosedLoopResult, lua_script, run_wrk
 
 CHAT_PATH = "/v1/chat/completions"
 CAPACITY_SHARE = 0.8  # open-loop rates above this share of closed-loop capacity are skipped
+REPEATED = ("minimal", "gearbox", *(ab.target for ab in AB_ROWS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +48,7 @@ class OverheadSettings:
     closed_s: float = 8.0
     open_s: float = 8.0
     warmup_s: float = 2.0
+    repeats: int = 3  # closed-loop rounds of the REPEATED targets (open loop: the first only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,7 @@ class TargetRun:
     skipped_rates_rps: tuple[float, ...] = ()
     error: str | None = None
     notes: tuple[str, ...] = field(default=())
+    round: int = 0  # 0: the full measurement; 1, 2...: closed loop again, later in the run
 
     def closed_at(self, connections: int) -> ClosedLoopResult | None:
         return next((r for r in self.closed if r.connections == connections), None)
@@ -114,7 +121,9 @@ def _with_cpu(pid: int | None, load: Callable[[], R]) -> R:
     return replace(result, cpu_us_per_request=used / answered * 1e6 if answered else None)
 
 
-def _measure(endpoint: Endpoint, target: Target, ctx: RunContext, s: OverheadSettings) -> TargetRun:
+def _measure(
+    endpoint: Endpoint, target: Target, ctx: RunContext, s: OverheadSettings, round_: int
+) -> TargetRun:
     base_url, pid = endpoint.url, endpoint.pid
     body = make_body(target.model, ctx.stream)
     script = lua_script(body, REQUEST_HEADERS, CHAT_PATH)
@@ -124,6 +133,8 @@ def _measure(endpoint: Endpoint, target: Target, ctx: RunContext, s: OverheadSet
         _with_cpu(pid, partial(run_wrk, base_url, script, c, s.closed_s, aux, ctx.workdir))
         for c in s.connections
     )
+    if round_:
+        return TargetRun(target.name, target.label, ctx.stream, closed, round=round_)
     capacity = max(r.requests_per_s for r in closed)
     body_file = ctx.workdir / "body.json"
     body_file.write_bytes(body)
@@ -141,15 +152,17 @@ def _measure(endpoint: Endpoint, target: Target, ctx: RunContext, s: OverheadSet
     )
 
 
-def run_target(target: Target, ctx: RunContext, s: OverheadSettings) -> TargetRun:
-    print(f"  -> {target.label}, {'streaming' if ctx.stream else 'non-streaming'}", flush=True)
+def run_target(target: Target, ctx: RunContext, s: OverheadSettings, round_: int = 0) -> TargetRun:
+    mode = "streaming" if ctx.stream else "non-streaming"
+    print(f"  -> {target.label}, {mode}{f', round {round_ + 1}' if round_ else ''}", flush=True)
     try:
         with target.start(ctx) as endpoint:
             verify(endpoint.url, target, ctx.stream)
-            return _measure(endpoint, target, ctx, s)
+            return _measure(endpoint, target, ctx, s, round_)
     except (RuntimeError, OSError, subprocess.SubprocessError) as err:
         print(f"     FAILED: {err}", flush=True)
-        return TargetRun(target.name, target.label, ctx.stream, error=str(err)[-1500:])
+        error = str(err)[-1500:]
+        return TargetRun(target.name, target.label, ctx.stream, error=error, round=round_)
 
 
 def run_overhead(s: OverheadSettings, pinning: Pinning, workdir: Path) -> list[TargetRun]:
@@ -157,7 +170,11 @@ def run_overhead(s: OverheadSettings, pinning: Pinning, workdir: Path) -> list[T
     runs: list[TargetRun] = []
     with run_nginx(workdir / "nginx", GEARBOX_PAIRS, pinning.aux) as backend:
         for stream in s.streams:
-            for target in chosen:
-                ctx = RunContext(backend, pinning, workdir / target.name, stream)
-                runs.append(run_target(target, ctx, s))
+            for round_ in range(max(1, s.repeats)):
+                for target in chosen:
+                    if round_ and target.name not in REPEATED:
+                        continue
+                    where = workdir / f"{target.name}-{round_}"
+                    ctx = RunContext(backend, pinning, where, stream)
+                    runs.append(run_target(target, ctx, s, round_))
     return runs

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.ab import ABRow, Share, ab_rows
 from bench.decision import SpeedResult
 from bench.hotspots import Hotspots
 from bench.machine import MachineFacts
@@ -83,6 +84,39 @@ def _cpu(value: float | None) -> str:
     return "—" if value is None else f"{value:,.0f}"
 
 
+def _share(share: Share | None) -> str:
+    if share is None:
+        return "—"
+    sign = "" if share.measurable else " (not measurable)"
+    return f"{share.median:+.3f} [{share.low:+.3f} .. {share.high:+.3f}]{sign}"
+
+
+def ab_lines(rows: list[ABRow]) -> list[str]:
+    """Each hand-written piece against the library it replaces (bench/ab.py)."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        "A/B: Gearbox as built against the same data plane with one piece swapped for the "
+        "library it replaces (same run, same harness; figures are medians over the rounds). "
+        "*share* = (Gearbox - variant) / minimal proxy: what the piece adds to the ratio the "
+        "throughput targets are about [lowest .. highest round]; a share whose sign changes "
+        "between rounds is not measurable.",
+        "",
+        "| piece | ours vs theirs | stream | conns | req/s ours / theirs "
+        "| CPU µs/req ours / theirs | share of req/s ratio | share of req/CPU-s ratio |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.piece} | {r.ours} vs {r.theirs} | {r.stream} | {r.connections} "
+            f"| {_num(r.ours_rps, 0)} / {_num(r.theirs_rps, 0)} "
+            f"| {_cpu(r.ours_cpu_us)} / {_cpu(r.theirs_cpu_us)} "
+            f"| {_share(r.share)} | {_share(r.cpu_share)} |"
+        )
+    return lines
+
+
 def overhead_lines(runs: list[TargetRun]) -> list[str]:
     lines = ["## 1. Proxy overhead", ""]
     lines += [
@@ -93,21 +127,23 @@ def overhead_lines(runs: list[TargetRun]) -> list[str]:
         "| proxy CPU µs/req | errors |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    direct = {r.stream: r for r in runs if r.target == "direct" and not r.error}
+    direct = {r.stream: r for r in runs if r.target == "direct" and not r.error and not r.round}
     for run in runs:
+        label = f"{run.label} (round {run.round + 1})" if run.round else run.label
         if run.error:
-            lines.append(f"| {run.label} | {run.stream} | — | failed: {run.error[:120]!r} ||||||")
+            lines.append(f"| {label} | {run.stream} | — | failed: {run.error[:120]!r} ||||||")
             continue
         for c in run.closed:
             d = direct.get(run.stream)
             dc = d.closed_at(c.connections) if d else None
             lines.append(
-                f"| {run.label} | {run.stream} | {c.connections} | {_num(c.requests_per_s, 0)} "
+                f"| {label} | {run.stream} | {c.connections} | {_num(c.requests_per_s, 0)} "
                 f"| {_num(c.p50_ms)} | {_num(c.p99_ms)} "
                 f"| {_added(c.p50_ms, dc.p50_ms if dc else None)} "
                 f"| {_added(c.p99_ms, dc.p99_ms if dc else None)} "
                 f"| {_cpu(c.cpu_us_per_request)} | {c.errors} |"
             )
+    lines += ab_lines(ab_rows(runs))
     lines += [
         "",
         "Open loop (fixed schedule, latency from the scheduled send time; "

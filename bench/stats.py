@@ -21,3 +21,10 @@ def ratio(value: float, baseline: float) -> float:
     if baseline == 0 or math.isnan(baseline) or math.isnan(value):
         return math.nan
     return value / baseline
+
+
+def median_low(values: Sequence[float]) -> float:
+    """The median of an odd count, the lower middle value of an even one (always a measured
+    value: with three runs, the one in the middle); NaN for an empty sample."""
+    ordered = sorted(values)
+    return float(ordered[(len(ordered) - 1) // 2]) if ordered else math.nan

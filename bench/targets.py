@@ -104,17 +104,23 @@ def gearbox_environment(
 
 @contextlib.contextmanager
 def gearbox_process(
-    ctx: RunContext, env_extra: dict[str, str] | None = None, module: str = "data_plane"
+    ctx: RunContext,
+    env_extra: dict[str, str] | None = None,
+    module: str = "data_plane",
+    variant: str | None = None,
 ) -> Iterator[int]:
     """The data plane pinned to the proxy core, with its OTLP sink on the aux cores; yields
-    the data plane's pid."""
+    the data plane's pid. `variant`: a `bench.dp_variant` A/B variant instead."""
     sink_port, port = free_port(), free_port()
     sink = [sys.executable, "-m", "bench.otlp_sink", "--port", str(sink_port)]
-    env = gearbox_environment(
-        port, gearbox_snapshot(ctx), f"http://127.0.0.1:{sink_port}/v1/traces"
-    )
+    sink_url = f"http://127.0.0.1:{sink_port}/v1/traces"
+    env = gearbox_environment(port, gearbox_snapshot(ctx), sink_url)
     env.update(env_extra or {})
-    args = pinned([sys.executable, "-m", module, "serve"], ctx.pinning.proxy)
+    command = [sys.executable, "-m", module, "serve"]
+    if variant is not None:
+        command = [sys.executable, "-m", "bench.dp_variant", variant, "--otlp-url", sink_url]
+        command.append("serve")
+    args = pinned(command, ctx.pinning.proxy)
     with (
         running(pinned(sink, ctx.pinning.aux), ctx.workdir / "otlp.log", port=sink_port),
         running(args, ctx.workdir / "gearbox.log", env=env, port=port) as proc,
@@ -134,6 +140,40 @@ def _gearbox(ctx: RunContext) -> Iterator[Endpoint]:
 def _gearbox_asyncio(ctx: RunContext) -> Iterator[Endpoint]:
     with gearbox_process(ctx, {"GEARBOX_DP_EVENT_LOOP": "asyncio"}) as pid:
         yield Endpoint(f"http://127.0.0.1:{ctx.workdir.joinpath('gearbox.port').read_text()}", pid)
+
+
+def _gearbox_ab(env: dict[str, str] | None = None, variant: str | None = None) -> Starter:
+    """Gearbox with one hand-written piece replaced by the library it stands in for."""
+
+    @contextlib.contextmanager
+    def start(ctx: RunContext) -> Iterator[Endpoint]:
+        with gearbox_process(ctx, env, variant=variant) as pid:
+            port = ctx.workdir.joinpath("gearbox.port").read_text()
+            yield Endpoint(f"http://127.0.0.1:{port}", pid)
+
+    return start
+
+
+@dataclass(frozen=True, slots=True)
+class AB:
+    """An A/B row: Gearbox as built (`gearbox`) against `target`, which differs in `piece`."""
+
+    piece: str
+    ours: str
+    theirs: str
+    target: str
+
+
+AB_ROWS: tuple[AB, ...] = (
+    AB("upstream client", "http1 (llhttp via httptools)", "aiohttp's client", "gearbox-aiohttp"),
+    AB(
+        "span export",
+        "telemetry/otlp.py",
+        "SDK BatchSpanProcessor + OTLP exporter",
+        "gearbox-sdk-spans",
+    ),
+    AB("metric series", "telemetry/series.py", "plain prometheus_client", "gearbox-plain-metrics"),
+)
 
 
 def exported_spans(ctx: RunContext) -> str | None:
@@ -180,6 +220,27 @@ TARGETS: tuple[Target, ...] = (
         "Gearbox data plane on the asyncio loop (experiment)",
         "auto",
         _gearbox_asyncio,
+        True,
+    ),
+    Target(
+        "gearbox-aiohttp",
+        "Gearbox, A/B: aiohttp's client to engines",
+        "auto",
+        _gearbox_ab({"GEARBOX_DP_UPSTREAM_CLIENT": "aiohttp"}),
+        True,
+    ),
+    Target(
+        "gearbox-sdk-spans",
+        "Gearbox, A/B: the SDK's BatchSpanProcessor + OTLP exporter",
+        "auto",
+        _gearbox_ab(variant="sdk-spans"),
+        True,
+    ),
+    Target(
+        "gearbox-plain-metrics",
+        "Gearbox, A/B: plain prometheus_client metrics",
+        "auto",
+        _gearbox_ab(variant="plain-metrics"),
         True,
     ),
     Target("litellm", "LiteLLM proxy, one deployment", litellm_proxy.MODEL_NAME, _litellm(False)),

@@ -7,13 +7,15 @@ here ever passes a target by default.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from bench.ab import Figure, requests_per_cpu_s, requests_per_s
 from bench.decision import SpeedResult
 from bench.memory import MemoryResult
 from bench.overhead import TargetRun
-from bench.stats import ratio
+from bench.stats import median_low, ratio
+from bench.wrk import ClosedLoopResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,84 +32,114 @@ class Check:
 
 
 def _run(runs: Sequence[TargetRun], name: str, stream: bool) -> TargetRun | None:
-    return next((r for r in runs if r.target == name and r.stream == stream and not r.error), None)
+    """The first (full) measurement of a target."""
+    return next(
+        (
+            r
+            for r in runs
+            if r.target == name and r.stream == stream and not r.error and not r.round
+        ),
+        None,
+    )
+
+
+def _rounds(runs: Sequence[TargetRun], name: str, stream: bool) -> dict[int, TargetRun]:
+    """Every closed-loop measurement of a target, by round."""
+    return {r.round: r for r in runs if r.target == name and r.stream == stream and not r.error}
 
 
 def _mode(stream: bool) -> str:
     return "streaming" if stream else "non-streaming"
 
 
-def throughput_vs_minimal(runs: Sequence[TargetRun], stream: bool) -> Check:
-    """Worst ratio over the connection counts both measured."""
-    name = f"Gearbox throughput / minimal aiohttp proxy ({_mode(stream)}, worst of 1/32/64 conns)"
-    gb, mp = _run(runs, "gearbox", stream), _run(runs, "minimal", stream)
-    cells = []
-    if gb and mp:
-        for g in gb.closed:
-            m = mp.closed_at(g.connections)
-            if m is not None:
-                cells.append((ratio(g.requests_per_s, m.requests_per_s), g, m))
-    if not cells:
+Cell = tuple[float, float, float, int]  # ratio, Gearbox figure, minimal figure, connections
+
+
+def _worst_cells(
+    runs: Sequence[TargetRun], stream: bool, figure: Callable[[ClosedLoopResult], float | None]
+) -> list[Cell]:
+    """Per round in which both were measured: the worst Gearbox/minimal ratio over the
+    connection counts, with its figures."""
+    gb, mp = _rounds(runs, "gearbox", stream), _rounds(runs, "minimal", stream)
+    worst = []
+    for round_ in sorted(gb.keys() & mp.keys()):
+        cells = []
+        for g in gb[round_].closed:
+            m = mp[round_].closed_at(g.connections)
+            gv, mv = figure(g), figure(m) if m else None
+            if gv and mv:
+                cells.append((gv / mv, gv, mv, g.connections))
+        if cells:
+            worst.append(min(cells))
+    return worst
+
+
+def _median_ratio_check(
+    name: str, unit: str, runs: Sequence[TargetRun], stream: bool, figure: Figure
+) -> Check:
+    worst = _worst_cells(runs, stream, figure)
+    if not worst:
         return Check(
-            "overhead",
-            name,
-            math.nan,
-            math.nan,
-            math.nan,
-            "req/s",
-            ">= 0.60",
-            False,
-            "not measured",
+            "overhead", name, math.nan, math.nan, math.nan, unit, ">= 0.60", False, "not measured"
         )
-    worst, g, m = min(cells, key=lambda c: c[0])
+    ratio_, g, m, _ = sorted(worst)[(len(worst) - 1) // 2]  # the median run
+    each = ", ".join(f"{w[0]:.3f} ({w[3]} conns)" for w in worst)
     return Check(
         "overhead",
         name,
-        g.requests_per_s,
-        m.requests_per_s,
-        worst,
-        "req/s",
+        g,
+        m,
+        ratio_,
+        unit,
         ">= 0.60",
-        worst >= 0.60,
-        f"at {g.connections} connection(s)",
+        ratio_ >= 0.60,
+        f"median of {len(worst)} runs (worst connection count each): {each}",
     )
+
+
+def throughput_vs_minimal(runs: Sequence[TargetRun], stream: bool) -> Check:
+    """The median over runs of the worst ratio over the connection counts both measured."""
+    name = f"Gearbox throughput / minimal aiohttp proxy ({_mode(stream)}, worst of 1/32/64 conns)"
+    return _median_ratio_check(name, "req/s", runs, stream, requests_per_s)
 
 
 def per_cpu_vs_minimal(runs: Sequence[TargetRun], stream: bool) -> Check:
     """The same comparison per busy CPU-second of the proxy (1e6 / CPU us per request): what
     one core would serve, unmoved by other processes sharing the machine."""
     name = f"Gearbox req per CPU-second / minimal aiohttp proxy ({_mode(stream)}, worst conns)"
-    gb, mp = _run(runs, "gearbox", stream), _run(runs, "minimal", stream)
-    cells = []
-    for g in gb.closed if gb else ():
-        m = mp.closed_at(g.connections) if mp else None
-        if m and g.cpu_us_per_request and m.cpu_us_per_request:
-            g_rate, m_rate = 1e6 / g.cpu_us_per_request, 1e6 / m.cpu_us_per_request
-            cells.append((g_rate / m_rate, g_rate, m_rate, g.connections))
-    if not cells:
+    return _median_ratio_check(name, "req/CPU-s", runs, stream, requests_per_cpu_s)
+
+
+def _added_p99(run: TargetRun, direct: ClosedLoopResult, connections: int) -> float | None:
+    found = run.closed_at(connections)
+    return None if found is None else found.p99_ms - direct.p99_ms
+
+
+def p99_at_one_connection(runs: Sequence[TargetRun], stream: bool) -> Check:
+    """Gearbox's added p99 at one connection (closed loop, minus direct-to-nginx) against the
+    minimal proxy's, each the median over runs."""
+    name = f"Gearbox added p99 at 1 connection / minimal proxy's ({_mode(stream)})"
+    direct = _run(runs, "direct", stream)
+    d = direct.closed_at(1) if direct else None
+    if d is None:
         return Check(
-            "overhead",
-            name,
-            math.nan,
-            math.nan,
-            math.nan,
-            "req/CPU-s",
-            ">= 0.60",
-            False,
-            "not measured",
+            "overhead", name, math.nan, math.nan, math.nan, "ms", "<= 2x", False, "not measured"
         )
-    worst, g_rate, m_rate, conns = min(cells)
-    return Check(
-        "overhead",
-        name,
-        g_rate,
-        m_rate,
-        worst,
-        "req/CPU-s",
-        ">= 0.60",
-        worst >= 0.60,
-        f"at {conns} connection(s)",
+    added = {}
+    for target in ("gearbox", "minimal"):
+        cells = [r.closed_at(1) for r in _rounds(runs, target, stream).values()]
+        added[target] = [c.p99_ms - d.p99_ms for c in cells if c is not None]
+    if not added["gearbox"] or not added["minimal"]:
+        return Check(
+            "overhead", name, math.nan, math.nan, math.nan, "ms", "<= 2x", False, "not measured"
+        )
+    g, m = median_low(added["gearbox"]), median_low(added["minimal"])
+    r = ratio(g, m)
+    detail = (
+        f"median of {len(added['gearbox'])} runs each; direct p99 {d.p99_ms:.2f} ms; "
+        f"Gearbox p99 {g + d.p99_ms:.2f} ms, minimal {m + d.p99_ms:.2f} ms"
     )
+    return Check("overhead", name, g, m, r, "ms", "<= 2x", r <= 2.0, detail)
 
 
 def added_latency(runs: Sequence[TargetRun], stream: bool, rate: float, q: str) -> Check:
@@ -167,6 +199,7 @@ def overhead_checks(runs: Sequence[TargetRun], rate: float = 1000.0) -> list[Che
     for stream in (False, True):
         checks.append(throughput_vs_minimal(runs, stream))
         checks.append(per_cpu_vs_minimal(runs, stream))
+        checks.append(p99_at_one_connection(runs, stream))
         checks.append(added_latency(runs, stream, rate, "p50"))
         checks.append(added_latency(runs, stream, rate, "p99"))
         checks.append(versus_litellm(runs, stream))

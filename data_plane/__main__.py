@@ -14,7 +14,7 @@ from aiohttp import web
 from prometheus_client import disable_created_metrics
 from pydantic import ValidationError
 
-from data_plane.app import create_app
+from data_plane.app import AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
 from data_plane.telemetry.logs import configure_logging
 
@@ -69,7 +69,8 @@ def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, deps: AppDeps | None = None) -> int:
+    """`deps`: what `bench.dp_variant` swaps in for its A/B rows (None in production)."""
     args = build_parser().parse_args(argv)
     try:
         settings = load_settings(args)
@@ -81,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log_level)
     # `_created` series would double the size of /metrics for nothing Prometheus uses.
     disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
-    app = create_app(settings)
+    app = create_app(settings, deps)
     app.on_startup.append(_freeze_heap(settings.gc_young_threshold))
     loop = new_event_loop(settings.event_loop)
     web.run_app(

@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 import redis.asyncio as aioredis
 from aiohttp import web
+from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from data_plane.resilience.breaker import BreakerBoard, BreakerConfig
@@ -35,6 +36,8 @@ from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.otlp_http import OtlpTarget
+from data_plane.telemetry.sampling import Sampler
 from data_plane.telemetry.span_pipelines import build_tracing
 from data_plane.telemetry.tracing import Tracing
 from data_plane.telemetry.traffic import TrafficStats
@@ -56,6 +59,10 @@ class AppDeps:
     upstream: UpstreamClient | None = None
     redis_factory: RedisFactory | None = None
     span_exporter: SpanExporter | None = None
+    # The benchmark's A/B rows: the SDK's span processor instead of the OTLP pipeline, and
+    # metrics built on another exposition (docs/benchmarks.md).
+    span_processor: SpanProcessor | None = None
+    metrics: DataPlaneMetrics | None = None
 
 
 class BackgroundTasks:
@@ -120,6 +127,18 @@ def _session_limits(s: DataPlaneSettings) -> SessionLimits:
     )
 
 
+def _otlp_target(s: DataPlaneSettings) -> OtlpTarget | None:
+    url = s.otlp_traces_url
+    if url is None:
+        return None
+    return OtlpTarget(
+        url,
+        dict(s.otel_exporter_otlp_traces_headers),
+        s.otel_exporter_otlp_traces_timeout / 1000.0,
+        s.otel_exporter_otlp_traces_compression == "gzip",
+    )
+
+
 def _breaker_config(s: DataPlaneSettings) -> BreakerConfig:
     return BreakerConfig(
         consecutive_failures=s.breaker_consecutive_failures,
@@ -164,7 +183,7 @@ def _build_proxy(
 def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.Application:
     """A ready-to-run data-plane app; background work starts with the app (cleanup_ctx)."""
     deps = deps or AppDeps()
-    metrics = DataPlaneMetrics(_version(), settings.git_sha)
+    metrics = deps.metrics or DataPlaneMetrics(_version(), settings.git_sha)
     store = TableStore()
     tracker = LoadTracker(on_in_flight=metrics.set_in_flight)
     health = Health(BreakerBoard(_breaker_config(settings)), tracker, metrics, deps.clock)
@@ -172,8 +191,12 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     tracing = build_tracing(
         settings.otel_exporter,
         settings.otel_service_name,
-        settings.otel_endpoint,
+        _otlp_target(settings),
         deps.span_exporter,
+        Sampler(settings.otel_traces_sampler, settings.otel_traces_sampler_arg),
+        metrics.count_dropped_spans,
+        deps.span_processor,
+        dict(settings.otel_resource_attributes),
     )
     gateway = make_gateway(metrics, tracing, ApiKeys(settings.api_keys))
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[gateway])

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import unquote
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
@@ -18,6 +19,16 @@ OtelExporter = Literal["none", "console", "otlp"]
 EventLoop = Literal["uvloop", "asyncio"]
 UpstreamClientKind = Literal["http1", "aiohttp"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+# OTEL_TRACES_SAMPLER values the data plane implements (the OpenTelemetry SDK's built-ins).
+TraceSampler = Literal[
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+]
+OtlpCompression = Literal["none", "gzip"]
 
 
 class DataPlaneSettings(BaseSettings):
@@ -92,6 +103,59 @@ class DataPlaneSettings(BaseSettings):
     # the next candidate is tried. factor 0 = no engine deadline.
     engine_deadline_factor: float = Field(default=2.0, ge=0.0, le=100.0)
     engine_deadline_slack_s: float = Field(default=0.5, ge=0.0, le=600.0)
+    # OpenTelemetry's standard variables (docs/data_plane.md, "Tracing"), read here like every
+    # other setting: their own names, no GEARBOX_DP_ prefix (the first alias is the field's
+    # name, so a command-line flag sets it too). Head sampling: parentbased_always_on.
+    otel_traces_sampler: TraceSampler = Field(
+        default="parentbased_always_on",
+        validation_alias=AliasChoices("otel_traces_sampler"),
+        description="OTEL_TRACES_SAMPLER: always_on, always_off, traceidratio, parentbased_*",
+    )
+    otel_traces_sampler_arg: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        validation_alias=AliasChoices("otel_traces_sampler_arg"),
+        description="OTEL_TRACES_SAMPLER_ARG: the ratio of the traceidratio samplers",
+    )
+    otel_exporter_otlp_traces_endpoint: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("otel_exporter_otlp_traces_endpoint"),
+        description="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: the full URL spans are posted to",
+    )
+    otel_exporter_otlp_endpoint: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("otel_exporter_otlp_endpoint"),
+        description="OTEL_EXPORTER_OTLP_ENDPOINT: base URL; spans go to <base>/v1/traces",
+    )
+    otel_exporter_otlp_traces_headers: Annotated[tuple[tuple[str, str], ...], NoDecode] = Field(
+        default=(),
+        validation_alias=AliasChoices(
+            "otel_exporter_otlp_traces_headers", "otel_exporter_otlp_headers"
+        ),
+        description="OTEL_EXPORTER_OTLP_[TRACES_]HEADERS: k=v,k2=v2 (values URL-encoded)",
+    )
+    otel_exporter_otlp_traces_timeout: float = Field(
+        default=10_000.0,
+        gt=0.0,
+        le=600_000.0,
+        validation_alias=AliasChoices(
+            "otel_exporter_otlp_traces_timeout", "otel_exporter_otlp_timeout"
+        ),
+        description="OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT: milliseconds per export",
+    )
+    otel_exporter_otlp_traces_compression: OtlpCompression = Field(
+        default="none",
+        validation_alias=AliasChoices(
+            "otel_exporter_otlp_traces_compression", "otel_exporter_otlp_compression"
+        ),
+        description="OTEL_EXPORTER_OTLP_[TRACES_]COMPRESSION: none or gzip",
+    )
+    otel_resource_attributes: Annotated[tuple[tuple[str, str], ...], NoDecode] = Field(
+        default=(),
+        validation_alias=AliasChoices("otel_resource_attributes"),
+        description="OTEL_RESOURCE_ATTRIBUTES: k=v,... on every span (service.name is ours)",
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -109,6 +173,22 @@ class DataPlaneSettings(BaseSettings):
                 raise ValueError("each API key must be at least 8 characters")
         return value
 
+    @field_validator("otel_exporter_otlp_traces_headers", "otel_resource_attributes", mode="before")
+    @classmethod
+    def _split_key_values(cls, value: object) -> object:
+        # OpenTelemetry's list format: "k1=v1,k2=v2", values URL-encoded.
+        if not isinstance(value, str):
+            return value
+        pairs = []
+        for item in (i.strip() for i in value.split(",")):
+            name, eq, text = item.partition("=")
+            if not item:
+                continue
+            if not eq or not name.strip():
+                raise ValueError(f"{item!r} is not name=value")
+            pairs.append((name.strip(), unquote(text.strip())))
+        return tuple(pairs)
+
     @field_validator("redis_key_prefix")
     @classmethod
     def _valid_prefix(cls, value: str) -> str:
@@ -119,9 +199,21 @@ class DataPlaneSettings(BaseSettings):
     def _consistent(self) -> DataPlaneSettings:
         if self.breaker_cooldown_max_s < self.breaker_cooldown_s:
             raise ValueError("breaker_cooldown_max_s must be >= breaker_cooldown_s")
-        if self.otel_exporter == "otlp" and not self.otel_endpoint:
-            raise ValueError("otel_endpoint is required when otel_exporter is 'otlp'")
+        if self.otel_exporter == "otlp" and not self.otlp_traces_url:
+            raise ValueError(
+                "otel_endpoint (or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) is required when "
+                "otel_exporter is 'otlp'"
+            )
         return self
+
+    @property
+    def otlp_traces_url(self) -> str | None:
+        """Where spans are posted: otel_endpoint, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+        else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces."""
+        if self.otel_endpoint or self.otel_exporter_otlp_traces_endpoint:
+            return self.otel_endpoint or self.otel_exporter_otlp_traces_endpoint
+        base = self.otel_exporter_otlp_endpoint
+        return base.rstrip("/") + "/v1/traces" if base else None
 
     @property
     def redis_keys(self) -> RedisKeys:

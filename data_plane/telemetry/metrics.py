@@ -82,9 +82,11 @@ class PairSeries:
 class DataPlaneMetrics:
     """All data-plane metrics; `registry` is what `/metrics` exposes."""
 
-    def __init__(self, version: str, git_sha: str) -> None:
+    def __init__(self, version: str, git_sha: str, exposition: Exposition | None = None) -> None:
+        """`exposition` builds the metric objects (default: `series`' lock-free ones; the
+        benchmark's A/B row passes one that builds plain prometheus_client metrics)."""
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self._exposition = Exposition()
+        r = self._exposition = exposition or Exposition()
         build = r.gauge("gearbox_build_info", "Build identity", ["version", "git_sha"])
         build.labels(version, git_sha).set(1)
         self.registry.register(r)
@@ -101,6 +103,7 @@ class DataPlaneMetrics:
         self._decision_metrics(r)
         self._upstream_metrics(r)
         self._table_metrics(r)
+        self._telemetry_metrics(r)
         self._request_series = {
             (route, outcome): (
                 self.requests.labels(route, outcome),
@@ -237,6 +240,15 @@ class DataPlaneMetrics:
             ["pair"],
         )
 
+    def _telemetry_metrics(self, r: Exposition) -> None:
+        self.spans_dropped = r.counter(
+            "gearbox_spans_dropped_total",
+            "Ended spans that were not exported",
+            ["reason"],
+        )
+        for reason in ("unencodable", "queue_full", "export_failed"):
+            self.spans_dropped.labels(reason)
+
     # --- cached children for the hot path --------------------------------------------------
 
     def observe_request(self, route: Route, outcome: RequestOutcome, duration_s: float) -> None:
@@ -289,3 +301,7 @@ class DataPlaneMetrics:
 
     def set_breaker_state(self, endpoint: str, state: str) -> None:
         self.circuit_state.labels(endpoint).set(BREAKER_STATE_VALUE[state])
+
+    def count_dropped_spans(self, reason: str, count: int) -> None:
+        """Spans the trace pipeline did not export (counted on the event loop)."""
+        self.spans_dropped.labels(reason).inc(count)

@@ -1,15 +1,16 @@
-"""OTLP/HTTP span export: batched on the event loop, encoded lean, sent by the SDK's transport.
+"""OTLP/HTTP span export: batched on the event loop, encoded lean, posted by `otlp_http`.
 
 The SDK's batch processor and OTLP encoder turn every span into a ReadableSpan, a queue entry
 and a tree of protobuf objects (one per attribute and value), which costs more CPU than the
-request itself. Here ended spans wait in a list; a background task owned by the app sends
-them in batches (512, or whatever waited 5 s) through `asyncio.to_thread`, and
-`encode_request` writes the ExportTraceServiceRequest wire bytes straight from the spans:
-fixed tags, attribute key/values cached (a data plane repeats the same few pairs, endpoints
-and outcomes), resource and scope encoded once by the SDK's own encoder. What it was not
-written for (values other than str/bool/int/float, ints beyond int64) goes to the SDK
-encoder instead, so every batch is encoded either way. Endpoint, headers, compression,
-timeouts and retries are the SDK exporter's (OTEL_EXPORTER_OTLP_* settings included).
+request itself (`make bench` compares the two, docs/benchmarks.md). Here ended spans wait in
+a list; a background task owned by the app sends them in batches (512, or whatever waited
+5 s) through `asyncio.to_thread`, and `Encoder.request` writes the ExportTraceServiceRequest
+wire bytes straight from the spans: fixed tags, attribute key/values cached (a data plane
+repeats the same few pairs, endpoints and outcomes), resource and scope encoded once by the
+SDK's public encoder (`encode_spans`). A span with values the lean encoder was not written
+for (other than str/bool/int/float, ints beyond int64) is encoded by the SDK's encoder; a
+span neither can encode (a lone surrogate in a string) is dropped and counted, and the rest
+of its batch goes out. Nothing here reads the SDK exporter's private state.
 """
 
 from __future__ import annotations
@@ -18,16 +19,15 @@ import asyncio
 import contextlib
 import logging
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanContext, SpanKind
 
+from data_plane.telemetry.otlp_http import OtlpSender
 from data_plane.telemetry.tracing import SCOPE, Span, readable
 from data_plane.telemetry.tracing import UNSET_STATUS as _UNSET_STATUS
 
@@ -61,7 +61,15 @@ _NO_STATUS = b"\x7a\x00"  # an empty Status (UNSET, no message): the SDK always 
 
 
 class UnsupportedError(Exception):
-    """Something the lean encoder does not write; the SDK encoder takes the batch."""
+    """Something the lean encoder does not write; the SDK encoder takes the span."""
+
+
+# Why spans were not exported (the `reason` label of gearbox_spans_dropped_total).
+DROPPED_UNENCODABLE = "unencodable"
+DROPPED_QUEUE_FULL = "queue_full"
+DROPPED_EXPORT_FAILED = "export_failed"
+DROP_REASONS = (DROPPED_UNENCODABLE, DROPPED_QUEUE_FULL, DROPPED_EXPORT_FAILED)
+OnDropped = Callable[[str, int], None]  # (reason, how many spans)
 
 
 _ONE_BYTE = tuple(bytes((n,)) for n in range(0x80))
@@ -205,59 +213,50 @@ class Encoder:
             )
         return self._header
 
-    def request(self, spans: Sequence[Span]) -> bytes:
-        """ExportTraceServiceRequest wire bytes for `spans` (all of this encoder's resource)."""
+    def request(self, spans: Sequence[Span]) -> tuple[bytes, int]:
+        """ExportTraceServiceRequest wire bytes for `spans` (all of this encoder's resource),
+        and how many spans could not be encoded and were left out."""
         resource, scope, scope_url, resource_url = self._envelope()
-        encoded = b"".join([self.span(s) for s in spans])
-        return _field(0x0A, resource + _field(0x12, scope + encoded + scope_url) + resource_url)
+        encoded, dropped = [], 0
+        for span in spans:
+            try:
+                encoded.append(self._one(span))
+            except Exception:  # a span nobody can encode must not take its batch along
+                dropped += 1
+        body = _field(0x12, scope + b"".join(encoded) + scope_url)
+        return _field(0x0A, resource + body + resource_url), dropped
 
-
-class FastOTLPSpanExporter(OTLPSpanExporter):
-    """The SDK's OTLP/HTTP span exporter, plus `export_spans` for this module's spans."""
-
-    def __init__(self, endpoint: str | None, resource: Resource) -> None:
-        super().__init__(endpoint=endpoint)
-        self._resource = resource
-        self._encoder = Encoder(resource)
-
-    def export_spans(self, spans: Sequence[Span]) -> SpanExportResult:
-        if self._shutdown:
-            return SpanExportResult.FAILURE
+    def _one(self, span: Span) -> bytes:
         try:
-            data = self._encoder.request(spans)
+            return self.span(span)
         except UnsupportedError:
-            return self.export([readable(s, self._resource) for s in spans])
-        return self._send(data, len(spans))
+            return self.sdk_span(span)
 
-    def _send(self, data: bytes, count: int) -> SpanExportResult:
-        """The SDK exporter's send step for encoded bytes (size check, client, metrics)."""
-        with self._metrics.export_operation(count) as result:
-            if self._max_request_size > 0 and len(data) > self._max_request_size:
-                logger.warning("dropping a span batch of %d bytes (over the limit)", len(data))
-                result.error = ValueError("span batch over max_request_size")
-                return SpanExportResult.FAILURE
-            sent = self._client.export(data)
-            if not sent.success:
-                result.error = sent.error
-                return SpanExportResult.FAILURE
-        return SpanExportResult.SUCCESS
+    def sdk_span(self, span: Span) -> bytes:
+        """One Span message as a field of ScopeSpans, by the SDK's encoder (which leaves out an
+        attribute it cannot encode, logging it; a lone surrogate in a name raises)."""
+        request = encode_spans([readable(span, self._resource)])
+        message = request.resource_spans[0].scope_spans[0].spans[0]
+        return _field(0x12, message.SerializeToString())
 
 
 class OtlpPipeline:
     """Ended spans wait in a list; `run` sends them in batches off the event loop."""
 
-    def __init__(self, endpoint: str | None, resource: Resource) -> None:
-        self.exporter = FastOTLPSpanExporter(endpoint, resource)
+    def __init__(
+        self, sender: OtlpSender, resource: Resource, on_dropped: OnDropped | None = None
+    ) -> None:
+        self.sender = sender
+        self.encoder = Encoder(resource)
+        self._on_dropped = on_dropped or _not_counted
         self._pending: list[Span] = []
         self._wake: asyncio.Event | None = None
-        self._dropped = 0
+        self._warned: set[str] = set()
 
     def finish(self, span: Span) -> None:
         pending = self._pending
         if len(pending) >= MAX_QUEUED_SPANS:
-            if not self._dropped:
-                logger.warning("span export cannot keep up; dropping spans")
-            self._dropped += 1
+            self._dropped(DROPPED_QUEUE_FULL, 1, "span export cannot keep up; dropping spans")
             return
         pending.append(span)
         if len(pending) >= BATCH_SPANS and self._wake is not None:
@@ -266,6 +265,32 @@ class OtlpPipeline:
     def _take(self) -> list[Span]:
         batch, self._pending = self._pending[:BATCH_SPANS], self._pending[BATCH_SPANS:]
         return batch
+
+    def _dropped(self, reason: str, count: int, message: str) -> None:
+        self._on_dropped(reason, count)
+        if reason not in self._warned:  # once per reason: a log line per span would flood
+            self._warned.add(reason)
+            logger.warning(message)
+
+    def send(self, spans: Sequence[Span]) -> tuple[int, int]:
+        """Encode and post one batch (blocking, in a worker thread); never raises. Returns
+        (spans that did not encode, spans encoded but not accepted)."""
+        try:
+            data, unencodable = self.encoder.request(spans)
+        except Exception:  # the envelope itself: nothing of this batch can go
+            logger.exception("span batch not encodable")
+            return len(spans), 0
+        encoded = len(spans) - unencodable
+        if encoded and not self.sender.send(data):
+            return unencodable, encoded
+        return unencodable, 0
+
+    def _count(self, unencodable: int, failed: int) -> None:
+        """On the event loop: the metric children are not shared with threads."""
+        if unencodable:
+            self._dropped(DROPPED_UNENCODABLE, unencodable, "dropped spans that do not encode")
+        if failed:
+            self._dropped(DROPPED_EXPORT_FAILED, failed, "span export failed; spans dropped")
 
     async def run(self) -> None:
         """Until cancelled: send every full batch as soon as it is full, and whatever waited
@@ -278,9 +303,14 @@ class OtlpPipeline:
                     full = await wake.wait()
             wake.clear()
             while len(self._pending) >= (BATCH_SPANS if full else 1):
-                await asyncio.to_thread(self.exporter.export_spans, self._take())
+                self._count(*await asyncio.to_thread(self.send, self._take()))
 
     def shutdown(self) -> None:
+        """What is left, sent from the caller's thread (the app's cleanup, after serving)."""
         while self._pending:
-            self.exporter.export_spans(self._take())
-        self.exporter.shutdown()  # type: ignore[no-untyped-call]  # untyped in the SDK
+            self._count(*self.send(self._take()))
+        self.sender.close()
+
+
+def _not_counted(reason: str, count: int) -> None:
+    return

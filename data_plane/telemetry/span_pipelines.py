@@ -6,11 +6,16 @@ exporters that consume it import in one direction only (tracing <- otlp <- span_
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.version import __version__ as sdk_version
 
-from data_plane.telemetry.otlp import OtlpPipeline
+from data_plane.telemetry.otlp import OnDropped, OtlpPipeline
+from data_plane.telemetry.otlp_http import OtlpSender, OtlpTarget
+from data_plane.telemetry.sampling import DEFAULT_SAMPLER, Sampler
 from data_plane.telemetry.tracing import Span, Tracing, readable
 
 
@@ -32,20 +37,40 @@ class SdkPipeline:
         self.processor.shutdown()
 
 
+def span_resource(service_name: str, attributes: Mapping[str, str]) -> Resource:
+    """The resource of every span: the SDK's telemetry.sdk.* attributes, the configured ones
+    (OTEL_RESOURCE_ATTRIBUTES, from settings) and `service.name`. Built directly rather than
+    by `Resource.create`, which reads the environment and runs detectors on its own."""
+    sdk = {
+        "telemetry.sdk.language": "python",
+        "telemetry.sdk.name": "opentelemetry",
+        "telemetry.sdk.version": sdk_version,
+    }
+    return Resource({**sdk, **attributes, "service.name": service_name})
+
+
 def build_tracing(
     exporter: str,
     service_name: str,
-    otlp_endpoint: str | None = None,
+    otlp: OtlpTarget | None = None,
     span_exporter: SpanExporter | None = None,
+    sampler: Sampler = DEFAULT_SAMPLER,
+    on_dropped: OnDropped | None = None,
+    span_processor: SpanProcessor | None = None,
+    resource_attributes: Mapping[str, str] | None = None,
 ) -> Tracing:
-    """Build the tracing pipeline; `span_exporter` (tests) wins over `exporter`."""
-    if span_exporter is None and exporter == "none":
+    """Build the tracing pipeline; `span_processor` (the benchmark) or `span_exporter`
+    (tests) win over `exporter`; `on_dropped` counts spans the OTLP pipeline could not send."""
+    if span_processor is None and span_exporter is None and exporter == "none":
         return Tracing(None)
-    resource = Resource.create({"service.name": service_name})
+    resource = span_resource(service_name, resource_attributes or {})
+    if span_processor is not None:
+        return Tracing(SdkPipeline(span_processor, resource), sampler)
     if span_exporter is not None:
-        return Tracing(SdkPipeline(SimpleSpanProcessor(span_exporter), resource))
+        return Tracing(SdkPipeline(SimpleSpanProcessor(span_exporter), resource), sampler)
     if exporter == "console":
-        return Tracing(SdkPipeline(SimpleSpanProcessor(ConsoleSpanExporter()), resource))
-    if exporter == "otlp":
-        return Tracing(OtlpPipeline(otlp_endpoint, resource))
-    raise ValueError(f"unknown otel exporter {exporter!r}")
+        processor = SimpleSpanProcessor(ConsoleSpanExporter())
+        return Tracing(SdkPipeline(processor, resource), sampler)
+    if exporter == "otlp" and otlp is not None:
+        return Tracing(OtlpPipeline(OtlpSender(otlp), resource, on_dropped), sampler)
+    raise ValueError(f"unknown otel exporter {exporter!r} (otlp needs a target)")

@@ -1,18 +1,17 @@
 """Tracing for one app: lean spans, W3C propagation, and where finished spans go.
 
 The exporter is chosen by settings: `none` (no spans at all; an incoming `traceparent` is still
-passed on to engines), `console`, or `otlp` (HTTP: batched on the event loop and encoded by
-`otlp`, sent with the SDK exporter's transport). Tests inject their own SDK span exporter.
+passed on to engines), `console`, or `otlp` (HTTP: batched on the event loop, encoded and
+posted by `otlp`). Tests inject their own SDK span exporter.
 
 Why not the SDK's Tracer: a request makes three spans, and the SDK's tracer (sampler and id
 generator objects, bounded attributes with locks, context objects attached and detached, a
 span copied on end, a processor call per span) cost more CPU than the request's routing. A
 span here is one small object with a context variable for parenting. Semantics kept from the
-SDK defaults: parent-based sampling (a remote parent's `sampled` flag decides; a root is
-always sampled), the parent's trace state carried on, random 128/64-bit ids, and an
-exception escaping a span recorded as an `exception` event with status ERROR. Resource and
-exporter settings (OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_*) are read by the SDK as
-before; sampler and batch settings (OTEL_TRACES_SAMPLER, OTEL_BSP_*) are not used.
+SDK: head sampling by the SDK's built-in samplers (`sampling`, OTEL_TRACES_SAMPLER; the
+default, parent-based always-on, samples every root and follows a remote parent's flag), the
+parent's trace state carried on, random 128/64-bit ids, and an exception escaping a span
+recorded as an `exception` event with status ERROR. Batch settings (OTEL_BSP_*) are not used.
 """
 
 from __future__ import annotations
@@ -33,6 +32,8 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.trace.span import TraceState
+
+from data_plane.telemetry.sampling import DEFAULT_SAMPLER, Sampler
 
 # Span attribute names (DESIGN.md, Observability).
 ATTR_PAIR = "gearbox.pair"
@@ -73,7 +74,7 @@ def _new_id(bits: int) -> int:
 class Span:
     """A span of this process: the current span inside its `with` block (parenting the spans
     started there), given to the pipeline when the block ends, then read-only. Not sampled
-    (a remote parent said so) it only carries ids for propagation."""
+    (the sampler or a remote parent said so) it only carries ids for propagation."""
 
     __slots__ = (
         "_context",
@@ -101,15 +102,18 @@ class Span:
         kind: SpanKind,
         parent: Span | SpanContext | None,
         attributes: Mapping[str, Any] | None,
+        sampler: Sampler = DEFAULT_SAMPLER,
     ) -> None:
         self.name, self.kind, self.parent = name, kind, parent
         if parent is None:
-            self.trace_id, self.sampled, self.trace_state = _new_id(128), True, None
+            self.trace_id = trace_id = _new_id(128)
+            self.sampled, self.trace_state = sampler.root(trace_id), None
         elif isinstance(parent, Span):
             self.trace_id, self.sampled = parent.trace_id, parent.sampled
             self.trace_state = parent.trace_state
         else:
-            self.trace_id, self.sampled = parent.trace_id, parent.trace_flags.sampled
+            self.trace_id = parent.trace_id
+            self.sampled = sampler.under_remote(parent.trace_id, parent.trace_flags.sampled)
             self.trace_state = parent.trace_state
         self.span_id = random.getrandbits(64) or _new_id(64)  # 0 is invalid (1 in 2**64)
         self._pipeline: Pipeline | None = pipeline if self.sampled else None
@@ -224,6 +228,7 @@ class Tracing:
     """
 
     pipeline: Pipeline | None
+    sampler: Sampler = DEFAULT_SAMPLER
 
     @property
     def enabled(self) -> bool:
@@ -235,7 +240,8 @@ class Tracing:
             return NO_SPAN
         parent = _remote_parent(headers)
         attributes = {"http.route": route}
-        return Span(self.pipeline, "gearbox.request", SpanKind.SERVER, parent, attributes)
+        pipeline = self.pipeline
+        return Span(pipeline, "gearbox.request", SpanKind.SERVER, parent, attributes, self.sampler)
 
     def span(
         self,
@@ -246,7 +252,7 @@ class Tracing:
         """A child of the current span (a root span outside any)."""
         if self.pipeline is None:
             return NO_SPAN
-        return Span(self.pipeline, name, kind, _CURRENT.get(), attributes)
+        return Span(self.pipeline, name, kind, _CURRENT.get(), attributes, self.sampler)
 
     def current(self) -> Span | None:
         """The innermost span of this task that is still open and recording."""

@@ -2,12 +2,14 @@
 
 aiohttp's ClientSession costs about 110 us of CPU per request on uvloop (request and response
 objects, header multidicts, tracing hooks, cookie jar, connector bookkeeping); a keep-alive
-HTTP/1.1 exchange with a known engine needs a few microseconds. This adapter speaks exactly
-that: POST with Content-Length, responses framed by Content-Length, chunked encoding or the
-end of the connection, a keep-alive pool per host, and the same outcome taxonomy as the
-aiohttp adapter (connect failures, connect / first-byte / read timeouts, broken streams).
-Closing a response that was not read to the end closes its connection, which aborts the
-engine's work. https URLs go to the fallback client (the aiohttp adapter).
+HTTP/1.1 exchange with a known engine needs much less (`make bench` compares the two, see
+docs/benchmarks.md). This adapter speaks exactly that: POST with Content-Length, responses
+parsed by llhttp (`http1_wire`), a keep-alive pool per host, the connection limits of the
+aiohttp connector (`connector_limit` in all, `connector_limit_per_host` per engine), and the
+same outcome taxonomy as the aiohttp adapter (connect failures, connect / first-byte / read
+timeouts, broken streams). Closing a response that was not read to the end closes its
+connection, which aborts the engine's work. https URLs go to the fallback client (the aiohttp
+adapter).
 """
 
 from __future__ import annotations
@@ -20,14 +22,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from data_plane.outcome import ConnectFailed, StreamBroken, Timeout
-from data_plane.upstream.http1_wire import (
-    Connection,
-    MalformedError,
-    ResponseHead,
-    chunk_pieces,
-    read_head,
-    request_bytes,
-)
+from data_plane.upstream.http1_wire import Connection, MalformedError, ResponseHead, request_bytes
 from data_plane.upstream.port import (
     AttemptError,
     SessionLimits,
@@ -49,7 +44,8 @@ def _target(url: str) -> _Target:
 
 
 class _Slots:
-    """The connection limit (connections in use, all hosts): a counter and a queue of waiters."""
+    """A connection limit (connections in use, of all engines or of one): a counter and a queue
+    of waiters."""
 
     def __init__(self, limit: int) -> None:
         self._free = limit
@@ -104,28 +100,22 @@ class _Response:
         return self._head.content_type
 
     async def read(self) -> bytes:
-        head, conn = self._head, self._conn
-        length = head.length
-        if not head.chunked and length is not None and len(conn.buffer) >= length:
+        body = self._conn.whole_body()
+        if body is not None:
             self._done = True  # the whole body is already here (the usual small answer)
-            return conn.take(length)
+            return body
         return b"".join([piece async for piece in self.chunks()])
 
     async def chunks(self) -> AsyncGenerator[bytes, None]:
+        conn, read_s = self._conn, self._read_s
         try:
-            async for piece in self._pieces():
+            while (piece := await conn.piece(read_s)) is not None:
                 yield piece
         except TimeoutError as err:
             raise AttemptError(Timeout("read"), "TimeoutError") from err
         except (MalformedError, ConnectionError) as err:
             raise AttemptError(StreamBroken(), type(err).__name__) from err
         self._done = True
-
-    def _pieces(self) -> AsyncGenerator[bytes, None]:
-        head, conn = self._head, self._conn
-        if head.chunked:
-            return chunk_pieces(conn, self._read_s)
-        return conn.pieces(head.length, self._read_s)
 
     def close(self) -> None:
         """Idempotent. Back to the pool when read to the end on a reusable connection; else
@@ -134,11 +124,11 @@ class _Response:
             return
         self._released = True
         conn = self._conn
-        if self._done and self._head.keep_alive and conn.reusable():
+        if self._done and conn.reusable():
             self._client.put_back(self._key, conn)
         else:
             conn.close()
-        self._client.slots.give()
+        self._client.release(self._key)
 
 
 class Fallback(UpstreamClient, Protocol):
@@ -158,7 +148,8 @@ class Http1Upstream:
         self._fallback = fallback
         self._targets: dict[str, _Target] = {}
         self._idle: dict[tuple[str, int], list[Connection]] = {}
-        self.slots = _Slots(limits.connector_limit)
+        self._slots = _Slots(limits.connector_limit)
+        self._host_slots: dict[tuple[str, int], _Slots] = {}
 
     def open(self) -> None:
         self._fallback.open()
@@ -169,6 +160,28 @@ class Http1Upstream:
                 conn.close()
         self._idle.clear()
         await self._fallback.close()
+
+    async def _acquire(self, key: tuple[str, int]) -> None:
+        """A connection slot for `key`: first the engine's own (when capped), then one of all."""
+        per_host = self._limits.connector_limit_per_host
+        if not per_host:
+            await self._slots.take()
+            return
+        host = self._host_slots.get(key)
+        if host is None:
+            host = self._host_slots[key] = _Slots(per_host)
+        await host.take()
+        try:
+            await self._slots.take()
+        except BaseException:
+            host.give()
+            raise
+
+    def release(self, key: tuple[str, int]) -> None:
+        self._slots.give()
+        host = self._host_slots.get(key)
+        if host is not None:
+            host.give()
 
     def put_back(self, key: tuple[str, int], conn: Connection) -> None:
         conn.idle_since = time.monotonic()
@@ -203,11 +216,12 @@ class Http1Upstream:
         if scheme != "http":
             return await self._fallback.send(request)
         data = request_bytes(host_header, path, request.headers, request.body)
-        await self.slots.take()
+        key = (host, port)
+        await self._acquire(key)
         try:
-            return await self._exchange((host, port), data)
+            return await self._exchange(key, data)
         except BaseException:
-            self.slots.give()
+            self.release(key)
             raise
 
     async def _exchange(self, key: tuple[str, int], data: bytes) -> _Response:
@@ -222,7 +236,7 @@ class Http1Upstream:
                 conn = await self._connect(*key)
             try:
                 conn.write(data)
-                head = await read_head(conn, limits.read_timeout_s)
+                head = await conn.response_head(limits.read_timeout_s)
             except ConnectionError as err:
                 conn.close()
                 if reused and not conn.received:

@@ -1,4 +1,12 @@
-"""HTTP/1.1 on the wire for `http1`: the connection protocol, request bytes, response framing.
+"""HTTP/1.1 on the wire for `http1`: the connection protocol and the request bytes.
+
+Responses are parsed by llhttp (through `httptools`, the binding uvloop's and uvicorn's HTTP
+servers use; aiohttp ships its own binding of the same parser): status line, headers,
+Content-Length and chunked framing, chunk sizes, trailers, keep-alive, and the refusals
+(Transfer-Encoding with Content-Length, duplicate lengths, bad chunk sizes) are llhttp's.
+This module only queues the body pieces llhttp hands over, with flow control (reading
+pauses above `HIGH_WATER` unread bytes and resumes as the reader takes them, whatever the
+chunk sizes), and one lazily moved timer per connection for read timeouts.
 
 No policy: bytes in, bytes out, and three kinds of trouble (TimeoutError, ConnectionError,
 MalformedError) that the client maps to attempt outcomes.
@@ -7,54 +15,78 @@ MalformedError) that the client maps to attempt outcomes.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Mapping
+from collections import deque
+from collections.abc import Mapping
 from typing import NamedTuple, cast
 
-MAX_HEAD_BYTES = 64 * 1024  # status line + headers
-MAX_LINE_BYTES = 8 * 1024  # a chunk-size or trailer line
-_HIGH_WATER = 1024 * 1024  # stop reading the socket beyond this much unread data
-_NO_BODY = frozenset({204, 304})
+from httptools import HttpParserError, HttpResponseParser
+
+MAX_HEAD_BYTES = 64 * 1024  # header names and values of one response
+HIGH_WATER = 1024 * 1024  # stop reading the socket beyond this much unread body
+_LOW_WATER = HIGH_WATER // 4  # ...and read again once the reader is below this
+_FRAMING = (b"content-length", b"transfer-encoding")
 
 
 class MalformedError(Exception):
-    """The engine's bytes are not HTTP/1.x as we read it."""
+    """The engine's bytes are not HTTP/1.x as llhttp reads it (or not what we asked for)."""
 
 
 class ResponseHead(NamedTuple):
     status: int
     content_type: str  # the media type alone, lower case ("application/octet-stream" if none)
-    length: int | None  # body bytes; None = chunked, or until the connection closes
-    chunked: bool
-    keep_alive: bool
+    to_eof: bool  # no length, not chunked: the body ends with the connection
+
+
+def _media_type(value: bytes) -> str:
+    media = value.split(b";", 1)[0].strip().lower().decode("latin-1")
+    return media or "application/octet-stream"
 
 
 class Connection(asyncio.Protocol):
-    """One TCP connection to an engine: received bytes wait in `buffer` until read."""
+    """One TCP connection to an engine, one request at a time: `write` a request, then
+    `response_head` and `piece` until None. llhttp calls the `on_*` methods from
+    `data_received`."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
+        self._parser = HttpResponseParser(self)
         self.closed = False  # the connection is gone (lost, or closed by us)
-        self.broken = False  # ...and not cleanly: reset or an error
+        self.broken = False  # ...and not cleanly: reset, an error, or bytes llhttp refused
+        self.error: MalformedError | None = None
         self.received = False  # any byte since the last request was written
         self.idle_since = 0.0
-        self._waiter: asyncio.Future[None] | None = None
+        # The response to the request last written.
+        self.head: ResponseHead | None = None
+        self.complete = False  # llhttp saw its end
+        self.keep_alive = False
+        self._awaiting = False  # a request was written and its final response is not complete
+        self._body: deque[bytes] = deque()
+        self._queued = 0
+        self._head_bytes = 0
+        self._fields: dict[bytes, bytes] = {}
         self._paused = False
+        self._waiter: asyncio.Future[None] | None = None
         # One timer per connection, moved lazily: waits only set `_deadline`; when the timer
         # fires early for a later deadline it re-arms itself (a wait per request would
         # otherwise cost a timer start and stop each).
         self._deadline = 0.0
         self._timer: asyncio.TimerHandle | None = None
 
+    # --- asyncio.Protocol -----------------------------------------------------------------
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # A stream transport (uvloop's are not asyncio.Transport subclasses, so no isinstance).
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        self.buffer += data
         self.received = True
-        if len(self.buffer) > _HIGH_WATER and not self._paused and self.transport is not None:
+        try:
+            self._parser.feed_data(data)
+        except HttpParserError as err:
+            cause = err.__context__
+            self._fail(cause if isinstance(cause, MalformedError) else MalformedError(str(err)))
+        if self._queued > HIGH_WATER and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
         self._wake()
@@ -63,9 +95,140 @@ class Connection(asyncio.Protocol):
         self.closed = True
         self.broken = self.broken or exc is not None
         self._wake()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._stop_timer()
+
+    # --- llhttp callbacks -----------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        if not self._awaiting:
+            raise MalformedError("a response nobody asked for")
+        self._fields.clear()
+        self._head_bytes = 0
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self.head is not None:
+            return  # a trailer: dropped
+        self._head_bytes += len(name) + len(value)
+        if self._head_bytes > MAX_HEAD_BYTES:
+            raise MalformedError("response head too large")
+        key = name.lower()
+        if key == b"content-type" or key in _FRAMING:
+            self._fields[key] = value
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if status < 200:
+            return  # an interim answer (100 Continue): its end is not the response's
+        fields = self._fields
+        content_type = _media_type(fields.get(b"content-type", b""))
+        self.head = ResponseHead(status, content_type, self._ends_with_connection(status))
+
+    def _ends_with_connection(self, status: int) -> bool:
+        """No length and not chunked (RFC 9112, 6.3): what llhttp reads until the connection
+        ends. llhttp decides the framing; this only tells a clean end from a cut, and says
+        so only where llhttp agrees (it never keeps such a connection alive)."""
+        fields = self._fields
+        if status in (204, 304) or b"content-length" in fields or self._parser.should_keep_alive():
+            return False
+        codings = fields.get(b"transfer-encoding")
+        return codings is None or codings.rsplit(b",", 1)[-1].strip().lower() != b"chunked"
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+        self._queued += len(body)
+
+    def on_message_complete(self) -> None:
+        if self.head is None:
+            return  # the end of an interim answer
+        self.complete = True
+        self._awaiting = False
+        self.keep_alive = self._parser.should_keep_alive()
+
+    # --- the client's side ----------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        if self.closed or self.transport is None or self.transport.is_closing():
+            raise ConnectionResetError("the connection is closed")
+        self.received = False
+        self.head = None
+        self.complete = self.keep_alive = False
+        self._awaiting = True
+        self.transport.write(data)
+
+    async def response_head(self, timeout_s: float) -> ResponseHead:
+        """The final response head; ConnectionError when the connection ends first,
+        MalformedError on bytes llhttp refuses, TimeoutError after `timeout_s` of silence."""
+        while self.head is None:
+            if self.error is not None:
+                raise self.error
+            if self.closed:
+                raise ConnectionResetError("closed before the response head")
+            await self.wait(timeout_s)
+        return self.head
+
+    async def piece(self, timeout_s: float) -> bytes | None:
+        """The next piece of the body as it came off the wire; None at its end."""
+        while True:
+            if self._body:
+                return self._take()
+            if self.complete:
+                return None
+            if self.error is not None:
+                raise self.error
+            if self.closed:
+                if self.head is not None and self.head.to_eof and not self.broken:
+                    self.complete = True  # the end of the connection was the end of the body
+                    return None
+                raise ConnectionResetError("closed mid-body")
+            await self.wait(timeout_s)
+
+    def whole_body(self) -> bytes | None:
+        """The body if it has all arrived (the usual small answer), else None."""
+        if not self.complete:
+            return None
+        body = b"".join(self._body)
+        self._body.clear()
+        self._unqueue(len(body))
+        return body
+
+    def _take(self) -> bytes:
+        piece = self._body.popleft()
+        self._unqueue(len(piece))
+        return piece
+
+    def _unqueue(self, n: int) -> None:
+        self._queued -= n
+        if self._paused and self._queued < _LOW_WATER and self.transport is not None:
+            self._paused = False
+            self.transport.resume_reading()
+
+    def reusable(self) -> bool:
+        """The response was read to its end, the engine keeps the connection, nothing else
+        arrived, and it is still open."""
+        transport = self.transport
+        return (
+            self.complete
+            and self.keep_alive
+            and not self._body
+            and self.error is None
+            and not self.closed
+            and transport is not None
+            and not transport.is_closing()
+        )
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+        self.closed = True
+        self._stop_timer()
+
+    # --- waiting --------------------------------------------------------------------------
+
+    def _fail(self, err: MalformedError) -> None:
+        self.error = err
+        self.broken = True
+        if self.transport is not None:
+            self.transport.abort()
 
     def _wake(self) -> None:
         waiter, self._waiter = self._waiter, None
@@ -96,85 +259,10 @@ class Connection(asyncio.Protocol):
         else:
             self._timer = self._loop.call_at(self._deadline, self._on_timer)
 
-    def write(self, data: bytes) -> None:
-        if self.closed or self.transport is None or self.transport.is_closing():
-            raise ConnectionResetError("the connection is closed")
-        self.received = False
-        self.transport.write(data)
-
-    def take(self, n: int) -> bytes:
-        data = bytes(self.buffer[:n])
-        del self.buffer[:n]
-        if self._paused and len(self.buffer) < _HIGH_WATER // 4 and self.transport is not None:
-            self._paused = False
-            self.transport.resume_reading()
-        return data
-
-    def reusable(self) -> bool:
-        """Idle and healthy: nothing unread, still open."""
-        transport = self.transport
-        return not (self.closed or self.buffer or transport is None or transport.is_closing())
-
-    def close(self) -> None:
-        if self.transport is not None and not self.closed:
-            self.transport.close()
-        self.closed = True
+    def _stop_timer(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-
-    async def line(self, timeout_s: float) -> bytes:
-        """The next CRLF-terminated line, without its CRLF."""
-        while (end := self.buffer.find(b"\r\n")) < 0:
-            if len(self.buffer) > MAX_LINE_BYTES:
-                raise MalformedError("line too long")
-            if self.closed:
-                raise ConnectionResetError("closed mid-line")
-            await self.wait(timeout_s)
-        line = self.take(end + 2)
-        return line[:-2]
-
-    async def exactly(self, n: int, timeout_s: float) -> bytes:
-        while len(self.buffer) < n:
-            if self.closed:
-                raise ConnectionResetError("closed mid-body")
-            await self.wait(timeout_s)
-        return self.take(n)
-
-    async def pieces(self, length: int | None, timeout_s: float) -> AsyncGenerator[bytes, None]:
-        """A body of `length` bytes, or (None) up to the end of the connection, as it comes."""
-        remaining = -1 if length is None else length
-        while remaining:
-            if self.buffer:
-                piece = self.take(len(self.buffer) if remaining < 0 else remaining)
-                remaining -= len(piece) if remaining > 0 else 0
-                yield piece
-            elif self.closed:
-                if remaining > 0 or self.broken:
-                    raise ConnectionResetError("closed mid-body")
-                return
-            else:
-                await self.wait(timeout_s)
-
-
-async def chunk_pieces(conn: Connection, timeout_s: float) -> AsyncGenerator[bytes, None]:
-    """A chunked body's data, chunk by chunk (trailers are read and dropped)."""
-    while True:
-        size_line = await conn.line(timeout_s)
-        try:
-            size = int(size_line.split(b";", 1)[0].strip(), 16)
-        except ValueError as err:
-            raise MalformedError("bad chunk size") from err
-        if size < 0:
-            raise MalformedError("bad chunk size")
-        if size == 0:
-            while await conn.line(timeout_s):
-                pass
-            return
-        data = await conn.exactly(size + 2, timeout_s)
-        if data[-2:] != b"\r\n":
-            raise MalformedError("chunk without CRLF")
-        yield data[:-2]
 
 
 def request_bytes(host: str, target: str, headers: Mapping[str, str], body: bytes) -> bytes:
@@ -186,57 +274,3 @@ def request_bytes(host: str, target: str, headers: Mapping[str, str], body: byte
         lines.append(f"{name}: {value}\r\n")
     lines.append("\r\n")
     return "".join(lines).encode("utf-8") + body
-
-
-def _media_type(value: bytes) -> str:
-    media = value.split(b";", 1)[0].strip().lower().decode("latin-1")
-    return media or "application/octet-stream"
-
-
-def parse_head(head: bytes) -> ResponseHead:
-    """Status line and headers (without the blank line) -> how to read the body."""
-    status_line, *header_lines = head.split(b"\r\n")
-    parts = status_line.split(b" ", 2)
-    if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
-        raise MalformedError("bad status line")
-    status = int(parts[1])
-    fields: dict[bytes, bytes] = {}
-    for line in header_lines:
-        name, colon, value = line.partition(b":")
-        if not colon or not name.strip():
-            raise MalformedError("bad header line")
-        key = name.strip().lower()
-        value = value.strip()
-        fields[key] = fields[key] + b", " + value if key in fields else value
-    tokens = {t.strip() for t in fields.get(b"connection", b"").lower().split(b",")}
-    keep_alive = b"close" not in tokens and (parts[0] != b"HTTP/1.0" or b"keep-alive" in tokens)
-    content_type = _media_type(fields.get(b"content-type", b""))
-    if b"chunked" in fields.get(b"transfer-encoding", b"").lower():
-        return ResponseHead(status, content_type, None, True, keep_alive)
-    if b"content-length" in fields:
-        try:
-            length = int(fields[b"content-length"])
-        except ValueError as err:
-            raise MalformedError("bad Content-Length") from err
-        if length < 0:
-            raise MalformedError("bad Content-Length")
-        return ResponseHead(status, content_type, length, False, keep_alive)
-    if status in _NO_BODY:
-        return ResponseHead(status, content_type, 0, False, keep_alive)
-    return ResponseHead(status, content_type, None, False, False)  # to the end: not reusable
-
-
-async def read_head(conn: Connection, timeout_s: float) -> ResponseHead:
-    """The response head (interim 1xx responses skipped); ConnectionError when the
-    connection ends first, MalformedError on garbage, TimeoutError after `timeout_s` of
-    silence."""
-    while True:
-        while (end := conn.buffer.find(b"\r\n\r\n")) < 0:
-            if len(conn.buffer) > MAX_HEAD_BYTES:
-                raise MalformedError("response head too large")
-            if conn.closed:
-                raise ConnectionResetError("closed before the response head")
-            await conn.wait(timeout_s)
-        head = parse_head(conn.take(end + 4)[:-4])
-        if not 100 <= head.status < 200:
-            return head

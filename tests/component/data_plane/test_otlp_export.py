@@ -1,4 +1,5 @@
-"""OTLP/HTTP export to a collector on loopback: the SDK's request bytes, sent the SDK's way."""
+"""OTLP/HTTP export to a collector on loopback: the SDK's request bytes, posted our way; a bad
+span dropped and counted while the rest goes out; retries, headers and gzip."""
 
 from __future__ import annotations
 
@@ -10,23 +11,28 @@ from aiohttp.test_utils import TestServer
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.trace import SpanKind
 
-from data_plane.telemetry.otlp import BATCH_SPANS, FastOTLPSpanExporter, OtlpPipeline
+from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.otlp import BATCH_SPANS, OnDropped, OtlpPipeline
+from data_plane.telemetry.otlp_http import OtlpSender, OtlpTarget
 from data_plane.telemetry.span_pipelines import build_tracing
 from data_plane.telemetry.tracing import Span, Tracing, readable
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
-Received = list[tuple[str, str, bytes]]
+Received = list[tuple[str, str, bytes, dict[str, str]]]
 RESOURCE = Resource.create({"service.name": "gearbox-test"})
 
 
-async def collector(aiohttp_server: ServerFactory, status: int = 200) -> tuple[str, Received]:
+async def collector(aiohttp_server: ServerFactory, *statuses: int) -> tuple[str, Received]:
+    """A collector answering `statuses` in turn (then 200); records every post."""
     received: Received = []
+    answers = list(statuses)
 
     async def accept(request: web.Request) -> web.Response:
-        received.append((request.path, request.content_type, await request.read()))
+        body = await request.read()
+        received.append((request.path, request.content_type, body, dict(request.headers)))
+        status = answers.pop(0) if answers else 200
         return web.Response(status=status, body=b"", content_type="application/x-protobuf")
 
     app = web.Application()
@@ -64,35 +70,104 @@ def decoded(body: bytes) -> ExportTraceServiceRequest:
     return request
 
 
-async def test_the_exporter_posts_the_sdk_request(aiohttp_server: ServerFactory) -> None:
+def span_names(body: bytes) -> list[str]:
+    return [s.name for s in decoded(body).resource_spans[0].scope_spans[0].spans]
+
+
+class Drops:
+    def __init__(self) -> None:
+        self.counted: list[tuple[str, int]] = []
+
+    def __call__(self, reason: str, count: int) -> None:
+        self.counted.append((reason, count))
+
+
+def pipeline_to(
+    url: str,
+    on_dropped: OnDropped | None = None,
+    headers: dict[str, str] | None = None,
+    gzip: bool = False,
+) -> OtlpPipeline:
+    sender = OtlpSender(OtlpTarget(url, headers or {}, 5.0, gzip))
+    return OtlpPipeline(sender, RESOURCE, on_dropped)
+
+
+async def test_the_pipeline_posts_the_sdk_request(aiohttp_server: ServerFactory) -> None:
     url, received = await collector(aiohttp_server)
-    exporter = FastOTLPSpanExporter(url, RESOURCE)
-    spans = some_spans()
-    for odd in (False, True):  # the second batch goes through the SDK's own encoder
+    pipeline = pipeline_to(url)
+    for odd in (False, True):  # the odd span goes through the SDK's own encoder
         spans = some_spans(odd)
-        assert await asyncio.to_thread(exporter.export_spans, spans) is SpanExportResult.SUCCESS
-        path, content_type, body = received[-1]
+        assert await asyncio.to_thread(pipeline.send, spans) == (0, 0)
+        path, content_type, body, _ = received[-1]
         assert (path, content_type) == ("/v1/traces", "application/x-protobuf")
         assert decoded(body) == encode_spans([readable(s, RESOURCE) for s in spans])
-    exporter.shutdown()  # type: ignore[no-untyped-call]  # untyped in the SDK
-    assert await asyncio.to_thread(exporter.export_spans, spans) is SpanExportResult.FAILURE
+    pipeline.shutdown()
+    assert await asyncio.to_thread(pipeline.send, some_spans()) == (0, 2)  # closed
     assert len(received) == 2
 
 
-async def test_a_refused_batch_is_a_failed_export(aiohttp_server: ServerFactory) -> None:
-    url, received = await collector(aiohttp_server, status=400)
-    exporter = FastOTLPSpanExporter(url, RESOURCE)
-    assert await asyncio.to_thread(exporter.export_spans, some_spans()) is SpanExportResult.FAILURE
+async def test_a_refused_batch_is_dropped_and_counted_busy_is_retried(
+    aiohttp_server: ServerFactory,
+) -> None:
+    url, received = await collector(aiohttp_server, 400, 503)
+    drops = Drops()
+    pipeline = pipeline_to(url, drops)
+    assert await asyncio.to_thread(pipeline.send, some_spans()) == (0, 2)  # 400: not retried
     assert len(received) == 1
-    exporter.shutdown()  # type: ignore[no-untyped-call]
+    assert await asyncio.to_thread(pipeline.send, some_spans()) == (0, 0)  # 503, then 200
+    assert len(received) == 3
+    assert drops.counted == []  # `send` reports; the pipeline's loop side counts
+
+
+async def test_headers_and_gzip_from_settings(aiohttp_server: ServerFactory) -> None:
+    url, received = await collector(aiohttp_server)
+    pipeline = pipeline_to(url, headers={"x-api-key": "k 1"}, gzip=True)
+    spans = some_spans()
+    assert await asyncio.to_thread(pipeline.send, spans) == (0, 0)
+    _, _, body, headers = received[0]
+    assert (headers["Content-Encoding"], headers["X-Api-Key"]) == ("gzip", "k 1")
+    # aiohttp inflated the body: it was gzip on the wire
+    assert decoded(body) == encode_spans([readable(s, RESOURCE) for s in spans])
+
+
+async def test_a_span_that_will_not_encode_is_dropped_counted_and_export_goes_on(
+    aiohttp_server: ServerFactory,
+) -> None:
+    url, received = await collector(aiohttp_server)
+    metrics = DataPlaneMetrics("0", "sha")
+    pipeline = pipeline_to(url, metrics.count_dropped_spans)
+    tracing = Tracing(pipeline)
+    runner = asyncio.create_task(tracing.run())
+    try:
+        await asyncio.sleep(0)  # the runner is waiting
+        for batch in range(2):
+            with tracing.span("bad", attributes={"gearbox.pair": "lone \ud800 surrogate"}):
+                pass
+            with tracing.span("bad-name-\udfff"):
+                pass
+            for _ in range(BATCH_SPANS - 2):
+                with tracing.span("gearbox.route"):
+                    pass
+            for _ in range(300):
+                if len(received) > batch:
+                    break
+                await asyncio.sleep(0.01)
+            names = span_names(received[batch][2])
+            assert names == ["gearbox.route"] * (BATCH_SPANS - 2)
+        assert not runner.done()  # the export task lives on (it died here before)
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+    assert metrics.spans_dropped.labels("unencodable").value == 4
+    assert metrics.spans_dropped.labels("export_failed").value == 0
+    await asyncio.to_thread(tracing.shutdown)
 
 
 async def test_a_full_batch_is_sent_at_once_and_the_rest_on_shutdown(
     aiohttp_server: ServerFactory,
 ) -> None:
     url, received = await collector(aiohttp_server)
-    pipeline = OtlpPipeline(url, RESOURCE)
-    tracing = Tracing(pipeline)
+    tracing = Tracing(pipeline_to(url))
     runner = asyncio.create_task(tracing.run())
     try:
         await asyncio.sleep(0)  # the runner is waiting
@@ -103,24 +178,27 @@ async def test_a_full_batch_is_sent_at_once_and_the_rest_on_shutdown(
             if received:
                 break
             await asyncio.sleep(0.01)
-        assert len(decoded(received[0][2]).resource_spans[0].scope_spans[0].spans) == BATCH_SPANS
+        assert len(span_names(received[0][2])) == BATCH_SPANS
     finally:
         runner.cancel()
         await asyncio.gather(runner, return_exceptions=True)
     await asyncio.to_thread(tracing.shutdown)
-    assert len(decoded(received[-1][2]).resource_spans[0].scope_spans[0].spans) == 3
+    assert len(span_names(received[-1][2])) == 3
 
 
 async def test_otlp_tracing_flushes_on_shutdown(aiohttp_server: ServerFactory) -> None:
     url, received = await collector(aiohttp_server)
-    tracing = build_tracing("otlp", "gearbox-test", url)
+    attributes = {"deployment.environment": "test", "service.name": "not ours"}
+    tracing = build_tracing("otlp", "gearbox-test", OtlpTarget(url), resource_attributes=attributes)
     with tracing.request_span({}, "models"):
         pass
     await asyncio.to_thread(tracing.shutdown)
-    (request,) = [decoded(body) for _, _, body in received]
+    (request,) = [decoded(body) for _, _, body, _ in received]
     (resource_spans,) = request.resource_spans
     service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
     assert service["service.name"] == "gearbox-test"
+    assert service["deployment.environment"] == "test"
+    assert service["telemetry.sdk.name"] == "opentelemetry"
     (scope_spans,) = resource_spans.scope_spans
     assert scope_spans.scope.name == "gearbox.data_plane"
     assert [s.name for s in scope_spans.spans] == ["gearbox.request"]

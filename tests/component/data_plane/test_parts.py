@@ -47,6 +47,10 @@ def test_settings_read_env_and_split_api_keys(monkeypatch: pytest.MonkeyPatch) -
         ("upstream_client", "curl"),
         ("event_loop", "trio"),
         ("gc_young_threshold", "-1"),
+        ("otel_traces_sampler", "sometimes"),
+        ("otel_traces_sampler_arg", "1.5"),
+        ("otel_exporter_otlp_traces_headers", "no-equals-sign"),
+        ("otel_exporter_otlp_traces_compression", "zstd"),
     ],
 )
 def test_bad_settings_name_the_field(field: str, value: str) -> None:
@@ -68,6 +72,38 @@ def test_cli_flags_override_env(monkeypatch: pytest.MonkeyPatch) -> None:
     args = build_parser().parse_args(["serve", "--port", "9999", "--scrape-interval-s", "2.5"])
     s = load_settings(args)
     assert (s.port, s.scrape_interval_s, s.instance_id) == (9999, 2.5, "from-env")
+
+
+def test_opentelemetry_variables_are_settings_under_their_own_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    defaults = DataPlaneSettings()
+    assert (defaults.otel_traces_sampler, defaults.otel_traces_sampler_arg) == (
+        "parentbased_always_on",
+        1.0,
+    )
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "api-key=a%20b, X-Tenant=t1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "2500")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod,team=ml%2Fops")
+    s = DataPlaneSettings(otel_exporter="otlp")
+    assert (s.otel_traces_sampler, s.otel_traces_sampler_arg) == ("parentbased_traceidratio", 0.1)
+    assert s.otlp_traces_url == "http://collector:4318/v1/traces"
+    assert s.otel_exporter_otlp_traces_headers == (("api-key", "a b"), ("X-Tenant", "t1"))
+    assert (s.otel_exporter_otlp_traces_timeout, s.otel_exporter_otlp_traces_compression) == (
+        2500.0,
+        "gzip",
+    )
+    assert s.otel_resource_attributes == (("deployment.environment", "prod"), ("team", "ml/ops"))
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://traces:4318/v1/t")
+    assert DataPlaneSettings().otlp_traces_url == "http://traces:4318/v1/t"
+    monkeypatch.setenv("GEARBOX_DP_OTEL_ENDPOINT", "http://ours:4318/v1/traces")
+    assert DataPlaneSettings().otlp_traces_url == "http://ours:4318/v1/traces"
+    args = build_parser().parse_args(["serve", "--otel-traces-sampler", "always_off"])
+    assert load_settings(args).otel_traces_sampler == "always_off"  # a flag wins over the env
 
 
 @pytest.mark.parametrize("kind", ["uvloop", "asyncio"])

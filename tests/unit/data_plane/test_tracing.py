@@ -1,7 +1,9 @@
-"""tracing.py + otlp.py: lean spans with the SDK's semantics; the SDK's bytes, encoded lean."""
+"""tracing.py + otlp.py + sampling.py: lean spans with the SDK's semantics (its samplers' decisions
+included); the SDK's bytes, encoded lean; spans that will not encode left out."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 
 import pytest
@@ -10,9 +12,28 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.sdk.trace.sampling import (
+    ALWAYS_OFF,
+    ALWAYS_ON,
+    Decision,
+    ParentBased,
+    TraceIdRatioBased,
+)
+from opentelemetry.sdk.trace.sampling import (
+    Sampler as SdkSampler,
+)
+from opentelemetry.trace import (
+    NonRecordingSpan,
+    SpanContext,
+    SpanKind,
+    StatusCode,
+    TraceFlags,
+    set_span_in_context,
+)
 
 from data_plane.telemetry.otlp import Encoder, OtlpPipeline, UnsupportedError
+from data_plane.telemetry.otlp_http import OtlpSender, OtlpTarget
+from data_plane.telemetry.sampling import Sampler
 from data_plane.telemetry.span_pipelines import build_tracing
 from data_plane.telemetry.tracing import NO_SPAN, Span, Tracing, readable
 
@@ -180,7 +201,8 @@ def test_the_lean_encoding_is_the_sdk_encoding() -> None:
     encoder = Encoder(RESOURCE)
     reference = encode_spans([readable(s, RESOURCE) for s in spans])
     for _ in range(2):  # the second time from the caches
-        assert ExportTraceServiceRequest.FromString(encoder.request(spans)) == reference
+        data, dropped = encoder.request(spans)
+        assert (ExportTraceServiceRequest.FromString(data), dropped) == (reference, 0)
 
 
 def test_values_the_lean_encoder_does_not_write_go_to_the_sdk() -> None:
@@ -189,17 +211,98 @@ def test_values_the_lean_encoder_does_not_write_go_to_the_sdk() -> None:
     for value in (["a", "b"], b"raw", 2**64):
         with tracing.span("odd", attributes={"v": value}):
             pass
-    for span in kept.spans:
+    with tracing.span("plain", attributes={"v": "text"}):
+        pass
+    encoder = Encoder(RESOURCE)
+    for span in kept.spans[:3]:
         with pytest.raises(UnsupportedError):
-            Encoder(RESOURCE).request([span])
+            encoder.span(span)
+    data, dropped = encoder.request(kept.spans)
+    reference = encode_spans([readable(s, RESOURCE) for s in kept.spans])
+    assert (ExportTraceServiceRequest.FromString(data), dropped) == (reference, 0)
+
+
+def test_spans_that_encode_nowhere_are_left_out_of_their_batch() -> None:
+    kept = Kept()
+    tracing = Tracing(kept)
+    for attributes in ({"v": "\ud800"}, {"\udc00": 1}, {"ok": "fine"}, {"v": ["\ud800"]}):
+        with tracing.span("s", attributes=attributes):
+            pass
+    with tracing.span("name \udfff"):
+        pass
+    data, dropped = Encoder(RESOURCE).request(kept.spans)
+    (scope_spans,) = ExportTraceServiceRequest.FromString(data).resource_spans[0].scope_spans
+    # The SDK encoder leaves out the list it cannot encode (and logs it), keeping the span.
+    assert [
+        dict((a.key, a.value.string_value) for a in s.attributes) for s in scope_spans.spans
+    ] == [
+        {"ok": "fine"},
+        {},
+    ]
+    assert dropped == 3
 
 
 def test_spans_wait_for_a_batch_and_beyond_the_queue_are_dropped() -> None:
-    pipeline = OtlpPipeline("http://127.0.0.1:9/v1/traces", RESOURCE)
+    counted: list[tuple[str, int]] = []
+    sender = OtlpSender(OtlpTarget("http://127.0.0.1:9/v1/traces"))
+    pipeline = OtlpPipeline(sender, RESOURCE, lambda reason, n: counted.append((reason, n)))
     tracing = Tracing(pipeline)
     for _ in range(2100):
         with tracing.span("gearbox.route"):
             pass
     assert len(pipeline._take()) == 512
     assert len(pipeline._pending) == 2048 - 512
-    pipeline.exporter.shutdown()  # type: ignore[no-untyped-call]
+    assert counted == [("queue_full", 1)] * 52
+
+
+SDK_SAMPLERS: dict[str, SdkSampler] = {
+    "always_on": ALWAYS_ON,
+    "always_off": ALWAYS_OFF,
+    "traceidratio": TraceIdRatioBased(0.25),
+    "parentbased_always_on": ParentBased(ALWAYS_ON),
+    "parentbased_always_off": ParentBased(ALWAYS_OFF),
+    "parentbased_traceidratio": ParentBased(TraceIdRatioBased(0.25)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SDK_SAMPLERS))
+def test_samplers_decide_as_the_sdk_samplers_do(name: str) -> None:
+    ours, sdk = Sampler(name, 0.25), SDK_SAMPLERS[name]
+    rng = random.Random(7)
+    for _ in range(2000):
+        trace_id = rng.getrandbits(128) or 1
+        expected = sdk.should_sample(None, trace_id, "s").decision is Decision.RECORD_AND_SAMPLE
+        assert ours.root(trace_id) is expected
+        for flag in (True, False):
+            flags = TraceFlags(TraceFlags.SAMPLED if flag else TraceFlags.DEFAULT)
+            parent = SpanContext(trace_id, 1, True, flags)
+            context = set_span_in_context(NonRecordingSpan(parent))
+            expected = (
+                sdk.should_sample(context, trace_id, "s").decision is Decision.RECORD_AND_SAMPLE
+            )
+            assert ours.under_remote(trace_id, flag) is expected
+
+
+def test_a_trace_the_sampler_leaves_out_records_nothing_but_propagates() -> None:
+    exporter = InMemorySpanExporter()
+    tracing = build_tracing("none", "t", span_exporter=exporter, sampler=Sampler("always_off"))
+    with tracing.request_span({}, "chat_completions") as request, tracing.span("x") as child:
+        carrier: dict[str, str] = {}
+        tracing.inject(carrier, child, {})
+        request.set_attribute("k", "v")
+    assert exporter.get_finished_spans() == ()
+    assert carrier["traceparent"].endswith("-00")
+    ratio = build_tracing("none", "t", span_exporter=exporter, sampler=Sampler("traceidratio", 0.5))
+    for _ in range(400):
+        with ratio.request_span({}, "models"), ratio.span("inner"):
+            pass
+    kept = exporter.get_finished_spans()
+    traces = {s.context.trace_id for s in kept if s.context}
+    assert len(kept) == 2 * len(traces)  # whole traces, never half of one
+    assert 120 < len(traces) < 280
+
+
+def test_unknown_samplers_are_refused() -> None:
+    for name, ratio in (("sometimes", 1.0), ("traceidratio", 1.5)):
+        with pytest.raises(ValueError, match="sampler"):
+            Sampler(name, ratio)
