@@ -13,11 +13,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from data_plane.decision.explain import explain
 from data_plane.decision.rollout import apply_rollout
-from data_plane.domain import Candidate, CompiledTable, RequestFacts, RouteDecision
+from data_plane.domain import Candidate, CompiledTable, RouteDecision
 from data_plane.errors import AllUpstreamsUnavailable, PayloadTooLarge, RequestTimeout
-from data_plane.request.body import ParsedBody, parse_request_body, rewrite_model
+from data_plane.request.body import parse_request_body, request_facts, rewrite_model
 from data_plane.request.budget import parse_budget
-from data_plane.request.classifier import classify
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE
@@ -70,19 +69,6 @@ class AiohttpSink:
                 await self._stream.write_eof()
             except ConnectionResetError as err:
                 raise ClientGoneError("client went away") from err
-
-
-def facts_of(parsed: ParsedBody) -> RequestFacts:
-    category, complexity = classify(parsed.classify_text)
-    return RequestFacts(
-        alias=parsed.alias,
-        category=category,
-        complexity=complexity,
-        input_chars=parsed.input_chars,
-        max_output_tokens=parsed.max_output_tokens,
-        stream=parsed.stream,
-        wants_json=parsed.wants_json,
-    )
 
 
 def _body_kind(raw: bytes) -> Kind:
@@ -163,7 +149,7 @@ class Handlers:
         parsed = parse_request_body(raw, kind)
         budget = parse_budget(request.headers)
         table = self._table()
-        decision = self._proxy.decide(table, facts_of(parsed), budget)
+        decision = self._proxy.decide(table, request_facts(parsed), budget)
         call = Call(
             request_id=exchange.request_id,
             path=path,
@@ -192,7 +178,7 @@ class Handlers:
         parsed = parse_request_body(raw, _body_kind(raw))
         budget = parse_budget(request.headers)
         table = self._table()
-        result = self._proxy.route(table, facts_of(parsed), budget)
+        result = self._proxy.route(table, request_facts(parsed), budget)
         if isinstance(result, RouteDecision):
             result = apply_rollout(result, table, self._proxy.draw())
         return web.json_response(explain(result, table))
