@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from data_plane.decision.choose import choose_route, order_endpoints, predict
+from data_plane.decision.rejections import RULE_WORDS
 from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import (
     Budget,
@@ -42,13 +43,6 @@ from data_plane.serving.quality import check_answer
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERSION, Tracing
 
-_BINDING_PARAM = {
-    "too_slow": "X-Latency-Budget-Ms",
-    "below_accuracy_floor": "X-Min-Accuracy",
-    "too_expensive": "X-Max-Cost-Usd",
-    "context_too_long": "max_tokens",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class ProxyConfig:
@@ -75,7 +69,7 @@ def no_route_error(result: NoRoute, retry_after_s: float) -> RouterError:
         case NoRouteReason.UNKNOWN_MODEL:
             return ModelNotFound(result.detail)
         case NoRouteReason.BUDGET_INFEASIBLE:
-            param = None if result.binding is None else _BINDING_PARAM.get(result.binding)
+            param = None if result.binding is None else RULE_WORDS[result.binding].param
             return BudgetInfeasible(result.detail, param=param)
         case NoRouteReason.ALL_UNHEALTHY:
             return AllUpstreamsUnavailable(result.detail, retry_after_s=retry_after_s)
