@@ -14,7 +14,8 @@ from aiohttp import web
 from control_plane.api_context import SETTINGS_KEY, ApiRoute, ResponseDoc
 from control_plane.api_errors import ApiError
 
-# Request headers the data plane reads for a decision (DESIGN.md), forwarded as given.
+# Request headers the data plane reads for a decision (docs/design.md, "Request contract"),
+# forwarded as given.
 FORWARDED_HEADERS = (
     "X-Latency-Budget-Ms",
     "X-TTFT-Budget-Ms",

@@ -236,7 +236,7 @@ def parse_request_body(raw: bytes, kind: BodyKind | Literal["either"]) -> Parsed
     InvalidRequest naming the field path (`code` invalid_json for undecodable bodies,
     invalid_field for bad fields).
 
-    The common valid body is read by `request_fields` (a dict walk); pydantic judges the
+    The common valid body is read by `fields` (a dict walk); pydantic judges the
     rest, so it words every error."""
     facts = _fast_facts(raw, kind)
     if facts is not None:

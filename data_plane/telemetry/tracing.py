@@ -34,7 +34,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, Trace
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.trace.span import TraceState
 
-# Span attribute names (DESIGN.md, Observability).
+# Span attribute names (docs/data_plane.md, "Observability").
 ATTR_PAIR = "gearbox.pair"
 ATTR_TABLE_VERSION = "gearbox.table_version"
 ATTR_REASON = "gearbox.reason"

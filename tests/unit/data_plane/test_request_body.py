@@ -1,4 +1,4 @@
-"""request_body.py: validation by field path, the facts we read, byte-exact model rewrite."""
+"""request/body.py: validation by field path, the facts we read, byte-exact model rewrite."""
 
 from __future__ import annotations
 
