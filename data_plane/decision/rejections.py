@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from contracts.budget_headers import ACCURACY_HEADER, COST_HEADER, LATENCY_HEADER
 from data_plane.decision.chain import FeasibleRow, candidate_of
 from data_plane.decision.feasibility import Limits, first_violation, static_violation
 from data_plane.domain import CompiledPair, CompiledTable, Rejected, Rejection, ScanRow
@@ -31,10 +32,10 @@ RULE_WORDS: dict[Rejection, RuleWords] = {
     Rejection.BREAKER_OPEN: RuleWords("breaker open", "open breakers", None),
     Rejection.CONTEXT_TOO_LONG: RuleWords("context too long", "the context length", "max_tokens"),
     Rejection.BELOW_FLOOR: RuleWords(
-        "below the accuracy floor", "the accuracy floor", "X-Min-Accuracy"
+        "below the accuracy floor", "the accuracy floor", ACCURACY_HEADER
     ),
-    Rejection.TOO_SLOW: RuleWords("too slow", "the latency budget", "X-Latency-Budget-Ms"),
-    Rejection.TOO_EXPENSIVE: RuleWords("too expensive", "the cost ceiling", "X-Max-Cost-Usd"),
+    Rejection.TOO_SLOW: RuleWords("too slow", "the latency budget", LATENCY_HEADER),
+    Rejection.TOO_EXPENSIVE: RuleWords("too expensive", "the cost ceiling", COST_HEADER),
 }
 
 
