@@ -6,7 +6,6 @@ engine receives. Traced with `sys.setprofile` over one request on a warm app."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import orjson
 
 import data_plane
-from tests.component.data_plane.conftest import CHAT_BODY, MakeHarness
+from tests.component.data_plane.conftest import CHAT_BODY, Harness, MakeHarness
 from tests.component.data_plane.fakes import ok_json, two_pair_table
 
 FP16, INT4 = "http://fp16-a", "http://int4-a"
@@ -58,8 +57,16 @@ class Walk:
         return self.stops.count(folder)
 
 
-async def _traced(send: Callable[[], Awaitable[int]]) -> Walk:
-    await send()  # warm: first-use caches are not part of the walk
+async def _traced(h: Harness, path: str, body: dict[str, Any]) -> Walk:
+    """The walk of one POST of `body` to `path`, after one untraced warm-up request (first-use
+    caches are not part of the walk)."""
+
+    async def send() -> int:
+        resp = await h.client.post(path, json=body)
+        await resp.read()
+        return resp.status
+
+    await send()
     walk = Walk()
     sys.setprofile(walk)
     try:
@@ -72,13 +79,7 @@ async def _traced(send: Callable[[], Awaitable[int]]) -> Walk:
 
 async def test_a_routed_request_reads_its_body_once(make_harness: MakeHarness) -> None:
     h = await make_harness(two_pair_table([FP16], [INT4]), routes={INT4: ok_json()})
-
-    async def send() -> int:
-        resp = await h.client.post("/v1/chat/completions", json=CHAT_BODY)
-        await resp.read()
-        return resp.status
-
-    walk = await _traced(send)
+    walk = await _traced(h, "/v1/chat/completions", CHAT_BODY)
     # Once to read the request (body, budget, category), once to rewrite `model` for the
     # engine; the handler no longer goes back for the category or the rewrite.
     assert walk.visits("request") == 2, walk.stops
@@ -86,13 +87,6 @@ async def test_a_routed_request_reads_its_body_once(make_harness: MakeHarness) -
 
 async def test_route_reads_its_body_once_and_only_in_request(make_harness: MakeHarness) -> None:
     h = await make_harness(two_pair_table([FP16], [INT4]), routes={INT4: ok_json()})
-    body = {"model": "auto", "prompt": "Say hello.", "max_tokens": 8}
-
-    async def send() -> int:
-        resp = await h.client.post("/v1/route", json=body)
-        await resp.read()
-        return resp.status
-
-    walk = await _traced(send)
+    walk = await _traced(h, "/v1/route", {"model": "auto", "prompt": "Say hello.", "max_tokens": 8})
     assert walk.visits("request") == 1, walk.stops
     assert walk.decoders == {"request"}  # the handler does not decode it to pick its kind
