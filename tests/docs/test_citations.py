@@ -51,3 +51,37 @@ def test_every_cited_section_exists() -> None:
             ):
                 missing.append(f"{path.relative_to(REPO_ROOT)}: docs/style.md section {m.group(1)}")
     assert missing == []
+
+
+_REPO_PATH = re.compile(
+    r"`((?:data_plane|control_plane|profiler|simulator|contracts|demo|bench|tests|infra|docs)"
+    r"/[\w./-]*[\w/])"
+)
+
+
+def _ignored_outputs() -> set[str]:
+    """Folders .gitignore names by path (written by runs, e.g. `bench/out/`)."""
+    lines = (REPO_ROOT / ".gitignore").read_text().splitlines()
+    return {line.rstrip("/") for line in lines if "/" in line.rstrip("/")}
+
+
+def _exists(path: str) -> bool:
+    """A file or folder, `module.Attribute` of a Python module, or a run's output folder."""
+    module = path.rsplit(".", 1)[0].replace(".", "/") + ".py"
+    return (
+        (REPO_ROOT / path).exists()
+        or (REPO_ROOT / module).is_file()
+        or path.rstrip("/") in _ignored_outputs()
+    )
+
+
+def test_every_repository_path_in_the_docs_exists() -> None:
+    """No stale module path (e.g. from a move) in README.md or docs/."""
+    pages = [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").glob("*.md"))]
+    missing = []
+    for page in pages:
+        text = page.read_text()
+        for m in _REPO_PATH.finditer(text):
+            if "*" not in m.group(1) and not _exists(m.group(1)):
+                missing.append(f"{_where(page, text, m.start())}: {m.group(1)}")
+    assert missing == []
