@@ -12,6 +12,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 BreakerState = Literal["closed", "half_open", "open"]
+# One number per state, worse states higher: the value of the `gearbox_circuit_state` gauge
+# (0 closed, 1 half-open, 2 open) and the order in which the operator page merges instances.
+BREAKER_STATE_LEVEL: dict[BreakerState, int] = {"closed": 0, "half_open": 1, "open": 2}
 
 
 class _Contract(BaseModel):

@@ -16,7 +16,7 @@ Family = Annotated[str, Field(pattern=FAMILY_PATTERN)]
 Quantization = Annotated[str, Field(pattern=QUANT_PATTERN)]
 Category = Annotated[str, Field(pattern=CATEGORY_PATTERN)]
 
-# The categories DESIGN.md names; policies may add more.
+# The categories docs/design.md names ("Words"); policies may add more.
 KNOWN_CATEGORIES: tuple[str, ...] = ("chat", "extraction", "code", "math", "reasoning")
 
 

@@ -11,19 +11,13 @@ from __future__ import annotations
 import aiohttp
 from aiohttp import web
 
+from contracts.budget_headers import BUDGET_HEADERS
 from control_plane.api_context import SETTINGS_KEY, ApiRoute, ResponseDoc
 from control_plane.api_errors import ApiError
 
-# Request headers the data plane reads for a decision (DESIGN.md), forwarded as given.
-FORWARDED_HEADERS = (
-    "X-Latency-Budget-Ms",
-    "X-TTFT-Budget-Ms",
-    "X-Min-Accuracy",
-    "X-Max-Cost-Usd",
-    "X-Budget-Mode",
-    "X-Task-Category",
-    "X-Request-Id",
-)
+# Request headers the data plane reads for a decision (docs/design.md, "Request contract"),
+# forwarded as given.
+FORWARDED_HEADERS = (*BUDGET_HEADERS, "X-Request-Id")
 # The data plane's API key, if it wants one, comes in its own header: `Authorization` belongs
 # to the control plane's admin token.
 API_KEY_HEADER = "X-Gearbox-Api-Key"

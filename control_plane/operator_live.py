@@ -11,10 +11,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.live_state import BreakerState, DataPlaneState
-
-# Worse states sort higher: an endpoint is shown as open when any instance has it open.
-_SEVERITY: dict[BreakerState, int] = {"closed": 0, "half_open": 1, "open": 2}
+from contracts.live_state import BREAKER_STATE_LEVEL, BreakerState, DataPlaneState
 
 
 class _View(BaseModel):
@@ -75,7 +72,7 @@ def _endpoints(states: Sequence[DataPlaneState]) -> list[EndpointView]:
         EndpointView(
             endpoint_id=endpoint_id,
             pair=pair,
-            breaker=max(by_instance.values(), key=lambda b: _SEVERITY[b]),
+            breaker=max(by_instance.values(), key=BREAKER_STATE_LEVEL.__getitem__),
             breakers=dict(sorted(by_instance.items())),
             in_flight=in_flight[(pair, endpoint_id)],
         )

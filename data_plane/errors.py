@@ -1,10 +1,11 @@
-"""The RouterError tree and its one mapping to OpenAI-style error responses (STYLE.md section 7).
+"""The RouterError tree and its one mapping to OpenAI-style error responses
+(docs/style.md, section 7).
 
 PURE: raising code names *what* went wrong; `to_openai_error` alone decides status, envelope and
 headers. `normalize_upstream_error` turns any engine error body into the same envelope.
 """
 
-# The class names are the ones STYLE.md section 7 fixes (they read as HTTP outcomes).
+# The class names are the ones docs/style.md, section 7 fixes (they read as HTTP outcomes).
 # ruff: noqa: N818
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ class DataPlaneSettings(BaseSettings):
     # the next candidate is tried. factor 0 = no engine deadline.
     engine_deadline_factor: float = Field(default=2.0, ge=0.0, le=100.0)
     engine_deadline_slack_s: float = Field(default=0.5, ge=0.0, le=600.0)
-    # OpenTelemetry's standard variables (docs/data_plane.md, "Tracing"), read here like every
+    # OpenTelemetry's standard variables (docs/data_plane.md, "Observability"), read here like every
     # other setting: their own names, no GEARBOX_DP_ prefix (the first alias is the field's
     # name, so a command-line flag sets it too). Head sampling: parentbased_always_on.
     otel_traces_sampler: TraceSampler = Field(

@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -22,12 +21,6 @@ import aiohttp
 
 class StartupError(RuntimeError):
     """A child process exited or did not become ready in time; the message says which and why."""
-
-
-def free_port() -> int:
-    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def log_tail(path: Path, lines: int = 15) -> str:

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import secrets
-import shutil
 import sys
 import tempfile
-import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
-import redis.asyncio as aioredis
 
-from demo.processes import Child, StartupError, free_port, start_child, wait_http_ok
+from control_plane.redis_launcher import free_port, redis_server_argv, wait_until_listening
+from demo.processes import Child, StartupError, start_child, wait_http_ok
 
 KEY_PREFIX = "demo"
 STARTUP_TIMEOUT_S = 60.0
@@ -42,28 +40,19 @@ class Stack:
 
 async def start_redis(children: ExitStack, logs: Path) -> str:
     """A redis-server of the system on a free port, no persistence; returns its URL."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        raise StartupError("redis-server is not installed: run `make system-deps`")
     workdir = Path(children.enter_context(tempfile.TemporaryDirectory(prefix="gearbox-demo-")))
     port = free_port()
-    argv = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
-    argv += ["no", "--dir", str(workdir), "--protected-mode", "no"]
+    try:
+        argv = redis_server_argv(port, workdir)
+    except RuntimeError as err:
+        raise StartupError(str(err)) from err
     child = start_child("redis-server", argv, logs / "redis.log")
     children.callback(child.stop)
-    url = f"redis://127.0.0.1:{port}/0"
-    deadline = time.monotonic() + 10
-    while True:
-        client = aioredis.Redis.from_url(url)
-        try:
-            await client.ping()
-            return url
-        except (aioredis.ConnectionError, OSError) as err:
-            if time.monotonic() > deadline or not child.running():
-                raise StartupError(child.failure()) from err
-            await asyncio.sleep(0.1)
-        finally:
-            await client.aclose()
+    try:
+        await asyncio.to_thread(wait_until_listening, port, child.process)
+    except RuntimeError as err:
+        raise StartupError(child.failure()) from err
+    return f"redis://127.0.0.1:{port}/0"
 
 
 async def start_control_plane(children: ExitStack, redis_url: str, logs: Path) -> tuple[str, str]:

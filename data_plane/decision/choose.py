@@ -6,7 +6,7 @@ rest of the fallback chain and the rejections come back as lazy sequences
 (`data_plane.decision.chain`) worked out from decision-time figures when first read. Reads no clock,
 env, network or logger; randomness (power-of-two choices) comes only from the `rng`
 argument, so the same inputs and rng state give the same decision. When no pair is feasible,
-`fallback` decides. Semantics: DESIGN.md "Routing semantics"; assumptions:
+`fallback` decides. Semantics: docs/design.md, "Routing semantics"; assumptions:
 `feasibility.first_violation`.
 """
 

@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
+from data_plane.decision.rejections import RULE_WORDS
 from data_plane.domain import (
     Candidate,
     CompiledTable,
@@ -18,15 +19,6 @@ from data_plane.domain import (
     RouteDecision,
     RouteReason,
 )
-
-_REJECTION_WORDS = {
-    "not_allowed_by_model": "not allowed by the model field",
-    "breaker_open": "breaker open",
-    "context_too_long": "context too long",
-    "below_accuracy_floor": "below the accuracy floor",
-    "too_slow": "too slow",
-    "too_expensive": "too expensive",
-}
 
 
 def _candidate(c: Candidate, category: str) -> dict[str, Any]:
@@ -50,8 +42,8 @@ def _rejected(rejected: Sequence[Rejected]) -> list[dict[str, str]]:
 def _rejection_counts(rejected: Sequence[Rejected]) -> str:
     if not rejected:
         return "No pair was rejected."
-    counts = Counter(r.reason.value for r in rejected)
-    parts = ", ".join(f"{n} {_REJECTION_WORDS[reason]}" for reason, n in counts.items())
+    counts = Counter(r.reason for r in rejected)
+    parts = ", ".join(f"{n} {RULE_WORDS[reason].counted}" for reason, n in counts.items())
     return f"{len(rejected)} pair(s) rejected ({parts})."
 
 

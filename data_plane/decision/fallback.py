@@ -22,7 +22,7 @@ from data_plane.decision.feasibility import (
     predict,
     static_violation,
 )
-from data_plane.decision.rejections import allowed_rejections
+from data_plane.decision.rejections import RULE_WORDS, allowed_rejections
 from data_plane.domain import (
     BudgetMode,
     Candidate,
@@ -39,12 +39,6 @@ from data_plane.domain import (
 
 # Not a budget rule: these never count towards the binding constraint.
 _NOT_RULED = frozenset({Rejection.BREAKER_OPEN, Rejection.NOT_ALLOWED})
-_BINDING_WORDS = {
-    Rejection.CONTEXT_TOO_LONG: "the context length",
-    Rejection.BELOW_FLOOR: "the accuracy floor",
-    Rejection.TOO_SLOW: "the latency budget",
-    Rejection.TOO_EXPENSIVE: "the cost ceiling",
-}
 
 
 def _within_cost(found: FeasibleRow, limits: Limits) -> bool:
@@ -135,7 +129,7 @@ def _infeasible(healthy: list[Rejected], limits: Limits, rejected: tuple[Rejecte
     count = sum(1 for r in healthy if r.reason is binding)
     detail = (
         f"no pair meets the budget ({limits.mode.value} mode, category {limits.category}); "
-        f"binding constraint: {_BINDING_WORDS[binding]}, which rules out {count} pair(s), "
+        f"binding constraint: {RULE_WORDS[binding].binding}, which rules out {count} pair(s), "
         f"e.g. {example.pair}: {example.detail}"
     )
     return NoRoute(NoRouteReason.BUDGET_INFEASIBLE, detail, binding=binding, rejected=rejected)

@@ -1,7 +1,7 @@
 """Feasibility of one pair for one request: effective limits, prediction, the rules in order.
 
-PURE. The one place the routing assumptions live (see `first_violation`); `routing.py` scans
-with the same arithmetic inlined, and explains its rejections with the functions here.
+PURE. The one place the routing assumptions live (see `first_violation`); `scan.py` scans
+with the same arithmetic inlined, and `rejections.py` explains with the functions here.
 """
 
 from __future__ import annotations

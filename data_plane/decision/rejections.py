@@ -8,10 +8,35 @@ what the decision saw. Each pair gets the FIRST rule of `feasibility.RULE_ORDER`
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+from contracts.budget_headers import ACCURACY_HEADER, COST_HEADER, LATENCY_HEADER
 from data_plane.decision.chain import FeasibleRow, candidate_of
 from data_plane.decision.feasibility import Limits, first_violation, static_violation
 from data_plane.domain import CompiledPair, CompiledTable, Rejected, Rejection, ScanRow
+
+
+@dataclass(frozen=True, slots=True)
+class RuleWords:
+    """How each answer names one rule: `counted` in `/v1/route`'s summary ("3 too slow"),
+    `binding` in a strict-mode error ("binding constraint: the latency budget"), and `param`,
+    the header or field that error names (None for rules no request sets)."""
+
+    counted: str
+    binding: str
+    param: str | None
+
+
+RULE_WORDS: dict[Rejection, RuleWords] = {
+    Rejection.NOT_ALLOWED: RuleWords("not allowed by the model field", "the model field", None),
+    Rejection.BREAKER_OPEN: RuleWords("breaker open", "open breakers", None),
+    Rejection.CONTEXT_TOO_LONG: RuleWords("context too long", "the context length", "max_tokens"),
+    Rejection.BELOW_FLOOR: RuleWords(
+        "below the accuracy floor", "the accuracy floor", ACCURACY_HEADER
+    ),
+    Rejection.TOO_SLOW: RuleWords("too slow", "the latency budget", LATENCY_HEADER),
+    Rejection.TOO_EXPENSIVE: RuleWords("too expensive", "the cost ceiling", COST_HEADER),
+}
 
 
 def breaker_open(row: ScanRow, ejected: frozenset[str]) -> Rejected | None:

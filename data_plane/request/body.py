@@ -25,9 +25,7 @@ from pydantic import (
     field_validator,
 )
 
-from data_plane.domain import RequestFacts
 from data_plane.errors import InvalidRequest
-from data_plane.request.classifier import classify
 from data_plane.request.fields import (
     JSON_FORMATS,
     MAX_MODEL_CHARS,
@@ -43,6 +41,7 @@ _OPEN = frozenset(b"[{")
 _BACKSLASH = ord("\\")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 PositiveTokens = Annotated[int, Field(strict=True, gt=0, le=MAX_OUTPUT_TOKENS)]
+BodyKind = Literal["chat", "completions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,9 +214,7 @@ def _load(raw: bytes) -> dict[str, Any]:
     return doc
 
 
-def _validate(
-    doc: dict[str, Any], kind: Literal["chat", "completions"]
-) -> _ChatBody | _CompletionBody:
+def _validate(doc: dict[str, Any], kind: BodyKind) -> _ChatBody | _CompletionBody:
     model = _ChatBody if kind == "chat" else _CompletionBody
     try:
         return model.model_validate(doc)
@@ -228,23 +225,31 @@ def _validate(
         raise InvalidRequest(f"{path or 'body'}: {message}", param=path or None) from err
 
 
-def parse_request_body(raw: bytes, kind: Literal["chat", "completions"]) -> ParsedBody:
-    """Validate a chat or completions body; raise InvalidRequest naming the field path
-    (`code` invalid_json for undecodable bodies, invalid_field for bad fields).
+def kind_of(doc: dict[str, Any]) -> BodyKind:
+    """The kind of a body that may be either (`/v1/route` takes both): completions when it
+    has a prompt and no messages, else chat."""
+    return "completions" if "messages" not in doc and "prompt" in doc else "chat"
 
-    The common valid body is read by `request_fields` (a dict walk); pydantic judges the
+
+def parse_request_body(raw: bytes, kind: BodyKind | Literal["either"]) -> ParsedBody:
+    """Validate a chat or completions body ("either": whichever `kind_of` finds); raise
+    InvalidRequest naming the field path (`code` invalid_json for undecodable bodies,
+    invalid_field for bad fields).
+
+    The common valid body is read by `fields` (a dict walk); pydantic judges the
     rest, so it words every error."""
     facts = _fast_facts(raw, kind)
     if facts is not None:
         return ParsedBody(*facts)
     doc = _load(raw)
-    facts = chat_facts(doc) if kind == "chat" else completion_facts(doc)
+    known = kind_of(doc) if kind == "either" else kind
+    facts = chat_facts(doc) if known == "chat" else completion_facts(doc)
     if facts is not None:
         return ParsedBody(*facts)
-    return validated_facts(doc, kind)
+    return validated_facts(doc, known)
 
 
-def _fast_facts(raw: bytes, kind: Literal["chat", "completions"]) -> Facts | None:
+def _fast_facts(raw: bytes, kind: BodyKind | Literal["either"]) -> Facts | None:
     """The facts of a valid body decoded by orjson (several times faster than `json`), or
     None: then the standard decoder and pydantic judge it and word any error.
 
@@ -260,10 +265,12 @@ def _fast_facts(raw: bytes, kind: Literal["chat", "completions"]) -> Facts | Non
         return None
     if type(doc) is not dict:
         return None
+    if kind == "either":
+        kind = kind_of(doc)
     return chat_facts(doc) if kind == "chat" else completion_facts(doc)
 
 
-def validated_facts(doc: dict[str, Any], kind: Literal["chat", "completions"]) -> ParsedBody:
+def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
     """The facts of a decoded body, validated by pydantic (raises InvalidRequest)."""
     body = _validate(doc, kind)
     if isinstance(body, _ChatBody):
@@ -377,17 +384,3 @@ def rewrite_model(raw: bytes, served_model_name: str) -> bytes:
         pos = end
     out.append(raw[pos:])
     return b"".join(out)
-
-
-def request_facts(parsed: ParsedBody) -> RequestFacts:
-    """Routing facts for a parsed body: classifies the last user turn (never stores its text)."""
-    category, complexity = classify(parsed.classify_text)
-    return RequestFacts(
-        alias=parsed.alias,
-        category=category,
-        complexity=complexity,
-        input_chars=parsed.input_chars,
-        max_output_tokens=parsed.max_output_tokens,
-        stream=parsed.stream,
-        wants_json=parsed.wants_json,
-    )

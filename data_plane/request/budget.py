@@ -10,24 +10,19 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from contracts.budget_headers import (
+    ACCURACY_HEADER,
+    BUDGET_HEADERS,
+    CATEGORY_HEADER,
+    COST_HEADER,
+    LATENCY_HEADER,
+    MODE_HEADER,
+    TTFT_HEADER,
+)
 from contracts.names import CATEGORY_PATTERN
 from data_plane.domain import Budget, BudgetMode
 from data_plane.errors import InvalidBudget
 
-LATENCY_HEADER = "X-Latency-Budget-Ms"
-TTFT_HEADER = "X-TTFT-Budget-Ms"
-ACCURACY_HEADER = "X-Min-Accuracy"
-COST_HEADER = "X-Max-Cost-Usd"
-MODE_HEADER = "X-Budget-Mode"
-CATEGORY_HEADER = "X-Task-Category"
-BUDGET_HEADERS = (
-    LATENCY_HEADER,
-    TTFT_HEADER,
-    ACCURACY_HEADER,
-    COST_HEADER,
-    MODE_HEADER,
-    CATEGORY_HEADER,
-)
 _CANONICAL = {name.lower(): name for name in BUDGET_HEADERS}
 
 MAX_BUDGET_MS = 3_600_000.0  # one hour: anything longer is a unit mistake, not a budget

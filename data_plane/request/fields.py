@@ -1,6 +1,6 @@
 """The fields we read from a decoded body, checked by hand for the common, valid case.
 
-PURE. Accepts exactly a subset of what `request_body`'s pydantic models accept (same types,
+PURE. Accepts exactly a subset of what `body`'s pydantic models accept (same types,
 same bounds, strict: no coercion) and reads the same facts from it. Anything else returns
 None, and pydantic judges the body, so every error keeps pydantic's wording and field path.
 Pydantic costs more per request than the routing decision; this is a dict walk.

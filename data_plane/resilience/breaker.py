@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from contracts.live_state import BREAKER_STATE_LEVEL
+
 
 class BreakerState(StrEnum):
     """Values match `contracts.live_state.BreakerState`; `level` is the metric gauge value."""
@@ -24,11 +26,10 @@ class BreakerState(StrEnum):
 
     @property
     def level(self) -> int:
-        """gearbox_circuit_state: 0 closed, 1 half-open, 2 open."""
-        return _LEVELS[self]
+        """gearbox_circuit_state: 0 closed, 1 half-open, 2 open (`BREAKER_STATE_LEVEL`)."""
+        return BREAKER_STATE_LEVEL[self.value]
 
 
-_LEVELS = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
 _NONE: frozenset[str] = frozenset()
 
 

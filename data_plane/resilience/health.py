@@ -80,13 +80,13 @@ class Health:
         self._board.retain(ids)
         self.tracker.forget(set(ids))
         for endpoint_id in ids:
-            self._metrics.set_breaker_state(endpoint_id, self._board.state(endpoint_id))
+            self._metrics.set_breaker_state(endpoint_id, self._board.state(endpoint_id).level)
             self._metrics.in_flight.labels(endpoint_id).set(self.tracker.in_flight(endpoint_id))
 
     def _publish(self, transitions: Iterable[Transition]) -> None:
         for t in transitions:
             self._metrics.circuit_transitions.labels(t.endpoint_id, t.to_state).inc()
-            self._metrics.set_breaker_state(t.endpoint_id, t.to_state)
+            self._metrics.set_breaker_state(t.endpoint_id, t.to_state.level)
             level = logging.WARNING if t.to_state is BreakerState.OPEN else logging.INFO
             logger.log(
                 level,

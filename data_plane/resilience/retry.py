@@ -1,6 +1,6 @@
 """Retry policy: `next_step`, what a breaker learns from an outcome, and the retry budget.
 
-PURE: the only place that decides whether a failed attempt is retried (STYLE.md section 8).
+PURE: the only place that decides whether a failed attempt is retried (docs/style.md, section 8).
 Time enters only through an injected clock. No I/O, no sleeping: a retry goes to the next
 endpoint or pair at once, so there is no backoff delay to wait out.
 """

@@ -13,11 +13,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from data_plane.decision.explain import explain
 from data_plane.decision.rollout import apply_rollout
-from data_plane.domain import Candidate, CompiledTable, RequestFacts, RouteDecision
+from data_plane.domain import Candidate, CompiledTable, RouteDecision
 from data_plane.errors import AllUpstreamsUnavailable, PayloadTooLarge, RequestTimeout
-from data_plane.request.body import ParsedBody, parse_request_body, rewrite_model
-from data_plane.request.budget import parse_budget
-from data_plane.request.classifier import classify
+from data_plane.request.inbound import read_request
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE
@@ -70,30 +68,6 @@ class AiohttpSink:
                 await self._stream.write_eof()
             except ConnectionResetError as err:
                 raise ClientGoneError("client went away") from err
-
-
-def facts_of(parsed: ParsedBody) -> RequestFacts:
-    category, complexity = classify(parsed.classify_text)
-    return RequestFacts(
-        alias=parsed.alias,
-        category=category,
-        complexity=complexity,
-        input_chars=parsed.input_chars,
-        max_output_tokens=parsed.max_output_tokens,
-        stream=parsed.stream,
-        wants_json=parsed.wants_json,
-    )
-
-
-def _body_kind(raw: bytes) -> Kind:
-    """/v1/route accepts either body: completions when it has a prompt and no messages."""
-    try:
-        doc = json.loads(raw)
-    except ValueError:
-        return "chat"  # parse_request_body names the JSON problem
-    if isinstance(doc, dict) and "messages" not in doc and "prompt" in doc:
-        return "completions"
-    return "chat"
 
 
 class Handlers:
@@ -159,19 +133,18 @@ class Handlers:
     async def _complete(self, request: web.Request, kind: Kind, path: str) -> web.StreamResponse:
         started = self._clock()
         exchange = request[EXCHANGE]
-        raw = await self._read(request)
-        parsed = parse_request_body(raw, kind)
-        budget = parse_budget(request.headers)
+        inbound = read_request(await self._read(request), kind, request.headers)
         table = self._table()
-        decision = self._proxy.decide(table, facts_of(parsed), budget)
+        decision = self._proxy.decide(table, inbound.facts, inbound.budget)
+        stream = inbound.facts.stream
         call = Call(
             request_id=exchange.request_id,
             path=path,
-            stream=parsed.stream,
-            wants_json=parsed.wants_json,
+            stream=stream,
+            wants_json=inbound.facts.wants_json,
             started_s=started,
-            ttft_budget_s=decision.budget_ttft_s if parsed.stream else None,
-            bodies=_bodies(raw),
+            ttft_budget_s=decision.budget_ttft_s if stream else None,
+            bodies=inbound.body_for,
             headers_for=_headers_for(decision, table.version),
             state=CallState(),
             # Passed on as they are only while tracing is off (else our span's are sent).
@@ -188,11 +161,9 @@ class Handlers:
 
     async def route(self, request: web.Request) -> web.Response:
         """The decision for this body and these headers, explained; no engine is called."""
-        raw = await self._read(request)
-        parsed = parse_request_body(raw, _body_kind(raw))
-        budget = parse_budget(request.headers)
+        inbound = read_request(await self._read(request), "either", request.headers)
         table = self._table()
-        result = self._proxy.route(table, facts_of(parsed), budget)
+        result = self._proxy.route(table, inbound.facts, inbound.budget)
         if isinstance(result, RouteDecision):
             result = apply_rollout(result, table, self._proxy.draw())
         return web.json_response(explain(result, table))
@@ -226,19 +197,6 @@ def _trace_headers(request: web.Request) -> dict[str, str]:
         if value is not None and len(value) <= 512 and value.isascii():
             found[name] = value
     return found
-
-
-def _bodies(raw: bytes) -> Callable[[str], bytes]:
-    """served model name -> the client's body with only `model` rewritten (memoised)."""
-    cache: dict[str, bytes] = {}
-
-    def body_for(served_model_name: str) -> bytes:
-        body = cache.get(served_model_name)
-        if body is None:
-            body = cache[served_model_name] = rewrite_model(raw, served_model_name)
-        return body
-
-    return body_for
 
 
 def _headers_for(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import os
 import re
@@ -186,7 +185,3 @@ async def add_request_id(request: web.Request, response: web.StreamResponse) -> 
     exchange = request.get(EXCHANGE)
     if exchange is not None:
         response.headers["X-Request-Id"] = exchange.request_id
-
-
-def json_body(data: object) -> bytes:
-    return json.dumps(data, separators=(",", ":")).encode()

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from data_plane.decision.choose import choose_route, order_endpoints, predict
+from data_plane.decision.rejections import RULE_WORDS
 from data_plane.decision.relaxed import latency_relaxed
 from data_plane.decision.rollout import apply_rollout, shadow_without_route
 from data_plane.domain import (
@@ -58,13 +59,6 @@ from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERS
 
 logger = logging.getLogger(__name__)
 
-_BINDING_PARAM = {
-    "too_slow": "X-Latency-Budget-Ms",
-    "below_accuracy_floor": "X-Min-Accuracy",
-    "too_expensive": "X-Max-Cost-Usd",
-    "context_too_long": "max_tokens",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class ProxyConfig:
@@ -95,7 +89,7 @@ def no_route_error(result: NoRoute, retry_after_s: float) -> RouterError:
         case NoRouteReason.UNKNOWN_MODEL:
             return ModelNotFound(result.detail)
         case NoRouteReason.BUDGET_INFEASIBLE:
-            param = None if result.binding is None else _BINDING_PARAM.get(result.binding)
+            param = None if result.binding is None else RULE_WORDS[result.binding].param
             return BudgetInfeasible(result.detail, param=param)
         case NoRouteReason.ALL_UNHEALTHY:
             return AllUpstreamsUnavailable(result.detail, retry_after_s=retry_after_s)

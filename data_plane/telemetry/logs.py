@@ -12,7 +12,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-# The structured fields a log record may carry (STYLE.md section 9).
+# The structured fields a log record may carry (docs/style.md, section 9).
 ALLOWED_FIELDS: tuple[str, ...] = (
     "request_id",
     "model_alias",

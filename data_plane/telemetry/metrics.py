@@ -59,9 +59,6 @@ class AttemptOutcome(StrEnum):
     TTFT_BUDGET_MISSED = "ttft_budget_missed"
 
 
-BREAKER_STATE_VALUE = {"closed": 0.0, "half_open": 1.0, "open": 2.0}
-
-
 @dataclass(frozen=True, slots=True)
 class PairSeries:
     """The label children of one pair."""
@@ -299,8 +296,9 @@ class DataPlaneMetrics:
     def set_in_flight(self, endpoint: str, count: int) -> None:
         self.in_flight.labels(endpoint).set(count)
 
-    def set_breaker_state(self, endpoint: str, state: str) -> None:
-        self.circuit_state.labels(endpoint).set(BREAKER_STATE_VALUE[state])
+    def set_breaker_state(self, endpoint: str, level: int) -> None:
+        """`level`: `BreakerState.level` (0 closed, 1 half-open, 2 open)."""
+        self.circuit_state.labels(endpoint).set(level)
 
     def count_dropped_spans(self, reason: str, count: int) -> None:
         """Spans the trace pipeline did not export (counted on the event loop)."""

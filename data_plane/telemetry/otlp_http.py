@@ -1,7 +1,7 @@
 """Posting encoded spans to an OTLP/HTTP collector: the transport half of the OTLP exporter.
 
 What the OpenTelemetry exporter's OTEL_EXPORTER_OTLP_* settings configure, taken from
-settings (docs/data_plane.md, "Tracing"): the URL, extra headers, a timeout per export and
+settings (docs/data_plane.md, "Observability"): the URL, extra headers, a timeout per export and
 gzip compression. Like the SDK exporter it retries a batch the collector could not take for
 now (429, 502, 503, 504, or no connection) with a growing pause, within the timeout, and
 gives up on other answers. Blocking (urllib): the pipeline calls it from a worker thread.

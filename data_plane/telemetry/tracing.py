@@ -35,7 +35,7 @@ from opentelemetry.trace.span import TraceState
 
 from data_plane.telemetry.sampling import DEFAULT_SAMPLER, Sampler
 
-# Span attribute names (DESIGN.md, Observability).
+# Span attribute names (docs/data_plane.md, "Observability").
 ATTR_PAIR = "gearbox.pair"
 ATTR_TABLE_VERSION = "gearbox.table_version"
 ATTR_REASON = "gearbox.reason"

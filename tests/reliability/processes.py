@@ -17,13 +17,12 @@ import signal
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 
+from control_plane.redis_launcher import RedisTls, free_port, redis_server_argv
 from simulator import FaultConfig, SimFleetConfig, SimPairConfig
-from tests.support.redis_server import free_port
 
 START_TIMEOUT_S = 30.0
 
@@ -170,42 +169,23 @@ class DataPlaneProcess(Child):
         return [json.loads(x) for x in lines if x.startswith("{")]
 
 
-@dataclass(frozen=True)
-class TlsFiles:
-    """A throwaway CA and a server certificate for 127.0.0.1 (see `make_tls_files`)."""
-
-    ca_cert: Path
-    server_cert: Path
-    server_key: Path
-
-
 class PersistentRedis(Child):
     """redis-server with AOF (fsync always) on a fixed loopback port: stop/start keeps data,
     as a production Redis does; `tests.support.running_redis` forgets everything instead.
     With `tls`, it listens for TLS only (`--tls-port`, plain port off)."""
 
     def __init__(
-        self, workdir: Path, password: str | None = None, tls: TlsFiles | None = None
+        self, workdir: Path, password: str | None = None, tls: RedisTls | None = None
     ) -> None:
         self.port = free_port()
         self.password = password
         self.tls = tls
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise ChildFailedError("redis-server is not installed (make system-deps)")
         data = workdir / "redis-data"
         data.mkdir(parents=True, exist_ok=True)
-        args = [binary, "--bind", "127.0.0.1", "--dir", str(data)]
-        args += ["--save", "", "--appendonly", "yes", "--appendfsync", "always"]
-        args += ["--protected-mode", "no", "--loglevel", "warning"]
-        if tls is None:
-            args += ["--port", str(self.port)]
-        else:
-            args += ["--port", "0", "--tls-port", str(self.port), "--tls-auth-clients", "no"]
-            args += ["--tls-cert-file", str(tls.server_cert), "--tls-key-file", str(tls.server_key)]
-            args += ["--tls-ca-cert-file", str(tls.ca_cert)]
-        if password:
-            args += ["--requirepass", password]
+        try:
+            args = redis_server_argv(self.port, data, password=password, persist=True, tls=tls)
+        except RuntimeError as err:
+            raise ChildFailedError(str(err)) from err
         super().__init__("redis", args, workdir / "redis.log", {})
 
     @property
@@ -235,7 +215,7 @@ def _openssl_steps(workdir: Path) -> list[list[str]]:
     ]
 
 
-async def make_tls_files(workdir: Path) -> TlsFiles:
+async def make_tls_files(workdir: Path) -> RedisTls:
     """A throwaway CA and a server certificate for IP 127.0.0.1, with the openssl CLI."""
     steps = _openssl_steps(workdir)
     steps[0] += ["-subj", "/CN=gearbox-test-ca"]
@@ -253,4 +233,4 @@ async def make_tls_files(workdir: Path) -> TlsFiles:
         out, _ = await proc.communicate()
         if proc.returncode != 0:
             raise ChildFailedError(f"openssl {step[0]} failed: {out.decode(errors='replace')}")
-    return TlsFiles(workdir / "ca.crt", workdir / "server.crt", workdir / "server.key")
+    return RedisTls(workdir / "ca.crt", workdir / "server.crt", workdir / "server.key")

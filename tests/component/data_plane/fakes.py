@@ -9,11 +9,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contracts.routing_table import RoutingTable, stamp_table, with_version
+from contracts.routing_table import RoutingTable, with_version
 from data_plane.outcome import ConnectFailed, StreamBroken
 from data_plane.upstream.port import AttemptError, UpstreamRequest, UpstreamResponse
-
-CATEGORIES = ("chat", "extraction", "code", "math", "reasoning")
+from tests.support.routing_tables import entry, table
 
 
 def pair_entry(
@@ -29,37 +28,24 @@ def pair_entry(
     context_length: int = 8192,
     served_model_name: str | None = None,
 ) -> dict[str, Any]:
-    """One table entry as plain data; endpoints get ids `family@quant#i`."""
-    pair = f"{family}@{quant}"
-    urls = urls or (f"http://10.255.0.1:9/{family}-{quant}",)
-    acc = dict.fromkeys(CATEGORIES, accuracy)
-    return {
-        "pair": pair,
-        "family": family,
-        "quantization": quant,
-        "served_model_name": served_model_name or f"served-{family}-{quant}",
-        "endpoints": [{"id": f"{pair}#{i}", "url": u} for i, u in enumerate(urls)],
-        "context_length": context_length,
-        "chars_per_token": 4.0,
-        "input_usd_per_mtok": usd_per_mtok,
-        "output_usd_per_mtok": usd_per_mtok * 2,
-        "price_source": "explicit",
-        "sustained_output_tokens_per_s": 1000.0,
-        "latency": {
-            "quantile": 0.95,
-            "ttft_base_s": ttft_base_s,
-            "ttft_per_input_token_s": 0.0,
-            "ttft_per_load_s": 0.0,
-            "tpot_base_s": tpot_base_s,
-            "tpot_per_load_s": 0.0,
-            "max_profiled_load": 64,
-        },
-        "accuracy": acc,
-        "accuracy_n": dict.fromkeys(acc, 100),
-        "utility": dict.fromkeys(acc, 1.0),
-        "precision_rank": precision_rank,
-        "reference_cost_usd": (512 * usd_per_mtok + 256 * usd_per_mtok * 2) / 1e6,
-    }
+    """One table entry with flat latency (no load or prompt terms) and output at twice the
+    input price; one unroutable endpoint unless `urls` are given."""
+    return entry(
+        family,
+        quant,
+        urls=urls or (f"http://10.255.0.1:9/{family}-{quant}",),
+        served_model_name=served_model_name,
+        context_length=context_length,
+        input_usd_per_mtok=usd_per_mtok,
+        output_usd_per_mtok=usd_per_mtok * 2,
+        ttft_base_s=ttft_base_s,
+        ttft_per_input_token_s=0.0,
+        ttft_per_load_s=0.0,
+        tpot_base_s=tpot_base_s,
+        tpot_per_load_s=0.0,
+        accuracy=accuracy,
+        precision_rank=precision_rank,
+    )
 
 
 def make_table(
@@ -69,16 +55,7 @@ def make_table(
     version: int = 1,
 ) -> RoutingTable:
     """A stamped, versioned table; entries sorted into cost order."""
-    ordered = sorted(entries, key=lambda e: (e["reference_cost_usd"], e["pair"]))
-    data = {
-        "version": 0,
-        "created_at": "2026-01-01T00:00:00Z",
-        "policy": policy or {},
-        "entries": ordered,
-        "baselines": {},
-        "categories": list(CATEGORIES),
-    }
-    return with_version(stamp_table(data), version)
+    return with_version(table(entries, policy=policy, created_at="2026-01-01T00:00:00Z"), version)
 
 
 def two_pair_table(

@@ -131,6 +131,18 @@ CASES: list[tuple[str, str, str, bytes, dict[str, str], int, str, str | None]] =
     ("unknown path", "GET", "/v2/everything", b"", {}, 404, "not_found", None),
     ("route: malformed json", "POST", "/v1/route", b"{", {}, 400, "invalid_json", None),
     (
+        # Deeper than the JSON decoder's recursion limit: refused before any decoder runs
+        # (was a 500: /v1/route decoded the body once more to pick its kind).
+        "route: nesting past the depth limit",
+        "POST",
+        "/v1/route",
+        b'{"model": "auto", "prompt": ' + b"[" * 1500 + b"]" * 1500 + b"}",
+        {},
+        400,
+        "invalid_json",
+        None,
+    ),
+    (
         "route: bad header",
         "POST",
         "/v1/route",

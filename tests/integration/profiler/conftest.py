@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from profiler.progress import SilentProgress
 from profiler.settings import ProfilerSettings
 from profiler.workload import build_sweep
 from simulator.config import SimFleetConfig, SimPairConfig
+from tests.support.redis_server import free_port
 
 FAMILY = "gemma-3-270m"
 
@@ -57,9 +57,7 @@ def make_plan(url: str, served: str, out: Path | None, **overrides: Any) -> Pair
 
 def closed_port() -> int:
     """A loopback port with nothing listening on it."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 @pytest.fixture

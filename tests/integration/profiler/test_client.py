@@ -15,6 +15,7 @@ from aiohttp import web
 
 from profiler.accuracy import EvalItem
 from profiler.client import EngineClient, RequestFailedError
+from tests.support.loopback import served
 
 pytestmark = pytest.mark.integration
 
@@ -27,17 +28,12 @@ async def scripted(handler: Script, timeout_s: float = 5.0) -> AsyncIterator[Eng
     app.router.add_post("/v1/completions", handler)
     app.router.add_post("/v1/chat/completions", handler)
     # handler_cancellation: a client that gives up cancels the handler, so cleanup is quick
-    runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
     timeout = aiohttp.ClientTimeout(total=10, sock_connect=2, sock_read=5)
-    try:
-        async with aiohttp.ClientSession(timeout=timeout) as session:
-            yield EngineClient(session, f"http://{host}:{port}", "m", request_timeout_s=timeout_s)
-    finally:
-        await runner.cleanup()
+    async with (
+        served(app, handler_cancellation=True) as url,
+        aiohttp.ClientSession(timeout=timeout) as session,
+    ):
+        yield EngineClient(session, url, "m", request_timeout_s=timeout_s)
 
 
 async def _sse(request: web.Request, events: list[Any], pause_s: float = 0.0) -> web.StreamResponse:

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from aiohttp import web
 from pydantic import SecretStr
 
 from contracts.redis_keys import RedisKeys
@@ -21,6 +20,7 @@ from profiler.push import push_report
 from profiler.workload import build_sweep
 from simulator.fleet import run_fleet
 from tests.integration.profiler.conftest import closed_port, make_plan, sim_fleet, sim_pair
+from tests.support.loopback import served
 from tests.support.redis_server import RedisProcess
 
 pytestmark = pytest.mark.integration
@@ -33,15 +33,8 @@ async def control_plane(redis_url: str, keys: RedisKeys) -> AsyncIterator[str]:
     settings = ControlPlaneSettings(
         redis_url=redis_url, redis_key_prefix=keys.prefix, admin_token=SecretStr(TOKEN)
     )
-    runner = web.AppRunner(create_app(settings, AppDeps()), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        host, port = runner.addresses[0][:2]
-        yield f"http://{host}:{port}"
-    finally:
-        await runner.cleanup()
+    async with served(create_app(settings, AppDeps())) as url:
+        yield url
 
 
 async def test_pushed_reports_become_a_published_table(

@@ -29,6 +29,7 @@ from profiler.workload import build_sweep
 from simulator.config import SimFleetConfig
 from simulator.fleet import run_fleet
 from tests.integration.profiler.conftest import closed_port, make_plan, sim_pair
+from tests.support.loopback import served
 
 pytestmark = pytest.mark.integration
 
@@ -65,15 +66,8 @@ class ControlPlaneStub:
 async def serving(stub: ControlPlaneStub) -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_post("/v1/profiles", stub.post)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        host, port = runner.addresses[0][:2]
-        yield f"http://{host}:{port}"
-    finally:
-        await runner.cleanup()
+    async with served(app) as url:
+        yield url
 
 
 def _evalset(tmp_path: Path) -> Path:

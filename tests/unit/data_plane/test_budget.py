@@ -7,17 +7,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from data_plane.domain import Budget, BudgetMode
-from data_plane.errors import InvalidBudget
-from data_plane.request.budget import (
+from contracts.budget_headers import (
     ACCURACY_HEADER,
     CATEGORY_HEADER,
     COST_HEADER,
     LATENCY_HEADER,
     MODE_HEADER,
     TTFT_HEADER,
-    parse_budget,
 )
+from data_plane.domain import Budget, BudgetMode
+from data_plane.errors import InvalidBudget
+from data_plane.request.budget import parse_budget
 
 
 def test_no_headers_means_policy_defaults() -> None:

@@ -1,4 +1,4 @@
-"""classifier.py + calibration.py: shipped parameters are a fresh fit; accuracy; clear cases."""
+"""classifier.py + classifier_fit.py: shipped parameters are a fresh fit; accuracy; clear cases."""
 
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from data_plane.decision.choose import choose_route
 from data_plane.decision.explain import explain
+from data_plane.decision.rejections import RULE_WORDS
 from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import (
     Budget,
@@ -15,6 +16,7 @@ from data_plane.domain import (
     CompiledTable,
     HealthView,
     NoRoute,
+    Rejection,
     RequestFacts,
     RouteDecision,
     RouteRequest,
@@ -156,3 +158,13 @@ def test_no_route_documents() -> None:
     assert down["reason"] == "all_unhealthy"
     assert "breaker open" in down["summary"]
     assert "retry later" in down["summary"]
+
+
+def test_every_rejection_rule_has_its_words_in_one_table() -> None:
+    # The summary, the strict-mode error and its `param` all read RULE_WORDS: a rule
+    # without words would fail at the first request that hits it.
+    assert set(RULE_WORDS) == set(Rejection)
+    budget_rules = [
+        RULE_WORDS[r] for r in Rejection if r not in (Rejection.NOT_ALLOWED, Rejection.BREAKER_OPEN)
+    ]
+    assert all(w.param is not None for w in budget_rules)

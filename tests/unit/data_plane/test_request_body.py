@@ -1,4 +1,4 @@
-"""request_body.py: validation by field path, the facts we read, byte-exact model rewrite."""
+"""request/body.py: validation by field path, the facts we read, byte-exact model rewrite."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from data_plane.request.body import (
     _model_value_spans,
     _scanned_model_value_spans,
     parse_request_body,
-    request_facts,
     rewrite_model,
     validated_facts,
 )
 from data_plane.request.fields import chat_facts, completion_facts
+from data_plane.request.inbound import request_facts
 
 
 def _raw(doc: Any) -> bytes:

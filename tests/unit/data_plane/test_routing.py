@@ -1,4 +1,5 @@
-"""routing.py: DESIGN.md "Routing semantics", table-driven, plus hypothesis properties."""
+"""decision/choose.py: docs/design.md, "Routing semantics", table-driven, plus hypothesis
+properties."""
 
 from __future__ import annotations
 

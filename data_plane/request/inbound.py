@@ -1,0 +1,60 @@
+"""One client request, read once: its routing facts, its budget and the body to forward.
+
+PURE. The handler builds an `InboundRequest` with `read_request` and passes that one object
+along: nothing downstream decodes the body or reads the budget headers again, and the body
+sent to an engine is made from the client's bytes once per served model name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from data_plane.domain import Budget, RequestFacts
+from data_plane.request.body import BodyKind, ParsedBody, parse_request_body, rewrite_model
+from data_plane.request.budget import parse_budget
+from data_plane.request.classifier import classify
+
+
+def request_facts(parsed: ParsedBody) -> RequestFacts:
+    """Routing facts for a parsed body: classifies the last user turn (never stores its text)."""
+    category, complexity = classify(parsed.classify_text)
+    return RequestFacts(
+        alias=parsed.alias,
+        category=category,
+        complexity=complexity,
+        input_chars=parsed.input_chars,
+        max_output_tokens=parsed.max_output_tokens,
+        stream=parsed.stream,
+        wants_json=parsed.wants_json,
+    )
+
+
+class InboundRequest:
+    """The routing facts and budget of one request, and the client's body behind them."""
+
+    __slots__ = ("_bodies", "_raw", "budget", "facts")
+
+    def __init__(self, facts: RequestFacts, budget: Budget, raw: bytes) -> None:
+        self.facts = facts
+        self.budget = budget
+        self._raw = raw
+        self._bodies: dict[str, bytes] = {}
+
+    def body_for(self, served_model_name: str) -> bytes:
+        """The client's body with only `model` rewritten to `served_model_name` (memoised:
+        retries on the same pair send the same bytes without a second rewrite)."""
+        body = self._bodies.get(served_model_name)
+        if body is None:
+            body = self._bodies[served_model_name] = rewrite_model(self._raw, served_model_name)
+        return body
+
+
+def read_request(
+    raw: bytes, kind: BodyKind | Literal["either"], headers: Mapping[str, str]
+) -> InboundRequest:
+    """Parse the body (InvalidRequest naming the field), then the budget headers
+    (InvalidBudget naming the header), then classify the last user turn."""
+    parsed = parse_request_body(raw, kind)
+    budget = parse_budget(headers)
+    return InboundRequest(request_facts(parsed), budget, raw)

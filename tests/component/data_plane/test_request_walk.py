@@ -1,0 +1,92 @@
+"""The walk of one request through the data plane's folders (docs/data_plane.md, "What
+happens to a request"): the body and the budget headers are read once, by `request/`, into one
+object the handler passes along; after that `request/` is entered only to make the body an
+engine receives. Traced with `sys.setprofile` over one request on a warm app."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import orjson
+
+import data_plane
+from tests.component.data_plane.conftest import CHAT_BODY, Harness, MakeHarness
+from tests.component.data_plane.fakes import ok_json, two_pair_table
+
+FP16, INT4 = "http://fp16-a", "http://int4-a"
+ROOT = Path(data_plane.__file__).parent
+JSON_DECODE = Path(sys.modules["json"].__file__ or "").parent
+
+
+def _folder(frame: FrameType | None) -> str | None:
+    """The data_plane sub-package (or root module) a frame runs in; None outside data_plane."""
+    if frame is None:
+        return None
+    path = Path(frame.f_code.co_filename)
+    if not path.is_relative_to(ROOT):
+        return None
+    return path.relative_to(ROOT).parts[0]
+
+
+class Walk:
+    """The data_plane folders entered, in order (a run in one folder counts once), and the
+    folders that decoded JSON (the client's body, and on routed requests the engine's answer)."""
+
+    def __init__(self) -> None:
+        self.stops: list[str] = []
+        self.decoders: set[str | None] = set()
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_call" and arg is orjson.loads:
+            self.decoders.add(_folder(frame))
+        if event != "call":
+            return
+        if Path(frame.f_code.co_filename).parent == JSON_DECODE and frame.f_code.co_name in (
+            "loads",
+            "decode",
+        ):
+            self.decoders.add(_folder(frame.f_back))
+        folder = _folder(frame)
+        if folder is not None and (not self.stops or self.stops[-1] != folder):
+            self.stops.append(folder)
+
+    def visits(self, folder: str) -> int:
+        return self.stops.count(folder)
+
+
+async def _traced(h: Harness, path: str, body: dict[str, Any]) -> Walk:
+    """The walk of one POST of `body` to `path`, after one untraced warm-up request (first-use
+    caches are not part of the walk)."""
+
+    async def send() -> int:
+        resp = await h.client.post(path, json=body)
+        await resp.read()
+        return resp.status
+
+    await send()
+    walk = Walk()
+    sys.setprofile(walk)
+    try:
+        status = await send()
+    finally:
+        sys.setprofile(None)
+    assert status == 200
+    return walk
+
+
+async def test_a_routed_request_reads_its_body_once(make_harness: MakeHarness) -> None:
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes={INT4: ok_json()})
+    walk = await _traced(h, "/v1/chat/completions", CHAT_BODY)
+    # Once to read the request (body, budget, category), once to rewrite `model` for the
+    # engine; the handler no longer goes back for the category or the rewrite.
+    assert walk.visits("request") == 2, walk.stops
+
+
+async def test_route_reads_its_body_once_and_only_in_request(make_harness: MakeHarness) -> None:
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes={INT4: ok_json()})
+    walk = await _traced(h, "/v1/route", {"model": "auto", "prompt": "Say hello.", "max_tokens": 8})
+    assert walk.visits("request") == 1, walk.stops
+    assert walk.decoders == {"request"}  # the handler does not decode it to pick its kind
