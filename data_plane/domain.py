@@ -235,3 +235,4 @@ class NoRoute:
     detail: str
     binding: Rejection | None = None  # the constraint that ruled out the last pairs
     rejected: tuple[Rejected, ...] = ()
+    mode: BudgetMode | None = None  # the effective budget mode (BUDGET_INFEASIBLE only)
