@@ -62,9 +62,11 @@ class ClientSink(Protocol):
 
 @dataclass(slots=True)
 class CallState:
-    """The little that changes during a call: which pair is streaming to the client."""
+    """The little that changes during a call: which pair is streaming to the client, and
+    how many engine attempts were started (an error after one says "do not retry")."""
 
     streaming_pair: str | None = None
+    attempts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,7 @@ class AttemptRunner:
         self, call: Call, cand: Candidate, endpoint: CompiledEndpoint, number: int, sink: ClientSink
     ) -> Served | Failed:
         started = self._clock()
+        call.state.attempts += 1
         outcome: Outcome | None = Cancelled()
         self._health.acquire(endpoint.id)
         with self._tracing.span(

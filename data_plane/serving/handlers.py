@@ -14,7 +14,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from data_plane.decision.explain import explain
 from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import Candidate, CompiledTable, RequestFacts, RouteDecision
-from data_plane.errors import AllUpstreamsUnavailable, PayloadTooLarge, RequestTimeout
+from data_plane.errors import (
+    AllUpstreamsUnavailable,
+    PayloadTooLarge,
+    RequestTimeout,
+    RouterError,
+)
 from data_plane.request.body import ParsedBody, parse_request_body, rewrite_model
 from data_plane.request.budget import parse_budget
 from data_plane.request.classifier import classify
@@ -182,6 +187,9 @@ class Handlers:
             exchange.outcome = await self._proxy.serve(call, table, decision, sink)
         except ClientGoneError:
             exchange.outcome = RequestOutcome.CANCELLED
+        except RouterError as err:
+            err.engines_tried = call.state.attempts > 0
+            raise
         if sink.response is None:
             raise RuntimeError("the proxy finished without an answer")
         return sink.response

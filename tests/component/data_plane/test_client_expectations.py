@@ -11,6 +11,7 @@ from tests.component.data_plane.fakes import (
     make_table,
     ok_json,
     pair_entry,
+    status,
     two_pair_table,
 )
 
@@ -74,3 +75,34 @@ async def test_route_summary_offers_best_effort_only_to_strict_requests(
     assert too_long["binding"] == "context_too_long"
     assert "best-effort" not in too_long["summary"]
     assert "maximum context length" in too_long["summary"]
+
+
+# --- item 8: no client retry after Gearbox already tried the engines --------------------------
+
+
+async def test_errors_after_engine_attempts_say_do_not_retry(make_harness: MakeHarness) -> None:
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: status(500), INT4: status(503)},
+        breaker_consecutive_failures=1,
+    )
+    failed = await h.client.post("/v1/chat/completions", data=raw_body())
+    assert failed.status == 502
+    assert failed.headers["x-should-retry"] == "false"
+    # Every breaker is open now: decided without calling an engine, a retry after the
+    # cooldown can succeed, so the answer says when and leaves the client free to retry.
+    ejected = await h.client.post("/v1/chat/completions", data=raw_body())
+    assert ejected.status == 503
+    assert ejected.headers["Retry-After"] == "5"
+    assert "x-should-retry" not in ejected.headers
+    assert len(h.upstream.requests) == 2
+
+
+async def test_503_after_refused_connections_says_when_and_do_not_retry(
+    make_harness: MakeHarness,
+) -> None:
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes={})
+    resp = await h.client.post("/v1/chat/completions", data=raw_body())
+    assert resp.status == 503
+    assert resp.headers["x-should-retry"] == "false"
+    assert resp.headers["Retry-After"] == "5"
