@@ -16,6 +16,7 @@ from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import Candidate, CompiledTable, RequestFacts, RouteDecision
 from data_plane.errors import (
     AllUpstreamsUnavailable,
+    ModelNotFound,
     PayloadTooLarge,
     RequestTimeout,
     RouterError,
@@ -119,13 +120,14 @@ class Handlers:
         self._proxy = proxy
         self._metrics = metrics
         self._clock = clock
-        self._models: tuple[int, bytes] | None = None
+        self._models: tuple[int, bytes, dict[str, dict[str, object]]] | None = None
 
     def routes(self) -> list[web.RouteDef]:
         return [
             web.post(CHAT_PATH, self.chat_completions, name="chat_completions"),
             web.post(COMPLETIONS_PATH, self.completions, name="completions"),
             web.get("/v1/models", self.models, name="models", allow_head=False),
+            web.get("/v1/models/{model:.+}", self.model, name="model", allow_head=False),
             web.post("/v1/route", self.route, name="route"),
             web.get("/healthz", self.healthz, name="healthz", allow_head=False),
             web.get("/readyz", self.readyz, name="readyz", allow_head=False),
@@ -205,11 +207,25 @@ class Handlers:
             result = apply_rollout(result, table, self._proxy.draw())
         return web.json_response(explain(result, table))
 
-    async def models(self, request: web.Request) -> web.Response:
+    def _model_list(self) -> tuple[int, bytes, dict[str, dict[str, object]]]:
+        """(table version, the list's body, the model objects by id), built once per table."""
         table = self._table()
         if self._models is None or self._models[0] != table.version:
-            self._models = (table.version, _models_body(table, int(self._store.created_at_s)))
-        return web.Response(body=self._models[1], content_type="application/json")
+            objects = _model_objects(table, int(self._store.created_at_s))
+            body = json.dumps({"object": "list", "data": list(objects.values())}).encode()
+            self._models = (table.version, body, objects)
+        return self._models
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._model_list()[1], content_type="application/json")
+
+    async def model(self, request: web.Request) -> web.Response:
+        """One model object (the SDK's `models.retrieve`); 404 model_not_found otherwise."""
+        name = request.match_info["model"]
+        found = self._model_list()[2].get(name)
+        if found is None:
+            raise ModelNotFound(f"model {name[:200]!r} is not served", param=None)
+        return web.json_response(found)
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -258,8 +274,18 @@ def _headers_for(
     return headers_for
 
 
-def _models_body(table: CompiledTable, created: int) -> bytes:
-    """OpenAI's model list: `auto`, every family, every pair."""
+def _model_objects(table: CompiledTable, created: int) -> dict[str, dict[str, object]]:
+    """OpenAI's model objects for `auto`, every family and every pair, in that order. Like
+    vLLM's, each has `max_model_len`: the largest context among the pairs the id may route to
+    (a longer request answers 400 context_length_exceeded)."""
     ids = ["auto", *dict.fromkeys(p.family for p in table.pairs), *(p.pair for p in table.pairs)]
-    data = [{"id": i, "object": "model", "created": created, "owned_by": "gearbox"} for i in ids]
-    return json.dumps({"object": "list", "data": data}).encode()
+    return {
+        i: {
+            "id": i,
+            "object": "model",
+            "created": created,
+            "owned_by": "gearbox",
+            "max_model_len": max(p.context_length for p in table.by_alias[i]),
+        }
+        for i in ids
+    }

@@ -28,6 +28,7 @@ class Route(StrEnum):
     READYZ = "readyz"
     METRICS = "metrics"
     OTHER = "other"
+    MODEL = "model"  # GET /v1/models/{model}
 
 
 class RequestOutcome(StrEnum):

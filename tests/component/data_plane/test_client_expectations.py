@@ -106,3 +106,39 @@ async def test_503_after_refused_connections_says_when_and_do_not_retry(
     assert resp.status == 503
     assert resp.headers["x-should-retry"] == "false"
     assert resp.headers["Retry-After"] == "5"
+
+
+# --- item 9: GET /v1/models/{id}, max_model_len -------------------------------------------------
+
+
+async def test_models_can_be_retrieved_one_by_one_with_max_model_len(
+    make_harness: MakeHarness,
+) -> None:
+    table = make_table(
+        [
+            pair_entry("fam", "fp16", urls=[FP16], context_length=2048),
+            pair_entry("fam", "int4", urls=[INT4], context_length=4096, precision_rank=1),
+            pair_entry("other", "fp8", context_length=1024),
+        ]
+    )
+    h = await make_harness(table, routes={})
+    listed = (await (await h.client.get("/v1/models")).json())["data"]
+    lengths = {m["id"]: m["max_model_len"] for m in listed}
+    assert lengths == {
+        "auto": 4096,
+        "fam": 4096,
+        "other": 1024,
+        "fam@fp16": 2048,
+        "fam@int4": 4096,
+        "other@fp8": 1024,
+    }
+    for model in listed:
+        resp = await h.client.get(f"/v1/models/{model['id']}")
+        assert resp.status == 200
+        assert await resp.json() == model
+    encoded = await h.client.get("/v1/models/fam%40int4")
+    assert (await encoded.json())["id"] == "fam@int4"
+    missing = await h.client.get("/v1/models/fam@int8")
+    assert missing.status == 404
+    assert (await missing.json())["error"]["code"] == "model_not_found"
+    assert h.metric("gearbox_requests_total", route="model", outcome="ok") == len(listed) + 1

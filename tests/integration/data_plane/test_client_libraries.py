@@ -1,5 +1,6 @@
 """The official openai client against the data plane and simulated engines (issue 13): an
-error Gearbox answers after it already tried the engines is not retried by the client."""
+error Gearbox answers after it already tried the engines is not retried by the client, and
+`models.retrieve` works."""
 
 from __future__ import annotations
 
@@ -64,3 +65,15 @@ async def test_sdk_does_not_retry_a_503_after_gearbox_retried(
     assert headers["x-should-retry"] == "false"
     assert int(headers["Retry-After"]) >= 1  # when the breakers let a probe through
     assert client_calls(plane, "unavailable") == 1
+
+
+async def test_sdk_retrieves_one_model(make_plane: MakePlane, fleet: Fleet) -> None:
+    plane = await serving(make_plane, fleet)
+    async with sdk(plane) as client:
+        model = await client.models.retrieve("fam@int4")
+        assert model.id == "fam@int4"
+        assert model.owned_by == "gearbox"
+        assert model.model_extra == {"max_model_len": 8192}
+        with pytest.raises(openai.NotFoundError) as err:
+            await client.models.retrieve("fam@int8")
+        assert err.value.code == "model_not_found"
