@@ -97,7 +97,8 @@ def _summary(d: RouteDecision) -> str:
     elif d.reason is RouteReason.FLOOR_RELAXED:
         text = (
             f"{head}: no healthy pair reaches the accuracy floor {d.min_accuracy:.2f}. "
-            f"Best-effort mode serves the most accurate healthy pair, {_choice_words(d)}."
+            f"Best-effort mode serves the most accurate healthy pair, below the floor: "
+            f"{_choice_words(d)}."
         )
     else:
         text = (

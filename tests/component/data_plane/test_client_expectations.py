@@ -142,3 +142,37 @@ async def test_models_can_be_retrieved_one_by_one_with_max_model_len(
     assert missing.status == 404
     assert (await missing.json())["error"]["code"] == "model_not_found"
     assert h.metric("gearbox_requests_total", route="model", outcome="ok") == len(listed) + 1
+
+
+# --- item 15: what best-effort does when no pair meets the floor --------------------------------
+
+
+async def test_best_effort_below_the_floor_is_a_200_marked_in_the_reason(
+    make_harness: MakeHarness,
+) -> None:
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]), routes={FP16: ok_json("precise"), INT4: ok_json("cheap")}
+    )
+    # fam@fp16 (0.9) is the most accurate pair; nothing reaches 0.95.
+    below = await h.client.post(
+        "/v1/chat/completions", data=raw_body(), headers={"X-Min-Accuracy": "0.95"}
+    )
+    assert below.status == 200
+    assert below.headers["X-Route-Pair"] == "fam@fp16"
+    assert below.headers["X-Route-Reason"] == "best_effort_below_floor"
+    # The floor is met, only the time budget is not: latency is relaxed instead.
+    slow = await h.client.post(
+        "/v1/chat/completions",
+        data=raw_body(),
+        headers={"X-Min-Accuracy": "0.85", "X-Latency-Budget-Ms": "1"},
+    )
+    assert slow.status == 200
+    assert slow.headers["X-Route-Pair"] == "fam@fp16"
+    assert slow.headers["X-Route-Reason"] == "best_effort_latency_relaxed"
+    strict = await h.client.post(
+        "/v1/chat/completions",
+        data=raw_body(),
+        headers={"X-Min-Accuracy": "0.95", "X-Budget-Mode": "strict"},
+    )
+    assert strict.status == 400
+    assert (await strict.json())["error"]["code"] == "budget_infeasible"
