@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from data_plane.engine_keys import EngineKeys
 from data_plane.resilience.breaker import BreakerBoard, BreakerConfig
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
@@ -136,7 +137,14 @@ def _build_proxy(
 ) -> Proxy:
     metrics, health, tracing = app[METRICS], app[HEALTH], app[TRACING]
     parts = ProxyParts(
-        runner=AttemptRunner(upstream, health, metrics, tracing, deps.clock),
+        runner=AttemptRunner(
+            upstream,
+            health,
+            metrics,
+            tracing,
+            deps.clock,
+            engine_keys=EngineKeys.load(s.engine_api_key, s.engine_api_keys_file),
+        ),
         delivery=Delivery(metrics, app[TRAFFIC], deps.clock),
         health=health,
         retry_budget=RetryBudget(

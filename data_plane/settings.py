@@ -13,6 +13,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
+from data_plane.engine_keys import check_key, read_keys_file
 
 OtelExporter = Literal["none", "console", "otlp"]
 EventLoop = Literal["uvloop", "asyncio"]
@@ -85,6 +86,12 @@ class DataPlaneSettings(BaseSettings):
     body_read_timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
     # After an early answer (408, 413), how long the server keeps draining an unread body.
     lingering_time_s: float = Field(default=1.0, ge=0.0, le=60.0)
+    # Engines behind `vllm serve --api-key` (data_plane.engine_keys): one key for every
+    # engine (environment only), and/or a JSON file {endpoint id | pair | "*": key}.
+    engine_api_key: SecretStr | None = None
+    engine_api_keys_file: Path | None = Field(
+        default=None, description='JSON {"<endpoint id>" | "<pair>" | "*": "<engine API key>"}'
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -100,6 +107,20 @@ class DataPlaneSettings(BaseSettings):
         for key in value:
             if len(key.get_secret_value()) < 8:
                 raise ValueError("each API key must be at least 8 characters")
+        return value
+
+    @field_validator("engine_api_key")
+    @classmethod
+    def _engine_key_fits_a_header(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_key(value.get_secret_value(), "every engine")
+        return value
+
+    @field_validator("engine_api_keys_file")
+    @classmethod
+    def _engine_keys_file_reads(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            read_keys_file(value)  # ValueError naming the problem, never a key
         return value
 
     @field_validator("redis_key_prefix")

@@ -5,6 +5,7 @@ engine API keys, and the best-effort reason header. Through the real app, FakeUp
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from tests.component.data_plane.conftest import CHAT_BODY, MakeHarness
 from tests.component.data_plane.fakes import (
@@ -176,3 +177,66 @@ async def test_best_effort_below_the_floor_is_a_200_marked_in_the_reason(
     )
     assert strict.status == 400
     assert (await strict.json())["error"]["code"] == "budget_infeasible"
+
+
+# --- item 11: engines behind `vllm serve --api-key` --------------------------------------------
+
+CLIENT_KEY = "client-key-never-for-engines"
+
+
+async def test_each_engine_gets_its_own_key_and_never_the_clients(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    keys = tmp_path / "engine-keys.json"
+    keys.write_text(json.dumps({"fam@fp16": "key-for-fp16", "*": "key-for-the-rest"}))
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: ok_json(), INT4: status(503)},
+        api_keys=CLIENT_KEY,
+        engine_api_keys_file=keys,
+    )
+    resp = await h.client.post(
+        "/v1/chat/completions",
+        data=raw_body(),
+        headers={"Authorization": f"Bearer {CLIENT_KEY}"},
+    )
+    assert resp.status == 200
+    sent = {r.url.rsplit("/v1/", 1)[0]: r.headers for r in h.upstream.requests}
+    assert sent[INT4]["Authorization"] == "Bearer key-for-the-rest"
+    assert sent[FP16]["Authorization"] == "Bearer key-for-fp16"
+    for headers in sent.values():
+        assert CLIENT_KEY not in json.dumps(dict(headers))
+
+
+async def test_the_env_key_serves_every_engine_and_an_endpoint_entry_wins(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    keys = tmp_path / "engine-keys.json"
+    keys.write_text(json.dumps({"fam@int4#0": "key-for-int4-0"}))
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: ok_json(), INT4: status(503)},
+        engine_api_key="key-from-env",
+        engine_api_keys_file=keys,
+    )
+    assert (await h.client.post("/v1/chat/completions", data=raw_body())).status == 200
+    auth = [r.headers["Authorization"] for r in h.upstream.requests]
+    assert auth == ["Bearer key-for-int4-0", "Bearer key-from-env"]
+    # Neither key is in /v1/route, /v1/models or the metrics.
+    texts = [
+        await (await h.client.post("/v1/route", data=raw_body())).text(),
+        await (await h.client.get("/v1/models")).text(),
+        await (await h.client.get("/metrics")).text(),
+    ]
+    assert not [t for t in texts if "key-f" in t]
+
+
+async def test_without_engine_keys_no_authorization_reaches_an_engine(
+    make_harness: MakeHarness,
+) -> None:
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes={INT4: ok_json()})
+    resp = await h.client.post(
+        "/v1/chat/completions", data=raw_body(), headers={"Authorization": "Bearer whatever-1"}
+    )
+    assert resp.status == 200
+    assert "Authorization" not in h.upstream.requests[0].headers
