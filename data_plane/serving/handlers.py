@@ -27,6 +27,7 @@ from data_plane.request.classifier import classify
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE
+from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.proxy import Proxy
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
@@ -121,6 +122,7 @@ class Handlers:
         self._metrics = metrics
         self._clock = clock
         self._models: tuple[int, bytes, dict[str, dict[str, object]]] | None = None
+        self._openapi: dict[int | None, bytes] = {}  # table version -> document
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -132,6 +134,7 @@ class Handlers:
             web.get("/healthz", self.healthz, name="healthz", allow_head=False),
             web.get("/readyz", self.readyz, name="readyz", allow_head=False),
             web.get("/metrics", self.metrics, name="metrics", allow_head=False),
+            web.get("/openapi.json", self.openapi, name="openapi", allow_head=False),
         ]
 
     def _table(self) -> CompiledTable:
@@ -226,6 +229,19 @@ class Handlers:
         if found is None:
             raise ModelNotFound(f"model {name[:200]!r} is not served", param=None)
         return web.json_response(found)
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        """This API's OpenAPI document, generated from the routes and models; the loaded
+        table's model ids are listed as known `model` values."""
+        version = self._store.version
+        body = self._openapi.get(version)
+        if body is None:
+            doc = build_openapi(self.routes())
+            if self._store.current is not None:
+                doc = with_models(doc, list(self._model_list()[2]))
+            body = json.dumps(doc).encode()
+            self._openapi = {version: body}
+        return web.Response(body=body, content_type="application/json")
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})

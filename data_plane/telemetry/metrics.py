@@ -29,6 +29,7 @@ class Route(StrEnum):
     METRICS = "metrics"
     OTHER = "other"
     MODEL = "model"  # GET /v1/models/{model}
+    OPENAPI = "openapi"  # GET /openapi.json
 
 
 class RequestOutcome(StrEnum):
