@@ -109,6 +109,18 @@ async def test_503_after_refused_connections_says_when_and_do_not_retry(
     assert resp.headers["Retry-After"] == "5"
 
 
+async def test_429_after_engine_attempts_stays_retryable(make_harness: MakeHarness) -> None:
+    """Overloaded engines: a client retry after Retry-After may succeed, so no
+    x-should-retry: false."""
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]), routes={FP16: status(429), INT4: status(429)}
+    )
+    resp = await h.client.post("/v1/chat/completions", data=raw_body())
+    assert resp.status == 429
+    assert resp.headers["Retry-After"] == "1"
+    assert "x-should-retry" not in resp.headers
+
+
 # --- item 9: GET /v1/models/{id}, max_model_len -------------------------------------------------
 
 
