@@ -201,6 +201,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         settings.max_body_bytes,
         deps.clock,
         body_read_timeout_s=settings.body_read_timeout_s,
+        open_api=not settings.api_keys,
     )
     app.add_routes(handlers.routes())
     app.on_response_prepare.append(add_request_id)

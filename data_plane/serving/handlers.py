@@ -114,6 +114,7 @@ class Handlers:
         max_body_bytes: int,
         clock: Callable[[], float] = time.monotonic,
         body_read_timeout_s: float = 10.0,
+        open_api: bool = True,
     ) -> None:
         self._max_body_bytes = max_body_bytes
         self._body_read_timeout_s = body_read_timeout_s
@@ -123,6 +124,9 @@ class Handlers:
         self._clock = clock
         self._models: tuple[int, bytes, dict[str, dict[str, object]]] | None = None
         self._openapi: dict[int | None, bytes] = {}  # table version -> document
+        # /openapi.json needs no key: it lists the table's model ids only when /v1/ needs
+        # none either (else they are for key holders, through /v1/models).
+        self._ids_in_openapi = open_api
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -237,7 +241,7 @@ class Handlers:
         body = self._openapi.get(version)
         if body is None:
             doc = build_openapi(self.routes())
-            if self._store.current is not None:
+            if self._ids_in_openapi and self._store.current is not None:
                 doc = with_models(doc, list(self._model_list()[2]))
             body = json.dumps(doc).encode()
             self._openapi = {version: body}

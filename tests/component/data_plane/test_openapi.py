@@ -78,3 +78,14 @@ async def test_answers_match_the_served_schemas(make_harness: MakeHarness) -> No
     ]  # fmt: skip
     for path, method, resp in answers:
         check(path, method, resp.status, await resp.json())
+
+
+async def test_model_ids_are_not_in_the_document_when_the_api_needs_a_key(
+    make_harness: MakeHarness,
+) -> None:
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes={}, api_keys="client-key-1")
+    resp = await h.client.get("/openapi.json")  # no key needed for the document itself
+    assert resp.status == 200
+    text = await resp.text()
+    assert "fam@int4" not in text
+    assert (await h.client.get("/v1/models")).status == 401
