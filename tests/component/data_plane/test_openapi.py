@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
@@ -10,6 +12,7 @@ import schemathesis
 from aiohttp import web
 
 from data_plane.serving.openapi import OPERATIONS, build_openapi
+from data_plane.telemetry.metrics import Route
 from tests.component.data_plane.conftest import CHAT_BODY, MakeHarness
 from tests.component.data_plane.fakes import ok_json, two_pair_table
 
@@ -89,3 +92,9 @@ async def test_model_ids_are_not_in_the_document_when_the_api_needs_a_key(
     text = await resp.text()
     assert "fam@int4" not in text
     assert (await h.client.get("/v1/models")).status == 401
+
+
+def test_metrics_doc_lists_every_route_label_value() -> None:
+    text = (Path(__file__).parents[3] / "docs" / "METRICS.md").read_text()
+    line = next(ln for ln in text.split("\n- ") if ln.startswith("`route`"))
+    assert {v for v in re.findall(r"`([a-z_]+)`", line)} >= {r.value for r in Route}
