@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from contracts.names import FAMILY_PATTERN, QUANT_PATTERN
 from control_plane.api_errors import bad_request
-from control_plane.documents import DocumentError, parse_json, problems_of
+from control_plane.documents import DocumentError, check_strict_types, parse_json, problems_of
 from control_plane.metrics import ControlPlaneMetrics
 from control_plane.services import Services
 from control_plane.settings import ControlPlaneSettings
@@ -77,8 +77,15 @@ async def read_json(request: web.Request) -> Any:
     return parse_json(await request.read(), "body")
 
 
-async def read_model(request: web.Request, model: type[ModelT]) -> ModelT:
+async def read_document(request: web.Request, model: type[BaseModel]) -> Any:
+    """The body as JSON whose values have `model`'s JSON types exactly (no lax coercion)."""
     data = await read_json(request)
+    check_strict_types(model, data, "body")
+    return data
+
+
+async def read_model(request: web.Request, model: type[ModelT]) -> ModelT:
+    data = await read_document(request, model)
     try:
         return model.model_validate(data)
     except ValidationError as err:

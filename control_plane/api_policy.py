@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from control_plane.api_context import SERVICES_KEY, ApiRoute, ResponseDoc, json_response, read_json
+from contracts.policy import Policy
+from control_plane.api_context import (
+    SERVICES_KEY,
+    ApiRoute,
+    ResponseDoc,
+    json_response,
+    read_document,
+)
 from control_plane.documents import parse_policy
 
 SOURCE_HEADER = "X-Gearbox-Policy-Source"
@@ -18,7 +25,7 @@ async def get_policy(request: web.Request) -> web.Response:
 
 
 async def put_policy(request: web.Request) -> web.Response:
-    policy = parse_policy(await read_json(request), "body")
+    policy = parse_policy(await read_document(request, Policy), "body")
     await request.app[SERVICES_KEY].policies.put(policy)
     return json_response(policy, headers={SOURCE_HEADER: "redis"})
 

@@ -13,7 +13,7 @@ from control_plane.api_context import (
     ResponseDoc,
     json_response,
     path_pair,
-    read_json,
+    read_document,
 )
 from control_plane.api_errors import ApiError, bad_request, not_found
 from control_plane.api_models import ProfileList, ProfileStored, ProfileSummary
@@ -38,13 +38,13 @@ async def _store(request: web.Request, report: ProfileReport) -> web.Response:
 
 
 async def post_profile(request: web.Request) -> web.Response:
-    report = parse_report(await read_json(request), "body")
+    report = parse_report(await read_document(request, ProfileReport), "body")
     return await _store(request, report)
 
 
 async def put_profile(request: web.Request) -> web.Response:
     pair = path_pair(request)
-    report = parse_report(await read_json(request), "body")
+    report = parse_report(await read_document(request, ProfileReport), "body")
     if report.pair != pair:
         raise bad_request(
             f"the body is the report of {report.pair!r}, not of {pair!r} (the path's pair)",

@@ -20,7 +20,14 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from contracts.policy import Policy
-from control_plane import api_ops, api_policy, api_profiles, api_tables, operator_page
+from control_plane import (
+    api_auth,
+    api_ops,
+    api_policy,
+    api_profiles,
+    api_tables,
+    operator_page,
+)
 from control_plane.api_context import (
     METRICS_KEY,
     OPENAPI_KEY,
@@ -48,6 +55,7 @@ CORE_ROUTES: tuple[ApiRoute, ...] = (
     *api_policy.ROUTES,
     *api_ops.ROUTES,
     *operator_page.ROUTES,
+    *api_auth.ROUTES,
 )
 
 

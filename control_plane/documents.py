@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contracts.policy import Policy, PolicyError, load_policy
 from contracts.profile_report import ProfileReport
@@ -75,6 +75,15 @@ def parse_json(raw: bytes | str, source: str) -> Any:
         raise DocumentError(
             source, [FieldProblem(SYNTAX, f"invalid JSON at {where}")], "invalid_json"
         ) from err
+
+
+def check_strict_types(model: type[BaseModel], data: Any, source: str) -> None:
+    """Admin-API bodies: every value already has its field's JSON type (pydantic strict mode:
+    no `true` or `"1"` for a number, no number for a string), named by field path."""
+    try:
+        model.model_validate_json(json.dumps(data), strict=True)
+    except ValidationError as err:
+        raise DocumentError(source, problems_of(err), "invalid_field") from err
 
 
 def parse_report(data: Any, source: str) -> ProfileReport:

@@ -24,7 +24,7 @@ from redis.typing import EncodableT, FieldT
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable, with_version
 from control_plane.published_tables import parse_stored_table
-from control_plane.redis_connection import as_version
+from control_plane.redis_connection import as_text, as_version
 from control_plane.stored_data import StoredDataError
 
 logger = logging.getLogger(__name__)
@@ -110,6 +110,7 @@ class Publisher:
                 result = await self._publish_locked(table)
                 if result.outcome is PublishOutcome.PUBLISHED:
                     await self._trim()
+                    await self._trim_orphans()
         except (PublishError, RedisError) as err:
             await self._record({"last_outcome": PublishOutcome.FAILED, "last_error": str(err)})
             raise
@@ -226,6 +227,41 @@ class Publisher:
                 await pipe.execute()
         except (WatchError, RedisError) as err:
             logger.warning("history trim skipped: %s", err)
+
+    async def _stored_versions(self) -> set[int]:
+        """Every version with a `table:v:N` key (SCAN: the keys of this prefix only)."""
+        head = self._keys.table_version(0)[:-1]
+        found = set()
+        async for key in self._redis.scan_iter(match=f"{head}*", count=1000):
+            version = as_version(as_text(key).removeprefix(head))
+            if version is not None:
+                found.add(version)
+        return found
+
+    async def _trim_orphans(self) -> None:
+        """Delete version keys a publisher wrote but never pointed at (it died between
+        `SET NX` and its transaction). Only versions below the newest in the history: a
+        publisher still working on such a version WATCHed the pointer before that newest one
+        moved it, so its transaction fails anyway; a newer one may still be on its way.
+        Best effort, like `_trim`."""
+        keys = self._keys
+        try:
+            stored = await self._stored_versions()
+            async with self._redis.pipeline(transaction=True) as pipe:
+                await pipe.watch(keys.table_current, keys.table_history)
+                current = as_version(await pipe.get(keys.table_current))
+                members = await pipe.zrange(keys.table_history, 0, -1)
+                kept = {v for v in map(as_version, members) if v is not None}
+                newest = max(kept, default=0)
+                drop = sorted(v for v in stored - kept if v < newest and v != current)
+                if not drop:
+                    return
+                _begin(pipe)
+                _queued(pipe.delete(*(keys.table_version(v) for v in drop)))
+                await pipe.execute()
+            logger.warning("deleted %d orphan table version(s): %s", len(drop), drop)
+        except (WatchError, RedisError) as err:
+            logger.warning("orphan trim skipped: %s", err)
 
     async def _record(self, fields: dict[FieldT, EncodableT]) -> None:
         """Write the outcome to the status hash; best effort (Redis may be what failed)."""

@@ -19,7 +19,7 @@ from data_plane.settings import DataPlaneSettings
 from data_plane.telemetry.logs import configure_logging
 
 # Secrets stay out of argv (visible in `ps`): API keys come from the environment only.
-_NOT_FLAGS = frozenset({"api_keys"})
+_NOT_FLAGS = frozenset({"api_keys", "engine_api_key"})
 
 
 def build_parser() -> argparse.ArgumentParser:

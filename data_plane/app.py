@@ -21,6 +21,7 @@ from aiohttp import web
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from data_plane.engine_keys import EngineKeys
 from data_plane.resilience.breaker import BreakerBoard, BreakerConfig
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
@@ -156,7 +157,14 @@ def _build_proxy(
 ) -> Proxy:
     metrics, health, tracing = app[METRICS], app[HEALTH], app[TRACING]
     parts = ProxyParts(
-        runner=AttemptRunner(upstream, health, metrics, tracing, deps.clock),
+        runner=AttemptRunner(
+            upstream,
+            health,
+            metrics,
+            tracing,
+            deps.clock,
+            engine_keys=EngineKeys.load(s.engine_api_key, s.engine_api_keys_file),
+        ),
         delivery=Delivery(metrics, app[TRAFFIC], deps.clock),
         health=health,
         retry_budget=RetryBudget(
@@ -223,6 +231,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         settings.max_body_bytes,
         deps.clock,
         body_read_timeout_s=settings.body_read_timeout_s,
+        open_api=not settings.api_keys,
     )
     app.add_routes(handlers.routes())
     app.on_response_prepare.append(add_request_id)

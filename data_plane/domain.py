@@ -164,7 +164,7 @@ class RouteReason(StrEnum):
 
     CHEAPEST_FEASIBLE = "cheapest_feasible"
     LATENCY_RELAXED = "best_effort_latency_relaxed"  # nothing met latency; fastest above floor
-    FLOOR_RELAXED = "best_effort_most_accurate"  # nothing met the floor; most accurate healthy
+    FLOOR_RELAXED = "best_effort_below_floor"  # nothing met the floor: the most accurate healthy
     SHADOW = "shadow"  # shadow mode: decision counted, traffic to the default pair
     CANARY_BASELINE = "canary_baseline"  # outside the canary fraction: baseline pair
 
@@ -235,3 +235,4 @@ class NoRoute:
     detail: str
     binding: Rejection | None = None  # the constraint that ruled out the last pairs
     rejected: tuple[Rejected, ...] = ()
+    mode: BudgetMode | None = None  # the effective budget mode (BUDGET_INFEASIBLE only)

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 INVALID_REQUEST = "invalid_request_error"
 SERVER_ERROR = "server_error"
 _MAX_MESSAGE_CHARS = 2000
+_NO_RETRY = ("x-should-retry", "false")  # honoured by the openai SDKs (Python and Node)
 
 
 class RouterError(Exception):
@@ -30,6 +31,9 @@ class RouterError(Exception):
     status: ClassVar[int] = 500
     error_type: ClassVar[str] = SERVER_ERROR
     default_code: ClassVar[str] = "internal_error"
+    # Set when the router already called engines for this request (and retried as far as its
+    # policy allows): a 5xx then tells client libraries not to retry (docs/reliability.md).
+    engines_tried: bool = False
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
         super().__init__(message)
@@ -133,7 +137,7 @@ class DeadlineExceeded(RouterError):
     default_code = "budget_exhausted"
 
     def headers(self) -> tuple[tuple[str, str], ...]:
-        return (("x-should-retry", "false"),)
+        return (_NO_RETRY,)
 
 
 class Internal(RouterError):
@@ -165,7 +169,10 @@ def to_openai_error(err: RouterError) -> ErrorResponse:
             "code": err.code,
         }
     }
-    return ErrorResponse(status=err.status, body=body, headers=err.headers())
+    headers = err.headers()
+    if err.engines_tried and err.status >= 500 and all(k != _NO_RETRY[0] for k, _ in headers):
+        headers = (*headers, _NO_RETRY)
+    return ErrorResponse(status=err.status, body=body, headers=headers)
 
 
 def _type_for_status(status: int) -> str:

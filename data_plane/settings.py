@@ -14,6 +14,7 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
+from data_plane.engine_keys import check_key, read_keys_file
 
 OtelExporter = Literal["none", "console", "otlp"]
 EventLoop = Literal["uvloop", "asyncio"]
@@ -156,6 +157,12 @@ class DataPlaneSettings(BaseSettings):
         validation_alias=AliasChoices("otel_resource_attributes"),
         description="OTEL_RESOURCE_ATTRIBUTES: k=v,... on every span (service.name is ours)",
     )
+    # Engines behind `vllm serve --api-key` (data_plane.engine_keys): one key for every
+    # engine (environment only), and/or a JSON file {endpoint id | pair | "*": key}.
+    engine_api_key: SecretStr | None = None
+    engine_api_keys_file: Path | None = Field(
+        default=None, description='JSON {"<endpoint id>" | "<pair>" | "*": "<engine API key>"}'
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -188,6 +195,20 @@ class DataPlaneSettings(BaseSettings):
                 raise ValueError(f"{item!r} is not name=value")
             pairs.append((name.strip(), unquote(text.strip())))
         return tuple(pairs)
+
+    @field_validator("engine_api_key")
+    @classmethod
+    def _engine_key_fits_a_header(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_key(value.get_secret_value(), "every engine")
+        return value
+
+    @field_validator("engine_api_keys_file")
+    @classmethod
+    def _engine_keys_file_reads(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            read_keys_file(value)  # ValueError naming the problem, never a key
+        return value
 
     @field_validator("redis_key_prefix")
     @classmethod

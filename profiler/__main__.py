@@ -28,7 +28,7 @@ from profiler.inprocess import EngineIdentity, load_vllm_engine, profile_inproce
 from profiler.plots import write_plots
 from profiler.profiling import Runtime, profile_pair
 from profiler.progress import Progress, SilentProgress, TqdmProgress
-from profiler.push import push_report
+from profiler.push import check_push_target, push_report
 from profiler.report import load_report, render_comparison, render_summary
 from profiler.settings import ProfilerSettings
 
@@ -75,6 +75,17 @@ def push_target(args: argparse.Namespace, settings: ProfilerSettings) -> tuple[s
     return str(args.push), token
 
 
+async def _check_target(target: tuple[str, str] | None, session: aiohttp.ClientSession) -> None:
+    """The push target answers and takes the token: checked before any measuring."""
+    if target is not None:
+        await check_push_target(session, *target)
+
+
+async def _check_only(target: tuple[str, str] | None, settings: ProfilerSettings) -> None:
+    async with open_session(settings) as session:
+        await _check_target(target, session)
+
+
 async def _finish(
     reports: Sequence[ProfileReport],
     args: argparse.Namespace,
@@ -102,6 +113,7 @@ async def _run(
     plan = plan_from_args(args, settings, args.model)
     target = push_target(args, settings)
     async with open_session(settings) as session:
+        await _check_target(target, session)
         rt = Runtime(session, settings, progress, *origin)
         report = await profile_pair(plan, rt)
         logger.info("report written: %s", plan.out)
@@ -118,6 +130,7 @@ async def _fleet(
     if args.plots is None and fleet.plots_dir is not None:
         args.plots = fleet.plots_dir
     async with open_session(settings) as session:
+        await _check_target(target, session)
         rt = Runtime(session, settings, progress, *origin)
         outcome = await run_fleet(fleet.plans, rt, args.parallel or fleet.parallel)
         for report in outcome.reports:
@@ -146,6 +159,8 @@ def _inprocess(
 ) -> int:
     plan = plan_from_args(args, settings, args.served_model_name or args.model)
     target = push_target(args, settings)
+    if target is not None:
+        asyncio.run(_check_only(target, settings))
     options = {
         "model": args.model,
         "quantization": args.vllm_quantization,

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.profile_report import EngineFacts, Memory
 from profiler.client import EngineClient
+from profiler.connect_words import connect_reason, v1_hint
 from profiler.errors import EndpointError
 
 logger = logging.getLogger(__name__)
@@ -124,13 +124,16 @@ async def preflight(client: EngineClient, timeout_s: float) -> EndpointInfo:
     try:
         status, body = await client.fetch("/v1/models", timeout_s)
     except aiohttp.ClientConnectionError as err:
-        raise EndpointError(f"cannot reach {url}: {_reason(err)}") from err
+        raise EndpointError(f"cannot reach {url}: {connect_reason(err)}") from err
     except TimeoutError as err:
         raise EndpointError(f"{url} did not answer /v1/models within {timeout_s:g}s") from err
     except aiohttp.ClientError as err:
         raise EndpointError(f"cannot talk to {url}: {err}") from err
     if status != 200:
-        raise EndpointError(f"{url}/v1/models answered HTTP {status}; is it an OpenAI server?")
+        raise EndpointError(
+            f"{url}/v1/models answered HTTP {status}; is it an OpenAI server?"
+            + v1_hint(url, "--endpoint")
+        )
     models = _model_cards(body)
     if models is None:
         raise EndpointError(f"{url}/v1/models is not an OpenAI model list")
@@ -144,13 +147,6 @@ async def preflight(client: EngineClient, timeout_s: float) -> EndpointInfo:
         context_length=length if isinstance(length, int) and length > 0 else None,
         engine_version=await _engine_version(client, timeout_s),
     )
-
-
-def _reason(err: aiohttp.ClientConnectionError) -> str:
-    """'connection refused', 'name or service not known', ...: the OS's words when it has any."""
-    if isinstance(err, aiohttp.ClientConnectorError) and err.os_error.errno:
-        return os.strerror(err.os_error.errno).lower()
-    return str(err) or type(err).__name__
 
 
 def _model_cards(body: bytes) -> list[dict[str, Any]] | None:

@@ -11,11 +11,13 @@ from typing import Any
 
 from data_plane.decision.rejections import RULE_WORDS
 from data_plane.domain import (
+    BudgetMode,
     Candidate,
     CompiledTable,
     NoRoute,
     NoRouteReason,
     Rejected,
+    Rejection,
     RouteDecision,
     RouteReason,
 )
@@ -87,7 +89,8 @@ def _summary(d: RouteDecision) -> str:
     elif d.reason is RouteReason.FLOOR_RELAXED:
         text = (
             f"{head}: no healthy pair reaches the accuracy floor {d.min_accuracy:.2f}. "
-            f"Best-effort mode serves the most accurate healthy pair, {_choice_words(d)}."
+            f"Best-effort mode serves the most accurate healthy pair, below the floor: "
+            f"{_choice_words(d)}."
         )
     else:
         text = (
@@ -99,13 +102,25 @@ def _summary(d: RouteDecision) -> str:
     return f"{text}{chain} {_rejection_counts(d.rejected)}"
 
 
+def _infeasible_advice(n: NoRoute) -> str:
+    """What the client can change; best-effort is suggested only to a strict request, and
+    never for the context length, which no mode relaxes."""
+    if n.binding is Rejection.CONTEXT_TOO_LONG:
+        return "No budget mode relaxes the context length."
+    if n.mode is BudgetMode.BEST_EFFORT:
+        return (
+            "Best-effort mode already relaxed latency and the accuracy floor; it never "
+            "relaxes the cost ceiling or the context length. Loosen the named constraint."
+        )
+    return "Loosen the named constraint, or use best-effort mode."
+
+
 def _no_route(n: NoRoute, table: CompiledTable) -> dict[str, Any]:
     advice = {
         NoRouteReason.UNKNOWN_MODEL: "Ask for 'auto', a family or a pair this table serves.",
         NoRouteReason.ALL_UNHEALTHY: "The breakers will let probes through after their "
         "cooldown; retry later or allow more families.",
-        NoRouteReason.BUDGET_INFEASIBLE: "Loosen the named constraint, or use best-effort mode.",
-    }[n.reason]
+    }.get(n.reason) or _infeasible_advice(n)
     return {
         "routed": False,
         "table_version": table.version,

@@ -121,18 +121,69 @@ def _unrelaxable(
     return found
 
 
-def _infeasible(healthy: list[Rejected], limits: Limits, rejected: tuple[Rejected, ...]) -> NoRoute:
-    """Strict (or unrelaxable) failure naming the binding constraint: the rule that stopped
-    the pairs that got furthest through the checks, with the cheapest such pair as example."""
-    binding = max((r.reason for r in healthy), key=RANK.__getitem__)
-    example = next(r for r in healthy if r.reason is binding)
-    count = sum(1 for r in healthy if r.reason is binding)
-    detail = (
-        f"no pair meets the budget ({limits.mode.value} mode, category {limits.category}); "
-        f"binding constraint: {RULE_WORDS[binding].binding}, which rules out {count} pair(s), "
-        f"e.g. {example.pair}: {example.detail}"
+def _too_long(rows: Sequence[ScanRow], healthy: list[Rejected], limits: Limits, chars: int) -> str:
+    """The words of a request longer than every healthy pair's context, in the phrasing
+    OpenAI uses (client libraries match "maximum context length")."""
+    names = {r.pair for r in healthy}
+    widest = max((r for r in rows if r.pair.pair in names), key=lambda r: r.context_length)
+    tokens = math.ceil(chars / widest.chars_per_token)
+    return (
+        f"This model's maximum context length is {widest.context_length} tokens (the largest "
+        f"of {len(names)} pair(s), {widest.pair.pair}); the request needs {tokens} input + "
+        f"{limits.output_tokens} output = {tokens + limits.output_tokens} tokens. Shorten the "
+        "prompt or lower max_tokens"
     )
-    return NoRoute(NoRouteReason.BUDGET_INFEASIBLE, detail, binding=binding, rejected=rejected)
+
+
+def _ejected_fit(
+    rows: Sequence[ScanRow], ejected: frozenset[str], limits: Limits, chars: int
+) -> int:
+    """How many breaker-ejected pairs the request would fit: then it is not too long, the
+    pairs that could take it are down for now (a retry after the cooldown may succeed)."""
+    return sum(
+        1
+        for row in rows
+        if ejected.issuperset(row.endpoint_ids)
+        and math.ceil(chars / row.chars_per_token) + limits.output_tokens <= row.context_length
+    )
+
+
+def _infeasible(
+    healthy: list[Rejected],
+    limits: Limits,
+    rejected: tuple[Rejected, ...],
+    scope: tuple[Sequence[ScanRow], int, frozenset[str]],
+) -> NoRoute:
+    """Strict (or unrelaxable) failure naming the binding constraint: the rule that stopped
+    the pairs that got furthest through the checks, with the cheapest such pair as example.
+    `scope` is (the allowed rows, the prompt's characters, the ejected endpoints), for a
+    request longer than every healthy pair's context."""
+    binding = max((r.reason for r in healthy), key=RANK.__getitem__)
+    if binding is Rejection.CONTEXT_TOO_LONG:
+        rows, chars, ejected = scope
+        down = _ejected_fit(rows, ejected, limits, chars)
+        if down:
+            detail = (
+                f"only {down} pair(s) whose context fits the request are allowed, and every "
+                "endpoint of them is ejected by its breaker"
+            )
+            return NoRoute(NoRouteReason.ALL_UNHEALTHY, detail, rejected=rejected)
+        detail = _too_long(rows, healthy, limits, chars)
+    else:
+        example = next(r for r in healthy if r.reason is binding)
+        count = sum(1 for r in healthy if r.reason is binding)
+        detail = (
+            f"no pair meets the budget ({limits.mode.value} mode, category {limits.category}); "
+            f"binding constraint: {RULE_WORDS[binding].binding}, which rules out {count} pair(s), "
+            f"e.g. {example.pair}: {example.detail}"
+        )
+    return NoRoute(
+        NoRouteReason.BUDGET_INFEASIBLE,
+        detail,
+        binding=binding,
+        rejected=rejected,
+        mode=limits.mode,
+    )
 
 
 def decide_without_feasible(
@@ -167,11 +218,11 @@ def decide_without_feasible(
     if limits.mode is BudgetMode.STRICT:
         eager = rejected()
         healthy = [r for r in eager if r.reason not in _NOT_RULED]
-        return _infeasible(healthy, limits, eager)
+        return _infeasible(healthy, limits, eager, (rows, chars, ejected))
     relaxed = _relax(live, by_order, limits, chars, health, rng)
     if relaxed is None:
         unrelaxable = _unrelaxable(live, by_order, limits, chars)
-        return _infeasible(unrelaxable, limits, rejected())
+        return _infeasible(unrelaxable, limits, rejected(), (rows, chars, ejected))
     reason, candidates = relaxed
     return RouteDecision(
         candidates=candidates,

@@ -22,6 +22,7 @@ from pydantic import (
     StrictBool,
     StrictStr,
     ValidationError,
+    WithJsonSchema,
     field_validator,
 )
 
@@ -42,6 +43,28 @@ _BACKSLASH = ord("\\")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 PositiveTokens = Annotated[int, Field(strict=True, gt=0, le=MAX_OUTPUT_TOKENS)]
 BodyKind = Literal["chat", "completions"]
+# What the validators below accept, as JSON Schema (the served /openapi.json is generated
+# from these models).
+_TEXT_PART = {
+    "type": "object",
+    "required": ["type"],
+    "properties": {"type": {"type": "string"}, "text": {"type": "string"}},
+}
+_CONTENT_SCHEMA = {
+    "anyOf": [{"type": "string"}, {"type": "null"}, {"type": "array", "items": _TEXT_PART}]
+}
+_FORMAT_SCHEMA = {
+    "anyOf": [
+        {"type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}},
+        {"type": "null"},
+    ]
+}
+_PROMPT_SCHEMA = {
+    "anyOf": [
+        {"type": "string"},
+        {"type": "array", "items": {"type": "string"}, "minItems": 1},
+    ]
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +101,7 @@ def _check_parts(value: Any) -> Any:
 class _Message(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: StrictStr
-    content: Any = None
+    content: Annotated[Any, WithJsonSchema(_CONTENT_SCHEMA)] = None
 
     @field_validator("content")
     @classmethod
@@ -96,7 +119,7 @@ class _Body(BaseModel):
     stream: StrictBool | None = None
     max_tokens: PositiveTokens | None = None
     max_completion_tokens: PositiveTokens | None = None
-    response_format: Any = None
+    response_format: Annotated[Any, WithJsonSchema(_FORMAT_SCHEMA)] = None
 
     @field_validator("response_format")
     @classmethod
@@ -113,7 +136,7 @@ class _ChatBody(_Body):
 
 
 class _CompletionBody(_Body):
-    prompt: Any
+    prompt: Annotated[Any, WithJsonSchema(_PROMPT_SCHEMA)]
 
     @field_validator("prompt")
     @classmethod
@@ -384,3 +407,10 @@ def rewrite_model(raw: bytes, served_model_name: str) -> bytes:
         pos = end
     out.append(raw[pos:])
     return b"".join(out)
+
+
+# The request bodies by their name in the OpenAPI document (data_plane.serving.openapi).
+REQUEST_MODELS: dict[str, type[BaseModel]] = {
+    "ChatRequest": _ChatBody,
+    "CompletionRequest": _CompletionBody,
+}

@@ -19,6 +19,7 @@ from typing import Protocol
 from opentelemetry.trace import SpanKind
 
 from data_plane.domain import Candidate, CompiledEndpoint
+from data_plane.engine_keys import EngineKeys
 from data_plane.outcome import BudgetMissed, Cancelled, Outcome, Timeout, UpstreamStatus
 from data_plane.resilience.health import Health
 from data_plane.serving.usage import SSE_TAIL_BYTES
@@ -62,9 +63,11 @@ class ClientSink(Protocol):
 
 @dataclass(slots=True)
 class CallState:
-    """The little that changes during a call: which pair is streaming to the client."""
+    """The little that changes during a call: which pair is streaming to the client, and
+    how many engine attempts were started (an error after one says "do not retry")."""
 
     streaming_pair: str | None = None
+    attempts: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,12 +148,14 @@ class AttemptRunner:
         metrics: DataPlaneMetrics,
         tracing: Tracing,
         clock: Callable[[], float] = time.monotonic,
+        engine_keys: EngineKeys | None = None,
     ) -> None:
         self._upstream = upstream
         self._health = health
         self._metrics = metrics
         self._tracing = tracing
         self._clock = clock
+        self._engine_keys = engine_keys
 
     async def run(
         self,
@@ -162,6 +167,7 @@ class AttemptRunner:
         limit: AttemptLimit = NO_LIMIT,
     ) -> Served | Failed:
         started = self._clock()
+        call.state.attempts += 1
         outcome: Outcome | None = Cancelled()
         self._health.acquire(endpoint.id)
         with self._tracing.span(
@@ -221,6 +227,10 @@ class AttemptRunner:
             "X-Request-Id": call.request_id,
         }
         self._tracing.inject(headers, span, call.trace_headers)
+        if self._engine_keys is not None:  # the engine's key; never the client's
+            auth = self._engine_keys.authorization(endpoint.id, cand.pair.pair)
+            if auth is not None:
+                headers["Authorization"] = auth
         body = call.bodies(cand.pair.served_model_name)
         resp = await self._upstream.send(UpstreamRequest(endpoint.url + call.path, body, headers))
         try:

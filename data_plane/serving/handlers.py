@@ -14,11 +14,18 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from data_plane.decision.explain import explain
 from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import Candidate, CompiledTable, RouteDecision
-from data_plane.errors import AllUpstreamsUnavailable, PayloadTooLarge, RequestTimeout
+from data_plane.errors import (
+    AllUpstreamsUnavailable,
+    ModelNotFound,
+    PayloadTooLarge,
+    RequestTimeout,
+    RouterError,
+)
 from data_plane.request.inbound import read_request
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE
+from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.proxy import Proxy
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
@@ -81,6 +88,7 @@ class Handlers:
         max_body_bytes: int,
         clock: Callable[[], float] = time.monotonic,
         body_read_timeout_s: float = 10.0,
+        open_api: bool = True,
     ) -> None:
         self._max_body_bytes = max_body_bytes
         self._body_read_timeout_s = body_read_timeout_s
@@ -88,17 +96,23 @@ class Handlers:
         self._proxy = proxy
         self._metrics = metrics
         self._clock = clock
-        self._models: tuple[int, bytes] | None = None
+        self._models: tuple[int, bytes, dict[str, dict[str, object]]] | None = None
+        self._openapi: dict[int | None, bytes] = {}  # table version -> document
+        # /openapi.json needs no key: it lists the table's model ids only when /v1/ needs
+        # none either (else they are for key holders, through /v1/models).
+        self._ids_in_openapi = open_api
 
     def routes(self) -> list[web.RouteDef]:
         return [
             web.post(CHAT_PATH, self.chat_completions, name="chat_completions"),
             web.post(COMPLETIONS_PATH, self.completions, name="completions"),
             web.get("/v1/models", self.models, name="models", allow_head=False),
+            web.get("/v1/models/{model:.+}", self.model, name="model", allow_head=False),
             web.post("/v1/route", self.route, name="route"),
             web.get("/healthz", self.healthz, name="healthz", allow_head=False),
             web.get("/readyz", self.readyz, name="readyz", allow_head=False),
             web.get("/metrics", self.metrics, name="metrics", allow_head=False),
+            web.get("/openapi.json", self.openapi, name="openapi", allow_head=False),
         ]
 
     def _table(self) -> CompiledTable:
@@ -155,6 +169,9 @@ class Handlers:
             exchange.outcome = await self._proxy.serve(call, table, decision, sink)
         except ClientGoneError:
             exchange.outcome = RequestOutcome.CANCELLED
+        except RouterError as err:
+            err.engines_tried = call.state.attempts > 0
+            raise
         if sink.response is None:
             raise RuntimeError("the proxy finished without an answer")
         return sink.response
@@ -168,11 +185,38 @@ class Handlers:
             result = apply_rollout(result, table, self._proxy.draw())
         return web.json_response(explain(result, table))
 
-    async def models(self, request: web.Request) -> web.Response:
+    def _model_list(self) -> tuple[int, bytes, dict[str, dict[str, object]]]:
+        """(table version, the list's body, the model objects by id), built once per table."""
         table = self._table()
         if self._models is None or self._models[0] != table.version:
-            self._models = (table.version, _models_body(table, int(self._store.created_at_s)))
-        return web.Response(body=self._models[1], content_type="application/json")
+            objects = _model_objects(table, int(self._store.created_at_s))
+            body = json.dumps({"object": "list", "data": list(objects.values())}).encode()
+            self._models = (table.version, body, objects)
+        return self._models
+
+    async def models(self, request: web.Request) -> web.Response:
+        return web.Response(body=self._model_list()[1], content_type="application/json")
+
+    async def model(self, request: web.Request) -> web.Response:
+        """One model object (the SDK's `models.retrieve`); 404 model_not_found otherwise."""
+        name = request.match_info["model"]
+        found = self._model_list()[2].get(name)
+        if found is None:
+            raise ModelNotFound(f"model {name[:200]!r} is not served", param=None)
+        return web.json_response(found)
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        """This API's OpenAPI document, generated from the routes and models; the loaded
+        table's model ids are listed as known `model` values."""
+        version = self._store.version
+        body = self._openapi.get(version)
+        if body is None:
+            doc = build_openapi(self.routes())
+            if self._ids_in_openapi and self._store.current is not None:
+                doc = with_models(doc, list(self._model_list()[2]))
+            body = json.dumps(doc).encode()
+            self._openapi = {version: body}
+        return web.Response(body=body, content_type="application/json")
 
     async def healthz(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -208,8 +252,18 @@ def _headers_for(
     return headers_for
 
 
-def _models_body(table: CompiledTable, created: int) -> bytes:
-    """OpenAI's model list: `auto`, every family, every pair."""
+def _model_objects(table: CompiledTable, created: int) -> dict[str, dict[str, object]]:
+    """OpenAI's model objects for `auto`, every family and every pair, in that order. Like
+    vLLM's, each has `max_model_len`: the largest context among the pairs the id may route to
+    (a longer request answers 400 context_length_exceeded)."""
     ids = ["auto", *dict.fromkeys(p.family for p in table.pairs), *(p.pair for p in table.pairs)]
-    data = [{"id": i, "object": "model", "created": created, "owned_by": "gearbox"} for i in ids]
-    return json.dumps({"object": "list", "data": data}).encode()
+    return {
+        i: {
+            "id": i,
+            "object": "model",
+            "created": created,
+            "owned_by": "gearbox",
+            "max_model_len": max(p.context_length for p in table.by_alias[i]),
+        }
+        for i in ids
+    }

@@ -28,6 +28,7 @@ from data_plane.domain import (
     CompiledTable,
     NoRoute,
     NoRouteReason,
+    Rejection,
     RequestFacts,
     RouteDecision,
     RouteReason,
@@ -90,7 +91,9 @@ def no_route_error(result: NoRoute, retry_after_s: float) -> RouterError:
             return ModelNotFound(result.detail)
         case NoRouteReason.BUDGET_INFEASIBLE:
             param = None if result.binding is None else RULE_WORDS[result.binding].param
-            return BudgetInfeasible(result.detail, param=param)
+            too_long = result.binding is Rejection.CONTEXT_TOO_LONG  # OpenAI's code for it
+            code = "context_length_exceeded" if too_long else None
+            return BudgetInfeasible(result.detail, param=param, code=code)
         case NoRouteReason.ALL_UNHEALTHY:
             return AllUpstreamsUnavailable(result.detail, retry_after_s=retry_after_s)
 

@@ -28,6 +28,8 @@ class Route(StrEnum):
     READYZ = "readyz"
     METRICS = "metrics"
     OTHER = "other"
+    MODEL = "model"  # GET /v1/models/{model}
+    OPENAPI = "openapi"  # GET /openapi.json
 
 
 class RequestOutcome(StrEnum):

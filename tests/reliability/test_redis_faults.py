@@ -234,3 +234,4 @@ async def test_publisher_crash_between_version_and_pointer_keeps_the_previous_ta
         assert (body["version"], body["previous_version"]) == (orphan + 1, first)
         await eventually(lambda: plane.version == orphan + 1, what="next table followed")
         assert await admin.history() == (orphan + 1, [orphan + 1, first])
+        assert await redis_client.get(redis_keys.table_version(orphan)) is None  # trimmed

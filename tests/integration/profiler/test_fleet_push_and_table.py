@@ -52,6 +52,12 @@ class ControlPlaneStub:
     status: int = 201
     received: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
+    async def check(self, request: web.Request) -> web.Response:
+        """`POST /v1/auth/check`, which the profiler asks before measuring."""
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return web.json_response({"error": {"message": "invalid token"}}, status=401)
+        return web.json_response({"status": "ok"})
+
     async def post(self, request: web.Request) -> web.Response:
         body = await request.json()
         self.received.append((request.headers.get("Authorization", ""), body))
@@ -66,6 +72,7 @@ class ControlPlaneStub:
 async def serving(stub: ControlPlaneStub) -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_post("/v1/profiles", stub.post)
+    app.router.add_post("/v1/auth/check", stub.check)
     async with served(app) as url:
         yield url
 

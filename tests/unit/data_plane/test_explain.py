@@ -101,7 +101,7 @@ def test_relaxed_summaries() -> None:
     assert latency["reason"] == "best_effort_latency_relaxed"
     assert "relaxed latency" in latency["summary"]
     floor = explain(run(t, min_accuracy=0.99), t)
-    assert floor["reason"] == "best_effort_most_accurate"
+    assert floor["reason"] == "best_effort_below_floor"
     assert "no healthy pair reaches the accuracy floor 0.99" in floor["summary"]
     assert "below the accuracy floor" in floor["summary"]
 

@@ -404,7 +404,8 @@ def test_best_effort_never_relaxes_the_context_length() -> None:
     result = route(simple(), input_chars=200_000)
     assert isinstance(result, NoRoute)
     assert result.binding is Rejection.CONTEXT_TOO_LONG
-    assert "best-effort mode" in result.detail
+    assert result.mode is BudgetMode.BEST_EFFORT
+    assert "maximum context length is" in result.detail  # OpenAI's words, for client libraries
 
 
 def test_breaker_open_pairs_do_not_count_towards_the_binding_rule() -> None:
