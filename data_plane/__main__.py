@@ -15,6 +15,7 @@ from prometheus_client import disable_created_metrics
 from pydantic import ValidationError
 
 from data_plane.app import create_app
+from data_plane.gateway_app import run_gateway
 from data_plane.settings import DataPlaneSettings
 from data_plane.telemetry.logs import configure_logging
 
@@ -26,11 +27,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m data_plane", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the data plane (flags override GEARBOX_DP_* env)")
+    extproc = sub.add_parser(
+        "extproc", help="run as an Envoy ext_proc service (docs/gateway.md); same settings"
+    )
     for name, info in DataPlaneSettings.model_fields.items():
         if name in _NOT_FLAGS:
             continue
         flag = "--" + name.replace("_", "-")
-        serve.add_argument(flag, dest=name, default=None, metavar="VALUE", help=info.description)
+        for command in (serve, extproc):
+            command.add_argument(
+                flag, dest=name, default=None, metavar="VALUE", help=info.description
+            )
     return parser
 
 
@@ -79,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"invalid setting {where}: {e['msg']}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
+    if args.command == "extproc":
+        run_gateway(settings)
+        return 0
     # `_created` series would double the size of /metrics for nothing Prometheus uses.
     disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
     app = create_app(settings)

@@ -18,6 +18,7 @@ OtelExporter = Literal["none", "console", "otlp"]
 EventLoop = Literal["uvloop", "asyncio"]
 UpstreamClientKind = Literal["http1", "aiohttp"]
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+ExtProcBodyMode = Literal["buffered", "full_duplex_streamed"]
 
 
 class DataPlaneSettings(BaseSettings):
@@ -85,6 +86,16 @@ class DataPlaneSettings(BaseSettings):
     body_read_timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
     # After an early answer (408, 413), how long the server keeps draining an unread body.
     lingering_time_s: float = Field(default=1.0, ge=0.0, le=60.0)
+    # `python -m data_plane extproc` (docs/gateway.md): the ext_proc gRPC port, the header an
+    # HTTPRoute per pair matches, and the body mode assumed when Envoy does not say.
+    extproc_port: int = Field(default=9004, ge=0, le=65535)
+    extproc_pair_header: str = Field(
+        default="x-gearbox-pair", min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9-]*$"
+    )
+    extproc_body_mode: ExtProcBodyMode = Field(
+        default="buffered",
+        description="request body mode of the ext_proc filter when Envoy sends no protocol_config",
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod

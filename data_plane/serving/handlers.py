@@ -13,11 +13,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from data_plane.decision.explain import explain
 from data_plane.decision.rollout import apply_rollout
-from data_plane.domain import Candidate, CompiledTable, RequestFacts, RouteDecision
+from data_plane.domain import Candidate, CompiledTable, RouteDecision
 from data_plane.errors import AllUpstreamsUnavailable, PayloadTooLarge, RequestTimeout
-from data_plane.request.body import ParsedBody, parse_request_body, rewrite_model
+from data_plane.request.body import parse_request_body, rewrite_model
 from data_plane.request.budget import parse_budget
-from data_plane.request.classifier import classify
+from data_plane.request.facts import facts_of
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE
@@ -70,19 +70,6 @@ class AiohttpSink:
                 await self._stream.write_eof()
             except ConnectionResetError as err:
                 raise ClientGoneError("client went away") from err
-
-
-def facts_of(parsed: ParsedBody) -> RequestFacts:
-    category, complexity = classify(parsed.classify_text)
-    return RequestFacts(
-        alias=parsed.alias,
-        category=category,
-        complexity=complexity,
-        input_chars=parsed.input_chars,
-        max_output_tokens=parsed.max_output_tokens,
-        stream=parsed.stream,
-        wants_json=parsed.wants_json,
-    )
 
 
 def _body_kind(raw: bytes) -> Kind:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from data_plane.decision.choose import choose_route, order_endpoints, predict
+from data_plane.decision.no_route import no_route_error
 from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import (
     Budget,
@@ -22,18 +23,11 @@ from data_plane.domain import (
     CompiledEndpoint,
     CompiledTable,
     NoRoute,
-    NoRouteReason,
     RequestFacts,
     RouteDecision,
     RouteRequest,
 )
-from data_plane.errors import (
-    AllUpstreamsUnavailable,
-    BudgetInfeasible,
-    DeadlineExceeded,
-    ModelNotFound,
-    RouterError,
-)
+from data_plane.errors import DeadlineExceeded
 from data_plane.resilience.health import Health
 from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
 from data_plane.serving.attempt import AttemptRunner, Call, ClientSink, Failed, Served
@@ -41,13 +35,6 @@ from data_plane.serving.delivery import Delivery
 from data_plane.serving.quality import check_answer
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERSION, Tracing
-
-_BINDING_PARAM = {
-    "too_slow": "X-Latency-Budget-Ms",
-    "below_accuracy_floor": "X-Min-Accuracy",
-    "too_expensive": "X-Max-Cost-Usd",
-    "context_too_long": "max_tokens",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,18 +54,6 @@ class ProxyParts:
     tracing: Tracing
     clock: Callable[[], float]  # monotonic seconds
     rng: random.Random
-
-
-def no_route_error(result: NoRoute, retry_after_s: float) -> RouterError:
-    """The client error for a decision with no feasible route."""
-    match result.reason:
-        case NoRouteReason.UNKNOWN_MODEL:
-            return ModelNotFound(result.detail)
-        case NoRouteReason.BUDGET_INFEASIBLE:
-            param = None if result.binding is None else _BINDING_PARAM.get(result.binding)
-            return BudgetInfeasible(result.detail, param=param)
-        case NoRouteReason.ALL_UNHEALTHY:
-            return AllUpstreamsUnavailable(result.detail, retry_after_s=retry_after_s)
 
 
 class Proxy:
