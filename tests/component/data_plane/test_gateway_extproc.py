@@ -219,11 +219,16 @@ async def test_invalid_or_infeasible_requests_get_an_immediate_openai_error(
     assert (got_status, error["error"]["code"], error["error"]["param"]) == (status, code, param)
     assert error["error"]["type"] == "invalid_request_error"
     assert reply_headers["content-type"] == "application/json"
-    outcome = "invalid_request" if status == 400 and code != "budget_infeasible" else None
-    if outcome is not None:
-        assert gateway.metric(
-            "gearbox_requests_total", route="chat_completions", outcome=outcome
-        ) == pytest.approx(1.0)
+    outcome = {"model_not_found": "no_route", "budget_infeasible": "budget_infeasible"}
+    assert gateway.metric(
+        "gearbox_requests_total",
+        route="chat_completions",
+        outcome=outcome.get(code, "invalid_request"),
+    ) == pytest.approx(1.0)
+    no_route = {"model_not_found": "unknown_model", "budget_infeasible": "budget_infeasible"}
+    if code in no_route:
+        assert gateway.metric("gearbox_no_route_total", reason=no_route[code]) == 1.0
+        assert gateway.metric("gearbox_routing_decision_duration_seconds_count") == 1.0
 
 
 async def test_undecodable_body_is_a_400_naming_json(gateway: Gateway) -> None:
@@ -277,6 +282,24 @@ async def test_other_paths_pass_through_untouched(gateway: Gateway) -> None:
     assert len(responses) == 1
     assert responses[0].WhichOneof("response") == "request_headers"
     assert not responses[0].request_headers.response.HasField("header_mutation")
+
+
+async def test_other_methods_pass_through_untouched(gateway: Gateway) -> None:
+    responses = await exchange(
+        gateway, [headers_message({}, method="GET", mode=BUFFERED, end_of_stream=True)]
+    )
+    assert [r.WhichOneof("response") for r in responses] == ["request_headers"]
+    assert not responses[0].request_headers.response.HasField("header_mutation")
+
+
+async def test_trailers_end_a_full_duplex_body_and_pass_through(gateway: Gateway) -> None:
+    raw = json.dumps(CHAT).encode()
+    trailers = ext_proc.ProcessingRequest(request_trailers=ext_proc.HttpTrailers())
+    responses = await exchange(gateway, [headers_message({}), body_message(raw, False), trailers])
+    kinds = [r.WhichOneof("response") for r in responses]
+    assert kinds == ["request_headers", "request_body", "request_trailers"]
+    assert set_headers(responses[0].request_headers.response)[PAIR_HEADER] == "llama@fp8"
+    assert not responses[2].request_trailers.HasField("header_mutation")
 
 
 async def test_a_passed_through_full_duplex_body_is_echoed(gateway: Gateway) -> None:
