@@ -34,6 +34,7 @@ from data_plane.sync.engine_scrape import EngineScraper
 from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
 from data_plane.table_store import TableStore
+from data_plane.telemetry.demand import SpilledDemand, pair_demand
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.span_pipelines import build_tracing
 from data_plane.telemetry.tracing import Tracing
@@ -149,9 +150,18 @@ def _build_proxy(
         tracing=tracing,
         clock=deps.clock,
         rng=deps.rng,
+        demand=_demand(app, deps.clock),
     )
     config = ProxyConfig(s.max_attempts, s.default_request_timeout_s, s.deadline_grace_s)
     return Proxy(config, parts)
+
+
+def _demand(app: web.Application, clock: Callable[[], float]) -> SpilledDemand:
+    """Spilled requests, counted and exported with the in-flight ones as demand per pair."""
+    metrics, store, tracker = app[METRICS], app[STORE], app[HEALTH].tracker
+    spilled = SpilledDemand(clock, lambda pair: metrics.pair_spilled.labels(pair).inc())
+    metrics.watch_demand(lambda: pair_demand(store.current, tracker.in_flight, spilled))
+    return spilled
 
 
 def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.Application:

@@ -33,6 +33,7 @@ from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
 from data_plane.serving.attempt import AttemptRunner, Call, ClientSink, Failed, Served
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.quality import check_answer
+from data_plane.telemetry.demand import SpilledDemand
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERSION, Tracing
 
@@ -54,6 +55,7 @@ class ProxyParts:
     tracing: Tracing
     clock: Callable[[], float]  # monotonic seconds
     rng: random.Random
+    demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
 
 
 class Proxy:
@@ -87,6 +89,8 @@ class Proxy:
         """The decision to serve (after shadow/canary), counted; raises for no route."""
         p = self._p
         result = self.route(table, facts, budget)
+        if p.demand is not None:
+            p.demand.observe(table, RouteRequest(facts, budget), p.health.view(), result)
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
             raise no_route_error(result, p.health.retry_after_s())
