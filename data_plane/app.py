@@ -30,6 +30,8 @@ from data_plane.serving.handlers import Handlers
 from data_plane.serving.middleware import ApiKeys, add_request_id, make_gateway
 from data_plane.serving.proxy import Proxy, ProxyConfig, ProxyParts
 from data_plane.settings import DataPlaneSettings
+from data_plane.sync.endpoint_discovery import EndpointDiscovery
+from data_plane.sync.endpoint_resolver import DnsResolver
 from data_plane.sync.engine_scrape import EngineScraper
 from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
@@ -102,6 +104,7 @@ WATCHER = web.AppKey("gearbox_watcher", TableWatcher)
 TRAFFIC = web.AppKey("gearbox_traffic", TrafficStats)
 TASKS = web.AppKey("gearbox_tasks", BackgroundTasks)
 TRACING = web.AppKey("gearbox_tracing", Tracing)
+DISCOVERY = web.AppKey("gearbox_discovery", EndpointDiscovery)
 
 
 def _version() -> str:
@@ -164,6 +167,30 @@ def _demand(app: web.Application, clock: Callable[[], float]) -> SpilledDemand:
     return spilled
 
 
+def _discovery(app: web.Application, s: DataPlaneSettings) -> TableStore:
+    """With endpoint discovery on, the watcher fills a source store and discovery serves it
+    expanded to one endpoint per pod in the app's store; else the watcher fills that store."""
+    if s.endpoint_discovery_interval_s <= 0:
+        return app[STORE]
+    source = TableStore()
+    resolver = DnsResolver(s.endpoint_dns_server_list, s.endpoint_dns_timeout_s)
+    app[DISCOVERY] = EndpointDiscovery(
+        source, app[STORE], resolver, app[HEALTH].probation, s.endpoint_discovery_interval_s
+    )
+    return source
+
+
+async def _discovery_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Endpoint discovery's resolve loop (only when enabled)."""
+    discovery = app.get(DISCOVERY)
+    if discovery is None:
+        yield
+        return
+    app[TASKS].start("endpoint_discovery", discovery.run())
+    yield
+    await app[TASKS].stop("endpoint_discovery")
+
+
 def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.Application:
     """A ready-to-run data-plane app; background work starts with the app (cleanup_ctx)."""
     deps = deps or AppDeps()
@@ -188,7 +215,8 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         settings.redis_backoff_max_s,
         settings.snapshot_path,
     )
-    app[WATCHER] = TableWatcher(watcher_config, store, metrics, deps.wall_clock)
+    source = _discovery(app, settings)  # the store the watcher fills
+    app[WATCHER] = TableWatcher(watcher_config, source, metrics, deps.wall_clock)
     adapter: AiohttpUpstream | Http1Upstream | None = None
     upstream: UpstreamClient
     if deps.upstream is None:
@@ -209,6 +237,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     app.cleanup_ctx.append(_lifecycle(adapter))
     app.cleanup_ctx.append(_redis_ctx(deps))
     app.cleanup_ctx.append(_scrape_ctx)
+    app.cleanup_ctx.append(_discovery_ctx)
     return app
 
 

@@ -96,6 +96,13 @@ class DataPlaneSettings(BaseSettings):
         default="buffered",
         description="request body mode of the ext_proc filter when Envoy sends no protocol_config",
     )
+    # Endpoints are pods (docs/data_plane.md, "Endpoint discovery"): engine URLs whose host is
+    # a name are re-resolved at this interval into one endpoint per address. 0 = off.
+    endpoint_discovery_interval_s: float = Field(default=0.0, ge=0.0, le=3600.0)
+    endpoint_dns_servers: str = Field(
+        default="", description="ADDRESS[:PORT],... ('' = the system resolver)"
+    )
+    endpoint_dns_timeout_s: float = Field(default=2.0, gt=0.0, le=60.0)
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -111,6 +118,12 @@ class DataPlaneSettings(BaseSettings):
         for key in value:
             if len(key.get_secret_value()) < 8:
                 raise ValueError("each API key must be at least 8 characters")
+        return value
+
+    @field_validator("endpoint_dns_servers")
+    @classmethod
+    def _dns_servers(cls, value: str) -> str:
+        parse_dns_servers(value)  # raises ValueError naming the bad entry
         return value
 
     @field_validator("redis_key_prefix")
@@ -130,3 +143,22 @@ class DataPlaneSettings(BaseSettings):
     @property
     def redis_keys(self) -> RedisKeys:
         return RedisKeys(self.redis_key_prefix)
+
+    @property
+    def endpoint_dns_server_list(self) -> list[tuple[str, int]]:
+        return parse_dns_servers(self.endpoint_dns_servers)
+
+
+def parse_dns_servers(text: str) -> list[tuple[str, int]]:
+    """`"10.0.0.10, 127.0.0.1:5353"` -> [(address, port)]; port 53 when not given."""
+    servers = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep:
+            host, port = item, "53"
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"DNS server {item!r} is not ADDRESS or ADDRESS:PORT")
+        servers.append((host, int(port)))
+    return servers

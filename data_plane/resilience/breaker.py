@@ -162,6 +162,21 @@ class BreakerBoard:
             del self._breakers[eid]
             self._unsettled.discard(eid)
 
+    def start_half_open(self, endpoint_ids: Iterable[str], now: float) -> list[Transition]:
+        """New endpoints (pods that just appeared) start half-open: their first attempt is a
+        probe, and they take full traffic once it succeeds."""
+        moved = []
+        for endpoint_id in endpoint_ids:
+            b = self._get(endpoint_id)
+            if b.state is BreakerState.CLOSED and b.requests == 0:
+                b.probe_started = -math.inf  # the probe slot is free
+                moved.append(
+                    self._move(endpoint_id, b, BreakerState.HALF_OPEN, now, "new endpoint")
+                )
+        if moved:  # returned here, not left for take_transitions
+            del self._pending[-len(moved) :]
+        return moved
+
     def _probe_result(self, endpoint_id: str, b: _Breaker, success: bool, now: float) -> Transition:
         if success:
             b.cooldown_s = self._config.cooldown_s

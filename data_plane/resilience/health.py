@@ -79,6 +79,10 @@ class Health:
             self._metrics.set_breaker_state(endpoint_id, self._board.state(endpoint_id))
             self._metrics.in_flight.labels(endpoint_id).set(self.tracker.in_flight(endpoint_id))
 
+    def probation(self, endpoint_ids: Iterable[str]) -> None:
+        """Endpoints that just appeared join half-open (see `BreakerBoard.start_half_open`)."""
+        self._publish(self._board.start_half_open(endpoint_ids, self._clock()))
+
     def _publish(self, transitions: Iterable[Transition]) -> None:
         for t in transitions:
             self._metrics.circuit_transitions.labels(t.endpoint_id, t.to_state).inc()
