@@ -15,7 +15,6 @@ from prometheus_client import disable_created_metrics
 from pydantic import ValidationError
 
 from data_plane.app import create_app
-from data_plane.gateway_app import run_gateway
 from data_plane.settings import DataPlaneSettings
 from data_plane.telemetry.logs import configure_logging
 
@@ -87,6 +86,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level)
     if args.command == "extproc":
+        # Imported only in gateway mode: grpc and the Envoy protos stay out of `serve`.
+        from data_plane.gateway_app import run_gateway
+
         run_gateway(settings)
         return 0
     # `_created` series would double the size of /metrics for nothing Prometheus uses.
