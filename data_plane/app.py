@@ -30,6 +30,7 @@ from data_plane.serving.handlers import Handlers
 from data_plane.serving.middleware import ApiKeys, add_request_id, make_gateway
 from data_plane.serving.proxy import Proxy, ProxyConfig, ProxyParts
 from data_plane.settings import DataPlaneSettings
+from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver
 from data_plane.sync.engine_scrape import EngineScraper
@@ -105,6 +106,7 @@ TRAFFIC = web.AppKey("gearbox_traffic", TrafficStats)
 TASKS = web.AppKey("gearbox_tasks", BackgroundTasks)
 TRACING = web.AppKey("gearbox_tracing", Tracing)
 DISCOVERY = web.AppKey("gearbox_discovery", EndpointDiscovery)
+ANNOUNCEMENTS = web.AppKey("gearbox_announcements", BreakerAnnouncements)
 
 
 def _version() -> str:
@@ -305,11 +307,28 @@ def _redis_ctx(deps: AppDeps) -> CleanupCtx:
         tasks = app[TASKS]
         tasks.start("table_watcher", app[WATCHER].run(client))
         tasks.start("live_state", writer.run(s.live_state_interval_s))
+        if s.breaker_announcements:
+            _start_announcements(app, client)
         yield
-        await tasks.stop("table_watcher", "live_state")
+        await tasks.stop("table_watcher", "live_state", *_ANNOUNCEMENT_TASKS)
         await client.aclose()
 
     return redis_ctx
+
+
+_ANNOUNCEMENT_TASKS = ("breaker_announce", "breaker_listen")
+
+
+def _start_announcements(app: web.Application, client: aioredis.Redis) -> None:
+    """Announce this replica's opened breakers; eject what the others announce."""
+    s, health = app[SETTINGS], app[HEALTH]
+    announcements = BreakerAnnouncements(
+        s.redis_keys.breaker_events, s.instance_id, health.eject_for, s.breaker_announce_max_ttl_s
+    )
+    health.on_open(announcements.announce)
+    app[ANNOUNCEMENTS] = announcements
+    app[TASKS].start(_ANNOUNCEMENT_TASKS[0], announcements.send_forever(client))
+    app[TASKS].start(_ANNOUNCEMENT_TASKS[1], announcements.listen_forever(client))
 
 
 async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -103,6 +103,10 @@ class DataPlaneSettings(BaseSettings):
         default="", description="ADDRESS[:PORT],... ('' = the system resolver)"
     )
     endpoint_dns_timeout_s: float = Field(default=2.0, gt=0.0, le=60.0)
+    # Replicas eject together (docs/data_plane.md, "Breaker announcements"): an opened breaker
+    # is announced on Redis; the others skip the endpoint for its cooldown, at most this long.
+    breaker_announcements: bool = True
+    breaker_announce_max_ttl_s: float = Field(default=30.0, gt=0.0, le=600.0)
 
     @field_validator("api_keys", mode="before")
     @classmethod

@@ -101,6 +101,11 @@ class BreakerBoard:
         b = self._breakers.get(endpoint_id)
         return BreakerState.CLOSED if b is None else b.state
 
+    def cooldown_s(self, endpoint_id: str) -> float:
+        """The endpoint's current open period (doubles on each re-open)."""
+        b = self._breakers.get(endpoint_id)
+        return self._config.cooldown_s if b is None else b.cooldown_s
+
     def allow(self, endpoint_id: str, now: float) -> bool:
         """May an attempt go to this endpoint now? Admitting the half-open probe counts as
         taking the slot: until it is recorded (or times out) other callers see False."""
