@@ -11,29 +11,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from bench.backend import load_balancer_conf
 from tests.support.redis_server import free_port
-
-
-def nginx_conf(workdir: Path, port: int, servers: Sequence[tuple[int, int]]) -> str:
-    upstream = "".join(f"    server 127.0.0.1:{p} weight={w};\n" for p, w in servers)
-    temp = "".join(
-        f"  {name}_temp_path {workdir / name};\n"
-        for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    return (
-        "worker_processes 1;\ndaemon off;\n"
-        f"pid {workdir / 'nginx.pid'};\nerror_log {workdir / 'error.log'} warn;\n"
-        "events { worker_connections 1024; }\n"
-        "http {\n  access_log off;\n"
-        + temp
-        + "  upstream replicas {\n"
-        + upstream
-        + "    keepalive 32;\n  }\n"
-        f"  server {{\n    listen 127.0.0.1:{port};\n    location / {{\n"
-        "      proxy_pass http://replicas;\n      proxy_http_version 1.1;\n"
-        '      proxy_set_header Connection "";\n      proxy_next_upstream off;\n'
-        "      proxy_buffering off;\n    }\n  }\n}\n"
-    )
 
 
 @contextlib.contextmanager
@@ -45,7 +24,7 @@ def running_nginx(workdir: Path, servers: Sequence[tuple[int, int]]) -> Iterator
     workdir.mkdir(parents=True, exist_ok=True)
     port = free_port()
     conf = workdir / "nginx.conf"
-    conf.write_text(nginx_conf(workdir, port, servers), encoding="utf-8")
+    conf.write_text(load_balancer_conf(workdir, port, servers), encoding="utf-8")
     process = subprocess.Popen(
         [binary, "-c", str(conf), "-p", str(workdir)],
         stdout=subprocess.DEVNULL,
