@@ -166,6 +166,7 @@ def _demand(app: web.Application, clock: Callable[[], float]) -> SpilledDemand:
     metrics, store, tracker = app[METRICS], app[STORE], app[HEALTH].tracker
     spilled = SpilledDemand(clock, lambda pair: metrics.pair_spilled.labels(pair).inc())
     metrics.watch_demand(lambda: pair_demand(store.current, tracker.in_flight, spilled))
+    store.on_swap(lambda table: metrics.watch_pairs(p.pair for p in table.pairs))
     return spilled
 
 

@@ -301,6 +301,11 @@ class DataPlaneMetrics:
         """Read `source` at every scrape for the per-pair demand gauges."""
         self._demand_source = source
 
+    def watch_pairs(self, pairs: Iterable[str]) -> None:
+        """Every pair of a new table has its spilled counter, at 0 until a request spills."""
+        for pair in pairs:
+            self.pair_spilled.labels(pair)
+
 
 class PairDemand(NamedTuple):
     """One pair's autoscaling figures at scrape time (`telemetry.demand.pair_demand`)."""
