@@ -41,7 +41,8 @@ class Health:
 
     def view(self) -> HealthView:
         """The snapshot one routing decision reads (the load mapping is live, read at once).
-        While the ejected set is the same object (no breaker open: always), so is the view."""
+        Skipped: this replica's open breakers and what other replicas announced (`eject_for`).
+        While the skipped set stays equal (nothing open: always), so does the view object."""
         now = self._clock()
         opened = self._board.open_endpoints(now)
         if self._remote:
