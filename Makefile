@@ -24,8 +24,8 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-system-deps:
-	@bash infra/scripts/ensure-system-deps.sh chromium
+system-deps:  # nginx: the load balancer in front of data-plane replicas in tests/integration
+	@bash infra/scripts/ensure-system-deps.sh chromium nginx
 
 bench-deps:
 	@bash infra/scripts/ensure-system-deps.sh nginx wrk
