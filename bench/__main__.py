@@ -28,7 +28,7 @@ from bench.report import BenchRun, write_report
 from bench.targets import AB_ROWS
 from bench.verdicts import decision_checks, memory_check, overhead_checks, uvloop_notes
 
-SECTIONS = ("overhead", "decision", "quality", "memory")
+SECTIONS = ("overhead", "decision", "quality", "memory", "replicas")
 HERE = Path(__file__).parent
 
 
@@ -77,6 +77,12 @@ def _memory(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     run.checks.append(memory_check(run.memory))
 
 
+def _replicas(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    from bench.replicas import run_replicas
+
+    run.replicas = run_replicas(pinning, workdir / "replicas", run.quick)
+
+
 def _soak(run: BenchRun, pinning: Pinning, workdir: Path, duration_s: float) -> None:
     from bench.soak import run_soak
     from bench.verdicts_quality import soak_checks
@@ -91,6 +97,7 @@ _RUNNERS: dict[str, Section] = {
     "decision": _decision,
     "quality": _quality,
     "memory": _memory,
+    "replicas": _replicas,
 }
 
 

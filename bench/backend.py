@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,3 +138,27 @@ def run_nginx(workdir: Path, n_ports: int, cpus: Cores) -> Iterator[Backend]:
     args = pinned([binary, "-c", str(conf), "-p", str(workdir), "-e", "stderr"], cpus)
     with running(args, workdir / "nginx.log", port=backend.sse_ports[-1], timeout_s=15):
         yield backend
+
+
+def load_balancer_conf(workdir: Path, port: int, servers: Sequence[tuple[int, int]]) -> str:
+    """nginx as a round-robin load balancer on `port` in front of loopback `servers`
+    ((port, weight), ...), keep-alive upstream connections, no retries of its own."""
+    upstream = "".join(f"    server 127.0.0.1:{p} weight={w};\n" for p, w in servers)
+    temp = "".join(
+        f"  {name}_temp_path {workdir / name};\n"
+        for name in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    return (
+        "worker_processes 1;\ndaemon off;\n"
+        f"pid {workdir / 'nginx.pid'};\nerror_log {workdir / 'error.log'} warn;\n"
+        "events { worker_connections 4096; }\n"
+        "http {\n  access_log off;\n"
+        + temp
+        + "  upstream replicas {\n"
+        + upstream
+        + "    keepalive 64;\n  }\n"
+        f"  server {{\n    listen 127.0.0.1:{port};\n    location / {{\n"
+        "      proxy_pass http://replicas;\n      proxy_http_version 1.1;\n"
+        '      proxy_set_header Connection "";\n      proxy_next_upstream off;\n'
+        "      proxy_buffering off;\n    }\n  }\n}\n"
+    )

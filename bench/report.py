@@ -19,6 +19,7 @@ from bench.memory import MemoryResult
 from bench.overhead import TargetRun
 from bench.quality_report import quality_lines
 from bench.quality_types import QualityResult
+from bench.replicas import ReplicaResult, replica_lines
 from bench.soak_types import SoakResult
 from bench.verdicts import Check
 
@@ -40,6 +41,7 @@ class BenchRun:
     checks: list[Check] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    replicas: list[ReplicaResult] | None = None
 
 
 def _num(x: float, digits: int = 2) -> str:
@@ -252,6 +254,15 @@ def render_markdown(run: BenchRun) -> str:
     if run.errors:
         lines += ["## Sections that failed", ""]
         lines += [f"- **{k}**: `{v[:400]}`" for k, v in run.errors.items()] + [""]
+    lines += _section_lines(run)
+    if run.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in run.notes] + [""]
+    return "\n".join(lines)
+
+
+def _section_lines(run: BenchRun) -> list[str]:
+    """Each measured section's tables, in report order."""
+    lines: list[str] = []
     if run.overhead is not None:
         lines += overhead_lines(run.overhead)
     if run.hotspots is not None:
@@ -264,9 +275,9 @@ def render_markdown(run: BenchRun) -> str:
         lines += memory_lines(run.memory)
     if run.soak is not None:
         lines += soak_lines(run.soak)
-    if run.notes:
-        lines += ["## Notes", ""] + [f"- {n}" for n in run.notes] + [""]
-    return "\n".join(lines)
+    if run.replicas is not None:
+        lines += replica_lines(run.replicas)
+    return lines
 
 
 def write_report(run: BenchRun, md_path: Path, json_path: Path) -> None:

@@ -104,7 +104,7 @@ def sim_fleet(table: RoutingTable) -> dict[str, Any]:
 
 
 @contextmanager
-def _simulator(workdir: Path, cpus: Cores) -> Any:
+def soak_simulator(workdir: Path, cpus: Cores) -> Any:
     draft = synthetic_table(N_PAIRS, [["http://127.0.0.1:1"]])
     fleet, ports = workdir / "soak-fleet.json", workdir / "soak-ports.json"
     fleet.write_text(json.dumps(sim_fleet(draft)))
@@ -253,7 +253,7 @@ async def _wait_ready(base: str) -> None:
 def run_soak(pinning: Pinning, workdir: Path, duration_s: float) -> SoakResult:
     workdir.mkdir(parents=True, exist_ok=True)
     plan = plan_for(duration_s)
-    with private_redis() as redis_url, _simulator(workdir, pinning.aux) as urls:
+    with private_redis() as redis_url, soak_simulator(workdir, pinning.aux) as urls:
         cheapest = soak_table(urls, 0).entries[0].served_model_name
         port = free_port()
         env = gearbox_environment(port, workdir / "snapshot.json", None, redis_url)

@@ -73,3 +73,9 @@ class RedisKeys:
     def feedback(self) -> str:
         """Stream of observed latencies per pair that data planes report."""
         return f"{self.prefix}:dp:feedback"
+
+    @property
+    def breaker_events(self) -> str:
+        """Pub/sub channel: a data plane that opened a breaker announces it (JSON
+        `{"instance", "endpoint", "ttl_s"}`) so the other replicas eject the endpoint too."""
+        return f"{self.prefix}:dp:breakers"

@@ -26,11 +26,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m data_plane", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the data plane (flags override GEARBOX_DP_* env)")
+    extproc = sub.add_parser(
+        "extproc", help="run as an Envoy ext_proc service (docs/gateway.md); same settings"
+    )
     for name, info in DataPlaneSettings.model_fields.items():
         if name in _NOT_FLAGS:
             continue
         flag = "--" + name.replace("_", "-")
-        serve.add_argument(flag, dest=name, default=None, metavar="VALUE", help=info.description)
+        for command in (serve, extproc):
+            command.add_argument(
+                flag, dest=name, default=None, metavar="VALUE", help=info.description
+            )
     return parser
 
 
@@ -80,6 +86,12 @@ def main(argv: Sequence[str] | None = None, deps: AppDeps | None = None) -> int:
             print(f"invalid setting {where}: {e['msg']}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
+    if args.command == "extproc":
+        # Imported only in gateway mode: grpc and the Envoy protos stay out of `serve`.
+        from data_plane.gateway_app import run_gateway
+
+        run_gateway(settings)
+        return 0
     # `_created` series would double the size of /metrics for nothing Prometheus uses.
     disable_created_metrics()  # type: ignore[no-untyped-call]  # untyped in prometheus_client
     app = create_app(settings, deps)

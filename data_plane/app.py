@@ -32,10 +32,14 @@ from data_plane.serving.handlers import Handlers
 from data_plane.serving.middleware import ApiKeys, add_request_id, make_gateway
 from data_plane.serving.proxy import Proxy, ProxyConfig, ProxyParts
 from data_plane.settings import DataPlaneSettings
+from data_plane.sync.breaker_announcements import BreakerAnnouncements
+from data_plane.sync.endpoint_discovery import EndpointDiscovery
+from data_plane.sync.endpoint_resolver import DnsResolver
 from data_plane.sync.engine_scrape import EngineScraper
 from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
 from data_plane.table_store import TableStore
+from data_plane.telemetry.demand import SpilledDemand, pair_demand
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.otlp_http import OtlpTarget
 from data_plane.telemetry.sampling import Sampler
@@ -109,6 +113,8 @@ WATCHER = web.AppKey("gearbox_watcher", TableWatcher)
 TRAFFIC = web.AppKey("gearbox_traffic", TrafficStats)
 TASKS = web.AppKey("gearbox_tasks", BackgroundTasks)
 TRACING = web.AppKey("gearbox_tracing", Tracing)
+DISCOVERY = web.AppKey("gearbox_discovery", EndpointDiscovery)
+ANNOUNCEMENTS = web.AppKey("gearbox_announcements", BreakerAnnouncements)
 
 
 def _version() -> str:
@@ -177,6 +183,7 @@ def _build_proxy(
         tracing=tracing,
         clock=deps.clock,
         rng=deps.rng,
+        demand=_demand(app, deps.clock),
     )
     config = ProxyConfig(
         s.max_attempts,
@@ -186,6 +193,39 @@ def _build_proxy(
         s.engine_deadline_slack_s,
     )
     return Proxy(config, parts)
+
+
+def _demand(app: web.Application, clock: Callable[[], float]) -> SpilledDemand:
+    """Spilled requests, counted and exported with the in-flight ones as demand per pair."""
+    metrics, store, tracker = app[METRICS], app[STORE], app[HEALTH].tracker
+    spilled = SpilledDemand(clock, lambda pair: metrics.pair_spilled.labels(pair).inc())
+    metrics.watch_demand(lambda: pair_demand(store.current, tracker.in_flight, spilled))
+    store.on_swap(lambda table: metrics.watch_pairs(p.pair for p in table.pairs))
+    return spilled
+
+
+def _discovery(app: web.Application, s: DataPlaneSettings) -> TableStore:
+    """With endpoint discovery on, the watcher fills a source store and discovery serves it
+    expanded to one endpoint per pod in the app's store; else the watcher fills that store."""
+    if s.endpoint_discovery_interval_s <= 0:
+        return app[STORE]
+    source = TableStore()
+    resolver = DnsResolver(s.endpoint_dns_server_list, s.endpoint_dns_timeout_s)
+    app[DISCOVERY] = EndpointDiscovery(
+        source, app[STORE], resolver, app[HEALTH].probation, s.endpoint_discovery_interval_s
+    )
+    return source
+
+
+async def _discovery_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Endpoint discovery's resolve loop (only when enabled)."""
+    discovery = app.get(DISCOVERY)
+    if discovery is None:
+        yield
+        return
+    app[TASKS].start("endpoint_discovery", discovery.run())
+    yield
+    await app[TASKS].stop("endpoint_discovery")
 
 
 def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.Application:
@@ -216,7 +256,8 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         settings.redis_backoff_max_s,
         settings.snapshot_path,
     )
-    app[WATCHER] = TableWatcher(watcher_config, store, metrics, deps.wall_clock)
+    source = _discovery(app, settings)  # the store the watcher fills
+    app[WATCHER] = TableWatcher(watcher_config, source, metrics, deps.wall_clock)
     adapter: AiohttpUpstream | Http1Upstream | None = None
     upstream: UpstreamClient
     if deps.upstream is None:
@@ -238,6 +279,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     app.cleanup_ctx.append(_lifecycle(adapter))
     app.cleanup_ctx.append(_redis_ctx(deps))
     app.cleanup_ctx.append(_scrape_ctx)
+    app.cleanup_ctx.append(_discovery_ctx)
     return app
 
 
@@ -305,11 +347,28 @@ def _redis_ctx(deps: AppDeps) -> CleanupCtx:
         tasks = app[TASKS]
         tasks.start("table_watcher", app[WATCHER].run(client))
         tasks.start("live_state", writer.run(s.live_state_interval_s))
+        if s.breaker_announcements:
+            _start_announcements(app, client)
         yield
-        await tasks.stop("table_watcher", "live_state")
+        await tasks.stop("table_watcher", "live_state", *_ANNOUNCEMENT_TASKS)
         await client.aclose()
 
     return redis_ctx
+
+
+_ANNOUNCEMENT_TASKS = ("breaker_announce", "breaker_listen")
+
+
+def _start_announcements(app: web.Application, client: aioredis.Redis) -> None:
+    """Announce this replica's opened breakers; eject what the others announce."""
+    s, health = app[SETTINGS], app[HEALTH]
+    announcements = BreakerAnnouncements(
+        s.redis_keys.breaker_events, s.instance_id, health.eject_for, s.breaker_announce_max_ttl_s
+    )
+    health.on_open(announcements.announce)
+    app[ANNOUNCEMENTS] = announcements
+    app[TASKS].start(_ANNOUNCEMENT_TASKS[0], announcements.send_forever(client))
+    app[TASKS].start(_ANNOUNCEMENT_TASKS[1], announcements.listen_forever(client))
 
 
 async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -82,6 +82,9 @@ class CompiledPair:
     accuracy: Mapping[str, float]  # category -> accuracy; a missing category counts as 0
     precision_rank: int  # 0 = most precise of its family
     order: int  # position in the table's cost order (the stable tie-break key)
+    # The highest concurrency the profile measured on one endpoint: the load one replica is
+    # known to sustain (the autoscaling signal's unit, docs/METRICS.md "Autoscaling").
+    max_profiled_load: int = 1
 
 
 class ScanRow(NamedTuple):

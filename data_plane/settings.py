@@ -30,6 +30,7 @@ TraceSampler = Literal[
     "parentbased_traceidratio",
 ]
 OtlpCompression = Literal["none", "gzip"]
+ExtProcBodyMode = Literal["buffered", "full_duplex_streamed"]
 
 
 class DataPlaneSettings(BaseSettings):
@@ -163,6 +164,27 @@ class DataPlaneSettings(BaseSettings):
     engine_api_keys_file: Path | None = Field(
         default=None, description='JSON {"<endpoint id>" | "<pair>" | "*": "<engine API key>"}'
     )
+    # `python -m data_plane extproc` (docs/gateway.md): the ext_proc gRPC port, the header an
+    # HTTPRoute per pair matches, and the body mode assumed when Envoy does not say.
+    extproc_port: int = Field(default=9004, ge=0, le=65535)
+    extproc_pair_header: str = Field(
+        default="x-gearbox-pair", min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9-]*$"
+    )
+    extproc_body_mode: ExtProcBodyMode = Field(
+        default="buffered",
+        description="request body mode of the ext_proc filter when Envoy sends no protocol_config",
+    )
+    # Endpoints are pods (docs/data_plane.md, "Endpoint discovery"): engine URLs whose host is
+    # a name are re-resolved at this interval into one endpoint per address. 0 = off.
+    endpoint_discovery_interval_s: float = Field(default=0.0, ge=0.0, le=3600.0)
+    endpoint_dns_servers: str = Field(
+        default="", description="ADDRESS[:PORT],... ('' = the system resolver)"
+    )
+    endpoint_dns_timeout_s: float = Field(default=2.0, gt=0.0, le=60.0)
+    # Replicas eject together (docs/data_plane.md, "Breaker announcements"): an opened breaker
+    # is announced on Redis; the others skip the endpoint for its cooldown, at most this long.
+    breaker_announcements: bool = True
+    breaker_announce_max_ttl_s: float = Field(default=30.0, gt=0.0, le=600.0)
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -210,6 +232,12 @@ class DataPlaneSettings(BaseSettings):
             read_keys_file(value)  # ValueError naming the problem, never a key
         return value
 
+    @field_validator("endpoint_dns_servers")
+    @classmethod
+    def _dns_servers(cls, value: str) -> str:
+        parse_dns_servers(value)  # raises ValueError naming the bad entry
+        return value
+
     @field_validator("redis_key_prefix")
     @classmethod
     def _valid_prefix(cls, value: str) -> str:
@@ -239,3 +267,22 @@ class DataPlaneSettings(BaseSettings):
     @property
     def redis_keys(self) -> RedisKeys:
         return RedisKeys(self.redis_key_prefix)
+
+    @property
+    def endpoint_dns_server_list(self) -> list[tuple[str, int]]:
+        return parse_dns_servers(self.endpoint_dns_servers)
+
+
+def parse_dns_servers(text: str) -> list[tuple[str, int]]:
+    """`"10.0.0.10, 127.0.0.1:5353"` -> [(address, port)]; port 53 when not given."""
+    servers = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep:
+            host, port = item, "53"
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"DNS server {item!r} is not ADDRESS or ADDRESS:PORT")
+        servers.append((host, int(port)))
+    return servers

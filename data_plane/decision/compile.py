@@ -48,6 +48,7 @@ def compile_pair(entry: PairEntry, order: int) -> CompiledPair:
         accuracy=MappingProxyType(dict(entry.accuracy)),
         precision_rank=entry.precision_rank,
         order=order,
+        max_profiled_load=latency.max_profiled_load,
     )
 
 

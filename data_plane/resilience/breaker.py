@@ -102,6 +102,11 @@ class BreakerBoard:
         b = self._breakers.get(endpoint_id)
         return BreakerState.CLOSED if b is None else b.state
 
+    def cooldown_s(self, endpoint_id: str) -> float:
+        """The endpoint's current open period (doubles on each re-open)."""
+        b = self._breakers.get(endpoint_id)
+        return self._config.cooldown_s if b is None else b.cooldown_s
+
     def allow(self, endpoint_id: str, now: float) -> bool:
         """May an attempt go to this endpoint now? Admitting the half-open probe counts as
         taking the slot: until it is recorded (or times out) other callers see False."""
@@ -169,6 +174,21 @@ class BreakerBoard:
         for eid in [e for e in self._breakers if e not in keep]:
             del self._breakers[eid]
             self._unsettled.discard(eid)
+
+    def start_half_open(self, endpoint_ids: Iterable[str], now: float) -> list[Transition]:
+        """New endpoints (pods that just appeared) start half-open: their first attempt is a
+        probe, and they take full traffic once it succeeds."""
+        moved = []
+        for endpoint_id in endpoint_ids:
+            b = self._get(endpoint_id)
+            if b.state is BreakerState.CLOSED and b.requests == 0:
+                b.probe_started = -math.inf  # the probe slot is free
+                moved.append(
+                    self._move(endpoint_id, b, BreakerState.HALF_OPEN, now, "new endpoint")
+                )
+        if moved:  # returned here, not left for take_transitions
+            del self._pending[-len(moved) :]
+        return moved
 
     def _probe_result(self, endpoint_id: str, b: _Breaker, success: bool, now: float) -> Transition:
         if success:

@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 class Health:
     """Breakers + in-flight/queue load per endpoint id, with `clock` (monotonic seconds)."""
 
-    __slots__ = ("_board", "_clock", "_metrics", "_view", "tracker")
+    __slots__ = ("_board", "_clock", "_metrics", "_on_open", "_remote", "_view", "tracker")
 
     def __init__(
         self,
@@ -36,14 +36,36 @@ class Health:
         self._metrics = metrics
         self._clock = clock
         self._view = HealthView(frozenset(), tracker.load)
+        self._remote: dict[str, float] = {}  # endpoint -> until (monotonic): ejected elsewhere
+        self._on_open: Callable[[str, float], None] | None = None
 
     def view(self) -> HealthView:
         """The snapshot one routing decision reads (the load mapping is live, read at once).
-        While the ejected set is the same object (no breaker open: always), so is the view."""
-        opened = self._board.open_endpoints(self._clock())
-        if opened is not self._view.open_endpoints:
+        Skipped: this replica's open breakers and what other replicas announced (`eject_for`).
+        While the skipped set stays equal (nothing open: always), so does the view object."""
+        now = self._clock()
+        opened = self._board.open_endpoints(now)
+        if self._remote:
+            opened = opened | self._remote_ejected(now)
+        if opened != self._view.open_endpoints:
             self._view = HealthView(opened, self.tracker.load)
         return self._view
+
+    def on_open(self, listener: Callable[[str, float], None]) -> None:
+        """Call `listener(endpoint_id, cooldown_s)` when a breaker here opens (announcements)."""
+        self._on_open = listener
+
+    def eject_for(self, endpoint_id: str, seconds: float) -> None:
+        """Skip `endpoint_id` for `seconds` because another replica's breaker opened on it;
+        this replica's own breaker is left as it is."""
+        until = self._clock() + seconds
+        if until > self._remote.get(endpoint_id, 0.0):
+            self._remote[endpoint_id] = until
+
+    def _remote_ejected(self, now: float) -> frozenset[str]:
+        for endpoint_id in [e for e, until in self._remote.items() if until <= now]:
+            del self._remote[endpoint_id]
+        return frozenset(self._remote)
 
     def allow(self, endpoint_id: str) -> bool:
         """May an attempt go to `endpoint_id` now (takes the half-open probe slot if so)."""
@@ -83,8 +105,14 @@ class Health:
             self._metrics.set_breaker_state(endpoint_id, self._board.state(endpoint_id).level)
             self._metrics.in_flight.labels(endpoint_id).set(self.tracker.in_flight(endpoint_id))
 
+    def probation(self, endpoint_ids: Iterable[str]) -> None:
+        """Endpoints that just appeared join half-open (see `BreakerBoard.start_half_open`)."""
+        self._publish(self._board.start_half_open(endpoint_ids, self._clock()))
+
     def _publish(self, transitions: Iterable[Transition]) -> None:
         for t in transitions:
+            if t.to_state is BreakerState.OPEN and self._on_open is not None:
+                self._on_open(t.endpoint_id, self._board.cooldown_s(t.endpoint_id))
             self._metrics.circuit_transitions.labels(t.endpoint_id, t.to_state).inc()
             self._metrics.set_breaker_state(t.endpoint_id, t.to_state.level)
             level = logging.WARNING if t.to_state is BreakerState.OPEN else logging.INFO

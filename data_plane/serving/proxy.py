@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from data_plane.decision.choose import choose_route, order_endpoints, predict
-from data_plane.decision.rejections import RULE_WORDS
+from data_plane.decision.no_route import no_route_error
 from data_plane.decision.relaxed import latency_relaxed
 from data_plane.decision.rollout import apply_rollout, shadow_without_route
 from data_plane.domain import (
@@ -27,20 +27,12 @@ from data_plane.domain import (
     CompiledEndpoint,
     CompiledTable,
     NoRoute,
-    NoRouteReason,
-    Rejection,
     RequestFacts,
     RouteDecision,
     RouteReason,
     RouteRequest,
 )
-from data_plane.errors import (
-    AllUpstreamsUnavailable,
-    BudgetInfeasible,
-    DeadlineExceeded,
-    ModelNotFound,
-    RouterError,
-)
+from data_plane.errors import DeadlineExceeded
 from data_plane.resilience.health import Health
 from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
 from data_plane.serving.attempt import (
@@ -55,6 +47,7 @@ from data_plane.serving.attempt import (
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.quality import Degeneracy, check_answer
 from data_plane.serving.usage import Usage, cost_usd, find_usage
+from data_plane.telemetry.demand import SpilledDemand
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERSION, Tracing
 
@@ -82,20 +75,7 @@ class ProxyParts:
     tracing: Tracing
     clock: Callable[[], float]  # monotonic seconds
     rng: random.Random
-
-
-def no_route_error(result: NoRoute, retry_after_s: float) -> RouterError:
-    """The client error for a decision with no feasible route."""
-    match result.reason:
-        case NoRouteReason.UNKNOWN_MODEL:
-            return ModelNotFound(result.detail)
-        case NoRouteReason.BUDGET_INFEASIBLE:
-            param = None if result.binding is None else RULE_WORDS[result.binding].param
-            too_long = result.binding is Rejection.CONTEXT_TOO_LONG  # OpenAI's code for it
-            code = "context_length_exceeded" if too_long else None
-            return BudgetInfeasible(result.detail, param=param, code=code)
-        case NoRouteReason.ALL_UNHEALTHY:
-            return AllUpstreamsUnavailable(result.detail, retry_after_s=retry_after_s)
+    demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
 
 
 @dataclass(slots=True)
@@ -158,6 +138,8 @@ class Proxy:
         shadow mode, where the default pair serves what the router would refuse."""
         p = self._p
         result = self.route(table, facts, budget)
+        if p.demand is not None:
+            p.demand.observe(table, RouteRequest(facts, budget), p.health.view(), result)
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
             shadow = shadow_without_route(result, table, RouteRequest(facts, budget))

@@ -7,10 +7,14 @@ the children are `series`' lock-free numbers, exposed through prometheus_client 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from data_plane.telemetry.series import CounterChild, Exposition, Family, HistogramChild
 
@@ -114,6 +118,7 @@ class DataPlaneMetrics:
         self._pairs: dict[str, PairSeries] = {}
         self._attempts: dict[tuple[str, str], tuple[CounterChild, HistogramChild]] = {}
         self._reliability_metrics(r)
+        self._demand_metrics(r)
 
     def _pair_metrics(self, r: Exposition) -> None:
         def hist(name: str, doc: str) -> Family[HistogramChild]:
@@ -305,3 +310,56 @@ class DataPlaneMetrics:
     def count_dropped_spans(self, reason: str, count: int) -> None:
         """Spans the trace pipeline did not export (counted on the event loop)."""
         self.spans_dropped.labels(reason).inc(count)
+
+    # --- autoscaling (docs/METRICS.md, "Autoscaling") -----------------------------------------
+
+    def _demand_metrics(self, r: Exposition) -> None:
+        self.pair_spilled = r.counter(
+            "gearbox_pair_spilled_total",
+            "Requests that wanted this pair but went elsewhere because it was loaded",
+            ["pair"],
+        )
+        self._demand_source: Callable[[], Iterable[PairDemand]] = tuple
+        self.registry.register(_DemandCollector(lambda: self._demand_source()))
+
+    def watch_demand(self, source: Callable[[], Iterable[PairDemand]]) -> None:
+        """Read `source` at every scrape for the per-pair demand gauges."""
+        self._demand_source = source
+
+    def watch_pairs(self, pairs: Iterable[str]) -> None:
+        """Every pair of a new table has its spilled counter, at 0 until a request spills."""
+        for pair in pairs:
+            self.pair_spilled.labels(pair)
+
+
+class PairDemand(NamedTuple):
+    """One pair's autoscaling figures at scrape time (`telemetry.demand.pair_demand`)."""
+
+    pair: str
+    demand: float  # requests in flight + spilled requests that would still be running
+    sustainable: float  # concurrency one replica sustains (the profile's highest measured)
+    desired_replicas: float  # ceil(demand / sustainable), this process's traffic only
+    utilisation: float  # demand / (sustainable * endpoints in the table)
+
+
+_DEMAND_GAUGES = (
+    ("gearbox_pair_demand_concurrency", "Requests in flight at the pair plus spilled ones"),
+    ("gearbox_pair_sustainable_concurrency", "Concurrency one replica of the pair sustains"),
+    ("gearbox_pair_desired_replicas", "Replicas this process's demand needs"),
+    ("gearbox_pair_utilisation_ratio", "Demand over the sustainable concurrency of all endpoints"),
+)
+
+
+class _DemandCollector(Collector):
+    """The demand gauges, computed from their source when scraped (spills expire with time)."""
+
+    def __init__(self, source: Callable[[], Iterable[PairDemand]]) -> None:
+        self._source = source
+
+    def collect(self) -> Iterator[Metric]:
+        families = [GaugeMetricFamily(n, doc, labels=["pair"]) for n, doc in _DEMAND_GAUGES]
+        for row in self._source():
+            values = (row.demand, row.sustainable, row.desired_replicas, row.utilisation)
+            for family, value in zip(families, values, strict=True):
+                family.add_metric([row.pair], value)
+        yield from families

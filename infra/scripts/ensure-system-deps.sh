@@ -2,10 +2,13 @@
 # Installs the Debian packages the tests and demos need, only when they are missing.
 # redis-server: the real Redis every integration test and demo runs against.
 # promtool (package prometheus): alert-rule unit tests.
+# dnsmasq (package dnsmasq-base: the binary without the system service): the real DNS server
+# the endpoint-discovery tests start on loopback.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+command -v dnsmasq >/dev/null 2>&1 || [ -x /usr/sbin/dnsmasq ] || need+=(dnsmasq-base)
 for extra in "$@"; do
   case "$extra" in
     chromium) command -v chromium >/dev/null 2>&1 || need+=(chromium) ;;

@@ -10,6 +10,7 @@ from control_plane.settings import ControlPlaneSettings
 from data_plane.settings import DataPlaneSettings
 from tests.infra.manifests import (
     K8S_BASE,
+    by_kind,
     compose,
     compose_env,
     k8s_env,
@@ -73,3 +74,19 @@ def test_control_plane_mounts_the_policy_where_the_setting_points() -> None:
     assert volume["configMap"]["name"] == "gearbox-policy"
     compose_mounts = compose()["services"]["control-plane"]["volumes"]
     assert "../k8s/base/policy.yaml:/etc/gearbox/policy.yaml:ro" in compose_mounts
+
+
+def test_k8s_data_planes_see_every_vllm_pod() -> None:
+    """docs/data_plane.md "Endpoint discovery": headless vLLM Services (one address per pod)
+    and data planes that re-resolve them."""
+    settings = DataPlaneSettings(
+        **settings_kwargs(_k8s_container_env("gearbox-data-plane"), "GEARBOX_DP_")  # type: ignore[arg-type]
+    )
+    assert settings.endpoint_discovery_interval_s > 0
+    vllm = [
+        s
+        for s in by_kind("Service")
+        if s["metadata"]["labels"].get("app.kubernetes.io/component") == "vllm"
+    ]
+    assert len(vllm) >= 2
+    assert all(s["spec"]["clusterIP"] == "None" for s in vllm)

@@ -27,14 +27,20 @@ FALLBACK_PAIR = "llama-3.1-70b-instruct@awq-int4"
 BREAKING_PAIR = "llama-3.1-8b-instruct@awq-int4"  # streams break after two chunks
 SHADOW_PAIR = PRECISE_PAIR = "llama-3.1-8b-instruct@fp16"  # the family's most precise
 BOTH = "gearbox_build_info"
-# Legitimately zero after this traffic: no retry was refused, every table load worked, and
-# nothing is queued or in flight when /metrics is scraped.
+# Legitimately zero after this traffic: no retry was refused, every table load worked,
+# nothing is queued or in flight when /metrics is scraped, and no pair saturated, so no
+# request spilled and the demand figures are 0 (tests/component/data_plane/test_demand.py
+# moves them).
 ZERO_HERE = {
     "gearbox_retry_budget_exhausted_total",
     "gearbox_routing_table_load_failures_total",
     "gearbox_engine_queue_depth",
     "gearbox_in_flight_requests",
     "gearbox_spans_dropped_total",  # tracing is off here; tests/component/.../test_otlp_export.py
+    "gearbox_pair_spilled_total",
+    "gearbox_pair_demand_concurrency",
+    "gearbox_pair_desired_replicas",
+    "gearbox_pair_utilisation_ratio",
 }
 
 

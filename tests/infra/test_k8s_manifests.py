@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import subprocess
 import sys
 from functools import cache
@@ -166,11 +167,23 @@ def test_every_vllm_pair_has_a_gpu_a_service_and_a_queue_scaler() -> None:
             s["metadata"]["name"] == name and selects(s["spec"]["selector"], labels)
             for s in services
         )
-        (trigger,) = scalers[name]["spec"]["triggers"]
-        assert trigger["type"] == "prometheus"
-        assert "vllm:num_requests_waiting" in trigger["metadata"]["query"]
-        assert f'service="{name}"' in trigger["metadata"]["query"]
-        assert float(trigger["metadata"]["threshold"]) > 0
+        triggers = {t["name"]: t for t in scalers[name]["spec"]["triggers"]}
+        assert set(triggers) == {"queue", "demand"}
+        assert {t["type"] for t in triggers.values()} == {"prometheus"}
+        queue = triggers["queue"]["metadata"]
+        assert "vllm:num_requests_waiting" in queue["query"]
+        assert f'service="{name}"' in queue["query"]
+        assert float(queue["threshold"]) > 0
+        # docs/METRICS.md "Autoscaling": replicas = demand over one replica's concurrency.
+        demand = triggers["demand"]["metadata"]
+        pair = labels["gearbox.dev/pair"]
+        assert demand["threshold"] == "1"
+        for metric in ("gearbox_pair_demand_concurrency", "gearbox_pair_sustainable_concurrency"):
+            assert metric in demand["query"]
+        # The table's pair name (family@quantization); the label writes '@' as '-'.
+        pairs = set(re.findall(r'pair="([^"]+)"', demand["query"]))
+        assert len(pairs) == 1
+        assert pairs.pop().replace("@", "-") == pair
     assert set(scalers) == {d["metadata"]["name"] for d in deployments}
 
 

@@ -228,3 +228,17 @@ def test_running_totals_and_open_set_match_a_full_recount(
             if (b.state is BreakerState.OPEN and now < b.opened_at + b.cooldown_s)
             or (b.state is BreakerState.HALF_OPEN and now < b.probe_started + probe_s)
         }
+
+
+def test_new_endpoints_start_half_open_with_the_probe_slot_free() -> None:
+    board = BreakerBoard(BreakerConfig(cooldown_s=5.0))
+    board.record("old", True, 1.0)  # has served: left alone
+    moved = board.start_half_open(["new", "old"], 2.0)
+    assert [(t.endpoint_id, t.to_state) for t in moved] == [("new", BreakerState.HALF_OPEN)]
+    assert board.take_transitions() == ()  # returned, not queued twice
+    assert board.open_endpoints(2.0) == frozenset()  # routable for its probe
+    assert board.allow("new", 2.0) is True  # the probe
+    assert board.allow("new", 2.1) is False  # everyone else waits for it
+    assert board.open_endpoints(2.1) == frozenset({"new"})
+    board.record("new", True, 2.5)
+    assert board.state("new") is BreakerState.CLOSED

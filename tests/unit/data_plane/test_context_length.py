@@ -7,6 +7,7 @@ import random
 
 from data_plane.decision.choose import choose_route
 from data_plane.decision.compile import compile_table
+from data_plane.decision.no_route import no_route_error
 from data_plane.domain import (
     Budget,
     BudgetMode,
@@ -18,7 +19,6 @@ from data_plane.domain import (
     RequestFacts,
     RouteRequest,
 )
-from data_plane.serving.proxy import no_route_error
 from tests.unit.data_plane.tables import entry, table
 
 

@@ -1,0 +1,2 @@
+"""Gearbox as an Envoy external processor (ext_proc): the routing core as the model-variant
+step of a Gateway API inference gateway (docs/gateway.md)."""

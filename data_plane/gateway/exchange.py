@@ -1,0 +1,157 @@
+"""One ext_proc stream (one HTTP request through Envoy): ProcessingRequests in, the
+ProcessingResponses to send back out.
+
+Two request body modes route (docs/gateway.md, "Processing modes"):
+
+- BUFFERED: the headers are answered at once (unchanged); the whole body arrives in one
+  message and its answer replaces the body and sets the headers (allowed while Envoy holds
+  a buffered body), with `clear_route_cache` so the HTTPRoute for the chosen pair matches.
+- FULL_DUPLEX_STREAMED: nothing is answered until the body's last chunk; then the headers
+  answer (mutations, `clear_route_cache`) and the rewritten body as one streamed chunk.
+
+Other modes (NONE, STREAMED, BUFFERED_PARTIAL) cannot route on the body before the route is
+picked: such a stream is answered with a 500 naming the misconfiguration. Paths other than
+the two completions endpoints, and methods other than POST, pass through untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+from enum import Enum
+from typing import Any
+
+from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
+
+from data_plane.errors import Internal, PayloadTooLarge, RouterError
+from data_plane.gateway import messages
+from data_plane.gateway.headers import HeaderList
+from data_plane.gateway.messages import ProcessingResponse
+from data_plane.gateway.router import GatewayRouter, Kind, routed_kind
+from data_plane.telemetry.metrics import RequestOutcome
+
+logger = logging.getLogger(__name__)
+
+_MODES = processing_mode_pb2.ProcessingMode
+BUFFERED: int = _MODES.BUFFERED
+FULL_DUPLEX_STREAMED: int = _MODES.FULL_DUPLEX_STREAMED
+SUPPORTED_MODES = frozenset({BUFFERED, FULL_DUPLEX_STREAMED})
+
+
+class Phase(Enum):
+    HEADERS = "headers"  # waiting for the request headers
+    BODY = "body"  # collecting the body of a request we route
+    PASS = "pass"  # not ours: everything goes on unchanged
+    DONE = "done"  # routed or answered; later messages go on unchanged
+
+
+class UnsupportedBodyModeError(RouterError):
+    """The filter sends the body in a mode that cannot route on it (a gateway setup error)."""
+
+    default_code = "ext_proc_mode_unsupported"
+
+
+class Exchange:
+    """The state of one stream. `outcome` is set once the request is routed or answered."""
+
+    def __init__(self, router: GatewayRouter, default_mode: int, max_body_bytes: int) -> None:
+        self._router = router
+        self._mode = default_mode
+        self._response_mode = 0  # NONE until Envoy says otherwise
+        self._max_body_bytes = max_body_bytes
+        self._phase = Phase.HEADERS
+        self._kind: Kind = "chat"
+        self._headers = HeaderList(())
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.outcome: RequestOutcome | None = None
+        self.error: RouterError | None = None
+
+    @property
+    def phase(self) -> Phase:
+        return self._phase
+
+    @property
+    def kind(self) -> Kind:
+        return self._kind
+
+    def on_message(self, request: Any) -> list[ProcessingResponse]:
+        """The responses owed for one ProcessingRequest (possibly none yet)."""
+        which = request.WhichOneof("request")
+        if request.HasField("protocol_config"):
+            self._mode = request.protocol_config.request_body_mode
+            self._response_mode = request.protocol_config.response_body_mode
+        try:
+            return self._dispatch(which, request)
+        except RouterError as err:
+            return self._answer(err)
+        except Exception:  # a bug must not leave Envoy waiting on the stream
+            logger.exception("ext_proc exchange failed")
+            return self._answer(Internal())
+
+    def _dispatch(self, which: str | None, request: Any) -> list[ProcessingResponse]:
+        match which:
+            case "request_headers":
+                return self._on_headers(request.request_headers)
+            case "request_body":
+                return self._on_body(request.request_body)
+            case "request_trailers":
+                return [*self._finish(), messages.continue_trailers()]
+            case "response_headers":
+                return [messages.continue_headers(request=False)]
+            case "response_body":
+                return [self._pass_response_body(request.response_body)]
+            case _:  # response trailers, or a message type newer than these protos
+                return []
+
+    def _on_headers(self, headers: Any) -> list[ProcessingResponse]:
+        self._headers = HeaderList.from_proto(headers.headers)
+        kind = routed_kind(self._headers.get(":path", ""))
+        if kind is None or self._headers.get(":method", "POST").upper() != "POST":
+            self._phase = Phase.PASS
+            return [messages.continue_headers()]
+        if self._mode not in SUPPORTED_MODES:
+            name = _MODES.BodySendMode.Name(self._mode)
+            raise UnsupportedBodyModeError(
+                f"the gateway's ext_proc filter sends request bodies in mode {name}; "
+                "Gearbox routes with BUFFERED or FULL_DUPLEX_STREAMED"
+            )
+        self._kind, self._phase = kind, Phase.BODY
+        if headers.end_of_stream:  # no body at all: parsing says so, as a 400
+            return self._finish()
+        return [messages.continue_headers()] if self._mode == BUFFERED else []
+
+    def _on_body(self, body: Any) -> list[ProcessingResponse]:
+        if self._phase is not Phase.BODY:
+            return [self._pass_request_body(body)]
+        self._size += len(body.body)
+        if self._size > self._max_body_bytes:
+            raise PayloadTooLarge(f"the request body is larger than {self._max_body_bytes} bytes")
+        self._chunks.append(body.body)
+        if body.end_of_stream or self._mode == BUFFERED:
+            return self._finish()
+        return []
+
+    def _finish(self) -> list[ProcessingResponse]:
+        """Route the collected body (once); nothing to do in any other phase."""
+        if self._phase is not Phase.BODY:
+            return []
+        routed = self._router.route(self._kind, self._headers, b"".join(self._chunks))
+        self._phase, self.outcome = Phase.DONE, RequestOutcome.OK
+        headers = [*routed.headers, ("content-length", str(len(routed.body)))]
+        if self._mode == BUFFERED:
+            return [messages.routed_buffered_body(headers, routed.body)]
+        return [messages.routed_headers(headers), messages.routed_streamed_body(routed.body)]
+
+    def _answer(self, err: RouterError) -> list[ProcessingResponse]:
+        self._phase, self.error = Phase.DONE, err
+        return [messages.immediate_error(err)]
+
+    def _pass_request_body(self, body: Any) -> ProcessingResponse:
+        if self._mode == FULL_DUPLEX_STREAMED:
+            return messages.echo_chunk(body.body, body.end_of_stream)
+        return messages.continue_body()
+
+    def _pass_response_body(self, body: Any) -> ProcessingResponse:
+        if self._response_mode == FULL_DUPLEX_STREAMED:
+            return messages.echo_chunk(body.body, body.end_of_stream, request=False)
+        return messages.continue_body(request=False)

@@ -1,0 +1,104 @@
+"""`ProcessingResponse` builders (envoy.service.ext_proc.v3, from `xds-protos`).
+
+Header values go out as `raw_value` bytes, the field Envoy's ext_proc filter reads for
+mutations. Everything protobuf-shaped in this package is built here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from envoy.config.core.v3 import base_pb2
+from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc
+from envoy.type.v3 import http_status_pb2
+
+from data_plane.errors import RouterError, to_openai_error
+
+ProcessingResponse = Any  # ext_proc.ProcessingResponse: the protos ship without type stubs
+_OVERWRITE = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
+
+
+def header_mutation(headers: Sequence[tuple[str, str]]) -> Any:
+    return ext_proc.HeaderMutation(
+        set_headers=[
+            base_pb2.HeaderValueOption(
+                header=base_pb2.HeaderValue(key=name, raw_value=value.encode()),
+                append_action=_OVERWRITE,
+            )
+            for name, value in headers
+        ]
+    )
+
+
+def continue_headers(*, request: bool = True) -> ProcessingResponse:
+    """Headers go on unchanged."""
+    if request:
+        return ext_proc.ProcessingResponse(request_headers=ext_proc.HeadersResponse())
+    return ext_proc.ProcessingResponse(response_headers=ext_proc.HeadersResponse())
+
+
+def continue_body(*, request: bool = True) -> ProcessingResponse:
+    """A buffered body goes on unchanged."""
+    if request:
+        return ext_proc.ProcessingResponse(request_body=ext_proc.BodyResponse())
+    return ext_proc.ProcessingResponse(response_body=ext_proc.BodyResponse())
+
+
+def echo_chunk(chunk: bytes, end_of_stream: bool, *, request: bool = True) -> ProcessingResponse:
+    """A full-duplex streamed chunk sent on as it came (the processor owns the stream)."""
+    body = ext_proc.BodyResponse(
+        response=ext_proc.CommonResponse(
+            body_mutation=ext_proc.BodyMutation(
+                streamed_response=ext_proc.StreamedBodyResponse(
+                    body=chunk, end_of_stream=end_of_stream
+                )
+            )
+        )
+    )
+    if request:
+        return ext_proc.ProcessingResponse(request_body=body)
+    return ext_proc.ProcessingResponse(response_body=body)
+
+
+def continue_trailers() -> ProcessingResponse:
+    return ext_proc.ProcessingResponse(request_trailers=ext_proc.TrailersResponse())
+
+
+def routed_headers(headers: Sequence[tuple[str, str]]) -> ProcessingResponse:
+    """Full-duplex mode: the held request headers, with ours set and the route re-picked."""
+    common = ext_proc.CommonResponse(
+        header_mutation=header_mutation(headers), clear_route_cache=True
+    )
+    return ext_proc.ProcessingResponse(request_headers=ext_proc.HeadersResponse(response=common))
+
+
+def routed_buffered_body(headers: Sequence[tuple[str, str]], body: bytes) -> ProcessingResponse:
+    """Buffered mode: the body replaced, and (allowed while the body is buffered) the headers
+    set and the route re-picked."""
+    common = ext_proc.CommonResponse(
+        header_mutation=header_mutation(headers),
+        body_mutation=ext_proc.BodyMutation(body=body),
+        clear_route_cache=True,
+    )
+    return ext_proc.ProcessingResponse(request_body=ext_proc.BodyResponse(response=common))
+
+
+def routed_streamed_body(body: bytes) -> ProcessingResponse:
+    """Full-duplex mode: the whole rewritten body as the stream's one and last chunk."""
+    return echo_chunk(body, True)
+
+
+def immediate_error(err: RouterError) -> ProcessingResponse:
+    """Envoy answers the client at once with the OpenAI-style error; no upstream is called."""
+    answer = to_openai_error(err)
+    headers = [("content-type", "application/json"), *((k.lower(), v) for k, v in answer.headers)]
+    return ext_proc.ProcessingResponse(
+        immediate_response=ext_proc.ImmediateResponse(
+            status=http_status_pb2.HttpStatus(code=answer.status),
+            headers=header_mutation(headers),
+            body=json.dumps(answer.body).encode(),
+            details=f"gearbox_{err.code}",
+        )
+    )

@@ -1,0 +1,86 @@
+"""The ext_proc gRPC service: `envoy.service.ext_proc.v3.ExternalProcessor/Process` on
+grpc.aio, one `Exchange` per stream, each request counted in the data plane's metrics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
+
+from data_plane import errors
+from data_plane.gateway.exchange import Exchange
+from data_plane.gateway.router import GatewayRouter
+from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
+
+_OUTCOMES: tuple[tuple[type[errors.RouterError], RequestOutcome], ...] = (
+    (errors.BudgetInfeasible, RequestOutcome.BUDGET_INFEASIBLE),
+    (errors.ModelNotFound, RequestOutcome.NO_ROUTE),
+    (errors.AllUpstreamsUnavailable, RequestOutcome.UNAVAILABLE),
+    (errors.Internal, RequestOutcome.INTERNAL_ERROR),
+)
+
+
+def outcome_of(err: errors.RouterError) -> RequestOutcome:
+    for cls, outcome in _OUTCOMES:
+        if isinstance(err, cls):
+            return outcome
+    return RequestOutcome.INTERNAL_ERROR if err.status >= 500 else RequestOutcome.INVALID_REQUEST
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceConfig:
+    default_body_mode: int  # when Envoy's first message carries no protocol_config
+    max_body_bytes: int
+
+
+class ExternalProcessor(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
+    """Answers each stream's messages in order; a stream is one client request."""
+
+    def __init__(
+        self,
+        router: GatewayRouter,
+        metrics: DataPlaneMetrics,
+        config: ServiceConfig,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._router = router
+        self._metrics = metrics
+        self._config = config
+        self._clock = clock
+
+    async def Process(  # noqa: N802  (the gRPC method's name)
+        self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[Any]:
+        exchange = Exchange(
+            self._router, self._config.default_body_mode, self._config.max_body_bytes
+        )
+        started = self._clock()
+        counted = False
+        async for request in request_iterator:
+            for response in exchange.on_message(request):
+                yield response
+            if not counted and (exchange.outcome is not None or exchange.error is not None):
+                counted = True
+                self._count(exchange, self._clock() - started)
+
+    def _count(self, exchange: Exchange, duration_s: float) -> None:
+        route = Route.CHAT_COMPLETIONS if exchange.kind == "chat" else Route.COMPLETIONS
+        outcome = exchange.outcome or RequestOutcome.OK
+        if exchange.error is not None:
+            outcome = outcome_of(exchange.error)
+        self._metrics.observe_request(route, outcome, duration_s)
+
+
+async def start_server(
+    processor: ExternalProcessor, host: str, port: int
+) -> tuple[grpc.aio.Server, int]:
+    """A started grpc.aio server on host:port (0 = any free port); returns it and the port."""
+    server = grpc.aio.server()
+    ext_proc_grpc.add_ExternalProcessorServicer_to_server(processor, server)
+    bound = server.add_insecure_port(f"{host}:{port}")
+    await server.start()
+    return server, bound

@@ -1,0 +1,152 @@
+"""The composition root of gateway mode, `python -m data_plane extproc` (docs/gateway.md).
+
+The ext_proc gRPC service on `extproc_port`, fed by the same table watcher as the HTTP data
+plane (Redis, or the snapshot file alone), and a small HTTP side on `port` for `/healthz`,
+`/readyz` and `/metrics`. No engine client, breakers or retries: those are the gateway's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import signal
+import time
+from collections.abc import Callable
+from importlib import metadata
+
+import grpc
+import redis.asyncio as aioredis
+from aiohttp import web
+from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from data_plane.gateway.router import GatewayRouter
+from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
+from data_plane.settings import DataPlaneSettings
+from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
+from data_plane.table_store import TableStore
+from data_plane.telemetry.metrics import DataPlaneMetrics
+
+logger = logging.getLogger(__name__)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("gearbox")
+    except metadata.PackageNotFoundError:
+        return "0+unknown"
+
+
+_BODY_MODES = {
+    "buffered": processing_mode_pb2.ProcessingMode.BUFFERED,
+    "full_duplex_streamed": processing_mode_pb2.ProcessingMode.FULL_DUPLEX_STREAMED,
+}
+
+
+def _side_app(store: TableStore, metrics: DataPlaneMetrics) -> web.Application:
+    """Probes and metrics for the kubelet and Prometheus."""
+
+    async def healthz(request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(request: web.Request) -> web.Response:
+        version = store.version
+        return web.json_response(
+            {"ready": version is not None, "table_version": version},
+            status=200 if version is not None else 503,
+        )
+
+    async def metrics_page(request: web.Request) -> web.Response:
+        body = generate_latest(metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.add_routes(
+        [
+            web.get("/healthz", healthz, allow_head=False),
+            web.get("/readyz", readyz, allow_head=False),
+            web.get("/metrics", metrics_page, allow_head=False),
+        ]
+    )
+    return app
+
+
+class GatewayProcess:
+    """Everything one `extproc` process runs; `run` returns once `stop` is called."""
+
+    def __init__(self, settings: DataPlaneSettings, rng: random.Random | None = None) -> None:
+        self.settings = s = settings
+        self.metrics = DataPlaneMetrics(_version(), s.git_sha)
+        self.store = TableStore()
+        config = WatcherConfig(
+            s.redis_keys, s.table_poll_interval_s, s.redis_backoff_max_s, s.snapshot_path
+        )
+        self.watcher = TableWatcher(config, self.store, self.metrics, time.time)
+        router = GatewayRouter(
+            self.store, self.metrics, rng or random.Random(), s.extproc_pair_header
+        )
+        service = ServiceConfig(_BODY_MODES[s.extproc_body_mode], s.max_body_bytes)
+        self.processor = ExternalProcessor(router, self.metrics, service, time.monotonic)
+        self._stopped = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    async def run(self) -> None:
+        s = self.settings
+        self.watcher.load_snapshot()
+        client = (
+            aioredis.Redis.from_url(
+                s.redis_url,
+                socket_timeout=s.redis_timeout_s,
+                socket_connect_timeout=s.redis_timeout_s,
+            )
+            if s.redis_url
+            else None
+        )
+        watch = None if client is None else asyncio.create_task(self.watcher.run(client))
+        server, grpc_port = await start_server(self.processor, s.host, s.extproc_port)
+        runner = web.AppRunner(_side_app(self.store, self.metrics), access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, s.host, s.port).start()
+        logger.info(
+            "gateway mode up: ext_proc on %s:%d",
+            s.host,
+            grpc_port,
+            extra={"instance": s.instance_id, "table_version": self.store.version},
+        )
+        try:
+            await self._stopped.wait()
+        finally:
+            await _shutdown(server, runner, watch, client, s.shutdown_timeout_s)
+
+
+async def _shutdown(
+    server: grpc.aio.Server,
+    runner: web.AppRunner,
+    watch: asyncio.Task[None] | None,
+    client: aioredis.Redis | None,
+    grace_s: float,
+) -> None:
+    await server.stop(grace_s)
+    await runner.cleanup()
+    if watch is not None:
+        watch.cancel()
+        await asyncio.gather(watch, return_exceptions=True)
+    if client is not None:
+        await client.aclose()
+
+
+def run_gateway(settings: DataPlaneSettings) -> None:
+    """Run until SIGTERM or SIGINT (plain asyncio: grpc.aio brings its own loop integration)."""
+
+    async def main() -> None:
+        process = GatewayProcess(settings)
+        loop = asyncio.get_running_loop()
+        stop: Callable[[], None] = process.stop
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop)
+        await process.run()
+
+    asyncio.run(main())

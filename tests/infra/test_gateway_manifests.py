@@ -1,0 +1,200 @@
+"""The gateway-mode manifests (infra/k8s/gateway, docs/gateway.md): every object validates
+against its schema (built-in kinds, vendored CRD schemas), and the objects fit together: one
+HTTPRoute per pair on the header the ext_proc sets, each InferencePool selecting that pair's
+vLLM pods, both attachments pointing at the ext_proc Service in a body mode it routes with."""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema  # type: ignore[import-untyped]
+import kubernetes_validate  # type: ignore[import-untyped]
+import pytest
+import yaml
+from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
+
+from data_plane.gateway.exchange import SUPPORTED_MODES
+from data_plane.settings import DataPlaneSettings
+from tests.infra.manifests import CRD_SCHEMAS, K8S_DIR, Doc, by_kind, k8s_env, settings_kwargs
+
+GATEWAY_DIR = K8S_DIR / "gateway"
+FLAVOURS = {"envoy-gateway": "EnvoyExtensionPolicy", "istio": "EnvoyFilter"}
+CRD_KINDS = {
+    "InferencePool": "inferencepool-inference-v1.json",
+    "HTTPRoute": "httproute-gateway-v1.json",
+    "EnvoyExtensionPolicy": "envoyextensionpolicy-envoygateway-v1alpha1.json",
+    "EnvoyFilter": "envoyfilter-istio-v1alpha3.json",
+}
+# Envoy Gateway's names for the body modes Gearbox routes with (data_plane.gateway.exchange).
+EG_BODY_MODES = {"Buffered": "BUFFERED", "FullDuplexStreamed": "FULL_DUPLEX_STREAMED"}
+
+
+def _kustomization(directory: Path) -> Doc:
+    data: Doc = yaml.safe_load((directory / "kustomization.yaml").read_text())
+    return data
+
+
+def _documents(directory: Path) -> list[tuple[str, Doc]]:
+    """(file, document) of a kustomization, following directory resources."""
+    out: list[tuple[str, Doc]] = []
+    for resource in _kustomization(directory)["resources"]:
+        path = (directory / resource).resolve()
+        if path.is_dir():
+            out.extend(_documents(path))
+            continue
+        out.extend((path.name, d) for d in yaml.safe_load_all(path.read_text()) if d)
+    return out
+
+
+# Each flavour holds the shared objects (through "..") and its attachment.
+ALL_DOCS = [d for flavour in FLAVOURS for d in _documents(GATEWAY_DIR / flavour)]
+UNIQUE = list({(f, d["kind"], d["metadata"]["name"]): (f, d) for f, d in ALL_DOCS}.values())
+
+
+def _kind(kind: str) -> list[Doc]:
+    return [d for _, d in UNIQUE if d["kind"] == kind]
+
+
+def _one(kind: str, name: str) -> Doc:
+    found = [d for d in _kind(kind) if d["metadata"]["name"] == name]
+    assert len(found) == 1, (kind, name)
+    return found[0]
+
+
+@cache
+def _validator(kind: str) -> Any:
+    schema = json.loads((CRD_SCHEMAS / CRD_KINDS[kind]).read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+@pytest.mark.parametrize(
+    ("file", "doc"), UNIQUE, ids=[f"{f}:{d['kind']}/{d['metadata']['name']}" for f, d in UNIQUE]
+)
+def test_gateway_object_validates_against_its_schema(file: str, doc: Doc) -> None:
+    if doc["kind"] in CRD_KINDS:
+        errors = [e.message for e in _validator(doc["kind"]).iter_errors(doc)]
+        assert errors == [], f"{file}: {errors}"
+    else:
+        kubernetes_validate.validate(doc, kubernetes_validate.latest_version(), strict=True)
+
+
+@pytest.mark.parametrize("kind", sorted(CRD_KINDS))
+def test_vendored_schema_rejects_a_misspelt_spec_field(kind: str) -> None:
+    doc = copy.deepcopy(_kind(kind)[0])
+    assert _validator(kind).is_valid(doc)
+    doc["spec"]["targetPortz" if kind == "InferencePool" else "rulez"] = []
+    assert not _validator(kind).is_valid(doc)
+
+
+def test_every_file_is_listed_by_a_kustomization() -> None:
+    listed = set(_kustomization(GATEWAY_DIR)["resources"])
+    assert listed == {p.name for p in GATEWAY_DIR.glob("*.yaml")} - {"kustomization.yaml"}
+    for flavour, kind in FLAVOURS.items():
+        resources = _kustomization(GATEWAY_DIR / flavour)["resources"]
+        on_disk = {p.name for p in (GATEWAY_DIR / flavour).glob("*.yaml")}
+        assert set(resources) == {".."} | (on_disk - {"kustomization.yaml"})
+        assert [d["kind"] for f, d in _documents(GATEWAY_DIR / flavour) if f in on_disk] == [kind]
+
+
+def _vllm_pod_labels() -> dict[str, dict[str, str]]:
+    """gearbox.dev/pair label -> pod labels of the base's vLLM Deployments."""
+    out = {}
+    for deployment in by_kind("Deployment"):
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        if labels.get("app.kubernetes.io/component") == "vllm":
+            out[labels["gearbox.dev/pair"]] = labels
+    return out
+
+
+def _extproc_settings() -> DataPlaneSettings:
+    container = _one("Deployment", "gearbox-extproc")["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["python", "-m", "data_plane", "extproc"]
+    env = settings_kwargs(k8s_env(container), "GEARBOX_DP_")
+    return DataPlaneSettings(**env)  # type: ignore[arg-type]
+
+
+def test_every_pair_has_a_pool_selecting_its_vllm_pods() -> None:
+    pods = _vllm_pod_labels()
+    pools = {
+        p["spec"]["selector"]["matchLabels"]["gearbox.dev/pair"]: p for p in _kind("InferencePool")
+    }
+    assert set(pools) == set(pods)
+    for label, pool in pools.items():
+        selector = pool["spec"]["selector"]["matchLabels"]
+        assert all(pods[label].get(k) == v for k, v in selector.items()), label
+        assert pool["spec"]["targetPorts"] == [{"number": 8000}]  # vLLM's container port
+
+
+def test_one_route_per_pool_on_the_header_the_extproc_sets() -> None:
+    header = _extproc_settings().extproc_pair_header
+    pools = {p["metadata"]["name"]: p for p in _kind("InferencePool")}
+    routed: dict[str, str] = {}
+    for route in _kind("HTTPRoute"):
+        for rule in route["spec"]["rules"]:
+            (backend,) = rule["backendRefs"]
+            assert (backend["group"], backend["kind"]) == (
+                "inference.networking.k8s.io",
+                "InferencePool",
+            )
+            assert backend["name"] in pools
+            for match in rule["matches"]:
+                values = [h["value"] for h in match.get("headers", []) if h["name"] == header]
+                if values:
+                    routed[values[0]] = backend["name"]
+    # The header carries the table's pair name (family@quantization); the pool selects the
+    # pods labelled with the same name, '@' written as '-'.
+    assert len(routed) == len(pools)
+    for pair, pool in routed.items():
+        assert pools[pool]["spec"]["selector"]["matchLabels"]["gearbox.dev/pair"] == pair.replace(
+            "@", "-"
+        )
+
+
+def test_the_default_route_has_no_header_match() -> None:
+    rule = _one("HTTPRoute", "gearbox-default")["spec"]["rules"][0]
+    assert all("headers" not in m for m in rule["matches"])
+
+
+def test_extproc_service_serves_the_configured_grpc_port() -> None:
+    settings = _extproc_settings()
+    service = _one("Service", "gearbox-extproc")
+    grpc_port = next(p for p in service["spec"]["ports"] if p["name"] == "grpc")
+    assert grpc_port["port"] == settings.extproc_port
+    assert grpc_port["appProtocol"] == "kubernetes.io/h2c"
+    container = _one("Deployment", "gearbox-extproc")["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "grpc", "containerPort": settings.extproc_port} in container["ports"]
+
+
+def test_envoy_gateway_policy_calls_the_extproc_in_a_routing_body_mode() -> None:
+    (ext_proc,) = _one("EnvoyExtensionPolicy", "gearbox-extproc")["spec"]["extProc"]
+    assert ext_proc["backendRefs"] == [
+        {"name": "gearbox-extproc", "port": _extproc_settings().extproc_port}
+    ]
+    mode = EG_BODY_MODES[ext_proc["processingMode"]["request"]["body"]]
+    assert _mode_value(mode) in SUPPORTED_MODES
+    assert "response" not in ext_proc["processingMode"]
+    assert ext_proc["failOpen"] is False
+
+
+def test_istio_filter_calls_the_extproc_in_a_routing_body_mode() -> None:
+    (patch,) = _one("EnvoyFilter", "gearbox-extproc")["spec"]["configPatches"]
+    config = patch["patch"]["value"]["typed_config"]
+    cluster = config["grpc_service"]["envoy_grpc"]["cluster_name"]
+    assert (
+        cluster
+        == f"outbound|{_extproc_settings().extproc_port}||gearbox-extproc.gearbox.svc.cluster.local"
+    )
+    mode = config["processing_mode"]
+    assert _mode_value(mode["request_body_mode"]) in SUPPORTED_MODES
+    # Envoy refuses FULL_DUPLEX_STREAMED unless trailers are sent too.
+    assert mode["request_trailer_mode"] == "SEND"
+    assert mode["response_header_mode"] == "SKIP"
+
+
+def _mode_value(name: str) -> int:
+    value: int = processing_mode_pb2.ProcessingMode.BodySendMode.Value(name)
+    return value
