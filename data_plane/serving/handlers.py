@@ -13,11 +13,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from data_plane.decision.explain import explain
 from data_plane.decision.rollout import apply_rollout
-from data_plane.domain import Candidate, CompiledTable, RequestFacts, RouteDecision
+from data_plane.domain import Candidate, CategoryDoubt, CompiledTable, RouteDecision
 from data_plane.errors import AllUpstreamsUnavailable, PayloadTooLarge, RequestTimeout
-from data_plane.request.body import ParsedBody, parse_request_body, rewrite_model
+from data_plane.request.body import parse_request_body, rewrite_model
 from data_plane.request.budget import parse_budget
-from data_plane.request.classifier import classify
+from data_plane.request.category import classification_json, doubt_reason, request_facts
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE
@@ -70,19 +70,6 @@ class AiohttpSink:
                 await self._stream.write_eof()
             except ConnectionResetError as err:
                 raise ClientGoneError("client went away") from err
-
-
-def facts_of(parsed: ParsedBody) -> RequestFacts:
-    category, complexity = classify(parsed.classify_text)
-    return RequestFacts(
-        alias=parsed.alias,
-        category=category,
-        complexity=complexity,
-        input_chars=parsed.input_chars,
-        max_output_tokens=parsed.max_output_tokens,
-        stream=parsed.stream,
-        wants_json=parsed.wants_json,
-    )
 
 
 def _body_kind(raw: bytes) -> Kind:
@@ -163,7 +150,10 @@ class Handlers:
         parsed = parse_request_body(raw, kind)
         budget = parse_budget(request.headers)
         table = self._table()
-        decision = self._proxy.decide(table, facts_of(parsed), budget)
+        facts = request_facts(parsed, table, budget)
+        decision = self._proxy.decide(table, facts, budget)
+        if facts.doubt is not None:
+            self._metrics.count_abstention(facts.doubt.routed_as)
         call = Call(
             request_id=exchange.request_id,
             path=path,
@@ -172,7 +162,7 @@ class Handlers:
             started_s=started,
             ttft_budget_s=decision.budget_ttft_s if parsed.stream else None,
             bodies=_bodies(raw),
-            headers_for=_headers_for(decision, table.version),
+            headers_for=_headers_for(decision, table.version, facts.doubt),
             state=CallState(),
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
@@ -192,10 +182,19 @@ class Handlers:
         parsed = parse_request_body(raw, _body_kind(raw))
         budget = parse_budget(request.headers)
         table = self._table()
-        result = self._proxy.route(table, facts_of(parsed), budget)
+        facts = request_facts(parsed, table, budget)
+        result = self._proxy.route(table, facts, budget)
         if isinstance(result, RouteDecision):
             result = apply_rollout(result, table, self._proxy.draw())
-        return web.json_response(explain(result, table))
+        body = explain(result, table)
+        body["classification"] = classification_json(facts, table)
+        if facts.doubt is not None and "summary" in body:
+            body["summary"] += (
+                f" The classifier was unsure (top {facts.doubt.top} at "
+                f"{facts.doubt.probability:.2f}); routed as {facts.doubt.routed_as}, the "
+                f"strictest floor among {', '.join(facts.doubt.plausible)}."
+            )
+        return web.json_response(body)
 
     async def models(self, request: web.Request) -> web.Response:
         table = self._table()
@@ -242,10 +241,13 @@ def _bodies(raw: bytes) -> Callable[[str], bytes]:
 
 
 def _headers_for(
-    decision: RouteDecision, version: int
+    decision: RouteDecision, version: int, doubt: CategoryDoubt | None
 ) -> Callable[[Candidate, int], dict[str, str]]:
     def headers_for(cand: Candidate, attempts: int) -> dict[str, str]:
-        return route_headers(decision, version, cand, attempts)
+        headers = route_headers(decision, version, cand, attempts)
+        if doubt is not None:
+            headers["X-Route-Reason"] += doubt_reason(doubt)
+        return headers
 
     return headers_for
 
