@@ -315,12 +315,18 @@ class Model:
 
     def classify_scan(self, scan: PromptScan) -> tuple[str, float]:
         """`classify` of an already scanned prompt."""
+        scores, complexity = self.evaluate(scan)
+        category = self.categories[scores.index(max(scores))]  # the first on a tie, as argmax
+        return category, complexity
+
+    def evaluate(self, scan: PromptScan) -> tuple[list[float], float]:
+        """(the category scores, in `categories` order, whose softmax is the calibrated
+        P(category); P(high complexity)) of a scanned prompt."""
         x = features_of(scan)
         x.append(1.0)
         scores: list[float] = (self._affine @ np.fromiter(x, np.float64, len(x))).tolist()
         z = scores.pop()
-        category = self.categories[scores.index(max(scores))]  # the first on a tie, as argmax
-        return category, 1.0 / (1.0 + math.exp(-z)) if z > -700.0 else 0.0
+        return scores, 1.0 / (1.0 + math.exp(-z)) if z > -700.0 else 0.0
 
 
 def model_from_params(params: dict[str, Any]) -> Model:
@@ -366,9 +372,13 @@ def classify_with(model: Model | str, text: str) -> tuple[str, float]:
     return model.classify(text)
 
 
-def complexity(scan: PromptScan) -> float:
-    """P(high complexity) of a scanned prompt (the calibrated model's category is not used:
-    the category comes from `data_plane.request.category`). Raises RuntimeError as `classify`."""
+def evaluate(scan: PromptScan) -> tuple[list[float], float]:
+    """`Model.evaluate` with the shipped parameters; raises RuntimeError as `classify`."""
     if isinstance(_MODEL, str):
         raise RuntimeError(_MODEL)
-    return _MODEL.classify_scan(scan)[1]
+    return _MODEL.evaluate(scan)
+
+
+def complexity(scan: PromptScan) -> float:
+    """P(high complexity) of a scanned prompt (see `evaluate`)."""
+    return evaluate(scan)[1]
