@@ -14,7 +14,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from contracts.names import Category
 
@@ -59,10 +59,22 @@ class _Contract(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
 
+def _utf8(text: str) -> str:
+    """Refuse lone surrogates (JSON can carry them; UTF-8, Redis and hashes cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError("must be valid Unicode text (no lone surrogates)") from err
+    return text
+
+
+Utf8Text = Annotated[str, AfterValidator(_utf8)]
+
+
 class LabelledPrompt(_Contract):
     """One prompt a team says belongs to `category` (an eval item's user turn, or uploaded)."""
 
-    text: str = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
+    text: Utf8Text = Field(min_length=1, max_length=MAX_PROMPT_CHARS)
     category: Category
 
 
@@ -87,7 +99,7 @@ class CategoryModel(_Contract):
     kind: Literal["CategoryModel"] = "CategoryModel"
     features: Literal["prompt-terms-v1"] = FEATURES
     categories: tuple[Category, ...] = Field(min_length=2)
-    terms: tuple[str, ...] = Field(max_length=50_000)
+    terms: tuple[Utf8Text, ...] = Field(max_length=50_000)
     idf: tuple[PosFloat, ...]
     weights: tuple[tuple[FiniteFloat, ...], ...] = Field(description="one row per term")
     bias: tuple[FiniteFloat, ...]
@@ -117,4 +129,4 @@ def parameters_sha256(model: CategoryModel | Mapping[str, object]) -> str:
     keys = ("features", "categories", "terms", "idf", "weights", "bias")
     payload = {k: data.get(k) for k in keys}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -162,7 +162,8 @@ def summarize_accuracy(results: Iterable[EvalResult]) -> tuple[CategoryAccuracy,
 
 def labelled_prompts(items: Sequence[EvalItem]) -> tuple[LabelledPrompt, ...]:
     """Each item's prompt (or last user turn, what the router classifies) with its category,
-    cut to the window the classifier reads; one entry per distinct (text, category)."""
+    cut to the window the classifier reads; one entry per distinct (text, category), blank
+    texts left out."""
     seen: dict[tuple[str, str], None] = {}
     for item in items:
         if item.prompt is not None:

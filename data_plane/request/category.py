@@ -123,7 +123,9 @@ def _lookups(terms: tuple[str, ...]) -> tuple[Any, Any, dict[int, int]]:
 def compile_classifier(model: CategoryModel, builtin: bool = False) -> CategoryClassifier:
     """The lookup form of a validated model (built once per table version)."""
     idf = np.array(model.idf, dtype=np.float64).reshape(len(model.terms), 1)
-    weights = np.array(model.weights, dtype=np.float64).reshape(len(model.terms), -1)
+    weights = np.array(model.weights, dtype=np.float64).reshape(
+        len(model.terms), len(model.categories)
+    )
     words, ascii_words, punctuation = _lookups(model.terms)
     return CategoryClassifier(
         categories=model.categories,
