@@ -17,6 +17,7 @@ from contracts.category_model import (
     prompt_terms,
     prompt_window,
 )
+from contracts.policy import Policy, PolicyError, load_policy
 from contracts.profile_report import ProfileReport
 from tests.unit.control_plane.factories import report_data
 
@@ -101,3 +102,11 @@ def test_pushed_eval_prompts_are_validated_at_the_boundary(
 def test_a_labelled_prompt_round_trips() -> None:
     p = LabelledPrompt(text="Solve 2x = 4", category="math")
     assert LabelledPrompt.model_validate_json(p.model_dump_json()) == p
+
+
+def test_the_policys_doubt_category_must_be_one_of_its_categories() -> None:
+    assert Policy.model_validate({"doubt_category": "math"}).doubt_category == "math"
+    with pytest.raises(PolicyError, match="doubt_category 'poetry' is not in categories"):
+        load_policy({"doubt_category": "poetry"})
+    with pytest.raises(PolicyError, match="category_confidence"):
+        load_policy({"category_confidence": 1.5})

@@ -171,3 +171,8 @@ def test_request_facts_take_the_header_else_the_classifier() -> None:
     allowed = "allowed values: chat, code, extraction, math, reasoning"
     with pytest.raises(InvalidBudget, match=allowed):
         request_facts(parsed, table, Budget(category="poetry"))
+
+
+def test_a_confidence_of_zero_never_abstains() -> None:
+    known = _defaults(chat=0.5, code=0.95, math=0.9, reasoning=0.7)
+    assert decide_category(CATS, [0.25, 0.25, 0.25, 0.25], known, 0.0, None) == ("chat", None)
