@@ -94,7 +94,8 @@ class ClassifierTraining(_Contract):
 class CategoryModel(_Contract):
     """A multinomial linear model over `prompt_terms`: x[t] = idf[t] for each term t of the
     prompt found in `terms` (then scaled to unit length), scores = x @ weights + bias, and the
-    probabilities are their softmax, in `categories` order."""
+    probabilities are their softmax, in `categories` order. The complexity score is the
+    logistic of x @ complexity_weights + complexity_bias (a binary head on the same terms)."""
 
     kind: Literal["CategoryModel"] = "CategoryModel"
     features: Literal["prompt-terms-v1"] = FEATURES
@@ -103,6 +104,8 @@ class CategoryModel(_Contract):
     idf: tuple[PosFloat, ...]
     weights: tuple[tuple[FiniteFloat, ...], ...] = Field(description="one row per term")
     bias: tuple[FiniteFloat, ...]
+    complexity_weights: tuple[FiniteFloat, ...] = Field(description="one value per term")
+    complexity_bias: FiniteFloat
     training: ClassifierTraining
     model_sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="see `parameters_sha256`")
 
@@ -113,8 +116,9 @@ class CategoryModel(_Contract):
             raise ValueError("categories must be unique")
         if len(set(self.terms)) != len(self.terms):
             raise ValueError("terms must be unique")
-        if len(self.idf) != len(self.terms) or len(self.weights) != len(self.terms):
-            raise ValueError("idf and weights need one entry per term")
+        n = len(self.terms)
+        if len(self.idf) != n or len(self.weights) != n or len(self.complexity_weights) != n:
+            raise ValueError("idf, weights and complexity_weights need one entry per term")
         if len(self.bias) != k or any(len(row) != k for row in self.weights):
             raise ValueError("bias and every weights row need one value per category")
         if self.model_sha256 != parameters_sha256(self):
@@ -124,9 +128,12 @@ class CategoryModel(_Contract):
 
 def parameters_sha256(model: CategoryModel | Mapping[str, object]) -> str:
     """sha256 of the canonical JSON of what decides a classification: the feature space,
-    categories, terms, idf, weights and bias (not the training report)."""
+    categories, terms, idf, weights, bias and the complexity head (not the training report)."""
     data = model.model_dump(mode="json") if isinstance(model, CategoryModel) else model
-    keys = ("features", "categories", "terms", "idf", "weights", "bias")
+    keys = (
+        *("features", "categories", "terms", "idf", "weights", "bias"),
+        *("complexity_weights", "complexity_bias"),
+    )
     payload = {k: data.get(k) for k in keys}
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -37,6 +37,7 @@ from contracts.profile_report import ProfileReport
 
 MIN_DF = 3  # a term must occur in at least this many training prompts (drops one-off words)
 C = 30.0  # inverse L2 strength of the logistic regression
+COMPLEXITY_C = 10.0  # the same for the complexity head (5-fold on the built-in prompts: 0.93)
 FOLDS = 5  # cross-validation folds for the reported accuracy (fewer when a category is small)
 SIGNIFICANT_DIGITS = 6  # exported floats are rounded: a smaller table, the same decisions
 BUILTIN_SOURCE = "builtin"
@@ -54,11 +55,19 @@ class TrainingError(ValueError):
     """The prompts cannot train a classifier (e.g. fewer than two categories)."""
 
 
+def _builtin_docs() -> list[dict[str, str]]:
+    lines = BUILTIN_PROMPTS_PATH.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def builtin_prompts() -> tuple[LabelledPrompt, ...]:
     """The hand-written calibration prompts shipped with Gearbox (contracts package data)."""
-    lines = BUILTIN_PROMPTS_PATH.read_text(encoding="utf-8").splitlines()
-    docs = [json.loads(line) for line in lines if line.strip()]
-    return tuple(LabelledPrompt(text=d["text"], category=d["category"]) for d in docs)
+    return tuple(LabelledPrompt(text=d["text"], category=d["category"]) for d in _builtin_docs())
+
+
+def builtin_complexity() -> tuple[tuple[str, bool], ...]:
+    """(text, is high complexity) of the built-in prompts: the complexity head's labels."""
+    return tuple((d["text"], d["complexity"] == "high") for d in _builtin_docs())
 
 
 def _analyzer(text: str) -> list[str]:
@@ -103,6 +112,16 @@ def _fit(texts: Sequence[str], labels: Sequence[str]) -> Pipeline:
     return _pipeline(min_df).fit(list(texts), list(labels))
 
 
+def _complexity_head(fitted: Pipeline) -> tuple[list[float], float]:
+    """Weights per term and bias of P(high complexity), fitted on the built-in prompts'
+    labels over the category model's terms (team prompts carry no complexity label)."""
+    labelled = builtin_complexity()
+    x = fitted.named_steps["terms"].transform([text for text, _ in labelled])
+    head = LogisticRegression(C=COMPLEXITY_C, max_iter=5000)
+    head.fit(x, [high for _, high in labelled])
+    return _round(head.coef_[0]), _round(head.intercept_)[0]
+
+
 def _arrays(fitted: Pipeline) -> tuple[list[str], list[float], list[list[float]], list[float]]:
     """(terms, idf, weights with one row per term, bias) in the model's category order."""
     vectorizer: TfidfVectorizer = fitted.named_steps["terms"]
@@ -140,6 +159,7 @@ def _train(items: tuple[tuple[tuple[str, str], str], ...]) -> CategoryModel:
     folds = _folds(labels)
     accuracy, confusion = _cross_validate(texts, labels, learned, folds)
     terms, idf, weights, bias = _arrays(fitted)
+    complexity_weights, complexity_bias = _complexity_head(fitted)
     sources: dict[str, int] = {}
     for _, name in items:
         sources[name] = sources.get(name, 0) + 1
@@ -150,6 +170,8 @@ def _train(items: tuple[tuple[tuple[str, str], str], ...]) -> CategoryModel:
         "idf": idf,
         "weights": weights,
         "bias": bias,
+        "complexity_weights": complexity_weights,
+        "complexity_bias": complexity_bias,
         "training": {
             "library": f"scikit-learn {sklearn.__version__} LogisticRegression(C={C:g}) "
             f"over idf-weighted prompt terms (min_df={MIN_DF})",

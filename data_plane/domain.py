@@ -262,6 +262,10 @@ class CategoryScorer(Protocol):
         """`probabilities` of a `data_plane.request.classifier.PromptScan`."""
         ...
 
+    def evaluate(self, scan: Any) -> tuple[list[float], float]:
+        """(P(category), P(high complexity)) of a `PromptScan`."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class CategoryDoubt:

@@ -30,7 +30,7 @@ from data_plane.domain import (
 from data_plane.errors import InvalidBudget
 from data_plane.request.body import ParsedBody
 from data_plane.request.budget import CATEGORY_HEADER
-from data_plane.request.classifier import PromptScan, complexity, scan_prompt
+from data_plane.request.classifier import PromptScan, scan_prompt
 
 BUILTIN_MODEL_PATH = Path(__file__).with_name("category_model.json")
 
@@ -44,7 +44,8 @@ def _read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
 class CategoryClassifier:
     """A `CategoryModel` compiled for lookups: term -> row (str words, and bytes for the ASCII
     ones, matching `PromptScan`'s words; word pairs as tuples), and per row the idf-weighted
-    weights with idf**2 in a last column, so a prompt's scores are one gather and one sum."""
+    category weights, the idf-weighted complexity weight and idf**2, so a prompt's scores are
+    one gather and one sum."""
 
     categories: tuple[str, ...]
     model_sha256: str
@@ -53,13 +54,13 @@ class CategoryClassifier:
     words: tuple[Mapping[Any, int], Mapping[Any, int]]
     ascii_words: tuple[Mapping[Any, int], Mapping[Any, int]]
     punctuation: Mapping[int, int]  # byte of a punctuation term -> its row
-    table: npt.NDArray[np.float64]  # rows: terms; columns: idf * weights..., idf ** 2
-    bias: npt.NDArray[np.float64]
+    table: npt.NDArray[np.float64]  # rows: terms; idf * weights..., idf * complexity, idf**2
+    bias: npt.NDArray[np.float64]  # the categories' biases, then the complexity bias
     builtin: bool = False
-    _empty: list[float] = field(init=False, repr=False, compare=False)
+    _empty: tuple[list[float], float] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_empty", _softmax(self.bias.tolist()))
+        object.__setattr__(self, "_empty", _outputs(self.bias.tolist()))
 
     def probabilities(self, text: str) -> list[float]:
         """P(category | text) in `categories` order (softmax of the linear scores)."""
@@ -67,12 +68,15 @@ class CategoryClassifier:
 
     def probabilities_of(self, scan: PromptScan) -> list[float]:
         """`probabilities` of an already scanned prompt."""
+        return self.evaluate(scan)[0]
+
+    def evaluate(self, scan: PromptScan) -> tuple[list[float], float]:
+        """(P(category) in `categories` order, P(high complexity)) of a scanned prompt."""
         hits = list(self.found_rows(scan))
         if not hits:
-            return list(self._empty)
+            return list(self._empty[0]), self._empty[1]
         summed = self.table.take(hits, axis=0).sum(axis=0)
-        scores = summed[:-1] / math.sqrt(float(summed[-1])) + self.bias
-        return _softmax(scores.tolist())
+        return _outputs((summed[:-1] / math.sqrt(float(summed[-1])) + self.bias).tolist())
 
     def found_rows(self, scan: PromptScan) -> set[int]:
         """The rows of the model's terms among `prompt_terms` of the scanned prompt, found
@@ -95,6 +99,12 @@ _NOT_PUNCTUATION = bytes(b for b in range(256) if chr(b) not in PUNCTUATION)
 def _punctuation_in(raw: bytes) -> bytes:
     """The punctuation bytes of `raw`: in UTF-8 an ASCII byte is always that character."""
     return raw.translate(None, _NOT_PUNCTUATION)
+
+
+def _outputs(scores: list[float]) -> tuple[list[float], float]:
+    """(softmax of the category scores, logistic of the last score: complexity)."""
+    z = scores.pop()
+    return _softmax(scores), 1.0 / (1.0 + math.exp(-z)) if z > -700.0 else 0.0
 
 
 def _softmax(scores: list[float]) -> list[float]:
@@ -126,6 +136,7 @@ def compile_classifier(model: CategoryModel, builtin: bool = False) -> CategoryC
     weights = np.array(model.weights, dtype=np.float64).reshape(
         len(model.terms), len(model.categories)
     )
+    complexity = np.array(model.complexity_weights, dtype=np.float64).reshape(-1, 1)
     words, ascii_words, punctuation = _lookups(model.terms)
     return CategoryClassifier(
         categories=model.categories,
@@ -134,8 +145,8 @@ def compile_classifier(model: CategoryModel, builtin: bool = False) -> CategoryC
         words=words,
         ascii_words=ascii_words,
         punctuation=punctuation,
-        table=_read_only(np.hstack([idf * weights, idf * idf])),
-        bias=_read_only(np.array(model.bias, dtype=np.float64)),
+        table=_read_only(np.hstack([idf * weights, idf * complexity, idf * idf])),
+        bias=_read_only(np.array([*model.bias, model.complexity_bias], dtype=np.float64)),
         builtin=builtin,
     )
 
@@ -197,26 +208,25 @@ def decide_category(
 
 
 def classify_text(classifier: CategoryScorer, text: str) -> tuple[list[float], float]:
-    """(P(category) in `classifier.categories` order, complexity) of `text`: the work a
-    request without X-Task-Category costs (one scan shared by both)."""
-    scan = scan_prompt(text)
-    return classifier.probabilities_of(scan), complexity(scan)
+    """(P(category) in `classifier.categories` order, complexity) of `text`: the work every
+    request costs (one read of the prompt, one gather over the terms found)."""
+    return classifier.evaluate(scan_prompt(text))
 
 
 def request_facts(parsed: ParsedBody, table: CompiledTable, budget: Budget) -> RequestFacts:
     """Routing facts for a parsed body under `table`: the category is X-Task-Category when
     given (a 400 unless the table knows it), else the table's classifier's, with doubt; the
-    complexity comes from the calibrated structural model (`classifier.complexity`)."""
+    complexity score is the same model's complexity head."""
     check_category(budget.category, table.categories)
-    scan = scan_prompt(parsed.classify_text)
+    classifier = table.classifier
+    probabilities, score = classifier.evaluate(scan_prompt(parsed.classify_text))
     doubt = None
     if budget.category is not None:
         category = budget.category
     else:
-        classifier = table.classifier
         category, doubt = decide_category(
             classifier.categories,
-            classifier.probabilities_of(scan),
+            probabilities,
             table.categories,
             table.policy.category_confidence,
             table.policy.doubt_category,
@@ -224,7 +234,7 @@ def request_facts(parsed: ParsedBody, table: CompiledTable, budget: Budget) -> R
     return RequestFacts(
         alias=parsed.alias,
         category=category,
-        complexity=complexity(scan),
+        complexity=score,
         input_chars=parsed.input_chars,
         max_output_tokens=parsed.max_output_tokens,
         stream=parsed.stream,

@@ -370,15 +370,3 @@ def classify_with(model: Model | str, text: str) -> tuple[str, float]:
     if isinstance(model, str):
         raise RuntimeError(model)
     return model.classify(text)
-
-
-def evaluate(scan: PromptScan) -> tuple[list[float], float]:
-    """`Model.evaluate` with the shipped parameters; raises RuntimeError as `classify`."""
-    if isinstance(_MODEL, str):
-        raise RuntimeError(_MODEL)
-    return _MODEL.evaluate(scan)
-
-
-def complexity(scan: PromptScan) -> float:
-    """P(high complexity) of a scanned prompt (see `evaluate`)."""
-    return evaluate(scan)[1]

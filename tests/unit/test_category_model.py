@@ -45,6 +45,8 @@ def _model_data(**changes: Any) -> dict[str, Any]:
         "idf": [1.2, 1.5],
         "weights": [[1.0, -1.0], [-1.0, 1.0]],
         "bias": [0.0, 0.1],
+        "complexity_weights": [0.5, 1.5],
+        "complexity_bias": -1.0,
         "training": {"library": "x", "examples": {}, "sources": {}, "cv_folds": 0},
     }
     data.update(changes)
@@ -54,14 +56,15 @@ def _model_data(**changes: Any) -> dict[str, Any]:
 def test_a_consistent_model_validates_and_its_hash_covers_the_parameters() -> None:
     model = CategoryModel.model_validate(_model_data())
     assert model.model_sha256 == parameters_sha256(model)
-    other = _model_data(bias=[0.0, 0.2])
-    assert other["model_sha256"] != model.model_sha256
+    for change in ({"bias": [0.0, 0.2]}, {"complexity_bias": -0.5}):
+        assert _model_data(**change)["model_sha256"] != model.model_sha256
 
 
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
         ({"idf": [1.0]}, "one entry per term"),
+        ({"complexity_weights": [1.0]}, "one entry per term"),
         ({"weights": [[1.0], [1.0]]}, "one value per category"),
         ({"terms": ["a", "a"]}, "terms must be unique"),
         ({"terms": ["a", "\ud800"]}, "lone surrogates"),

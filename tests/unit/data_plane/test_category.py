@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.linear_model import LogisticRegression
 
 from contracts.category_model import (
     HEAD_CHARS,
@@ -16,8 +17,10 @@ from contracts.category_model import (
 )
 from control_plane.category_training import (
     BUILTIN_SOURCE,
+    COMPLEXITY_C,
     Source,
     _fit,
+    builtin_complexity,
     builtin_prompts,
     train_category_model,
 )
@@ -27,6 +30,7 @@ from data_plane.request.body import parse_request_body
 from data_plane.request.category import (
     BUILTIN,
     check_category,
+    classify_text,
     compile_classifier,
     decide_category,
     doubt_reason,
@@ -54,6 +58,8 @@ def _model_over(terms: set[str]) -> CategoryModel:
         "idf": [1.0] * len(ordered),
         "weights": [[0.0, 0.0]] * len(ordered),
         "bias": [0.0, 0.0],
+        "complexity_weights": [0.0] * len(ordered),
+        "complexity_bias": 0.0,
         "training": {"library": "test", "examples": {}, "sources": {}, "cv_folds": 0},
     }
     return CategoryModel.model_validate({**data, "model_sha256": parameters_sha256(data)})
@@ -95,6 +101,24 @@ def test_probabilities_match_scikit_learn() -> None:
     assert list(fitted.classes_) == list(model.categories)
     for text, row in zip(texts, expected, strict=True):
         assert model.probabilities(text) == pytest.approx(list(row), abs=1e-4)
+    # The complexity head: scikit-learn's P(high) on the same terms.
+    labelled = builtin_complexity()
+    head = LogisticRegression(C=COMPLEXITY_C, max_iter=5000).fit(
+        fitted.named_steps["terms"].transform([t for t, _ in labelled]), [h for _, h in labelled]
+    )
+    p_high = head.predict_proba(fitted.named_steps["terms"].transform(texts))[:, 1]
+    for text, p in zip(texts, p_high, strict=True):
+        assert classify_text(model, text)[1] == pytest.approx(float(p), abs=1e-4)
+
+
+def test_complexity_rises_with_a_demanding_prompt() -> None:
+    easy = classify_text(BUILTIN, "thanks!")[1]
+    hard = classify_text(
+        BUILTIN,
+        "Prove that the amortized complexity of the lock-free queue is optimal, derive the "
+        "invariant rigorously and handle every concurrency edge case.",
+    )[1]
+    assert 0.0 <= easy < 0.5 < hard <= 1.0
 
 
 def test_the_builtin_model_classifies_clear_prompts() -> None:
