@@ -86,6 +86,17 @@ class Policy(_Policy):
     utility_weights: UtilityWeights = UtilityWeights()
     reference_input_tokens: int = Field(default=512, ge=1, description="for cost ordering")
     reference_output_tokens: int = Field(default=256, ge=1, description="for cost ordering")
+    category_confidence: Ratio = Field(
+        default=0.6,
+        description="the classifier decides a request's category alone only when its top "
+        "probability reaches this; below it the request routes under the strictest floor of "
+        "the categories it cannot rule out (docs/classifier.md)",
+    )
+    doubt_category: Category | None = Field(
+        default=None,
+        description="when set, requests the classifier is unsure about route under this "
+        "category instead",
+    )
 
     @field_validator("latency_quantile")
     @classmethod
@@ -98,6 +109,8 @@ class Policy(_Policy):
     def _default_category_known(self) -> Policy:
         if self.default_category not in self.categories:
             raise ValueError(f"default_category {self.default_category!r} is not in categories")
+        if self.doubt_category is not None and self.doubt_category not in self.categories:
+            raise ValueError(f"doubt_category {self.doubt_category!r} is not in categories")
         return self
 
 

@@ -11,6 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from contracts.category_model import LabelledPrompt
 from contracts.names import Category, Family, HttpUrl, Quantization, pair_name
 
 SCHEMA_VERSION = "1.0"
@@ -156,6 +157,12 @@ class ProfileReport(_Contract):
     memory: Memory = Memory()
     engine_facts: EngineFacts = EngineFacts()
     provenance: Provenance
+    eval_prompts: tuple[LabelledPrompt, ...] = Field(
+        default=(),
+        max_length=20_000,
+        description="the eval items' prompts and categories: the control plane trains the "
+        "category classifier on them (docs/classifier.md)",
+    )
 
     @property
     def pair(self) -> str:

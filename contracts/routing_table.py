@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
+from contracts.category_model import CategoryModel
 from contracts.names import Category, Family, HttpUrl, Quantization, pair_name
 from contracts.policy import Policy
 
@@ -132,6 +133,11 @@ class RoutingTable(_Contract):
     categories: tuple[Category, ...] = Field(min_length=1)
     pruned: tuple[PrunedPair, ...] = ()
     sources: tuple[SourceReport, ...] = ()
+    classifier: CategoryModel | None = Field(
+        default=None,
+        description="the category classifier trained on the reports' eval prompts; None: "
+        "data planes use their built-in model",
+    )
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> RoutingTable:

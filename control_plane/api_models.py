@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.category_model import ClassifierTraining
 from contracts.routing_table import PrunedPair
 
 
@@ -86,3 +87,19 @@ class Health(_Body):
 class Readiness(_Body):
     status: Literal["ready", "not_ready"]
     redis: bool
+
+
+class ClassifierReport(_Body):
+    """The current table's category classifier (docs/classifier.md)."""
+
+    table_version: int
+    shipped: bool = Field(description="false: the table carries none; data planes use theirs")
+    model_sha256: str | None = None
+    categories: list[str] = Field(default_factory=list)
+    terms: int = 0
+    training: ClassifierTraining | None = Field(
+        default=None, description="sources, examples, cross-validated accuracy and confusion"
+    )
+    recall: dict[str, float | None] = Field(
+        default_factory=dict, description="per category: cross-validated share predicted right"
+    )

@@ -23,6 +23,7 @@ from control_plane.api_models import (
     TableHistory,
     TableVersionSummary,
 )
+from control_plane.classifier_report import classifier_report
 from control_plane.publisher import PublishError, PublishOutcome
 from control_plane.stored_data import StoredDataError
 from control_plane.table import BuildError
@@ -70,6 +71,13 @@ async def get_version(request: web.Request) -> web.Response:
             f"version {version} is not stored (never published, or trimmed)", "table_not_found"
         )
     return json_response(table)
+
+
+async def get_classifier(request: web.Request) -> web.Response:
+    table = await request.app[SERVICES_KEY].tables.current()
+    if table is None:
+        raise not_found("no table has been published yet", "table_not_found")
+    return json_response(classifier_report(table))
 
 
 async def get_history(request: web.Request) -> web.Response:
@@ -164,5 +172,18 @@ ROUTES: tuple[ApiRoute, ...] = (
         "One kept table version",
         {200: _TABLE, 404: _NO_TABLE, 409: _INVALID},
         path_params={"version": VERSION_PARAM},
+    ),
+    ApiRoute(
+        "GET",
+        "/v1/classifier",
+        "get_classifier",
+        get_classifier,
+        "The current table's category classifier: training sources, cross-validated accuracy "
+        "and confusion matrix",
+        {
+            200: ResponseDoc("the classifier report", "ClassifierReport"),
+            404: _NO_TABLE,
+            409: _INVALID,
+        },
     ),
 )

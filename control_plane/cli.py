@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 
 from contracts.policy import Policy
 from control_plane.admin_client import AdminApiError, AdminClient
+from control_plane.classifier_report import classifier_report, render_classifier
 from control_plane.documents import DocumentError, load_policy_file, load_report_file
 from control_plane.publisher import PublishError, PublishOutcome
 from control_plane.redis_connection import make_redis
@@ -63,6 +64,12 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--version", type=int, dest="table_version")
     show.add_argument("--json", action="store_true", help="print the table JSON")
     sub.add_parser("history", help="list kept table versions", parents=[redis])
+    classifier = sub.add_parser(
+        "classifier",
+        help="the current (or a given) table's category classifier: accuracy, confusion",
+        parents=[redis],
+    )
+    classifier.add_argument("--version", type=int, dest="table_version")
     rollback = sub.add_parser(
         "rollback", help="point the current table at a kept version", parents=[redis]
     )
@@ -158,6 +165,17 @@ async def cmd_show(
     return 0
 
 
+async def cmd_classifier(
+    args: argparse.Namespace, settings: ControlPlaneSettings, services: Services
+) -> int:
+    wanted = args.table_version
+    table = await (services.tables.get(wanted) if wanted else services.tables.current())
+    if table is None:
+        raise CliError(f"version {wanted} is not kept" if wanted else "no table published yet")
+    print(render_classifier(classifier_report(table)))
+    return 0
+
+
 async def cmd_history(
     args: argparse.Namespace, settings: ControlPlaneSettings, services: Services
 ) -> int:
@@ -217,6 +235,7 @@ _REDIS_COMMANDS = {
     "show": cmd_show,
     "history": cmd_history,
     "rollback": cmd_rollback,
+    "classifier": cmd_classifier,
 }
 
 

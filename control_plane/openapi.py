@@ -20,6 +20,7 @@ from contracts.profile_report import ProfileReport
 from contracts.routing_table import RoutingTable
 from control_plane.api_context import ApiRoute, ResponseDoc
 from control_plane.api_models import (
+    ClassifierReport,
     ErrorEnvelope,
     Health,
     ProfileList,
@@ -45,6 +46,7 @@ SCHEMA_MODELS: tuple[type[BaseModel], ...] = (
     RollbackResponse,
     Health,
     Readiness,
+    ClassifierReport,
 )
 REF = "#/components/schemas/{model}"
 _ERROR = "ErrorEnvelope"

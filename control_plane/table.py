@@ -18,6 +18,7 @@ from typing import Any
 from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
 from contracts.routing_table import LatencyModel, RoutingTable, canonical_json, stamp_table
+from control_plane.category_training import classifier_for
 from control_plane.fitting import fit_latency_model, round_sig
 from control_plane.precision import precision_sort_key
 from control_plane.pricing import PairPrices, price_pair
@@ -198,6 +199,7 @@ def build(
         else Pruning(kept=tuple(figures), pruned=())
     )
     entries = _scored_entries(unique, pruning.kept, prices, policy, categories)
+    classifier, classifier_notes = classifier_for(unique, categories)
     table = stamp_table(
         {
             "version": 0,
@@ -211,9 +213,11 @@ def build(
                 {"pair": r.pair, "report_sha256": report_sha256(r), "partial": r.provenance.partial}
                 for r in unique
             ],
+            "classifier": classifier,
         }
     )
-    return TableBuild(table=table, warnings=tuple(_category_warnings(unique, categories)))
+    warnings = _category_warnings(unique, categories) + classifier_notes
+    return TableBuild(table=table, warnings=tuple(warnings))
 
 
 def _scored_entries(

@@ -7,6 +7,7 @@ the table to the publisher, and notes rejected builds in the status hash.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,11 +15,14 @@ from datetime import datetime
 from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
 from contracts.routing_table import PrunedPair
+from control_plane.category_training import training_summary
 from control_plane.policy_store import PolicyStore
 from control_plane.profile_store import ProfileStore
 from control_plane.publisher import Publisher, PublishResult
 from control_plane.stored_data import StoredDataError
 from control_plane.table import BuildError, TableBuild, build
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +77,8 @@ class TableService:
     async def publish_reports(self, reports: Sequence[ProfileReport], policy: Policy) -> Rebuild:
         """Build from the given reports and policy, then publish (errors as for `rebuild`)."""
         made = await self.build(reports, policy)
+        if made.table.classifier is not None:
+            logger.info("%s", training_summary(made.table.classifier))
         result = await self._publisher.publish(made.table)
         return Rebuild(result, len(made.table.entries), made.table.pruned, made.warnings)
 

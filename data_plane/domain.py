@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from contracts.policy import Policy
 
@@ -44,6 +44,7 @@ class RequestFacts:
     max_output_tokens: int | None  # max_tokens / max_completion_tokens, when given
     stream: bool = False
     wants_json: bool = False  # response_format asks for JSON
+    doubt: CategoryDoubt | None = None  # set when the classifier was unsure (docs/classifier.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,7 @@ class CompiledTable:
     scan_rows: Mapping[str, tuple[ScanRow, ...]]
     cost_floors: Mapping[str, tuple[CostFloor, ...]]  # aligned with scan_rows[alias]
     accuracy_by_category: Mapping[str, tuple[float, ...]]
+    classifier: CategoryScorer  # the table's category classifier, else the built-in one
 
 
 # --- health and load ----------------------------------------------------------------------
@@ -239,3 +241,42 @@ class NoRoute:
     binding: Rejection | None = None  # the constraint that ruled out the last pairs
     rejected: tuple[Rejected, ...] = ()
     mode: BudgetMode | None = None  # the effective budget mode (BUDGET_INFEASIBLE only)
+
+
+# --- category classification (docs/classifier.md) ----------------------------------------
+
+
+class CategoryScorer(Protocol):
+    """A compiled category classifier (`data_plane.request.category.CategoryClassifier`)."""
+
+    @property
+    def categories(self) -> tuple[str, ...]: ...
+
+    @property
+    def model_sha256(self) -> str: ...
+
+    @property
+    def builtin(self) -> bool: ...
+
+    def probabilities(self, text: str) -> list[float]:
+        """P(category | text), in `categories` order."""
+        ...
+
+    def probabilities_of(self, scan: Any) -> list[float]:
+        """`probabilities` of a `data_plane.request.classifier.PromptScan`."""
+        ...
+
+    def evaluate(self, scan: Any) -> tuple[list[float], float]:
+        """(P(category), P(high complexity)) of a `PromptScan`."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryDoubt:
+    """The classifier was unsure: its top category and probability, the categories it could
+    not rule out (best first), and the category the request was routed under."""
+
+    top: str
+    probability: float
+    plausible: tuple[str, ...]
+    routed_as: str

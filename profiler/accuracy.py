@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from contracts.category_model import LabelledPrompt, prompt_window
 from contracts.names import Category
 from contracts.profile_report import CategoryAccuracy
 from profiler.scoring import Scorer, score
@@ -157,3 +158,18 @@ def summarize_accuracy(results: Iterable[EvalResult]) -> tuple[CategoryAccuracy,
             CategoryAccuracy(category=category, accuracy=right / n, n=n, ci_low=low, ci_high=high)
         )
     return tuple(out)
+
+
+def labelled_prompts(items: Sequence[EvalItem]) -> tuple[LabelledPrompt, ...]:
+    """Each item's prompt (or last user turn, what the router classifies) with its category,
+    cut to the window the classifier reads; one entry per distinct (text, category), blank
+    texts left out."""
+    seen: dict[tuple[str, str], None] = {}
+    for item in items:
+        if item.prompt is not None:
+            text = item.prompt
+        else:
+            text = [m.content for m in item.messages or () if m.role == "user"][-1]
+        if text.strip():
+            seen[prompt_window(text), item.category] = None
+    return tuple(LabelledPrompt(text=t, category=c) for t, c in seen)

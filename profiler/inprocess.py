@@ -232,7 +232,7 @@ def profile_inprocess(
     started_at = datetime.now(UTC)
     items, set_id, set_sha = load_eval_sets(plan.evalsets)
     info = EndpointInfo(plan.endpoints[0], identity.context_length, identity.version)
-    facts = run_facts(plan, info, (set_id, set_sha), started_at, origin)
+    facts = run_facts(plan, info, (set_id, set_sha), started_at, origin, items)
     levels = [lv for lv in plan.sweep if lv.open_loop_rps is None]
     if len(levels) < len(plan.sweep):
         logger.warning("open-loop levels need a server; skipped in the inprocess mode")

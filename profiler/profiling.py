@@ -22,6 +22,7 @@ from profiler.accuracy import (
     EvalResult,
     EvalSetError,
     eval_set_identity,
+    labelled_prompts,
     parse_eval_set,
     summarize_accuracy,
 )
@@ -122,7 +123,8 @@ async def profile_pair(plan: PairPlan, rt: Runtime) -> ProfileReport:
     timeout = rt.settings.request_timeout_s
     clients = [EngineClient(rt.session, u, plan.served_model_name, timeout) for u in plan.endpoints]
     infos = [await preflight(c, rt.settings.preflight_timeout_s) for c in clients]
-    facts = run_facts(plan, infos[0], (set_id, set_sha), started_at, (rt.git_sha, rt.host))
+    origin = (rt.git_sha, rt.host)
+    facts = run_facts(plan, infos[0], (set_id, set_sha), started_at, origin, items)
     state = RunState(recorders=[LevelRecorder(level) for level in plan.sweep])
     try:
         await _measure(plan, clients[0], items, state, rt)
@@ -138,9 +140,12 @@ def run_facts(
     eval_set: tuple[str, str],
     started_at: datetime,
     origin: tuple[str | None, str | None],
+    items: Sequence[EvalItem] = (),
 ) -> RunFacts:
     """The run's identity and provenance. `eval_set` = (id, sha256); `origin` = (git sha,
-    host). Flags win over what the endpoint reports; a fact nobody knows is an InputError."""
+    host); `items` the eval items, whose prompts and categories go into the report for the
+    control plane's category classifier. Flags win over what the endpoint reports; a fact
+    nobody knows is an InputError."""
     context_length = plan.context_length or info.context_length
     version = plan.engine_version or info.engine_version
     problems = []
@@ -171,6 +176,7 @@ def run_facts(
         started_at=started_at,
         git_sha=origin[0],
         host=origin[1],
+        eval_prompts=labelled_prompts(items),
     )
 
 

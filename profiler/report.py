@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from contracts.category_model import LabelledPrompt
 from contracts.profile_report import (
     CategoryAccuracy,
     EngineFacts,
@@ -49,6 +50,7 @@ class RunFacts:
     started_at: datetime
     git_sha: str | None = None
     host: str | None = None
+    eval_prompts: tuple[LabelledPrompt, ...] = ()  # for the control plane's classifier
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,7 @@ def build_document(
             "finished_at": finished_at.isoformat(),
             "partial": partial,
         },
+        "eval_prompts": [p.model_dump(mode="json") for p in facts.eval_prompts],
     }
 
 

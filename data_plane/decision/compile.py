@@ -22,6 +22,7 @@ from data_plane.domain import (
     CostFloor,
     ScanRow,
 )
+from data_plane.request.category import BUILTIN, compile_classifier
 
 AUTO_ALIAS = "auto"
 _PER_TOKEN = 1e-6  # prices in the table are per million tokens
@@ -165,4 +166,5 @@ def compile_table(table: RoutingTable) -> CompiledTable:
         accuracy_by_category=MappingProxyType(
             {c: tuple(p.accuracy.get(c, 0.0) for p in pairs) for c in categories}
         ),
+        classifier=BUILTIN if table.classifier is None else compile_classifier(table.classifier),
     )

@@ -141,8 +141,8 @@ def parse_budget(headers: Mapping[str, str]) -> Budget:
 
     Durations arrive in milliseconds and leave as float seconds. Budgets must be positive and
     at most an hour; accuracy is a ratio in [0, 1]; the mode is `best-effort` or `strict`
-    (case-insensitive); the category is syntax-checked only (unknown ones route with the
-    table's default category).
+    (case-insensitive); the category is syntax-checked here and checked against the table's
+    categories by `data_plane.request.category.check_category` (a 400 listing them).
     """
     found = _collect(headers)
     if not found:

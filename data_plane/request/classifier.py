@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -238,31 +238,54 @@ def _indented(raw: bytes, newlines: int) -> int:
     return raw.count(b"\n  ") + raw.count(b"\n\t") if newlines else 0
 
 
-def features(text: str) -> list[float]:
-    """The calibrated model's inputs, in FEATURE_NAMES order (shared with calibration)."""
+class PromptScan(NamedTuple):
+    """One read of a prompt, shared by the complexity features and the category classifier
+    (`data_plane.request.category`): the window, its UTF-8 bytes, its words and their set.
+    Words are bytes when the window is ASCII (`ascii_raw` is then `raw`), else str."""
+
+    chars: int  # length of the whole text
+    window: str
+    raw: bytes
+    ascii_raw: bytes | None
+    words: list[Word]
+    distinct: set[Word]
+
+
+def scan_prompt(text: str) -> PromptScan:
+    """The window of `text` read once (see `PromptScan`)."""
     scan = _window(text)
     # surrogatepass: JSON may carry a lone surrogate (\ud800), which strict UTF-8 refuses
     raw = scan.encode("utf-8", "surrogatepass")
+    ascii_raw = raw if scan.isascii() else None
+    words = _split_words(scan, ascii_raw)
+    return PromptScan(len(text), scan, raw, ascii_raw, words, set(words))
+
+
+def features(text: str) -> list[float]:
+    """The calibrated model's inputs, in FEATURE_NAMES order (shared with calibration)."""
+    return features_of(scan_prompt(text))
+
+
+def features_of(scan: PromptScan) -> list[float]:
+    """`features` of an already scanned prompt."""
+    raw, words, distinct = scan.raw, scan.words, scan.distinct
     n = max(len(raw), 1)
     marked = raw.translate(_CLASS_OF, _UNCLASSED)
     classes = [marked.count(code) for code in _CLASS_CODES]
     newlines, blanks, questions, other_ends = classes[5], classes[13], classes[14], classes[15]
-    ascii_raw = raw if scan.isascii() else None
-    words = _split_words(scan, ascii_raw)
     n_words = max(len(words), 1)
-    distinct = set(words)
     ask = distinct if len(words) <= ASK_WORDS else set(words[-ASK_WORDS:])
     ratios = [c / n for c in classes[:_RATIO_CLASSES]]
     ratios += (
         _indented(raw, newlines) / (newlines + 1),
         math.log1p(questions),
         math.log1p(questions + other_ends),
-        math.log1p(len(text)),
+        math.log1p(scan.chars),
         math.log1p(len(words)),
         len(distinct) / n_words,
         (n - blanks - newlines) / n_words,
     )
-    table = 1 if ascii_raw is not None else 0  # words are bytes, else str
+    table = 1 if scan.ascii_raw is not None else 0  # words are bytes, else str
     ratios += _group_scores(distinct, _IN_GROUPS[table], len(_GROUPS))
     ratios += _group_scores(ask, _IN_ASK_GROUPS[table], len(_ASK_GROUPS))
     return ratios
@@ -288,12 +311,22 @@ class Model:
         object.__setattr__(self, "_affine", _read_only(np.column_stack([weights, offsets])))
 
     def classify(self, text: str) -> tuple[str, float]:
-        x = features(text)
+        return self.classify_scan(scan_prompt(text))
+
+    def classify_scan(self, scan: PromptScan) -> tuple[str, float]:
+        """`classify` of an already scanned prompt."""
+        scores, complexity = self.evaluate(scan)
+        category = self.categories[scores.index(max(scores))]  # the first on a tie, as argmax
+        return category, complexity
+
+    def evaluate(self, scan: PromptScan) -> tuple[list[float], float]:
+        """(the category scores, in `categories` order, whose softmax is the calibrated
+        P(category); P(high complexity)) of a scanned prompt."""
+        x = features_of(scan)
         x.append(1.0)
         scores: list[float] = (self._affine @ np.fromiter(x, np.float64, len(x))).tolist()
         z = scores.pop()
-        category = self.categories[scores.index(max(scores))]  # the first on a tie, as argmax
-        return category, 1.0 / (1.0 + math.exp(-z)) if z > -700.0 else 0.0
+        return scores, 1.0 / (1.0 + math.exp(-z)) if z > -700.0 else 0.0
 
 
 def model_from_params(params: dict[str, Any]) -> Model:

@@ -24,9 +24,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import minimize
 
+from contracts.category_model import BUILTIN_PROMPTS_PATH
 from data_plane.request.classifier import CATEGORIES, FEATURE_NAMES, PARAMS_PATH, features
 
-SAMPLES_PATH = Path(__file__).with_name("labelled_prompts.jsonl")
+SAMPLES_PATH = BUILTIN_PROMPTS_PATH  # shared with the control plane's category training
 L2_GRID = (0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
 HELD_OUT_EVERY = 5  # every 5th sample of each (category, complexity) stratum is held out
 FOLDS = 5

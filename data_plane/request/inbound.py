@@ -10,36 +10,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal
 
-from data_plane.domain import Budget, RequestFacts
+from data_plane.domain import Budget, CompiledTable, RequestFacts
 from data_plane.request.body import BodyKind, ParsedBody, parse_request_body, rewrite_model
 from data_plane.request.budget import parse_budget
-from data_plane.request.classifier import classify
-
-
-def request_facts(parsed: ParsedBody) -> RequestFacts:
-    """Routing facts for a parsed body: classifies the last user turn (never stores its text)."""
-    category, complexity = classify(parsed.classify_text)
-    return RequestFacts(
-        alias=parsed.alias,
-        category=category,
-        complexity=complexity,
-        input_chars=parsed.input_chars,
-        max_output_tokens=parsed.max_output_tokens,
-        stream=parsed.stream,
-        wants_json=parsed.wants_json,
-    )
+from data_plane.request.category import request_facts
 
 
 class InboundRequest:
     """The routing facts and budget of one request, and the client's body behind them."""
 
-    __slots__ = ("_bodies", "_raw", "budget", "facts")
+    __slots__ = ("_bodies", "_raw", "budget", "parsed")
 
-    def __init__(self, facts: RequestFacts, budget: Budget, raw: bytes) -> None:
-        self.facts = facts
+    def __init__(self, parsed: ParsedBody, budget: Budget, raw: bytes) -> None:
+        self.parsed = parsed
         self.budget = budget
         self._raw = raw
         self._bodies: dict[str, bytes] = {}
+
+    def facts_under(self, table: CompiledTable) -> RequestFacts:
+        """The routing facts under `table`: its category classifier (or X-Task-Category, a
+        400 unless the table knows it) and, when the classifier is unsure, its doubt."""
+        return request_facts(self.parsed, table, self.budget)
 
     def body_for(self, served_model_name: str) -> bytes:
         """The client's body with only `model` rewritten to `served_model_name` (memoised:
@@ -54,7 +45,7 @@ def read_request(
     raw: bytes, kind: BodyKind | Literal["either"], headers: Mapping[str, str]
 ) -> InboundRequest:
     """Parse the body (InvalidRequest naming the field), then the budget headers
-    (InvalidBudget naming the header), then classify the last user turn."""
+    (InvalidBudget naming the header). Classification needs the served table: `facts_under`."""
     parsed = parse_request_body(raw, kind)
     budget = parse_budget(headers)
-    return InboundRequest(request_facts(parsed), budget, raw)
+    return InboundRequest(parsed, budget, raw)

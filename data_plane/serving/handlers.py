@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from data_plane.decision.explain import explain
 from data_plane.decision.rollout import apply_rollout
-from data_plane.domain import Candidate, CompiledTable, RouteDecision
+from data_plane.domain import Candidate, CategoryDoubt, CompiledTable, RouteDecision
 from data_plane.errors import (
     AllUpstreamsUnavailable,
     ModelNotFound,
@@ -21,6 +21,7 @@ from data_plane.errors import (
     RequestTimeout,
     RouterError,
 )
+from data_plane.request.category import classification_json, doubt_reason
 from data_plane.request.inbound import read_request
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
@@ -149,17 +150,20 @@ class Handlers:
         exchange = request[EXCHANGE]
         inbound = read_request(await self._read(request), kind, request.headers)
         table = self._table()
-        decision = self._proxy.decide(table, inbound.facts, inbound.budget)
-        stream = inbound.facts.stream
+        facts = inbound.facts_under(table)
+        decision = self._proxy.decide(table, facts, inbound.budget)
+        if facts.doubt is not None:
+            self._metrics.count_abstention(facts.doubt.routed_as)
+        stream = facts.stream
         call = Call(
             request_id=exchange.request_id,
             path=path,
             stream=stream,
-            wants_json=inbound.facts.wants_json,
+            wants_json=facts.wants_json,
             started_s=started,
             ttft_budget_s=decision.budget_ttft_s if stream else None,
             bodies=inbound.body_for,
-            headers_for=_headers_for(decision, table.version),
+            headers_for=_headers_for(decision, table.version, facts.doubt),
             state=CallState(),
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
@@ -180,10 +184,19 @@ class Handlers:
         """The decision for this body and these headers, explained; no engine is called."""
         inbound = read_request(await self._read(request), "either", request.headers)
         table = self._table()
-        result = self._proxy.route(table, inbound.facts, inbound.budget)
+        facts = inbound.facts_under(table)
+        result = self._proxy.route(table, facts, inbound.budget)
         if isinstance(result, RouteDecision):
             result = apply_rollout(result, table, self._proxy.draw())
-        return web.json_response(explain(result, table))
+        body = explain(result, table)
+        body["classification"] = classification_json(facts, table)
+        if facts.doubt is not None and "summary" in body:
+            body["summary"] += (
+                f" The classifier was unsure (top {facts.doubt.top} at "
+                f"{facts.doubt.probability:.2f}); routed as {facts.doubt.routed_as}, the "
+                f"strictest floor among {', '.join(facts.doubt.plausible)}."
+            )
+        return web.json_response(body)
 
     def _model_list(self) -> tuple[int, bytes, dict[str, dict[str, object]]]:
         """(table version, the list's body, the model objects by id), built once per table."""
@@ -244,10 +257,13 @@ def _trace_headers(request: web.Request) -> dict[str, str]:
 
 
 def _headers_for(
-    decision: RouteDecision, version: int
+    decision: RouteDecision, version: int, doubt: CategoryDoubt | None
 ) -> Callable[[Candidate, int], dict[str, str]]:
     def headers_for(cand: Candidate, attempts: int) -> dict[str, str]:
-        return route_headers(decision, version, cand, attempts)
+        headers = route_headers(decision, version, cand, attempts)
+        if doubt is not None:
+            headers["X-Route-Reason"] += doubt_reason(doubt)
+        return headers
 
     return headers_for
 

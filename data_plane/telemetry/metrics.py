@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from contracts.names import KNOWN_CATEGORIES
 from data_plane.telemetry.series import CounterChild, Exposition, Family, HistogramChild
 
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -119,6 +120,7 @@ class DataPlaneMetrics:
         self._attempts: dict[tuple[str, str], tuple[CounterChild, HistogramChild]] = {}
         self._reliability_metrics(r)
         self._demand_metrics(r)
+        self._category_metrics(r)
 
     def _pair_metrics(self, r: Exposition) -> None:
         def hist(name: str, doc: str) -> Family[HistogramChild]:
@@ -330,6 +332,19 @@ class DataPlaneMetrics:
         """Every pair of a new table has its spilled counter, at 0 until a request spills."""
         for pair in pairs:
             self.pair_spilled.labels(pair)
+
+    def _category_metrics(self, r: Exposition) -> None:
+        self.category_abstentions = r.counter(
+            "gearbox_category_abstentions_total",
+            "Requests the category classifier was unsure about, by the category routed under",
+            ["routed_as"],
+        )
+        for category in KNOWN_CATEGORIES:  # a table's own categories appear on first use
+            self.category_abstentions.labels(category)
+
+    def count_abstention(self, routed_as: str) -> None:
+        """One request routed under the strictest plausible category (docs/classifier.md)."""
+        self.category_abstentions.labels(routed_as).inc()
 
 
 class PairDemand(NamedTuple):

@@ -151,6 +151,12 @@ async def _traffic(stack: Stack, fleet: Fleet) -> None:
             s, chat, _chat("auto"), **{"X-Budget-Mode": "strict", "X-Latency-Budget-Ms": "1"}
         )
         assert (status, "budget_infeasible" in text) == (400, True), "no route: strict budget"
+        unsure = {
+            "role": "user",
+            "content": "Compare these two options and tell me which is better.",
+        }
+        status, headers, _ = await _call(s, chat, _chat("auto", messages=[unsure]))
+        assert (status, "category_uncertain" in headers["X-Route-Reason"]) == (200, True)
 
 
 async def _shadow_traffic(stack: Stack) -> None:

@@ -213,3 +213,13 @@ async def test_control_plane_builds_a_routing_table_from_profiled_pairs(
         entries["gemma-3-270m@int4-w4a16"].latency.tpot_base_s
         < entries["gemma-3-270m@bf16"].latency.tpot_base_s
     )
+    # The eval prompts travel with the reports and train the table's category classifier.
+    for report in reports:
+        assert {(p.text, p.category) for p in report.eval_prompts} == {
+            ("2 + 2 =", "math"),
+            ("3 + 5 =", "math"),
+            ("The capital of Peru is", "chat"),
+            ("The capital of Chile is", "chat"),
+        }
+    assert table.classifier is not None
+    assert table.classifier.training.sources["profiles"] == len(EVAL_ROWS)

@@ -20,12 +20,12 @@ COMPLETION = {"model": "auto", "prompt": "Once upon a time", "max_tokens": 7}
 
 def test_either_reads_a_completions_body_by_its_prompt() -> None:
     inbound = read_request(_raw(COMPLETION), "either", {})
-    assert inbound.facts.input_chars == len("Once upon a time")
-    assert inbound.facts.max_output_tokens == 7
+    assert inbound.parsed.input_chars == len("Once upon a time")
+    assert inbound.parsed.max_output_tokens == 7
 
 
 def test_either_reads_a_chat_body_and_words_errors_as_chat() -> None:
-    assert read_request(_raw(CHAT), "either", {}).facts.input_chars == len("what is 2 + 2?")
+    assert read_request(_raw(CHAT), "either", {}).parsed.input_chars == len("what is 2 + 2?")
     with pytest.raises(InvalidRequest) as err:
         read_request(_raw({"model": "auto"}), "either", {})
     assert err.value.param == "messages"
@@ -41,8 +41,8 @@ def test_the_body_is_judged_before_the_headers() -> None:
 def test_budget_and_facts_come_from_the_same_read() -> None:
     inbound = read_request(_raw(CHAT), "chat", {"X-Latency-Budget-Ms": "1500"})
     assert inbound.budget.latency_s == pytest.approx(1.5)
-    assert inbound.facts.alias == "auto"
-    assert 0.0 <= inbound.facts.complexity <= 1.0
+    assert inbound.parsed.alias == "auto"
+    assert inbound.parsed.stream is False
 
 
 def test_the_forwarded_body_is_rewritten_once_per_served_model() -> None:

@@ -20,7 +20,6 @@ from data_plane.request.body import (
     validated_facts,
 )
 from data_plane.request.fields import chat_facts, completion_facts
-from data_plane.request.inbound import request_facts
 
 
 def _raw(doc: Any) -> bytes:
@@ -249,7 +248,7 @@ def test_bad_bodies_name_the_field(
     assert err.value.status == 400
 
 
-def test_request_facts_classify_the_last_user_turn() -> None:
+def test_the_classified_text_is_the_last_user_turn() -> None:
     body = {
         "model": "auto",
         "max_tokens": 5,
@@ -258,12 +257,12 @@ def test_request_facts_classify_the_last_user_turn() -> None:
             {"role": "user", "content": "hi! how are you today?"},
         ],
     }
-    facts = request_facts(parse_request_body(_raw(body), "chat"))
-    assert facts.category == "chat"
-    assert 0.0 <= facts.complexity < 0.5
-    assert facts.alias == "auto"
-    assert facts.max_output_tokens == 5
-    assert facts.input_chars > 1000
+    # A long system prompt must not make every request look like code (docs/classifier.md).
+    parsed = parse_request_body(_raw(body), "chat")
+    assert parsed.classify_text == "hi! how are you today?"
+    assert parsed.alias == "auto"
+    assert parsed.max_output_tokens == 5
+    assert parsed.input_chars > 1000
 
 
 # --- rewrite_model ------------------------------------------------------------------------

@@ -1,0 +1,265 @@
+"""A request's category: the table's classifier (or the built-in one), with doubt made explicit.
+
+PURE apart from reading the built-in model once at import (`category_model.json` next to this
+file, written by `python -m control_plane.category_training`). Classifies with the shipped
+arrays and the shared `prompt_terms` (contracts/category_model.py), never with scikit-learn, so
+every replica fed one table decides alike. Doubt: docs/classifier.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from contracts.budget_headers import CATEGORY_HEADER
+from contracts.category_model import BIGRAM_WORDS, PUNCTUATION, CategoryModel
+from data_plane.domain import (
+    Budget,
+    CategoryDefaults,
+    CategoryDoubt,
+    CategoryScorer,
+    CompiledTable,
+    RequestFacts,
+)
+from data_plane.errors import InvalidBudget
+from data_plane.request.body import ParsedBody
+from data_plane.request.classifier import PromptScan, scan_prompt
+
+BUILTIN_MODEL_PATH = Path(__file__).with_name("category_model.json")
+
+
+def _read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True, slots=True)
+class CategoryClassifier:
+    """A `CategoryModel` compiled for lookups: term -> row (str words, and bytes for the ASCII
+    ones, matching `PromptScan`'s words; word pairs as tuples), and per row the idf-weighted
+    category weights, the idf-weighted complexity weight and idf**2, so a prompt's scores are
+    one gather and one sum."""
+
+    categories: tuple[str, ...]
+    model_sha256: str
+    terms: tuple[str, ...]
+    # (word -> row, (word, word) -> row), for str words and for the ASCII terms as bytes
+    words: tuple[Mapping[Any, int], Mapping[Any, int]]
+    ascii_words: tuple[Mapping[Any, int], Mapping[Any, int]]
+    punctuation: Mapping[int, int]  # byte of a punctuation term -> its row
+    table: npt.NDArray[np.float64]  # rows: terms; idf * weights..., idf * complexity, idf**2
+    bias: npt.NDArray[np.float64]  # the categories' biases, then the complexity bias
+    builtin: bool = False
+    _empty: tuple[list[float], float] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_empty", _outputs(self.bias.tolist()))
+
+    def probabilities(self, text: str) -> list[float]:
+        """P(category | text) in `categories` order (softmax of the linear scores)."""
+        return self.probabilities_of(scan_prompt(text))
+
+    def probabilities_of(self, scan: PromptScan) -> list[float]:
+        """`probabilities` of an already scanned prompt."""
+        return self.evaluate(scan)[0]
+
+    def evaluate(self, scan: PromptScan) -> tuple[list[float], float]:
+        """(P(category) in `categories` order, P(high complexity)) of a scanned prompt."""
+        hits = list(self.found_rows(scan))
+        if not hits:
+            return list(self._empty[0]), self._empty[1]
+        summed = self.table.take(hits, axis=0).sum(axis=0)
+        return _outputs((summed[:-1] / math.sqrt(float(summed[-1])) + self.bias).tolist())
+
+    def found_rows(self, scan: PromptScan) -> set[int]:
+        """The rows of the model's terms among `prompt_terms` of the scanned prompt, found
+        from the scan's words (the same set: tested against the contract's definition)."""
+        words: list[Any] = scan.words
+        if len(words) > 2 * BIGRAM_WORDS:
+            words = words[:BIGRAM_WORDS] + words[-BIGRAM_WORDS:]
+        punctuation = self.punctuation
+        found = set(map(punctuation.__getitem__, punctuation.keys() & _punctuation_in(scan.raw)))
+        lookups = self.words if scan.ascii_raw is None else self.ascii_words
+        singles, pairs = lookups
+        found.update(map(singles.__getitem__, singles.keys() & scan.distinct))
+        found.update(map(pairs.__getitem__, pairs.keys() & set(pairwise(words))))
+        return found
+
+
+_NOT_PUNCTUATION = bytes(b for b in range(256) if chr(b) not in PUNCTUATION)
+
+
+def _punctuation_in(raw: bytes) -> bytes:
+    """The punctuation bytes of `raw`: in UTF-8 an ASCII byte is always that character."""
+    return raw.translate(None, _NOT_PUNCTUATION)
+
+
+def _outputs(scores: list[float]) -> tuple[list[float], float]:
+    """(softmax of the category scores, logistic of the last score: complexity)."""
+    z = scores.pop()
+    return _softmax(scores), 1.0 / (1.0 + math.exp(-z)) if z > -700.0 else 0.0
+
+
+def _softmax(scores: list[float]) -> list[float]:
+    top = max(scores)
+    exps = [math.exp(s - top) for s in scores]
+    total = sum(exps)
+    return [e / total for e in exps]
+
+
+def _lookups(terms: tuple[str, ...]) -> tuple[Any, Any, dict[int, int]]:
+    """(str lookups, ASCII bytes lookups, punctuation byte -> row) for `CategoryClassifier`."""
+    words: dict[str, int] = {}
+    pairs: dict[tuple[str, str], int] = {}
+    for i, term in enumerate(terms):
+        first, space, second = term.partition(" ")
+        if space:
+            pairs[first, second] = i
+        else:
+            words[term] = i
+    ascii_words = {w.encode(): i for w, i in words.items() if w.isascii()}
+    ascii_pairs = {(a.encode(), b.encode()): i for (a, b), i in pairs.items() if (a + b).isascii()}
+    punctuation = {ord(t): i for i, t in enumerate(terms) if t in PUNCTUATION}
+    return (words, pairs), (ascii_words, ascii_pairs), punctuation
+
+
+def compile_classifier(model: CategoryModel, builtin: bool = False) -> CategoryClassifier:
+    """The lookup form of a validated model (built once per table version)."""
+    idf = np.array(model.idf, dtype=np.float64).reshape(len(model.terms), 1)
+    weights = np.array(model.weights, dtype=np.float64).reshape(
+        len(model.terms), len(model.categories)
+    )
+    complexity = np.array(model.complexity_weights, dtype=np.float64).reshape(-1, 1)
+    words, ascii_words, punctuation = _lookups(model.terms)
+    return CategoryClassifier(
+        categories=model.categories,
+        model_sha256=model.model_sha256,
+        terms=model.terms,
+        words=words,
+        ascii_words=ascii_words,
+        punctuation=punctuation,
+        table=_read_only(np.hstack([idf * weights, idf * complexity, idf * idf])),
+        bias=_read_only(np.array([*model.bias, model.complexity_bias], dtype=np.float64)),
+        builtin=builtin,
+    )
+
+
+BUILTIN = compile_classifier(
+    CategoryModel.model_validate_json(BUILTIN_MODEL_PATH.read_bytes()), builtin=True
+)
+
+
+def check_category(category: str | None, known: Mapping[str, CategoryDefaults]) -> None:
+    """Raise InvalidBudget naming X-Task-Category and the allowed values when `category` is
+    not one of the table's categories."""
+    if category is not None and category not in known:
+        allowed = ", ".join(sorted(known))
+        raise InvalidBudget(
+            f"{CATEGORY_HEADER} {category!r} is not a category of this routing table; "
+            f"allowed values: {allowed}",
+            param=CATEGORY_HEADER,
+        )
+
+
+def plausible_categories(
+    categories: Sequence[str], probabilities: Sequence[float], confidence: float
+) -> tuple[str, ...]:
+    """The most probable categories, best first, until together they hold at least
+    `confidence` of the probability: those the classifier cannot rule out."""
+    ranked = sorted(zip(probabilities, categories, strict=True), key=lambda pc: -pc[0])
+    chosen: list[str] = []
+    mass = 0.0
+    for p, category in ranked:
+        chosen.append(category)
+        mass += p
+        if mass >= confidence:
+            break
+    return tuple(chosen)
+
+
+def decide_category(
+    categories: Sequence[str],
+    probabilities: Sequence[float],
+    known: Mapping[str, CategoryDefaults],
+    confidence: float,
+    doubt_category: str | None,
+) -> tuple[str, CategoryDoubt | None]:
+    """(category to route under, the doubt when there was one), from the classifier's
+    probabilities. Sure (top probability >= `confidence`): the top category. Unsure:
+    `doubt_category` when the policy names one, else the category with the strictest floor
+    among the plausible ones the table knows (ties: the more probable)."""
+    best = max(range(len(categories)), key=probabilities.__getitem__)  # the first on a tie
+    top, p_top = categories[best], probabilities[best]
+    if p_top >= confidence:
+        return top, None
+    plausible = plausible_categories(categories, probabilities, confidence)
+    routed = doubt_category
+    if routed is None:
+        floors = [(known[c].min_accuracy, -i, c) for i, c in enumerate(plausible) if c in known]
+        routed = max(floors)[2] if floors else top
+    return routed, CategoryDoubt(top, p_top, plausible, routed)
+
+
+def classify_text(classifier: CategoryScorer, text: str) -> tuple[list[float], float]:
+    """(P(category) in `classifier.categories` order, complexity) of `text`: the work every
+    request costs (one read of the prompt, one gather over the terms found)."""
+    return classifier.evaluate(scan_prompt(text))
+
+
+def request_facts(parsed: ParsedBody, table: CompiledTable, budget: Budget) -> RequestFacts:
+    """Routing facts for a parsed body under `table`: the category is X-Task-Category when
+    given (a 400 unless the table knows it), else the table's classifier's, with doubt; the
+    complexity score is the same model's complexity head."""
+    check_category(budget.category, table.categories)
+    classifier = table.classifier
+    probabilities, score = classifier.evaluate(scan_prompt(parsed.classify_text))
+    doubt = None
+    if budget.category is not None:
+        category = budget.category
+    else:
+        category, doubt = decide_category(
+            classifier.categories,
+            probabilities,
+            table.categories,
+            table.policy.category_confidence,
+            table.policy.doubt_category,
+        )
+    return RequestFacts(
+        alias=parsed.alias,
+        category=category,
+        complexity=score,
+        input_chars=parsed.input_chars,
+        max_output_tokens=parsed.max_output_tokens,
+        stream=parsed.stream,
+        wants_json=parsed.wants_json,
+        doubt=doubt,
+    )
+
+
+def doubt_reason(doubt: CategoryDoubt) -> str:
+    """The X-Route-Reason suffix of an unsure classification (ASCII: category names are)."""
+    plausible = ",".join(doubt.plausible)
+    return f"; category_uncertain: routed as {doubt.routed_as} (plausible {plausible})"
+
+
+def classification_json(facts: RequestFacts, table: CompiledTable) -> dict[str, Any]:
+    """What `/v1/route` shows about the category: where it came from and any doubt."""
+    classifier = table.classifier
+    doubt = facts.doubt
+    return {
+        "model_sha256": classifier.model_sha256,
+        "builtin": classifier.builtin,
+        "confidence_threshold": table.policy.category_confidence,
+        "abstained": doubt is not None,
+        "top": None if doubt is None else doubt.top,
+        "top_probability": None if doubt is None else round(doubt.probability, 4),
+        "plausible": [] if doubt is None else list(doubt.plausible),
+        "routed_as": facts.category,
+    }
