@@ -280,3 +280,9 @@ class CategoryDoubt:
     probability: float
     plausible: tuple[str, ...]
     routed_as: str
+
+    @property
+    def reason_suffix(self) -> str:
+        """The X-Route-Reason suffix of an unsure classification (ASCII: category names are)."""
+        plausible = ",".join(self.plausible)
+        return f"; category_uncertain: routed as {self.routed_as} (plausible {plausible})"

@@ -18,6 +18,7 @@ from data_plane.domain import (
     NoRouteReason,
     Rejected,
     Rejection,
+    RequestFacts,
     RouteDecision,
     RouteReason,
 )
@@ -162,3 +163,35 @@ def explain(decision: RouteDecision | NoRoute, table: CompiledTable) -> dict[str
         else {"pair": adaptive.candidates[0].pair.pair, "reason": adaptive.reason.value},
         "summary": _summary(decision),
     }
+
+
+def classification_json(facts: RequestFacts, table: CompiledTable) -> dict[str, Any]:
+    """What `/v1/route` shows about the category: where it came from and any doubt."""
+    classifier = table.classifier
+    doubt = facts.doubt
+    return {
+        "model_sha256": classifier.model_sha256,
+        "builtin": classifier.builtin,
+        "confidence_threshold": table.policy.category_confidence,
+        "abstained": doubt is not None,
+        "top": None if doubt is None else doubt.top,
+        "top_probability": None if doubt is None else round(doubt.probability, 4),
+        "plausible": [] if doubt is None else list(doubt.plausible),
+        "routed_as": facts.category,
+    }
+
+
+def explain_request(
+    result: RouteDecision | NoRoute, table: CompiledTable, facts: RequestFacts
+) -> dict[str, Any]:
+    """`explain`, plus where the request's category came from and any doubt (the summary
+    says when the classifier was unsure and which floor it routed under)."""
+    body = explain(result, table)
+    body["classification"] = classification_json(facts, table)
+    doubt = facts.doubt
+    if doubt is not None and "summary" in body:
+        body["summary"] += (
+            f" The classifier was unsure (top {doubt.top} at {doubt.probability:.2f}); routed "
+            f"as {doubt.routed_as}, the strictest floor among {', '.join(doubt.plausible)}."
+        )
+    return body

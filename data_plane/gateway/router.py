@@ -20,7 +20,6 @@ from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import HealthView, NoRoute, RouteRequest
 from data_plane.errors import AllUpstreamsUnavailable
 from data_plane.gateway.slo import slo_headers
-from data_plane.request.category import doubt_reason
 from data_plane.request.inbound import read_request
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -65,8 +64,8 @@ class GatewayRouter:
             raise AllUpstreamsUnavailable(
                 "no routing table is loaded yet", retry_after_s=NO_TABLE_RETRY_AFTER_S
             )
-        inbound = read_request(body, kind, headers)
-        facts, budget = inbound.facts_under(table), inbound.budget
+        inbound = read_request(body, kind, headers, table)
+        facts, budget = inbound.facts, inbound.budget
         if facts.doubt is not None:
             self.metrics.count_abstention(facts.doubt.routed_as)
         started = time.perf_counter()
@@ -80,7 +79,7 @@ class GatewayRouter:
         pair = first.pair
         self.metrics.count_decision(pair.pair, decision.reason, result.category, facts.complexity)
         self.metrics.pair(pair.pair).predicted.observe(first.predicted_latency_s)
-        reason_suffix = "" if facts.doubt is None else doubt_reason(facts.doubt)
+        reason_suffix = "" if facts.doubt is None else facts.doubt.reason_suffix
         out = [
             (self.pair_header, pair.pair),
             (REASON_HEADER, decision.reason.value + reason_suffix),

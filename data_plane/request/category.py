@@ -241,25 +241,3 @@ def request_facts(parsed: ParsedBody, table: CompiledTable, budget: Budget) -> R
         wants_json=parsed.wants_json,
         doubt=doubt,
     )
-
-
-def doubt_reason(doubt: CategoryDoubt) -> str:
-    """The X-Route-Reason suffix of an unsure classification (ASCII: category names are)."""
-    plausible = ",".join(doubt.plausible)
-    return f"; category_uncertain: routed as {doubt.routed_as} (plausible {plausible})"
-
-
-def classification_json(facts: RequestFacts, table: CompiledTable) -> dict[str, Any]:
-    """What `/v1/route` shows about the category: where it came from and any doubt."""
-    classifier = table.classifier
-    doubt = facts.doubt
-    return {
-        "model_sha256": classifier.model_sha256,
-        "builtin": classifier.builtin,
-        "confidence_threshold": table.policy.category_confidence,
-        "abstained": doubt is not None,
-        "top": None if doubt is None else doubt.top,
-        "top_probability": None if doubt is None else round(doubt.probability, 4),
-        "plausible": [] if doubt is None else list(doubt.plausible),
-        "routed_as": facts.category,
-    }

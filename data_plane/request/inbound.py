@@ -19,18 +19,14 @@ from data_plane.request.category import request_facts
 class InboundRequest:
     """The routing facts and budget of one request, and the client's body behind them."""
 
-    __slots__ = ("_bodies", "_raw", "budget", "parsed")
+    __slots__ = ("_bodies", "_raw", "budget", "facts", "parsed")
 
-    def __init__(self, parsed: ParsedBody, budget: Budget, raw: bytes) -> None:
+    def __init__(self, parsed: ParsedBody, facts: RequestFacts, budget: Budget, raw: bytes) -> None:
         self.parsed = parsed
+        self.facts = facts
         self.budget = budget
         self._raw = raw
         self._bodies: dict[str, bytes] = {}
-
-    def facts_under(self, table: CompiledTable) -> RequestFacts:
-        """The routing facts under `table`: its category classifier (or X-Task-Category, a
-        400 unless the table knows it) and, when the classifier is unsure, its doubt."""
-        return request_facts(self.parsed, table, self.budget)
 
     def body_for(self, served_model_name: str) -> bytes:
         """The client's body with only `model` rewritten to `served_model_name` (memoised:
@@ -42,10 +38,14 @@ class InboundRequest:
 
 
 def read_request(
-    raw: bytes, kind: BodyKind | Literal["either"], headers: Mapping[str, str]
+    raw: bytes,
+    kind: BodyKind | Literal["either"],
+    headers: Mapping[str, str],
+    table: CompiledTable,
 ) -> InboundRequest:
     """Parse the body (InvalidRequest naming the field), then the budget headers
-    (InvalidBudget naming the header). Classification needs the served table: `facts_under`."""
+    (InvalidBudget naming the header), then the routing facts under the served `table`: its
+    category classifier (or X-Task-Category, a 400 unless the table knows it) and any doubt."""
     parsed = parse_request_body(raw, kind)
     budget = parse_budget(headers)
-    return InboundRequest(parsed, budget, raw)
+    return InboundRequest(parsed, request_facts(parsed, table, budget), budget, raw)

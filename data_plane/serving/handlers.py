@@ -11,7 +11,7 @@ from typing import Literal
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from data_plane.decision.explain import explain
+from data_plane.decision.explain import explain_request
 from data_plane.decision.rollout import apply_rollout
 from data_plane.domain import Candidate, CategoryDoubt, CompiledTable, RouteDecision
 from data_plane.errors import (
@@ -21,7 +21,6 @@ from data_plane.errors import (
     RequestTimeout,
     RouterError,
 )
-from data_plane.request.category import classification_json, doubt_reason
 from data_plane.request.inbound import read_request
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
@@ -148,9 +147,10 @@ class Handlers:
     async def _complete(self, request: web.Request, kind: Kind, path: str) -> web.StreamResponse:
         started = self._clock()
         exchange = request[EXCHANGE]
-        inbound = read_request(await self._read(request), kind, request.headers)
+        raw = await self._read(request)
         table = self._table()
-        facts = inbound.facts_under(table)
+        inbound = read_request(raw, kind, request.headers, table)
+        facts = inbound.facts
         decision = self._proxy.decide(table, facts, inbound.budget)
         if facts.doubt is not None:
             self._metrics.count_abstention(facts.doubt.routed_as)
@@ -182,21 +182,14 @@ class Handlers:
 
     async def route(self, request: web.Request) -> web.Response:
         """The decision for this body and these headers, explained; no engine is called."""
-        inbound = read_request(await self._read(request), "either", request.headers)
+        raw = await self._read(request)
         table = self._table()
-        facts = inbound.facts_under(table)
+        inbound = read_request(raw, "either", request.headers, table)
+        facts = inbound.facts
         result = self._proxy.route(table, facts, inbound.budget)
         if isinstance(result, RouteDecision):
             result = apply_rollout(result, table, self._proxy.draw())
-        body = explain(result, table)
-        body["classification"] = classification_json(facts, table)
-        if facts.doubt is not None and "summary" in body:
-            body["summary"] += (
-                f" The classifier was unsure (top {facts.doubt.top} at "
-                f"{facts.doubt.probability:.2f}); routed as {facts.doubt.routed_as}, the "
-                f"strictest floor among {', '.join(facts.doubt.plausible)}."
-            )
-        return web.json_response(body)
+        return web.json_response(explain_request(result, table, facts))
 
     def _model_list(self) -> tuple[int, bytes, dict[str, dict[str, object]]]:
         """(table version, the list's body, the model objects by id), built once per table."""
@@ -262,7 +255,7 @@ def _headers_for(
     def headers_for(cand: Candidate, attempts: int) -> dict[str, str]:
         headers = route_headers(decision, version, cand, attempts)
         if doubt is not None:
-            headers["X-Route-Reason"] += doubt_reason(doubt)
+            headers["X-Route-Reason"] += doubt.reason_suffix
         return headers
 
     return headers_for

@@ -33,7 +33,6 @@ from data_plane.request.category import (
     classify_text,
     compile_classifier,
     decide_category,
-    doubt_reason,
     plausible_categories,
     request_facts,
 )
@@ -142,7 +141,7 @@ def test_abstention_picks_the_stricter_floor() -> None:
     category, doubt = decide_category(CATS, [0.45, 0.05, 0.35, 0.15], known, 0.6, None)
     assert category == "math"
     assert doubt == CategoryDoubt("chat", 0.45, ("chat", "math"), "math")
-    assert doubt_reason(doubt) == "; category_uncertain: routed as math (plausible chat,math)"
+    assert doubt.reason_suffix == "; category_uncertain: routed as math (plausible chat,math)"
     # With more confidence asked for, reasoning cannot be ruled out either; math stays stricter.
     assert decide_category(CATS, [0.45, 0.05, 0.35, 0.15], known, 0.9, None)[0] == "math"
     # code (0.95) is plausible only when its probability is needed to reach the confidence.
