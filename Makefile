@@ -76,8 +76,9 @@ bench-quick: venv system-deps bench-deps
 soak: venv system-deps bench-deps
 	@$(BIN)/python -m bench soak $(BENCH_ARGS)
 
+# The built-in category model data planes use for tables that carry no classifier.
 calibrate: venv
-	@$(BIN)/python -m data_plane.request.classifier_fit
+	@$(BIN)/python -m control_plane.category_training --out data_plane/request/category_model.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

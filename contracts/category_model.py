@@ -23,9 +23,9 @@ HEAD_CHARS = 1024  # the window read from a long prompt: its head carries the as
 TAIL_CHARS = 512  # its tail the question that follows pasted material
 BIGRAM_WORDS = 32  # word pairs are taken from the first and last words only (speed)
 # Characters folded to spaces before splitting into words; each one present is also a term.
-_FOLDED = "()[]{}<>.,;:!?\"'`=*/\\|#$%&@~^"
-PUNCTUATION = tuple(_FOLDED + "+-_")
-_SPLIT = str.maketrans(dict.fromkeys(_FOLDED, " "))
+FOLDED = "()[]{}<>.,;:!?\"'`=*/\\|#$%&@~^"
+PUNCTUATION = tuple(FOLDED + "+-_")
+_SPLIT = str.maketrans(dict.fromkeys(FOLDED, " "))
 MAX_PROMPT_CHARS = 32_768
 BUILTIN_PROMPTS_PATH = Path(__file__).with_name("labelled_prompts.jsonl")
 

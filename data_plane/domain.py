@@ -263,7 +263,7 @@ class CategoryScorer(Protocol):
         ...
 
     def probabilities_of(self, scan: Any) -> list[float]:
-        """`probabilities` of a `data_plane.request.classifier.PromptScan`."""
+        """`probabilities` of a `data_plane.request.prompt_scan.PromptScan`."""
         ...
 
     def evaluate(self, scan: Any) -> tuple[list[float], float]:

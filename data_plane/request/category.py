@@ -30,7 +30,7 @@ from data_plane.domain import (
 )
 from data_plane.errors import InvalidBudget
 from data_plane.request.body import ParsedBody
-from data_plane.request.classifier import PromptScan, scan_prompt
+from data_plane.request.prompt_scan import PromptScan, scan_prompt
 
 BUILTIN_MODEL_PATH = Path(__file__).with_name("category_model.json")
 

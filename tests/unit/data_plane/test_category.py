@@ -36,7 +36,7 @@ from data_plane.request.category import (
     plausible_categories,
     request_facts,
 )
-from data_plane.request.classifier import scan_prompt
+from data_plane.request.prompt_scan import scan_prompt
 from tests.support.team_prompts import LEGAL_HELD_OUT, TEAM_CATEGORIES, legal_prompts
 from tests.unit.data_plane.tables import fleet
 
