@@ -26,6 +26,7 @@ POLICY_SCHEMA_VERSION = "1.0"
 Ratio = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 PosFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 BudgetMode = Literal["best-effort", "strict"]
+Objective = Literal["cost", "quality-first"]
 MEASURED_QUANTILES = (0.5, 0.9, 0.95, 0.99)
 
 
@@ -86,6 +87,17 @@ class Policy(_Policy):
     utility_weights: UtilityWeights = UtilityWeights()
     reference_input_tokens: int = Field(default=512, ge=1, description="for cost ordering")
     reference_output_tokens: int = Field(default=256, ge=1, description="for cost ordering")
+    objective: Objective = Field(
+        default="cost",
+        description="cost: the cheapest feasible pair; quality-first: the most precise one",
+    )
+    ladder_hysteresis_ratio: float = Field(
+        default=0.1,
+        ge=0.0,
+        lt=1.0,
+        description="quality-first: a pair stepped down under load is chosen again only when "
+        "its prediction fits (1 - this) x the budget",
+    )
 
     @field_validator("latency_quantile")
     @classmethod

@@ -30,7 +30,7 @@ from data_plane.serving.handlers import Handlers
 from data_plane.serving.middleware import ApiKeys, add_request_id, make_gateway
 from data_plane.serving.proxy import Proxy, ProxyConfig, ProxyParts
 from data_plane.settings import DataPlaneSettings
-from data_plane.sync.engine_scrape import EngineScraper
+from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
 from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
 from data_plane.table_store import TableStore
@@ -282,9 +282,11 @@ async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:
     metrics, store = app[METRICS], app[STORE]
     session = aiohttp.ClientSession()
 
-    def endpoints() -> list[Any]:
+    def endpoints() -> list[ScrapeTarget]:
         table = store.current
-        return [] if table is None else [e for p in table.pairs for e in p.endpoints]
+        if table is None:
+            return []
+        return [ScrapeTarget(e, p.served_model_name) for p in table.pairs for e in p.endpoints]
 
     scraper = EngineScraper(
         session,

@@ -6,6 +6,7 @@ the routing decision (`routing.choose_route`) is a function of them alone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -82,6 +83,11 @@ class CompiledPair:
     accuracy: Mapping[str, float]  # category -> accuracy; a missing category counts as 0
     precision_rank: int  # 0 = most precise of its family
     order: int  # position in the table's cost order (the stable tie-break key)
+    # Added for live load: beyond this load the fit is not trusted (feasibility._too_slow).
+    max_profiled_load: float = math.inf
+    # Added for the quality-first objective: 0 = the most precise declared format and bits
+    # (FP16 < FP8 < INT8 < INT4; `decision.ladder.ladder_rank`).
+    ladder_rank: int = 0
 
 
 class ScanRow(NamedTuple):
@@ -102,6 +108,7 @@ class ScanRow(NamedTuple):
     ttft_per_load_s: float
     tpot_base_s: float
     tpot_per_load_s: float
+    max_profiled_load: float  # beyond it a latency promise is refused (feasibility._too_slow)
 
 
 class CostFloor(NamedTuple):
@@ -154,6 +161,9 @@ class HealthView:
 
     open_endpoints: frozenset[str] = frozenset()
     load: Mapping[str, float] = field(default_factory=dict)
+    # Added for quality-first: (pair, category) pairs load pushed off the precision ladder
+    # (the hysteresis state, `decision.ladder`; kept by `Health` from the last decision).
+    ladder: frozenset[tuple[str, str]] = frozenset()
 
 
 # --- decisions ----------------------------------------------------------------------------
@@ -167,6 +177,7 @@ class RouteReason(StrEnum):
     FLOOR_RELAXED = "best_effort_most_accurate"  # nothing met the floor; most accurate healthy
     SHADOW = "shadow"  # shadow mode: decision counted, traffic to the default pair
     CANARY_BASELINE = "canary_baseline"  # outside the canary fraction: baseline pair
+    MOST_PRECISE_FEASIBLE = "most_precise_feasible"  # quality-first objective
 
 
 class Rejection(StrEnum):
@@ -227,6 +238,8 @@ class RouteDecision:
     max_cost_usd: float | None = None  # effective cost ceiling (headers only; no policy default)
     mode: BudgetMode = BudgetMode.BEST_EFFORT  # effective budget mode
     adaptive: RouteDecision | None = None  # set by rollout: the decision before shadow/canary
+    # Quality-first: the precision ladder's state after this decision (None: not kept).
+    ladder: frozenset[tuple[str, str]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,7 +57,7 @@ class DataPlaneSettings(BaseSettings):
     breaker_min_requests: int = Field(default=20, ge=1)
     breaker_cooldown_s: float = Field(default=5.0, gt=0.0)
     breaker_cooldown_max_s: float = Field(default=60.0, gt=0.0)
-    scrape_interval_s: float = Field(default=0.0, ge=0.0, description="0 = scraping off")
+    scrape_interval_s: float = Field(default=1.0, ge=0.0, description="0 = scraping off")
     scrape_timeout_s: float = Field(default=1.0, gt=0.0, le=60.0)
     live_state_interval_s: float = Field(default=5.0, gt=0.0)
     live_state_ttl_s: int = Field(default=30, ge=1)

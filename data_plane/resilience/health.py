@@ -42,8 +42,14 @@ class Health:
         While the ejected set is the same object (no breaker open: always), so is the view."""
         opened = self._board.open_endpoints(self._clock())
         if opened is not self._view.open_endpoints:
-            self._view = HealthView(opened, self.tracker.load)
+            self._view = HealthView(opened, self.tracker.load, self._view.ladder)
         return self._view
+
+    def set_ladder(self, state: frozenset[tuple[str, str]]) -> None:
+        """Keep the precision ladder's state a served decision returned, for the next ones."""
+        if state is not self._view.ladder:
+            view = self._view
+            self._view = HealthView(view.open_endpoints, view.load, state)
 
     def allow(self, endpoint_id: str) -> bool:
         """May an attempt go to `endpoint_id` now (takes the half-open probe slot if so)."""

@@ -115,6 +115,8 @@ class Proxy:
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
             raise no_route_error(result, p.health.retry_after_s())
+        if result.ladder is not None:  # quality-first: its hysteresis state for the next one
+            p.health.set_ladder(result.ladder)
         decision = apply_rollout(result, table, p.rng.random())
         if decision.adaptive is not None:
             p.metrics.pair(decision.adaptive.candidates[0].pair.pair).shadow.inc()
