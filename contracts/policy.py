@@ -64,6 +64,28 @@ class ShadowPolicy(_Policy):
         return self
 
 
+class RefitPolicy(_Policy):
+    """Latency feedback refits (docs/control_plane.md "Latency feedback")."""
+
+    enabled: bool = True
+    drift_threshold_ratio: float = Field(
+        default=0.25,
+        gt=0.0,
+        lt=1.0,
+        description="refit when observed / predicted at the table quantile is above 1 + this "
+        "or below 1 - this",
+    )
+    min_samples: int = Field(default=200, ge=1, description="observations of a pair needed")
+    prior_samples: int = Field(
+        default=200, ge=0, description="weight of the current table in the blend, in samples"
+    )
+    window_s: float = Field(default=600.0, gt=0.0, le=86_400.0, description="feedback window")
+    min_interval_s: float = Field(default=300.0, ge=0.0, description="between two refits")
+    pinned_version: int | None = Field(
+        default=None, ge=1, description="while this version is current, never refit"
+    )
+
+
 def _default_categories() -> dict[str, CategoryPolicy]:
     return {name: CategoryPolicy() for name in KNOWN_CATEGORIES}
 
@@ -98,6 +120,7 @@ class Policy(_Policy):
         description="quality-first: a pair stepped down under load is chosen again only when "
         "its prediction fits (1 - this) x the budget",
     )
+    refit: RefitPolicy = RefitPolicy()
 
     @field_validator("latency_quantile")
     @classmethod

@@ -120,6 +120,25 @@ class SourceReport(_Contract):
     partial: bool = False
 
 
+class PairRefit(_Contract):
+    """How live traffic corrected one pair's latency lines in a refit table."""
+
+    samples: int = Field(ge=0)
+    observed_e2e_ratio: PosFloat = Field(description="observed / predicted at the quantile")
+    ttft_factor: PosFloat = Field(description="TTFT coefficients were multiplied by this")
+    tpot_factor: PosFloat = Field(description="TPOT coefficients were multiplied by this")
+
+
+class RefitProvenance(_Contract):
+    """Why a table is not a plain build from profiles: latency refit from live traffic."""
+
+    note: str = Field(max_length=500, description="refit from live traffic: N samples over W min")
+    base_version: int = Field(ge=1, description="the table whose predictions were observed")
+    samples: int = Field(ge=0)
+    window_s: PosFloat
+    pairs: dict[str, PairRefit]
+
+
 class RoutingTable(_Contract):
     schema_version: str = Field(default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$")
     kind: Literal["RoutingTable"] = "RoutingTable"
@@ -132,6 +151,7 @@ class RoutingTable(_Contract):
     categories: tuple[Category, ...] = Field(min_length=1)
     pruned: tuple[PrunedPair, ...] = ()
     sources: tuple[SourceReport, ...] = ()
+    refit: RefitProvenance | None = None  # set only on tables refit from latency feedback
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> RoutingTable:

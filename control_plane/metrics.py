@@ -5,10 +5,12 @@ No decision logic here: callers set and count; `render()` serves /metrics.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from control_plane.drift import PairDrift, RefitCheck
 from control_plane.publisher import PublishOutcome
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -49,9 +51,45 @@ class ControlPlaneMetrics:
         self.redis_up = Gauge(
             "gearbox_cp_redis_up", "1 when the last Redis call succeeded", registry=reg
         )
+        self.latency_drift = Gauge(
+            "gearbox_cp_latency_drift_ratio",
+            "Observed / predicted latency at the table quantile over the feedback window",
+            ["pair", "phase"],
+            registry=reg,
+        )
+        self.feedback_samples = Gauge(
+            "gearbox_cp_latency_feedback_samples",
+            "End-to-end observations of a pair in the feedback window",
+            ["pair"],
+            registry=reg,
+        )
+        self.refit_checks = Counter(
+            "gearbox_cp_refit_checks", "Latency refit checks by outcome", ["outcome"], registry=reg
+        )
+        for check in RefitCheck:
+            self.refit_checks.labels(outcome=check.value)
+        self.last_refit = Gauge(
+            "gearbox_cp_last_refit_timestamp_seconds",
+            "Unix time of the last refit table published",
+            registry=reg,
+        )
 
     def count_publish(self, outcome: PublishOutcome) -> None:
         self.publishes.labels(outcome=outcome.value).inc()
+
+    def set_drift(self, drifts: Iterable[PairDrift]) -> None:
+        """Export the window's drift (pairs no longer reported disappear)."""
+        self.latency_drift.clear()
+        self.feedback_samples.clear()
+        for d in drifts:
+            self.feedback_samples.labels(pair=d.pair).set(d.samples)
+            for phase, ratio in (
+                ("ttft", d.ttft_ratio),
+                ("tpot", d.tpot_ratio),
+                ("e2e", d.e2e_ratio),
+            ):
+                if ratio is not None:
+                    self.latency_drift.labels(pair=d.pair, phase=phase).set(ratio)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

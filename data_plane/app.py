@@ -31,9 +31,11 @@ from data_plane.serving.middleware import ApiKeys, add_request_id, make_gateway
 from data_plane.serving.proxy import Proxy, ProxyConfig, ProxyParts
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
+from data_plane.sync.feedback_writer import FeedbackWriter
 from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
 from data_plane.table_store import TableStore
+from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.span_pipelines import build_tracing
 from data_plane.telemetry.tracing import Tracing
@@ -101,6 +103,7 @@ WATCHER = web.AppKey("gearbox_watcher", TableWatcher)
 TRAFFIC = web.AppKey("gearbox_traffic", TrafficStats)
 TASKS = web.AppKey("gearbox_tasks", BackgroundTasks)
 TRACING = web.AppKey("gearbox_tracing", Tracing)
+FEEDBACK = web.AppKey("gearbox_feedback", FeedbackAggregator)
 
 
 def _version() -> str:
@@ -137,7 +140,7 @@ def _build_proxy(
     metrics, health, tracing = app[METRICS], app[HEALTH], app[TRACING]
     parts = ProxyParts(
         runner=AttemptRunner(upstream, health, metrics, tracing, deps.clock),
-        delivery=Delivery(metrics, app[TRAFFIC], deps.clock),
+        delivery=Delivery(metrics, app[TRAFFIC], deps.clock, app[FEEDBACK]),
         health=health,
         retry_budget=RetryBudget(
             deps.clock,
@@ -172,6 +175,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[gateway])
     app[SETTINGS], app[STORE], app[METRICS], app[HEALTH] = settings, store, metrics, health
     app[TRACING], app[TRAFFIC], app[TASKS] = tracing, TrafficStats(), BackgroundTasks()
+    app[FEEDBACK] = FeedbackAggregator(deps.wall_clock())
     watcher_config = WatcherConfig(
         settings.redis_keys,
         settings.table_poll_interval_s,
@@ -266,8 +270,13 @@ def _redis_ctx(deps: AppDeps) -> CleanupCtx:
         tasks = app[TASKS]
         tasks.start("table_watcher", app[WATCHER].run(client))
         tasks.start("live_state", writer.run(s.live_state_interval_s))
+        if s.feedback_interval_s > 0:
+            feedback = FeedbackWriter(
+                client, s.redis_keys, s.instance_id, app[FEEDBACK], deps.wall_clock
+            )
+            tasks.start("feedback", feedback.run(s.feedback_interval_s))
         yield
-        await tasks.stop("table_watcher", "live_state")
+        await tasks.stop("table_watcher", "live_state", "feedback")
         await client.aclose()
 
     return redis_ctx

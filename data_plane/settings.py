@@ -85,6 +85,8 @@ class DataPlaneSettings(BaseSettings):
     body_read_timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
     # After an early answer (408, 413), how long the server keeps draining an unread body.
     lingering_time_s: float = Field(default=1.0, ge=0.0, le=60.0)
+    # Latency feedback summaries to Redis every this many seconds (0 = off).
+    feedback_interval_s: float = Field(default=10.0, ge=0.0, le=3600.0)
 
     @field_validator("api_keys", mode="before")
     @classmethod

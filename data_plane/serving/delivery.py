@@ -23,6 +23,7 @@ from data_plane.errors import (
 from data_plane.outcome import ConnectFailed, Timeout, UpstreamStatus
 from data_plane.serving.attempt import Call, ClientSink, Failed, Served, stream_error_event
 from data_plane.serving.usage import Usage, cost_usd, find_usage
+from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.traffic import TrafficStats
 
@@ -71,11 +72,16 @@ class Delivery:
     """Sends answers and errors through the sink and accounts served requests."""
 
     def __init__(
-        self, metrics: DataPlaneMetrics, traffic: TrafficStats, clock: Callable[[], float]
+        self,
+        metrics: DataPlaneMetrics,
+        traffic: TrafficStats,
+        clock: Callable[[], float],
+        feedback: FeedbackAggregator | None = None,
     ) -> None:
         self._metrics = metrics
         self._traffic = traffic
         self._clock = clock
+        self._feedback = feedback
 
     async def deliver(
         self,
@@ -156,6 +162,11 @@ class Delivery:
         fallback = cand is not first and any(c is cand for c in decision.candidates)
         if fallback:
             self._metrics.fallbacks.labels(first.pair.pair, pair.pair).inc()
+        elif self._feedback is not None and served.outcome is None:
+            # Latency feedback: only the first choice's clean answers (a fallback's latency
+            # includes the failed attempts before it).
+            ttft_s = first_byte_s - call.started_s if served.streamed and first_byte_s else None
+            self._feedback.observe(table.version, cand, latency_s, ttft_s, usage.output_tokens)
         self._traffic.served(pair.pair, fallback)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(

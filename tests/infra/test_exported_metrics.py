@@ -34,6 +34,7 @@ ZERO_HERE = {
     "gearbox_routing_table_load_failures_total",
     "gearbox_engine_queue_depth",
     "gearbox_in_flight_requests",
+    "gearbox_cp_last_refit_timestamp_seconds",  # the traffic here drifts from nothing
 }
 
 
@@ -189,7 +190,9 @@ async def scraped(
             redis_keys,
             _simulated(reports, fleet),
             dp={"scrape_interval_s": 0.2, "breaker_consecutive_failures": 1,
-                "breaker_cooldown_s": 60.0, "breaker_cooldown_max_s": 60.0},
+                "breaker_cooldown_s": 60.0, "breaker_cooldown_max_s": 60.0,
+                "feedback_interval_s": 0.2},
+            cp={"refit_check_interval_s": 0.2},
         )  # fmt: skip
         await _traffic(stack, fleet)
         await _shadow_traffic(stack)
@@ -198,6 +201,12 @@ async def scraped(
             return "gearbox_engine_queue_depth" in series_names((await _scrape(stack)).data_plane)
 
         await eventually(depth_scraped, timeout_s=30, what="the data plane scrapes the engines")
+
+        async def drift_exported() -> bool:
+            names = series_names((await _scrape(stack)).control_plane)
+            return "gearbox_cp_latency_drift_ratio" in names
+
+        await eventually(drift_exported, timeout_s=30, what="the control plane merges feedback")
         yield await _scrape(stack)
 
 

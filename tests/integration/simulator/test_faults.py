@@ -181,3 +181,25 @@ async def test_pair_configured_to_refuse_starts_closed(http: aiohttp.ClientSessi
         async with http.get(fleet.url(NAME) + "/v1/models") as resp:
             assert (await resp.json())["data"][0]["id"] == NAME
         assert fleet.stats("other").received == 0
+
+
+async def test_slowdown_factor_slows_every_request_at_run_time(
+    http: aiohttp.ClientSession,
+) -> None:
+    config = pair_config(NAME, ttft_base_s=0.02, tpot_base_s=0.01)
+    body = {**BODY, "max_tokens": 6}
+
+    async def timed() -> float:
+        started = time.perf_counter()
+        async with http.post(fleet.url(NAME) + "/v1/completions", json=body) as resp:
+            assert resp.status == 200
+            await resp.read()
+        return time.perf_counter() - started
+
+    async with run_fleet(SimFleetConfig(pairs=[config])) as fleet:
+        normal = min([await timed() for _ in range(3)])  # 0.02 + 5 x 0.01 = 0.07 s
+        fleet.set_faults(NAME, FaultConfig(slowdown_factor=3.0))
+        slowed = min([await timed() for _ in range(3)])  # 0.21 s
+    assert normal < 0.15
+    assert slowed >= 0.2
+    assert slowed > 2.2 * normal
