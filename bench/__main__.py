@@ -26,7 +26,7 @@ from bench.overhead import OverheadSettings, run_overhead
 from bench.report import BenchRun, write_report
 from bench.verdicts import decision_checks, memory_check, overhead_checks, uvloop_notes
 
-SECTIONS = ("overhead", "decision", "quality", "memory")
+SECTIONS = ("overhead", "decision", "quality", "memory", "feedback")
 HERE = Path(__file__).parent
 
 
@@ -58,10 +58,12 @@ def _decision(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
 
 def _quality(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     from bench.quality import run_quality
+    from bench.verdicts_ladder import ladder_checks
     from bench.verdicts_quality import quality_checks
 
     run.quality = run_quality(pinning, workdir / "quality", run.quick)
     run.checks += quality_checks(run.quality)
+    run.checks += ladder_checks(run.quality)
 
 
 def _memory(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
@@ -78,12 +80,21 @@ def _soak(run: BenchRun, pinning: Pinning, workdir: Path, duration_s: float) -> 
     run.checks += soak_checks(run.soak)
 
 
+def _feedback(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    from bench.feedback import run_feedback
+    from bench.feedback_report import feedback_checks
+
+    run.feedback = run_feedback()
+    run.checks += feedback_checks(run.feedback)
+
+
 Section = Callable[[BenchRun, Pinning, Path], None]
 _RUNNERS: dict[str, Section] = {
     "overhead": _overhead,
     "decision": _decision,
     "quality": _quality,
     "memory": _memory,
+    "feedback": _feedback,
 }
 
 

@@ -23,7 +23,7 @@ from bench import quality_fleet as qf
 from bench.machine import Cores, Pinning, pinned
 from bench.processes import ProcessFailedError, free_port, running
 from bench.quality_score import grade
-from bench.quality_types import PairFacts, PolicyOutcome, QualityResult
+from bench.quality_types import QUALITY_FIRST, PairFacts, PolicyOutcome, QualityResult
 from bench.replay import request_parts
 from bench.static_router import choose_tier
 from bench.targets import gearbox_environment
@@ -40,7 +40,6 @@ POLICIES = ("most-precise", "cheapest", "static-threshold", "gearbox")
 # The same profiles under the quality-first objective, on a second data plane, at 1x, 2x and
 # 3x (quick runs too) of a nominal rate at which the most precise 8B pair runs near its
 # profiled concurrency: its shares should move down the precision ladder as the load grows.
-QUALITY_FIRST = "gearbox-quality-first"
 LADDER_NOMINAL_RPS = 50.0
 STATIC_TIERS = (
     f"{qf.SMALL}@awq-int4",

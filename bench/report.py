@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.decision import SpeedResult
+from bench.feedback import FeedbackResult
+from bench.feedback_report import feedback_lines
 from bench.hotspots import Hotspots
 from bench.machine import MachineFacts
 from bench.memory import MemoryResult
@@ -39,6 +41,7 @@ class BenchRun:
     checks: list[Check] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    feedback: FeedbackResult | None = None
 
 
 def _num(x: float, digits: int = 2) -> str:
@@ -196,6 +199,26 @@ def hotspot_lines(h: Hotspots) -> list[str]:
     return [*lines, ""]
 
 
+def _section_lines(run: BenchRun) -> list[str]:
+    """Each measured section's tables, in report order."""
+    lines: list[str] = []
+    if run.overhead is not None:
+        lines += overhead_lines(run.overhead)
+    if run.hotspots is not None:
+        lines += hotspot_lines(run.hotspots)
+    if run.decision is not None:
+        lines += decision_lines(run.decision)
+    if run.quality is not None:
+        lines += quality_lines(run.quality)
+    if run.memory is not None:
+        lines += memory_lines(run.memory)
+    if run.soak is not None:
+        lines += soak_lines(run.soak)
+    if run.feedback is not None:
+        lines += feedback_lines(run.feedback)
+    return lines
+
+
 def render_markdown(run: BenchRun) -> str:
     f = run.facts
     lines = [
@@ -216,18 +239,7 @@ def render_markdown(run: BenchRun) -> str:
     if run.errors:
         lines += ["## Sections that failed", ""]
         lines += [f"- **{k}**: `{v[:400]}`" for k, v in run.errors.items()] + [""]
-    if run.overhead is not None:
-        lines += overhead_lines(run.overhead)
-    if run.hotspots is not None:
-        lines += hotspot_lines(run.hotspots)
-    if run.decision is not None:
-        lines += decision_lines(run.decision)
-    if run.quality is not None:
-        lines += quality_lines(run.quality)
-    if run.memory is not None:
-        lines += memory_lines(run.memory)
-    if run.soak is not None:
-        lines += soak_lines(run.soak)
+    lines += _section_lines(run)
     if run.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in run.notes] + [""]
     return "\n".join(lines)
