@@ -156,3 +156,11 @@ def test_no_route_documents() -> None:
     assert down["reason"] == "all_unhealthy"
     assert "breaker open" in down["summary"]
     assert "retry later" in down["summary"]
+
+
+def test_quality_first_decision_is_explained_as_the_most_precise() -> None:
+    t = fleet({"objective": "quality-first"})
+    doc = explain(run(t, latency_s=10.0), t)
+    assert doc["reason"] == "most_precise_feasible"
+    assert doc["pair"].endswith("@bf16")
+    assert "the most precise of" in doc["summary"]
