@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 from contracts.names import Category, Family, HttpUrl, Quantization, pair_name
-from contracts.policy import Policy
+from contracts.policy import Policy, RefitPolicy
 
 SCHEMA_VERSION = "1.0"
 
@@ -189,11 +189,35 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+# Fields added after schema 1.0, with their defaults (as JSON). A field holding its default is
+# left out of the hash, so a table written before the field existed keeps its hash when a newer
+# reader fills the default in ("writers can add fields first"); a set value is hashed.
+_ADDED_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("refit",), None),
+    (("policy", "objective"), "cost"),
+    (("policy", "ladder_hysteresis_ratio"), 0.1),
+    (("policy", "refit"), RefitPolicy().model_dump(mode="json")),
+)
+
+
+def _without_added_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    for path, default in _ADDED_DEFAULTS:
+        parent: Any = data
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and path[-1] in parent and parent[path[-1]] == default:
+            if parent is not data:
+                parent = dict(parent)
+                data[path[0]] = parent  # one level deep: copy before editing
+            del parent[path[-1]]
+    return data
+
+
 def content_payload(table: RoutingTable | dict[str, Any]) -> dict[str, Any]:
     data = table.model_dump(mode="json") if isinstance(table, RoutingTable) else dict(table)
     # Readers of a newer schema may hold fields this version does not know; the hash covers
     # the fields known here, so a reader re-checks exactly what it validated.
-    return {k: v for k, v in data.items() if k not in _VOLATILE}
+    return _without_added_defaults({k: v for k, v in data.items() if k not in _VOLATILE})
 
 
 def compute_content_sha256(table: RoutingTable | dict[str, Any]) -> str:
