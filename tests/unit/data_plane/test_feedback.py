@@ -81,3 +81,13 @@ def test_a_report_stays_small_whatever_the_traffic() -> None:
     (report,) = agg.drain("dp", now=1.0)
     assert report.cells[0].e2e.n == 20_000
     assert len(report.model_dump_json()) < 1_000
+
+
+def test_feedback_and_refit_checks_are_on_by_default() -> None:
+    from control_plane.settings import ControlPlaneSettings
+    from data_plane.settings import DataPlaneSettings
+    from data_plane.sync.feedback_writer import STREAM_MAXLEN
+
+    assert DataPlaneSettings().feedback_interval_s == 10.0
+    assert ControlPlaneSettings().refit_check_interval_s == 30.0
+    assert STREAM_MAXLEN == 10_000

@@ -181,3 +181,14 @@ def test_decision_is_a_function_of_its_arguments() -> None:
     second = decide(t, 3, state)
     assert [c.pair.pair for c in first.candidates] == [c.pair.pair for c in second.candidates]
     assert first.ladder == second.ladder
+
+
+def test_on_one_rung_the_cheaper_pair_comes_first() -> None:
+    entries = [
+        entry("a", "fp8", input_usd_per_mtok=2, output_usd_per_mtok=2, accuracy=0.9),
+        entry("b", "fp8", input_usd_per_mtok=1, output_usd_per_mtok=1, accuracy=0.9),
+        entry("a", "awq-int4", input_usd_per_mtok=0.5, output_usd_per_mtok=0.5, accuracy=0.9),
+    ]
+    t = compile_table(table(entries, policy={"objective": "quality-first"}))
+    d = decide(t, 0)
+    assert [c.pair.pair for c in d.candidates] == ["b@fp8", "a@fp8", "a@awq-int4"]
