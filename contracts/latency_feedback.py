@@ -92,6 +92,15 @@ class PairLoadFeedback(_Contract):
     e2e: RatioHistogram = RatioHistogram()
 
 
+class AgreementCell(_Contract):
+    """Shadow re-asks of one pair's answers in one category on its family's reference pair."""
+
+    pair: str = Field(min_length=1, max_length=200)
+    category: str = Field(min_length=1, max_length=64)
+    checks: int = Field(ge=1)
+    agreed: int = Field(ge=0)
+
+
 class LatencyFeedback(_Contract):
     """One data plane's observations over [window_start, window_end) for one table version."""
 
@@ -102,3 +111,4 @@ class LatencyFeedback(_Contract):
     window_start: datetime
     window_end: datetime
     cells: tuple[PairLoadFeedback, ...] = Field(default=(), max_length=MAX_CELLS)
+    agreement: tuple[AgreementCell, ...] = Field(default=(), max_length=MAX_CELLS)

@@ -86,6 +86,19 @@ class RefitPolicy(_Policy):
     )
 
 
+class AccuracyCheckPolicy(_Policy):
+    """Shadow re-asks on the reference pair (docs/control_plane.md "Accuracy drift")."""
+
+    sample_rate: Ratio = Field(
+        default=0.0, description="share of lower-precision answers re-asked (0 = off)"
+    )
+    max_checks_per_hour: int = Field(default=600, ge=0, description="per data plane")
+    min_checks: int = Field(default=100, ge=1, description="checks of a pair and category")
+    demote: bool = Field(
+        default=False, description="publish a table with the live accuracy of a drifting pair"
+    )
+
+
 def _default_categories() -> dict[str, CategoryPolicy]:
     return {name: CategoryPolicy() for name in KNOWN_CATEGORIES}
 
@@ -121,6 +134,7 @@ class Policy(_Policy):
         "its prediction fits (1 - this) x the budget",
     )
     refit: RefitPolicy = RefitPolicy()
+    accuracy_check: AccuracyCheckPolicy = AccuracyCheckPolicy()
 
     @field_validator("latency_quantile")
     @classmethod

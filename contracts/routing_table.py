@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validator
 
 from contracts.names import Category, Family, HttpUrl, Quantization, pair_name
-from contracts.policy import Policy, RefitPolicy
+from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
 
 SCHEMA_VERSION = "1.0"
 
@@ -137,6 +137,8 @@ class RefitProvenance(_Contract):
     samples: int = Field(ge=0)
     window_s: PosFloat
     pairs: dict[str, PairRefit]
+    # pair -> category -> the accuracy live agreement implies (set by an accuracy demotion)
+    demoted: dict[str, dict[Category, Ratio]] = Field(default_factory=dict)
 
 
 class RoutingTable(_Contract):
@@ -197,6 +199,7 @@ _ADDED_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("policy", "objective"), "cost"),
     (("policy", "ladder_hysteresis_ratio"), 0.1),
     (("policy", "refit"), RefitPolicy().model_dump(mode="json")),
+    (("policy", "accuracy_check"), AccuracyCheckPolicy().model_dump(mode="json")),
 )
 
 

@@ -28,6 +28,7 @@ class RefitCheck(StrEnum):
     RATE_LIMITED = "rate_limited"
     NO_TABLE = "no_table"
     FAILED = "failed"
+    DEMOTED = "demoted"  # an accuracy demotion was published (accuracy_drift.py)
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from contracts.latency_feedback import LatencyFeedback
-from control_plane.drift import RefitCheck, merge_feedback, plan_corrections
+from contracts.policy import Policy
+from contracts.routing_table import RoutingTable
+from control_plane.accuracy_drift import PairAgreement, demotions, merge_agreement
+from control_plane.drift import PairDrift, RefitCheck, merge_feedback, plan_corrections
 from control_plane.metrics import ControlPlaneMetrics
 from control_plane.publisher import PublishError, PublishOutcome
-from control_plane.refit import apply_refit
+from control_plane.refit import apply_demotions, apply_refit
 from control_plane.services import Services
 from control_plane.stored_data import StoredDataError
 
@@ -69,37 +72,64 @@ class FeedbackLoop:
         table = await self._s.tables.current()
         if table is None:
             return RefitCheck.NO_TABLE
-        policy = (await self._s.policies.get()).policy.refit
+        effective = (await self._s.policies.get()).policy
+        policy = effective.refit
         now = self._clock()
         reports = await self._reports(now.timestamp() - policy.window_s)
         drifts = merge_feedback(reports, table.version, table.policy.latency_quantile)
         self._metrics.set_drift(drifts.values())
+        agreements = merge_agreement(reports, table)
+        self._metrics.set_agreement(agreements)
         if not policy.enabled:
             return RefitCheck.DISABLED
         if policy.pinned_version == table.version:
             return RefitCheck.PINNED
-        corrections = plan_corrections(drifts, policy)
-        if not corrections:
+        found = _next_table(table, drifts, agreements, effective, now)
+        if found is None:
             return RefitCheck.NO_DRIFT
         age_s = (now - table.created_at).total_seconds()
         if table.refit is not None and age_s < policy.min_interval_s:
             return RefitCheck.RATE_LIMITED
-        refit = apply_refit(table, corrections, policy.window_s, now)
-        result = await self._s.publisher.publish(refit)
+        return await self._publish(*found, now)
+
+    async def _publish(self, table: RoutingTable, outcome: RefitCheck, now: datetime) -> RefitCheck:
+        result = await self._s.publisher.publish(table)
         self._metrics.count_publish(result.outcome)
         if result.outcome is not PublishOutcome.PUBLISHED:
             return RefitCheck.NO_DRIFT
         self._metrics.last_refit.set(now.timestamp())
         self._metrics.published_version.set(result.version)
         logger.info(
-            "published refit table v%s: %s",
+            "published table v%s: %s",
             result.version,
-            refit.refit.note if refit.refit else "",
+            table.refit.note if table.refit else "",
             extra={"table_version": result.version},
         )
-        return RefitCheck.PUBLISHED
+        return outcome
 
     async def run(self, interval_s: float) -> None:
         while True:
             await asyncio.sleep(interval_s)
             await self.check_once()
+
+
+def _next_table(
+    table: RoutingTable,
+    drifts: Mapping[str, PairDrift],
+    agreements: Sequence[PairAgreement],
+    policy: Policy,
+    now: datetime,
+) -> tuple[RoutingTable, RefitCheck] | None:
+    """The table to publish: a latency refit first; else, with `accuracy_check.demote`, the
+    accuracy demotion; None when neither is due."""
+    corrections = plan_corrections(drifts, policy.refit)
+    if corrections:
+        return apply_refit(table, corrections, policy.refit.window_s, now), RefitCheck.PUBLISHED
+    demoted = (
+        demotions(agreements, policy.accuracy_check, table) if policy.accuracy_check.demote else {}
+    )
+    if not demoted:
+        return None
+    checks = sum(a.checks for a in agreements if a.pair in demoted)
+    made = apply_demotions(table, demoted, checks, policy.refit.window_s, now)
+    return made, RefitCheck.DEMOTED

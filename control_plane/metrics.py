@@ -10,6 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from control_plane.accuracy_drift import PairAgreement
 from control_plane.drift import PairDrift, RefitCheck
 from control_plane.publisher import PublishOutcome
 
@@ -68,6 +69,30 @@ class ControlPlaneMetrics:
         )
         for check in RefitCheck:
             self.refit_checks.labels(outcome=check.value)
+        self.live_agreement = Gauge(
+            "gearbox_cp_live_agreement_ratio",
+            "Share of shadow re-asks that agreed with the reference pair, in the window",
+            ["pair", "category"],
+            registry=reg,
+        )
+        self.live_agreement_upper = Gauge(
+            "gearbox_cp_live_agreement_upper_ratio",
+            "One-sided 95% upper bound of the live agreement",
+            ["pair", "category"],
+            registry=reg,
+        )
+        self.expected_agreement = Gauge(
+            "gearbox_cp_expected_agreement_ratio",
+            "Agreement the table's accuracies imply (pair x reference)",
+            ["pair", "category"],
+            registry=reg,
+        )
+        self.accuracy_checks = Gauge(
+            "gearbox_cp_accuracy_checks",
+            "Shadow re-asks of a pair and category in the window",
+            ["pair", "category"],
+            registry=reg,
+        )
         self.last_refit = Gauge(
             "gearbox_cp_last_refit_timestamp_seconds",
             "Unix time of the last refit table published",
@@ -90,6 +115,23 @@ class ControlPlaneMetrics:
             ):
                 if ratio is not None:
                     self.latency_drift.labels(pair=d.pair, phase=phase).set(ratio)
+
+    def set_agreement(self, agreements: Iterable[PairAgreement]) -> None:
+        """Export the window's live agreement (pairs no longer checked disappear)."""
+        gauges = (
+            self.live_agreement,
+            self.live_agreement_upper,
+            self.expected_agreement,
+            self.accuracy_checks,
+        )
+        for gauge in gauges:
+            gauge.clear()
+        for a in agreements:
+            labels = {"pair": a.pair, "category": a.category}
+            self.live_agreement.labels(**labels).set(a.ratio)
+            self.live_agreement_upper.labels(**labels).set(a.upper)
+            self.expected_agreement.labels(**labels).set(a.expected)
+            self.accuracy_checks.labels(**labels).set(a.checks)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -24,6 +24,7 @@ from data_plane.resilience.breaker import BreakerBoard, BreakerConfig
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
 from data_plane.resilience.retry import RetryBudget
+from data_plane.serving.accuracy_check import AccuracyChecker
 from data_plane.serving.attempt import AttemptRunner
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.handlers import Handlers
@@ -104,6 +105,7 @@ TRAFFIC = web.AppKey("gearbox_traffic", TrafficStats)
 TASKS = web.AppKey("gearbox_tasks", BackgroundTasks)
 TRACING = web.AppKey("gearbox_tracing", Tracing)
 FEEDBACK = web.AppKey("gearbox_feedback", FeedbackAggregator)
+CHECKER = web.AppKey("gearbox_accuracy_checker", AccuracyChecker)
 
 
 def _version() -> str:
@@ -152,6 +154,7 @@ def _build_proxy(
         tracing=tracing,
         clock=deps.clock,
         rng=deps.rng,
+        checker=app[CHECKER],
     )
     config = ProxyConfig(s.max_attempts, s.default_request_timeout_s, s.deadline_grace_s)
     return Proxy(config, parts)
@@ -189,6 +192,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         upstream = adapter = _upstream_adapter(settings)
     else:
         upstream = deps.upstream
+    app[CHECKER] = AccuracyChecker(upstream, app[FEEDBACK], metrics, deps.rng, deps.clock)
     proxy = _build_proxy(settings, deps, upstream, app)
     handlers = Handlers(
         store,
@@ -227,6 +231,7 @@ def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
         tracing = app[TRACING]
         if tracing.enabled:
             app[TASKS].start("trace_export", tracing.run())
+        app[TASKS].start("accuracy_check", app[CHECKER].run())
         app[WATCHER].load_snapshot()
         logger.info(
             "data plane up (instance %s)",
@@ -236,7 +241,7 @@ def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
         yield
         if adapter is not None:
             await adapter.close()
-        await app[TASKS].stop("trace_export")
+        await app[TASKS].stop("trace_export", "accuracy_check")
         await asyncio.to_thread(tracing.shutdown)
 
     return lifecycle

@@ -170,7 +170,7 @@ class Engine:
         occurrence = self._occurrences.get(prompt, 0)
         self._occurrences[prompt] = occurrence + 1
         rng = decision_rng(self.config.seed, self.config.name, prompt, occurrence)
-        accuracy = self.config.accuracy_for(known.category)
+        accuracy = max(0.0, self.config.accuracy_for(known.category) - self.faults.accuracy_drop)
         plan = plan_completion(
             known,
             accuracy,

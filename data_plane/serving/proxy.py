@@ -36,6 +36,7 @@ from data_plane.errors import (
 )
 from data_plane.resilience.health import Health
 from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
+from data_plane.serving.accuracy_check import AccuracyChecker
 from data_plane.serving.attempt import AttemptRunner, Call, ClientSink, Failed, Served
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.quality import check_answer
@@ -67,6 +68,7 @@ class ProxyParts:
     tracing: Tracing
     clock: Callable[[], float]  # monotonic seconds
     rng: random.Random
+    checker: AccuracyChecker | None = None  # shadow re-asks, after the client's answer
 
 
 def no_route_error(result: NoRoute, retry_after_s: float) -> RouterError:
@@ -197,7 +199,10 @@ class Proxy:
                 cand, result, attempt = await self._guard(
                     call, table, decision, (cand, result, attempt), deadline_at, sink
                 )
-            return await p.delivery.deliver(call, table, decision, cand, result, attempt, sink)
+            outcome = await p.delivery.deliver(call, table, decision, cand, result, attempt, sink)
+            if p.checker is not None:
+                p.checker.offer(call, table, decision.category, cand, result)
+            return outcome
         retry_after_s = p.health.retry_after_s()
         return await p.delivery.give_up(call, last, failure, attempt, sink, retry_after_s)
 

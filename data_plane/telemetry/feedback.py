@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 from contracts.latency_feedback import (
     RATIO_BUCKETS,
+    AgreementCell,
     LatencyFeedback,
     PairLoadFeedback,
     RatioHistogram,
@@ -30,11 +31,18 @@ def _ratio(observed_s: float, predicted_s: float) -> float | None:
 class FeedbackAggregator:
     """Observations of this process since the last `drain`."""
 
-    __slots__ = ("_cells", "_since")
+    __slots__ = ("_agreement", "_cells", "_since")
 
     def __init__(self, now: float) -> None:
         self._cells: _Cells = {}
+        self._agreement: dict[tuple[int, str, str], list[int]] = {}  # -> [checks, agreed]
         self._since = now
+
+    def observe_agreement(self, version: int, pair: str, category: str, agreed: bool) -> None:
+        """One shadow re-ask of `pair`'s answer on its reference pair."""
+        counts = self._agreement.setdefault((version, pair, category), [0, 0])
+        counts[0] += 1
+        counts[1] += agreed
 
     def observe(
         self,
@@ -71,8 +79,13 @@ class FeedbackAggregator:
         """The window's summaries, one per table version seen (none when nothing was served),
         and a fresh window from `now` (wall-clock seconds)."""
         cells, self._cells = self._cells, {}
+        agreement, self._agreement = self._agreement, {}
         start, self._since = self._since, now
-        by_version: dict[int, list[PairLoadFeedback]] = {}
+        by_version: dict[int, list[PairLoadFeedback]] = {v: [] for v, _, _ in agreement}
+        agreed: dict[int, list[AgreementCell]] = {}
+        for (version, pair, category), (checks, same) in sorted(agreement.items()):
+            cell = AgreementCell(pair=pair, category=category, checks=checks, agreed=same)
+            agreed.setdefault(version, []).append(cell)
         for (version, pair, bucket), (ttft, tpot, e2e) in sorted(cells.items()):
             by_version.setdefault(version, []).append(
                 PairLoadFeedback(
@@ -90,6 +103,7 @@ class FeedbackAggregator:
                 window_start=datetime.fromtimestamp(start, UTC),
                 window_end=datetime.fromtimestamp(now, UTC),
                 cells=tuple(found),
+                agreement=tuple(agreed.get(version, ())),
             )
             for version, found in by_version.items()
         ]

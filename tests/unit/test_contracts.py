@@ -78,7 +78,7 @@ def test_a_table_written_before_the_added_fields_keeps_its_hash() -> None:
 
     current = table([entry("m", "fp16")])
     old = json.loads(current.model_dump_json())
-    for key in ("objective", "ladder_hysteresis_ratio", "refit"):
+    for key in ("objective", "ladder_hysteresis_ratio", "refit", "accuracy_check"):
         del old["policy"][key]
     del old["refit"]
     payload = {k: v for k, v in old.items() if k not in {"version", "created_at", "content_sha256"}}

@@ -9,6 +9,7 @@ import aiohttp
 import openai
 import pytest
 
+from simulator.answer_key import KnownAnswer
 from simulator.config import FaultConfig, SimFleetConfig
 from simulator.fleet import run_fleet
 from tests.integration.simulator.conftest import pair_config
@@ -203,3 +204,25 @@ async def test_slowdown_factor_slows_every_request_at_run_time(
     assert normal < 0.15
     assert slowed >= 0.2
     assert slowed > 2.2 * normal
+
+
+async def test_accuracy_drop_lowers_the_share_of_right_answers(http: aiohttp.ClientSession) -> None:
+    prompts = [f"What is {i} + 1?" for i in range(200)]
+    answers = {p: KnownAnswer("math", str(i + 1)) for i, p in enumerate(prompts)}
+    config = pair_config(NAME, accuracy={"math": 0.9})
+    async with run_fleet(SimFleetConfig(pairs=[config]), answers=answers) as fleet:
+
+        async def right(batch: list[tuple[int, str]]) -> int:
+            count = 0
+            for i, p in batch:
+                body = {"model": NAME, "messages": [{"role": "user", "content": p}]}
+                async with http.post(fleet.url(NAME) + "/v1/chat/completions", json=body) as r:
+                    text = (await r.json())["choices"][0]["message"]["content"]
+                count += text.strip() == str(i + 1)
+            return count
+
+        before = await right(list(enumerate(prompts))[:100])
+        fleet.set_faults(NAME, FaultConfig(accuracy_drop=0.5))
+        after = await right(list(enumerate(prompts))[100:])
+    assert before >= 80
+    assert after <= 55
