@@ -81,11 +81,14 @@ def _soak(run: BenchRun, pinning: Pinning, workdir: Path, duration_s: float) -> 
 
 
 def _feedback(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    from bench.accuracy_drift import run_accuracy_drift
     from bench.feedback import run_feedback
-    from bench.feedback_report import feedback_checks
+    from bench.feedback_report import accuracy_drift_checks, feedback_checks
 
     run.feedback = run_feedback()
     run.checks += feedback_checks(run.feedback)
+    run.accuracy_drift = run_accuracy_drift()
+    run.checks += accuracy_drift_checks(run.accuracy_drift)
 
 
 Section = Callable[[BenchRun, Pinning, Path], None]

@@ -100,7 +100,7 @@ def profiled_table(fleet: Fleet) -> RoutingTable:
 
 
 @asynccontextmanager
-async def _data_plane(url: str, keys: RedisKeys) -> AsyncIterator[str]:
+async def data_plane_server(url: str, keys: RedisKeys) -> AsyncIterator[str]:
     port = free_port()
     settings = DataPlaneSettings(
         host="127.0.0.1", port=port, redis_url=url, redis_key_prefix=keys.prefix,
@@ -169,7 +169,7 @@ async def _measure(fleet: Fleet, url: str, timeout_s: float) -> FeedbackResult:
     )
     try:
         await services.publisher.publish(profiled_table(fleet))
-        async with _data_plane(url, keys) as dp, aiohttp.ClientSession() as session:
+        async with data_plane_server(url, keys) as dp, aiohttp.ClientSession() as session:
             clients = Clients(dp)
             while not (clients.version_seen and clients.version_seen[-1][1] == "1"):
                 await clients.one(session)

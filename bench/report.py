@@ -11,9 +11,10 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.accuracy_drift import AccuracyDriftResult
 from bench.decision import SpeedResult
 from bench.feedback import FeedbackResult
-from bench.feedback_report import feedback_lines
+from bench.feedback_report import accuracy_drift_lines, feedback_lines
 from bench.hotspots import Hotspots
 from bench.machine import MachineFacts
 from bench.memory import MemoryResult
@@ -42,6 +43,7 @@ class BenchRun:
     errors: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     feedback: FeedbackResult | None = None
+    accuracy_drift: AccuracyDriftResult | None = None
 
 
 def _num(x: float, digits: int = 2) -> str:
@@ -216,6 +218,8 @@ def _section_lines(run: BenchRun) -> list[str]:
         lines += soak_lines(run.soak)
     if run.feedback is not None:
         lines += feedback_lines(run.feedback)
+    if run.accuracy_drift is not None:
+        lines += accuracy_drift_lines(run.accuracy_drift)
     return lines
 
 

@@ -64,3 +64,14 @@ def test_feedback_checks_need_a_timely_refit_and_the_traffic_gone() -> None:
     assert not feedback_checks(stuck)[1].passed
     never = FeedbackResult(math.nan, math.nan, 0, (*phases, Phase("after", 0, 0.0, 0.0)))
     assert not feedback_checks(never)[0].passed
+
+
+def test_accuracy_drift_checks_need_detection_and_the_move() -> None:
+    from bench.accuracy_drift import AccuracyDriftResult
+    from bench.feedback_report import accuracy_drift_checks, accuracy_drift_lines
+
+    good = AccuracyDriftResult(0.25, 2.0, 4.0, 2750, 0.12, 0.866, 0.873)
+    assert all(c.passed for c in accuracy_drift_checks(good))
+    assert "2.0 s after the drop" in "\n".join(accuracy_drift_lines(good))
+    missed = AccuracyDriftResult(0.25, math.nan, math.nan, 10, 0.0, math.nan, 0.873)
+    assert not any(c.passed for c in accuracy_drift_checks(missed))
