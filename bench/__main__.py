@@ -28,7 +28,7 @@ from bench.report import BenchRun, write_report
 from bench.targets import AB_ROWS
 from bench.verdicts import decision_checks, memory_check, overhead_checks, uvloop_notes
 
-SECTIONS = ("overhead", "decision", "quality", "memory", "replicas")
+SECTIONS = ("overhead", "decision", "quality", "memory", "replicas", "feedback")
 HERE = Path(__file__).parent
 
 
@@ -65,10 +65,12 @@ def _decision(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
 
 def _quality(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     from bench.quality import run_quality
+    from bench.verdicts_ladder import ladder_checks
     from bench.verdicts_quality import quality_checks
 
     run.quality = run_quality(pinning, workdir / "quality", run.quick)
     run.checks += quality_checks(run.quality)
+    run.checks += ladder_checks(run.quality)
 
 
 def _memory(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
@@ -91,6 +93,17 @@ def _soak(run: BenchRun, pinning: Pinning, workdir: Path, duration_s: float) -> 
     run.checks += soak_checks(run.soak)
 
 
+def _feedback(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    from bench.accuracy_drift import run_accuracy_drift
+    from bench.feedback import run_feedback
+    from bench.feedback_report import accuracy_drift_checks, feedback_checks
+
+    run.feedback = run_feedback()
+    run.checks += feedback_checks(run.feedback)
+    run.accuracy_drift = run_accuracy_drift()
+    run.checks += accuracy_drift_checks(run.accuracy_drift)
+
+
 Section = Callable[[BenchRun, Pinning, Path], None]
 _RUNNERS: dict[str, Section] = {
     "overhead": _overhead,
@@ -98,6 +111,7 @@ _RUNNERS: dict[str, Section] = {
     "quality": _quality,
     "memory": _memory,
     "replicas": _replicas,
+    "feedback": _feedback,
 }
 
 

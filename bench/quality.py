@@ -23,7 +23,7 @@ from bench import quality_fleet as qf
 from bench.machine import Cores, Pinning, pinned
 from bench.processes import ProcessFailedError, free_port, running
 from bench.quality_score import grade
-from bench.quality_types import PairFacts, PolicyOutcome, QualityResult
+from bench.quality_types import QUALITY_FIRST, PairFacts, PolicyOutcome, QualityResult
 from bench.replay import request_parts
 from bench.static_router import choose_tier
 from bench.targets import gearbox_environment
@@ -37,6 +37,10 @@ SEED = 20261122
 NOMINAL_RPS = 30.0
 LOADS = (1.0, 2.0, 3.0)
 POLICIES = ("most-precise", "cheapest", "static-threshold", "gearbox")
+# The same profiles under the quality-first objective, on a second data plane, at 1x, 2x and
+# 3x (quick runs too) of a nominal rate at which the most precise 8B pair runs near its
+# profiled concurrency: its shares should move down the precision ladder as the load grows.
+LADDER_NOMINAL_RPS = 50.0
 STATIC_TIERS = (
     f"{qf.SMALL}@awq-int4",
     f"{qf.SMALL}@int8-w8a8",
@@ -52,6 +56,7 @@ def policy_models(policy: str, trace: Sequence[TraceRequest]) -> list[str]:
         "cheapest": lambda r: qf.CHEAPEST,
         "static-threshold": lambda r: choose_tier(r.prompt, STATIC_TIERS),
         "gearbox": lambda r: "auto",
+        QUALITY_FIRST: lambda r: "auto",
     }
     return [choose[policy](r) for r in trace]
 
@@ -93,8 +98,9 @@ def profile_fleet(
     ]
 
 
-def build_routing_table(reports: list[ProfileReport]) -> RoutingTable:
-    return build_table(reports, load_policy(qf.POLICY), datetime.now(UTC))
+def build_routing_table(reports: list[ProfileReport], objective: str = "cost") -> RoutingTable:
+    policy = load_policy({**qf.POLICY, "objective": objective})
+    return build_table(reports, policy, datetime.now(UTC))
 
 
 @contextmanager
@@ -151,6 +157,31 @@ def replay_policy(
     return results, float(client["max_lag_ms"])
 
 
+def replay_ladder(
+    workdir: Path,
+    reports: list[ProfileReport],
+    evalsets: list[Path],
+    prices: dict[str, tuple[float, float]],
+    pinning: Pinning,
+    quick: bool,
+) -> list[PolicyOutcome]:
+    """Quality-first at 1x, 2x, 3x of LADDER_NOMINAL_RPS on its own data plane and trace."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    n = 450 if quick else 1500
+    trace = make_trace(qf.read_items(evalsets), qf.FLOORS, n, LADDER_NOMINAL_RPS, SEED + 1)
+    table = build_routing_table(reports, "quality-first")
+    outcomes = []
+    with data_plane(workdir, table, pinning.proxy) as url:
+        check_serving(url, trace[0])
+        for load in LOADS:
+            print(f"     replay {QUALITY_FIRST} at {load:g}x", flush=True)
+            results, lag_ms = replay_policy(workdir, url, trace, QUALITY_FIRST, load, pinning.aux)
+            rate = LADDER_NOMINAL_RPS * load
+            outcome = grade(QUALITY_FIRST, load, rate, trace, results, prices)
+            outcomes.append(replace(outcome, client_max_lag_ms=round(lag_ms, 1)))
+    return outcomes
+
+
 def _pair_facts(table: RoutingTable) -> tuple[PairFacts, ...]:
     simulated = {p.pair: dict(zip(qf.CATEGORIES, p.accuracy, strict=True)) for p in qf.PAIRS}
     return tuple(
@@ -174,7 +205,8 @@ def run_quality(pinning: Pinning, workdir: Path, quick: bool) -> QualityResult:
     loads = LOADS[:2] if quick else LOADS
     with simulator(workdir, evalsets, pinning.aux) as urls:
         print("     profiling the simulated fleet", flush=True)
-        table = build_routing_table(profile_fleet(workdir, urls, evalsets, quick))
+        reports = profile_fleet(workdir, urls, evalsets, quick)
+        table = build_routing_table(reports)
         prices = {e.pair: (e.input_usd_per_mtok, e.output_usd_per_mtok) for e in table.entries}
         missing = {*STATIC_TIERS, qf.CHEAPEST} - set(prices)
         if missing:
@@ -188,6 +220,7 @@ def run_quality(pinning: Pinning, workdir: Path, quick: bool) -> QualityResult:
                     results, lag_ms = replay_policy(workdir, url, trace, policy, load, pinning.aux)
                     outcome = grade(policy, load, NOMINAL_RPS * load, trace, results, prices)
                     outcomes.append(replace(outcome, client_max_lag_ms=round(lag_ms, 1)))
+        outcomes += replay_ladder(workdir / "ladder", reports, evalsets, prices, pinning, quick)
     notes = (
         "Simulated time runs ~10x faster than GPUs (outputs of 8-64 tokens, ms-scale TPOT); "
         "requests carry X-Latency-Budget-Ms, X-Min-Accuracy and X-Task-Category; budgets "

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The routing-quality fleet replayed under the quality-first objective (`quality.replay_ladder`).
+QUALITY_FIRST = "gearbox-quality-first"
+
 
 @dataclass(frozen=True, slots=True)
 class FloorGroup:

@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.ab import ABRow, Share, ab_rows
+from bench.accuracy_drift import AccuracyDriftResult
 from bench.decision import SpeedResult
+from bench.feedback import FeedbackResult
+from bench.feedback_report import accuracy_drift_lines, feedback_lines
 from bench.hotspots import Hotspots
 from bench.machine import MachineFacts
 from bench.memory import MemoryResult
@@ -42,6 +45,8 @@ class BenchRun:
     errors: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     replicas: list[ReplicaResult] | None = None
+    feedback: FeedbackResult | None = None
+    accuracy_drift: AccuracyDriftResult | None = None
 
 
 def _num(x: float, digits: int = 2) -> str:
@@ -234,6 +239,30 @@ def hotspot_lines(h: Hotspots) -> list[str]:
     return [*lines, ""]
 
 
+def _section_lines(run: BenchRun) -> list[str]:
+    """Each measured section's tables, in report order."""
+    lines: list[str] = []
+    if run.overhead is not None:
+        lines += overhead_lines(run.overhead)
+    if run.hotspots is not None:
+        lines += hotspot_lines(run.hotspots)
+    if run.decision is not None:
+        lines += decision_lines(run.decision)
+    if run.quality is not None:
+        lines += quality_lines(run.quality)
+    if run.memory is not None:
+        lines += memory_lines(run.memory)
+    if run.soak is not None:
+        lines += soak_lines(run.soak)
+    if run.replicas is not None:
+        lines += replica_lines(run.replicas)
+    if run.feedback is not None:
+        lines += feedback_lines(run.feedback)
+    if run.accuracy_drift is not None:
+        lines += accuracy_drift_lines(run.accuracy_drift)
+    return lines
+
+
 def render_markdown(run: BenchRun) -> str:
     f = run.facts
     lines = [
@@ -258,26 +287,6 @@ def render_markdown(run: BenchRun) -> str:
     if run.notes:
         lines += ["## Notes", ""] + [f"- {n}" for n in run.notes] + [""]
     return "\n".join(lines)
-
-
-def _section_lines(run: BenchRun) -> list[str]:
-    """Each measured section's tables, in report order."""
-    lines: list[str] = []
-    if run.overhead is not None:
-        lines += overhead_lines(run.overhead)
-    if run.hotspots is not None:
-        lines += hotspot_lines(run.hotspots)
-    if run.decision is not None:
-        lines += decision_lines(run.decision)
-    if run.quality is not None:
-        lines += quality_lines(run.quality)
-    if run.memory is not None:
-        lines += memory_lines(run.memory)
-    if run.soak is not None:
-        lines += soak_lines(run.soak)
-    if run.replicas is not None:
-        lines += replica_lines(run.replicas)
-    return lines
 
 
 def write_report(run: BenchRun, md_path: Path, json_path: Path) -> None:

@@ -26,6 +26,7 @@ POLICY_SCHEMA_VERSION = "1.0"
 Ratio = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 PosFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 BudgetMode = Literal["best-effort", "strict"]
+Objective = Literal["cost", "quality-first"]
 MEASURED_QUANTILES = (0.5, 0.9, 0.95, 0.99)
 
 
@@ -63,6 +64,41 @@ class ShadowPolicy(_Policy):
         return self
 
 
+class RefitPolicy(_Policy):
+    """Latency feedback refits (docs/control_plane.md "Latency feedback")."""
+
+    enabled: bool = True
+    drift_threshold_ratio: float = Field(
+        default=0.25,
+        gt=0.0,
+        lt=1.0,
+        description="refit when observed / predicted at the table quantile is above 1 + this "
+        "or below 1 - this",
+    )
+    min_samples: int = Field(default=200, ge=1, description="observations of a pair needed")
+    prior_samples: int = Field(
+        default=200, ge=0, description="weight of the current table in the blend, in samples"
+    )
+    window_s: float = Field(default=600.0, gt=0.0, le=86_400.0, description="feedback window")
+    min_interval_s: float = Field(default=300.0, ge=0.0, description="between two refits")
+    pinned_version: int | None = Field(
+        default=None, ge=1, description="while this version is current, never refit"
+    )
+
+
+class AccuracyCheckPolicy(_Policy):
+    """Shadow re-asks on the reference pair (docs/control_plane.md "Accuracy drift")."""
+
+    sample_rate: Ratio = Field(
+        default=0.0, description="share of lower-precision answers re-asked (0 = off)"
+    )
+    max_checks_per_hour: int = Field(default=600, ge=0, description="per data plane")
+    min_checks: int = Field(default=100, ge=1, description="checks of a pair and category")
+    demote: bool = Field(
+        default=False, description="publish a table with the live accuracy of a drifting pair"
+    )
+
+
 def _default_categories() -> dict[str, CategoryPolicy]:
     return {name: CategoryPolicy() for name in KNOWN_CATEGORIES}
 
@@ -97,6 +133,19 @@ class Policy(_Policy):
         description="when set, requests the classifier is unsure about route under this "
         "category instead",
     )
+    objective: Objective = Field(
+        default="cost",
+        description="cost: the cheapest feasible pair; quality-first: the most precise one",
+    )
+    ladder_hysteresis_ratio: float = Field(
+        default=0.1,
+        ge=0.0,
+        lt=1.0,
+        description="quality-first: a pair stepped down under load is chosen again only when "
+        "its prediction fits (1 - this) x the budget",
+    )
+    refit: RefitPolicy = RefitPolicy()
+    accuracy_check: AccuracyCheckPolicy = AccuracyCheckPolicy()
 
     @field_validator("latency_quantile")
     @classmethod

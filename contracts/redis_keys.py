@@ -71,7 +71,8 @@ class RedisKeys:
 
     @property
     def feedback(self) -> str:
-        """Stream of observed latencies per pair that data planes report."""
+        """Stream of `LatencyFeedback` summaries data planes add at an interval (XADD, capped
+        with MAXLEN); the control plane reads a window of it (XRANGE) to detect drift."""
         return f"{self.prefix}:dp:feedback"
 
     @property

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from contracts.category_model import CategoryModel
 from contracts.names import Category, Family, HttpUrl, Quantization, pair_name
-from contracts.policy import Policy
+from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
 
 SCHEMA_VERSION = "1.0"
 
@@ -121,6 +121,27 @@ class SourceReport(_Contract):
     partial: bool = False
 
 
+class PairRefit(_Contract):
+    """How live traffic corrected one pair's latency lines in a refit table."""
+
+    samples: int = Field(ge=0)
+    observed_e2e_ratio: PosFloat = Field(description="observed / predicted at the quantile")
+    ttft_factor: PosFloat = Field(description="TTFT coefficients were multiplied by this")
+    tpot_factor: PosFloat = Field(description="TPOT coefficients were multiplied by this")
+
+
+class RefitProvenance(_Contract):
+    """Why a table is not a plain build from profiles: latency refit from live traffic."""
+
+    note: str = Field(max_length=500, description="refit from live traffic: N samples over W min")
+    base_version: int = Field(ge=1, description="the table whose predictions were observed")
+    samples: int = Field(ge=0)
+    window_s: PosFloat
+    pairs: dict[str, PairRefit]
+    # pair -> category -> the accuracy live agreement implies (set by an accuracy demotion)
+    demoted: dict[str, dict[Category, Ratio]] = Field(default_factory=dict)
+
+
 class RoutingTable(_Contract):
     schema_version: str = Field(default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$")
     kind: Literal["RoutingTable"] = "RoutingTable"
@@ -138,6 +159,7 @@ class RoutingTable(_Contract):
         description="the category classifier trained on the reports' eval prompts; None: "
         "data planes use their built-in model",
     )
+    refit: RefitProvenance | None = None  # set only on tables refit from latency feedback
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> RoutingTable:
@@ -175,11 +197,39 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+# Fields added after schema 1.0, with their defaults (as JSON). A field holding its default is
+# left out of the hash, so a table written before the field existed keeps its hash when a newer
+# reader fills the default in ("writers can add fields first"); a set value is hashed.
+_ADDED_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
+    (("refit",), None),
+    (("policy", "objective"), "cost"),
+    (("policy", "ladder_hysteresis_ratio"), 0.1),
+    (("policy", "refit"), RefitPolicy().model_dump(mode="json")),
+    (("policy", "accuracy_check"), AccuracyCheckPolicy().model_dump(mode="json")),
+    (("classifier",), None),
+    (("policy", "category_confidence"), 0.6),
+    (("policy", "doubt_category"), None),
+)
+
+
+def _without_added_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    for path, default in _ADDED_DEFAULTS:
+        parent: Any = data
+        for key in path[:-1]:
+            parent = parent.get(key) if isinstance(parent, dict) else None
+        if isinstance(parent, dict) and path[-1] in parent and parent[path[-1]] == default:
+            if parent is not data:
+                parent = dict(parent)
+                data[path[0]] = parent  # one level deep: copy before editing
+            del parent[path[-1]]
+    return data
+
+
 def content_payload(table: RoutingTable | dict[str, Any]) -> dict[str, Any]:
     data = table.model_dump(mode="json") if isinstance(table, RoutingTable) else dict(table)
     # Readers of a newer schema may hold fields this version does not know; the hash covers
     # the fields known here, so a reader re-checks exactly what it validated.
-    return {k: v for k, v in data.items() if k not in _VOLATILE}
+    return _without_added_defaults({k: v for k, v in data.items() if k not in _VOLATILE})
 
 
 def compute_content_sha256(table: RoutingTable | dict[str, Any]) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from contracts.latency_feedback import LatencyFeedback
 from contracts.live_state import DataPlaneState
 from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
@@ -18,6 +19,7 @@ EXPORTED: dict[str, type[BaseModel]] = {
     "routing_table.schema.json": RoutingTable,
     "policy.schema.json": Policy,
     "data_plane_state.schema.json": DataPlaneState,
+    "latency_feedback.schema.json": LatencyFeedback,
 }
 
 

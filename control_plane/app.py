@@ -40,6 +40,7 @@ from control_plane.api_context import (
 from control_plane.api_errors import ApiError, is_redis_outage, to_api_error, unauthorized
 from control_plane.api_models import ErrorDetail, ErrorEnvelope
 from control_plane.documents import load_policy_file
+from control_plane.feedback_loop import FeedbackLoop
 from control_plane.metrics import ControlPlaneMetrics
 from control_plane.openapi import build_openapi, needs_token
 from control_plane.redis_connection import make_redis
@@ -138,10 +139,17 @@ def _services_ctx(
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     async def ctx(app: web.Application) -> AsyncIterator[None]:
         redis = deps.redis_factory(settings)
-        app[SERVICES_KEY] = make_services(redis, settings, deps.clock, file_policy)
+        services = app[SERVICES_KEY] = make_services(redis, settings, deps.clock, file_policy)
+        refits = None
+        if settings.refit_check_interval_s > 0:
+            loop = FeedbackLoop(services, settings.keys.feedback, app[METRICS_KEY], deps.clock)
+            refits = asyncio.create_task(loop.run(settings.refit_check_interval_s))
         try:
             yield
         finally:
+            if refits is not None:
+                refits.cancel()
+                await asyncio.gather(refits, return_exceptions=True)
             await redis.aclose()
 
     return ctx

@@ -5,10 +5,13 @@ No decision logic here: callers set and count; `render()` serves /metrics.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib.metadata import PackageNotFoundError, version
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
+from control_plane.accuracy_drift import PairAgreement
+from control_plane.drift import PairDrift, RefitCheck
 from control_plane.publisher import PublishOutcome
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -49,9 +52,86 @@ class ControlPlaneMetrics:
         self.redis_up = Gauge(
             "gearbox_cp_redis_up", "1 when the last Redis call succeeded", registry=reg
         )
+        self.latency_drift = Gauge(
+            "gearbox_cp_latency_drift_ratio",
+            "Observed / predicted latency at the table quantile over the feedback window",
+            ["pair", "phase"],
+            registry=reg,
+        )
+        self.feedback_samples = Gauge(
+            "gearbox_cp_latency_feedback_samples",
+            "End-to-end observations of a pair in the feedback window",
+            ["pair"],
+            registry=reg,
+        )
+        self.refit_checks = Counter(
+            "gearbox_cp_refit_checks", "Latency refit checks by outcome", ["outcome"], registry=reg
+        )
+        for check in RefitCheck:
+            self.refit_checks.labels(outcome=check.value)
+        self.live_agreement = Gauge(
+            "gearbox_cp_live_agreement_ratio",
+            "Share of shadow re-asks that agreed with the reference pair, in the window",
+            ["pair", "category"],
+            registry=reg,
+        )
+        self.live_agreement_upper = Gauge(
+            "gearbox_cp_live_agreement_upper_ratio",
+            "One-sided 95% upper bound of the live agreement",
+            ["pair", "category"],
+            registry=reg,
+        )
+        self.expected_agreement = Gauge(
+            "gearbox_cp_expected_agreement_ratio",
+            "Agreement the table's accuracies imply (pair x reference)",
+            ["pair", "category"],
+            registry=reg,
+        )
+        self.accuracy_checks = Gauge(
+            "gearbox_cp_accuracy_checks",
+            "Shadow re-asks of a pair and category in the window",
+            ["pair", "category"],
+            registry=reg,
+        )
+        self.last_refit = Gauge(
+            "gearbox_cp_last_refit_timestamp_seconds",
+            "Unix time of the last refit table published",
+            registry=reg,
+        )
 
     def count_publish(self, outcome: PublishOutcome) -> None:
         self.publishes.labels(outcome=outcome.value).inc()
+
+    def set_drift(self, drifts: Iterable[PairDrift]) -> None:
+        """Export the window's drift (pairs no longer reported disappear)."""
+        self.latency_drift.clear()
+        self.feedback_samples.clear()
+        for d in drifts:
+            self.feedback_samples.labels(pair=d.pair).set(d.samples)
+            for phase, ratio in (
+                ("ttft", d.ttft_ratio),
+                ("tpot", d.tpot_ratio),
+                ("e2e", d.e2e_ratio),
+            ):
+                if ratio is not None:
+                    self.latency_drift.labels(pair=d.pair, phase=phase).set(ratio)
+
+    def set_agreement(self, agreements: Iterable[PairAgreement]) -> None:
+        """Export the window's live agreement (pairs no longer checked disappear)."""
+        gauges = (
+            self.live_agreement,
+            self.live_agreement_upper,
+            self.expected_agreement,
+            self.accuracy_checks,
+        )
+        for gauge in gauges:
+            gauge.clear()
+        for a in agreements:
+            labels = {"pair": a.pair, "category": a.category}
+            self.live_agreement.labels(**labels).set(a.ratio)
+            self.live_agreement_upper.labels(**labels).set(a.upper)
+            self.expected_agreement.labels(**labels).set(a.expected)
+            self.accuracy_checks.labels(**labels).set(a.checks)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -46,6 +46,9 @@ class ControlPlaneSettings(BaseSettings):
     log_level: LogLevel = "INFO"
     git_sha: str = Field(default="unknown", max_length=64)
     data_plane_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#@]+$")
+    refit_check_interval_s: float = Field(
+        default=30.0, ge=0.0, le=86_400.0, description="latency feedback checks (0 = off)"
+    )
 
     @field_validator("redis_key_prefix")
     @classmethod

@@ -26,6 +26,7 @@ from data_plane.resilience.breaker import BreakerBoard, BreakerConfig
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
 from data_plane.resilience.retry import RetryBudget
+from data_plane.serving.accuracy_check import AccuracyChecker
 from data_plane.serving.attempt import AttemptRunner
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.handlers import Handlers
@@ -35,11 +36,13 @@ from data_plane.settings import DataPlaneSettings
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver
-from data_plane.sync.engine_scrape import EngineScraper
+from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
+from data_plane.sync.feedback_writer import FeedbackWriter
 from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
 from data_plane.table_store import TableStore
 from data_plane.telemetry.demand import SpilledDemand, pair_demand
+from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.otlp_http import OtlpTarget
 from data_plane.telemetry.sampling import Sampler
@@ -115,6 +118,8 @@ TASKS = web.AppKey("gearbox_tasks", BackgroundTasks)
 TRACING = web.AppKey("gearbox_tracing", Tracing)
 DISCOVERY = web.AppKey("gearbox_discovery", EndpointDiscovery)
 ANNOUNCEMENTS = web.AppKey("gearbox_announcements", BreakerAnnouncements)
+FEEDBACK = web.AppKey("gearbox_feedback", FeedbackAggregator)
+CHECKER = web.AppKey("gearbox_accuracy_checker", AccuracyChecker)
 
 
 def _version() -> str:
@@ -171,7 +176,7 @@ def _build_proxy(
             deps.clock,
             engine_keys=EngineKeys.load(s.engine_api_key, s.engine_api_keys_file),
         ),
-        delivery=Delivery(metrics, app[TRAFFIC], deps.clock),
+        delivery=Delivery(metrics, app[TRAFFIC], deps.clock, app[FEEDBACK]),
         health=health,
         retry_budget=RetryBudget(
             deps.clock,
@@ -184,6 +189,7 @@ def _build_proxy(
         clock=deps.clock,
         rng=deps.rng,
         demand=_demand(app, deps.clock),
+        checker=app[CHECKER],
     )
     config = ProxyConfig(
         s.max_attempts,
@@ -250,6 +256,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[gateway])
     app[SETTINGS], app[STORE], app[METRICS], app[HEALTH] = settings, store, metrics, health
     app[TRACING], app[TRAFFIC], app[TASKS] = tracing, TrafficStats(), BackgroundTasks()
+    app[FEEDBACK] = FeedbackAggregator(deps.wall_clock())
     watcher_config = WatcherConfig(
         settings.redis_keys,
         settings.table_poll_interval_s,
@@ -264,6 +271,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         upstream = adapter = _upstream_adapter(settings)
     else:
         upstream = deps.upstream
+    app[CHECKER] = AccuracyChecker(upstream, app[FEEDBACK], metrics, deps.rng, deps.clock)
     proxy = _build_proxy(settings, deps, upstream, app)
     handlers = Handlers(
         store,
@@ -304,6 +312,7 @@ def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
         tracing = app[TRACING]
         if tracing.enabled:
             app[TASKS].start("trace_export", tracing.run())
+        app[TASKS].start("accuracy_check", app[CHECKER].run())
         app[WATCHER].load_snapshot()
         logger.info(
             "data plane up (instance %s)",
@@ -313,7 +322,7 @@ def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
         yield
         if adapter is not None:
             await adapter.close()
-        await app[TASKS].stop("trace_export")
+        await app[TASKS].stop("trace_export", "accuracy_check")
         await asyncio.to_thread(tracing.shutdown)
 
     return lifecycle
@@ -347,10 +356,15 @@ def _redis_ctx(deps: AppDeps) -> CleanupCtx:
         tasks = app[TASKS]
         tasks.start("table_watcher", app[WATCHER].run(client))
         tasks.start("live_state", writer.run(s.live_state_interval_s))
+        if s.feedback_interval_s > 0:
+            feedback = FeedbackWriter(
+                client, s.redis_keys, s.instance_id, app[FEEDBACK], deps.wall_clock
+            )
+            tasks.start("feedback", feedback.run(s.feedback_interval_s))
         if s.breaker_announcements:
             _start_announcements(app, client)
         yield
-        await tasks.stop("table_watcher", "live_state", *_ANNOUNCEMENT_TASKS)
+        await tasks.stop("table_watcher", "live_state", "feedback", *_ANNOUNCEMENT_TASKS)
         await client.aclose()
 
     return redis_ctx
@@ -380,9 +394,11 @@ async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:
     metrics, store = app[METRICS], app[STORE]
     session = aiohttp.ClientSession()
 
-    def endpoints() -> list[Any]:
+    def endpoints() -> list[ScrapeTarget]:
         table = store.current
-        return [] if table is None else [e for p in table.pairs for e in p.endpoints]
+        if table is None:
+            return []
+        return [ScrapeTarget(e, p.served_model_name) for p in table.pairs for e in p.endpoints]
 
     scraper = EngineScraper(
         session,

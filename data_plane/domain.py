@@ -6,6 +6,7 @@ the routing decision (`routing.choose_route`) is a function of them alone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -83,9 +84,13 @@ class CompiledPair:
     accuracy: Mapping[str, float]  # category -> accuracy; a missing category counts as 0
     precision_rank: int  # 0 = most precise of its family
     order: int  # position in the table's cost order (the stable tie-break key)
-    # The highest concurrency the profile measured on one endpoint: the load one replica is
-    # known to sustain (the autoscaling signal's unit, docs/METRICS.md "Autoscaling").
-    max_profiled_load: int = 1
+    # The highest concurrency the profile measured on one endpoint: beyond it the fit is not
+    # trusted (feasibility._too_slow), and it is the load one replica is known to sustain (the
+    # autoscaling signal's unit, docs/METRICS.md "Autoscaling"). inf: not known.
+    max_profiled_load: float = math.inf
+    # Added for the quality-first objective: 0 = the most precise declared format and bits
+    # (FP16 < FP8 < INT8 < INT4; `decision.ladder.ladder_rank`).
+    ladder_rank: int = 0
 
 
 class ScanRow(NamedTuple):
@@ -106,6 +111,7 @@ class ScanRow(NamedTuple):
     ttft_per_load_s: float
     tpot_base_s: float
     tpot_per_load_s: float
+    max_profiled_load: float  # beyond it a latency promise is refused (feasibility._too_slow)
 
 
 class CostFloor(NamedTuple):
@@ -159,6 +165,9 @@ class HealthView:
 
     open_endpoints: frozenset[str] = frozenset()
     load: Mapping[str, float] = field(default_factory=dict)
+    # Added for quality-first: (pair, category) pairs load pushed off the precision ladder
+    # (the hysteresis state, `decision.ladder`; kept by `Health` from the last decision).
+    ladder: frozenset[tuple[str, str]] = frozenset()
 
 
 # --- decisions ----------------------------------------------------------------------------
@@ -172,6 +181,7 @@ class RouteReason(StrEnum):
     FLOOR_RELAXED = "best_effort_below_floor"  # nothing met the floor: the most accurate healthy
     SHADOW = "shadow"  # shadow mode: decision counted, traffic to the default pair
     CANARY_BASELINE = "canary_baseline"  # outside the canary fraction: baseline pair
+    MOST_PRECISE_FEASIBLE = "most_precise_feasible"  # quality-first objective
 
 
 class Rejection(StrEnum):
@@ -232,6 +242,8 @@ class RouteDecision:
     max_cost_usd: float | None = None  # effective cost ceiling (headers only; no policy default)
     mode: BudgetMode = BudgetMode.BEST_EFFORT  # effective budget mode
     adaptive: RouteDecision | None = None  # set by rollout: the decision before shadow/canary
+    # Quality-first: the precision ladder's state after this decision (None: not kept).
+    ladder: frozenset[tuple[str, str]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,7 +70,7 @@ class DataPlaneSettings(BaseSettings):
     breaker_min_requests: int = Field(default=20, ge=1)
     breaker_cooldown_s: float = Field(default=5.0, gt=0.0)
     breaker_cooldown_max_s: float = Field(default=60.0, gt=0.0)
-    scrape_interval_s: float = Field(default=0.0, ge=0.0, description="0 = scraping off")
+    scrape_interval_s: float = Field(default=1.0, ge=0.0, description="0 = scraping off")
     scrape_timeout_s: float = Field(default=1.0, gt=0.0, le=60.0)
     live_state_interval_s: float = Field(default=5.0, gt=0.0)
     live_state_ttl_s: int = Field(default=30, ge=1)
@@ -185,6 +185,8 @@ class DataPlaneSettings(BaseSettings):
     # is announced on Redis; the others skip the endpoint for its cooldown, at most this long.
     breaker_announcements: bool = True
     breaker_announce_max_ttl_s: float = Field(default=30.0, gt=0.0, le=600.0)
+    # Latency feedback summaries to Redis every this many seconds (0 = off).
+    feedback_interval_s: float = Field(default=10.0, ge=0.0, le=3600.0)
 
     @field_validator("api_keys", mode="before")
     @classmethod

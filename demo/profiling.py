@@ -34,7 +34,9 @@ class Sweep:
     evalsets: tuple[Path, ...] = EVALSETS
 
 
-REAL_SWEEP = Sweep("1,4", "64", "16", requests_per_level=8, warmup=1, parallel=1)
+# Two prompt lengths at least: with one, TTFT per input token cannot be told from the intercept
+# and the fit sets it to 0 (control_plane/fitting.py).
+REAL_SWEEP = Sweep("1,4", "32,128", "16", requests_per_level=8, warmup=1, parallel=1)
 SIM_SWEEP = Sweep("1,8,32", "128,512", "32", requests_per_level=32, warmup=2, parallel=5)
 
 

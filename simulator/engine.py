@@ -170,7 +170,7 @@ class Engine:
         occurrence = self._occurrences.get(prompt, 0)
         self._occurrences[prompt] = occurrence + 1
         rng = decision_rng(self.config.seed, self.config.name, prompt, occurrence)
-        accuracy = self.config.accuracy_for(known.category)
+        accuracy = max(0.0, self.config.accuracy_for(known.category) - self.faults.accuracy_drop)
         plan = plan_completion(
             known,
             accuracy,
@@ -225,14 +225,15 @@ class Engine:
         held = facts.prompt_tokens
         self._kv_tokens += held
         try:
-            prefill = self.latency.ttft_s(facts.prompt_tokens, self._rng.random())
+            slow = self.faults.slowdown_factor
+            prefill = self.latency.ttft_s(facts.prompt_tokens, self._rng.random()) * slow
             due = self._clock() + prefill + slow_first_token_s
             await asyncio.sleep(prefill + slow_first_token_s)
             last = self._clock()
             self.metrics.ttft.observe(last - arrival)
             for index, token in enumerate(plan.tokens):
                 if index:
-                    tpot = self.latency.tpot_s(self.scheduler.running, self._rng.random())
+                    tpot = self.latency.tpot_s(self.scheduler.running, self._rng.random()) * slow
                     # Deadlines, not plain sleeps: the loop's ~1 ms timer rounding must not
                     # add up over many tokens; a late token does not make later ones early.
                     due = max(due + tpot, last)

@@ -24,6 +24,7 @@ from data_plane.decision.feasibility import (
     order_endpoints,
     predict,
 )
+from data_plane.decision.quality_first import choose_most_precise
 from data_plane.decision.rejections import all_rejections, not_allowed
 from data_plane.decision.scan import Rest, scan
 from data_plane.domain import (
@@ -68,7 +69,8 @@ def choose_route(
     table: CompiledTable, req: RouteRequest, health: HealthView, rng: random.Random
 ) -> RouteDecision | NoRoute:
     """Feasible candidates, cheapest estimated cost first (ties: lower predicted latency, then
-    table order); the sequence is the fallback chain. See `first_violation` for the
+    table order), or under the policy's `quality-first` objective most precise first
+    (`quality_first`); the sequence is the fallback chain. See `first_violation` for the
     assumptions and `fallback` for best-effort. Never raises for a valid table and request."""
     facts = req.facts
     alias = facts.alias
@@ -79,6 +81,8 @@ def choose_route(
             f"model {alias!r} is not served; use 'auto', a family or a family@quantization pair",
         )
     limits = effective_limits(table, req)
+    if table.policy.objective == "quality-first":
+        return choose_most_precise(table, req, limits, rows, health, rng)
     chars = facts.input_chars
     accuracy = table.accuracy_by_category[limits.category]
     scanned = scan(rows, table.cost_floors[alias], accuracy, limits, chars, health, rng)

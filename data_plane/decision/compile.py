@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from statistics import NormalDist
 from types import MappingProxyType
 
 from contracts.policy import CategoryPolicy
-from contracts.routing_table import PairEntry, RoutingTable
+from contracts.routing_table import LatencyModel, PairEntry, RoutingTable
+from data_plane.decision.ladder import ladder_ranks
 from data_plane.domain import (
     BudgetMode,
     CategoryDefaults,
@@ -28,9 +30,23 @@ AUTO_ALIAS = "auto"
 _PER_TOKEN = 1e-6  # prices in the table are per million tokens
 
 
-def compile_pair(entry: PairEntry, order: int) -> CompiledPair:
-    """One table entry flattened; `order` is its position in the table's cost order."""
+def widened_intercepts(latency: LatencyModel) -> tuple[float, float]:
+    """(TTFT, TPOT) intercepts widened by the fit's error at the table's quantile q: the fit
+    runs through the measured q-quantile points and its residual RMSE is their spread around
+    it, so z_q x RMSE is added (z_0.95 = 1.645; z_0.5 = 0, no widening). See
+    docs/data_plane.md "Predictions"."""
+    z = max(0.0, NormalDist().inv_cdf(latency.quantile))
+    return (
+        latency.ttft_base_s + z * latency.ttft_rmse_s,
+        latency.tpot_base_s + z * latency.tpot_rmse_s,
+    )
+
+
+def compile_pair(entry: PairEntry, order: int, ladder_rank: int = 0) -> CompiledPair:
+    """One table entry flattened; `order` is its position in the table's cost order,
+    `ladder_rank` its rung on the precision ladder (`ladder.ladder_ranks`)."""
     latency = entry.latency
+    ttft_base_s, tpot_base_s = widened_intercepts(latency)
     return CompiledPair(
         pair=entry.pair,
         family=entry.family,
@@ -41,15 +57,16 @@ def compile_pair(entry: PairEntry, order: int) -> CompiledPair:
         chars_per_token=entry.chars_per_token,
         input_usd_per_token=entry.input_usd_per_mtok * _PER_TOKEN,
         output_usd_per_token=entry.output_usd_per_mtok * _PER_TOKEN,
-        ttft_base_s=latency.ttft_base_s,
+        ttft_base_s=ttft_base_s,
         ttft_per_input_token_s=latency.ttft_per_input_token_s,
         ttft_per_load_s=latency.ttft_per_load_s,
-        tpot_base_s=latency.tpot_base_s,
+        tpot_base_s=tpot_base_s,
         tpot_per_load_s=latency.tpot_per_load_s,
         accuracy=MappingProxyType(dict(entry.accuracy)),
         precision_rank=entry.precision_rank,
         order=order,
-        max_profiled_load=latency.max_profiled_load,
+        max_profiled_load=float(latency.max_profiled_load),
+        ladder_rank=ladder_rank,
     )
 
 
@@ -127,6 +144,7 @@ def scan_row(p: CompiledPair) -> ScanRow:
         ttft_per_load_s=p.ttft_per_load_s,
         tpot_base_s=p.tpot_base_s,
         tpot_per_load_s=p.tpot_per_load_s,
+        max_profiled_load=p.max_profiled_load,
     )
 
 
@@ -144,7 +162,8 @@ def cost_floors(rows: tuple[ScanRow, ...]) -> tuple[CostFloor, ...]:
 
 def compile_table(table: RoutingTable) -> CompiledTable:
     """Flatten a validated RoutingTable; keeps the table's cost order as each pair's `order`."""
-    pairs = tuple(compile_pair(e, i) for i, e in enumerate(table.entries))
+    rungs = ladder_ranks(e.quantization for e in table.entries)
+    pairs = tuple(compile_pair(e, i, rungs[e.quantization]) for i, e in enumerate(table.entries))
     by_name = {p.pair: p for p in pairs}
     by_alias = _by_alias(pairs)
     rows = tuple(scan_row(p) for p in pairs)

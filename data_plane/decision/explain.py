@@ -94,8 +94,9 @@ def _summary(d: RouteDecision) -> str:
             f"{_choice_words(d)}."
         )
     else:
+        which = "most precise" if d.reason is RouteReason.MOST_PRECISE_FEASIBLE else "cheapest"
         text = (
-            f"{head} went to {_choice_words(d)}, the cheapest of {len(d.candidates)} "
+            f"{head} went to {_choice_words(d)}, the {which} of {len(d.candidates)} "
             f"feasible pair(s) under {_budget_words(d)}."
         )
     fallbacks = [c.pair.pair for c in d.candidates[1:]]

@@ -45,8 +45,9 @@ def _within_cost(found: FeasibleRow, limits: Limits) -> bool:
     return limits.max_cost_usd is None or found[0] <= limits.max_cost_usd
 
 
-def _by_latency(found: FeasibleRow) -> tuple[float, float, int]:
-    return (found[1], found[0], found[2])  # latency, cost, table order
+def _by_latency(found: FeasibleRow) -> tuple[bool, float, float, int]:
+    # Pairs loaded beyond their profiled range come last: their figure is an extrapolation.
+    return (found[7] > found[3].max_profiled_load, found[1], found[0], found[2])
 
 
 def _below_floor(

@@ -160,9 +160,12 @@ def first_violation(
     - input tokens = ceil(prompt chars / the family's measured chars per token); output tokens
       = max_tokens when given, else the category's typical length: we assume the answer runs
       to its cap, a safe bound for both latency and context;
-    - latency is the table's linear model at its quantile (p95 by default):
+    - latency is the table's linear model at its quantile (p95 by default), its intercepts
+      widened by the fit's error (`compile.widened_intercepts`):
       TTFT(input tokens, load) + output tokens x TPOT(load), where load = outstanding requests
       at the endpoint that would be used + 1 (this request);
+    - beyond the highest load the profile measured the model is not extrapolated: a pair
+      under a latency or TTFT budget is then too slow, whatever the line says;
     - cost = input tokens x input price + output tokens x output price;
     - a category the pair was never measured on counts as accuracy 0.
     Best-effort relaxation drops the latency rule, then the floor; never context or cost.
@@ -190,6 +193,13 @@ def cost_violation(pair: CompiledPair, cost_usd: float, limits: Limits) -> Rejec
 
 
 def _too_slow(c: Candidate, limits: Limits) -> Rejected | None:
+    top = c.pair.max_profiled_load
+    if (limits.latency_s is not None or limits.ttft_s is not None) and c.load > top:
+        return Rejected(
+            c.pair.pair,
+            Rejection.TOO_SLOW,
+            f"load {c.load:g} is beyond the highest profiled load {top:g}: no prediction",
+        )
     if limits.latency_s is not None and c.predicted_latency_s > limits.latency_s:
         return Rejected(
             c.pair.pair,

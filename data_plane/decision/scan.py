@@ -66,6 +66,9 @@ def scan(
     latency_cap = _INF if limits.latency_s is None else limits.latency_s
     ttft_cap = _INF if limits.ttft_s is None else limits.ttft_s
     cost_cap = _INF if limits.max_cost_usd is None else limits.max_cost_usd
+    # With a latency budget, a load beyond the profiled range gets no prediction it could
+    # meet (`first_violation`): the row is missed, as too slow.
+    budgeted = latency_cap < _INF or ttft_cap < _INF
     ejected, load = health.open_endpoints, health.load
     get = load.get
     feasible: list[FeasibleRow] = []
@@ -74,7 +77,9 @@ def scan(
     for k, row in enumerate(rows):
         if best_usd < _INF and floors and _beyond(floors[k], input_chars, out, best_usd):
             return k, feasible, missed
-        i, pair, endpoints, ids, swapped, cpt, ctx, in_usd, out_usd, tb, tpi, tpl, pb, ppl = row
+        i, pair, endpoints, ids, swapped, cpt, ctx, in_usd, out_usd, tb, tpi, tpl, pb, ppl, top = (
+            row
+        )
         if accuracy[i] < floor:
             continue
         tokens = _ceil(input_chars / cpt)
@@ -95,7 +100,7 @@ def scan(
         latency = ttft + out * (pb + ppl * at)
         cost = tokens * in_usd + out * out_usd
         found = (cost, latency, i, pair, ordered, tokens, ttft, at)
-        if latency > latency_cap or ttft > ttft_cap or cost > cost_cap:
+        if latency > latency_cap or ttft > ttft_cap or cost > cost_cap or (budgeted and at > top):
             missed.append(found)
         else:
             feasible.append(found)

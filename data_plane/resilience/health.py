@@ -48,7 +48,7 @@ class Health:
         if self._remote:
             opened = opened | self._remote_ejected(now)
         if opened != self._view.open_endpoints:
-            self._view = HealthView(opened, self.tracker.load)
+            self._view = HealthView(opened, self.tracker.load, self._view.ladder)
         return self._view
 
     def on_open(self, listener: Callable[[str, float], None]) -> None:
@@ -66,6 +66,12 @@ class Health:
         for endpoint_id in [e for e, until in self._remote.items() if until <= now]:
             del self._remote[endpoint_id]
         return frozenset(self._remote)
+
+    def set_ladder(self, state: frozenset[tuple[str, str]]) -> None:
+        """Keep the precision ladder's state a served decision returned, for the next ones."""
+        if state is not self._view.ladder:
+            view = self._view
+            self._view = HealthView(view.open_endpoints, view.load, state)
 
     def allow(self, endpoint_id: str) -> bool:
         """May an attempt go to `endpoint_id` now (takes the half-open probe slot if so)."""

@@ -23,6 +23,7 @@ from data_plane.errors import (
 from data_plane.outcome import BudgetMissed, ConnectFailed, Timeout, UpstreamStatus
 from data_plane.serving.attempt import Call, ClientSink, Failed, Served, stream_error_event
 from data_plane.serving.usage import Usage, cost_usd, find_usage
+from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.traffic import TrafficStats
 
@@ -75,11 +76,16 @@ class Delivery:
     """Sends answers and errors through the sink and accounts served requests."""
 
     def __init__(
-        self, metrics: DataPlaneMetrics, traffic: TrafficStats, clock: Callable[[], float]
+        self,
+        metrics: DataPlaneMetrics,
+        traffic: TrafficStats,
+        clock: Callable[[], float],
+        feedback: FeedbackAggregator | None = None,
     ) -> None:
         self._metrics = metrics
         self._traffic = traffic
         self._clock = clock
+        self._feedback = feedback
 
     async def deliver(
         self,
@@ -144,8 +150,9 @@ class Delivery:
         usage = find_usage(answer.body) or Usage(target.input_tokens, target.output_tokens)
         self._metrics.quality_reask_cost.labels(cand.pair.pair).inc(cost_usd(target.pair, usage))
 
-    def _cost(self, table: CompiledTable, cand: Candidate, served: Served) -> None:
-        """Cost and tokens of one answer (from its `usage`, else the decision's estimates)."""
+    def _cost(self, table: CompiledTable, cand: Candidate, served: Served) -> Usage:
+        """Cost and tokens of one answer (from its `usage`, else the decision's estimates);
+        returns the usage counted."""
         pair = cand.pair
         series = self._metrics.pair(pair.pair)
         usage = find_usage(served.body) or Usage(cand.input_tokens, cand.output_tokens)
@@ -155,6 +162,7 @@ class Delivery:
             series.baseline_cost.inc(cost_usd(baseline, usage))
         series.tokens_in.inc(usage.input_tokens)
         series.tokens_out.inc(usage.output_tokens)
+        return usage
 
     def _account(
         self,
@@ -174,11 +182,16 @@ class Delivery:
         budget_s = decision.budget_latency_s
         if budget_s is not None:
             (series.budget_met if latency_s <= budget_s else series.budget_missed).inc()
-        self._cost(table, cand, served)
+        usage = self._cost(table, cand, served)
         first = decision.candidates[0]
         fallback = cand is not first and any(c is cand for c in decision.candidates)
         if fallback:
             self._metrics.fallbacks.labels(first.pair.pair, pair.pair).inc()
+        elif self._feedback is not None and served.outcome is None:
+            # Latency feedback: only the first choice's clean answers (a fallback's latency
+            # includes the failed attempts before it).
+            ttft_s = first_byte_s - call.started_s if served.streamed and first_byte_s else None
+            self._feedback.observe(table.version, cand, latency_s, ttft_s, usage.output_tokens)
         self._traffic.served(pair.pair, fallback)
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(

@@ -35,6 +35,7 @@ from data_plane.domain import (
 from data_plane.errors import DeadlineExceeded
 from data_plane.resilience.health import Health
 from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
+from data_plane.serving.accuracy_check import AccuracyChecker
 from data_plane.serving.attempt import (
     NO_LIMIT,
     AttemptLimit,
@@ -76,6 +77,7 @@ class ProxyParts:
     clock: Callable[[], float]  # monotonic seconds
     rng: random.Random
     demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
+    checker: AccuracyChecker | None = None  # shadow re-asks, after the client's answer
 
 
 @dataclass(slots=True)
@@ -147,6 +149,8 @@ class Proxy:
                 raise no_route_error(result, p.health.retry_after_s())
             decision = shadow
         else:
+            if result.ladder is not None:  # quality-first: its hysteresis state for the next one
+                p.health.set_ladder(result.ladder)
             decision = apply_rollout(result, table, p.rng.random())
         if decision.adaptive is not None:
             p.metrics.pair(decision.adaptive.candidates[0].pair.pair).shadow.inc()
@@ -314,7 +318,12 @@ class Proxy:
                 continue
             if not result.streamed and cand.pair.precision_rank > 0:
                 cand, result = await self._guard(call, table, decision, (cand, result), walk, sink)
-            return await p.delivery.deliver(call, table, decision, cand, result, walk.attempt, sink)
+            outcome = await p.delivery.deliver(
+                call, table, decision, cand, result, walk.attempt, sink
+            )
+            if p.checker is not None:
+                p.checker.offer(call, table, decision.category, cand, result)
+            return outcome
         return None
 
     def _reask_target(

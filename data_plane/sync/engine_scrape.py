@@ -1,8 +1,10 @@
 """Background scrape of each engine's vLLM `/metrics` for its queue depth (waiting + running).
 
-Runs only when enabled (interval > 0). Each scrape is bounded by a timeout; a failed scrape
-leaves the last value in place, so a flaky engine never blanks its load. Never on the request
-path.
+Counts only the series of the pair's served model name (an engine may serve several models),
+and hands the tracker how many of this process's own requests the count includes, so they are
+not counted twice. Runs only when enabled (interval > 0, the default). Each scrape is bounded
+by a timeout; a failed scrape leaves the last value in place, so a flaky engine never blanks
+its load. Never on the request path.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,8 +26,9 @@ QUEUE_METRICS = frozenset({"vllm:num_requests_waiting", "vllm:num_requests_runni
 _LINE_PREFIXES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "# TYPE vllm:num_req")
 
 
-def parse_queue_depth(text: str) -> float | None:
-    """Sum of vLLM's waiting + running gauges over all label sets; None when absent.
+def parse_queue_depth(text: str, model_name: str | None = None) -> float | None:
+    """Sum of vLLM's waiting + running gauges over the label sets of `model_name` (series
+    without a `model_name` label count too; None = every series); None when absent.
 
     Only the few relevant lines are handed to the Prometheus parser (vLLM pages are large).
     """
@@ -35,9 +39,19 @@ def parse_queue_depth(text: str) -> float | None:
         if family.name not in QUEUE_METRICS:
             continue
         for sample in family.samples:
+            served = sample.labels.get("model_name")
+            if model_name is not None and served is not None and served != model_name:
+                continue
             total += sample.value
             seen = True
     return total if seen else None
+
+
+class ScrapeTarget(NamedTuple):
+    """One endpoint to scrape and the model name its pair is served under."""
+
+    endpoint: CompiledEndpoint
+    served_model_name: str
 
 
 class EngineScraper:
@@ -46,7 +60,7 @@ class EngineScraper:
     def __init__(
         self,
         session: aiohttp.ClientSession,
-        endpoints: Callable[[], Iterable[CompiledEndpoint]],
+        endpoints: Callable[[], Iterable[ScrapeTarget]],
         tracker: LoadTracker,
         on_depth: Callable[[str, float], None],
         timeout_s: float,
@@ -59,9 +73,9 @@ class EngineScraper:
 
     async def scrape_once(self) -> int:
         """Scrape all endpoints concurrently; returns how many answered with a depth."""
-        endpoints = {e.id: e for e in self._endpoints()}
-        self._tracker.forget(set(endpoints))
-        results = await asyncio.gather(*(self._scrape(e) for e in endpoints.values()))
+        targets = {t.endpoint.id: t for t in self._endpoints()}
+        self._tracker.forget(set(targets))
+        results = await asyncio.gather(*(self._scrape(t) for t in targets.values()))
         return sum(results)
 
     async def run(self, interval_s: float) -> None:
@@ -69,7 +83,10 @@ class EngineScraper:
             await self.scrape_once()
             await asyncio.sleep(interval_s)
 
-    async def _scrape(self, endpoint: CompiledEndpoint) -> bool:
+    async def _scrape(self, target: ScrapeTarget) -> bool:
+        endpoint = target.endpoint
+        # Our requests in flight both before and after the scrape were in the engine's count.
+        own_before = self._tracker.in_flight(endpoint.id)
         try:
             async with self._session.get(
                 f"{endpoint.url}/metrics", timeout=self._timeout, allow_redirects=False
@@ -82,12 +99,13 @@ class EngineScraper:
             logger.debug("scrape failed: %s", type(err).__name__, extra={"endpoint": endpoint.id})
             return False
         try:
-            depth = parse_queue_depth(text)
+            depth = parse_queue_depth(text, target.served_model_name)
         except ValueError:
             logger.debug("scrape unparsable", extra={"endpoint": endpoint.id})
             return False
         if depth is None:
             return False
-        self._tracker.set_queue_depth(endpoint.id, depth)
+        own = min(own_before, self._tracker.in_flight(endpoint.id))
+        self._tracker.set_queue_depth(endpoint.id, depth, own)
         self._on_depth(endpoint.id, depth)
         return True

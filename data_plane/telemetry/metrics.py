@@ -108,6 +108,7 @@ class DataPlaneMetrics:
         self._upstream_metrics(r)
         self._table_metrics(r)
         self._telemetry_metrics(r)
+        self._accuracy_check_metrics(r)
         self._request_series = {
             (route, outcome): (
                 self.requests.labels(route, outcome),
@@ -254,6 +255,18 @@ class DataPlaneMetrics:
         )
         for reason in ("unencodable", "queue_full", "export_failed"):
             self.spans_dropped.labels(reason)
+
+    def _accuracy_check_metrics(self, r: Exposition) -> None:
+        self.accuracy_checks = r.counter(
+            "gearbox_accuracy_checks_total",
+            "Shadow re-asks on the reference pair",
+            ["pair", "category", "outcome"],
+        )
+        self.accuracy_check_cost = r.counter(
+            "gearbox_accuracy_check_cost_usd_total",
+            "Cost of the shadow re-asks (reference pair prices)",
+            ["pair"],
+        )
 
     # --- cached children for the hot path --------------------------------------------------
 

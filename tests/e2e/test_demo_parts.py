@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from demo.profiling import EVALSETS
+from demo.profiling import EVALSETS, REAL_SWEEP, SIM_SWEEP
 from demo.replay import Outcome
 from demo.report import build_report, costs_from_metrics, quantile, render_report, report_json
 from demo.workload import (
@@ -138,3 +138,9 @@ def test_costs_come_from_the_data_plane_counters() -> None:
 )
 def test_quantile(values: list[float], q: float, expected: float) -> None:
     assert quantile(values, q) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("sweep", [REAL_SWEEP, SIM_SWEEP])
+def test_demo_sweeps_measure_more_than_one_prompt_length(sweep: Any) -> None:
+    # With one prompt length the fit cannot see TTFT per input token and sets it to 0.
+    assert len(set(sweep.input_tokens.split(","))) >= 2

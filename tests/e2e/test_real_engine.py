@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 PAIR = "gemma-3-270m@bf16"
 COUNTING = "One, two, three, four,"
 # A short sweep: two load levels, a handful of requests, eight eval items.
-SWEEP = Sweep("1,2", "32", "8", requests_per_level=3, warmup=1, parallel=1)
+SWEEP = Sweep("1,2", "16,64", "8", requests_per_level=3, warmup=1, parallel=1)
 EVAL_IDS = {"chat-01", "chat-02", "math-01", "math-02", "code-01", "code-02", "reasoning-02"}
 
 

@@ -26,6 +26,7 @@ FAILING_PAIR = "llama-3.1-70b-instruct@fp8"  # first choice of its family; answe
 FALLBACK_PAIR = "llama-3.1-70b-instruct@awq-int4"
 BREAKING_PAIR = "llama-3.1-8b-instruct@awq-int4"  # streams break after two chunks
 SHADOW_PAIR = PRECISE_PAIR = "llama-3.1-8b-instruct@fp16"  # the family's most precise
+CHECKED = "llama-3.1-8b-instruct@fp8"  # re-asked on PRECISE_PAIR
 BOTH = "gearbox_build_info"
 # Legitimately zero after this traffic: no retry was refused, every table load worked,
 # nothing is queued or in flight when /metrics is scraped, and no pair saturated, so no
@@ -41,6 +42,7 @@ ZERO_HERE = {
     "gearbox_pair_demand_concurrency",
     "gearbox_pair_desired_replicas",
     "gearbox_pair_utilisation_ratio",
+    "gearbox_cp_last_refit_timestamp_seconds",  # the traffic here drifts from nothing
 }
 
 
@@ -176,6 +178,25 @@ async def _shadow_traffic(stack: Stack) -> None:
     assert (status, headers["X-Route-Reason"]) == (200, "shadow")
 
 
+async def _accuracy_check_traffic(stack: Stack) -> None:
+    """Publish a table that re-asks every lower-precision answer on the reference pair, then
+    route one request to a lower-precision pair (shadow off again)."""
+    async with client(ADMIN) as admin:
+        async with admin.get(f"{stack.cp_url}/v1/policy") as resp:
+            policy = await resp.json()
+        policy["shadow"] = {"enabled": False}
+        policy["accuracy_check"] = {"sample_rate": 1.0}
+        async with admin.put(f"{stack.cp_url}/v1/policy", json=policy) as resp:
+            assert resp.status == 200, await resp.text()
+        async with admin.post(f"{stack.cp_url}/v1/tables") as resp:
+            assert resp.status == 201, await resp.text()
+            version = (await resp.json())["version"]
+    await eventually(lambda: stack.dp_app[STORE].version == version, timeout_s=30)
+    async with client() as s:
+        status, headers, _ = await _call(s, f"{stack.dp_url}/v1/chat/completions", _chat(CHECKED))
+    assert (status, headers["X-Route-Pair"]) == (200, CHECKED)
+
+
 async def _scrape(stack: Stack) -> Scraped:
     async with client() as s:
         async with s.get(f"{stack.cp_url}/metrics") as resp:
@@ -202,15 +223,30 @@ async def scraped(
             redis_keys,
             _simulated(reports, fleet),
             dp={"scrape_interval_s": 0.2, "breaker_consecutive_failures": 1,
-                "breaker_cooldown_s": 60.0, "breaker_cooldown_max_s": 60.0},
+                "breaker_cooldown_s": 60.0, "breaker_cooldown_max_s": 60.0,
+                "feedback_interval_s": 0.2},
+            cp={"refit_check_interval_s": 0.2},
         )  # fmt: skip
         await _traffic(stack, fleet)
         await _shadow_traffic(stack)
+        await _accuracy_check_traffic(stack)
 
         async def depth_scraped() -> bool:
             return "gearbox_engine_queue_depth" in series_names((await _scrape(stack)).data_plane)
 
         await eventually(depth_scraped, timeout_s=30, what="the data plane scrapes the engines")
+
+        async def drift_exported() -> bool:
+            names = series_names((await _scrape(stack)).control_plane)
+            return "gearbox_cp_latency_drift_ratio" in names
+
+        await eventually(drift_exported, timeout_s=30, what="the control plane merges feedback")
+
+        async def agreement_exported() -> bool:
+            names = series_names((await _scrape(stack)).control_plane)
+            return "gearbox_cp_live_agreement_ratio" in names
+
+        await eventually(agreement_exported, timeout_s=30, what="re-asks reach the control plane")
         yield await _scrape(stack)
 
 

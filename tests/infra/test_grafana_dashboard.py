@@ -98,6 +98,11 @@ def test_panels_fit_the_grid_without_overlapping() -> None:
         "gearbox_routing_table_created_timestamp_seconds",  # table age
         "gearbox_routing_decision_duration_seconds",  # router overhead
         "gearbox_complexity_score",  # classifier complexity per category
+        "gearbox_cp_latency_drift_ratio",  # observed vs predicted, as the refit loop sees it
+        "gearbox_cp_refit_checks_total",  # refit and demotion history
+        "gearbox_cp_live_agreement_ratio",  # live agreement ...
+        "gearbox_cp_expected_agreement_ratio",  # ... vs the profile
+        "gearbox_accuracy_check_cost_usd_total",  # what the re-asks cost
     ],
 )
 def test_dashboard_covers_the_operator_questions(metric: str) -> None:

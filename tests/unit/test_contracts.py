@@ -65,3 +65,24 @@ def test_redis_keys_prefix() -> None:
     assert keys.table_current == "acme:rt:current"
     with pytest.raises(ValueError, match="prefix"):
         RedisKeys("bad prefix")
+
+
+def test_a_table_written_before_the_added_fields_keeps_its_hash() -> None:
+    """Objective, ladder hysteresis, refit policy and refit provenance came after 1.0: a
+    table without them (an older writer's) still validates, and setting them changes it."""
+    import hashlib
+    import json
+
+    from contracts.routing_table import RoutingTable, canonical_json, compute_content_sha256
+    from tests.unit.data_plane.tables import entry, table
+
+    current = table([entry("m", "fp16")])
+    old = json.loads(current.model_dump_json())
+    for key in ("objective", "ladder_hysteresis_ratio", "refit", "accuracy_check"):
+        del old["policy"][key]
+    del old["refit"]
+    payload = {k: v for k, v in old.items() if k not in {"version", "created_at", "content_sha256"}}
+    old["content_sha256"] = hashlib.sha256(canonical_json(payload).encode()).hexdigest()
+    assert RoutingTable.model_validate(old).content_sha256 == current.content_sha256
+    quality = table([entry("m", "fp16")], policy={"objective": "quality-first"})
+    assert compute_content_sha256(quality) != current.content_sha256

@@ -51,7 +51,13 @@ MakeHarness = Callable[..., Awaitable[Harness]]
 
 
 def settings(**overrides: Any) -> DataPlaneSettings:
-    base: dict[str, Any] = {"redis_url": "", "deadline_grace_s": 0.2, "breaker_cooldown_s": 5.0}
+    # No engines behind the fake upstream: nothing to scrape.
+    base: dict[str, Any] = {
+        "redis_url": "",
+        "deadline_grace_s": 0.2,
+        "breaker_cooldown_s": 5.0,
+        "scrape_interval_s": 0.0,
+    }
     return DataPlaneSettings(**{**base, **overrides})
 
 

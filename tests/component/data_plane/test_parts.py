@@ -239,7 +239,29 @@ vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.4
 
 def test_queue_depth_is_waiting_plus_running() -> None:
     assert parse_queue_depth(VLLM_METRICS) == 5.0
+    assert parse_queue_depth(VLLM_METRICS, "m") == 5.0
     assert parse_queue_depth("# nothing here\nother_metric 1\n") is None
+
+
+TWO_MODELS = """# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="m"} 3.0
+vllm:num_requests_running{engine="0",model_name="other"} 7.0
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="m"} 2.0
+vllm:num_requests_waiting{engine="0",model_name="other"} 11.0
+vllm:num_requests_waiting{engine="1"} 1.0
+"""
+
+
+def test_queue_depth_counts_only_the_served_model() -> None:
+    assert parse_queue_depth(TWO_MODELS, "m") == 6.0  # 3 + 2 + the unlabelled series
+    assert parse_queue_depth(TWO_MODELS, "other") == 19.0
+    assert parse_queue_depth(TWO_MODELS, "absent") == 1.0
+    assert parse_queue_depth(TWO_MODELS) == 24.0
+
+
+def test_default_settings_scrape_engines() -> None:
+    assert DataPlaneSettings().scrape_interval_s > 0
 
 
 def test_load_tracks_in_flight_and_queue() -> None:
@@ -247,13 +269,27 @@ def test_load_tracks_in_flight_and_queue() -> None:
     tracker = LoadTracker(on_in_flight=lambda e, n: seen.append((e, n)))
     tracker.acquire("a")
     tracker.acquire("a")
-    tracker.set_queue_depth("a", 4)
-    assert tracker.load["a"] == 6
+    tracker.set_queue_depth("a", 4)  # the engine's 4 include our 2: 2 from elsewhere
+    assert tracker.load["a"] == 4
     tracker.release("a")
-    assert tracker.load["a"] == 5
+    assert tracker.load["a"] == 3
+    tracker.acquire("a")  # sent after the scrape: not in its count
+    assert tracker.load["a"] == 4
     tracker.forget(set())
-    assert tracker.load["a"] == 1
-    assert seen == [("a", 1), ("a", 2), ("a", 1)]
+    assert tracker.load["a"] == 2
+    assert seen == [("a", 1), ("a", 2), ("a", 1), ("a", 2)]
+
+
+def test_own_requests_are_not_counted_twice() -> None:
+    tracker = LoadTracker()
+    for _ in range(3):
+        tracker.acquire("a")
+    tracker.set_queue_depth("a", 3, own=3)  # the engine runs exactly our three
+    assert tracker.load["a"] == 3
+    tracker.set_queue_depth("a", 2, own=3)  # a scrape that lags: never below our own count
+    assert tracker.load["a"] == 3
+    tracker.set_queue_depth("a", 5, own=1)  # only one of ours had arrived
+    assert tracker.load["a"] == 7
 
 
 def test_store_swaps_and_tells_listeners() -> None:

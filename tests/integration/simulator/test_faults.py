@@ -9,6 +9,7 @@ import aiohttp
 import openai
 import pytest
 
+from simulator.answer_key import KnownAnswer
 from simulator.config import FaultConfig, SimFleetConfig
 from simulator.fleet import run_fleet
 from tests.integration.simulator.conftest import pair_config
@@ -181,3 +182,47 @@ async def test_pair_configured_to_refuse_starts_closed(http: aiohttp.ClientSessi
         async with http.get(fleet.url(NAME) + "/v1/models") as resp:
             assert (await resp.json())["data"][0]["id"] == NAME
         assert fleet.stats("other").received == 0
+
+
+async def test_slowdown_factor_slows_every_request_at_run_time(
+    http: aiohttp.ClientSession,
+) -> None:
+    config = pair_config(NAME, ttft_base_s=0.02, tpot_base_s=0.01)
+    body = {**BODY, "max_tokens": 6}
+
+    async def timed() -> float:
+        started = time.perf_counter()
+        async with http.post(fleet.url(NAME) + "/v1/completions", json=body) as resp:
+            assert resp.status == 200
+            await resp.read()
+        return time.perf_counter() - started
+
+    async with run_fleet(SimFleetConfig(pairs=[config])) as fleet:
+        normal = min([await timed() for _ in range(3)])  # 0.02 + 5 x 0.01 = 0.07 s
+        fleet.set_faults(NAME, FaultConfig(slowdown_factor=3.0))
+        slowed = min([await timed() for _ in range(3)])  # 0.21 s
+    assert normal < 0.15
+    assert slowed >= 0.2
+    assert slowed > 2.2 * normal
+
+
+async def test_accuracy_drop_lowers_the_share_of_right_answers(http: aiohttp.ClientSession) -> None:
+    prompts = [f"What is {i} + 1?" for i in range(200)]
+    answers = {p: KnownAnswer("math", str(i + 1)) for i, p in enumerate(prompts)}
+    config = pair_config(NAME, accuracy={"math": 0.9})
+    async with run_fleet(SimFleetConfig(pairs=[config]), answers=answers) as fleet:
+
+        async def right(batch: list[tuple[int, str]]) -> int:
+            count = 0
+            for i, p in batch:
+                body = {"model": NAME, "messages": [{"role": "user", "content": p}]}
+                async with http.post(fleet.url(NAME) + "/v1/chat/completions", json=body) as r:
+                    text = (await r.json())["choices"][0]["message"]["content"]
+                count += text.strip() == str(i + 1)
+            return count
+
+        before = await right(list(enumerate(prompts))[:100])
+        fleet.set_faults(NAME, FaultConfig(accuracy_drop=0.5))
+        after = await right(list(enumerate(prompts))[100:])
+    assert before >= 80
+    assert after <= 55

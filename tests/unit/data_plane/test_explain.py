@@ -168,3 +168,11 @@ def test_every_rejection_rule_has_its_words_in_one_table() -> None:
         RULE_WORDS[r] for r in Rejection if r not in (Rejection.NOT_ALLOWED, Rejection.BREAKER_OPEN)
     ]
     assert all(w.param is not None for w in budget_rules)
+
+
+def test_quality_first_decision_is_explained_as_the_most_precise() -> None:
+    t = fleet({"objective": "quality-first"})
+    doc = explain(run(t, latency_s=10.0), t)
+    assert doc["reason"] == "most_precise_feasible"
+    assert doc["pair"].endswith("@bf16")
+    assert "the most precise of" in doc["summary"]

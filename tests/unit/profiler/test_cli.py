@@ -57,6 +57,15 @@ def test_defaults_for_out_hardware_and_explicit_prices() -> None:
     assert plan.engine_version == "0.9.9"
 
 
+def test_defaults_measure_more_than_one_prompt_length() -> None:
+    # One length would leave TTFT per input token unidentifiable (fitted as 0).
+    plan = _plan("--hourly-usd", "1")
+    from profiler.profiling import PairPlan
+
+    assert isinstance(plan, PairPlan)
+    assert len({lv.input_tokens for lv in plan.sweep}) >= 2
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

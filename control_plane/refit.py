@@ -1,0 +1,111 @@
+"""A refit table: the current table with live-traffic corrections applied to latency lines.
+
+PURE. Each corrected pair's TTFT line (base, per input token, per load, RMSE) is multiplied
+by its TTFT factor and its TPOT line by its TPOT factor, so every prediction the data plane
+makes from it (widened by the RMSE, docs/data_plane.md "Predictions") scales by the same
+factor. Prices, accuracy, utility, order and pruning are the current table's: a refit moves
+traffic through feasibility (latency budgets), not through a new build. A rebuild from
+profiles (`POST /v1/tables`) starts from the profiles again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from contracts.routing_table import RoutingTable, stamp_table
+from control_plane.drift import Correction
+from control_plane.fitting import round_sig
+
+_TTFT = ("ttft_base_s", "ttft_per_input_token_s", "ttft_per_load_s", "ttft_rmse_s")
+_TPOT = ("tpot_base_s", "tpot_per_load_s", "tpot_rmse_s")
+
+
+def refit_note(samples: int, window_s: float) -> str:
+    return f"refit from live traffic: {samples} samples over {window_s / 60:.0f} minutes"
+
+
+def _scaled(latency: dict[str, Any], correction: Correction) -> dict[str, Any]:
+    out = dict(latency)
+    for name in _TTFT:
+        out[name] = round_sig(latency[name] * correction.ttft_factor)
+    for name in _TPOT:
+        out[name] = round_sig(latency[name] * correction.tpot_factor)
+    return out
+
+
+def apply_refit(
+    table: RoutingTable,
+    corrections: Sequence[Correction],
+    window_s: float,
+    created_at: datetime,
+) -> RoutingTable:
+    """The refit table (version 0, to be published); its `refit` says what was done.
+    Raises ValueError for a correction of a pair the table does not hold, or no correction."""
+    if not corrections:
+        raise ValueError("a refit needs at least one correction")
+    by_pair = {c.pair: c for c in corrections}
+    unknown = sorted(set(by_pair) - {e.pair for e in table.entries})
+    if unknown:
+        raise ValueError(f"corrections for pairs not in the table: {unknown}")
+    data = table.model_dump(mode="python")
+    for entry in data["entries"]:
+        correction = by_pair.get(entry["pair"])
+        if correction is not None:
+            entry["latency"] = _scaled(entry["latency"], correction)
+    samples = sum(c.samples for c in corrections)
+    data.update(
+        version=0,
+        created_at=created_at,
+        refit={
+            "note": refit_note(samples, window_s),
+            "base_version": table.version,
+            "samples": samples,
+            "window_s": window_s,
+            "pairs": {
+                c.pair: {
+                    "samples": c.samples,
+                    "observed_e2e_ratio": round_sig(c.e2e_ratio),
+                    "ttft_factor": round_sig(c.ttft_factor),
+                    "tpot_factor": round_sig(c.tpot_factor),
+                }
+                for c in corrections
+            },
+        },
+    )
+    return stamp_table(data)
+
+
+def demotion_note(checks: int, window_s: float) -> str:
+    return f"accuracy demoted from live agreement: {checks} checks over {window_s / 60:.0f} minutes"
+
+
+def apply_demotions(
+    table: RoutingTable,
+    demoted: Mapping[str, Mapping[str, float]],
+    checks: int,
+    window_s: float,
+    created_at: datetime,
+) -> RoutingTable:
+    """The current table with the demoted pairs' accuracy lowered per category (version 0,
+    to be published); floors above the new accuracy no longer select the pair."""
+    if not demoted:
+        raise ValueError("a demotion needs at least one pair")
+    data = table.model_dump(mode="python")
+    for entry in data["entries"]:
+        for category, accuracy in demoted.get(entry["pair"], {}).items():
+            entry["accuracy"][category] = accuracy
+    data.update(
+        version=0,
+        created_at=created_at,
+        refit={
+            "note": demotion_note(checks, window_s),
+            "base_version": table.version,
+            "samples": checks,
+            "window_s": window_s,
+            "pairs": {},
+            "demoted": {p: dict(c) for p, c in demoted.items()},
+        },
+    )
+    return stamp_table(data)

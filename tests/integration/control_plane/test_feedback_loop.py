@@ -1,0 +1,131 @@
+"""The refit loop on a real redis-server: which feedback counts, and the operator's switches
+(docs/control_plane.md "Latency feedback")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis.asyncio as aioredis
+
+from contracts.latency_feedback import (
+    LatencyFeedback,
+    PairLoadFeedback,
+    RatioHistogram,
+    ratio_bucket,
+)
+from contracts.policy import Policy, RefitPolicy
+from contracts.redis_keys import RedisKeys
+from contracts.routing_table import RoutingTable
+from control_plane.drift import RefitCheck
+from control_plane.feedback_loop import FeedbackLoop
+from control_plane.metrics import ControlPlaneMetrics
+from control_plane.services import Services, make_services
+from control_plane.settings import ControlPlaneSettings
+from control_plane.table import build_table
+from tests.support.redis_server import RedisProcess
+from tests.unit.control_plane.factories import make_report
+
+pytestmark = pytest.mark.integration
+PAIR = "fam@awq-int4"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _table() -> RoutingTable:
+    reports = [make_report("fam", "fp16"), make_report("fam", "awq-int4")]
+    return build_table(reports, Policy(), datetime(2026, 1, 1, tzinfo=UTC))
+
+
+async def _feedback(redis: aioredis.Redis, keys: RedisKeys, version: int, ratio: float) -> None:
+    cell = PairLoadFeedback(
+        pair=PAIR, load_bucket=0, e2e=RatioHistogram(counts={ratio_bucket(ratio): 300})
+    )
+    now = datetime.now(UTC)
+    report = LatencyFeedback(
+        instance="dp", table_version=version, window_start=now, window_end=now, cells=(cell,)
+    )
+    await redis.xadd(keys.feedback, {"report": report.model_dump_json()})
+
+
+@pytest.fixture
+def parts(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys, redis_server: RedisProcess
+) -> tuple[Services, FeedbackLoop, ControlPlaneMetrics, Clock]:
+    settings = ControlPlaneSettings(redis_url=redis_server.url, redis_key_prefix=redis_keys.prefix)
+    clock = Clock()
+    services = make_services(redis_client, settings, clock, None)
+    metrics = ControlPlaneMetrics("test")
+    return services, FeedbackLoop(services, redis_keys.feedback, metrics, clock), metrics, clock
+
+
+async def _policy(services: Services, **refit: object) -> None:
+    await services.policies.put(Policy(refit=RefitPolicy.model_validate(refit)))
+
+
+async def test_switches_pin_and_rate_limit(
+    parts: tuple[Services, FeedbackLoop, ControlPlaneMetrics, Clock],
+    redis_client: aioredis.Redis,
+    redis_keys: RedisKeys,
+) -> None:
+    services, loop, metrics, clock = parts
+    assert await loop.check_once() is RefitCheck.NO_TABLE
+    v1 = (await services.publisher.publish(_table())).version
+    await _feedback(redis_client, redis_keys, v1 - 1 if v1 > 1 else 99, 3.0)  # another table's
+    assert await loop.check_once() is RefitCheck.NO_DRIFT
+    await _feedback(redis_client, redis_keys, v1, 3.0)
+
+    await _policy(services, enabled=False)
+    assert await loop.check_once() is RefitCheck.DISABLED
+    drift = metrics.registry.get_sample_value(
+        "gearbox_cp_latency_drift_ratio", {"pair": PAIR, "phase": "e2e"}
+    )
+    assert drift == pytest.approx(3.0, rel=0.05)  # still exported while off
+    await _policy(services, pinned_version=v1)
+    assert await loop.check_once() is RefitCheck.PINNED
+    assert await services.tables.current_version() == v1
+
+    await _policy(services, min_interval_s=300)
+    assert await loop.check_once() is RefitCheck.PUBLISHED
+    refit = await services.tables.current()
+    assert refit is not None
+    assert refit.version == v1 + 1
+    assert refit.refit is not None
+    assert refit.refit.note == "refit from live traffic: 300 samples over 10 minutes"
+    assert metrics.registry.get_sample_value("gearbox_cp_last_refit_timestamp_seconds") == (
+        pytest.approx(clock.now.timestamp())
+    )
+
+    await _feedback(redis_client, redis_keys, v1 + 1, 2.0)  # still slow on the refit table
+    assert await loop.check_once() is RefitCheck.RATE_LIMITED
+    clock.now += timedelta(seconds=301)
+    assert await loop.check_once() is RefitCheck.PUBLISHED
+    assert await services.tables.current_version() == v1 + 2
+    checks = {
+        o.value: metrics.registry.get_sample_value(
+            "gearbox_cp_refit_checks_total", {"outcome": o.value}
+        )
+        for o in RefitCheck
+    }
+    assert checks == {
+        "published": 2, "no_drift": 1, "disabled": 1, "pinned": 1, "rate_limited": 1,
+        "no_table": 1, "failed": 0, "demoted": 0,
+    }  # fmt: skip
+
+
+async def test_a_healthy_pair_is_left_alone(
+    parts: tuple[Services, FeedbackLoop, ControlPlaneMetrics, Clock],
+    redis_client: aioredis.Redis,
+    redis_keys: RedisKeys,
+) -> None:
+    services, loop, _, _ = parts
+    v1 = (await services.publisher.publish(_table())).version
+    await _feedback(redis_client, redis_keys, v1, 1.1)
+    assert await loop.check_once() is RefitCheck.NO_DRIFT
+    assert await services.tables.current_version() == v1

@@ -1,0 +1,122 @@
+"""Latency drift from feedback, and the refit table (docs/control_plane.md "Latency feedback")."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from contracts.latency_feedback import (
+    LatencyFeedback,
+    PairLoadFeedback,
+    RatioHistogram,
+    ratio_bucket,
+)
+from contracts.policy import Policy, RefitPolicy
+from contracts.routing_table import RoutingTable, with_version
+from control_plane.drift import Correction, merge_feedback, plan_corrections
+from control_plane.refit import apply_refit
+from control_plane.table import build_table
+from tests.unit.control_plane.factories import make_report
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _hist(ratio: float, n: int) -> RatioHistogram:
+    return RatioHistogram(counts={ratio_bucket(ratio): n}) if n else RatioHistogram()
+
+
+def report(
+    version: int,
+    pair: str,
+    e2e: float,
+    n: int,
+    bucket: int = 0,
+    ttft: float = 1.0,
+    streams: int = 0,
+) -> LatencyFeedback:
+    cell = PairLoadFeedback(
+        pair=pair,
+        load_bucket=bucket,
+        e2e=_hist(e2e, n),
+        ttft=_hist(ttft, streams),
+        tpot=_hist(e2e, streams),
+    )
+    return LatencyFeedback(
+        instance="dp", table_version=version, window_start=NOW, window_end=NOW, cells=(cell,)
+    )
+
+
+def test_replicas_and_load_buckets_merge_per_pair_for_the_current_version() -> None:
+    reports = [
+        report(3, "m@fp16", 1.0, 150, bucket=0),
+        report(3, "m@fp16", 3.0, 150, bucket=2),  # another replica, loaded: 3x slower
+        report(2, "m@fp16", 9.0, 500),  # an older table's predictions: ignored
+        report(3, "m@int4", 1.0, 10),
+    ]
+    drifts = merge_feedback(reports, version=3, quantile=0.95)
+    fp16 = drifts["m@fp16"]
+    assert fp16.samples == 300
+    assert fp16.e2e_ratio == pytest.approx(3.0, rel=0.05)
+    assert fp16.e2e_ratio_by_load == pytest.approx({0: 1.0, 2: 3.0}, rel=0.05)
+    assert drifts["m@int4"].samples == 10
+
+
+@pytest.mark.parametrize(
+    ("ratio", "n", "drifts"),
+    [(3.0, 400, True), (0.6, 400, True), (1.2, 400, False), (0.8, 400, False), (3.0, 100, False)],
+)
+def test_only_enough_samples_beyond_the_threshold_drift(ratio: float, n: int, drifts: bool) -> None:
+    policy = RefitPolicy(drift_threshold_ratio=0.25, min_samples=200)
+    found = merge_feedback([report(1, "m@fp16", ratio, n)], 1, 0.95)
+    assert bool(plan_corrections(found, policy)) is drifts
+
+
+def test_the_correction_blends_live_ratio_with_the_table_by_samples() -> None:
+    policy = RefitPolicy(min_samples=200, prior_samples=200)
+    found = merge_feedback([report(1, "m@fp16", 3.0, 600)], 1, 0.95)
+    (c,) = plan_corrections(found, policy)
+    # 1 + (3 - 1) x 600 / (600 + 200) = 2.5, for both lines (no streams: e2e for each)
+    assert c.ttft_factor == pytest.approx(2.5, rel=0.05)
+    assert c.tpot_factor == pytest.approx(2.5, rel=0.05)
+
+
+def test_streams_give_each_line_its_own_factor() -> None:
+    policy = RefitPolicy(min_samples=200, prior_samples=0)
+    found = merge_feedback([report(1, "m@fp16", 2.0, 400, ttft=1.0, streams=400)], 1, 0.95)
+    (c,) = plan_corrections(found, policy)
+    assert c.ttft_factor == pytest.approx(1.0, rel=0.05)
+    assert c.tpot_factor == pytest.approx(2.0, rel=0.05)
+
+
+def _table() -> RoutingTable:
+    reports = [make_report("m", "fp16"), make_report("m", "awq-int4")]
+    return with_version(build_table(reports, Policy(), NOW), 4)
+
+
+def test_the_refit_table_scales_the_lines_and_says_why() -> None:
+    table = _table()
+    c = Correction("m@fp16", samples=600, e2e_ratio=3.0, ttft_factor=2.5, tpot_factor=2.0)
+    refit = apply_refit(table, [c], window_s=600.0, created_at=NOW)
+    before, after = table.entry("m@fp16"), refit.entry("m@fp16")
+    assert before is not None
+    assert after is not None
+    assert after.latency.ttft_base_s == pytest.approx(before.latency.ttft_base_s * 2.5)
+    assert after.latency.ttft_per_load_s == pytest.approx(before.latency.ttft_per_load_s * 2.5)
+    assert after.latency.tpot_per_load_s == pytest.approx(before.latency.tpot_per_load_s * 2.0)
+    assert after.latency.tpot_rmse_s == pytest.approx(before.latency.tpot_rmse_s * 2.0)
+    assert refit.entry("m@awq-int4") == table.entry("m@awq-int4")
+    assert refit.refit is not None
+    assert refit.refit.note == "refit from live traffic: 600 samples over 10 minutes"
+    assert refit.refit.base_version == 4
+    assert refit.refit.pairs["m@fp16"].ttft_factor == 2.5
+    assert refit.version == 0
+    assert refit.content_sha256 != table.content_sha256
+    RoutingTable.model_validate_json(refit.model_dump_json())  # the hash checks out
+
+
+def test_a_refit_needs_known_pairs() -> None:
+    with pytest.raises(ValueError, match="not in the table"):
+        apply_refit(_table(), [Correction("x@y", 1, 2.0, 2.0, 2.0)], 60.0, NOW)
+    with pytest.raises(ValueError, match="at least one"):
+        apply_refit(_table(), [], 60.0, NOW)

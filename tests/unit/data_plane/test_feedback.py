@@ -1,0 +1,93 @@
+"""Latency feedback on the data plane: ratios per pair and load bucket, drained per window."""
+
+from __future__ import annotations
+
+import pytest
+
+from contracts.latency_feedback import (
+    RATIO_BUCKETS,
+    RatioHistogram,
+    bucket_ratio,
+    load_bucket,
+    merge_histograms,
+    ratio_bucket,
+)
+from data_plane.decision.compile import compile_table
+from data_plane.domain import Candidate
+from data_plane.telemetry.feedback import FeedbackAggregator
+from tests.unit.data_plane.tables import entry, table
+
+
+def _candidate(load: float = 1.0) -> Candidate:
+    pair = compile_table(table([entry("m", "fp16")])).pairs[0]
+    # predicted: TTFT 0.1 s, TPOT 0.01 s for 100 planned tokens = 1.1 s
+    return Candidate(pair, pair.endpoints, 10, 100, 0.1, 1.1, 0.0, load)
+
+
+@pytest.mark.parametrize("ratio", [0.07, 0.5, 1.0, 1.3, 3.0, 40.0])
+def test_a_ratio_reads_back_within_its_bucket(ratio: float) -> None:
+    assert bucket_ratio(ratio_bucket(ratio)) == pytest.approx(ratio, rel=0.05)
+
+
+def test_ratios_out_of_range_land_in_the_end_buckets() -> None:
+    assert ratio_bucket(0.0) == 0
+    assert ratio_bucket(1e-9) == 0
+    assert ratio_bucket(1e9) == RATIO_BUCKETS - 1
+    assert ratio_bucket(float("inf")) == RATIO_BUCKETS - 1
+
+
+def test_load_buckets_double() -> None:
+    assert [load_bucket(x) for x in (1, 1.5, 2, 3, 4, 7, 8, 63, 64, 1000)] == [
+        0, 0, 1, 1, 2, 2, 3, 5, 6, 6,
+    ]  # fmt: skip
+
+
+def test_histogram_quantile_and_merge() -> None:
+    ones = RatioHistogram(counts={ratio_bucket(1.0): 90})
+    slow = RatioHistogram(counts={ratio_bucket(3.0): 10})
+    merged = merge_histograms([ones, slow])
+    assert merged.n == 100
+    assert merged.quantile(0.5) == pytest.approx(1.0, rel=0.05)
+    assert merged.quantile(0.95) == pytest.approx(3.0, rel=0.05)
+    assert RatioHistogram().quantile(0.95) is None
+
+
+def test_observations_become_ratios_per_pair_and_load_bucket() -> None:
+    agg = FeedbackAggregator(now=100.0)
+    c = _candidate(load=5)
+    # Streamed, 21 tokens: prediction for them = 0.1 + 21 x 0.01 = 0.31 s; observed 0.62 s,
+    # first token after 0.3 s (3x), then 0.32 s / 20 = 0.016 s per token (1.6x).
+    agg.observe(7, c, 0.62, 0.3, 21)
+    agg.observe(7, _candidate(load=1), 1.1, None, 100)  # not streamed: e2e only, ratio 1
+    agg.observe(8, c, 0.31, None, 21)
+    first = agg.drain("dp-a", now=110.0)
+    assert [(r.table_version, r.instance) for r in first] == [(7, "dp-a"), (8, "dp-a")]
+    v7 = {cell.load_bucket: cell for cell in first[0].cells}
+    assert set(v7) == {0, 2}
+    assert v7[2].e2e.quantile(0.5) == pytest.approx(2.0, rel=0.05)
+    assert v7[2].ttft.quantile(0.5) == pytest.approx(3.0, rel=0.05)
+    assert v7[2].tpot.quantile(0.5) == pytest.approx(1.6, rel=0.05)
+    assert (v7[0].e2e.n, v7[0].ttft.n, v7[0].tpot.n) == (1, 0, 0)
+    assert first[0].window_start.timestamp() == 100.0
+    assert first[0].window_end.timestamp() == 110.0
+    assert agg.drain("dp-a", now=120.0) == []  # a new window, nothing observed
+
+
+def test_a_report_stays_small_whatever_the_traffic() -> None:
+    agg = FeedbackAggregator(now=0.0)
+    c = _candidate()
+    for i in range(20_000):
+        agg.observe(1, c, 1.1 * (1 + (i % 7) / 10), 0.1, 100)
+    (report,) = agg.drain("dp", now=1.0)
+    assert report.cells[0].e2e.n == 20_000
+    assert len(report.model_dump_json()) < 1_000
+
+
+def test_feedback_and_refit_checks_are_on_by_default() -> None:
+    from control_plane.settings import ControlPlaneSettings
+    from data_plane.settings import DataPlaneSettings
+    from data_plane.sync.feedback_writer import STREAM_MAXLEN
+
+    assert DataPlaneSettings().feedback_interval_s == 10.0
+    assert ControlPlaneSettings().refit_check_interval_s == 30.0
+    assert STREAM_MAXLEN == 10_000
