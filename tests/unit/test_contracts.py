@@ -68,8 +68,9 @@ def test_redis_keys_prefix() -> None:
 
 
 def test_a_table_written_before_the_added_fields_keeps_its_hash() -> None:
-    """Objective, ladder hysteresis, refit policy and refit provenance came after 1.0: a
-    table without them (an older writer's) still validates, and setting them changes it."""
+    """Objective, ladder hysteresis, refit policy, refit provenance and the classifier (and its
+    policy) came after 1.0: a table without them (an older writer's) still validates, and
+    setting them changes it."""
     import hashlib
     import json
 
@@ -78,9 +79,17 @@ def test_a_table_written_before_the_added_fields_keeps_its_hash() -> None:
 
     current = table([entry("m", "fp16")])
     old = json.loads(current.model_dump_json())
-    for key in ("objective", "ladder_hysteresis_ratio", "refit", "accuracy_check"):
+    for key in (
+        "objective",
+        "ladder_hysteresis_ratio",
+        "refit",
+        "accuracy_check",
+        "category_confidence",
+        "doubt_category",
+    ):
         del old["policy"][key]
     del old["refit"]
+    del old["classifier"]
     payload = {k: v for k, v in old.items() if k not in {"version", "created_at", "content_sha256"}}
     old["content_sha256"] = hashlib.sha256(canonical_json(payload).encode()).hexdigest()
     assert RoutingTable.model_validate(old).content_sha256 == current.content_sha256
