@@ -27,8 +27,39 @@ AUTO_ALIAS = "auto"
 _PER_TOKEN = 1e-6  # prices in the table are per million tokens
 
 
-def compile_pair(entry: PairEntry, order: int) -> CompiledPair:
-    """One table entry flattened; `order` is its position in the table's cost order."""
+def routing_accuracy(entry: PairEntry) -> dict[str, float]:
+    """category -> the number floors are compared with: the table's bound; a table built
+    without bounds (an older control plane) routes on its point estimates, as it did."""
+    return dict(entry.accuracy_bound) if entry.accuracy_bound else dict(entry.accuracy)
+
+
+def floor_basis(entry: PairEntry, confidence: float, min_items: int) -> dict[str, str]:
+    """category -> the words a below-floor rejection quotes (docs/accuracy.md)."""
+    if not entry.accuracy_bound:
+        return {}
+    words = {}
+    for category, accuracy in entry.accuracy.items():
+        n = entry.accuracy_n[category]
+        right = entry.accuracy_right.get(category, round(accuracy * n))
+        if n < min_items:
+            words[category] = (
+                f"on {category}: accuracy unknown, {right}/{n} eval items "
+                f"(fewer than min_eval_items {min_items})"
+            )
+        else:
+            bound = entry.accuracy_bound.get(category, 0.0)
+            words[category] = (
+                f"at {confidence:.0%} confidence on {category}: {right}/{n} = {accuracy:.2f}, "
+                f"lower bound {bound:.2f}"
+            )
+    return words
+
+
+def compile_pair(
+    entry: PairEntry, order: int, confidence: float = 0.9, min_items: int = 1
+) -> CompiledPair:
+    """One table entry flattened; `order` is its position in the table's cost order;
+    `confidence` and `min_items` are the policy's, for the words of a floor rejection."""
     latency = entry.latency
     return CompiledPair(
         pair=entry.pair,
@@ -48,6 +79,8 @@ def compile_pair(entry: PairEntry, order: int) -> CompiledPair:
         accuracy=MappingProxyType(dict(entry.accuracy)),
         precision_rank=entry.precision_rank,
         order=order,
+        accuracy_bound=MappingProxyType(routing_accuracy(entry)),
+        floor_basis=MappingProxyType(floor_basis(entry, confidence, min_items)),
     )
 
 
@@ -142,7 +175,9 @@ def cost_floors(rows: tuple[ScanRow, ...]) -> tuple[CostFloor, ...]:
 
 def compile_table(table: RoutingTable) -> CompiledTable:
     """Flatten a validated RoutingTable; keeps the table's cost order as each pair's `order`."""
-    pairs = tuple(compile_pair(e, i) for i, e in enumerate(table.entries))
+    policy = table.policy
+    confidence, min_items = policy.floor_confidence, policy.min_eval_items
+    pairs = tuple(compile_pair(e, i, confidence, min_items) for i, e in enumerate(table.entries))
     by_name = {p.pair: p for p in pairs}
     by_alias = _by_alias(pairs)
     rows = tuple(scan_row(p) for p in pairs)
@@ -162,6 +197,7 @@ def compile_table(table: RoutingTable) -> CompiledTable:
         scan_rows=MappingProxyType(alias_rows),
         cost_floors=MappingProxyType({a: cost_floors(r) for a, r in alias_rows.items()}),
         accuracy_by_category=MappingProxyType(
-            {c: tuple(p.accuracy.get(c, 0.0) for p in pairs) for c in categories}
+            {c: tuple(p.accuracy_bound.get(c, 0.0) for p in pairs) for c in categories}
         ),
+        fleet_baseline=by_name.get(table.fleet_baseline or ""),
     )

@@ -141,13 +141,15 @@ def static_violation(
             f"needs {tokens[0]} input + {tokens[1]} output = {needed} tokens "
             f"> context {pair.context_length}",
         )
-    accuracy = pair.accuracy.get(limits.category, 0.0)
+    accuracy = pair.accuracy_bound.get(limits.category, 0.0)
     if not relax_floor and accuracy < limits.min_accuracy:
-        return Rejected(
-            pair.pair,
-            Rejection.BELOW_FLOOR,
-            f"accuracy {accuracy:.3f} on {limits.category} < floor {limits.min_accuracy:.3f}",
+        basis = pair.floor_basis.get(limits.category)
+        detail = (
+            f"accuracy {accuracy:.3f} on {limits.category} < floor {limits.min_accuracy:.3f}"
+            if basis is None
+            else f"below floor {limits.min_accuracy:.2f} {basis}"
         )
+        return Rejected(pair.pair, Rejection.BELOW_FLOOR, detail)
     return None
 
 
@@ -164,7 +166,9 @@ def first_violation(
       TTFT(input tokens, load) + output tokens x TPOT(load), where load = outstanding requests
       at the endpoint that would be used + 1 (this request);
     - cost = input tokens x input price + output tokens x output price;
-    - a category the pair was never measured on counts as accuracy 0.
+    - the floor is compared with the table's accuracy bound (docs/accuracy.md): the one-sided
+      lower bound at the policy's floor_confidence, 0 below min_eval_items; a category the
+      pair was never measured on counts as accuracy 0.
     Best-effort relaxation drops the latency rule, then the floor; never context or cost.
     """
     tokens = (c.input_tokens, c.output_tokens)
