@@ -55,6 +55,12 @@ def routing_bound(right: int, n: int, confidence: float, min_items: int) -> floa
     return lower_bound(right, n, confidence)
 
 
+def per_look(confidence: float, looks: int) -> float:
+    """The confidence each of `looks` planned looks at the counts must use for the final
+    bound to hold at `confidence` (Bonferroni over the looks: optional stopping)."""
+    return 1.0 - (1.0 - confidence) / looks
+
+
 def decides(right: int, n: int, floor: float, confidence: float) -> bool:
     """True when the data settle `floor` at `confidence`: the lower bound meets it, or the
     upper bound is below it. Otherwise the interval straddles the floor (undecided)."""

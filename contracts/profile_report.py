@@ -75,7 +75,9 @@ class CategoryAccuracy(_Contract):
 
     Added (optional, for paired comparisons within a family): `right`, the exact count of
     right answers, and per item, `items` (eval item ids) with `outcomes` ('1' right, '0'
-    wrong, aligned with `items`).
+    wrong, aligned with `items`). `looks` is how many times the profiler could have stopped
+    asking on what it had seen so far (`--until-decided`; 1 for a fixed set): the table
+    splits 1 - confidence among them (docs/accuracy.md, "Asking until decided").
     """
 
     category: Category
@@ -86,6 +88,7 @@ class CategoryAccuracy(_Contract):
     right: int | None = Field(default=None, ge=0)
     items: tuple[ItemId, ...] | None = Field(default=None, max_length=1_000_000)
     outcomes: str | None = Field(default=None, pattern=r"^[01]*$", max_length=1_000_000)
+    looks: int = Field(default=1, ge=1, le=100)
 
     @model_validator(mode="after")
     def _interval(self) -> CategoryAccuracy:

@@ -5,7 +5,8 @@ PURE (scipy through `contracts.accuracy_bound`). For every pair and measured cat
 1. counts (right, n) from the report;
 2. below the policy's `min_eval_items` the accuracy is unknown: bound 0.0, so the pair meets
    no positive floor there;
-3. otherwise the one-sided Clopper-Pearson lower bound at `floor_confidence`;
+3. otherwise the one-sided Clopper-Pearson lower bound at `floor_confidence` (split among the
+   profiler's planned looks when it asked until decided);
 4. precision-monotone across the family: a pair's bound is capped at the bound of every more
    precise pair of its family (by declared format) in that category, unless the paired
    same-item comparison (exact McNemar test at the same confidence) shows the pair really
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from contracts.accuracy_bound import better_than_reference, routing_bound
+from contracts.accuracy_bound import better_than_reference, per_look, routing_bound
 from contracts.policy import Policy
 from contracts.profile_report import CategoryAccuracy, ProfileReport
 from control_plane.precision import precision_of
@@ -58,7 +59,8 @@ def _direct(report: ProfileReport, policy: Policy) -> dict[str, Measurement]:
     out = {}
     for a in report.accuracy:
         right = a.right_count
-        bound = routing_bound(right, a.n, policy.floor_confidence, policy.min_eval_items)
+        confidence = per_look(policy.floor_confidence, a.looks)
+        bound = routing_bound(right, a.n, confidence, policy.min_eval_items)
         out[a.category] = Measurement(right, a.n, a.accuracy, min(bound, a.accuracy))
     return out
 

@@ -21,7 +21,8 @@ from pydantic import ValidationError
 
 from contracts.profile_report import ProfileReport
 from profiler.accuracy import format_loc
-from profiler.cli import build_parser, plan_from_args
+from profiler.cli import asking_plan, build_parser, decision_target, plan_from_args
+from profiler.decisions import render_undecided, undecided
 from profiler.errors import ProfilerError, PushError
 from profiler.fleet import load_fleet, run_fleet
 from profiler.inprocess import EngineIdentity, load_vllm_engine, profile_inprocess
@@ -106,6 +107,7 @@ async def _run(
         report = await profile_pair(plan, rt)
         logger.info("report written: %s", plan.out)
         print(render_summary(report))
+        print(_decisions([report], args))
         await _finish([report], args, target, session)
     return 0
 
@@ -114,16 +116,18 @@ async def _fleet(
     args: argparse.Namespace, settings: ProfilerSettings, progress: Progress, origin: Origin
 ) -> int:
     fleet = load_fleet(args.file)
+    plans = tuple(asking_plan(plan, args) for plan in fleet.plans)
     target = push_target(args, settings)
     if args.plots is None and fleet.plots_dir is not None:
         args.plots = fleet.plots_dir
     async with open_session(settings) as session:
         rt = Runtime(session, settings, progress, *origin)
-        outcome = await run_fleet(fleet.plans, rt, args.parallel or fleet.parallel)
+        outcome = await run_fleet(plans, rt, args.parallel or fleet.parallel)
         for report in outcome.reports:
             print(render_summary(report))
         if outcome.reports:
             print(render_comparison(outcome.reports))
+            print(_decisions(outcome.reports, args))
             await _finish(outcome.reports, args, target, session)
     for pair, message in outcome.failures:
         print(f"error: {pair}: {message}", file=sys.stderr)
@@ -135,10 +139,17 @@ def _compare(args: argparse.Namespace) -> int:
     for report in reports:
         print(render_summary(report))
     print(render_comparison(reports))
+    print(_decisions(reports, args))
     if args.plots:
         for path in write_plots(reports, args.plots):
             logger.info("plot written: %s", path)
     return 0
+
+
+def _decisions(reports: Sequence[ProfileReport], args: argparse.Namespace) -> str:
+    """Which pairs the floors leave undecided, per category (docs/accuracy.md)."""
+    target = decision_target(args)
+    return render_undecided(undecided(reports, target), target)
 
 
 def _inprocess(

@@ -184,3 +184,10 @@ def test_fleet_baseline_is_the_best_familys_most_precise_pair() -> None:
     assert ranks["large@fp8"] == 1
     formats = {e.pair: e.precision_format for e in table.entries}
     assert formats["small@awq-int4"] == "int4"
+
+
+def test_planned_looks_split_the_confidence() -> None:
+    base = pair_report("fp16", 90, 100)
+    looked = base.accuracy[0].model_copy(update={"looks": 4})
+    bounds = floor_bounds([with_accuracy(base, looked)], Policy())
+    assert bounds["fam@fp16"]["chat"].bound == pytest.approx(lower_bound(90, 100, 0.975))

@@ -58,8 +58,10 @@ def test_compare_prints_a_row_per_report(
     reports = sorted(EXAMPLES.glob("*.json"))
     assert main(["compare", *map(str, reports), "--plots", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    table = [line for line in out.split("\npair ")[-1].splitlines()[2:] if line]
+    table = out.split("\npair ")[-1].split("\n\n")[0].splitlines()[2:]
     assert len(table) == len(reports)
+    assert "Decisions at 90% confidence against floors 0.70, 0.80, 0.90" in out
+    assert "llama-3.1-8b-instruct@awq-int4           246/300 in [0.788, 0.848] vs floor 0.80" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["accuracy_cost.png", "latency.png"]
 
 
