@@ -138,3 +138,12 @@ def test_costs_come_from_the_data_plane_counters() -> None:
 )
 def test_quantile(values: list[float], q: float, expected: float) -> None:
     assert quantile(values, q) == pytest.approx(expected)
+
+
+def test_the_demo_scores_on_items_it_did_not_profile() -> None:
+    from demo.profiling import HOLDOUT, SIM_SWEEP
+
+    profiled = {i.prompt for i in load_items(SIM_SWEEP.evalsets)}
+    replayed = {i.prompt for i in load_items(HOLDOUT)}
+    assert len(replayed) == 200
+    assert not profiled & replayed
