@@ -50,7 +50,7 @@ def floor_basis(entry: PairEntry, confidence: float, min_items: int) -> dict[str
             bound = entry.accuracy_bound.get(category, 0.0)
             words[category] = (
                 f"at {confidence:.0%} confidence on {category}: {right}/{n} = {accuracy:.2f}, "
-                f"lower bound {bound:.2f}"
+                f"lower bound {bound:.3f}"
             )
     return words
 

@@ -124,6 +124,11 @@ def predict(
     )
 
 
+def _floor(value: float) -> str:
+    """0.8 -> '0.80', 0.855 -> '0.855': two decimals unless the floor has a third."""
+    return f"{value:.2f}" if abs(value * 100 - round(value * 100)) < 1e-9 else f"{value:.3f}"
+
+
 def _usd(value: float) -> str:
     return f"${value:.3g}"
 
@@ -147,7 +152,7 @@ def static_violation(
         detail = (
             f"accuracy {accuracy:.3f} on {limits.category} < floor {limits.min_accuracy:.3f}"
             if basis is None
-            else f"below floor {limits.min_accuracy:.2f} {basis}"
+            else f"below floor {_floor(limits.min_accuracy)} {basis}"
         )
         return Rejected(pair.pair, Rejection.BELOW_FLOOR, detail)
     return None

@@ -76,6 +76,7 @@ class PairSeries:
     baseline_cost: CounterChild
     tokens_in: CounterChild
     tokens_out: CounterChild
+    fleet_baseline_cost: CounterChild  # added: what the fleet baseline would have cost
 
 
 class DataPlaneMetrics:
@@ -100,6 +101,7 @@ class DataPlaneMetrics:
         self._decision_metrics(r)
         self._upstream_metrics(r)
         self._table_metrics(r)
+        self._fleet_metrics(r)
         self._request_series = {
             (route, outcome): (
                 self.requests.labels(route, outcome),
@@ -251,6 +253,7 @@ class DataPlaneMetrics:
                 baseline_cost=self.baseline_cost.labels(pair),
                 tokens_in=self.tokens.labels(pair, "input"),
                 tokens_out=self.tokens.labels(pair, "output"),
+                fleet_baseline_cost=self.fleet_baseline_cost.labels(pair),
             )
             self._pairs[pair] = series
         return series
@@ -280,3 +283,12 @@ class DataPlaneMetrics:
 
     def set_breaker_state(self, endpoint: str, state: str) -> None:
         self.circuit_state.labels(endpoint).set(BREAKER_STATE_VALUE[state])
+
+    def _fleet_metrics(self, r: Exposition) -> None:
+        """Added: savings against the fleet-wide baseline (the most precise pair of the most
+        accurate family, `RoutingTable.fleet_baseline`), beside the per-family baseline."""
+        self.fleet_baseline_cost = r.counter(
+            "gearbox_fleet_baseline_cost_usd_total",
+            "Cost on the fleet-wide baseline pair",
+            ["pair"],
+        )

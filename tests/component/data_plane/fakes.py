@@ -67,6 +67,7 @@ def make_table(
     *,
     policy: dict[str, Any] | None = None,
     version: int = 1,
+    fleet_baseline: str | None = None,
 ) -> RoutingTable:
     """A stamped, versioned table; entries sorted into cost order."""
     ordered = sorted(entries, key=lambda e: (e["reference_cost_usd"], e["pair"]))
@@ -77,6 +78,7 @@ def make_table(
         "entries": ordered,
         "baselines": {},
         "categories": list(CATEGORIES),
+        "fleet_baseline": fleet_baseline,
     }
     return with_version(stamp_table(data), version)
 
