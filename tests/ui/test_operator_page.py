@@ -86,8 +86,8 @@ async def test_page_loads_with_table_chart_and_live_state(stack: Stack, browser:
     # Intervals: an error bar per served pair, counts and bounds in the table's cells.
     assert set(await _texts(browser, "#frontier svg g.error-bar", "data-pair")) == SERVED
     cell = await browser.evaluate(
-        "document.querySelector('#pairs-table tbody tr[data-pair=\"llama-3.1-8b-instruct@awq-int4\"]"
-        " td.selected .interval').textContent"
+        "document.querySelector('#pairs-table tbody "
+        'tr[data-pair="llama-3.1-8b-instruct@awq-int4"] td.selected .interval\').textContent'
     )
     assert cell.startswith(" 246/300 [0.788, 0.")  # chat, the default category
     # Live state: both instances, and the breaker the second one reports open.
