@@ -85,3 +85,21 @@ def test_paired_test_needs_evidence_that_a_variant_is_better() -> None:
     assert not better_than_reference(3, 1, 0.9)  # a variant 2 items 'above' is noise
     assert not better_than_reference(0, 0, 0.9)
     assert better_than_reference(8, 0, 0.9)
+
+
+def test_the_wilson_bound_would_be_over_confident_where_clopper_pearson_is_not() -> None:
+    """Why floors do not use the Wilson interval the profiler prints: at some true accuracies
+    its one-sided 90% lower bound is above the truth far more often than 10% of the time."""
+    from scipy.stats import binom
+
+    from profiler.stats import wilson_interval
+
+    n, z90 = 25, 1.2815515655446004
+    wilson = np.array([wilson_interval(k, n, z=z90)[0] for k in range(n + 1)])
+    exact = np.array([lower_bound(k, n, 0.9) for k in range(n + 1)])
+    ks = np.arange(n + 1)
+    grid = np.linspace(0.5, 0.95, 91)
+    wilson_miss = max(float(binom.pmf(ks, n, p)[wilson > p].sum()) for p in grid)
+    exact_miss = max(float(binom.pmf(ks, n, p)[exact > p].sum()) for p in grid)
+    assert wilson_miss > 0.15
+    assert exact_miss <= 0.1
