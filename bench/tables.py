@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from contracts.accuracy_bound import lower_bound
 from contracts.names import KNOWN_CATEGORIES, pair_name
 from contracts.policy import Policy
 from contracts.routing_table import RoutingTable, stamp_table
@@ -88,9 +87,6 @@ def _entry(family: str, size_b: float, q: QuantSpec, urls: Sequence[str]) -> dic
         "utility": {c: round(a - 0.01 * usd_per_mtok, 4) for c, a in accuracy.items()},
         "precision_rank": q.rank,
         "reference_cost_usd": (512 * usd_per_mtok / 4 + 256 * usd_per_mtok) / 1e6,
-        # as the control plane builds them: counts and the bound floors are compared with
-        "accuracy_right": {c: round(a * 300) for c, a in accuracy.items()},
-        "accuracy_bound": {c: lower_bound(round(a * 300), 300, 0.9) for c, a in accuracy.items()},
     }
 
 
