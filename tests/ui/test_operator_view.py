@@ -103,6 +103,8 @@ def test_table_view_carries_intervals_and_counts() -> None:
     assert (chat.right, chat.n) == (246, 300)
     assert chat.bound == pytest.approx(lower_bound(246, 300, 0.9))
     assert chat.upper == pytest.approx(upper_bound(246, 300, 0.9))
+    assert chat.bound is not None
+    assert chat.upper is not None
     assert chat.bound < chat.accuracy < chat.upper
 
 
