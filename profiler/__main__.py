@@ -23,7 +23,7 @@ from contracts.profile_report import ProfileReport
 from profiler.accuracy import format_loc
 from profiler.cli import asking_plan, build_parser, decision_target, plan_from_args
 from profiler.decisions import render_undecided, undecided
-from profiler.errors import ProfilerError, PushError
+from profiler.errors import InputError, ProfilerError, PushError
 from profiler.fleet import load_fleet, run_fleet
 from profiler.inprocess import EngineIdentity, load_vllm_engine, profile_inprocess
 from profiler.plots import write_plots
@@ -155,6 +155,8 @@ def _decisions(reports: Sequence[ProfileReport], args: argparse.Namespace) -> st
 def _inprocess(
     args: argparse.Namespace, settings: ProfilerSettings, progress: Progress, origin: Origin
 ) -> int:
+    if args.until_decided:
+        raise InputError(["--until-decided: not supported by inprocess; use run against a server"])
     plan = plan_from_args(args, settings, args.served_model_name or args.model)
     target = push_target(args, settings)
     options = {
@@ -169,6 +171,7 @@ def _inprocess(
     identity = EngineIdentity(engine.version, engine.context_length)
     report = profile_inprocess(plan, engine, identity, progress, origin)
     print(render_summary(report))
+    print(_decisions([report], args))
     if args.plots or target:
         asyncio.run(_push_only([report], args, target, settings))
     return 0

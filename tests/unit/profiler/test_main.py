@@ -72,3 +72,10 @@ def test_compare_names_a_broken_report(capsys: pytest.CaptureFixture[str], tmp_p
     err = capsys.readouterr().err
     assert f"{bad}: family: Field required" in err
     assert "Traceback" not in err
+
+
+def test_inprocess_refuses_until_decided(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["inprocess", "--model", "m", "--family", "f", "--quantization", "bf16",
+            "--endpoint", "http://127.0.0.1:9", "--hourly-usd", "1", "--until-decided"]  # fmt: skip
+    assert main(args) == 2
+    assert "--until-decided: not supported by inprocess" in capsys.readouterr().err
