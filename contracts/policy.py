@@ -18,8 +18,14 @@ from pydantic import (
     model_validator,
 )
 
-from contracts.names import KNOWN_CATEGORIES, Category, Family
+from contracts.names import KNOWN_CATEGORIES, QUANT_PATTERN, Category, Family
 from contracts.strict import find_unknown_keys
+
+# A floor is met at this one-sided confidence, on at least this many eval items
+# (docs/accuracy.md). Here, not in accuracy_bound.py, so data planes reading a policy do not
+# import scipy.
+DEFAULT_FLOOR_CONFIDENCE = 0.90
+DEFAULT_MIN_EVAL_ITEMS = 20
 
 POLICY_SCHEMA_VERSION = "1.0"
 
@@ -28,6 +34,10 @@ PosFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 BudgetMode = Literal["best-effort", "strict"]
 Objective = Literal["cost", "quality-first"]
 MEASURED_QUANTILES = (0.5, 0.9, 0.95, 0.99)
+# A declared weight format: fp32, bf16, fp16, fp8, int8, int4, or any fpN / bfN / intN.
+FORMAT_PATTERN = r"^(?:fp|bf|int)(?:[1-9]|[1-5][0-9]|6[0-4])$"
+DeclaredFormat = Annotated[str, Field(pattern=FORMAT_PATTERN)]
+QuantizationName = Annotated[str, Field(pattern=QUANT_PATTERN)]
 
 
 class _Policy(BaseModel):
@@ -146,6 +156,22 @@ class Policy(_Policy):
     )
     refit: RefitPolicy = RefitPolicy()
     accuracy_check: AccuracyCheckPolicy = AccuracyCheckPolicy()
+    floor_confidence: float = Field(
+        default=DEFAULT_FLOOR_CONFIDENCE,
+        ge=0.5,
+        le=0.999,
+        description="a pair meets a floor when its one-sided lower bound at this confidence does",
+    )
+    min_eval_items: int = Field(
+        default=DEFAULT_MIN_EVAL_ITEMS,
+        ge=1,
+        le=1_000_000,
+        description="below this many eval items a category's accuracy is unknown (no floor met)",
+    )
+    precision_formats: dict[QuantizationName, DeclaredFormat] = Field(
+        default_factory=dict,
+        description="quantization -> declared format (e.g. fp6) for names the order cannot read",
+    )
 
     @field_validator("latency_quantile")
     @classmethod

@@ -68,20 +68,52 @@ class LatencySample(_Contract):
     )
 
 
+ItemId = Annotated[str, Field(min_length=1, max_length=200)]
+
+
 class CategoryAccuracy(_Contract):
-    """Accuracy on one task category, with its sample count and a 95% Wilson interval."""
+    """Accuracy on one task category, with its sample count and a 95% Wilson interval.
+
+    Added (optional, for paired comparisons within a family): `right`, the exact count of
+    right answers, and per item, `items` (eval item ids) with `outcomes` ('1' right, '0'
+    wrong, aligned with `items`). `looks` is how many times the profiler could have stopped
+    asking on what it had seen so far (`--until-decided`; 1 for a fixed set): the table
+    splits 1 - confidence among them (docs/accuracy.md, "How much data a decision needs").
+    """
 
     category: Category
     accuracy: Ratio
     n: int = Field(ge=1)
     ci_low: Ratio
     ci_high: Ratio
+    right: int | None = Field(default=None, ge=0)
+    items: tuple[ItemId, ...] | None = Field(default=None, max_length=1_000_000)
+    outcomes: str | None = Field(default=None, pattern=r"^[01]*$", max_length=1_000_000)
+    looks: int = Field(default=1, ge=1, le=100)
 
     @model_validator(mode="after")
     def _interval(self) -> CategoryAccuracy:
         if not (self.ci_low <= self.accuracy <= self.ci_high):
             raise ValueError("ci_low <= accuracy <= ci_high must hold")
+        if self.right is not None and (
+            self.right > self.n or abs(self.right / self.n - self.accuracy) > 1e-6
+        ):
+            raise ValueError("right must be <= n and right / n must equal accuracy")
+        if (self.items is None) != (self.outcomes is None):
+            raise ValueError("items and outcomes go together")
+        if self.items is not None and self.outcomes is not None:
+            if len(self.items) != self.n or len(self.outcomes) != self.n:
+                raise ValueError("items and outcomes must hold n entries each")
+            if len(set(self.items)) != self.n:
+                raise ValueError("items must be unique")
+            if self.right is not None and self.outcomes.count("1") != self.right:
+                raise ValueError("outcomes must count `right` ones")
         return self
+
+    @property
+    def right_count(self) -> int:
+        """Right answers: `right` when given, else accuracy x n rounded (older reports)."""
+        return self.right if self.right is not None else round(self.accuracy * self.n)
 
 
 class Hardware(_Contract):

@@ -17,7 +17,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, model_validat
 
 from contracts.category_model import CategoryModel
 from contracts.names import Category, Family, HttpUrl, Quantization, pair_name
-from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
+from contracts.policy import (
+    DEFAULT_FLOOR_CONFIDENCE,
+    DEFAULT_MIN_EVAL_ITEMS,
+    AccuracyCheckPolicy,
+    Policy,
+    RefitPolicy,
+)
 
 SCHEMA_VERSION = "1.0"
 
@@ -25,6 +31,7 @@ NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 PosFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
 Ratio = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+NonNegInt = Annotated[int, Field(ge=0)]
 
 
 class _Contract(BaseModel):
@@ -93,6 +100,15 @@ class PairEntry(_Contract):
     utility: dict[Category, FiniteFloat]
     precision_rank: int = Field(ge=0, description="0 = the most precise pair of its family")
     reference_cost_usd: NonNegFloat = Field(description="cost of the policy's reference request")
+    # Added: accuracy as a measurement (docs/accuracy.md). `accuracy_right` / `accuracy_n`
+    # are the counts; `accuracy_bound` is what floors are compared with: the one-sided lower
+    # bound at the policy's floor_confidence, capped by the family's more precise pairs, and
+    # 0.0 below min_eval_items. Tables without it (older builders) route on `accuracy`.
+    accuracy_right: dict[Category, NonNegInt] = Field(default_factory=dict)
+    accuracy_bound: dict[Category, Ratio] = Field(default_factory=dict)
+    precision_format: str | None = Field(
+        default=None, max_length=8, description="declared format behind precision_rank"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> PairEntry:
@@ -102,12 +118,27 @@ class PairEntry(_Contract):
             raise ValueError("accuracy and accuracy_n must cover the same categories")
         if len({e.id for e in self.endpoints}) != len(self.endpoints):
             raise ValueError("endpoint ids must be unique")
+        _check_measurement(self)
         return self
 
     def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
         return (
             input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok
         ) / 1_000_000
+
+
+def _check_measurement(entry: PairEntry) -> None:
+    """Counts and bounds describe measured categories, and a bound never exceeds the
+    point estimate (that would be over-confident)."""
+    measured = set(entry.accuracy)
+    if not set(entry.accuracy_right) <= measured or not set(entry.accuracy_bound) <= measured:
+        raise ValueError("accuracy_right and accuracy_bound may name only measured categories")
+    for category, right in entry.accuracy_right.items():
+        if right > entry.accuracy_n[category]:
+            raise ValueError(f"accuracy_right[{category}] exceeds accuracy_n")
+    for category, bound in entry.accuracy_bound.items():
+        if bound > entry.accuracy[category] + 1e-9:
+            raise ValueError(f"accuracy_bound[{category}] exceeds accuracy")
 
 
 class PrunedPair(_Contract):
@@ -160,6 +191,10 @@ class RoutingTable(_Contract):
         "data planes use their built-in model",
     )
     refit: RefitProvenance | None = None  # set only on tables refit from latency feedback
+    fleet_baseline: str | None = Field(
+        default=None,
+        description="the most precise pair of the most accurate family (fleet-wide savings)",
+    )
 
     @model_validator(mode="after")
     def _consistent(self, info: ValidationInfo) -> RoutingTable:
@@ -177,6 +212,8 @@ class RoutingTable(_Contract):
         for family, pair in self.baselines.items():
             if pair not in pairs:
                 raise ValueError(f"baseline {pair!r} of {family!r} is not an entry")
+        if self.fleet_baseline is not None and self.fleet_baseline not in pairs:
+            raise ValueError(f"fleet_baseline {self.fleet_baseline!r} is not an entry")
         stamping = isinstance(info.context, dict) and info.context.get("stamping") is True
         if not stamping and self.content_sha256 != compute_content_sha256(self):
             raise ValueError("content_sha256 does not match the table's content")
@@ -209,10 +246,33 @@ _ADDED_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("classifier",), None),
     (("policy", "category_confidence"), 0.6),
     (("policy", "doubt_category"), None),
+    (("policy", "floor_confidence"), DEFAULT_FLOOR_CONFIDENCE),
+    (("policy", "min_eval_items"), DEFAULT_MIN_EVAL_ITEMS),
+    (("policy", "precision_formats"), {}),
+    (("fleet_baseline",), None),
+)
+# The same for fields added to each entry.
+_ADDED_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (
+    ("accuracy_right", {}),
+    ("accuracy_bound", {}),
+    ("precision_format", None),
 )
 
 
+def _entry_without_added_defaults(entry: Any) -> Any:
+    if not isinstance(entry, dict):
+        return entry
+    return {
+        k: v
+        for k, v in entry.items()
+        if not any(k == name and v == default for name, default in _ADDED_ENTRY_DEFAULTS)
+    }
+
+
 def _without_added_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    entries = data.get("entries")
+    if isinstance(entries, list):
+        data["entries"] = [_entry_without_added_defaults(e) for e in entries]
     for path, default in _ADDED_DEFAULTS:
         parent: Any = data
         for key in path[:-1]:

@@ -6,7 +6,10 @@ figures when their profile is gone.
 
 Chart point of pair p in category c: x = estimated USD cost of the category's typical request
 (policy reference input tokens, the category's typical output tokens), y = accuracy in c,
-z = predicted latency of that request at load 1 (the table's quantile). A served pair is on the
+z = predicted latency of that request at load 1 (the table's quantile). The accuracy comes with
+its interval (docs/accuracy.md): `bound` is the one-sided lower bound floors are compared with,
+`upper` the one-sided upper bound at the same confidence, `n` and `right` the counts behind
+them (drawn as error bars). A served pair is on the
 frontier of c when no other served pair is at least as cheap, as fast and as accurate in c and
 strictly better in one of the three.
 """
@@ -19,6 +22,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from contracts.accuracy_bound import upper_bound
 from contracts.routing_table import PairEntry, RoutingTable
 from control_plane.scoring import PairFigures, category_workload
 
@@ -37,6 +41,10 @@ class CategoryPoint(_View):
     accuracy: float
     utility: float | None = Field(description="the table's utility score; None when pruned")
     frontier: bool
+    n: int | None = Field(default=None, description="eval items behind the accuracy")
+    right: int | None = Field(default=None, description="items answered right")
+    bound: float | None = Field(default=None, description="lower bound floors compare with")
+    upper: float | None = Field(default=None, description="upper bound, same confidence")
 
 
 class PairView(_View):
@@ -72,6 +80,9 @@ class TableView(_View):
     typical_output_tokens: dict[str, int]
     pairs: list[PairView] = Field(description="served pairs by cost, then pruned pairs")
     notes: list[str]
+    floor_confidence: float = 0.9
+    min_eval_items: int = 1
+    fleet_baseline: str | None = None
 
 
 def entry_figures(entry: PairEntry) -> PairFigures:
@@ -84,7 +95,30 @@ def entry_figures(entry: PairEntry) -> PairFigures:
         latency=entry.latency,
         accuracy=dict(entry.accuracy),
         context_length=entry.context_length,
+        bound=dict(entry.accuracy_bound),
     )
+
+
+Counts = Mapping[str, tuple[int, int]]  # category -> (right, n)
+
+
+def entry_counts(entry: PairEntry) -> dict[str, tuple[int, int]]:
+    """category -> (right, n) of a served pair (right from the point estimate in older tables)."""
+    return {
+        c: (entry.accuracy_right.get(c, round(a * entry.accuracy_n[c])), entry.accuracy_n[c])
+        for c, a in entry.accuracy.items()
+    }
+
+
+def _interval(
+    counts: Counts, fig: PairFigures, category: str, confidence: float
+) -> dict[str, float | int | None]:
+    measured = counts.get(category)
+    bound = fig.bound.get(category)
+    if measured is None:
+        return {"bound": bound}
+    right, n = measured
+    return {"n": n, "right": right, "bound": bound, "upper": upper_bound(right, n, confidence)}
 
 
 def pareto_front(points: Mapping[str, tuple[float, float, float]]) -> set[str]:
@@ -118,8 +152,10 @@ def _points(
     table: RoutingTable,
     fronts: Mapping[str, set[str]],
     utility: Mapping[str, float],
+    counts: Counts,
 ) -> dict[str, CategoryPoint]:
     points = {}
+    confidence = table.policy.floor_confidence
     for category in table.categories:
         cost, latency, accuracy = _coordinates(fig, table, category)
         points[category] = CategoryPoint(
@@ -128,6 +164,7 @@ def _points(
             accuracy=accuracy,
             utility=utility.get(category),
             frontier=fig.pair in fronts[category],
+            **_interval(counts, fig, category, confidence),
         )
     return points
 
@@ -154,7 +191,7 @@ def _served(entry: PairEntry, table: RoutingTable, fronts: Mapping[str, set[str]
         reference_cost_usd=entry.reference_cost_usd,
         reference_latency_s=latency,
         precision_rank=entry.precision_rank,
-        categories=_points(fig, table, fronts, entry.utility),
+        categories=_points(fig, table, fronts, entry.utility, entry_counts(entry)),
     )
 
 
@@ -184,7 +221,7 @@ def _pruned(pair: str, dominated_by: str, fig: PairFigures | None, table: Routin
         output_usd_per_mtok=fig.output_usd_per_mtok,
         reference_cost_usd=cost,
         reference_latency_s=latency,
-        categories=_points(fig, table, no_front, {}),
+        categories=_points(fig, table, no_front, {}, {}),
     )
 
 
@@ -218,6 +255,9 @@ def table_view(table: RoutingTable, pruned_figures: Mapping[str, PairFigures]) -
             _pruned(p.pair, p.dominated_by, pruned_figures.get(p.pair), table) for p in table.pruned
         ],
         notes=notes,
+        floor_confidence=policy.floor_confidence,
+        min_eval_items=policy.min_eval_items,
+        fleet_baseline=table.fleet_baseline,
     )
 
 

@@ -1,21 +1,68 @@
-"""Precision of a quantization, inferred from its name, and the precision order within a family.
+"""Precision of a pair from what it is: its declared weight format, never its measured accuracy.
 
-PURE: stdlib only. Bits are a tie-breaker after measured accuracy (see `precision_sort_key`).
+PURE: stdlib only. The order is fp32 > bf16 = fp16 > fp8 > int8 > int4 (more bits first; at
+equal bits a floating-point format before an integer one). The format is read from the
+quantization name; the policy's `precision_formats` declares it for names it cannot read
+(e.g. `{"mxfp6-custom": "fp6"}`). Measured accuracy is noise at eval-set sizes (docs/accuracy.md)
+and has no say in the order: the order decides the savings baselines and where the quality
+guard escalates.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import NamedTuple
 
-# Checked in this order; the first pattern that matches a quantization name gives its bits.
-# fp32 > bf16 = fp16 > fp8 = int8 > int4; names that match nothing count as 0 bits (least
-# precise), so an unknown scheme never outranks a known one on a tie in accuracy.
-_BITS_PATTERNS: tuple[tuple[int, re.Pattern[str]], ...] = (
-    (32, re.compile(r"(?:fp|float|f)32")),
-    (16, re.compile(r"(?:bf|fp|float|f)16|bfloat|half")),
-    (8, re.compile(r"fp8|int8|w8a|(?<!\d)8bit|q8|e4m3|e5m2")),
-    (4, re.compile(r"int4|fp4|nf4|w4a|awq|gptq|(?<!\d)4bit|q4")),
+# Checked in this order; the first pattern that matches a quantization name gives its format.
+_FORMAT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("fp32", re.compile(r"(?:fp|float|f)32")),
+    ("bf16", re.compile(r"bf16|bfloat")),
+    ("fp16", re.compile(r"(?:fp|float|f)16|half")),
+    ("fp8", re.compile(r"fp8|e4m3|e5m2")),
+    ("int8", re.compile(r"int8|w8a|(?<!\d)8bit|q8")),
+    ("fp4", re.compile(r"fp4|nvfp4|mxfp4")),
+    ("int4", re.compile(r"int4|nf4|w4a|awq|gptq|(?<!\d)4bit|q4")),
 )
+_DECLARED = re.compile(r"^(fp|bf|int)(\d+)$")
+
+
+class Precision(NamedTuple):
+    """A comparable precision: more bits first, then floating point before integer."""
+
+    bits: int
+    floating: bool
+
+
+UNKNOWN = Precision(0, False)
+
+
+def declared_format(quantization: str, overrides: Mapping[str, str] | None = None) -> str | None:
+    """The weight format a quantization name declares (`fp16`, `int4`, ...), or None.
+
+    >>> [declared_format(q) for q in ("bf16", "fp8-dynamic", "int8-w8a8", "awq-int4", "exotic")]
+    ['bf16', 'fp8', 'int8', 'int4', None]
+    """
+    if overrides and quantization in overrides:
+        return overrides[quantization]
+    name = quantization.lower()
+    for fmt, pattern in _FORMAT_PATTERNS:
+        if pattern.search(name):
+            return fmt
+    return None
+
+
+def format_precision(fmt: str | None) -> Precision:
+    """`fp16` -> Precision(16, True); `int4` -> Precision(4, False); None/unreadable -> 0 bits."""
+    match = _DECLARED.match(fmt or "")
+    if match is None:
+        return UNKNOWN
+    return Precision(int(match.group(2)), match.group(1) != "int")
+
+
+def precision_of(quantization: str, overrides: Mapping[str, str] | None = None) -> Precision:
+    """The precision a quantization declares; unknown names are least precise (0 bits)."""
+    return format_precision(declared_format(quantization, overrides))
 
 
 def quantization_bits(quantization: str) -> int:
@@ -24,18 +71,23 @@ def quantization_bits(quantization: str) -> int:
     >>> [quantization_bits(q) for q in ("bf16", "fp8", "int8-w8a8", "awq-int4", "exotic")]
     [16, 8, 8, 4, 0]
     """
-    name = quantization.lower()
-    for bits, pattern in _BITS_PATTERNS:
-        if pattern.search(name):
-            return bits
-    return 0
+    return precision_of(quantization).bits
 
 
 def precision_sort_key(
-    pair: str, quantization: str, mean_accuracy: float
-) -> tuple[float, int, str]:
-    """Sort key that puts the most precise pair of a family first.
+    pair: str, quantization: str, overrides: Mapping[str, str] | None = None
+) -> tuple[int, int, str]:
+    """Sort key that puts the most precise pair of a family first: bits descending, floating
+    point before integer, then the pair name (a stable tie-break only)."""
+    bits, floating = precision_of(quantization, overrides)
+    return (-bits, -int(floating), pair)
 
-    Mean accuracy descending, then bits descending, then the pair name (a stable tie-break).
-    """
-    return (-mean_accuracy, -quantization_bits(quantization), pair)
+
+def precision_ranks(
+    pairs: Mapping[str, str], overrides: Mapping[str, str] | None = None
+) -> dict[str, int]:
+    """pair -> rank among `pairs` (pair -> quantization, one family): 0 = most precise; equal
+    formats (bf16 and fp16) share a rank."""
+    levels = sorted({precision_of(q, overrides) for q in pairs.values()}, reverse=True)
+    rank_of = {level: rank for rank, level in enumerate(levels)}
+    return {pair: rank_of[precision_of(q, overrides)] for pair, q in pairs.items()}

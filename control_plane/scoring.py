@@ -18,14 +18,15 @@ as accuracy 0, and a ratio whose maximum is 0 counts as 0. Scores lie in
 Dominance: b dominates a when they are of the same family (a request may pin a family), b has at
 least a's context length, and for every request b is at least as cheap (input and output price),
 as fast (TTFT and TPOT at load 1 and their growth per load and per input token, hence at every
-load) and as accurate in every category, and strictly better in one of these. A dominated pair
-is never the cheapest feasible choice at equal load, so the table drops it.
+load) and as accurate in every category (both the measured accuracy and the bound floors are
+compared with), and strictly better in one of these. A dominated pair is never the cheapest
+feasible choice at equal load, so the table drops it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from contracts.policy import Policy
 from contracts.routing_table import LatencyModel
@@ -42,6 +43,7 @@ class PairFigures:
     latency: LatencyModel
     accuracy: Mapping[str, float]
     context_length: int
+    bound: Mapping[str, float] = field(default_factory=dict)  # added: what floors compare
 
     def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
         total = input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok
@@ -97,6 +99,7 @@ def _lower_is_better(p: PairFigures, categories: Sequence[str]) -> list[float]:
         m.tpot_per_load_s,
         -float(p.context_length),
         *(-p.accuracy_in(c) for c in categories),
+        *(-p.bound.get(c, 0.0) for c in categories),
     ]
 
 

@@ -4,7 +4,9 @@ PURE: no clock, I/O or logging; problems come back as `BuildError`, notes as war
 Steps: reject bad input (partial provenance, two different reports for one pair, policy naming
 unknown pairs), fit latency models (`fitting`), price pairs (`pricing`), rank precision within
 each family (`precision`), pick baselines, drop dominated pairs and score utility (`scoring`),
-order entries by the reference request's cost, and stamp the content hash.
+order entries by the reference request's cost, and stamp the content hash. The accuracy
+bound every entry routes on comes from `floor_bounds` (docs/accuracy.md); precision comes from
+the declared format, never from measured accuracy.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from contracts.profile_report import ProfileReport
 from contracts.routing_table import LatencyModel, RoutingTable, canonical_json, stamp_table
 from control_plane.category_training import classifier_for
 from control_plane.fitting import fit_latency_model, round_sig
-from control_plane.precision import precision_sort_key
+from control_plane.floor_bounds import Measurement, floor_bounds
+from control_plane.precision import declared_format, precision_ranks
 from control_plane.pricing import PairPrices, price_pair
 from control_plane.scoring import PairFigures, Pruning, prune_dominated, utility_scores
 
@@ -102,7 +105,21 @@ def _category_warnings(reports: Sequence[ProfileReport], categories: Sequence[st
     return warnings
 
 
-def _figures(report: ProfileReport, prices: PairPrices, latency: LatencyModel) -> PairFigures:
+def _format_warnings(reports: Sequence[ProfileReport], policy: Policy) -> list[str]:
+    return [
+        f"pair {r.pair}: no declared format can be read from {r.quantization!r}; it ranks "
+        "least precise (declare it in policy.precision_formats, e.g. fp6 or int5)"
+        for r in reports
+        if declared_format(r.quantization, policy.precision_formats) is None
+    ]
+
+
+def _figures(
+    report: ProfileReport,
+    prices: PairPrices,
+    latency: LatencyModel,
+    measured: Mapping[str, Measurement],
+) -> PairFigures:
     return PairFigures(
         pair=report.pair,
         family=report.family,
@@ -111,32 +128,46 @@ def _figures(report: ProfileReport, prices: PairPrices, latency: LatencyModel) -
         latency=latency,
         accuracy={a.category: a.accuracy for a in report.accuracy},
         context_length=report.context_length,
+        bound={c: m.bound for c, m in measured.items()},
     )
 
 
-def _precision_ranks(figures: Sequence[PairFigures], categories: Sequence[str]) -> dict[str, int]:
-    """pair -> rank within its family, 0 = most precise (see `precision_sort_key`)."""
-    by_family: dict[str, list[PairFigures]] = {}
+def _precision_ranks(figures: Sequence[PairFigures], policy: Policy) -> dict[str, int]:
+    """pair -> rank within its family by declared format, 0 = most precise (`precision`)."""
+    by_family: dict[str, dict[str, str]] = {}
     for f in figures:
-        by_family.setdefault(f.family, []).append(f)
+        by_family.setdefault(f.family, {})[f.pair] = f.pair.partition("@")[2]
     ranks: dict[str, int] = {}
     for members in by_family.values():
-        members.sort(
-            key=lambda f: precision_sort_key(
-                f.pair, f.pair.partition("@")[2], f.mean_accuracy(categories)
-            )
-        )
-        ranks.update({f.pair: rank for rank, f in enumerate(members)})
+        ranks.update(precision_ranks(members, policy.precision_formats))
     return ranks
 
 
 def _baselines(
     policy: Policy, figures: Sequence[PairFigures], ranks: Mapping[str, int]
 ) -> dict[str, str]:
-    """family -> baseline pair: the policy's choice, else the family's most precise pair."""
-    chosen = {f.family: f.pair for f in figures if ranks[f.pair] == 0}
+    """family -> baseline pair: the policy's choice, else the family's most precise pair
+    (on a tie in declared format, e.g. bf16 and fp16, the first by name)."""
+    chosen: dict[str, str] = {}
+    for f in sorted(figures, key=lambda f: f.pair):
+        if ranks[f.pair] == 0:
+            chosen.setdefault(f.family, f.pair)
     chosen.update(policy.baselines)
     return dict(sorted(chosen.items()))
+
+
+def fleet_baseline(
+    baselines: Mapping[str, str], figures: Sequence[PairFigures], categories: Sequence[str]
+) -> str | None:
+    """The baseline pair of the family whose baseline is the most accurate on average over
+    the policy's categories (ties: the first by name): "everything on the fleet's best"."""
+    by_pair = {f.pair: f for f in figures}
+    scored = [
+        (-by_pair[pair].mean_accuracy(categories), pair)
+        for pair in baselines.values()
+        if pair in by_pair
+    ]
+    return min(scored)[1] if scored else None
 
 
 def _entry(
@@ -160,6 +191,8 @@ def _entry(
         "accuracy": {a.category: a.accuracy for a in report.accuracy},
         "accuracy_n": {a.category: a.n for a in report.accuracy},
         **extra,
+        "accuracy_right": {a.category: a.right_count for a in report.accuracy},
+        "accuracy_bound": dict(fig.bound),
     }
 
 
@@ -187,11 +220,17 @@ def build(
         raise BuildError(problems)
     categories = tuple(sorted(policy.categories))
     prices = {r.pair: price_pair(r) for r in unique}
+    bounds = floor_bounds(unique, policy)
     figures = [
-        _figures(r, prices[r.pair], fit_latency_model(r.latency, policy.latency_quantile))
+        _figures(
+            r,
+            prices[r.pair],
+            fit_latency_model(r.latency, policy.latency_quantile),
+            bounds[r.pair],
+        )
         for r in unique
     ]
-    baselines = _baselines(policy, figures, _precision_ranks(figures, categories))
+    baselines = _baselines(policy, figures, _precision_ranks(figures, policy))
     protected = set(baselines.values()) | {policy.shadow.default_pair or ""}
     pruning = (
         prune_dominated(figures, categories, protected)
@@ -214,9 +253,11 @@ def build(
                 for r in unique
             ],
             "classifier": classifier,
+            "fleet_baseline": fleet_baseline(baselines, figures, categories),
         }
     )
-    warnings = _category_warnings(unique, categories) + classifier_notes
+    warnings = _category_warnings(unique, categories) + _format_warnings(unique, policy)
+    warnings += classifier_notes
     return TableBuild(table=table, warnings=tuple(warnings))
 
 
@@ -229,7 +270,7 @@ def _scored_entries(
 ) -> list[dict[str, Any]]:
     """Entries of the kept pairs, ordered by (reference cost, reference latency, pair)."""
     report_of = {r.pair: r for r in reports}
-    ranks = _precision_ranks(kept, categories)
+    ranks = _precision_ranks(kept, policy)
     utility = utility_scores(kept, policy, categories)
     n_in, n_out = policy.reference_input_tokens, policy.reference_output_tokens
     keyed = []
@@ -238,6 +279,9 @@ def _scored_entries(
         extra = {
             "utility": {c: round_sig(u) for c, u in utility[fig.pair].items()},
             "precision_rank": ranks[fig.pair],
+            "precision_format": declared_format(
+                fig.pair.partition("@")[2], policy.precision_formats
+            ),
             "reference_cost_usd": cost,
         }
         entry = _entry(report_of[fig.pair], fig, prices[fig.pair], extra)

@@ -91,6 +91,12 @@ class CompiledPair:
     # Added for the quality-first objective: 0 = the most precise declared format and bits
     # (FP16 < FP8 < INT8 < INT4; `decision.ladder.ladder_rank`).
     ladder_rank: int = 0
+    # Added: what floors are compared with (docs/accuracy.md): the table's lower bound per
+    # category (the point estimate for tables built without bounds), and per category the
+    # words that say where it comes from ("at 90% confidence on chat: 20/25 = 0.80, lower
+    # bound 0.66"); empty for tables built without bounds.
+    accuracy_bound: Mapping[str, float] = field(default_factory=dict)
+    floor_basis: Mapping[str, str] = field(default_factory=dict)
 
 
 class ScanRow(NamedTuple):
@@ -148,8 +154,9 @@ class CompiledTable:
     # with `pairs` (an unmeasured category is 0.0), so a decision looks nothing up per pair.
     scan_rows: Mapping[str, tuple[ScanRow, ...]]
     cost_floors: Mapping[str, tuple[CostFloor, ...]]  # aligned with scan_rows[alias]
-    accuracy_by_category: Mapping[str, tuple[float, ...]]
+    accuracy_by_category: Mapping[str, tuple[float, ...]]  # the bounds floors compare with
     classifier: CategoryScorer  # the table's category classifier, else the built-in one
+    fleet_baseline: CompiledPair | None = None  # added: the fleet's best pair, for savings
 
 
 # --- health and load ----------------------------------------------------------------------

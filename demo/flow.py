@@ -27,7 +27,7 @@ from demo.fleet import (
 )
 from demo.plot import plot_report
 from demo.processes import StartupError
-from demo.profiling import EVALSETS, REAL_SWEEP, SIM_SWEEP, profile_fleet
+from demo.profiling import HOLDOUT, REAL_SWEEP, SIM_SWEEP, profile_fleet
 from demo.replay import make_client, replay
 from demo.report import build_report, costs_from_metrics, render_report, report_json
 from demo.stack import (
@@ -86,7 +86,7 @@ def show_table(stack: Stack) -> None:
 
 async def measure(opts: DemoOptions, stack: Stack, table: dict[str, Any]) -> dict[str, Any]:
     """Replay the workload; return the report's JSON (also printed, written and plotted)."""
-    items = load_items(EVALSETS)
+    items = load_items(HOLDOUT)  # never the items the profiles were measured on
     jobs = build_jobs(items, table, opts.requests, opts.loose_budget_s, opts.seed)
     step(f"replay {len(jobs)} requests through the data plane with the openai client "
          f"({opts.concurrency} at a time, half streaming)")  # fmt: skip

@@ -19,6 +19,8 @@ from demo.fleet import ROOT, FleetPair
 from demo.processes import StartupError, log_tail
 
 EVALSETS = tuple(sorted((ROOT / "profiler" / "evalsets").glob("*.jsonl")))
+# Replayed and scored by the demo: items no profile was measured on (profiler.evalset_generator).
+HOLDOUT = tuple(sorted((ROOT / "profiler" / "evalsets" / "holdout").glob("*.jsonl")))
 
 
 @dataclass(frozen=True, slots=True)

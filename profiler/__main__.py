@@ -21,8 +21,9 @@ from pydantic import ValidationError
 
 from contracts.profile_report import ProfileReport
 from profiler.accuracy import format_loc
-from profiler.cli import build_parser, plan_from_args
-from profiler.errors import ProfilerError, PushError
+from profiler.cli import asking_plan, build_parser, decision_target, plan_from_args
+from profiler.decisions import render_undecided, undecided
+from profiler.errors import InputError, ProfilerError, PushError
 from profiler.fleet import load_fleet, run_fleet
 from profiler.inprocess import EngineIdentity, load_vllm_engine, profile_inprocess
 from profiler.plots import write_plots
@@ -118,6 +119,7 @@ async def _run(
         report = await profile_pair(plan, rt)
         logger.info("report written: %s", plan.out)
         print(render_summary(report))
+        print(_decisions([report], args))
         await _finish([report], args, target, session)
     return 0
 
@@ -126,17 +128,19 @@ async def _fleet(
     args: argparse.Namespace, settings: ProfilerSettings, progress: Progress, origin: Origin
 ) -> int:
     fleet = load_fleet(args.file)
+    plans = tuple(asking_plan(plan, args) for plan in fleet.plans)
     target = push_target(args, settings)
     if args.plots is None and fleet.plots_dir is not None:
         args.plots = fleet.plots_dir
     async with open_session(settings) as session:
         await _check_target(target, session)
         rt = Runtime(session, settings, progress, *origin)
-        outcome = await run_fleet(fleet.plans, rt, args.parallel or fleet.parallel)
+        outcome = await run_fleet(plans, rt, args.parallel or fleet.parallel)
         for report in outcome.reports:
             print(render_summary(report))
         if outcome.reports:
             print(render_comparison(outcome.reports))
+            print(_decisions(outcome.reports, args))
             await _finish(outcome.reports, args, target, session)
     for pair, message in outcome.failures:
         print(f"error: {pair}: {message}", file=sys.stderr)
@@ -148,15 +152,24 @@ def _compare(args: argparse.Namespace) -> int:
     for report in reports:
         print(render_summary(report))
     print(render_comparison(reports))
+    print(_decisions(reports, args))
     if args.plots:
         for path in write_plots(reports, args.plots):
             logger.info("plot written: %s", path)
     return 0
 
 
+def _decisions(reports: Sequence[ProfileReport], args: argparse.Namespace) -> str:
+    """Which pairs the floors leave undecided, per category (docs/accuracy.md)."""
+    target = decision_target(args)
+    return render_undecided(undecided(reports, target), target)
+
+
 def _inprocess(
     args: argparse.Namespace, settings: ProfilerSettings, progress: Progress, origin: Origin
 ) -> int:
+    if args.until_decided:
+        raise InputError(["--until-decided: not supported by inprocess; use run against a server"])
     plan = plan_from_args(args, settings, args.served_model_name or args.model)
     target = push_target(args, settings)
     if target is not None:
@@ -173,6 +186,7 @@ def _inprocess(
     identity = EngineIdentity(engine.version, engine.context_length)
     report = profile_inprocess(plan, engine, identity, progress, origin)
     print(render_summary(report))
+    print(_decisions([report], args))
     if args.plots or target:
         asyncio.run(_push_only([report], args, target, settings))
     return 0

@@ -59,6 +59,15 @@ class EvalItem(BaseModel):
             raise ValueError(f"the sample `answer` does not pass the {self.scorer} scorer")
         return self
 
+    @property
+    def key(self) -> str:
+        """The item's name in a report's per-item outcomes: its `id`, else a hash of what is
+        asked (so the same item is paired across pairs' reports)."""
+        if self.id is not None:
+            return str(self.id)
+        asked = self.prompt if self.prompt is not None else repr(self.messages)
+        return "sha256:" + hashlib.sha256(asked.encode()).hexdigest()[:16]
+
 
 def _check_expected(scorer: Scorer, expected: Any) -> None:
     """`expected` must have the shape the scorer compares against."""
@@ -141,21 +150,46 @@ class EvalResult:
     category: str
     correct: bool
     error: str | None = None
+    item: str | None = None  # added: EvalItem.key, for per-item outcomes
 
 
-def summarize_accuracy(results: Iterable[EvalResult]) -> tuple[CategoryAccuracy, ...]:
-    """Accuracy per category (sorted by name) with its count and Wilson 95% interval."""
-    totals: dict[str, list[int]] = {}
+def _per_item(results: Sequence[EvalResult]) -> dict[str, Any]:
+    """`items` and `outcomes` (sorted by item key) when every result names a distinct item."""
+    keys = [r.item for r in results]
+    if any(not k or len(k) > 200 for k in keys) or len(set(keys)) != len(keys):
+        return {}
+    ordered = sorted(results, key=lambda r: str(r.item))
+    return {
+        "items": tuple(str(r.item) for r in ordered),
+        "outcomes": "".join("1" if r.correct else "0" for r in ordered),
+    }
+
+
+def summarize_accuracy(
+    results: Iterable[EvalResult], looks: int = 1
+) -> tuple[CategoryAccuracy, ...]:
+    """Accuracy per category (sorted by name) with its counts, Wilson 95% interval and, when
+    every result names its item, the per-item outcomes (for paired comparisons). `looks`:
+    the planned looks of `--until-decided` (see `sequential`), 1 for a fixed set."""
+    by_category: dict[str, list[EvalResult]] = {}
     for result in results:
-        counts = totals.setdefault(result.category, [0, 0])
-        counts[0] += int(result.correct)
-        counts[1] += 1
+        by_category.setdefault(result.category, []).append(result)
     out = []
-    for category in sorted(totals):
-        right, n = totals[category]
+    for category in sorted(by_category):
+        scored = by_category[category]
+        n, right = len(scored), sum(r.correct for r in scored)
         low, high = wilson_interval(right, n)
         out.append(
-            CategoryAccuracy(category=category, accuracy=right / n, n=n, ci_low=low, ci_high=high)
+            CategoryAccuracy(
+                category=category,
+                accuracy=right / n,
+                n=n,
+                ci_low=low,
+                ci_high=high,
+                right=right,
+                looks=looks,
+                **_per_item(scored),
+            )
         )
     return tuple(out)
 

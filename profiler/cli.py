@@ -9,12 +9,15 @@ import argparse
 from dataclasses import replace
 from pathlib import Path
 
+import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from contracts.names import Family, HttpUrl, Quantization
+from contracts.policy import PolicyError, load_policy
 from contracts.profile_report import Hardware, Prices
 from profiler import PROFILER_VERSION
 from profiler.accuracy import format_loc
+from profiler.decisions import DEFAULT_FLOORS, DecisionTarget
 from profiler.errors import InputError
 from profiler.profiling import PairPlan, builtin_evalsets
 from profiler.settings import ProfilerSettings
@@ -58,6 +61,77 @@ def _pair_args(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--evalset", nargs="+", type=Path, help="JSONL files (default: built-in)")
     out.add_argument("--out", type=Path, help="report file (default: FAMILY@QUANT.json)")
     _output_args(out)
+    _decision_args(parser, asking=True)
+
+
+def float_list(text: str) -> list[float]:
+    """`0.7,0.8` -> [0.7, 0.8], each in [0, 1] (argparse type)."""
+    try:
+        values = [float(part) for part in text.split(",") if part.strip()]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"expected numbers like 0.7,0.8, got {text!r}") from err
+    if not values or any(not 0.0 <= v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError(f"floors must be in [0, 1], got {text!r}")
+    return values
+
+
+def _decision_args(parser: argparse.ArgumentParser, *, asking: bool) -> None:
+    group = parser.add_argument_group("decisions (docs/accuracy.md)")
+    group.add_argument(
+        "--policy", type=Path, help="take floors, floor_confidence and min_eval_items from it"
+    )
+    group.add_argument(
+        "--floors", type=float_list, metavar="0.7,0.8,0.9",
+        help=f"floors to decide (default: the policy's, else {DEFAULT_FLOORS})",
+    )  # fmt: skip
+    group.add_argument("--confidence", type=float, help="one-sided confidence (default 0.90)")
+    group.add_argument("--min-items", type=int, help="fewer items = unknown (default 20)")
+    if asking:
+        group.add_argument(
+            "--until-decided", action="store_true",
+            help="ask items of a category in batches until no floor is undecided",
+        )  # fmt: skip
+        group.add_argument(
+            "--first-items", type=int, default=100, metavar="N",
+            help="items per category to start with under --until-decided (default 100)",
+        )  # fmt: skip
+
+
+def _policy_target(path: Path) -> DecisionTarget:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InputError([f"{path}: cannot read: {err.strerror}"]) from err
+    except yaml.YAMLError as err:
+        raise InputError([f"{path}: not valid YAML: {err}"]) from err
+    try:
+        policy = load_policy(data)
+    except PolicyError as err:
+        raise InputError([f"{path}: {e}" for e in err.errors]) from err
+    floors = sorted({c.min_accuracy for c in policy.categories.values() if c.min_accuracy > 0})
+    return DecisionTarget(
+        tuple(floors) or DEFAULT_FLOORS, policy.floor_confidence, policy.min_eval_items
+    )
+
+
+def decision_target(args: argparse.Namespace) -> DecisionTarget:
+    """The floors and confidence the flags (and --policy) describe."""
+    target = DecisionTarget() if args.policy is None else _policy_target(args.policy)
+    problems = []
+    if args.confidence is not None and not 0.5 <= args.confidence < 1.0:
+        problems.append(f"--confidence {args.confidence}: must be in [0.5, 1)")
+    if args.min_items is not None and args.min_items < 1:
+        problems.append(f"--min-items {args.min_items}: must be at least 1")
+    if getattr(args, "first_items", 1) < 1:
+        problems.append(f"--first-items {args.first_items}: must be at least 1")
+    if problems:
+        raise InputError(problems)
+    return replace(
+        target,
+        floors=tuple(args.floors) if args.floors else target.floors,
+        confidence=target.confidence if args.confidence is None else args.confidence,
+        min_items=target.min_items if args.min_items is None else args.min_items,
+    )
 
 
 def _output_args(group: argparse._ArgumentGroup) -> None:
@@ -80,9 +154,11 @@ def build_parser() -> argparse.ArgumentParser:
     fleet.add_argument("file", type=Path)
     fleet.add_argument("--parallel", type=int, help="pairs profiled at once (default: file's)")
     _output_args(fleet.add_argument_group("output"))
+    _decision_args(fleet, asking=True)
     compare = commands.add_parser("compare", help="compare report files side by side")
     compare.add_argument("reports", nargs="+", type=Path)
     compare.add_argument("--plots", type=Path, metavar="DIR")
+    _decision_args(compare, asking=False)
     inproc = commands.add_parser("inprocess", help="run the engine in-process via vllm.LLM")
     inproc.add_argument("--model", required=True, help="checkpoint path or model id for vLLM")
     inproc.add_argument("--served-model-name", help="name in the report (default: --model)")
@@ -141,7 +217,14 @@ def plan_from_args(args: argparse.Namespace, settings: ProfilerSettings, served:
     except ValueError as err:
         raise InputError([f"--{str(err).replace('_', '-')}"]) from err
     out = args.out or Path(f"{plan.pair}.json")
-    return _checked(plan, out)
+    return asking_plan(_checked(plan, out), args)
+
+
+def asking_plan(plan: PairPlan, args: argparse.Namespace) -> PairPlan:
+    """`plan` with `--until-decided` (and its target) applied, when given."""
+    if not args.until_decided:
+        return plan
+    return replace(plan, decide=decision_target(args), first_items=args.first_items)
 
 
 def _checked(plan: PairPlan, out: Path) -> PairPlan:

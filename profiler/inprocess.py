@@ -196,7 +196,7 @@ def measure_accuracy(
     )
     for item, gen in zip([*prompted, *chats], answers, strict=True):
         ok = score(gen.text, item.expected, item.scorer, item.tolerance)
-        results.append(EvalResult(item.category, correct=ok))
+        results.append(EvalResult(item.category, correct=ok, item=item.key))
     advance(len(items))
 
 

@@ -27,11 +27,13 @@ from profiler.accuracy import (
     summarize_accuracy,
 )
 from profiler.client import EngineClient
+from profiler.decisions import MAX_LOOKS, DecisionTarget
 from profiler.engine_facts import EndpointInfo, FactsTracker, preflight, watch_metrics
 from profiler.errors import EndpointError, InputError
 from profiler.progress import Progress
 from profiler.report import Measured, RunFacts, build_document, validate_report, write_document
 from profiler.runner import Calibration, LevelRecorder, LoadRunner, run_evals
+from profiler.sequential import ask_until_decided
 from profiler.settings import ProfilerSettings
 from profiler.workload import LoadLevel
 
@@ -61,6 +63,10 @@ class PairPlan:
     engine_version: str | None = None
     context_length: int | None = None
     out: Path | None = None
+    # Added: `--until-decided` asks eval items in batches until `decide`'s floors are decided
+    # (None: every item of the eval sets, once); `first_items` per category to start with.
+    decide: DecisionTarget | None = None
+    first_items: int = 100
 
     @property
     def pair(self) -> str:
@@ -195,7 +201,18 @@ async def _measure(
             watch_metrics(client, state.tracker, settings.metrics_interval_s)
         )
         with rt.progress.bar(len(items), f"{plan.pair} accuracy") as advance:
-            await run_evals(client, items, settings.eval_concurrency, state.evals, advance)
+            if plan.decide is None:
+                await run_evals(client, items, settings.eval_concurrency, state.evals, advance)
+            else:
+                await ask_until_decided(
+                    client,
+                    items,
+                    plan.decide,
+                    plan.first_items,
+                    settings.eval_concurrency,
+                    state.evals,
+                    advance,
+                )
         runner = LoadRunner(client, state.calibration, settings.max_in_flight, settings.seed)
         total = sum(r.level.total for r in state.recorders)
         with rt.progress.bar(total, f"{plan.pair} load") as advance:
@@ -239,7 +256,7 @@ def _summarize(plan: PairPlan, state: RunState) -> Measured:
         )
     return Measured(
         latency=tuple(samples),
-        accuracy=summarize_accuracy(state.evals),
+        accuracy=summarize_accuracy(state.evals, 1 if plan.decide is None else MAX_LOOKS),
         chars_per_token=state.calibration.chars_per_token,
         engine_facts=state.tracker.engine_facts(),
         memory=state.tracker.memory(),

@@ -173,10 +173,10 @@ async def run_evals(
         try:
             answer = await client.complete(item)
         except RequestFailedError as err:
-            results.append(EvalResult(item.category, correct=False, error=err.reason))
+            results.append(EvalResult(item.category, False, err.reason, item.key))
         else:
             ok = score(answer, item.expected, item.scorer, item.tolerance)
-            results.append(EvalResult(item.category, correct=ok))
+            results.append(EvalResult(item.category, correct=ok, item=item.key))
         finally:
             slots.release()
             advance(1)

@@ -70,6 +70,9 @@ function renderMeta(table, overview) {
     ["reference request", `${table.reference_input_tokens} in / ${table.reference_output_tokens} out tokens`],
     ["pairs", `${table.pairs.filter((p) => p.status === "served").length} served, ` +
       `${table.pairs.filter((p) => p.status === "pruned").length} pruned`],
+    ["floors", `met at ${Math.round(table.floor_confidence * 100)}% confidence, ` +
+      `unknown below ${table.min_eval_items} eval items`],
+    ["fleet baseline", table.fleet_baseline || "–"],
   ];
   $("table-meta").replaceChildren(...items.map(([k, v]) => el("div", {}, el("dt", {}, k),
     el("dd", {}, v))));
@@ -104,6 +107,8 @@ function renderChart(table) {
     el("span", {}, el("span", { class: "swatch frontier" }), "on the frontier (no pair is cheaper, faster and more accurate)"),
     el("span", {}, el("span", { class: "swatch served" }), "served"),
     el("span", {}, el("span", { class: "swatch pruned" }), "pruned (dominated)"),
+    el("span", {}, `bars: accuracy interval at ${Math.round(table.floor_confidence * 100)}% ` +
+      "confidence each side (a floor is met when the bar's bottom reaches it)"),
     el("span", {}, "latency ", fmt.secs(fast), el("span", { class: "ramp" }), fmt.secs(slow),
       " (larger = slower)"),
   );
@@ -122,16 +127,20 @@ function categoryCell(p, category) {
   const selected = category === state.category ? "selected num" : "num";
   if (!c) return el("td", { class: selected }, "–");
   const utility = c.utility === null ? "" : ` u ${fmt.num(c.utility)}`;
-  return el("td", { class: selected, title: c.frontier ? "on this category's frontier" : "" },
-    el("b", {}, fmt.num(c.accuracy)), el("span", { class: "muted" }, utility),
-    c.frontier ? " ◆" : "");
+  const counts = c.n === null || c.n === undefined ? "" : ` ${c.right}/${c.n}`;
+  const interval = c.bound === null || c.bound === undefined ? "" :
+    ` [${fmt.num(c.bound, 3)}, ${c.upper === null || c.upper === undefined ? "–" : fmt.num(c.upper, 3)}]`;
+  return el("td", { class: selected, title: c.frontier ? "on this category's frontier" : "",
+    "data-n": c.n === null || c.n === undefined ? "" : String(c.n) },
+    el("b", {}, fmt.num(c.accuracy)), el("span", { class: "muted interval" }, `${counts}${interval}`),
+    el("span", { class: "muted" }, utility), c.frontier ? " ◆" : "");
 }
 
 function renderPairs(table) {
   const head = el("tr", {}, ...["pair", "status", "endpoints", "$ / Mtok in · out",
     "per 1k ref. requests", "latency (ref, load 1)"].map((h) => el("th", {}, h)),
     ...table.categories.map((c) => el("th", { class: c === state.category ? "selected num" : "num" },
-      `${c} acc · utility`)));
+      `${c} acc · right/n [bounds] · utility`)));
   $("pairs-table").tHead.replaceChildren(head);
   const rows = table.pairs.map((p) => el("tr", { class: p.status, "data-pair": p.pair },
     el("td", {}, p.pair), statusCell(p),

@@ -1,7 +1,8 @@
 // The frontier chart: one SVG point per pair with figures, drawn from the /ui/api/table view.
 // x = estimated cost of the category's typical request, y = accuracy in the category,
 // size and colour = predicted latency at load 1. Frontier pairs get a dark ring, pruned pairs
-// are hollow and dashed. No library: plain DOM calls, so nothing is fetched from elsewhere.
+// are hollow and dashed. A vertical error bar runs from the accuracy's lower bound (what floors
+// are compared with) to its upper bound, when the table carries them. No library: plain DOM calls, so nothing is fetched from elsewhere.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const WIDTH = 920;
@@ -152,9 +153,26 @@ function placeLabel(placed, point, text, right) {
 function tooltip(p, c, category) {
   const status = p.status === "pruned" ? `pruned (dominated by ${p.dominated_by})` :
     c.frontier ? "on the frontier" : "served, not on the frontier";
-  return `${p.pair}: ${status}\naccuracy on ${category} ${c.accuracy.toFixed(3)}\n` +
+  const counts = c.n === null || c.n === undefined ? "" : ` (${c.right}/${c.n})`;
+  const bounds = c.bound === null || c.bound === undefined || c.upper === null ||
+    c.upper === undefined ? "" : `\ninterval [${c.bound.toFixed(3)}, ${c.upper.toFixed(3)}]`;
+  return `${p.pair}: ${status}\naccuracy on ${category} ${c.accuracy.toFixed(3)}${counts}${bounds}\n` +
     `cost per 1,000 requests ${costLabel(c.cost_usd * 1000)}\n` +
     `predicted latency at load 1 ${c.latency_s.toFixed(2)} s`;
+}
+
+function hasBar(c) {
+  return c.bound !== null && c.bound !== undefined && c.upper !== null && c.upper !== undefined;
+}
+
+// A vertical bar from the lower to the upper bound, with short caps.
+function errorBar(x, yLow, yHigh, pair) {
+  const bar = svg("g", { class: "error-bar", "data-pair": pair });
+  bar.append(svg("line", { x1: x.toFixed(1), x2: x.toFixed(1), y1: yLow.toFixed(1), y2: yHigh.toFixed(1) }));
+  for (const y of [yLow, yHigh]) {
+    bar.append(svg("line", { x1: (x - 5).toFixed(1), x2: (x + 5).toFixed(1), y1: y.toFixed(1), y2: y.toFixed(1) }));
+  }
+  return bar;
 }
 
 // Draw the chart for `category` into `container`; returns the number of points drawn.
@@ -169,12 +187,14 @@ export function drawFrontier(container, pairs, category) {
   const box = [MARGIN.left, WIDTH - MARGIN.right, HEIGHT - MARGIN.bottom, MARGIN.top];
   const points = shown.map((p) => ({ pair: p, c: p.categories[category] }));
   const xs = costScale(points.map((q) => q.c.cost_usd * 1000), box[0], box[1]);
-  const ys = accuracyScale(points.map((q) => q.c.accuracy), box[2], box[3]);
+  const spans = points.flatMap((q) => [q.c.accuracy, ...(hasBar(q.c) ? [q.c.bound, q.c.upper] : [])]);
+  const ys = accuracyScale(spans, box[2], box[3]);
   axes(root, xs, ys, box, category);
   const lat = points.map((q) => q.c.latency_s);
   const [lo, hi] = [Math.min(...lat), Math.max(...lat)];
   const names = shortNames(shown);
   const placed = [];
+  const bars = svg("g", { class: "error-bars" });
   const layer = svg("g", { class: "points" });
   const labels = svg("g", { class: "labels" });
   // Slow (large) points first, so small ones stay visible on top.
@@ -185,6 +205,7 @@ export function drawFrontier(container, pairs, category) {
     const x = xs.map(c.cost_usd * 1000);
     const y = ys.map(c.accuracy);
     const kind = p.status === "pruned" ? "pruned" : c.frontier ? "served frontier" : "served";
+    if (hasBar(c)) bars.append(errorBar(x, ys.map(c.bound), ys.map(c.upper), p.pair));
     const circle = svg("circle", { class: `point ${kind}`, cx: x.toFixed(1), cy: y.toFixed(1),
       r: r.toFixed(1), "data-pair": p.pair, fill: kind === "pruned" ? "none" : latencyColour(share) });
     circle.append(svg("title", {}, tooltip(p, c, category)));
@@ -193,7 +214,7 @@ export function drawFrontier(container, pairs, category) {
     labels.append(svg("text", { class: "label", x: spot.x.toFixed(1), y: spot.y.toFixed(1),
       "data-pair": p.pair }, names[p.pair]));
   }
-  root.append(layer, labels);
+  root.append(bars, layer, labels);
   container.append(root);
   return points.length;
 }

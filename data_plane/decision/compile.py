@@ -42,9 +42,44 @@ def widened_intercepts(latency: LatencyModel) -> tuple[float, float]:
     )
 
 
-def compile_pair(entry: PairEntry, order: int, ladder_rank: int = 0) -> CompiledPair:
+def routing_accuracy(entry: PairEntry) -> dict[str, float]:
+    """category -> the number floors are compared with: the table's bound; a table built
+    without bounds (an older control plane) routes on its point estimates, as it did."""
+    return dict(entry.accuracy_bound) if entry.accuracy_bound else dict(entry.accuracy)
+
+
+def floor_basis(entry: PairEntry, confidence: float, min_items: int) -> dict[str, str]:
+    """category -> the words a below-floor rejection quotes (docs/accuracy.md)."""
+    if not entry.accuracy_bound:
+        return {}
+    words = {}
+    for category, accuracy in entry.accuracy.items():
+        n = entry.accuracy_n[category]
+        right = entry.accuracy_right.get(category, round(accuracy * n))
+        if n < min_items:
+            words[category] = (
+                f"on {category}: accuracy unknown, {right}/{n} eval items "
+                f"(fewer than min_eval_items {min_items})"
+            )
+        else:
+            bound = entry.accuracy_bound.get(category, 0.0)
+            words[category] = (
+                f"at {confidence:.0%} confidence on {category}: {right}/{n} = {accuracy:.2f}, "
+                f"lower bound {bound:.3f}"
+            )
+    return words
+
+
+def compile_pair(
+    entry: PairEntry,
+    order: int,
+    ladder_rank: int = 0,
+    confidence: float = 0.9,
+    min_items: int = 1,
+) -> CompiledPair:
     """One table entry flattened; `order` is its position in the table's cost order,
-    `ladder_rank` its rung on the precision ladder (`ladder.ladder_ranks`)."""
+    `ladder_rank` its rung on the precision ladder (`ladder.ladder_ranks`); `confidence` and
+    `min_items` are the policy's, for the words of a floor rejection."""
     latency = entry.latency
     ttft_base_s, tpot_base_s = widened_intercepts(latency)
     return CompiledPair(
@@ -67,6 +102,8 @@ def compile_pair(entry: PairEntry, order: int, ladder_rank: int = 0) -> Compiled
         order=order,
         max_profiled_load=float(latency.max_profiled_load),
         ladder_rank=ladder_rank,
+        accuracy_bound=MappingProxyType(routing_accuracy(entry)),
+        floor_basis=MappingProxyType(floor_basis(entry, confidence, min_items)),
     )
 
 
@@ -163,7 +200,12 @@ def cost_floors(rows: tuple[ScanRow, ...]) -> tuple[CostFloor, ...]:
 def compile_table(table: RoutingTable) -> CompiledTable:
     """Flatten a validated RoutingTable; keeps the table's cost order as each pair's `order`."""
     rungs = ladder_ranks(e.quantization for e in table.entries)
-    pairs = tuple(compile_pair(e, i, rungs[e.quantization]) for i, e in enumerate(table.entries))
+    policy = table.policy
+    confidence, min_items = policy.floor_confidence, policy.min_eval_items
+    pairs = tuple(
+        compile_pair(e, i, rungs[e.quantization], confidence, min_items)
+        for i, e in enumerate(table.entries)
+    )
     by_name = {p.pair: p for p in pairs}
     by_alias = _by_alias(pairs)
     rows = tuple(scan_row(p) for p in pairs)
@@ -183,7 +225,8 @@ def compile_table(table: RoutingTable) -> CompiledTable:
         scan_rows=MappingProxyType(alias_rows),
         cost_floors=MappingProxyType({a: cost_floors(r) for a, r in alias_rows.items()}),
         accuracy_by_category=MappingProxyType(
-            {c: tuple(p.accuracy.get(c, 0.0) for p in pairs) for c in categories}
+            {c: tuple(p.accuracy_bound.get(c, 0.0) for p in pairs) for c in categories}
         ),
         classifier=BUILTIN if table.classifier is None else compile_classifier(table.classifier),
+        fleet_baseline=by_name.get(table.fleet_baseline or ""),
     )

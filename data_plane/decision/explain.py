@@ -35,6 +35,7 @@ def _candidate(c: Candidate, category: str) -> dict[str, Any]:
         "predicted_latency_s": round(c.predicted_latency_s, 6),
         "estimated_cost_usd": c.estimated_cost_usd,
         "accuracy": c.pair.accuracy.get(category, 0.0),
+        "accuracy_bound": c.pair.accuracy_bound.get(category, 0.0),
     }
 
 
@@ -58,9 +59,11 @@ def _budget_words(d: RouteDecision) -> str:
 def _choice_words(d: RouteDecision) -> str:
     c = d.candidates[0]
     accuracy = c.pair.accuracy.get(d.category, 0.0)
+    basis = c.pair.floor_basis.get(d.category)
+    measured = f"accuracy {accuracy:.2f} on {d.category}" if basis is None else f"accuracy {basis}"
     return (
         f"{c.pair.pair} (predicted {c.predicted_latency_s:.2f} s at load {c.load:g}, "
-        f"estimated ${c.estimated_cost_usd:.3g}, accuracy {accuracy:.2f} on {d.category})"
+        f"estimated ${c.estimated_cost_usd:.3g}, {measured})"
     )
 
 

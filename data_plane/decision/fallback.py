@@ -94,7 +94,7 @@ def _relax(
     category = limits.category
 
     def most_accurate(c: Candidate) -> tuple[float, float, float, int]:
-        accuracy = c.pair.accuracy.get(category, 0.0)
+        accuracy = c.pair.accuracy_bound.get(category, 0.0)
         return (-accuracy, c.predicted_latency_s, c.estimated_cost_usd, c.pair.order)
 
     return RouteReason.FLOOR_RELAXED, tuple(sorted(any_floor, key=most_accurate))

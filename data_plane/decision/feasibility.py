@@ -124,6 +124,11 @@ def predict(
     )
 
 
+def _floor(value: float) -> str:
+    """0.8 -> '0.80', 0.855 -> '0.855': two decimals unless the floor has a third."""
+    return f"{value:.2f}" if abs(value * 100 - round(value * 100)) < 1e-9 else f"{value:.3f}"
+
+
 def _usd(value: float) -> str:
     return f"${value:.3g}"
 
@@ -141,13 +146,15 @@ def static_violation(
             f"needs {tokens[0]} input + {tokens[1]} output = {needed} tokens "
             f"> context {pair.context_length}",
         )
-    accuracy = pair.accuracy.get(limits.category, 0.0)
+    accuracy = pair.accuracy_bound.get(limits.category, 0.0)
     if not relax_floor and accuracy < limits.min_accuracy:
-        return Rejected(
-            pair.pair,
-            Rejection.BELOW_FLOOR,
-            f"accuracy {accuracy:.3f} on {limits.category} < floor {limits.min_accuracy:.3f}",
+        basis = pair.floor_basis.get(limits.category)
+        detail = (
+            f"accuracy {accuracy:.3f} on {limits.category} < floor {limits.min_accuracy:.3f}"
+            if basis is None
+            else f"below floor {_floor(limits.min_accuracy)} {basis}"
         )
+        return Rejected(pair.pair, Rejection.BELOW_FLOOR, detail)
     return None
 
 
@@ -167,7 +174,9 @@ def first_violation(
     - beyond the highest load the profile measured the model is not extrapolated: a pair
       under a latency or TTFT budget is then too slow, whatever the line says;
     - cost = input tokens x input price + output tokens x output price;
-    - a category the pair was never measured on counts as accuracy 0.
+    - the floor is compared with the table's accuracy bound (docs/accuracy.md): the one-sided
+      lower bound at the policy's floor_confidence, 0 below min_eval_items; a category the
+      pair was never measured on counts as accuracy 0.
     Best-effort relaxation drops the latency rule, then the floor; never context or cost.
     """
     tokens = (c.input_tokens, c.output_tokens)

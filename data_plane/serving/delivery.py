@@ -160,6 +160,8 @@ class Delivery:
         baseline = table.baselines.get(pair.family)
         if baseline is not None:
             series.baseline_cost.inc(cost_usd(baseline, usage))
+        if table.fleet_baseline is not None:
+            series.fleet_baseline_cost.inc(cost_usd(table.fleet_baseline, usage))
         series.tokens_in.inc(usage.input_tokens)
         series.tokens_out.inc(usage.output_tokens)
         return usage

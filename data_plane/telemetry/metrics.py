@@ -81,6 +81,7 @@ class PairSeries:
     baseline_cost: CounterChild
     tokens_in: CounterChild
     tokens_out: CounterChild
+    fleet_baseline_cost: CounterChild  # added: what the fleet baseline would have cost
 
 
 class DataPlaneMetrics:
@@ -109,6 +110,7 @@ class DataPlaneMetrics:
         self._table_metrics(r)
         self._telemetry_metrics(r)
         self._accuracy_check_metrics(r)
+        self._fleet_metrics(r)
         self._request_series = {
             (route, outcome): (
                 self.requests.labels(route, outcome),
@@ -291,6 +293,7 @@ class DataPlaneMetrics:
                 baseline_cost=self.baseline_cost.labels(pair),
                 tokens_in=self.tokens.labels(pair, "input"),
                 tokens_out=self.tokens.labels(pair, "output"),
+                fleet_baseline_cost=self.fleet_baseline_cost.labels(pair),
             )
             self._pairs[pair] = series
         return series
@@ -358,6 +361,15 @@ class DataPlaneMetrics:
     def count_abstention(self, routed_as: str) -> None:
         """One request routed under the strictest plausible category (docs/classifier.md)."""
         self.category_abstentions.labels(routed_as).inc()
+
+    def _fleet_metrics(self, r: Exposition) -> None:
+        """Added: savings against the fleet-wide baseline (the most precise pair of the most
+        accurate family, `RoutingTable.fleet_baseline`), beside the per-family baseline."""
+        self.fleet_baseline_cost = r.counter(
+            "gearbox_fleet_baseline_cost_usd_total",
+            "Cost on the fleet-wide baseline pair",
+            ["pair"],
+        )
 
 
 class PairDemand(NamedTuple):

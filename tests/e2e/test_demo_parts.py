@@ -144,3 +144,12 @@ def test_quantile(values: list[float], q: float, expected: float) -> None:
 def test_demo_sweeps_measure_more_than_one_prompt_length(sweep: Any) -> None:
     # With one prompt length the fit cannot see TTFT per input token and sets it to 0.
     assert len(set(sweep.input_tokens.split(","))) >= 2
+
+
+def test_the_demo_scores_on_items_it_did_not_profile() -> None:
+    from demo.profiling import HOLDOUT, SIM_SWEEP
+
+    profiled = {i.prompt for i in load_items(SIM_SWEEP.evalsets)}
+    replayed = {i.prompt for i in load_items(HOLDOUT)}
+    assert len(replayed) == 200
+    assert not profiled & replayed

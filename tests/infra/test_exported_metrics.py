@@ -136,8 +136,13 @@ async def _traffic(stack: Stack, fleet: Fleet) -> None:
         assert status == 200, "plain request"
         status, _, text = await _call(s, chat, _chat("auto", stream=True))
         assert (status, text.rstrip().endswith("data: [DONE]")) == (200, True), "streaming"
+        # extraction: the example fp8 pair meets its floor with confidence (on code or
+        # reasoning no 8b pair does, and the most precise one would be asked at once)
         status, headers, _ = await _call(
-            s, chat, _chat("llama-3.1-8b-instruct", response_format={"type": "json_object"})
+            s,
+            chat,
+            _chat("llama-3.1-8b-instruct", response_format={"type": "json_object"}),
+            **{"X-Task-Category": "extraction"},
         )
         assert status == 200, "quality guard: filler text is not JSON, asked again"
         assert headers["X-Route-Pair"] == PRECISE_PAIR

@@ -72,6 +72,7 @@ def table(
     baselines: dict[str, str] | None = None,
     version: int = 0,
     created_at: str = "2025-01-01T00:00:00Z",
+    fleet_baseline: str | None = None,
 ) -> RoutingTable:
     """A stamped RoutingTable; entries are put in reference-cost order (then pair name)."""
     ordered = sorted(entries, key=lambda e: (e["reference_cost_usd"], e["pair"]))
@@ -83,4 +84,6 @@ def table(
         "baselines": baselines or {},
         "categories": list(CATEGORIES),
     }
+    if fleet_baseline is not None:
+        data["fleet_baseline"] = fleet_baseline
     return stamp_table(data)

@@ -83,6 +83,13 @@ async def test_page_loads_with_table_chart_and_live_state(stack: Stack, browser:
     frontier = set(await _texts(browser, "#frontier svg circle.point.frontier", "data-pair"))
     assert frontier
     assert frontier <= SERVED
+    # Intervals: an error bar per served pair, counts and bounds in the table's cells.
+    assert set(await _texts(browser, "#frontier svg g.error-bar", "data-pair")) == SERVED
+    cell = await browser.evaluate(
+        "document.querySelector('#pairs-table tbody "
+        'tr[data-pair="llama-3.1-8b-instruct@awq-int4"] td.selected .interval\').textContent'
+    )
+    assert cell.startswith(" 246/300 [0.788, 0.")  # chat, the default category
     # Live state: both instances, and the breaker the second one reports open.
     await browser.wait_for(
         f"document.querySelector('#live-endpoints tr[data-endpoint=\"{OPEN_ENDPOINT}\"]')"
@@ -195,7 +202,7 @@ async def test_category_switch_redraws_the_chart(stack: Stack, browser: Browser)
     )
     assert len(await _texts(browser, "#frontier svg circle.point", "data-pair")) == 6
     selected = await _texts(browser, "#pairs-table thead th.selected")
-    assert selected == ["code acc · utility"]
+    assert selected == ["code acc · right/n [bounds] · utility"]
 
 
 async def test_live_state_refreshes_without_reload(stack: Stack, browser: Browser) -> None:

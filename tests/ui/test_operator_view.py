@@ -9,6 +9,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from contracts.accuracy_bound import lower_bound, upper_bound
 from contracts.live_state import BreakerState, DataPlaneState, EndpointState
 from contracts.policy import load_policy
 from contracts.profile_report import ProfileReport
@@ -89,6 +90,22 @@ def test_table_view_draws_pruned_pairs_but_keeps_them_off_the_frontier() -> None
     assert not any(c.frontier for c in pruned.categories.values())
     assert all(c.utility is None for c in pruned.categories.values())
     assert view.notes == []
+
+
+def test_table_view_carries_intervals_and_counts() -> None:
+    table, _ = _example_table()
+    view = table_view(table, {})
+    assert view.floor_confidence == 0.9
+    assert view.min_eval_items == 20
+    assert view.fleet_baseline == "llama-3.1-70b-instruct@fp8"
+    awq = next(p for p in view.pairs if p.pair == "llama-3.1-8b-instruct@awq-int4")
+    chat = awq.categories["chat"]
+    assert (chat.right, chat.n) == (246, 300)
+    assert chat.bound == pytest.approx(lower_bound(246, 300, 0.9))
+    assert chat.upper == pytest.approx(upper_bound(246, 300, 0.9))
+    assert chat.bound is not None
+    assert chat.upper is not None
+    assert chat.bound < chat.accuracy < chat.upper
 
 
 def _state(

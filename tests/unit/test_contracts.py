@@ -86,10 +86,16 @@ def test_a_table_written_before_the_added_fields_keeps_its_hash() -> None:
         "accuracy_check",
         "category_confidence",
         "doubt_category",
+        "floor_confidence",
+        "min_eval_items",
+        "precision_formats",
     ):
         del old["policy"][key]
-    del old["refit"]
-    del old["classifier"]
+    for key in ("refit", "classifier", "fleet_baseline"):
+        del old[key]
+    for item in old["entries"]:
+        for key in ("accuracy_right", "accuracy_bound", "precision_format"):
+            del item[key]
     payload = {k: v for k, v in old.items() if k not in {"version", "created_at", "content_sha256"}}
     old["content_sha256"] = hashlib.sha256(canonical_json(payload).encode()).hexdigest()
     assert RoutingTable.model_validate(old).content_sha256 == current.content_sha256

@@ -53,9 +53,13 @@ def make_table(
     *,
     policy: dict[str, Any] | None = None,
     version: int = 1,
+    fleet_baseline: str | None = None,
 ) -> RoutingTable:
     """A stamped, versioned table; entries sorted into cost order."""
-    return with_version(table(entries, policy=policy, created_at="2026-01-01T00:00:00Z"), version)
+    made = table(
+        entries, policy=policy, created_at="2026-01-01T00:00:00Z", fleet_baseline=fleet_baseline
+    )
+    return with_version(made, version)
 
 
 def two_pair_table(

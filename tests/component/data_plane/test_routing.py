@@ -247,6 +247,15 @@ async def test_usage_feeds_cost_and_baseline_cost(make_harness: MakeHarness) -> 
     assert h.metric("gearbox_tokens_total", pair="fam@int4", kind="output") == 3
 
 
+async def test_usage_feeds_the_fleet_baseline_cost(make_harness: MakeHarness) -> None:
+    table = two_pair_table([FP16], [INT4], fleet_baseline="fam@fp16")
+    h = await make_harness(table, routes={INT4: ok_json()})
+    resp = await h.client.post("/v1/chat/completions", data=raw_body())
+    assert resp.status == 200
+    # the fleet baseline (fp16: 4/8 USD per Mtok) for 7 + 3 tokens
+    assert abs(h.metric("gearbox_fleet_baseline_cost_usd_total", pair="fam@int4") - 52e-6) < 1e-12
+
+
 async def test_engines_answering_429_give_a_429(make_harness: MakeHarness) -> None:
     h = await make_harness(
         two_pair_table([FP16], [INT4]), routes={FP16: status(429), INT4: status(429)}

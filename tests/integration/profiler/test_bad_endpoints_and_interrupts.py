@@ -14,7 +14,7 @@ import pytest
 
 from contracts.profile_report import ProfileReport
 from profiler.errors import EndpointError
-from profiler.profiling import Runtime, profile_pair
+from profiler.profiling import Runtime, builtin_evalsets, load_eval_sets, profile_pair
 from profiler.workload import build_sweep
 from simulator.fleet import run_fleet
 from tests.integration.profiler.conftest import closed_port, make_plan, sim_fleet, sim_pair
@@ -93,7 +93,7 @@ async def test_cancelled_run_writes_a_partial_report(runtime: Runtime, tmp_path:
         task = asyncio.create_task(
             profile_pair(make_plan(fleet.url("sim-a"), "sim-a", out, sweep=sweep), runtime)
         )
-        evals = 125
+        evals = len(load_eval_sets(builtin_evalsets())[0])
         await eventually(lambda: fleet.stats("sim-a").completed >= evals + 4 + 6, timeout_s=60)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

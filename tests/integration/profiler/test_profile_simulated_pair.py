@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.accuracy_bound import lower_bound, upper_bound
 from contracts.profile_report import ProfileReport
 from profiler.profiling import Runtime, builtin_evalsets, load_eval_sets, profile_pair
 from profiler.progress import SilentProgress
@@ -69,7 +70,13 @@ async def test_profile_recovers_configured_latency_and_accuracy(
     for category, configured in ACCURACY.items():
         measured = by_category[category]
         assert measured.n == sum(1 for i in items if i.category == category)
-        assert measured.ci_low <= configured <= measured.ci_high, (category, measured)
+        # exact two-sided 99.8% interval: five categories rarely stray by chance alone
+        right = measured.right_count
+        low, high = lower_bound(right, measured.n, 0.999), upper_bound(right, measured.n, 0.999)
+        assert low <= configured <= high, (category, measured.accuracy)
+        assert measured.right == right
+        assert measured.outcomes is not None
+        assert measured.outcomes.count("1") == right
     assert by_category["reasoning"].accuracy == 1.0
     assert by_category["code"].accuracy == 0.0
 

@@ -66,6 +66,7 @@ def test_routed_decision() -> None:
         "predicted_latency_s",
         "estimated_cost_usd",
         "accuracy",
+        "accuracy_bound",
     }
     assert first["endpoints"][0].startswith("llama@awq-int4#")
     assert first["predicted_latency_s"] <= 2.0

@@ -95,3 +95,39 @@ def test_integer_lists_are_checked_by_argparse(capsys: pytest.CaptureFixture[str
         build_parser().parse_args([*BASE, "--concurrency", "1,two"])
     assert caught.value.code == 2
     assert "expected integers like 1,2,4" in capsys.readouterr().err
+
+
+def test_until_decided_takes_its_target_from_the_flags_or_a_policy(tmp_path: Path) -> None:
+    from profiler.profiling import PairPlan
+
+    plan = _plan("--hourly-usd", "1", "--until-decided", "--floors", "0.75", "--first-items", "50")
+    assert isinstance(plan, PairPlan)
+    assert plan.decide is not None
+    assert plan.decide.floors == (0.75,)
+    assert plan.decide.confidence == 0.9
+    assert plan.first_items == 50
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "floor_confidence: 0.95\nmin_eval_items: 30\n"
+        "categories: {chat: {min_accuracy: 0.8}, math: {min_accuracy: 0.7}}\n"
+    )
+    plan = _plan("--hourly-usd", "1", "--until-decided", "--policy", str(policy))
+    assert isinstance(plan, PairPlan)
+    assert plan.decide is not None
+    assert (plan.decide.floors, plan.decide.confidence, plan.decide.min_items) == (
+        (0.7, 0.8),
+        0.95,
+        30,
+    )
+    assert _plan("--hourly-usd", "1").decide is None  # type: ignore[attr-defined]
+
+
+def test_bad_decision_flags_are_named(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"--confidence 1\.5"):
+        _plan("--hourly-usd", "1", "--until-decided", "--confidence", "1.5")
+    bad = tmp_path / "p.yaml"
+    bad.write_text("floor_confidence: 2\n")
+    with pytest.raises(InputError, match="floor_confidence"):
+        _plan("--hourly-usd", "1", "--until-decided", "--policy", str(bad))
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*BASE, "--floors", "1.2"])

@@ -58,8 +58,10 @@ def test_compare_prints_a_row_per_report(
     reports = sorted(EXAMPLES.glob("*.json"))
     assert main(["compare", *map(str, reports), "--plots", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    table = [line for line in out.split("\npair ")[-1].splitlines()[2:] if line]
+    table = out.split("\npair ")[-1].split("\n\n")[0].splitlines()[2:]
     assert len(table) == len(reports)
+    assert "Decisions at 90% confidence against floors 0.70, 0.80, 0.90" in out
+    assert "llama-3.1-8b-instruct@awq-int4           246/300 in [0.788, 0.848] vs floor 0.80" in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["accuracy_cost.png", "latency.png"]
 
 
@@ -70,3 +72,10 @@ def test_compare_names_a_broken_report(capsys: pytest.CaptureFixture[str], tmp_p
     err = capsys.readouterr().err
     assert f"{bad}: family: Field required" in err
     assert "Traceback" not in err
+
+
+def test_inprocess_refuses_until_decided(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["inprocess", "--model", "m", "--family", "f", "--quantization", "bf16",
+            "--endpoint", "http://127.0.0.1:9", "--hourly-usd", "1", "--until-decided"]  # fmt: skip
+    assert main(args) == 2
+    assert "--until-decided: not supported by inprocess" in capsys.readouterr().err

@@ -1,0 +1,105 @@
+"""The one-sided accuracy bound floors are compared with: coverage on synthetic eval sets with a
+known true accuracy, and the figures the profiler's 'undecided' report rests on."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from contracts.accuracy_bound import (
+    better_than_reference,
+    decides,
+    items_to_decide,
+    lower_bound,
+    routing_bound,
+    upper_bound,
+)
+
+TRUE_ACCURACIES = (0.05, 0.5, 0.62, 0.78, 0.8, 0.83, 0.9, 0.95, 0.99)
+SIZES = (20, 25, 57, 100, 250)
+
+
+@pytest.mark.parametrize("confidence", [0.8, 0.9, 0.95])
+@pytest.mark.parametrize("n", SIZES)
+def test_never_over_confident_over_simulated_eval_sets(n: int, confidence: float) -> None:
+    """Over many simulated eval sets of n items, the true accuracy falls below the bound no
+    more often than 1 - confidence (within three standard errors of simulation)."""
+    rng = np.random.default_rng(12345 + n)
+    draws = 20_000
+    bounds = np.array([lower_bound(k, n, confidence) for k in range(n + 1)])
+    alpha = 1.0 - confidence
+    slack = 3.0 * math.sqrt(alpha * confidence / draws)
+    for p in TRUE_ACCURACIES:
+        right = rng.binomial(n, p, size=draws)
+        misses = float(np.mean(bounds[right] > p))
+        assert misses <= alpha + slack, (p, n, misses)
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_exact_miss_probability_is_at_most_alpha(n: int) -> None:
+    """The same claim without simulation error: sum P(K = k) over the k whose bound exceeds p,
+    on a fine grid of true accuracies."""
+    from scipy.stats import binom
+
+    bounds = np.array([lower_bound(k, n, 0.9) for k in range(n + 1)])
+    ks = np.arange(n + 1)
+    for p in np.linspace(0.01, 0.99, 197):
+        miss = float(binom.pmf(ks, n, p)[bounds > p].sum())
+        assert miss <= 0.1 + 1e-9, (p, miss)
+
+
+def test_twenty_of_twenty_five_is_wide() -> None:
+    assert lower_bound(20, 25, 0.9) == pytest.approx(0.6603, abs=1e-4)
+    assert upper_bound(20, 25, 0.9) == pytest.approx(0.8994, abs=1e-4)
+    assert lower_bound(0, 25, 0.9) == 0.0
+    assert upper_bound(25, 25, 0.9) == 1.0
+
+
+def test_below_min_items_the_accuracy_is_unknown() -> None:
+    for right in range(20):
+        assert routing_bound(right, 19, 0.9, 20) == 0.0
+    assert routing_bound(20, 20, 0.9, 20) == pytest.approx(0.1 ** (1 / 20))
+
+
+def test_bad_counts_are_refused() -> None:
+    with pytest.raises(ValueError, match="right <= n"):
+        lower_bound(26, 25, 0.9)
+    with pytest.raises(ValueError, match="confidence"):
+        lower_bound(1, 2, 1.0)
+
+
+def test_items_to_decide() -> None:
+    assert items_to_decide(95, 100, 0.8, 0.9) == 0  # decided: bound above the floor
+    assert items_to_decide(50, 100, 0.8, 0.9) == 0  # decided: upper bound below it
+    more = items_to_decide(85, 100, 0.8, 0.9)
+    assert more is not None
+    assert 10 < more < 200
+    assert decides(round(0.85 * (100 + more)), 100 + more, 0.8, 0.9)
+    assert not decides(round(0.85 * (99 + more)), 99 + more, 0.8, 0.9)
+    assert items_to_decide(20, 25, 0.8, 0.9) is None  # measured exactly on the floor
+
+
+def test_paired_test_needs_evidence_that_a_variant_is_better() -> None:
+    assert not better_than_reference(3, 1, 0.9)  # a variant 2 items 'above' is noise
+    assert not better_than_reference(0, 0, 0.9)
+    assert better_than_reference(8, 0, 0.9)
+
+
+def test_the_wilson_bound_would_be_over_confident_where_clopper_pearson_is_not() -> None:
+    """Why floors do not use the Wilson interval the profiler prints: at some true accuracies
+    its one-sided 90% lower bound is above the truth far more often than 10% of the time."""
+    from scipy.stats import binom
+
+    from profiler.stats import wilson_interval
+
+    n, z90 = 25, 1.2815515655446004
+    wilson = np.array([wilson_interval(k, n, z=z90)[0] for k in range(n + 1)])
+    exact = np.array([lower_bound(k, n, 0.9) for k in range(n + 1)])
+    ks = np.arange(n + 1)
+    grid = np.linspace(0.5, 0.95, 91)
+    wilson_miss = max(float(binom.pmf(ks, n, p)[wilson > p].sum()) for p in grid)
+    exact_miss = max(float(binom.pmf(ks, n, p)[exact > p].sum()) for p in grid)
+    assert wilson_miss > 0.15
+    assert exact_miss <= 0.1
