@@ -96,6 +96,9 @@ def apply_demotions(
     for entry in data["entries"]:
         for category, accuracy in demoted.get(entry["pair"], {}).items():
             entry["accuracy"][category] = accuracy
+            bounds = entry.get("accuracy_bound") or {}
+            if category in bounds:  # the bound floors route on never exceeds the accuracy
+                bounds[category] = min(bounds[category], accuracy)
     data.update(
         version=0,
         created_at=created_at,

@@ -39,6 +39,8 @@ def _profiler_eval_prompts() -> list[LabelledPrompt]:
     """The project's labelled profiler eval items: each prompt or last user turn."""
     prompts = []
     for path in sorted((REPO / "profiler" / "evalsets").glob("*.jsonl")):
+        if path.stem.endswith("-generated"):
+            continue  # the hand-written items; the generated ones are templated
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 doc = json.loads(line)

@@ -75,7 +75,7 @@ def test_twenty_of_twenty_five_is_rejected_at_080_and_accepted_at_060() -> None:
     compiled = compile_table(table)
     decision = choose_route(compiled, RouteRequest(facts, strict), HealthView(), random.Random(1))
     assert isinstance(decision, RouteDecision)
-    assert decision.reason.value == "best_effort_most_accurate"  # the floor was not met
+    assert decision.reason.value == "best_effort_below_floor"  # the floor was not met
     rejected = [r for r in decision.rejected if r.reason is Rejection.BELOW_FLOOR]
     assert [r.detail for r in rejected] == [
         "below floor 0.80 at 90% confidence on chat: 20/25 = 0.80, lower bound 0.660"
