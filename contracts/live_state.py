@@ -28,6 +28,31 @@ class EndpointState(_Contract):
     in_flight: int = Field(ge=0)
 
 
+class PairCounters(_Contract):
+    """One pair's counters since the instance started (added; see docs/operator_page.md).
+
+    Answers: `requests`, of which `budget_met` / `budget_missed` had a latency budget. Attempts:
+    `errors` (failed attempts, and answers that broke off mid-stream), `retries` (attempts that
+    followed a failed one). Cost of the answers, and what the family's baseline pair and the
+    fleet baseline would have cost for the same tokens. Latency of the answers with a
+    prediction: count, sums, and observed / predicted ratios by `latency_feedback` bucket.
+    """
+
+    family: str = Field(default="", max_length=200)
+    requests: int = Field(default=0, ge=0)
+    budget_met: int = Field(default=0, ge=0)
+    budget_missed: int = Field(default=0, ge=0)
+    errors: int = Field(default=0, ge=0)
+    retries: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0.0)
+    baseline_cost_usd: float = Field(default=0.0, ge=0.0)
+    fleet_baseline_cost_usd: float = Field(default=0.0, ge=0.0)
+    latency_n: int = Field(default=0, ge=0)
+    latency_sum_s: float = Field(default=0.0, ge=0.0)
+    predicted_sum_s: float = Field(default=0.0, ge=0.0)
+    ratio_counts: dict[int, int] = Field(default_factory=dict)
+
+
 class DataPlaneState(_Contract):
     schema_version: str = "1.0"
     kind: Literal["DataPlaneState"] = "DataPlaneState"
@@ -37,3 +62,6 @@ class DataPlaneState(_Contract):
     endpoints: tuple[EndpointState, ...] = ()
     requests_by_pair: dict[str, int] = Field(default_factory=dict, description="since start")
     fallbacks_total: int = Field(default=0, ge=0)
+    pairs: dict[str, PairCounters] = Field(
+        default_factory=dict, description="added: per-pair counters since start"
+    )

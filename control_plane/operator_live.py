@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contracts.live_state import BREAKER_STATE_LEVEL, BreakerState, DataPlaneState
+from contracts.latency_feedback import RatioHistogram
+from contracts.live_state import BREAKER_STATE_LEVEL, BreakerState, DataPlaneState, PairCounters
 
 
 class _View(BaseModel):
@@ -37,6 +38,41 @@ class EndpointView(_View):
     in_flight: int = Field(description="summed over instances")
 
 
+class PairLiveView(_View):
+    """One pair's counters summed over instances, and the rates derived from them."""
+
+    pair: str
+    family: str
+    requests: int
+    budget_met: int
+    budget_missed: int
+    budget_attainment: float | None = Field(description="met / (met + missed); None: no budget")
+    errors: int
+    retries: int
+    error_rate: float | None = Field(description="errors per attempt; None: no attempt")
+    retry_rate: float | None = Field(description="retries per answer; None: no answer")
+    cost_usd: float
+    baseline_cost_usd: float
+    fleet_baseline_cost_usd: float
+    cost_saved_usd: float = Field(description="family baseline cost - cost")
+    fleet_cost_saved_usd: float = Field(description="fleet baseline cost - cost")
+    observed_mean_s: float | None
+    predicted_mean_s: float | None
+    ratio_p50: float | None = Field(description="observed / predicted at the median")
+    ratio_p95: float | None = Field(description="observed / predicted at the 95th percentile")
+
+
+class CostView(_View):
+    """Cost and savings summed over pairs (the fleet, or one family)."""
+
+    requests: int
+    cost_usd: float
+    baseline_cost_usd: float
+    fleet_baseline_cost_usd: float
+    cost_saved_usd: float
+    fleet_cost_saved_usd: float
+
+
 class LiveView(_View):
     generated_at: datetime
     current_table_version: int | None
@@ -45,6 +81,9 @@ class LiveView(_View):
     requests_by_pair: dict[str, int] = Field(description="summed over instances, since start")
     fallbacks_total: int
     unreadable_states: int = Field(description="state documents that did not validate")
+    pairs: list[PairLiveView] = Field(default_factory=list, description="added: per pair")
+    fleet_cost: CostView | None = Field(default=None, description="added: all pairs")
+    family_cost: dict[str, CostView] = Field(default_factory=dict, description="added")
 
 
 def _instance(state: DataPlaneState, current: int | None, now: datetime) -> InstanceView:
@@ -80,6 +119,89 @@ def _endpoints(states: Sequence[DataPlaneState]) -> list[EndpointView]:
     ]
 
 
+_SUMMED = (
+    "requests",
+    "budget_met",
+    "budget_missed",
+    "errors",
+    "retries",
+    "cost_usd",
+    "baseline_cost_usd",
+    "fleet_baseline_cost_usd",
+    "latency_n",
+    "latency_sum_s",
+    "predicted_sum_s",
+)
+
+
+def _sum_counters(counters: Sequence[PairCounters]) -> PairCounters:
+    """Counters added field by field; ratio buckets added bucket by bucket."""
+    totals = {name: sum(getattr(c, name) for c in counters) for name in _SUMMED}
+    ratios: dict[int, int] = {}
+    for c in counters:
+        for bucket, n in c.ratio_counts.items():
+            ratios[bucket] = ratios.get(bucket, 0) + n
+    family = next((c.family for c in counters if c.family), "")
+    return PairCounters(family=family, ratio_counts=ratios, **totals)
+
+
+def _rate(part: float, whole: float) -> float | None:
+    return part / whole if whole > 0 else None
+
+
+def _pair_view(pair: str, c: PairCounters) -> PairLiveView:
+    ratios = RatioHistogram(counts=c.ratio_counts)
+    return PairLiveView(
+        pair=pair,
+        family=c.family,
+        requests=c.requests,
+        budget_met=c.budget_met,
+        budget_missed=c.budget_missed,
+        budget_attainment=_rate(c.budget_met, c.budget_met + c.budget_missed),
+        errors=c.errors,
+        retries=c.retries,
+        # Attempts = answers + failed attempts (a broken stream is both an answer and an error).
+        error_rate=_rate(c.errors, c.requests + c.errors),
+        retry_rate=_rate(c.retries, c.requests),
+        cost_usd=c.cost_usd,
+        baseline_cost_usd=c.baseline_cost_usd,
+        fleet_baseline_cost_usd=c.fleet_baseline_cost_usd,
+        cost_saved_usd=c.baseline_cost_usd - c.cost_usd,
+        fleet_cost_saved_usd=c.fleet_baseline_cost_usd - c.cost_usd,
+        observed_mean_s=_rate(c.latency_sum_s, c.latency_n),
+        predicted_mean_s=_rate(c.predicted_sum_s, c.latency_n),
+        ratio_p50=ratios.quantile(0.5),
+        ratio_p95=ratios.quantile(0.95),
+    )
+
+
+def _cost(views: Sequence[PairLiveView]) -> CostView:
+    return CostView(
+        requests=sum(v.requests for v in views),
+        cost_usd=sum(v.cost_usd for v in views),
+        baseline_cost_usd=sum(v.baseline_cost_usd for v in views),
+        fleet_baseline_cost_usd=sum(v.fleet_baseline_cost_usd for v in views),
+        cost_saved_usd=sum(v.cost_saved_usd for v in views),
+        fleet_cost_saved_usd=sum(v.fleet_cost_saved_usd for v in views),
+    )
+
+
+def merge_pair_counters(states: Sequence[DataPlaneState]) -> list[PairLiveView]:
+    """Per pair, every instance's counters summed (one state per instance expected)."""
+    by_pair: dict[str, list[PairCounters]] = {}
+    for state in states:
+        for pair, counters in state.pairs.items():
+            by_pair.setdefault(pair, []).append(counters)
+    return [_pair_view(pair, _sum_counters(found)) for pair, found in sorted(by_pair.items())]
+
+
+def cost_by_family(views: Sequence[PairLiveView]) -> dict[str, CostView]:
+    families: dict[str, list[PairLiveView]] = {}
+    for v in views:
+        families.setdefault(v.family, []).append(v)
+    return {family: _cost(found) for family, found in sorted(families.items())}
+
+
 def _aware(state: DataPlaneState) -> DataPlaneState:
     """A writer that sent a naive timestamp meant UTC (ours always send an offset)."""
     if state.updated_at.tzinfo is not None:
@@ -108,6 +230,7 @@ def merge_live_states(
     for state in ordered:
         for pair, n in state.requests_by_pair.items():
             requests[pair] = requests.get(pair, 0) + n
+    pairs = merge_pair_counters(ordered)
     return LiveView(
         generated_at=now,
         current_table_version=current_version,
@@ -116,4 +239,7 @@ def merge_live_states(
         requests_by_pair=dict(sorted(requests.items())),
         fallbacks_total=sum(s.fallbacks_total for s in ordered),
         unreadable_states=unreadable,
+        pairs=pairs,
+        fleet_cost=_cost(pairs) if pairs else None,
+        family_cost=cost_by_family(pairs),
     )

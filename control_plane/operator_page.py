@@ -32,6 +32,7 @@ from control_plane.api_context import (
 from control_plane.api_errors import bad_request, not_found
 from control_plane.fitting import fit_latency_model
 from control_plane.operator_live import LiveView, merge_live_states
+from control_plane.operator_loop import loop_handler
 from control_plane.operator_view import TableView, pruned_sources, table_view
 from control_plane.pricing import price_pair
 from control_plane.scoring import PairFigures
@@ -262,6 +263,17 @@ def operator_routes(clock: Clock = _utc_now) -> tuple[ApiRoute, ...]:
             _live_handler(clock),
             "Breaker and traffic state merged over the data planes' shared live states",
             {200: ResponseDoc("the merged live view (see docs/operator_page.md)")},
+        ),
+        ApiRoute(
+            "GET",
+            "/ui/api/loop",
+            "ui_loop",
+            loop_handler(clock),
+            "Latency drift, refit history and live agreement vs profile (the closed loop)",
+            {
+                200: ResponseDoc("the closed-loop view (see docs/operator_page.md)"),
+                409: ResponseDoc("the stored table does not validate", _ERROR),
+            },
         ),
         *operator_explainer.ROUTES,
     )

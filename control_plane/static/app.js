@@ -1,9 +1,10 @@
 // The operator page: reads /ui/api/table once (and again when the current version moves),
-// /ui/api/live every 3 s, and asks /ui/api/route for the explainer. Every value reaches the
+// /ui/api/live every 3 s, /ui/api/loop every 10 s, and asks /ui/api/route for the explainer. Every value reaches the
 // DOM as text (textContent), never as HTML. The admin token stays in this page's memory.
 import { costLabel, drawFrontier } from "./chart.js";
 
 const LIVE_INTERVAL_MS = 3000;
+const LOOP_INTERVAL_MS = 10000;
 const state = { overview: null, category: null, viewVersion: null, armed: null };
 const $ = (id) => document.getElementById(id);
 
@@ -251,7 +252,84 @@ function renderLive(live) {
     el("td", {}, shareBar(total ? n / total : 0), ` ${total ? ((100 * n) / total).toFixed(0) : 0}%`)));
   if (!traffic.length) traffic.push(el("tr", {}, el("td", { colSpan: 3, class: "muted" }, "no requests yet")));
   $("live-traffic").tBodies[0].replaceChildren(...traffic);
+  renderPairsLive(live);
   return live.current_table_version;
+}
+
+const pct = (v) => (v === null || v === undefined ? "–" : `${(100 * v).toFixed(1)}%`);
+const ratio = (v) => (v === null || v === undefined ? "–" : `${v.toFixed(2)}×`);
+const none = (cols, text) => el("tr", {}, el("td", { colSpan: cols, class: "muted" }, text));
+
+function renderPairsLive(live) {
+  const pairs = live.pairs || [];
+  const rows = pairs.map((p) => el("tr", { "data-pair": p.pair },
+    el("td", {}, p.pair),
+    el("td", { class: "num requests" }, String(p.requests)),
+    el("td", { class: "num observed" }, fmt.secs(p.observed_mean_s)),
+    el("td", { class: "num predicted" }, fmt.secs(p.predicted_mean_s)),
+    el("td", { class: "num ratio" }, `${ratio(p.ratio_p50)} · ${ratio(p.ratio_p95)}`),
+    el("td", { class: "num attainment", title: `${p.budget_met} met, ${p.budget_missed} missed` },
+      pct(p.budget_attainment)),
+    el("td", { class: "num errors", title: `${p.errors} failed attempt(s)` }, pct(p.error_rate)),
+    el("td", { class: "num retries", title: `${p.retries} retr(ies)` }, pct(p.retry_rate)),
+    el("td", { class: "num cost" }, fmt.usd(p.cost_usd)),
+    el("td", { class: "num saved" }, fmt.usd(p.cost_saved_usd)),
+    el("td", { class: "num fleet-saved" }, fmt.usd(p.fleet_cost_saved_usd))));
+  if (!rows.length) rows.push(none(11, "no data plane has reported per-pair counters yet"));
+  $("live-pairs").tBodies[0].replaceChildren(...rows);
+  const scopes = live.fleet_cost ? [["fleet", live.fleet_cost],
+    ...Object.entries(live.family_cost).map(([f, c]) => [f, c])] : [];
+  const cost = scopes.map(([scope, c]) => el("tr", { "data-scope": scope },
+    el("td", {}, scope),
+    el("td", { class: "num" }, String(c.requests)),
+    el("td", { class: "num cost" }, fmt.usd(c.cost_usd)),
+    el("td", { class: "num" }, fmt.usd(c.baseline_cost_usd)),
+    el("td", { class: "num saved" }, fmt.usd(c.cost_saved_usd)),
+    el("td", { class: "num" }, fmt.usd(c.fleet_baseline_cost_usd)),
+    el("td", { class: "num fleet-saved" }, fmt.usd(c.fleet_cost_saved_usd))));
+  if (!cost.length) cost.push(none(7, "no cost counted yet"));
+  $("live-cost").tBodies[0].replaceChildren(...cost);
+}
+
+function flag(drifting) {
+  return el("span", { class: `pill ${drifting ? "open" : "closed"}` }, drifting ? "drifting" : "ok");
+}
+
+function renderLoop(loop) {
+  $("loop-updated").textContent = `${loop.reports} feedback report(s) in the last ` +
+    `${(loop.window_s / 60).toFixed(0)} min`;
+  $("loop-policy").textContent = `Refit ${loop.refit_enabled ? "on" : "off"}` +
+    (loop.pinned_version === null ? "" : `, pinned at v${loop.pinned_version}`) +
+    ` · drifts beyond ±${(100 * loop.drift_threshold_ratio).toFixed(0)}% with ≥ ${loop.min_samples} samples`;
+  const drift = loop.drift.map((d) => el("tr", { "data-pair": d.pair },
+    el("td", {}, d.pair), el("td", { class: "num" }, String(d.samples)),
+    el("td", { class: "num e2e" }, ratio(d.e2e_ratio)), el("td", { class: "num" }, ratio(d.ttft_ratio)),
+    el("td", { class: "num" }, ratio(d.tpot_ratio)), el("td", { class: "drift" }, flag(d.drifting))));
+  if (!drift.length) drift.push(none(6, "no latency feedback about the current table"));
+  $("loop-drift").tBodies[0].replaceChildren(...drift);
+  const agreement = loop.agreement.map((a) => el("tr", { "data-pair": a.pair, "data-category": a.category },
+    el("td", {}, a.pair), el("td", {}, a.category), el("td", { class: "num" }, String(a.checks)),
+    el("td", { class: "num live" }, fmt.num(a.agreement, 3)), el("td", { class: "num" }, fmt.num(a.upper, 3)),
+    el("td", { class: "num expected" }, fmt.num(a.expected, 3)), el("td", { class: "drift" }, flag(a.drifting))));
+  if (!agreement.length) agreement.push(none(7, "no accuracy checks about the current table"));
+  $("loop-agreement").tBodies[0].replaceChildren(...agreement);
+  const refits = loop.refits.map((r) => el("tr", { "data-version": String(r.version) },
+    el("td", {}, `v${r.version}`), el("td", {}, fmt.when(r.created_at)), el("td", {}, `v${r.base_version}`),
+    el("td", { class: "note" }, r.note),
+    el("td", { class: "small" }, Object.entries(r.factors).map(([p, [t, o]]) =>
+      `${p}: ${t.toFixed(2)} · ${o.toFixed(2)}`).join(", ") || "–"),
+    el("td", { class: "small" }, Object.entries(r.demoted).map(([p, cats]) => `${p}: ` +
+      Object.entries(cats).map(([c, v]) => `${c} ${v.toFixed(3)}`).join(", ")).join("; ") || "–")));
+  if (!refits.length) refits.push(none(6, "no kept version was refit from live traffic"));
+  $("loop-refits").tBodies[0].replaceChildren(...refits);
+}
+
+async function refreshLoop() {
+  try {
+    renderLoop(await getJson("/ui/api/loop"));
+  } catch (err) {
+    $("loop-updated").textContent = `closed-loop view unavailable: ${err.message}`;
+  }
 }
 
 async function refreshLive() {
@@ -356,9 +434,12 @@ $("admin-token").addEventListener("change", () => {
   if (state.overview === null || state.overview.protect_reads) {
     loadOverview();
     refreshLive();
+    refreshLoop();
   }
 });
 await loadOverview(null);
 await refreshLive();
+await refreshLoop();
 setInterval(refreshLive, LIVE_INTERVAL_MS);
+setInterval(refreshLoop, LOOP_INTERVAL_MS);
 document.body.dataset.ready = "true";

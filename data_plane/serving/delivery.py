@@ -25,6 +25,7 @@ from data_plane.serving.attempt import Call, ClientSink, Failed, Served, stream_
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
+from data_plane.telemetry.pair_totals import predicted_e2e_s
 from data_plane.telemetry.traffic import TrafficStats
 
 logger = logging.getLogger(__name__)
@@ -87,6 +88,11 @@ class Delivery:
         self._clock = clock
         self._feedback = feedback
 
+    def attempted(self, cand: Candidate, retry: bool, failed: bool) -> None:
+        """One engine attempt on `cand`'s pair (counted for the operator page's error and
+        retry rates; the Prometheus series count attempts by endpoint and reason)."""
+        self._traffic.attempted(cand.pair.pair, cand.pair.family, retry, failed)
+
     async def deliver(
         self,
         call: Call,
@@ -131,6 +137,9 @@ class Delivery:
         """The budget ran out after the first byte: one SSE error event ends the stream."""
         if pair is not None:
             self._metrics.pair(pair).stream_errors.inc()
+            totals = self._traffic.pairs.get(pair)
+            if totals is not None:
+                totals.errors += 1
         await sink.write(
             stream_error_event("the latency budget ran out mid-stream", "budget_exhausted")
         )
@@ -156,12 +165,17 @@ class Delivery:
         pair = cand.pair
         series = self._metrics.pair(pair.pair)
         usage = find_usage(served.body) or Usage(cand.input_tokens, cand.output_tokens)
-        series.cost.inc(cost_usd(pair, usage))
+        cost = cost_usd(pair, usage)
+        series.cost.inc(cost)
         baseline = table.baselines.get(pair.family)
-        if baseline is not None:
-            series.baseline_cost.inc(cost_usd(baseline, usage))
-        if table.fleet_baseline is not None:
-            series.fleet_baseline_cost.inc(cost_usd(table.fleet_baseline, usage))
+        baseline_cost = None if baseline is None else cost_usd(baseline, usage)
+        if baseline_cost is not None:
+            series.baseline_cost.inc(baseline_cost)
+        fleet = table.fleet_baseline
+        fleet_cost = None if fleet is None else cost_usd(fleet, usage)
+        if fleet_cost is not None:
+            series.fleet_baseline_cost.inc(fleet_cost)
+        self._traffic.pair(pair.pair, pair.family).costed(cost, baseline_cost, fleet_cost)
         series.tokens_in.inc(usage.input_tokens)
         series.tokens_out.inc(usage.output_tokens)
         return usage
@@ -195,6 +209,9 @@ class Delivery:
             ttft_s = first_byte_s - call.started_s if served.streamed and first_byte_s else None
             self._feedback.observe(table.version, cand, latency_s, ttft_s, usage.output_tokens)
         self._traffic.served(pair.pair, fallback)
+        totals = self._traffic.pair(pair.pair, pair.family)
+        totals.answered(latency_s, predicted_e2e_s(cand, usage.output_tokens), budget_s)
+        totals.errors += served.outcome is not None  # broke off mid-stream
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(
                 "served",

@@ -312,7 +312,9 @@ class Proxy:
             walk.attempt += 1
             walk.last = cand
             limit = self.attempt_limit(call, decision, cand)
+            retry = walk.failure is not None
             result = await p.runner.run(call, cand, endpoint, walk.attempt, sink, limit)
+            p.delivery.attempted(cand, retry, isinstance(result, Failed))
             if isinstance(result, Failed):
                 walk.failure = result
                 continue

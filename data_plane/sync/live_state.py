@@ -54,6 +54,7 @@ def build_state(
         endpoints=tuple(endpoints),
         requests_by_pair=dict(traffic.requests_by_pair),
         fallbacks_total=traffic.fallbacks,
+        pairs={name: totals.snapshot() for name, totals in sorted(traffic.pairs.items())},
     )
 
 

@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
-from contracts.live_state import BreakerState, DataPlaneState, EndpointState
+from contracts.live_state import BreakerState, DataPlaneState, EndpointState, PairCounters
 from contracts.redis_keys import RedisKeys
 from control_plane.app import AppDeps as CpDeps
 from control_plane.app import create_app as create_cp_app
@@ -143,6 +143,7 @@ async def write_state(
     requests_by_pair: Mapping[str, int],
     table_version: int | None,
     fallbacks: int = 0,
+    pairs: Mapping[str, PairCounters] | None = None,
 ) -> DataPlaneState:
     """Write one instance's live state as a data plane would (`endpoint id -> (pair, breaker,
     in flight)`), with a TTL."""
@@ -156,6 +157,7 @@ async def write_state(
         ),
         requests_by_pair=dict(requests_by_pair),
         fallbacks_total=fallbacks,
+        pairs=dict(pairs or {}),
     )
     await redis.set(keys.data_plane_state(instance), state.model_dump_json(), ex=60)
     return state
