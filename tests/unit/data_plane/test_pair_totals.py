@@ -1,4 +1,4 @@
-"""Per-pair counters the live state reports (docs/operator_page.md, "Per pair, live")."""
+"""Per-pair counters the live state reports (docs/operator_page.md, "What the page shows")."""
 
 from __future__ import annotations
 
