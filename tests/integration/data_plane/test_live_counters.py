@@ -1,6 +1,6 @@
 """The live state a data plane writes to Redis carries its per-pair counters (requests, budget
 attainment, errors, retries, cost and baseline cost, observed vs predicted latency), counted
-in process as answers are delivered (docs/operator_page.md, "Per pair, live")."""
+in process as answers are delivered (docs/operator_page.md, "What the page shows")."""
 
 from __future__ import annotations
 
