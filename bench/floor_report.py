@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from bench import targets as t
-from bench.floor_scenario import HEADER, NO_HEADER, FloorScenarioResult
+from bench.floor_scenario import HEADER, NO_HEADER, UNTIL_DECIDED, FloorScenarioResult
 from bench.floor_score import TruthOutcome
 from bench.stats import ratio
 from bench.verdicts import Check
@@ -62,12 +62,20 @@ def _floor(r: FloorScenarioResult, load: float) -> Check:
     )
 
 
-def _cost(r: FloorScenarioResult) -> Check:
+def _cost(r: FloorScenarioResult, mode: str = NO_HEADER) -> Check:
     name = "cost per 1,000 requests without X-Task-Category at 1x vs the oracle"
+    if mode == UNTIL_DECIDED:
+        name += ", profiled --until-decided from a larger eval file"
     target = f"<= {t.FLOOR_COST_VS_ORACLE:g}x the oracle"
-    o = r.outcome(NO_HEADER, 1.0)
+    o = r.outcome(mode, 1.0)
     if o is None:
         return _missing(name, target)
+    data = (
+        f"items per category as --until-decided asked them; SLO {o.slo_attainment * 100:.1f}%, "
+        f"floor {o.floor_attainment * 100:.1f}%"
+        if mode == UNTIL_DECIDED
+        else f"{min(r.eval_items.values(), default=0)} items per category"
+    )
     x = ratio(o.cost_usd_per_1k, r.oracle.cost_usd_per_1k)
     return Check(
         SECTION,
@@ -78,8 +86,7 @@ def _cost(r: FloorScenarioResult) -> Check:
         "USD",
         target,
         x <= t.FLOOR_COST_VS_ORACLE,
-        f"the table's bound at {r.floor_confidence:.0%} on "
-        f"{min(r.eval_items.values(), default=0)} items per category",
+        f"the table's bound at {r.floor_confidence:.0%} on {data}",
     )
 
 
@@ -91,6 +98,7 @@ def floor_checks(r: FloorScenarioResult) -> list[Check]:
         _floor(r, 2.0),
         _cost(r),
         _slo(r, HEADER, 1.0, t.FLOOR_SLO_WITH_HEADER),
+        _cost(r, UNTIL_DECIDED),
     ]
 
 
@@ -140,6 +148,23 @@ def floor_lines(r: FloorScenarioResult) -> list[str]:
             for c in r.floors
         )
         lines.append(f"| {p.pair} | {p.output_usd_per_mtok:.2f} | {cells} |")
+    if r.decided_pairs:
+        lines += [
+            "",
+            "The table profiled with `--until-decided` (the first 100 items per category, then "
+            "batches from a larger eval file until no floor is undecided): truth / bound "
+            "(right/n):",
+            "",
+            "| pair | category: truth / bound (right/n) |",
+            "|---|---|",
+        ]
+        for p in r.decided_pairs:
+            cells = ", ".join(
+                f"{c} {p.truth.get(c, math.nan):.2f} / {p.bound.get(c, math.nan):.2f} "
+                f"({p.measured.get(c, '?')})"
+                for c in r.floors
+            )
+            lines.append(f"| {p.pair} | {cells} |")
     lines += [
         "",
         "- The oracle row: per request, the cheapest pair whose true accuracy meets the floor "

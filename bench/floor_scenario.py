@@ -22,6 +22,7 @@ from typing import Any
 
 from bench import floor_attainment as fa
 from bench import quality_fleet as qf
+from bench.floor_evalsets import eval_files, holdout_files, larger_evalsets, trace_items
 from bench.floor_score import TruePair, TruthOutcome, grade_oracle, grade_truth
 from bench.machine import Cores, Pinning, pinned
 from bench.processes import running
@@ -35,7 +36,6 @@ from data_plane.request.category import classify_text, decide_category
 
 SEED = 20261125
 NOMINAL_RPS = 30.0
-EVALSETS = Path(__file__).resolve().parent.parent / "profiler" / "evalsets"
 FLOORS = fa.FLOORS
 
 
@@ -54,10 +54,15 @@ POLICY: dict[str, Any] = {
     },
 }
 NO_HEADER, HEADER = "no header", "header"
+# The same trace without the header on a table profiled with --until-decided (first 100
+# items per category, then batches from the larger eval file until no floor is undecided).
+UNTIL_DECIDED = "no header, --until-decided"
+LARGER_EXTRA_ITEMS = 900  # per category, after the shipped 100
 RUNS = ((NO_HEADER, 1.0), (NO_HEADER, 2.0), (HEADER, 1.0))
 OMITTED = {
     NO_HEADER: ("X-Min-Accuracy", "X-Task-Category"),
     HEADER: ("X-Min-Accuracy",),
+    UNTIL_DECIDED: ("X-Min-Accuracy", "X-Task-Category"),
 }
 
 
@@ -83,6 +88,7 @@ class FloorScenarioResult:
     pairs: tuple[PairTruth, ...]
     outcomes: tuple[TruthOutcome, ...]
     oracle: TruthOutcome
+    decided_pairs: tuple[PairTruth, ...] = ()  # the --until-decided table's pairs
 
     def outcome(self, mode: str, load: float) -> TruthOutcome | None:
         return next((o for o in self.outcomes if o.mode == mode and o.load == load), None)
@@ -101,17 +107,6 @@ def true_pairs() -> dict[str, TruePair]:
         )
         for p in PAIRS
     }
-
-
-def eval_files() -> list[Path]:
-    return sorted(EVALSETS.glob("*-generated.jsonl"))
-
-
-def trace_items(holdout: list[Path], evals: list[Path]) -> dict[str, list[dict[str, Any]]]:
-    """Held-out items by category, less any whose prompt is also an eval prompt."""
-    seen = {json.loads(line)["prompt"] for p in evals for line in p.read_text().splitlines()}
-    items = qf.read_items(holdout)
-    return {c: [i for i in items[c] if i["prompt"] not in seen] for c in items}
 
 
 def classify_trace(
@@ -170,40 +165,71 @@ def _pair_truths(table: RoutingTable, truths: dict[str, TruePair]) -> tuple[Pair
     )
 
 
+def _profile_and_build(
+    workdir: Path,
+    urls: dict[str, str],
+    evals: list[Path],
+    quick: bool,
+    extra_args: Sequence[str] = (),
+) -> RoutingTable:
+    """The profiler's reports (with their eval prompts) -> the control plane's table."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    reports = profile_fleet(workdir, urls, evals, quick, PAIRS, extra_args)
+    table = build_table(reports, load_policy(POLICY), datetime.now(UTC))
+    if table.classifier is None:
+        raise RuntimeError("the table ships no classifier: the reports carried no eval prompts")
+    return table
+
+
+def _serve_and_grade(
+    workdir: Path,
+    table: RoutingTable,
+    trace: Sequence[TraceRequest],
+    runs: Sequence[tuple[str, float]],
+    pinning: Pinning,
+) -> list[TruthOutcome]:
+    routed = classify_trace(table, trace)
+    truths = true_pairs()
+    outcomes = []
+    with data_plane(workdir, table, pinning.proxy) as url:
+        check_serving(url, trace[0])
+        for mode, load in runs:
+            print(f"     replay near-floor trace, {mode}, at {load:g}x", flush=True)
+            results = _replay(workdir, url, trace, mode, load, pinning.aux)
+            seen = {} if mode == HEADER else routed
+            outcomes.append(grade_truth(mode, load, trace, results, truths, seen))
+    return outcomes
+
+
 def run_floor_scenario(pinning: Pinning, workdir: Path, quick: bool) -> FloorScenarioResult:
     workdir.mkdir(parents=True, exist_ok=True)
-    evals, holdout = eval_files(), sorted((EVALSETS / "holdout").glob("*.jsonl"))
-    items = trace_items(holdout, evals)
+    evals, holdout = eval_files(), holdout_files()
+    larger = larger_evalsets(workdir / "larger-evals", LARGER_EXTRA_ITEMS, SEED)
+    items = trace_items(holdout, larger)
     floors = {c: (FLOORS[c],) for c in qf.CATEGORIES}
     trace = make_trace(items, floors, 300 if quick else 1500, NOMINAL_RPS, SEED)
-    truths = true_pairs()
-    policy = load_policy(POLICY)
-    with simulator(workdir, [*evals, *holdout], pinning.aux, PAIRS) as urls:
-        print("     profiling the near-floor fleet", flush=True)
-        reports = profile_fleet(workdir, urls, evals, quick, PAIRS)
-        table = build_table(reports, policy, datetime.now(UTC))
-        if table.classifier is None:
-            raise RuntimeError("the table ships no classifier: the reports carried no eval prompts")
-        routed = classify_trace(table, trace)
-        outcomes = []
-        with data_plane(workdir, table, pinning.proxy) as url:
-            check_serving(url, trace[0])
-            for mode, load in RUNS:
-                print(f"     replay near-floor trace, {mode}, at {load:g}x", flush=True)
-                results = _replay(workdir, url, trace, mode, load, pinning.aux)
-                seen = routed if mode == NO_HEADER else {}
-                outcomes.append(grade_truth(mode, load, trace, results, truths, seen))
-    training = table.classifier.training
+    policy_file = workdir / "policy.yaml"  # JSON is YAML
+    policy_file.write_text(json.dumps(POLICY))
+    until_decided = ["--until-decided", "--policy", str(policy_file), "--first-items", "100"]
+    with simulator(workdir, [*larger, *holdout], pinning.aux, PAIRS) as urls:
+        print("     profiling the near-floor fleet (100 items per category)", flush=True)
+        table = _profile_and_build(workdir / "fixed", urls, evals, quick)
+        outcomes = _serve_and_grade(workdir / "fixed", table, trace, RUNS, pinning)
+        print("     profiling it again with --until-decided from a larger eval file", flush=True)
+        decided = _profile_and_build(workdir / "decided", urls, larger, quick, until_decided)
+        runs = ((UNTIL_DECIDED, 1.0),)
+        outcomes += _serve_and_grade(workdir / "decided", decided, trace, runs, pinning)
     return FloorScenarioResult(
         seed=SEED,
         trace_requests=len(trace),
         trace_prompts=sum(len(v) for v in items.values()),
-        eval_items={c: sum(1 for _ in qf.read_items(evals)[c]) for c in qf.CATEGORIES},
+        eval_items={c: len(v) for c, v in qf.read_items(evals).items()},
         nominal_rps=NOMINAL_RPS,
         floors=dict(FLOORS),
-        floor_confidence=policy.floor_confidence,
-        classifier_cv_accuracy=training.cv_accuracy,
-        pairs=_pair_truths(table, truths),
+        floor_confidence=table.policy.floor_confidence,
+        classifier_cv_accuracy=table.classifier.training.cv_accuracy if table.classifier else None,
+        pairs=_pair_truths(table, true_pairs()),
         outcomes=tuple(outcomes),
-        oracle=grade_oracle(trace, list(truths.values())),
+        oracle=grade_oracle(trace, list(true_pairs().values())),
+        decided_pairs=_pair_truths(decided, true_pairs()),
     )

@@ -87,13 +87,15 @@ def profile_fleet(
     evalsets: list[Path],
     quick: bool,
     pairs: Sequence[qf.SimPair] = qf.PAIRS,
+    extra_args: Sequence[str] = (),
 ) -> list[ProfileReport]:
-    """Run `python -m profiler fleet` against the simulator; the reports it wrote."""
+    """Run `python -m profiler fleet` against the simulator; the reports it wrote
+    (`extra_args`: more profiler flags, e.g. `--until-decided`)."""
     out_dir = workdir / "profiles"
     spec = workdir / "profiler-fleet.yaml"  # JSON is YAML
     spec.write_text(json.dumps(qf.profiler_fleet(urls, evalsets, out_dir, quick, pairs)))
     env = {**os.environ, "GEARBOX_PROF_EVAL_CONCURRENCY": "16"}
-    args = [sys.executable, "-m", "profiler", "fleet", str(spec), "--quiet"]
+    args = [sys.executable, "-m", "profiler", "fleet", str(spec), "--quiet", *extra_args]
     log = workdir / "profiler.log"
     with running(args, log, env=env) as proc:
         code = proc.wait(timeout=900)

@@ -3,19 +3,20 @@ against the simulator's true accuracy (bench/floor_score.py)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.floor_report import floor_checks
+from bench.floor_evalsets import eval_files, holdout_files, larger_evalsets, trace_items
+from bench.floor_report import floor_checks, floor_lines
 from bench.floor_scenario import (
     FLOORS,
     HEADER,
     NO_HEADER,
     PAIRS,
     FloorScenarioResult,
-    eval_files,
-    trace_items,
     true_pairs,
 )
 from bench.floor_score import TruePair, grade_oracle, grade_truth, oracle_pair
@@ -105,7 +106,7 @@ def test_the_scenario_fleet_sits_near_the_floors_and_its_trace_never_repeats_an_
     evals = eval_files()
     prompts = {line for p in evals for line in p.read_text().splitlines()}
     assert len(prompts) >= 500
-    held_out = trace_items(sorted((evals[0].parent / "holdout").glob("*.jsonl")), evals)
+    held_out = trace_items(holdout_files(), evals)
     assert all(len(items) >= 20 for items in held_out.values())
 
 
@@ -130,6 +131,29 @@ def test_checks_fail_when_the_targets_are_missed_and_when_nothing_was_measured()
         "floor attainment by true accuracy without X-Task-Category at 2x": False,
         "cost per 1,000 requests without X-Task-Category at 1x vs the oracle": True,
         "SLO attainment (true floor and budget) with X-Task-Category at 1x": True,
+        "cost per 1,000 requests without X-Task-Category at 1x vs the oracle, profiled "
+        "--until-decided from a larger eval file": False,  # not measured here
     }
+    text = "\n".join(floor_lines(result))
+    assert "| no header | 2x | 2/2 | 50.0% | 100.0% | 50.0% |" in text
+    assert "| oracle | 1x |" in text
     empty = FloorScenarioResult(1, 0, 0, {}, 30.0, {}, 0.9, None, (), (), oracle)
     assert not any(c.passed for c in floor_checks(empty))
+
+
+def test_the_larger_eval_file_follows_the_shipped_one_and_holds_no_known_prompt(
+    tmp_path: Path,
+) -> None:
+    paths = larger_evalsets(tmp_path, 30, seed=5)
+    assert [p.name for p in paths[:2]] == ["chat-generated.jsonl", "chat-more.jsonl"]
+    assert len(paths) == 10
+    more = [p for p in paths if p.parent == tmp_path]
+    known = {
+        json.loads(line)["prompt"]
+        for p in holdout_files() + eval_files()
+        for line in p.read_text().splitlines()
+    }
+    added = [json.loads(line) for p in more for line in p.read_text().splitlines()]
+    assert len(added) == 5 * 30
+    assert not {i["prompt"] for i in added} & known
+    assert {p.name.split("-")[0] for p in more} == set(FLOORS)
