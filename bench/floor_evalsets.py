@@ -1,8 +1,9 @@
 """The near-floor scenario's prompts: what the profiler asks, and what the trace sends.
 
 The profiler asks the shipped generated eval sets (profiler/evalsets/*-generated.jsonl, 100
-items per category); the trace draws from the held-out set (profiler/evalsets/holdout), less
-any prompt an eval set also holds. For `--until-decided`, a larger eval file per category
+items per category); the trace draws from the held-out set (profiler/evalsets/holdout) and
+the hand-written sets (profiler/evalsets/<category>.jsonl), less any prompt an eval set the
+profiler asks also holds. For `--until-decided`, a larger eval file per category
 follows the shipped one: more items from the same generator's makers (another seed), none
 with a prompt of the built-in or held-out sets.
 """
@@ -27,6 +28,12 @@ def eval_files() -> list[Path]:
 
 def holdout_files() -> list[Path]:
     return sorted((EVALSETS / "holdout").glob("*.jsonl"))
+
+
+def hand_written_files() -> list[Path]:
+    """The hand-written built-in eval sets: prompts in another style than the generator's,
+    which this scenario's profiler never asks (so the classifier never trains on them)."""
+    return sorted(p for p in EVALSETS.glob("*.jsonl") if not p.name.endswith("-generated.jsonl"))
 
 
 def _prompts(paths: list[Path]) -> set[str]:

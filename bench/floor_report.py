@@ -120,8 +120,9 @@ def floor_lines(r: FloorScenarioResult) -> list[str]:
     lines = [
         "## 3b. Accuracy floors near the truth, without X-Task-Category (graded by true accuracy)",
         "",
-        f"Trace: {r.trace_requests} requests drawn from {r.trace_prompts} held-out prompts "
-        f"(none is an eval prompt), seed {r.seed}, nominal {r.nominal_rps:g} req/s; floors "
+        f"Trace: {r.trace_requests} requests drawn from {r.trace_prompts} held-out and "
+        f"hand-written prompts (none is a prompt the profiler asked), seed {r.seed}, "
+        f"nominal {r.nominal_rps:g} req/s; floors "
         f"are the policy's ({', '.join(f'{c} {f:.2f}' for c, f in r.floors.items())}), "
         f"routed on the table's bound at {r.floor_confidence:.0%}; profiled on "
         f"{', '.join(f'{c} {n}' for c, n in r.eval_items.items())} eval items; classifier "

@@ -5,8 +5,8 @@ truths of `bench.floor_attainment`, the speeds, batch sizes and prices of the ro
 fleet) -> profiled by the profiler on the shipped generated eval sets (100 items per
 category; its reports carry the eval prompts) -> `control_plane.build_table` (bounds at the
 policy's floor_confidence, and the classifier trained on those prompts) -> data plane ->
-a trace of held-out prompts (profiler/evalsets/holdout, never an eval prompt) whose floors
-are the policy's (no X-Min-Accuracy), replayed without X-Task-Category at 1x and 2x and with
+a trace of prompts the profiler never asked (the held-out and hand-written sets) whose
+floors are the policy's (no X-Min-Accuracy), replayed without X-Task-Category at 1x and 2x and with
 it at 1x -> each answer graded by the serving pair's configured truth (`bench.floor_score`).
 """
 
@@ -22,7 +22,13 @@ from typing import Any
 
 from bench import floor_attainment as fa
 from bench import quality_fleet as qf
-from bench.floor_evalsets import eval_files, holdout_files, larger_evalsets, trace_items
+from bench.floor_evalsets import (
+    eval_files,
+    hand_written_files,
+    holdout_files,
+    larger_evalsets,
+    trace_items,
+)
 from bench.floor_score import TruePair, TruthOutcome, grade_oracle, grade_truth
 from bench.machine import Cores, Pinning, pinned
 from bench.processes import running
@@ -79,7 +85,7 @@ class PairTruth:
 class FloorScenarioResult:
     seed: int
     trace_requests: int
-    trace_prompts: int  # distinct held-out prompts the trace draws from
+    trace_prompts: int  # distinct prompts the trace draws from (none the profiler asked)
     eval_items: dict[str, int]  # profiled items per category
     nominal_rps: float
     floors: dict[str, float]
@@ -205,7 +211,7 @@ def run_floor_scenario(pinning: Pinning, workdir: Path, quick: bool) -> FloorSce
     workdir.mkdir(parents=True, exist_ok=True)
     evals, holdout = eval_files(), holdout_files()
     larger = larger_evalsets(workdir / "larger-evals", LARGER_EXTRA_ITEMS, SEED)
-    items = trace_items(holdout, larger)
+    items = trace_items([*holdout, *hand_written_files()], larger)
     floors = {c: (FLOORS[c],) for c in qf.CATEGORIES}
     trace = make_trace(items, floors, 300 if quick else 1500, NOMINAL_RPS, SEED)
     policy_file = workdir / "policy.yaml"  # JSON is YAML

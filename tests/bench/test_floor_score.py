@@ -9,7 +9,13 @@ from typing import Any
 
 import pytest
 
-from bench.floor_evalsets import eval_files, holdout_files, larger_evalsets, trace_items
+from bench.floor_evalsets import (
+    eval_files,
+    hand_written_files,
+    holdout_files,
+    larger_evalsets,
+    trace_items,
+)
 from bench.floor_report import floor_checks, floor_lines
 from bench.floor_scenario import (
     FLOORS,
@@ -104,10 +110,14 @@ def test_the_scenario_fleet_sits_near_the_floors_and_its_trace_never_repeats_an_
     assert all(d >= 0.02 for d in near)
     assert len(truths) == len(PAIRS)
     evals = eval_files()
-    prompts = {line for p in evals for line in p.read_text().splitlines()}
-    assert len(prompts) >= 500
-    held_out = trace_items(holdout_files(), evals)
-    assert all(len(items) >= 20 for items in held_out.values())
+    asked = {json.loads(line)["prompt"] for p in evals for line in p.read_text().splitlines()}
+    assert len(asked) >= 500
+    sources = holdout_files() + hand_written_files()
+    never_asked = trace_items(sources, evals)
+    assert all(len(items) >= 60 for items in never_asked.values())
+    assert not {i["prompt"] for items in never_asked.values() for i in items} & asked
+    # A source that repeats an eval prompt loses that item.
+    assert trace_items(evals[:1], evals)[evals[0].name.split("-")[0]] == []
 
 
 def test_checks_fail_when_the_targets_are_missed_and_when_nothing_was_measured() -> None:
