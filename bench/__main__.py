@@ -28,7 +28,7 @@ from bench.report import BenchRun, write_report
 from bench.targets import AB_ROWS
 from bench.verdicts import decision_checks, memory_check, overhead_checks, uvloop_notes
 
-SECTIONS = ("overhead", "decision", "quality", "memory", "replicas", "feedback")
+SECTIONS = ("overhead", "decision", "quality", "memory", "replicas", "feedback", "floors")
 HERE = Path(__file__).parent
 
 
@@ -104,6 +104,14 @@ def _feedback(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     run.checks += accuracy_drift_checks(run.accuracy_drift)
 
 
+def _floors(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    from bench.floor_report import floor_checks
+    from bench.floor_scenario import run_floor_scenario
+
+    run.floors = run_floor_scenario(pinning, workdir / "floors", run.quick)
+    run.checks += floor_checks(run.floors)
+
+
 Section = Callable[[BenchRun, Pinning, Path], None]
 _RUNNERS: dict[str, Section] = {
     "overhead": _overhead,
@@ -112,6 +120,7 @@ _RUNNERS: dict[str, Section] = {
     "memory": _memory,
     "replicas": _replicas,
     "feedback": _feedback,
+    "floors": _floors,
 }
 
 

@@ -62,10 +62,12 @@ def policy_models(policy: str, trace: Sequence[TraceRequest]) -> list[str]:
 
 
 @contextmanager
-def simulator(workdir: Path, evalsets: list[Path], cpus: Cores) -> Iterator[dict[str, str]]:
+def simulator(
+    workdir: Path, evalsets: list[Path], cpus: Cores, pairs: Sequence[qf.SimPair] = qf.PAIRS
+) -> Iterator[dict[str, str]]:
     """The simulated fleet on the aux cores; yields {served name: base URL}."""
     fleet = workdir / "sim-fleet.json"
-    fleet.write_text(json.dumps(qf.sim_fleet(evalsets, SEED)))
+    fleet.write_text(json.dumps(qf.sim_fleet(evalsets, SEED, pairs)))
     ports = workdir / "sim-ports.json"
     args = [sys.executable, "-m", "simulator", "serve", "--fleet", str(fleet)]
     args += ["--ports-file", str(ports)]
@@ -80,14 +82,20 @@ def simulator(workdir: Path, evalsets: list[Path], cpus: Cores) -> Iterator[dict
 
 
 def profile_fleet(
-    workdir: Path, urls: dict[str, str], evalsets: list[Path], quick: bool
+    workdir: Path,
+    urls: dict[str, str],
+    evalsets: list[Path],
+    quick: bool,
+    pairs: Sequence[qf.SimPair] = qf.PAIRS,
+    extra_args: Sequence[str] = (),
 ) -> list[ProfileReport]:
-    """Run `python -m profiler fleet` against the simulator; the reports it wrote."""
+    """Run `python -m profiler fleet` against the simulator; the reports it wrote
+    (`extra_args`: more profiler flags, e.g. `--until-decided`)."""
     out_dir = workdir / "profiles"
     spec = workdir / "profiler-fleet.yaml"  # JSON is YAML
-    spec.write_text(json.dumps(qf.profiler_fleet(urls, evalsets, out_dir, quick)))
+    spec.write_text(json.dumps(qf.profiler_fleet(urls, evalsets, out_dir, quick, pairs)))
     env = {**os.environ, "GEARBOX_PROF_EVAL_CONCURRENCY": "16"}
-    args = [sys.executable, "-m", "profiler", "fleet", str(spec), "--quiet"]
+    args = [sys.executable, "-m", "profiler", "fleet", str(spec), "--quiet", *extra_args]
     log = workdir / "profiler.log"
     with running(args, log, env=env) as proc:
         code = proc.wait(timeout=900)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,8 +87,11 @@ POLICY: dict[str, Any] = {
 }
 
 
-def sim_fleet(answer_keys: list[Path], seed: int) -> dict[str, Any]:
-    """The simulator's fleet file (SimFleetConfig) as data."""
+def sim_fleet(
+    answer_keys: list[Path], seed: int, pairs: Sequence[SimPair] = PAIRS
+) -> dict[str, Any]:
+    """The simulator's fleet file (SimFleetConfig) as data (`pairs`: this section's fleet
+    unless another scenario passes its own)."""
     return {
         "answer_keys": [str(p) for p in answer_keys],
         "pairs": [
@@ -106,13 +110,17 @@ def sim_fleet(answer_keys: list[Path], seed: int) -> dict[str, Any]:
                 "seed": seed + i,
                 "accuracy": dict(zip(CATEGORIES, p.accuracy, strict=True)),
             }
-            for i, p in enumerate(PAIRS)
+            for i, p in enumerate(pairs)
         ],
     }
 
 
 def profiler_fleet(
-    urls: dict[str, str], evalsets: list[Path], out_dir: Path, quick: bool
+    urls: dict[str, str],
+    evalsets: list[Path],
+    out_dir: Path,
+    quick: bool,
+    pairs: Sequence[SimPair] = PAIRS,
 ) -> dict[str, Any]:
     """The profiler's fleet file: every simulated pair, explicit prices, a load sweep that
     reaches past each engine's batch size."""
@@ -145,7 +153,7 @@ def profiler_fleet(
                 },
                 "context_length": 8192,
             }
-            for p in PAIRS
+            for p in pairs
         ],
     }
 

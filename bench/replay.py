@@ -35,6 +35,8 @@ def request_parts(req: dict[str, Any], model: str) -> tuple[dict[str, Any], dict
         "X-Min-Accuracy": f"{req['min_accuracy']:.2f}",
         "X-Task-Category": req["category"],
     }
+    for name in req.get("omit_headers", ()):  # e.g. a client that sends no category
+        headers.pop(name, None)
     return body, headers
 
 

@@ -16,6 +16,8 @@ from bench.accuracy_drift import AccuracyDriftResult
 from bench.decision import SpeedResult
 from bench.feedback import FeedbackResult
 from bench.feedback_report import accuracy_drift_lines, feedback_lines
+from bench.floor_report import floor_lines
+from bench.floor_scenario import FloorScenarioResult
 from bench.hotspots import Hotspots
 from bench.machine import MachineFacts
 from bench.memory import MemoryResult
@@ -47,6 +49,7 @@ class BenchRun:
     replicas: list[ReplicaResult] | None = None
     feedback: FeedbackResult | None = None
     accuracy_drift: AccuracyDriftResult | None = None
+    floors: FloorScenarioResult | None = None  # the near-floor scenario (section 3b)
 
 
 def _num(x: float, digits: int = 2) -> str:
@@ -239,6 +242,12 @@ def hotspot_lines(h: Hotspots) -> list[str]:
     return [*lines, ""]
 
 
+def _quality_section_lines(run: BenchRun) -> list[str]:
+    """Section 3 and the near-floor scenario beside it (3b)."""
+    lines = quality_lines(run.quality) if run.quality is not None else []
+    return lines + (floor_lines(run.floors) if run.floors is not None else [])
+
+
 def _section_lines(run: BenchRun) -> list[str]:
     """Each measured section's tables, in report order."""
     lines: list[str] = []
@@ -248,8 +257,7 @@ def _section_lines(run: BenchRun) -> list[str]:
         lines += hotspot_lines(run.hotspots)
     if run.decision is not None:
         lines += decision_lines(run.decision)
-    if run.quality is not None:
-        lines += quality_lines(run.quality)
+    lines += _quality_section_lines(run)
     if run.memory is not None:
         lines += memory_lines(run.memory)
     if run.soak is not None:

@@ -273,3 +273,12 @@ def request_body(model: str, stream: bool) -> bytes:
 
 
 REQUEST_HEADERS = {"X-Latency-Budget-Ms": "20000", "X-Min-Accuracy": "0.5"}
+
+
+# The near-floor scenario (bench/floor_scenario.py, issue 12): SLO = floor (by true accuracy)
+# and budget both met; the cost is compared with an oracle that knows the true accuracies.
+FLOOR_SLO_1X = 0.97
+FLOOR_SLO_2X = 0.95
+FLOOR_ATTAINMENT = 0.99
+FLOOR_COST_VS_ORACLE = 1.25
+FLOOR_SLO_WITH_HEADER = 0.98

@@ -1,0 +1,175 @@
+"""Markdown and target checks for the near-floor scenario (bench/floor_scenario.py); PURE."""
+
+from __future__ import annotations
+
+import math
+
+from bench import targets as t
+from bench.floor_scenario import HEADER, NO_HEADER, UNTIL_DECIDED, FloorScenarioResult
+from bench.floor_score import TruthOutcome
+from bench.stats import ratio
+from bench.verdicts import Check
+
+SECTION = "floors"
+
+
+def _missing(name: str, target: str) -> Check:
+    return Check(SECTION, name, math.nan, math.nan, math.nan, "", target, False, "not measured")
+
+
+def _slo(r: FloorScenarioResult, mode: str, load: float, limit: float) -> Check:
+    header = "with" if mode == HEADER else "without"
+    name = f"SLO attainment (true floor and budget) {header} X-Task-Category at {load:g}x"
+    target = f">= {limit * 100:g}%"
+    o = r.outcome(mode, load)
+    if o is None:
+        return _missing(name, target)
+    detail = (
+        f"floor {o.floor_attainment * 100:.1f}%, budget {o.budget_attainment * 100:.1f}%; "
+        "baseline = the oracle (true accuracies, no queueing)"
+    )
+    return Check(
+        SECTION,
+        name,
+        o.slo_attainment * 100,
+        r.oracle.slo_attainment * 100,
+        ratio(o.slo_attainment, r.oracle.slo_attainment),
+        "%",
+        target,
+        o.slo_attainment >= limit,
+        detail,
+    )
+
+
+def _floor(r: FloorScenarioResult, load: float) -> Check:
+    name = f"floor attainment by true accuracy without X-Task-Category at {load:g}x"
+    target = f">= {t.FLOOR_ATTAINMENT * 100:g}%"
+    o = r.outcome(NO_HEADER, load)
+    if o is None:
+        return _missing(name, target)
+    misses = ", ".join(f"{c} {n}" for c, n in o.floor_misses.items()) or "none"
+    return Check(
+        SECTION,
+        name,
+        o.floor_attainment * 100,
+        r.oracle.floor_attainment * 100,
+        ratio(o.floor_attainment, r.oracle.floor_attainment),
+        "%",
+        target,
+        o.floor_attainment >= t.FLOOR_ATTAINMENT,
+        f"misses by true category: {misses}; classifier right on "
+        f"{o.classifier_accuracy * 100:.1f}% of the trace",
+    )
+
+
+def _cost(r: FloorScenarioResult, mode: str = NO_HEADER) -> Check:
+    name = "cost per 1,000 requests without X-Task-Category at 1x vs the oracle"
+    if mode == UNTIL_DECIDED:
+        name += ", profiled --until-decided from a larger eval file"
+    target = f"<= {t.FLOOR_COST_VS_ORACLE:g}x the oracle"
+    o = r.outcome(mode, 1.0)
+    if o is None:
+        return _missing(name, target)
+    data = (
+        f"items per category as --until-decided asked them; SLO {o.slo_attainment * 100:.1f}%, "
+        f"floor {o.floor_attainment * 100:.1f}%"
+        if mode == UNTIL_DECIDED
+        else f"{min(r.eval_items.values(), default=0)} items per category"
+    )
+    x = ratio(o.cost_usd_per_1k, r.oracle.cost_usd_per_1k)
+    return Check(
+        SECTION,
+        name,
+        o.cost_usd_per_1k,
+        r.oracle.cost_usd_per_1k,
+        x,
+        "USD",
+        target,
+        x <= t.FLOOR_COST_VS_ORACLE,
+        f"the table's bound at {r.floor_confidence:.0%} on {data}",
+    )
+
+
+def floor_checks(r: FloorScenarioResult) -> list[Check]:
+    return [
+        _slo(r, NO_HEADER, 1.0, t.FLOOR_SLO_1X),
+        _slo(r, NO_HEADER, 2.0, t.FLOOR_SLO_2X),
+        _floor(r, 1.0),
+        _floor(r, 2.0),
+        _cost(r),
+        _slo(r, HEADER, 1.0, t.FLOOR_SLO_WITH_HEADER),
+        _cost(r, UNTIL_DECIDED),
+    ]
+
+
+def _row(o: TruthOutcome) -> str:
+    shares = ", ".join(
+        f"{p} {s * 100:.0f}%" for p, s in sorted(o.share_by_pair.items(), key=lambda x: -x[1])
+    )
+    misses = ", ".join(f"{c} {n}" for c, n in o.floor_misses.items()) or "—"
+    return (
+        f"| {o.mode} | {o.load:g}x | {o.ok}/{o.requests} | {o.floor_attainment * 100:.1f}% "
+        f"| {o.budget_attainment * 100:.1f}% | {o.slo_attainment * 100:.1f}% "
+        f"| {o.cost_usd_per_1k:.4f} | {o.classifier_accuracy * 100:.1f}% "
+        f"| {o.abstained * 100:.1f}% | {misses} | {shares} |"
+    )
+
+
+def floor_lines(r: FloorScenarioResult) -> list[str]:
+    cv = r.classifier_cv_accuracy
+    lines = [
+        "## 3b. Accuracy floors near the truth, without X-Task-Category (graded by true accuracy)",
+        "",
+        f"Trace: {r.trace_requests} requests drawn from {r.trace_prompts} held-out and "
+        f"hand-written prompts (none is a prompt the profiler asked), seed {r.seed}, "
+        f"nominal {r.nominal_rps:g} req/s; floors "
+        f"are the policy's ({', '.join(f'{c} {f:.2f}' for c, f in r.floors.items())}), "
+        f"routed on the table's bound at {r.floor_confidence:.0%}; profiled on "
+        f"{', '.join(f'{c} {n}' for c, n in r.eval_items.items())} eval items; classifier "
+        f"trained on the pushed eval prompts, cross-validated accuracy "
+        f"{'—' if cv is None else f'{cv * 100:.1f}%'}.",
+        "",
+        "| run | load | ok | floor attainment | budget attainment | SLO attainment "
+        "| cost $/1k req | classifier right | abstained | floor misses | share per pair |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [_row(o) for o in (*r.outcomes, r.oracle)]
+    lines += [
+        "",
+        "Pairs (true accuracy as configured in the simulator; the bound the table routes on; "
+        "right/n measured by the profiler):",
+        "",
+        "| pair | out $/Mtok | category: truth / bound (right/n) |",
+        "|---|---|---|",
+    ]
+    for p in r.pairs:
+        cells = ", ".join(
+            f"{c} {p.truth.get(c, math.nan):.2f} / {p.bound.get(c, math.nan):.2f} "
+            f"({p.measured.get(c, '?')})"
+            for c in r.floors
+        )
+        lines.append(f"| {p.pair} | {p.output_usd_per_mtok:.2f} | {cells} |")
+    if r.decided_pairs:
+        lines += [
+            "",
+            "The table profiled with `--until-decided` (the first 100 items per category, then "
+            "batches from a larger eval file until no floor is undecided): truth / bound "
+            "(right/n):",
+            "",
+            "| pair | category: truth / bound (right/n) |",
+            "|---|---|",
+        ]
+        for p in r.decided_pairs:
+            cells = ", ".join(
+                f"{c} {p.truth.get(c, math.nan):.2f} / {p.bound.get(c, math.nan):.2f} "
+                f"({p.measured.get(c, '?')})"
+                for c in r.floors
+            )
+            lines.append(f"| {p.pair} | {cells} |")
+    lines += [
+        "",
+        "- The oracle row: per request, the cheapest pair whose true accuracy meets the floor "
+        "and whose unloaded latency fits the budget; its attainment is what no queueing allows.",
+        "",
+    ]
+    return lines

@@ -1,0 +1,241 @@
+"""Section 3b: floors near the truth, without X-Task-Category, graded against TRUE accuracy.
+
+A six-pair simulated fleet whose true accuracies sit 2-4 points from the policy's floors (the
+truths of `bench.floor_attainment`, the speeds, batch sizes and prices of the routing-quality
+fleet) -> profiled by the profiler on the shipped generated eval sets (100 items per
+category; its reports carry the eval prompts) -> `control_plane.build_table` (bounds at the
+policy's floor_confidence, and the classifier trained on those prompts) -> data plane ->
+a trace of prompts the profiler never asked (the held-out and hand-written sets) whose
+floors are the policy's (no X-Min-Accuracy), replayed without X-Task-Category at 1x and 2x and with
+it at 1x -> each answer graded by the serving pair's configured truth (`bench.floor_score`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import floor_attainment as fa
+from bench import quality_fleet as qf
+from bench.floor_evalsets import (
+    eval_files,
+    hand_written_files,
+    holdout_files,
+    larger_evalsets,
+    trace_items,
+)
+from bench.floor_score import TruePair, TruthOutcome, grade_oracle, grade_truth
+from bench.machine import Cores, Pinning, pinned
+from bench.processes import running
+from bench.quality import check_serving, data_plane, profile_fleet, simulator
+from bench.trace import TraceRequest, make_trace
+from contracts.policy import load_policy
+from contracts.routing_table import RoutingTable
+from control_plane.table import build_table
+from data_plane.decision.compile import compile_table
+from data_plane.request.category import classify_text, decide_category
+
+SEED = 20261125
+NOMINAL_RPS = 30.0
+FLOORS = fa.FLOORS
+
+
+# The routing-quality fleet's engines and prices, with the near-floor truths (same order:
+# 8B fp16, fp8, int8, int4; 70B int4, fp8).
+def _near_floor(p: qf.SimPair, truth: fa.TruePair) -> qf.SimPair:
+    chat, extraction, code, math, reasoning = truth.accuracy
+    return replace(p, accuracy=(chat, extraction, code, math, reasoning))
+
+
+PAIRS = tuple(_near_floor(p, t) for p, t in zip(qf.PAIRS, fa.FLEET, strict=True))
+POLICY: dict[str, Any] = {
+    **qf.POLICY,
+    "categories": {
+        c: {"min_accuracy": FLOORS[c], "typical_output_tokens": 48} for c in qf.CATEGORIES
+    },
+}
+NO_HEADER, HEADER = "no header", "header"
+# The same trace without the header on a table profiled with --until-decided (first 100
+# items per category, then batches from the larger eval file until no floor is undecided).
+UNTIL_DECIDED = "no header, --until-decided"
+LARGER_EXTRA_ITEMS = 900  # per category, after the shipped 100
+RUNS = ((NO_HEADER, 1.0), (NO_HEADER, 2.0), (HEADER, 1.0))
+OMITTED = {
+    NO_HEADER: ("X-Min-Accuracy", "X-Task-Category"),
+    HEADER: ("X-Min-Accuracy",),
+    UNTIL_DECIDED: ("X-Min-Accuracy", "X-Task-Category"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PairTruth:
+    pair: str
+    output_usd_per_mtok: float
+    truth: dict[str, float]
+    bound: dict[str, float]  # what the table routes on (docs/accuracy.md)
+    measured: dict[str, str]  # right/n per category
+
+
+@dataclass(frozen=True, slots=True)
+class FloorScenarioResult:
+    seed: int
+    trace_requests: int
+    trace_prompts: int  # distinct prompts the trace draws from (none the profiler asked)
+    eval_items: dict[str, int]  # profiled items per category
+    nominal_rps: float
+    floors: dict[str, float]
+    floor_confidence: float
+    classifier_cv_accuracy: float | None
+    pairs: tuple[PairTruth, ...]
+    outcomes: tuple[TruthOutcome, ...]
+    oracle: TruthOutcome
+    decided_pairs: tuple[PairTruth, ...] = ()  # the --until-decided table's pairs
+
+    def outcome(self, mode: str, load: float) -> TruthOutcome | None:
+        return next((o for o in self.outcomes if o.mode == mode and o.load == load), None)
+
+
+def true_pairs() -> dict[str, TruePair]:
+    return {
+        p.pair: TruePair(
+            pair=p.pair,
+            input_usd_per_mtok=p.output_usd_per_mtok / 4,  # as qf.profiler_fleet prices them
+            output_usd_per_mtok=p.output_usd_per_mtok,
+            ttft_base_s=p.ttft_base_s,
+            ttft_per_input_token_s=p.ttft_per_input_token_s,
+            tpot_base_s=p.tpot_base_s,
+            accuracy=dict(zip(qf.CATEGORIES, p.accuracy, strict=True)),
+        )
+        for p in PAIRS
+    }
+
+
+def classify_trace(
+    table: RoutingTable, trace: Sequence[TraceRequest]
+) -> dict[int, tuple[str, bool]]:
+    """Per request: the table classifier's top category and whether it abstains, with the
+    data plane's own code (every replica classifies identically, docs/classifier.md)."""
+    compiled = compile_table(table)
+    scorer = compiled.classifier
+    routed = {}
+    for req in trace:
+        probabilities, _ = classify_text(scorer, req.prompt)
+        top = scorer.categories[max(range(len(probabilities)), key=probabilities.__getitem__)]
+        _, doubt = decide_category(
+            scorer.categories,
+            probabilities,
+            compiled.categories,
+            table.policy.category_confidence,
+            table.policy.doubt_category,
+        )
+        routed[req.id] = (top, doubt is not None)
+    return routed
+
+
+def _replay(
+    workdir: Path, url: str, trace: Sequence[TraceRequest], mode: str, load: float, cpus: Cores
+) -> list[dict[str, Any]]:
+    tag = f"{mode.replace(' ', '-')}-{load:g}x"
+    trace_file = workdir / f"trace-{tag}.jsonl"
+    lines = ({**r.as_dict(), "omit_headers": list(OMITTED[mode])} for r in trace)
+    trace_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    models = workdir / f"models-{tag}.json"
+    models.write_text(json.dumps(["auto"] * len(trace)))
+    out = workdir / f"replay-{tag}.jsonl"
+    args = [sys.executable, "-m", "bench.replay", "--trace", str(trace_file)]
+    args += ["--models", str(models), "--url", url + "/v1/chat/completions"]
+    args += ["--load", str(load), "--out", str(out)]
+    log = workdir / f"replay-{tag}.log"
+    with running(pinned(args, cpus), log) as proc:
+        code = proc.wait(timeout=900)
+    if code != 0:
+        raise RuntimeError(f"replay failed ({code}):\n{log.read_text()[-2000:]}")
+    return [json.loads(line) for line in out.read_text().splitlines() if line]
+
+
+def _pair_truths(table: RoutingTable, truths: dict[str, TruePair]) -> tuple[PairTruth, ...]:
+    return tuple(
+        PairTruth(
+            pair=e.pair,
+            output_usd_per_mtok=e.output_usd_per_mtok,
+            truth=dict(truths[e.pair].accuracy) if e.pair in truths else {},
+            bound=dict(e.accuracy_bound),
+            measured={c: f"{e.accuracy_right.get(c, '?')}/{n}" for c, n in e.accuracy_n.items()},
+        )
+        for e in table.entries
+    )
+
+
+def _profile_and_build(
+    workdir: Path,
+    urls: dict[str, str],
+    evals: list[Path],
+    quick: bool,
+    extra_args: Sequence[str] = (),
+) -> RoutingTable:
+    """The profiler's reports (with their eval prompts) -> the control plane's table."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    reports = profile_fleet(workdir, urls, evals, quick, PAIRS, extra_args)
+    table = build_table(reports, load_policy(POLICY), datetime.now(UTC))
+    if table.classifier is None:
+        raise RuntimeError("the table ships no classifier: the reports carried no eval prompts")
+    return table
+
+
+def _serve_and_grade(
+    workdir: Path,
+    table: RoutingTable,
+    trace: Sequence[TraceRequest],
+    runs: Sequence[tuple[str, float]],
+    pinning: Pinning,
+) -> list[TruthOutcome]:
+    routed = classify_trace(table, trace)
+    truths = true_pairs()
+    outcomes = []
+    with data_plane(workdir, table, pinning.proxy) as url:
+        check_serving(url, trace[0])
+        for mode, load in runs:
+            print(f"     replay near-floor trace, {mode}, at {load:g}x", flush=True)
+            results = _replay(workdir, url, trace, mode, load, pinning.aux)
+            seen = {} if mode == HEADER else routed
+            outcomes.append(grade_truth(mode, load, trace, results, truths, seen))
+    return outcomes
+
+
+def run_floor_scenario(pinning: Pinning, workdir: Path, quick: bool) -> FloorScenarioResult:
+    workdir.mkdir(parents=True, exist_ok=True)
+    evals, holdout = eval_files(), holdout_files()
+    larger = larger_evalsets(workdir / "larger-evals", LARGER_EXTRA_ITEMS, SEED)
+    items = trace_items([*holdout, *hand_written_files()], larger)
+    floors = {c: (FLOORS[c],) for c in qf.CATEGORIES}
+    trace = make_trace(items, floors, 300 if quick else 1500, NOMINAL_RPS, SEED)
+    policy_file = workdir / "policy.yaml"  # JSON is YAML
+    policy_file.write_text(json.dumps(POLICY))
+    until_decided = ["--until-decided", "--policy", str(policy_file), "--first-items", "100"]
+    with simulator(workdir, [*larger, *holdout], pinning.aux, PAIRS) as urls:
+        print("     profiling the near-floor fleet (100 items per category)", flush=True)
+        table = _profile_and_build(workdir / "fixed", urls, evals, quick)
+        outcomes = _serve_and_grade(workdir / "fixed", table, trace, RUNS, pinning)
+        print("     profiling it again with --until-decided from a larger eval file", flush=True)
+        decided = _profile_and_build(workdir / "decided", urls, larger, quick, until_decided)
+        runs = ((UNTIL_DECIDED, 1.0),)
+        outcomes += _serve_and_grade(workdir / "decided", decided, trace, runs, pinning)
+    return FloorScenarioResult(
+        seed=SEED,
+        trace_requests=len(trace),
+        trace_prompts=sum(len(v) for v in items.values()),
+        eval_items={c: len(v) for c, v in qf.read_items(evals).items()},
+        nominal_rps=NOMINAL_RPS,
+        floors=dict(FLOORS),
+        floor_confidence=table.policy.floor_confidence,
+        classifier_cv_accuracy=table.classifier.training.cv_accuracy if table.classifier else None,
+        pairs=_pair_truths(table, true_pairs()),
+        outcomes=tuple(outcomes),
+        oracle=grade_oracle(trace, list(true_pairs().values())),
+        decided_pairs=_pair_truths(decided, true_pairs()),
+    )

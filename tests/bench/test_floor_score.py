@@ -1,0 +1,169 @@
+"""The near-floor scenario's pure scoring: the oracle, and floor / budget / SLO attainment
+against the simulator's true accuracy (bench/floor_score.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.floor_evalsets import (
+    eval_files,
+    hand_written_files,
+    holdout_files,
+    larger_evalsets,
+    trace_items,
+)
+from bench.floor_report import floor_checks, floor_lines
+from bench.floor_scenario import (
+    FLOORS,
+    HEADER,
+    NO_HEADER,
+    PAIRS,
+    FloorScenarioResult,
+    true_pairs,
+)
+from bench.floor_score import TruePair, grade_oracle, grade_truth, oracle_pair
+from bench.trace import TraceRequest
+
+
+def _pair(name: str, usd: float, ms_per_token: float, math_truth: float) -> TruePair:
+    return TruePair(
+        pair=name,
+        input_usd_per_mtok=usd / 4,
+        output_usd_per_mtok=usd,
+        ttft_base_s=0.01,
+        ttft_per_input_token_s=0.0,
+        tpot_base_s=ms_per_token / 1000,
+        accuracy={"math": math_truth},
+    )
+
+
+CHEAP_WRONG = _pair("cheap", 0.1, 1.0, 0.67)  # truly below a 0.70 floor
+MID_SLOW = _pair("mid-slow", 0.2, 20.0, 0.74)  # meets the floor, too slow for 100 ms
+MID_FAST = _pair("mid-fast", 0.3, 2.0, 0.72)
+DEAR = _pair("dear", 0.9, 3.0, 0.88)
+PAIRS_BY_NAME = {p.pair: p for p in (CHEAP_WRONG, MID_SLOW, MID_FAST, DEAR)}
+
+
+def _req(
+    i: int, budget_ms: int = 100, floor: float = 0.70, prompt: str = "7 * 6 ="
+) -> TraceRequest:
+    return TraceRequest(i, 0.0, "math", prompt, 42, "numeric", 10, budget_ms, floor)
+
+
+def _answer(i: int, pair: str, latency_s: float, status: int = 200) -> dict[str, Any]:
+    usage = {"prompt_tokens": 4, "completion_tokens": 10}
+    return {"id": i, "status": status, "pair": pair, "latency_s": latency_s, "usage": usage}
+
+
+def test_the_oracle_takes_the_cheapest_pair_truly_above_the_floor_that_fits_the_budget() -> None:
+    pairs = list(PAIRS_BY_NAME.values())
+    assert oracle_pair(pairs, _req(0), 4, 10) == (MID_FAST, True)
+    # A loose budget lets the slower, cheaper pair in; the cheapest is never truly good enough.
+    assert oracle_pair(pairs, _req(0, budget_ms=1000), 4, 10) == (MID_SLOW, True)
+    # No pair fits 5 ms: the cheapest that meets the floor, counted as a miss.
+    assert oracle_pair(pairs, _req(0, budget_ms=5), 4, 10) == (MID_SLOW, False)
+    # No pair meets 0.95: the truly most accurate one, a miss.
+    assert oracle_pair(pairs, _req(0, floor=0.95), 4, 10) == (DEAR, False)
+
+
+def test_grade_oracle_prices_every_request_on_its_pair() -> None:
+    # "7 * 6 =" is 7 characters: 2 input tokens at 4 characters each; 10 output tokens.
+    oracle = grade_oracle([_req(0), _req(1, budget_ms=5)], list(PAIRS_BY_NAME.values()))
+    expected = (MID_FAST.cost_usd(2, 10) + MID_SLOW.cost_usd(2, 10)) / 2 * 1000
+    assert oracle.cost_usd_per_1k == pytest.approx(expected)
+    assert oracle.slo_attainment == 0.5
+    assert oracle.share_by_pair == {"mid-fast": 0.5, "mid-slow": 0.5}
+
+
+def test_slo_attainment_is_judged_by_true_accuracy_and_the_budget() -> None:
+    trace = [_req(i) for i in range(5)]
+    results = [
+        _answer(0, "mid-fast", 0.05),  # met both
+        _answer(1, "cheap", 0.05),  # in budget, but truly below the floor
+        _answer(2, "dear", 0.50),  # truly above, over budget
+        _answer(3, "dear", 0.05, status=503),  # no answer: neither
+        _answer(4, "mid-slow", 0.09),  # met both
+    ]
+    routed = {0: ("math", False), 1: ("code", True), 2: ("math", False), 3: ("chat", False)}
+    o = grade_truth(NO_HEADER, 1.0, trace, results, PAIRS_BY_NAME, routed)
+    assert (o.floor_attainment, o.budget_attainment, o.slo_attainment) == (0.6, 0.6, 0.4)
+    assert o.ok == 4
+    assert o.floor_misses == {"math": 2}
+    assert o.classifier_accuracy == 0.6  # ids 0, 2 and 4 (sent without a prediction: true)
+    assert o.abstained == 0.2
+    served = [("mid-fast", 0), ("cheap", 1), ("dear", 2), ("mid-slow", 4)]
+    cost = sum(PAIRS_BY_NAME[p].cost_usd(4, 10) for p, _ in served)
+    assert o.cost_usd_per_1k == pytest.approx(cost / 5 * 1000)
+
+
+def test_the_scenario_fleet_sits_near_the_floors_and_its_trace_never_repeats_an_eval_prompt() -> (
+    None
+):
+    truths = true_pairs()
+    gaps = [round(abs(p.accuracy[c] - f), 6) for p in truths.values() for c, f in FLOORS.items()]
+    near = [gap for gap in gaps if gap <= 0.04]
+    assert len(near) >= 15
+    assert all(d >= 0.02 for d in near)
+    assert len(truths) == len(PAIRS)
+    evals = eval_files()
+    asked = {json.loads(line)["prompt"] for p in evals for line in p.read_text().splitlines()}
+    assert len(asked) >= 500
+    sources = holdout_files() + hand_written_files()
+    never_asked = trace_items(sources, evals)
+    assert all(len(items) >= 60 for items in never_asked.values())
+    assert not {i["prompt"] for items in never_asked.values() for i in items} & asked
+    # A source that repeats an eval prompt loses that item.
+    assert trace_items(evals[:1], evals)[evals[0].name.split("-")[0]] == []
+
+
+def test_checks_fail_when_the_targets_are_missed_and_when_nothing_was_measured() -> None:
+    trace = [_req(i) for i in range(2)]
+    good = [_answer(0, "mid-fast", 0.05), _answer(1, "mid-fast", 0.05)]
+    bad = [_answer(0, "cheap", 0.05), _answer(1, "dear", 0.05)]
+    oracle = grade_oracle(trace, list(PAIRS_BY_NAME.values()))
+    outcomes = (
+        grade_truth(NO_HEADER, 1.0, trace, good, PAIRS_BY_NAME, {}),
+        grade_truth(NO_HEADER, 2.0, trace, bad, PAIRS_BY_NAME, {}),
+        grade_truth(HEADER, 1.0, trace, good, PAIRS_BY_NAME, {}),
+    )
+    result = FloorScenarioResult(
+        1, 2, 2, {"math": 100}, 30.0, {"math": 0.70}, 0.9, 0.9, (), outcomes, oracle
+    )
+    verdicts = {c.name: c.passed for c in floor_checks(result)}
+    assert verdicts == {
+        "SLO attainment (true floor and budget) without X-Task-Category at 1x": True,
+        "SLO attainment (true floor and budget) without X-Task-Category at 2x": False,
+        "floor attainment by true accuracy without X-Task-Category at 1x": True,
+        "floor attainment by true accuracy without X-Task-Category at 2x": False,
+        "cost per 1,000 requests without X-Task-Category at 1x vs the oracle": True,
+        "SLO attainment (true floor and budget) with X-Task-Category at 1x": True,
+        "cost per 1,000 requests without X-Task-Category at 1x vs the oracle, profiled "
+        "--until-decided from a larger eval file": False,  # not measured here
+    }
+    text = "\n".join(floor_lines(result))
+    assert "| no header | 2x | 2/2 | 50.0% | 100.0% | 50.0% |" in text
+    assert "| oracle | 1x |" in text
+    empty = FloorScenarioResult(1, 0, 0, {}, 30.0, {}, 0.9, None, (), (), oracle)
+    assert not any(c.passed for c in floor_checks(empty))
+
+
+def test_the_larger_eval_file_follows_the_shipped_one_and_holds_no_known_prompt(
+    tmp_path: Path,
+) -> None:
+    paths = larger_evalsets(tmp_path, 30, seed=5)
+    assert [p.name for p in paths[:2]] == ["chat-generated.jsonl", "chat-more.jsonl"]
+    assert len(paths) == 10
+    more = [p for p in paths if p.parent == tmp_path]
+    known = {
+        json.loads(line)["prompt"]
+        for p in holdout_files() + eval_files()
+        for line in p.read_text().splitlines()
+    }
+    added = [json.loads(line) for p in more for line in p.read_text().splitlines()]
+    assert len(added) == 5 * 30
+    assert not {i["prompt"] for i in added} & known
+    assert {p.name.split("-")[0] for p in more} == set(FLOORS)
