@@ -16,6 +16,7 @@ from bench.accuracy_drift import AccuracyDriftResult
 from bench.decision import SpeedResult
 from bench.feedback import FeedbackResult
 from bench.feedback_report import accuracy_drift_lines, feedback_lines
+from bench.herding import HerdResult, herding_lines
 from bench.hotspots import Hotspots
 from bench.machine import MachineFacts
 from bench.memory import MemoryResult
@@ -47,6 +48,7 @@ class BenchRun:
     replicas: list[ReplicaResult] | None = None
     feedback: FeedbackResult | None = None
     accuracy_drift: AccuracyDriftResult | None = None
+    herding: list[HerdResult] | None = None
 
 
 def _num(x: float, digits: int = 2) -> str:
@@ -255,7 +257,7 @@ def _section_lines(run: BenchRun) -> list[str]:
     if run.soak is not None:
         lines += soak_lines(run.soak)
     if run.replicas is not None:
-        lines += replica_lines(run.replicas)
+        lines += replica_lines(run.replicas) + herding_lines(run.herding or [])
     if run.feedback is not None:
         lines += feedback_lines(run.feedback)
     if run.accuracy_drift is not None:
