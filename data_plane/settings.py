@@ -190,7 +190,7 @@ class DataPlaneSettings(BaseSettings):
     # Replicas share their in-flight counts per endpoint over Redis pub/sub every this many ms
     # (docs/data_plane.md, "In-flight sharing"); each replica's snapshot counts for at most
     # in_flight_share_ttl_s after it arrived. 0 = off.
-    in_flight_share_interval_ms: int = Field(default=100, ge=0, le=10_000)
+    in_flight_share_interval_ms: int = Field(default=25, ge=0, le=10_000)
     in_flight_share_ttl_s: float = Field(default=1.0, gt=0.0, le=60.0)
 
     @field_validator("api_keys", mode="before")

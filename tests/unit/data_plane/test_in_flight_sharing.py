@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from pydantic import ValidationError
 
 from data_plane.resilience.endpoint_load import LoadTracker, outside_load
+from data_plane.settings import DataPlaneSettings
 from data_plane.sync.in_flight_sharing import (
     InFlightSharing,
     encode_snapshot,
@@ -81,3 +83,11 @@ def test_a_replica_that_stops_publishing_expires() -> None:
     now[0] = 1.5
     sharing.expire()
     assert tracker.load["a#0"] == 0.0
+
+
+def test_settings_default_and_ttl_shorter_than_interval_is_refused() -> None:
+    settings = DataPlaneSettings()
+    assert (settings.in_flight_share_interval_ms, settings.in_flight_share_ttl_s) == (25, 1.0)
+    assert DataPlaneSettings(in_flight_share_interval_ms=0).in_flight_share_interval_ms == 0
+    with pytest.raises(ValidationError, match="in_flight_share_ttl_s"):
+        DataPlaneSettings(in_flight_share_interval_ms=2000, in_flight_share_ttl_s=1.0)
