@@ -5,7 +5,8 @@ starts answering 503 (docs/data_plane.md, "Breaker announcements").
 Reported per replica count: budget attainment (answered 200 within the latency budget),
 the share of requests per pair, decision agreement (the same `/v1/route` probe sent to every
 replica at once: the fraction of probes on which all chose the same pair) and, per replica,
-the time from the engine's failure until that replica no longer chooses it.
+the time from the engine's failure until that replica no longer chooses it. The same command
+then runs `bench/herding.py` (load between scrapes, in-flight sharing).
 """
 
 from __future__ import annotations
