@@ -80,9 +80,11 @@ def _memory(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
 
 
 def _replicas(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    from bench.herding import run_herding
     from bench.replicas import run_replicas
 
     run.replicas = run_replicas(pinning, workdir / "replicas", run.quick)
+    run.herding = run_herding(pinning, workdir / "herding", run.quick)
 
 
 def _soak(run: BenchRun, pinning: Pinning, workdir: Path, duration_s: float) -> None:

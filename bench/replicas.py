@@ -5,7 +5,8 @@ starts answering 503 (docs/data_plane.md, "Breaker announcements").
 Reported per replica count: budget attainment (answered 200 within the latency budget),
 the share of requests per pair, decision agreement (the same `/v1/route` probe sent to every
 replica at once: the fraction of probes on which all chose the same pair) and, per replica,
-the time from the engine's failure until that replica no longer chooses it.
+the time from the engine's failure until that replica no longer chooses it. The same command
+then runs `bench/herding.py` (load between scrapes, in-flight sharing).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class ReplicaResult:
 
 
 @dataclass
-class _Tally:
+class Tally:
     statuses: Counter[int] = field(default_factory=Counter)
     met: int = 0
     pairs: Counter[str] = field(default_factory=Counter)
@@ -67,7 +68,7 @@ class _Tally:
     agreed: int = 0
 
 
-async def _request(session: ClientSession, url: str, i: int, tally: _Tally) -> None:
+async def _request(session: ClientSession, url: str, i: int, tally: Tally) -> None:
     body = {"model": "auto", "max_tokens": 16, "messages": [{"role": "user", "content": f"r{i}"}]}
     started = time.monotonic()
     try:
@@ -83,7 +84,7 @@ async def _request(session: ClientSession, url: str, i: int, tally: _Tally) -> N
         tally.statuses[0] += 1
 
 
-async def _load(url: str, plan: ReplicaPlan, tally: _Tally, t0: float) -> None:
+async def offer_load(url: str, plan: ReplicaPlan, tally: Tally, t0: float) -> None:
     connector = TCPConnector(limit=512)
     async with ClientSession(connector=connector, timeout=ClientTimeout(total=30)) as session:
         tasks = []
@@ -103,7 +104,7 @@ async def _choice(session: ClientSession, base: str) -> str | None:
 
 
 async def _probe(
-    bases: list[str], dead: str, plan: ReplicaPlan, tally: _Tally, t0: float, killed: float
+    bases: list[str], dead: str, plan: ReplicaPlan, tally: Tally, t0: float, killed: float
 ) -> list[float | None]:
     """Probe every replica until the end: agreement, and when each stopped choosing `dead`."""
     ejected: list[float | None] = [None] * len(bases)
@@ -139,13 +140,13 @@ async def _drive(
         await Publisher(client, RedisKeys(KEY_PREFIX), PublisherOptions()).publish(table)
     finally:
         await client.aclose()
-    await asyncio.gather(*(_ready(b) for b in bases))
-    tally = _Tally()
+    await asyncio.gather(*(wait_ready(b) for b in bases))
+    tally = Tally()
     t0 = time.monotonic()
     killed = t0 + plan.duration_s / 2
     fault_url = urls[dead.served_model_name] + "/sim/faults"
     _, ejected, _ = await asyncio.gather(
-        _load(lb + "/v1/chat/completions", plan, tally, t0),
+        offer_load(lb + "/v1/chat/completions", plan, tally, t0),
         _probe(bases, dead.pair, plan, tally, t0, killed),
         _kill(fault_url, killed),
     )
@@ -162,7 +163,7 @@ async def _drive(
     )
 
 
-async def _ready(base: str) -> None:
+async def wait_ready(base: str) -> None:
     async with ClientSession(timeout=ClientTimeout(total=2)) as session:
         for _ in range(300):
             with contextlib.suppress(ClientError, TimeoutError):
@@ -174,8 +175,8 @@ async def _ready(base: str) -> None:
 
 
 @contextlib.contextmanager
-def _replicas(
-    workdir: Path, n: int, redis_url: str, pinning: Pinning
+def replica_fleet(
+    workdir: Path, n: int, redis_url: str, pinning: Pinning, extra_env: dict[str, str] | None = None
 ) -> Iterator[tuple[str, list[str]]]:
     """`n` data planes and nginx in front; yields (load balancer URL, replica URLs)."""
     with contextlib.ExitStack() as stack:
@@ -189,6 +190,7 @@ def _replicas(
                 "GEARBOX_DP_BREAKER_COOLDOWN_S": "60",
                 "GEARBOX_DP_BREAKER_COOLDOWN_MAX_S": "60",
             }
+            env |= extra_env or {}
             args = pinned([sys.executable, "-m", "data_plane", "serve"], pinning.proxy)
             stack.enter_context(running(args, workdir / f"dp-{i}.log", env=env, port=port))
         lb_port = free_port()
@@ -210,7 +212,7 @@ def run_replicas(pinning: Pinning, workdir: Path, quick: bool) -> list[ReplicaRe
         with (
             private_redis() as redis_url,
             soak_simulator(folder, pinning.aux) as urls,
-            _replicas(folder, n, redis_url, pinning) as (lb, bases),
+            replica_fleet(folder, n, redis_url, pinning) as (lb, bases),
         ):
             results.append(asyncio.run(_drive(lb, bases, urls, redis_url, plan, n)))
     return results

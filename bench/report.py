@@ -18,6 +18,7 @@ from bench.feedback import FeedbackResult
 from bench.feedback_report import accuracy_drift_lines, feedback_lines
 from bench.floor_report import floor_lines
 from bench.floor_scenario import FloorScenarioResult
+from bench.herding import HerdResult, herding_lines
 from bench.hotspots import Hotspots
 from bench.machine import MachineFacts
 from bench.memory import MemoryResult
@@ -50,6 +51,7 @@ class BenchRun:
     feedback: FeedbackResult | None = None
     accuracy_drift: AccuracyDriftResult | None = None
     floors: FloorScenarioResult | None = None  # the near-floor scenario (section 3b)
+    herding: list[HerdResult] | None = None
 
 
 def _num(x: float, digits: int = 2) -> str:
@@ -263,7 +265,7 @@ def _section_lines(run: BenchRun) -> list[str]:
     if run.soak is not None:
         lines += soak_lines(run.soak)
     if run.replicas is not None:
-        lines += replica_lines(run.replicas)
+        lines += replica_lines(run.replicas) + herding_lines(run.herding or [])
     if run.feedback is not None:
         lines += feedback_lines(run.feedback)
     if run.accuracy_drift is not None:

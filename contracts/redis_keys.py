@@ -80,3 +80,9 @@ class RedisKeys:
         """Pub/sub channel: a data plane that opened a breaker announces it (JSON
         `{"instance", "endpoint", "ttl_s"}`) so the other replicas eject the endpoint too."""
         return f"{self.prefix}:dp:breakers"
+
+    @property
+    def in_flight_events(self) -> str:
+        """Pub/sub channel: each data plane's in-flight count per endpoint, every few hundred
+        ms (JSON `{"instance", "in_flight": {endpoint: count}}`), so replicas do not herd."""
+        return f"{self.prefix}:dp:in-flight"

@@ -38,6 +38,7 @@ from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver
 from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
 from data_plane.sync.feedback_writer import FeedbackWriter
+from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
 from data_plane.table_store import TableStore
@@ -120,6 +121,7 @@ DISCOVERY = web.AppKey("gearbox_discovery", EndpointDiscovery)
 ANNOUNCEMENTS = web.AppKey("gearbox_announcements", BreakerAnnouncements)
 FEEDBACK = web.AppKey("gearbox_feedback", FeedbackAggregator)
 CHECKER = web.AppKey("gearbox_accuracy_checker", AccuracyChecker)
+SHARING = web.AppKey("gearbox_in_flight_sharing", InFlightSharing)
 
 
 def _version() -> str:
@@ -363,8 +365,12 @@ def _redis_ctx(deps: AppDeps) -> CleanupCtx:
             tasks.start("feedback", feedback.run(s.feedback_interval_s))
         if s.breaker_announcements:
             _start_announcements(app, client)
+        if s.in_flight_share_interval_ms > 0:
+            _start_sharing(app, client, deps.clock)
         yield
-        await tasks.stop("table_watcher", "live_state", "feedback", *_ANNOUNCEMENT_TASKS)
+        await tasks.stop(
+            "table_watcher", "live_state", "feedback", *_ANNOUNCEMENT_TASKS, *_SHARING_TASKS
+        )
         await client.aclose()
 
     return redis_ctx
@@ -383,6 +389,28 @@ def _start_announcements(app: web.Application, client: aioredis.Redis) -> None:
     app[ANNOUNCEMENTS] = announcements
     app[TASKS].start(_ANNOUNCEMENT_TASKS[0], announcements.send_forever(client))
     app[TASKS].start(_ANNOUNCEMENT_TASKS[1], announcements.listen_forever(client))
+
+
+_SHARING_TASKS = ("in_flight_publish", "in_flight_listen")
+
+
+def _start_sharing(
+    app: web.Application, client: aioredis.Redis, clock: Callable[[], float]
+) -> None:
+    """Publish this replica's in-flight counts; merge the others' into the load."""
+    s, tracker = app[SETTINGS], app[HEALTH].tracker
+    sharing = InFlightSharing(
+        s.redis_keys.in_flight_events,
+        s.instance_id,
+        tracker.in_flight_all,
+        tracker.set_peers_in_flight,
+        s.in_flight_share_ttl_s,
+        clock,
+    )
+    app[SHARING] = sharing
+    interval_s = s.in_flight_share_interval_ms / 1000
+    app[TASKS].start(_SHARING_TASKS[0], sharing.publish_forever(client, interval_s))
+    app[TASKS].start(_SHARING_TASKS[1], sharing.listen_forever(client, interval_s))
 
 
 async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -187,6 +187,11 @@ class DataPlaneSettings(BaseSettings):
     breaker_announce_max_ttl_s: float = Field(default=30.0, gt=0.0, le=600.0)
     # Latency feedback summaries to Redis every this many seconds (0 = off).
     feedback_interval_s: float = Field(default=10.0, ge=0.0, le=3600.0)
+    # Replicas share their in-flight counts per endpoint over Redis pub/sub every this many ms
+    # (docs/data_plane.md, "In-flight sharing"); each replica's snapshot counts for at most
+    # in_flight_share_ttl_s after it arrived. 0 = off.
+    in_flight_share_interval_ms: int = Field(default=25, ge=0, le=10_000)
+    in_flight_share_ttl_s: float = Field(default=1.0, gt=0.0, le=60.0)
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -250,6 +255,8 @@ class DataPlaneSettings(BaseSettings):
     def _consistent(self) -> DataPlaneSettings:
         if self.breaker_cooldown_max_s < self.breaker_cooldown_s:
             raise ValueError("breaker_cooldown_max_s must be >= breaker_cooldown_s")
+        if self.in_flight_share_ttl_s * 1000 < self.in_flight_share_interval_ms:
+            raise ValueError("in_flight_share_ttl_s must be >= in_flight_share_interval_ms")
         if self.otel_exporter == "otlp" and not self.otlp_traces_url:
             raise ValueError(
                 "otel_endpoint (or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) is required when "

@@ -38,6 +38,7 @@ class _Counters:
     known_answers: int = 0
     correct_answers: int = 0
     last_request_body_bytes: int = 0
+    peak_in_flight: int = 0  # most requests running + waiting at once, since the last reset
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ class PairStats:
     known_answers: int
     correct_answers: int
     last_request_body_bytes: int
+    peak_in_flight: int
     running: int
     waiting: int
 
@@ -186,10 +188,13 @@ class Engine:
     def enqueue(self) -> Ticket:
         """A place in line; 503 like an overloaded vLLM when the waiting queue is full."""
         try:
-            return self.scheduler.enqueue()
+            ticket = self.scheduler.enqueue()
         except QueueFullError as err:
             self.counters.rejected_queue_full += 1
             raise ApiError(503, "The engine's waiting queue is full; retry later.") from err
+        in_flight = self.scheduler.running + self.scheduler.waiting
+        self.counters.peak_in_flight = max(self.counters.peak_in_flight, in_flight)
+        return ticket
 
     async def generate(
         self,

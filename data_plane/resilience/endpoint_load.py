@@ -5,6 +5,10 @@ request costs nothing; `choose_route` reads it synchronously. The engine's scrap
 (waiting + running) already includes this process's own requests that had reached it, so
 only the rest of it (other replicas' and other clients' requests) is added to the in-flight
 count: a request is never counted twice (docs/data_plane.md "Load").
+
+With in-flight sharing on (docs/data_plane.md, "In-flight sharing"), the other replicas' recent
+in-flight counts are known between scrapes too: they replace the part of the scraped count that
+those replicas made up at scrape time (`outside_load`), so neither is counted twice.
 """
 
 from __future__ import annotations
@@ -12,15 +16,40 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 
+def outside_load(scraped_others: float | None, peers_at_scrape: float, peers_now: float) -> float:
+    """Load at an endpoint from outside this process (PURE).
+
+    `scraped_others` = the last scraped count less this process's own requests (None: never
+    scraped); `peers_at_scrape` = the other replicas' shared in-flight when it was taken;
+    `peers_now` = their latest shared in-flight. The scrape's remainder beyond the peers is
+    other clients' work, which only the scrape sees; the peers' part is taken fresh.
+    """
+    if scraped_others is None:
+        return peers_now
+    return peers_now + max(0.0, scraped_others - peers_at_scrape)
+
+
 class LoadTracker:
     """In-flight counts (this process) and queue depths (scraped) per endpoint id."""
 
-    __slots__ = ("_in_flight", "_load", "_on_in_flight", "_others", "_queue")
+    __slots__ = (
+        "_in_flight",
+        "_load",
+        "_on_in_flight",
+        "_others",
+        "_peers",
+        "_peers_at_scrape",
+        "_queue",
+        "_scraped",
+    )
 
     def __init__(self, on_in_flight: Callable[[str, int], None] | None = None) -> None:
         self._in_flight: dict[str, int] = {}
         self._queue: dict[str, float] = {}
-        self._others: dict[str, float] = {}  # the scraped count less this process's share
+        self._scraped: dict[str, float] = {}  # the scraped count less this process's share
+        self._peers: dict[str, float] = {}  # the other replicas' shared in-flight, latest
+        self._peers_at_scrape: dict[str, float] = {}
+        self._others: dict[str, float] = {}  # outside_load(...), kept for the hot path
         self._load: dict[str, float] = {}
         self._on_in_flight = on_in_flight
 
@@ -38,6 +67,10 @@ class LoadTracker:
     def queue_depth(self, endpoint_id: str) -> float | None:
         return self._queue.get(endpoint_id)
 
+    def peers_in_flight(self) -> Mapping[str, float]:
+        """The other replicas' latest shared in-flight counts per endpoint."""
+        return self._peers
+
     def acquire(self, endpoint_id: str) -> None:
         """One more request in flight at `endpoint_id`; pair with `release` in a finally."""
         self._set_in_flight(endpoint_id, self._in_flight.get(endpoint_id, 0) + 1)
@@ -51,15 +84,33 @@ class LoadTracker:
         already in the in-flight count, so load = in flight + max(0, depth - own)."""
         mine = self._in_flight.get(endpoint_id, 0) if own is None else own
         self._queue[endpoint_id] = depth
-        others = self._others[endpoint_id] = max(0.0, depth - mine)
-        self._load[endpoint_id] = self._in_flight.get(endpoint_id, 0) + others
+        self._scraped[endpoint_id] = max(0.0, depth - mine)
+        self._peers_at_scrape[endpoint_id] = self._peers.get(endpoint_id, 0.0)
+        self._refresh(endpoint_id)
+
+    def set_peers_in_flight(self, peers: Mapping[str, float]) -> None:
+        """The other replicas' in-flight counts per endpoint, summed (missing = 0)."""
+        changed = set(self._peers) | set(peers)
+        self._peers = {e: float(n) for e, n in peers.items() if n > 0}
+        for endpoint_id in changed:
+            self._refresh(endpoint_id)
 
     def forget(self, keep: set[str]) -> None:
         """Drop queue depths of endpoints no longer in the table (in-flight ones drain)."""
         for endpoint_id in [e for e in self._queue if e not in keep]:
             del self._queue[endpoint_id]
-            del self._others[endpoint_id]
-            self._load[endpoint_id] = float(self._in_flight.get(endpoint_id, 0))
+            del self._scraped[endpoint_id]
+            self._peers_at_scrape.pop(endpoint_id, None)
+            self._refresh(endpoint_id)
+
+    def _refresh(self, endpoint_id: str) -> None:
+        others = outside_load(
+            self._scraped.get(endpoint_id),
+            self._peers_at_scrape.get(endpoint_id, 0.0),
+            self._peers.get(endpoint_id, 0.0),
+        )
+        self._others[endpoint_id] = others
+        self._load[endpoint_id] = self._in_flight.get(endpoint_id, 0) + others
 
     def _set_in_flight(self, endpoint_id: str, count: int) -> None:
         self._in_flight[endpoint_id] = count

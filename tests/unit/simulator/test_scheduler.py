@@ -6,6 +6,8 @@ import asyncio
 
 import pytest
 
+from simulator.config import SimPairConfig
+from simulator.engine import Engine
 from simulator.scheduler import QueueFullError, Scheduler, Ticket
 
 
@@ -75,3 +77,23 @@ async def test_no_queue_rejects_at_once() -> None:
     scheduler.enqueue()
     with pytest.raises(QueueFullError):
         scheduler.enqueue()
+
+
+async def test_engine_reports_its_peak_in_flight_until_reset() -> None:
+    config = SimPairConfig(
+        name="m",
+        family="llama",
+        quantization="fp8",
+        ttft_base_s=0.0,
+        tpot_base_s=0.0,
+        max_running=2,
+        max_queue=4,
+    )
+    engine = Engine(config, {})
+    tickets = [engine.enqueue() for _ in range(3)]  # 2 running + 1 waiting
+    for ticket in tickets:
+        ticket.close()
+    engine.enqueue().close()
+    assert engine.stats().peak_in_flight == 3
+    engine.reset()
+    assert engine.stats().peak_in_flight == 0
