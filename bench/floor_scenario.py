@@ -13,7 +13,6 @@ it at 1x -> each answer graded by the serving pair's configured truth (`bench.fl
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -30,9 +29,8 @@ from bench.floor_evalsets import (
     trace_items,
 )
 from bench.floor_score import TruePair, TruthOutcome, grade_oracle, grade_truth
-from bench.machine import Cores, Pinning, pinned
-from bench.processes import running
-from bench.quality import check_serving, data_plane, profile_fleet, simulator
+from bench.machine import Cores, Pinning
+from bench.quality import check_serving, data_plane, profile_fleet, run_replay, simulator
 from bench.trace import TraceRequest, make_trace
 from contracts.policy import load_policy
 from contracts.routing_table import RoutingTable
@@ -146,15 +144,7 @@ def _replay(
     trace_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
     models = workdir / f"models-{tag}.json"
     models.write_text(json.dumps(["auto"] * len(trace)))
-    out = workdir / f"replay-{tag}.jsonl"
-    args = [sys.executable, "-m", "bench.replay", "--trace", str(trace_file)]
-    args += ["--models", str(models), "--url", url + "/v1/chat/completions"]
-    args += ["--load", str(load), "--out", str(out)]
-    log = workdir / f"replay-{tag}.log"
-    with running(pinned(args, cpus), log) as proc:
-        code = proc.wait(timeout=900)
-    if code != 0:
-        raise RuntimeError(f"replay failed ({code}):\n{log.read_text()[-2000:]}")
+    out = run_replay(workdir, url, (trace_file, models), tag, load, cpus)
     return [json.loads(line) for line in out.read_text().splitlines() if line]
 
 

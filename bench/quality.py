@@ -151,18 +151,28 @@ def replay_policy(
         trace_file.write_text("".join(json.dumps(r.as_dict()) + "\n" for r in trace))
     models = workdir / f"models-{policy}.json"
     models.write_text(json.dumps(policy_models(policy, trace)))
-    out = workdir / f"replay-{policy}-{load:g}x.jsonl"
+    out = run_replay(workdir, url, (trace_file, models), f"{policy}-{load:g}x", load, cpus)
+    client = json.loads(out.with_suffix(".client.json").read_text())
+    results = [json.loads(line) for line in out.read_text().splitlines() if line]
+    return results, float(client["max_lag_ms"])
+
+
+def run_replay(
+    workdir: Path, url: str, inputs: tuple[Path, Path], tag: str, load: float, cpus: Cores
+) -> Path:
+    """Replay the trace file against `url` with the models file (`inputs`) at `load`, pinned
+    to `cpus`; returns the answers file (`replay-{tag}.jsonl`). Raises on a failed replay."""
+    trace_file, models = inputs
+    out = workdir / f"replay-{tag}.jsonl"
     args = [sys.executable, "-m", "bench.replay", "--trace", str(trace_file)]
     args += ["--models", str(models), "--url", url + "/v1/chat/completions"]
     args += ["--load", str(load), "--out", str(out)]
-    log = workdir / f"replay-{policy}-{load:g}x.log"
+    log = workdir / f"replay-{tag}.log"
     with running(pinned(args, cpus), log) as proc:
         code = proc.wait(timeout=900)
     if code != 0:
         raise RuntimeError(f"replay failed ({code}):\n{log.read_text()[-2000:]}")
-    client = json.loads(out.with_suffix(".client.json").read_text())
-    results = [json.loads(line) for line in out.read_text().splitlines() if line]
-    return results, float(client["max_lag_ms"])
+    return out
 
 
 def replay_ladder(

@@ -6,6 +6,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
+import aiohttp
+
 
 async def eventually(
     condition: Callable[[], bool | Awaitable[bool]],
@@ -24,3 +26,26 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not hold within {timeout_s}s")
         await asyncio.sleep(interval_s)
+
+
+async def until_ready(
+    session: aiohttp.ClientSession,
+    base_url: str,
+    table_version: int | None = None,
+    what: str = "server ready",
+) -> None:
+    """Wait (30 s at most) until `base_url/readyz` answers 200, with `table_version` when
+    given; a refused connection (the process still starting) counts as not ready."""
+
+    async def ready() -> bool:
+        try:
+            async with session.get(f"{base_url}/readyz") as resp:
+                if resp.status != 200:
+                    return False
+                return (
+                    table_version is None or (await resp.json())["table_version"] == table_version
+                )
+        except aiohttp.ClientConnectionError:
+            return False
+
+    await eventually(ready, timeout_s=30, interval_s=0.1, what=what)

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from tests.component.data_plane.fakes import two_pair_table
 from tests.support.redis_server import free_port
-from tests.support.waiting import eventually
+from tests.support.waiting import until_ready
 
 pytestmark = pytest.mark.integration
 
@@ -41,15 +41,7 @@ async def test_serve_command_runs_from_a_snapshot(tmp_path: Path) -> None:
     )
     try:
         async with aiohttp.ClientSession() as session:
-
-            async def ready() -> bool:
-                try:
-                    async with session.get(f"http://127.0.0.1:{port}/readyz") as resp:
-                        return resp.status == 200 and (await resp.json())["table_version"] == 9
-                except aiohttp.ClientConnectionError:
-                    return False
-
-            await eventually(ready, timeout_s=30, interval_s=0.1, what="server ready")
+            await until_ready(session, f"http://127.0.0.1:{port}", 9)
             async with session.get(f"http://127.0.0.1:{port}/v1/models") as resp:
                 assert "fam@int4" in {m["id"] for m in (await resp.json())["data"]}
     finally:
@@ -97,15 +89,7 @@ async def test_served_process_proxies_to_an_engine(
     chat = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
     try:
         async with aiohttp.ClientSession() as session:
-
-            async def ready() -> bool:
-                try:
-                    async with session.get(f"http://127.0.0.1:{port}/readyz") as resp:
-                        return resp.status == 200
-                except aiohttp.ClientConnectionError:
-                    return False
-
-            await eventually(ready, timeout_s=30, interval_s=0.1, what="server ready")
+            await until_ready(session, f"http://127.0.0.1:{port}")
             for _ in range(3):  # new, then kept-alive engine connections
                 async with session.post(url, json=chat) as resp:
                     assert resp.status == 200

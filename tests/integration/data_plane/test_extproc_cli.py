@@ -17,7 +17,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_gr
 
 from tests.component.data_plane.fakes import two_pair_table
 from tests.support.redis_server import free_port
-from tests.support.waiting import eventually
+from tests.support.waiting import until_ready
 
 pytestmark = pytest.mark.integration
 
@@ -36,15 +36,7 @@ async def test_extproc_command_routes_from_a_snapshot(tmp_path: Path) -> None:
     )
     try:
         async with aiohttp.ClientSession() as session:
-
-            async def ready() -> bool:
-                try:
-                    async with session.get(f"http://127.0.0.1:{http_port}/readyz") as resp:
-                        return resp.status == 200 and (await resp.json())["table_version"] == 9
-                except aiohttp.ClientConnectionError:
-                    return False
-
-            await eventually(ready, timeout_s=30, interval_s=0.1, what="extproc ready")
+            await until_ready(session, f"http://127.0.0.1:{http_port}", 9, what="extproc ready")
             pair = table.entries[0]
             body = json.dumps(
                 {"model": pair.pair, "messages": [{"role": "user", "content": "hi"}]}
