@@ -26,6 +26,7 @@ from bench.metric_cost import measure_metric_cost, metric_cost_note
 from bench.overhead import OverheadSettings, run_overhead
 from bench.report import BenchRun, write_report
 from bench.targets import AB_ROWS
+from bench.timer_cost import measure_timer_cost, timer_cost_note
 from bench.verdicts import decision_checks, memory_check, overhead_checks, uvloop_notes
 
 SECTIONS = ("overhead", "decision", "quality", "memory", "replicas", "feedback", "floors")
@@ -47,6 +48,7 @@ def _overhead(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     run.checks += overhead_checks(run.overhead)
     run.notes += uvloop_notes(run.overhead)
     run.notes.append(metric_cost_note(measure_metric_cost(5_000 if run.quick else 50_000)))
+    run.notes.append(timer_cost_note(measure_timer_cost(5_000 if run.quick else 50_000)))
     if run.quick:
         run.notes.append(
             "quick run: LiteLLM skipped, 2 s per load level, 1 and 64 connections, "

@@ -111,3 +111,29 @@ def ab_rows(runs: Sequence[TargetRun]) -> list[ABRow]:
                 if row is not None:
                     rows.append(row)
     return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Whether a hand-written piece earns its place against the library it replaces."""
+
+    piece: str
+    rows: int
+    gains: int  # rows where its share of req per CPU-second is measurable and positive
+    losses: int  # ... measurable and negative
+
+    @property
+    def keep(self) -> bool:
+        """A measurable gain in at least half the rows (streaming x connections), a measurable
+        loss in none: the rule docs/benchmarks.md states for deleting a piece."""
+        return self.rows > 0 and self.losses == 0 and 2 * self.gains >= self.rows
+
+
+def verdicts(rows: Sequence[ABRow]) -> list[Verdict]:
+    found: list[Verdict] = []
+    for piece in dict.fromkeys(r.piece for r in rows):
+        shares = [r.cpu_share for r in rows if r.piece == piece and r.cpu_share is not None]
+        gains = sum(1 for s in shares if s.measurable and s.low > 0)
+        losses = sum(1 for s in shares if s.measurable and s.high < 0)
+        found.append(Verdict(piece, len(shares), gains, losses))
+    return found

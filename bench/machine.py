@@ -25,6 +25,9 @@ class Cores:
     nice: int = 0
 
 
+BACKGROUND_NICE = 10  # the trace collector's niceness (a positive one needs no root)
+
+
 @dataclass(frozen=True, slots=True)
 class Pinning:
     """CPU lists for `taskset -c`: the proxy under test alone on `proxy_cpus`, the rest
@@ -42,13 +45,21 @@ class Pinning:
     def aux(self) -> Cores:
         return Cores(self.aux_cpus, self.nice)
 
+    @property
+    def background(self) -> Cores:
+        """The aux cores at low priority, for processes that are neither under test nor
+        part of the load path (the trace collector: in production it runs elsewhere, so its
+        bursts must not delay the load generator or the backend)."""
+        return Cores(self.aux_cpus, BACKGROUND_NICE)
+
     def describe(self) -> str:
         priority = f"; benchmark processes at nice {self.nice}" if self.nice else ""
         if not self.proxy_cpus:
             return "none (taskset missing or a single core)" + priority
         return (
             f"proxy under test on CPU {self.proxy_cpus}; nginx backend, load generators and "
-            f"simulators on CPU {self.aux_cpus} (taskset){priority}"
+            f"simulators on CPU {self.aux_cpus} (taskset){priority}; the trace collector on "
+            f"CPU {self.aux_cpus} at nice {BACKGROUND_NICE}"
         )
 
 

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.ab import ABRow, Share, ab_rows
+from bench.ab import ABRow, Share, ab_rows, verdicts
 from bench.accuracy_drift import AccuracyDriftResult
 from bench.decision import SpeedResult
 from bench.feedback import FeedbackResult
@@ -125,6 +125,19 @@ def ab_lines(rows: list[ABRow]) -> list[str]:
             f"| {_num(r.ours_rps, 0)} / {_num(r.theirs_rps, 0)} "
             f"| {_cpu(r.ours_cpu_us)} / {_cpu(r.theirs_cpu_us)} "
             f"| {_share(r.share)} | {_share(r.cpu_share)} |"
+        )
+    lines += [
+        "",
+        "Verdict per piece (kept when its share of req per CPU-second is measurable and "
+        "positive in at least half its rows and measurably negative in none; otherwise a "
+        "candidate for deletion):",
+        "",
+    ]
+    for v in verdicts(rows):
+        said = "earns its place" if v.keep else "**candidate for deletion**"
+        lines.append(
+            f"- {v.piece}: {said} (measurable gain in {v.gains} of {v.rows} rows, "
+            f"measurable loss in {v.losses})"
         )
     return lines
 

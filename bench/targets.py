@@ -122,7 +122,7 @@ def gearbox_process(
         command.append("serve")
     args = pinned(command, ctx.pinning.proxy)
     with (
-        running(pinned(sink, ctx.pinning.aux), ctx.workdir / "otlp.log", port=sink_port),
+        running(pinned(sink, ctx.pinning.background), ctx.workdir / "otlp.log", port=sink_port),
         running(args, ctx.workdir / "gearbox.log", env=env, port=port) as proc,
     ):
         ctx.workdir.joinpath("gearbox.port").write_text(str(port))

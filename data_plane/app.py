@@ -30,7 +30,7 @@ from data_plane.serving.accuracy_check import AccuracyChecker
 from data_plane.serving.attempt import AttemptRunner
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.handlers import Handlers
-from data_plane.serving.middleware import ApiKeys, add_request_id, make_gateway
+from data_plane.serving.middleware import ApiKeys, make_gateway
 from data_plane.serving.proxy import Proxy, ProxyConfig, ProxyParts
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
@@ -50,6 +50,7 @@ from data_plane.telemetry.sampling import Sampler
 from data_plane.telemetry.span_pipelines import build_tracing
 from data_plane.telemetry.tracing import Tracing
 from data_plane.telemetry.traffic import TrafficStats
+from data_plane.upstream.collector_post import CollectorPost
 from data_plane.upstream.http1 import Http1Upstream
 from data_plane.upstream.port import AiohttpUpstream, SessionLimits, UpstreamClient
 
@@ -253,6 +254,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         metrics.count_dropped_spans,
         deps.span_processor,
         dict(settings.otel_resource_attributes),
+        CollectorPost(),
     )
     gateway = make_gateway(metrics, tracing, ApiKeys(settings.api_keys))
     app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[gateway])
@@ -285,7 +287,6 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         open_api=not settings.api_keys,
     )
     app.add_routes(handlers.routes())
-    app.on_response_prepare.append(add_request_id)
     app.cleanup_ctx.append(_lifecycle(adapter))
     app.cleanup_ctx.append(_redis_ctx(deps))
     app.cleanup_ctx.append(_scrape_ctx)
@@ -306,7 +307,7 @@ def _upstream_adapter(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Ups
 
 def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
     """The upstream session, the snapshot table, and the trace exporter (started, then
-    flushed and closed off the event loop)."""
+    flushed and closed)."""
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         if adapter is not None:
@@ -325,7 +326,7 @@ def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
         if adapter is not None:
             await adapter.close()
         await app[TASKS].stop("trace_export", "accuracy_check")
-        await asyncio.to_thread(tracing.shutdown)
+        await tracing.shutdown()
 
     return lifecycle
 

@@ -7,6 +7,7 @@ the top-level "model" key and leaves every other byte of the body as the client 
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterator
@@ -393,13 +394,18 @@ def _scanned_model_value_spans(raw: bytes) -> list[tuple[int, int]]:
     return spans
 
 
+@functools.lru_cache(maxsize=1024)  # served model names: a table's few dozen
+def _json_string(text: str) -> bytes:
+    return json.dumps(text, ensure_ascii=False).encode("utf-8")
+
+
 def rewrite_model(raw: bytes, served_model_name: str) -> bytes:
     """`raw` with the top-level "model" value replaced by `served_model_name` (JSON-encoded);
     every byte outside that value is unchanged. Raises InvalidRequest when there is none."""
     spans = _model_value_spans(raw)
     if not spans:
         raise InvalidRequest("model: field required", param="model")
-    new = json.dumps(served_model_name, ensure_ascii=False).encode("utf-8")
+    new = _json_string(served_model_name)
     out: list[bytes] = []
     pos = 0
     for start, end in spans:

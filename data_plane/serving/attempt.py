@@ -8,7 +8,6 @@ response is closed (which aborts the engine's work).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -32,7 +31,13 @@ from data_plane.telemetry.tracing import (
     AnySpan,
     Tracing,
 )
-from data_plane.upstream.port import AttemptError, UpstreamClient, UpstreamRequest, UpstreamResponse
+from data_plane.upstream.port import (
+    AttemptError,
+    LimitReachedError,
+    UpstreamClient,
+    UpstreamRequest,
+    UpstreamResponse,
+)
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 MAX_ERROR_BODY_BYTES = 64 * 1024
@@ -197,18 +202,12 @@ class AttemptRunner:
         span: AnySpan,
         limit: AttemptLimit,
     ) -> Served | Failed:
-        """`_exchange` under the attempt's own limit (lifted once a stream's first chunk is in);
-        its expiry becomes the limit's outcome, any other timeout propagates. Without a limit
-        no timer is armed (one costs ~10 us per attempt)."""
-        if limit.limit_s is None:
-            return await self._exchange(call, cand, target, sink, span, None)
-        timer = asyncio.timeout(limit.limit_s)
+        """`_exchange` under the attempt's own limit, which the upstream client keeps (a
+        transport deadline: the http1 client moves its connection's one timer, so no timer
+        is armed per attempt); its expiry becomes the limit's outcome."""
         try:
-            async with timer:
-                return await self._exchange(call, cand, target, sink, span, timer)
-        except TimeoutError as err:
-            if not timer.expired():
-                raise
+            return await self._exchange(call, cand, target, sink, span, limit.limit_s)
+        except LimitReachedError as err:
             raise limit.missed() from err
 
     async def _exchange(
@@ -218,7 +217,7 @@ class AttemptRunner:
         target: tuple[CompiledEndpoint, int],
         sink: ClientSink,
         span: AnySpan,
-        timer: asyncio.Timeout | None,
+        limit_s: float | None,
     ) -> Served | Failed:
         endpoint, number = target
         headers = {
@@ -232,10 +231,11 @@ class AttemptRunner:
             if auth is not None:
                 headers["Authorization"] = auth
         body = call.bodies(cand.pair.served_model_name)
-        resp = await self._upstream.send(UpstreamRequest(endpoint.url + call.path, body, headers))
+        request = UpstreamRequest(endpoint.url + call.path, body, headers, limit_s)
+        resp = await self._upstream.send(request)
         try:
             if call.stream and resp.status == 200:
-                return await self._relay(call, cand, number, resp, sink, timer)
+                return await self._relay(call, cand, number, resp, sink)
             data = await resp.read()
         finally:
             resp.close()
@@ -251,14 +251,11 @@ class AttemptRunner:
         number: int,
         resp: UpstreamResponse,
         sink: ClientSink,
-        timer: asyncio.Timeout | None,
     ) -> Served | Failed:
-        """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk;
-        `timer` (the attempt's limit) covers the first chunk only."""
+        """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk
+        (the attempt's limit covers the first chunk only)."""
         async with aclosing(resp.chunks()) as chunks:
             first = await anext(chunks, b"")
-            if timer is not None:
-                timer.reschedule(None)
             if not first:
                 raise AttemptError(Timeout("first_byte"), "stream ended before its first byte")
             await sink.start(200, {**SSE_HEADERS, **call.headers_for(cand, number)})

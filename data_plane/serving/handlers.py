@@ -24,7 +24,7 @@ from data_plane.errors import (
 from data_plane.request.inbound import read_request
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
-from data_plane.serving.middleware import EXCHANGE
+from data_plane.serving.middleware import EXCHANGE, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.proxy import Proxy
 from data_plane.table_store import TableStore
@@ -122,11 +122,17 @@ class Handlers:
         return table
 
     async def _read(self, request: web.Request) -> bytes:
+        content = request.content
+        if content.is_eof():
+            # The whole body came with the head (the usual small request): taken from the
+            # buffer at once, no read deadline to arm and cancel, no read loop to await.
+            body = content.read_nowait()
+            if len(body) > self._max_body_bytes:
+                raise PayloadTooLarge(
+                    f"the request body is larger than {self._max_body_bytes} bytes"
+                )
+            return body
         try:
-            if request.content.is_eof():
-                # The whole body came with the head (the usual small request): nothing to
-                # wait for, so no read deadline to arm and cancel.
-                return await request.read()
             async with asyncio.timeout(self._body_read_timeout_s):
                 return await request.read()
         except TimeoutError as err:
@@ -163,7 +169,7 @@ class Handlers:
             started_s=started,
             ttft_budget_s=decision.budget_ttft_s if stream else None,
             bodies=inbound.body_for,
-            headers_for=_headers_for(decision, table.version, facts.doubt),
+            headers_for=_headers_for(decision, table.version, facts.doubt, exchange.request_id),
             state=CallState(),
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
@@ -250,10 +256,14 @@ def _trace_headers(request: web.Request) -> dict[str, str]:
 
 
 def _headers_for(
-    decision: RouteDecision, version: int, doubt: CategoryDoubt | None
+    decision: RouteDecision, version: int, doubt: CategoryDoubt | None, request_id: str
 ) -> Callable[[Candidate, int], dict[str, str]]:
+    """The X-Route-* headers of an answer, and X-Request-Id (a stream's head goes out before
+    the middleware sees the response)."""
+
     def headers_for(cand: Candidate, attempts: int) -> dict[str, str]:
         headers = route_headers(decision, version, cand, attempts)
+        headers[REQUEST_ID_HEADER] = request_id
         if doubt is not None:
             headers["X-Route-Reason"] += doubt.reason_suffix
         return headers

@@ -2,7 +2,9 @@
 
 RouterError -> `to_openai_error()`; aiohttp's HTTP errors (404, 405, 413) -> the same envelope;
 anything else -> a generic 500, logged once with its traceback. Every response carries
-X-Request-Id (set in `on_response_prepare`, so streams get it too).
+X-Request-Id: set here on every response the handler returns unsent, and by the handler itself
+on a stream, whose head is sent before it returns (an `on_response_prepare` hook would cost an
+awaited signal per response).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from data_plane.telemetry.tracing import Tracing
 logger = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+REQUEST_ID_HEADER = "X-Request-Id"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _PROTECTED_PREFIX = "/v1/"
 _ROUTES = {r.value: r for r in Route}
@@ -140,11 +143,14 @@ def make_gateway(metrics: DataPlaneMetrics, tracing: Tracing, api_keys: ApiKeys)
     async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         route = _ROUTES.get(request.match_info.route.name or "", Route.OTHER)
-        exchange = Exchange(request_ids(request.headers.get("X-Request-Id")), route)
+        exchange = Exchange(request_ids(request.headers.get(REQUEST_ID_HEADER)), route)
         request[EXCHANGE] = exchange
         with tracing.request_span(request.headers, route.value):
             try:
-                return await _answer(request, handler, exchange, api_keys)
+                response = await _answer(request, handler, exchange, api_keys)
+                if not response.prepared:
+                    response.headers[REQUEST_ID_HEADER] = exchange.request_id
+                return response
             finally:
                 metrics.observe_request(route, exchange.outcome, time.perf_counter() - started)
 
@@ -178,10 +184,3 @@ async def _answer(
         exchange.outcome = RequestOutcome.INTERNAL_ERROR
         logger.exception("unhandled error", extra={"request_id": exchange.request_id})
         return error_response(errors.Internal())
-
-
-async def add_request_id(request: web.Request, response: web.StreamResponse) -> None:
-    """on_response_prepare: X-Request-Id on every response, streams and errors included."""
-    exchange = request.get(EXCHANGE)
-    if exchange is not None:
-        response.headers["X-Request-Id"] = exchange.request_id

@@ -10,12 +10,11 @@ clients get".
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from data_plane.decision.choose import choose_route, order_endpoints, predict
 from data_plane.decision.no_route import no_route_error
@@ -26,6 +25,7 @@ from data_plane.domain import (
     Candidate,
     CompiledEndpoint,
     CompiledTable,
+    HealthView,
     NoRoute,
     RequestFacts,
     RouteDecision,
@@ -45,6 +45,7 @@ from data_plane.serving.attempt import (
     Failed,
     Served,
 )
+from data_plane.serving.deadlines import Deadline, Deadlines
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.quality import Degeneracy, check_answer
 from data_plane.serving.usage import Usage, cost_usd, find_usage
@@ -78,13 +79,15 @@ class ProxyParts:
     rng: random.Random
     demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
     checker: AccuracyChecker | None = None  # shadow re-asks, after the client's answer
+    # Request deadlines on one shared timer (a timer per request costs ~2 us more).
+    deadlines: Deadlines = field(default_factory=Deadlines)
 
 
 @dataclass(slots=True)
 class _Walk:
     """Where one request's attempt walk stands."""
 
-    deadline: asyncio.Timeout  # the request's timeout (moved when best-effort relaxes)
+    deadline: Deadline  # the request's timeout (moved when best-effort relaxes)
     deadline_at: float  # the same moment on the injected clock
     attempt: int = 0
     failure: Failed | None = None
@@ -127,24 +130,31 @@ class Proxy:
         self, table: CompiledTable, facts: RequestFacts, budget: Budget
     ) -> RouteDecision | NoRoute:
         """`choose_route` on the current health, timed into the decision histogram."""
+        return self._route(table, RouteRequest(facts, budget), self._p.health.view())
+
+    def _route(
+        self, table: CompiledTable, req: RouteRequest, health: HealthView
+    ) -> RouteDecision | NoRoute:
+        # No span of its own: a few us of pure work; its duration is the histogram's, and
+        # its outcome the request span's attributes (`decide`).
         p = self._p
-        with p.tracing.span("gearbox.route"):
-            health = p.health.view()
-            started = time.perf_counter()
-            result = choose_route(table, RouteRequest(facts, budget), health, p.rng)
-            p.metrics.decision_duration.observe(time.perf_counter() - started)
+        started = time.perf_counter()
+        result = choose_route(table, req, health, p.rng)
+        p.metrics.decision_duration.observe(time.perf_counter() - started)
         return result
 
     def decide(self, table: CompiledTable, facts: RequestFacts, budget: Budget) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
         shadow mode, where the default pair serves what the router would refuse."""
         p = self._p
-        result = self.route(table, facts, budget)
+        req = RouteRequest(facts, budget)
+        health = p.health.view()
+        result = self._route(table, req, health)
         if p.demand is not None:
-            p.demand.observe(table, RouteRequest(facts, budget), p.health.view(), result)
+            p.demand.observe(table, req, health, result)
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
-            shadow = shadow_without_route(result, table, RouteRequest(facts, budget))
+            shadow = shadow_without_route(result, table, req)
             if shadow is None:
                 raise no_route_error(result, p.health.retry_after_s())
             decision = shadow
@@ -211,7 +221,7 @@ class Proxy:
         p = self._p
         p.retry_budget.record_request()
         deadline_s = self.deadline_s(decision)
-        deadline = asyncio.timeout(deadline_s)
+        deadline = p.deadlines.timeout(deadline_s)
         try:
             async with deadline:
                 walk = _Walk(deadline, p.clock() + deadline_s)

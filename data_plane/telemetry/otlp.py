@@ -1,16 +1,19 @@
-"""OTLP/HTTP span export: batched on the event loop, encoded lean, posted by `otlp_http`.
+"""OTLP/HTTP span export: each span encoded as it ends, batches posted by `otlp_http`.
 
 The SDK's batch processor and OTLP encoder turn every span into a ReadableSpan, a queue entry
 and a tree of protobuf objects (one per attribute and value), which costs more CPU than the
-request itself (`make bench` compares the two, docs/benchmarks.md). Here ended spans wait in
-a list; a background task owned by the app sends them in batches (512, or whatever waited
-5 s) through `asyncio.to_thread`, and `Encoder.request` writes the ExportTraceServiceRequest
-wire bytes straight from the spans: fixed tags, attribute key/values cached (a data plane
-repeats the same few pairs, endpoints and outcomes), resource and scope encoded once by the
-SDK's public encoder (`encode_spans`). A span with values the lean encoder was not written
-for (other than str/bool/int/float, ints beyond int64) is encoded by the SDK's encoder; a
-span neither can encode (a lone surrogate in a string) is dropped and counted, and the rest
-of its batch goes out. Nothing here reads the SDK exporter's private state.
+request itself (`make bench` compares the two, docs/benchmarks.md). Here a span is written as
+its wire bytes when it ends, on the event loop (a few us, spread evenly over the requests),
+by `Encoder`: fixed tags, attribute key/values cached (a data plane repeats the same few
+pairs, endpoints and outcomes), resource and scope encoded once by the SDK's public encoder
+(`encode_spans`). A background task owned by the app joins them into batches (512, or
+whatever waited 5 s) and posts each without blocking the loop (`otlp_http`). (Encoding a
+whole batch in a worker thread held the GIL for a millisecond or more, and every request
+that arrived meanwhile waited for it: the one-connection p99 of `make bench`.)
+A span with values the lean encoder was not written for (other than str/bool/int/float,
+ints beyond int64) is encoded by the SDK's encoder; a span neither can encode (a lone
+surrogate in a string) is dropped and counted. Nothing here reads the SDK exporter's private
+state.
 """
 
 from __future__ import annotations
@@ -216,17 +219,22 @@ class Encoder:
     def request(self, spans: Sequence[Span]) -> tuple[bytes, int]:
         """ExportTraceServiceRequest wire bytes for `spans` (all of this encoder's resource),
         and how many spans could not be encoded and were left out."""
-        resource, scope, scope_url, resource_url = self._envelope()
         encoded, dropped = [], 0
         for span in spans:
             try:
-                encoded.append(self._one(span))
+                encoded.append(self.one(span))
             except Exception:  # a span nobody can encode must not take its batch along
                 dropped += 1
-        body = _field(0x12, scope + b"".join(encoded) + scope_url)
-        return _field(0x0A, resource + body + resource_url), dropped
+        return self.wrap(encoded), dropped
 
-    def _one(self, span: Span) -> bytes:
+    def wrap(self, encoded: Sequence[bytes]) -> bytes:
+        """ExportTraceServiceRequest wire bytes around spans `one` encoded."""
+        resource, scope, scope_url, resource_url = self._envelope()
+        body = _field(0x12, scope + b"".join(encoded) + scope_url)
+        return _field(0x0A, resource + body + resource_url)
+
+    def one(self, span: Span) -> bytes:
+        """One span's bytes (the lean encoder, else the SDK's); raises if neither can."""
         try:
             return self.span(span)
         except UnsupportedError:
@@ -241,7 +249,7 @@ class Encoder:
 
 
 class OtlpPipeline:
-    """Ended spans wait in a list; `run` sends them in batches off the event loop."""
+    """Spans are encoded as they end and wait as bytes; `run` posts them in batches."""
 
     def __init__(
         self, sender: OtlpSender, resource: Resource, on_dropped: OnDropped | None = None
@@ -249,8 +257,9 @@ class OtlpPipeline:
         self.sender = sender
         self.encoder = Encoder(resource)
         self._on_dropped = on_dropped or _not_counted
-        self._pending: list[Span] = []
+        self._pending: list[bytes] = []
         self._wake: asyncio.Event | None = None
+        self._posting: asyncio.Future[None] | None = None
         self._warned: set[str] = set()
 
     def finish(self, span: Span) -> None:
@@ -258,11 +267,15 @@ class OtlpPipeline:
         if len(pending) >= MAX_QUEUED_SPANS:
             self._dropped(DROPPED_QUEUE_FULL, 1, "span export cannot keep up; dropping spans")
             return
-        pending.append(span)
+        try:
+            pending.append(self.encoder.one(span))
+        except Exception:  # a span nobody can encode is dropped alone
+            self._dropped(DROPPED_UNENCODABLE, 1, "dropped spans that do not encode")
+            return
         if len(pending) >= BATCH_SPANS and self._wake is not None:
             self._wake.set()
 
-    def _take(self) -> list[Span]:
+    def _take(self) -> list[bytes]:
         batch, self._pending = self._pending[:BATCH_SPANS], self._pending[BATCH_SPANS:]
         return batch
 
@@ -272,29 +285,35 @@ class OtlpPipeline:
             self._warned.add(reason)
             logger.warning(message)
 
-    def send(self, spans: Sequence[Span]) -> tuple[int, int]:
-        """Encode and post one batch (blocking, in a worker thread); never raises. Returns
-        (spans that did not encode, spans encoded but not accepted)."""
+    async def send(self, spans: Sequence[Span]) -> tuple[int, int]:
+        """Encode and post one batch; never raises. Returns (spans that did not encode, spans
+        encoded but not accepted)."""
         try:
             data, unencodable = self.encoder.request(spans)
         except Exception:  # the envelope itself: nothing of this batch can go
             logger.exception("span batch not encodable")
             return len(spans), 0
         encoded = len(spans) - unencodable
-        if encoded and not self.sender.send(data):
+        if encoded and not await self.sender.send(data):
             return unencodable, encoded
         return unencodable, 0
 
-    def _count(self, unencodable: int, failed: int) -> None:
-        """On the event loop: the metric children are not shared with threads."""
-        if unencodable:
-            self._dropped(DROPPED_UNENCODABLE, unencodable, "dropped spans that do not encode")
-        if failed:
-            self._dropped(DROPPED_EXPORT_FAILED, failed, "span export failed; spans dropped")
+    async def post(self, encoded: Sequence[bytes]) -> None:
+        """Post spans `Encoder.one` wrote; never raises; counts what was not accepted."""
+        try:
+            data = self.encoder.wrap(encoded)
+        except Exception:  # the envelope itself: nothing of this batch can go
+            logger.exception("span batch not encodable")
+            accepted = False
+        else:
+            accepted = await self.sender.send(data)
+        if not accepted:
+            self._dropped(DROPPED_EXPORT_FAILED, len(encoded), "span export failed; spans dropped")
 
     async def run(self) -> None:
-        """Until cancelled: send every full batch as soon as it is full, and whatever waited
-        EXPORT_DELAY_S (one batch at a time, in a worker thread)."""
+        """Until cancelled: post every full batch as soon as it is full, and whatever waited
+        EXPORT_DELAY_S, one batch at a time. A post under way when this is cancelled goes
+        on; `shutdown` waits for it."""
         wake = self._wake = asyncio.Event()
         while True:
             full = False
@@ -303,13 +322,16 @@ class OtlpPipeline:
                     full = await wake.wait()
             wake.clear()
             while len(self._pending) >= (BATCH_SPANS if full else 1):
-                self._count(*await asyncio.to_thread(self.send, self._take()))
+                self._posting = asyncio.ensure_future(self.post(self._take()))
+                await asyncio.shield(self._posting)
 
-    def shutdown(self) -> None:
-        """What is left, sent from the caller's thread (the app's cleanup, after serving)."""
+    async def shutdown(self) -> None:
+        """The post under way, then what is left; then the connection pool is closed."""
+        if self._posting is not None:
+            await self._posting
         while self._pending:
-            self._count(*self.send(self._take()))
-        self.sender.close()
+            await self.post(self._take())
+        await self.sender.close()
 
 
 def _not_counted(reason: str, count: int) -> None:

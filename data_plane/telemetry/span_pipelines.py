@@ -6,6 +6,7 @@ exporters that consume it import in one direction only (tracing <- otlp <- span_
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 
 from opentelemetry.sdk.resources import Resource
@@ -14,7 +15,7 @@ from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProces
 from opentelemetry.sdk.version import __version__ as sdk_version
 
 from data_plane.telemetry.otlp import OnDropped, OtlpPipeline
-from data_plane.telemetry.otlp_http import OtlpSender, OtlpTarget
+from data_plane.telemetry.otlp_http import OtlpSender, OtlpTarget, Transport
 from data_plane.telemetry.sampling import DEFAULT_SAMPLER, Sampler
 from data_plane.telemetry.tracing import Span, Tracing, readable
 
@@ -33,8 +34,9 @@ class SdkPipeline:
     async def run(self) -> None:
         return
 
-    def shutdown(self) -> None:
-        self.processor.shutdown()
+    async def shutdown(self) -> None:
+        """The SDK processor's shutdown blocks (it may export): off the event loop."""
+        await asyncio.to_thread(self.processor.shutdown)
 
 
 def span_resource(service_name: str, attributes: Mapping[str, str]) -> Resource:
@@ -58,9 +60,11 @@ def build_tracing(
     on_dropped: OnDropped | None = None,
     span_processor: SpanProcessor | None = None,
     resource_attributes: Mapping[str, str] | None = None,
+    otlp_transport: Transport | None = None,
 ) -> Tracing:
     """Build the tracing pipeline; `span_processor` (the benchmark) or `span_exporter`
-    (tests) win over `exporter`; `on_dropped` counts spans the OTLP pipeline could not send."""
+    (tests) win over `exporter`; `on_dropped` counts spans the OTLP pipeline could not send;
+    `otlp_transport` posts its batches (aiohttp's client when None)."""
     if span_processor is None and span_exporter is None and exporter == "none":
         return Tracing(None)
     resource = span_resource(service_name, resource_attributes or {})
@@ -72,5 +76,6 @@ def build_tracing(
         processor = SimpleSpanProcessor(ConsoleSpanExporter())
         return Tracing(SdkPipeline(processor, resource), sampler)
     if exporter == "otlp" and otlp is not None:
-        return Tracing(OtlpPipeline(OtlpSender(otlp), resource, on_dropped), sampler)
+        sender = OtlpSender(otlp, otlp_transport)
+        return Tracing(OtlpPipeline(sender, resource, on_dropped), sampler)
     raise ValueError(f"unknown otel exporter {exporter!r} (otlp needs a target)")

@@ -59,8 +59,8 @@ class Pipeline(Protocol):
         """Background work until cancelled (batch export); returns at once if there is none."""
         ...
 
-    def shutdown(self) -> None:
-        """Send what is left and close the exporter (blocking; call it off the loop)."""
+    async def shutdown(self) -> None:
+        """Send what is left and close the exporter."""
         ...
 
 
@@ -277,7 +277,7 @@ class Tracing:
         if self.pipeline is not None:
             await self.pipeline.run()
 
-    def shutdown(self) -> None:
-        """Send what is left and close the exporter (blocking)."""
+    async def shutdown(self) -> None:
+        """Send what is left and close the exporter."""
         if self.pipeline is not None:
-            self.pipeline.shutdown()
+            await self.pipeline.shutdown()

@@ -25,10 +25,12 @@ from data_plane.outcome import ConnectFailed, StreamBroken, Timeout
 from data_plane.upstream.http1_wire import Connection, MalformedError, ResponseHead, request_bytes
 from data_plane.upstream.port import (
     AttemptError,
+    LimitReachedError,
     SessionLimits,
     UpstreamClient,
     UpstreamRequest,
     UpstreamResponse,
+    within,
 )
 
 IDLE_TIMEOUT_S = 15.0  # a pooled connection idle longer is closed (aiohttp's keep-alive default)
@@ -43,6 +45,11 @@ def _target(url: str) -> _Target:
     return parts.scheme, host, port, f"{host}:{port}", path
 
 
+def _passed(until: float | None) -> bool:
+    """Has the attempt's limit (loop time `until`) passed? (A timer fires at its deadline.)"""
+    return until is not None and asyncio.get_running_loop().time() >= until
+
+
 class _Slots:
     """A connection limit (connections in use, of all engines or of one): a counter and a queue
     of waiters."""
@@ -50,6 +57,10 @@ class _Slots:
     def __init__(self, limit: int) -> None:
         self._free = limit
         self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def free(self) -> bool:
+        """Would `take` return at once?"""
+        return self._free > 0 and not self._waiters
 
     async def take(self) -> None:
         if self._free > 0 and not self._waiters:
@@ -76,7 +87,16 @@ class _Slots:
 class _Response:
     """A response whose head has arrived; the body is read or streamed, then `close`d."""
 
-    __slots__ = ("_client", "_conn", "_done", "_head", "_key", "_read_s", "_released")
+    __slots__ = (
+        "_client",
+        "_conn",
+        "_done",
+        "_head",
+        "_key",
+        "_read_s",
+        "_released",
+        "_until",
+    )
 
     def __init__(
         self,
@@ -85,9 +105,11 @@ class _Response:
         conn: Connection,
         head: ResponseHead,
         read_s: float,
+        until: float | None,
     ) -> None:
         self._client, self._key, self._conn, self._head = client, key, conn, head
         self._read_s = read_s
+        self._until = until  # the attempt's limit: the whole body, or a stream's first chunk
         self._done = False
         self._released = False
 
@@ -104,14 +126,23 @@ class _Response:
         if body is not None:
             self._done = True  # the whole body is already here (the usual small answer)
             return body
-        return b"".join([piece async for piece in self.chunks()])
+        return b"".join([piece async for piece in self._pieces(whole=True)])
 
-    async def chunks(self) -> AsyncGenerator[bytes, None]:
-        conn, read_s = self._conn, self._read_s
+    def chunks(self) -> AsyncGenerator[bytes, None]:
+        return self._pieces(whole=False)
+
+    async def _pieces(self, whole: bool) -> AsyncGenerator[bytes, None]:
+        """The body as it arrives; the attempt's limit holds for all of it (`whole`) or for
+        the first piece."""
+        conn, read_s, until = self._conn, self._read_s, self._until
         try:
-            while (piece := await conn.piece(read_s)) is not None:
+            while (piece := await conn.piece(read_s, until)) is not None:
+                if not whole:
+                    until = None
                 yield piece
         except TimeoutError as err:
+            if _passed(until):
+                raise LimitReachedError() from err
             raise AttemptError(Timeout("read"), "TimeoutError") from err
         except (MalformedError, ConnectionError) as err:
             raise AttemptError(StreamBroken(), type(err).__name__) from err
@@ -161,7 +192,21 @@ class Http1Upstream:
         self._idle.clear()
         await self._fallback.close()
 
-    async def _acquire(self, key: tuple[str, int]) -> None:
+    async def _acquire(self, key: tuple[str, int], until: float | None) -> None:
+        """A connection slot for `key` by loop time `until` (LimitReachedError after it)."""
+        if until is None or self._try_acquire(key):
+            await self._acquire_waiting(key)
+            return
+        await within(until, self._acquire_waiting(key))
+
+    def _try_acquire(self, key: tuple[str, int]) -> bool:
+        """Take the slots for `key` if none has to be waited for (most attempts): then
+        `_acquire_waiting` has nothing to wait for (a slot given back meanwhile changes
+        nothing), and no timer is armed."""
+        host = self._host_slots.get(key)
+        return self._slots.free() and (host is None or host.free())
+
+    async def _acquire_waiting(self, key: tuple[str, int]) -> None:
         """A connection slot for `key`: first the engine's own (when capped), then one of all."""
         per_host = self._limits.connector_limit_per_host
         if not per_host:
@@ -197,12 +242,15 @@ class Http1Upstream:
             conn.close()
         return None
 
-    async def _connect(self, host: str, port: int) -> Connection:
+    async def _connect(self, host: str, port: int, until: float | None) -> Connection:
         loop = asyncio.get_running_loop()
+        at = loop.time() + self._limits.connect_timeout_s
         try:
-            async with asyncio.timeout(self._limits.connect_timeout_s):
+            async with asyncio.timeout_at(at if until is None else min(at, until)):
                 _, conn = await loop.create_connection(lambda: Connection(loop), host, port)
         except TimeoutError as err:
+            if _passed(until):
+                raise LimitReachedError() from err
             raise AttemptError(Timeout("connect"), "TimeoutError") from err
         except OSError as err:  # refused, unreachable, DNS
             raise AttemptError(ConnectFailed(), type(err).__name__) from err
@@ -217,14 +265,16 @@ class Http1Upstream:
             return await self._fallback.send(request)
         data = request_bytes(host_header, path, request.headers, request.body)
         key = (host, port)
-        await self._acquire(key)
+        limit_s = request.limit_s
+        until = None if limit_s is None else asyncio.get_running_loop().time() + limit_s
+        await self._acquire(key, until)
         try:
-            return await self._exchange(key, data)
+            return await self._exchange(key, data, until)
         except BaseException:
             self.release(key)
             raise
 
-    async def _exchange(self, key: tuple[str, int], data: bytes) -> _Response:
+    async def _exchange(self, key: tuple[str, int], data: bytes, until: float | None) -> _Response:
         """Send on a pooled connection (once more on a fresh one when the pooled one turns out
         closed before any answer: the engine never saw the request), wait for the head."""
         limits = self._limits
@@ -233,10 +283,10 @@ class Http1Upstream:
             if reused and conn is None:
                 continue
             if conn is None:
-                conn = await self._connect(*key)
+                conn = await self._connect(*key, until)
             try:
                 conn.write(data)
-                head = await conn.response_head(limits.read_timeout_s)
+                head = await conn.response_head(limits.read_timeout_s, until)
             except ConnectionError as err:
                 conn.close()
                 if reused and not conn.received:
@@ -244,6 +294,8 @@ class Http1Upstream:
                 raise AttemptError(ConnectFailed(), type(err).__name__) from err
             except TimeoutError as err:
                 conn.close()
+                if _passed(until):
+                    raise LimitReachedError() from err
                 raise AttemptError(Timeout("first_byte"), "TimeoutError") from err
             except MalformedError as err:
                 conn.close()
@@ -251,5 +303,5 @@ class Http1Upstream:
             except BaseException:
                 conn.close()  # cancelled: the engine sees us go
                 raise
-            return _Response(self, key, conn, head, limits.read_timeout_s)
+            return _Response(self, key, conn, head, limits.read_timeout_s, until)
         raise AssertionError("unreachable: the fresh connection either answers or raises")

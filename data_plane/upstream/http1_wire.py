@@ -72,6 +72,7 @@ class Connection(asyncio.Protocol):
         # otherwise cost a timer start and stop each).
         self._deadline = 0.0
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0  # when the armed timer fires
 
     # --- asyncio.Protocol -----------------------------------------------------------------
 
@@ -155,19 +156,21 @@ class Connection(asyncio.Protocol):
         self._awaiting = True
         self.transport.write(data)
 
-    async def response_head(self, timeout_s: float) -> ResponseHead:
+    async def response_head(self, timeout_s: float, until: float | None = None) -> ResponseHead:
         """The final response head; ConnectionError when the connection ends first,
-        MalformedError on bytes llhttp refuses, TimeoutError after `timeout_s` of silence."""
+        MalformedError on bytes llhttp refuses, TimeoutError after `timeout_s` of silence or
+        at loop time `until`."""
         while self.head is None:
             if self.error is not None:
                 raise self.error
             if self.closed:
                 raise ConnectionResetError("closed before the response head")
-            await self.wait(timeout_s)
+            await self.wait(timeout_s, until)
         return self.head
 
-    async def piece(self, timeout_s: float) -> bytes | None:
-        """The next piece of the body as it came off the wire; None at its end."""
+    async def piece(self, timeout_s: float, until: float | None = None) -> bytes | None:
+        """The next piece of the body as it came off the wire; None at its end (waits as
+        `response_head` does)."""
         while True:
             if self._body:
                 return self._take()
@@ -180,7 +183,7 @@ class Connection(asyncio.Protocol):
                     self.complete = True  # the end of the connection was the end of the body
                     return None
                 raise ConnectionResetError("closed mid-body")
-            await self.wait(timeout_s)
+            await self.wait(timeout_s, until)
 
     def whole_body(self) -> bytes | None:
         """The body if it has all arrived (the usual small answer), else None."""
@@ -235,14 +238,22 @@ class Connection(asyncio.Protocol):
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def wait(self, timeout_s: float) -> None:
-        """Until more bytes arrive or the connection ends; TimeoutError after `timeout_s`."""
+    async def wait(self, timeout_s: float, until: float | None = None) -> None:
+        """Until more bytes arrive or the connection ends; TimeoutError after `timeout_s`, or
+        at loop time `until` when that is sooner (the attempt's own limit: moves the one
+        timer, arms none)."""
         if self.closed:
             return
         loop = self._loop
-        self._deadline = loop.time() + timeout_s
-        if self._timer is None:
-            self._timer = loop.call_at(self._deadline, self._on_timer)
+        deadline = loop.time() + timeout_s
+        if until is not None and until < deadline:
+            deadline = until
+        self._deadline = deadline
+        if self._timer is None or deadline < self._timer_at:
+            # None armed, or armed for later (a stream's read timeout, then a new limit).
+            if self._timer is not None:
+                self._timer.cancel()
+            self._arm(deadline)
         waiter = self._waiter = loop.create_future()
         try:
             await waiter
@@ -257,7 +268,11 @@ class Connection(asyncio.Protocol):
         if self._loop.time() >= self._deadline:
             waiter.set_exception(TimeoutError())
         else:
-            self._timer = self._loop.call_at(self._deadline, self._on_timer)
+            self._arm(self._deadline)
+
+    def _arm(self, at: float) -> None:
+        self._timer = self._loop.call_at(at, self._on_timer)
+        self._timer_at = at
 
     def _stop_timer(self) -> None:
         if self._timer is not None:

@@ -7,22 +7,56 @@ decided elsewhere (proxy.py with retry.py).
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Mapping
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Mapping
+from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import aiohttp
 
 from data_plane.outcome import ConnectFailed, Outcome, StreamBroken, Timeout
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
 class UpstreamRequest:
-    """One attempt: POST `body` to `url` (an engine URL plus the OpenAI path)."""
+    """One attempt: POST `body` to `url` (an engine URL plus the OpenAI path).
+
+    `limit_s`: the attempt's own limit (docs/reliability.md), seconds from `send` until the
+    answer: its head and whole body when `read`, its first chunk when streamed by `chunks`.
+    Past it the client raises `LimitReachedError`; None = no limit of its own. A transport
+    deadline, so a client with a timer per connection needs no timer per attempt."""
 
     url: str
     body: bytes
     headers: Mapping[str, str]
+    limit_s: float | None = None
+
+
+class LimitReachedError(Exception):
+    """The attempt's own limit (`UpstreamRequest.limit_s`) passed before its answer."""
+
+
+def limit_until(limit_s: float | None) -> float | None:
+    """The loop time at which a limit of `limit_s` from now passes (None: never)."""
+    return None if limit_s is None else asyncio.get_running_loop().time() + limit_s
+
+
+async def within(until: float | None, step: Awaitable[T]) -> T:
+    """`step` by loop time `until` (LimitReachedError after it): for adapters without a timer of
+    their own."""
+    if until is None:
+        return await step
+    timer = asyncio.timeout_at(until)
+    try:
+        async with timer:
+            return await step
+    except TimeoutError as err:
+        if timer.expired():
+            raise LimitReachedError() from err
+        raise
 
 
 class AttemptError(Exception):
@@ -53,6 +87,38 @@ class UpstreamResponse(Protocol):
     def close(self) -> None:
         """Idempotent. Aborts the connection unless the body was fully read (cancels vLLM)."""
         ...
+
+
+class LimitedResponse:
+    """An `UpstreamResponse` whose `read`, or first chunk, must come by loop time `until`."""
+
+    __slots__ = ("_resp", "_until")
+
+    def __init__(self, resp: UpstreamResponse, until: float) -> None:
+        self._resp, self._until = resp, until
+
+    @property
+    def status(self) -> int:
+        return self._resp.status
+
+    @property
+    def content_type(self) -> str:
+        return self._resp.content_type
+
+    async def read(self) -> bytes:
+        return await within(self._until, self._resp.read())
+
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
+        async with aclosing(self._resp.chunks()) as chunks:
+            first = await within(self._until, anext(chunks, None))
+            if first is None:
+                return
+            yield first
+            async for chunk in chunks:
+                yield chunk
+
+    def close(self) -> None:
+        self._resp.close()
 
 
 class UpstreamClient(Protocol):
@@ -156,9 +222,13 @@ class AiohttpUpstream:
     async def send(self, request: UpstreamRequest) -> UpstreamResponse:
         if self._session is None:
             raise RuntimeError("AiohttpUpstream.send before open()")
+        until = limit_until(request.limit_s)
         try:
-            resp = await self._session.post(
-                request.url, data=request.body, headers=request.headers, allow_redirects=False
+            resp = await within(
+                until,
+                self._session.post(
+                    request.url, data=request.body, headers=request.headers, allow_redirects=False
+                ),
             )
         except aiohttp.ConnectionTimeoutError as err:
             raise AttemptError(Timeout("connect"), type(err).__name__) from err
@@ -168,4 +238,6 @@ class AiohttpUpstream:
         except aiohttp.ClientError as err:
             # Refused, reset, or closed before any response: nothing reached the client yet.
             raise AttemptError(ConnectFailed(), type(err).__name__) from err
-        return _AiohttpResponse(resp)
+        if until is None:
+            return _AiohttpResponse(resp)
+        return LimitedResponse(_AiohttpResponse(resp), until)

@@ -7,7 +7,7 @@ import pytest
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client import generate_latest
 
-from bench.ab import ab_rows
+from bench.ab import ab_rows, verdicts
 from bench.dp_variant import PlainExposition, variant_deps
 from bench.metric_cost import measure_metric_cost, metric_cost_note, one_request
 from bench.overhead import TargetRun
@@ -76,12 +76,18 @@ def test_ab_rows_give_each_pieces_share_of_the_ratio() -> None:
     assert row.cpu_share is not None
     # per CPU-second: 1e6/300 vs 1e6/400 over 1e6/200 = 0.5 - 0.5 * 300/400... = 0.1667
     assert row.cpu_share.median == pytest.approx(200 / 300 - 200 / 400)
+    (kept,) = verdicts([row])
+    assert (kept.gains, kept.losses, kept.keep) == (1, 0, True)
+    assert f"- {ab.piece}: earns its place" in "\n".join(overhead_lines(runs))
     runs[2] = run(ab.target, 0, closed(64, 3100, cpu=290.0))  # this round the library wins
     (row,) = ab_rows(runs)
     assert not row.share.measurable
     text = "\n".join(overhead_lines(runs))
     assert "not measurable" in text
     assert ab.theirs in text
+    (doubtful,) = verdicts([row])
+    assert (doubtful.gains, doubtful.keep) == (0, False)
+    assert f"- {ab.piece}: **candidate for deletion**" in text
 
 
 def without_created(metrics: DataPlaneMetrics) -> list[bytes]:

@@ -11,7 +11,14 @@ from typing import Any
 
 from contracts.routing_table import RoutingTable, with_version
 from data_plane.outcome import ConnectFailed, StreamBroken
-from data_plane.upstream.port import AttemptError, UpstreamRequest, UpstreamResponse
+from data_plane.upstream.port import (
+    AttemptError,
+    LimitedResponse,
+    UpstreamRequest,
+    UpstreamResponse,
+    limit_until,
+    within,
+)
 from tests.support.routing_tables import entry, table
 
 
@@ -184,10 +191,12 @@ class FakeUpstream:
         self.responses: list[FakeResponse] = []
 
     async def send(self, request: UpstreamRequest) -> UpstreamResponse:
+        """Keeps the port's contract for `limit_s` as the aiohttp adapter does."""
         self.requests.append(request)
-        fake = await self.responder(request)
+        until = limit_until(request.limit_s)
+        fake = await within(until, self.responder(request))
         self.responses.append(fake)
-        return _Adapter(fake)
+        return _Adapter(fake) if until is None else LimitedResponse(_Adapter(fake), until)
 
     def hosts(self) -> list[str]:
         """The endpoint base URL of each request, in order."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -213,3 +214,38 @@ async def test_a_bug_is_a_generic_500_logged_once(
     assert (
         h.metric("gearbox_requests_total", route="chat_completions", outcome="internal_error") == 1
     )
+
+
+async def test_a_body_that_stops_arriving_is_a_408_and_a_late_large_one_is_read(
+    make_harness: MakeHarness,
+) -> None:
+    """A body that is not all there with the head is read under `body_read_timeout_s`: one
+    that stalls is a 408 (connection closed); one that arrives in pieces is served."""
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]), routes={INT4: ok_json()}, body_read_timeout_s=0.3
+    )
+    server = h.client.server
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    body = json.dumps(CHAT_BODY).encode()
+    head = (
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode()
+    writer.write(head + body[:10])  # and then nothing
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
+    answer += await asyncio.wait_for(reader.read(145), timeout=5)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 408 ")
+    assert b"\r\nConnection: close\r\n" in answer
+    assert b'"request_timeout"' in answer
+
+    reader, writer = await asyncio.open_connection(server.host, server.port)
+    writer.write(head + body[:10])
+    await writer.drain()
+    await asyncio.sleep(0.1)  # the handler is waiting for the rest
+    writer.write(body[10:])
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
+    writer.close()
+    assert answer.startswith(b"HTTP/1.1 200 ")

@@ -9,7 +9,7 @@ from pathlib import Path
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.component.data_plane.conftest import CHAT_BODY, MakeHarness
-from tests.component.data_plane.fakes import ok_json, two_pair_table
+from tests.component.data_plane.fakes import FakeResponse, ok_json, sse_chunks, two_pair_table
 
 FP16, INT4 = "http://fp16-a", "http://int4-a"
 METRICS_DOC = Path(__file__).resolve().parents[3] / "docs" / "METRICS.md"
@@ -121,6 +121,31 @@ async def test_request_id_is_echoed_when_sane_and_replaced_otherwise(
     assert re.fullmatch(r"[0-9a-f]{32}", odd.headers["X-Request-Id"])
 
 
+async def test_every_answer_carries_the_request_id_streams_and_errors_included(
+    make_harness: MakeHarness,
+) -> None:
+    """Streams send their head from the handler, errors come from the middleware, unknown
+    paths from aiohttp: each carries X-Request-Id."""
+    stream = FakeResponse(chunks=sse_chunks(["Hel", "lo"]), content_type="text/event-stream")
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes={INT4: lambda r: stream})
+    asked = {"X-Request-Id": "req-7"}
+    streamed = await h.client.post(
+        "/v1/chat/completions", data=json.dumps({**CHAT_BODY, "stream": True}), headers=asked
+    )
+    assert streamed.headers["Content-Type"].startswith("text/event-stream")
+    assert streamed.headers["X-Request-Id"] == "req-7"
+    await streamed.read()
+    bad_budget = {**asked, "X-Latency-Budget-Ms": "soon"}
+    refused = await h.client.post(
+        "/v1/chat/completions", data=json.dumps(CHAT_BODY), headers=bad_budget
+    )
+    assert (refused.status, refused.headers["X-Request-Id"]) == (400, "req-7")
+    lost = await h.client.get("/v1/nothing-here", headers=asked)
+    assert (lost.status, lost.headers["X-Request-Id"]) == (404, "req-7")
+    routed = await h.client.post("/v1/route", data=json.dumps(CHAT_BODY), headers=asked)
+    assert (routed.status, routed.headers["X-Request-Id"]) == (200, "req-7")
+
+
 async def test_api_keys_guard_the_v1_endpoints(make_harness: MakeHarness) -> None:
     h = await make_harness(
         two_pair_table([FP16], [INT4]),
@@ -154,7 +179,8 @@ async def test_spans_cover_request_decision_and_attempts(make_harness: MakeHarne
     resp = await h.client.post("/v1/chat/completions", data=json.dumps(CHAT_BODY))
     assert resp.status == 200
     spans = {s.name: s for s in exporter.get_finished_spans()}
-    assert {"gearbox.request", "gearbox.route", "gearbox.upstream"} <= set(spans)
+    # the decision has no span of its own (its time is gearbox_decision_duration_seconds)
+    assert set(spans) == {"gearbox.request", "gearbox.upstream"}
     request = spans["gearbox.request"].attributes or {}
     assert request["gearbox.table_version"] == 1
     assert request["gearbox.reason"] == "cheapest_feasible"

@@ -19,7 +19,14 @@ from multidict import CIMultiDict
 from data_plane.outcome import ConnectFailed, StreamBroken, Timeout
 from data_plane.upstream.http1 import Http1Upstream
 from data_plane.upstream.http1_wire import HIGH_WATER, request_bytes
-from data_plane.upstream.port import AttemptError, SessionLimits, UpstreamRequest, UpstreamResponse
+from data_plane.upstream.port import (
+    AiohttpUpstream,
+    AttemptError,
+    LimitReachedError,
+    SessionLimits,
+    UpstreamRequest,
+    UpstreamResponse,
+)
 from tests.support.redis_server import free_port
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
@@ -506,3 +513,128 @@ async def test_the_per_host_limit_queues_sends_to_that_host_only(client: MakeCli
         resp = await asyncio.wait_for(queued, timeout=5)
         assert await resp.read() == b"ok"
         resp.close()
+
+
+def limited(url: str, limit_s: float) -> UpstreamRequest:
+    return UpstreamRequest(url, BODY, {"Content-Type": "application/json"}, limit_s)
+
+
+async def test_the_attempt_limit_covers_the_head_and_a_whole_body(client: MakeClient) -> None:
+    """`limit_s` passes before the head, or before the end of a body that is read: the
+    attempt's own limit (LimitReachedError), not the read timeout (which is far away here)."""
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        await asyncio.sleep(5)
+
+    async def trickles(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(50):
+            writer.write(b"1\r\na\r\n")
+            await writer.drain()
+            await asyncio.sleep(0.05)
+
+    up = client(read_s=5.0)
+    async with raw_server(silent) as url:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(LimitReachedError):
+            await up.send(limited(url, 0.2))
+        assert asyncio.get_running_loop().time() - started < 2.0
+    async with raw_server(trickles) as url:
+        resp = await up.send(limited(url, 0.3))  # the head comes at once
+        with pytest.raises(LimitReachedError):
+            await resp.read()  # a piece every 50 ms: no read timeout, but 2.5 s in all
+        resp.close()
+
+
+async def test_the_attempt_limit_covers_only_the_first_chunk_of_a_stream(
+    client: MakeClient,
+) -> None:
+    async def streams(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                await read_request(reader)
+                writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                for _ in range(4):
+                    writer.write(b"1\r\na\r\n")
+                    await writer.drain()
+                    await asyncio.sleep(0.1)
+                writer.write(b"0\r\n\r\n")
+                await writer.drain()
+
+    up = client(read_s=5.0)
+    async with raw_server(streams) as url:
+        resp = await up.send(limited(url, 0.15))
+        assert [piece async for piece in resp.chunks()] == [b"a"] * 4  # 0.4 s in all
+        resp.close()
+
+
+async def test_a_pooled_connection_keeps_a_sooner_limit_than_its_armed_timer(
+    client: MakeClient,
+) -> None:
+    """A stream's later pieces leave the connection's timer armed at the read timeout; the
+    next attempt on that connection with a short limit must still end at its limit."""
+    answers = [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\na\r\n",
+        b"1\r\nb\r\n0\r\n\r\n",
+    ]
+
+    async def first_streams_then_hangs(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        await read_request(reader)
+        for piece in answers:
+            writer.write(piece)
+            await writer.drain()
+            await asyncio.sleep(0.05)
+        await read_request(reader)  # the second attempt, on the same connection: no answer
+        await asyncio.sleep(10)
+
+    up = client(read_s=30.0)
+    async with raw_server(first_streams_then_hangs) as url:
+        resp = await up.send(post(url))
+        assert [piece async for piece in resp.chunks()] == [b"a", b"b"]
+        resp.close()  # back to the pool, its timer armed ~30 s out
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(LimitReachedError):
+            await up.send(limited(url, 0.2))
+        assert asyncio.get_running_loop().time() - started < 2.0
+
+
+async def test_waiting_for_a_connection_slot_counts_against_the_limit(client: MakeClient) -> None:
+    async def ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                await read_request(reader)
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await writer.drain()
+
+    async with raw_server(ok) as url:
+        up = client(limit=1)
+        first = await up.send(post(url))  # holds the only slot
+        with pytest.raises(LimitReachedError):
+            await up.send(limited(url, 0.1))
+        first.close()
+        resp = await asyncio.wait_for(up.send(limited(url, 1.0)), timeout=5)  # slot given back
+        assert await resp.read() == b"ok"
+        resp.close()
+
+
+async def test_the_aiohttp_adapter_keeps_the_attempt_limit_too() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+        await writer.drain()
+        await asyncio.sleep(5)
+
+    adapter = AiohttpUpstream(SessionLimits(10, 0, 2.0, 5.0, 30.0))
+    adapter.open()
+    try:
+        async with raw_server(silent) as url:
+            resp = await adapter.send(limited(url, 0.2))  # the head comes at once
+            with pytest.raises(LimitReachedError):
+                await resp.read()
+            resp.close()
+    finally:
+        await adapter.close()

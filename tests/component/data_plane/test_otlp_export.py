@@ -18,6 +18,8 @@ from data_plane.telemetry.otlp import BATCH_SPANS, OnDropped, OtlpPipeline
 from data_plane.telemetry.otlp_http import OtlpSender, OtlpTarget
 from data_plane.telemetry.span_pipelines import build_tracing
 from data_plane.telemetry.tracing import Span, Tracing, readable
+from data_plane.upstream.collector_post import CollectorPost
+from tests.support.redis_server import free_port
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
 Received = list[tuple[str, str, bytes, dict[str, str]]]
@@ -51,7 +53,7 @@ class Kept:
     async def run(self) -> None:
         return
 
-    def shutdown(self) -> None:
+    async def shutdown(self) -> None:
         return
 
 
@@ -97,12 +99,12 @@ async def test_the_pipeline_posts_the_sdk_request(aiohttp_server: ServerFactory)
     pipeline = pipeline_to(url)
     for odd in (False, True):  # the odd span goes through the SDK's own encoder
         spans = some_spans(odd)
-        assert await asyncio.to_thread(pipeline.send, spans) == (0, 0)
+        assert await pipeline.send(spans) == (0, 0)
         path, content_type, body, _ = received[-1]
         assert (path, content_type) == ("/v1/traces", "application/x-protobuf")
         assert decoded(body) == encode_spans([readable(s, RESOURCE) for s in spans])
-    pipeline.shutdown()
-    assert await asyncio.to_thread(pipeline.send, some_spans()) == (0, 2)  # closed
+    await pipeline.shutdown()
+    assert await pipeline.send(some_spans()) == (0, 2)  # closed
     assert len(received) == 2
 
 
@@ -112,22 +114,25 @@ async def test_a_refused_batch_is_dropped_and_counted_busy_is_retried(
     url, received = await collector(aiohttp_server, 400, 503)
     drops = Drops()
     pipeline = pipeline_to(url, drops)
-    assert await asyncio.to_thread(pipeline.send, some_spans()) == (0, 2)  # 400: not retried
+    assert await pipeline.send(some_spans()) == (0, 2)  # 400: not retried
     assert len(received) == 1
-    assert await asyncio.to_thread(pipeline.send, some_spans()) == (0, 0)  # 503, then 200
+    assert await pipeline.send(some_spans()) == (0, 0)  # 503, then 200
     assert len(received) == 3
-    assert drops.counted == []  # `send` reports; the pipeline's loop side counts
+    assert drops.counted == []  # `send` reports; `post` (the export loop's) counts
+    await pipeline.shutdown()
 
 
 async def test_headers_and_gzip_from_settings(aiohttp_server: ServerFactory) -> None:
     url, received = await collector(aiohttp_server)
     pipeline = pipeline_to(url, headers={"x-api-key": "k 1"}, gzip=True)
     spans = some_spans()
-    assert await asyncio.to_thread(pipeline.send, spans) == (0, 0)
-    _, _, body, headers = received[0]
-    assert (headers["Content-Encoding"], headers["X-Api-Key"]) == ("gzip", "k 1")
+    assert await pipeline.send(spans) == (0, 0)
+    _, _, body, sent = received[0]
+    headers = {name.lower(): value for name, value in sent.items()}
+    assert (headers["content-encoding"], headers["x-api-key"]) == ("gzip", "k 1")
     # aiohttp inflated the body: it was gzip on the wire
     assert decoded(body) == encode_spans([readable(s, RESOURCE) for s in spans])
+    await pipeline.shutdown()
 
 
 async def test_a_span_that_will_not_encode_is_dropped_counted_and_export_goes_on(
@@ -145,7 +150,7 @@ async def test_a_span_that_will_not_encode_is_dropped_counted_and_export_goes_on
                 pass
             with tracing.span("bad-name-\udfff"):
                 pass
-            for _ in range(BATCH_SPANS - 2):
+            for _ in range(BATCH_SPANS):  # a bad span never takes a place in a batch
                 with tracing.span("gearbox.route"):
                     pass
             for _ in range(300):
@@ -153,14 +158,14 @@ async def test_a_span_that_will_not_encode_is_dropped_counted_and_export_goes_on
                     break
                 await asyncio.sleep(0.01)
             names = span_names(received[batch][2])
-            assert names == ["gearbox.route"] * (BATCH_SPANS - 2)
+            assert names == ["gearbox.route"] * BATCH_SPANS
         assert not runner.done()  # the export task lives on (it died here before)
     finally:
         runner.cancel()
         await asyncio.gather(runner, return_exceptions=True)
     assert metrics.spans_dropped.labels("unencodable").value == 4
     assert metrics.spans_dropped.labels("export_failed").value == 0
-    await asyncio.to_thread(tracing.shutdown)
+    await tracing.shutdown()
 
 
 async def test_a_full_batch_is_sent_at_once_and_the_rest_on_shutdown(
@@ -182,7 +187,7 @@ async def test_a_full_batch_is_sent_at_once_and_the_rest_on_shutdown(
     finally:
         runner.cancel()
         await asyncio.gather(runner, return_exceptions=True)
-    await asyncio.to_thread(tracing.shutdown)
+    await tracing.shutdown()
     assert len(span_names(received[-1][2])) == 3
 
 
@@ -192,7 +197,7 @@ async def test_otlp_tracing_flushes_on_shutdown(aiohttp_server: ServerFactory) -
     tracing = build_tracing("otlp", "gearbox-test", OtlpTarget(url), resource_attributes=attributes)
     with tracing.request_span({}, "models"):
         pass
-    await asyncio.to_thread(tracing.shutdown)
+    await tracing.shutdown()
     (request,) = [decoded(body) for _, _, body, _ in received]
     (resource_spans,) = request.resource_spans
     service = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
@@ -202,3 +207,66 @@ async def test_otlp_tracing_flushes_on_shutdown(aiohttp_server: ServerFactory) -
     (scope_spans,) = resource_spans.scope_spans
     assert scope_spans.scope.name == "gearbox.data_plane"
     assert [s.name for s in scope_spans.spans] == ["gearbox.request"]
+
+
+async def test_a_post_under_way_when_export_stops_is_finished_by_shutdown(
+    aiohttp_server: ServerFactory,
+) -> None:
+    received: Received = []
+    arrived = asyncio.Event()
+
+    async def slow(request: web.Request) -> web.Response:
+        body = await request.read()
+        arrived.set()
+        await asyncio.sleep(0.3)
+        received.append((request.path, request.content_type, body, dict(request.headers)))
+        return web.Response(status=200)
+
+    app = web.Application()
+    app.router.add_post("/v1/traces", slow)
+    server = await aiohttp_server(app)
+    drops = Drops()
+    tracing = Tracing(pipeline_to(str(server.make_url("/v1/traces")), drops))
+    runner = asyncio.create_task(tracing.run())
+    await asyncio.sleep(0)  # the runner is waiting
+    for _ in range(BATCH_SPANS):
+        with tracing.span("gearbox.upstream"):
+            pass
+    await asyncio.wait_for(arrived.wait(), 5)
+    runner.cancel()  # the app's cleanup stops the export loop mid-post
+    await asyncio.gather(runner, return_exceptions=True)
+    await tracing.shutdown()
+    assert [len(span_names(body)) for _, _, body, _ in received] == [BATCH_SPANS]
+    assert drops.counted == []
+
+
+async def test_the_data_planes_own_client_posts_retries_and_fails_like_aiohttps(
+    aiohttp_server: ServerFactory,
+) -> None:
+    """The app posts through `CollectorPost` (the lean HTTP/1.1 client): same bytes and
+    headers, a retry on 503, none on 400, a refused connection is a failed export."""
+
+    def through_ours(url: str) -> OtlpPipeline:
+        sender = OtlpSender(OtlpTarget(url, {"x-api-key": "k"}, 2.0), CollectorPost())
+        return OtlpPipeline(sender, RESOURCE)
+
+    url, received = await collector(aiohttp_server, 503)
+    pipeline = through_ours(url)
+    spans = some_spans()
+    assert await pipeline.send(spans) == (0, 0)  # 503, then 200
+    assert len(received) == 2
+    path, content_type, body, sent = received[-1]
+    assert (path, content_type) == ("/v1/traces", "application/x-protobuf")
+    assert {k.lower(): v for k, v in sent.items()}["x-api-key"] == "k"
+    assert decoded(body) == encode_spans([readable(s, RESOURCE) for s in spans])
+    await pipeline.shutdown()
+
+    url, received = await collector(aiohttp_server, 400)
+    pipeline = through_ours(url)
+    assert await pipeline.send(some_spans()) == (0, 2)  # 400: not retried
+    assert len(received) == 1
+    await pipeline.shutdown()
+
+    pipeline = through_ours(f"http://127.0.0.1:{free_port()}/v1/traces")
+    assert await pipeline.send(some_spans()) == (0, 2)  # refused, retried until the timeout
+    await pipeline.shutdown()

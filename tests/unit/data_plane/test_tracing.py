@@ -3,6 +3,7 @@ included); the SDK's bytes, encoded lean; spans that will not encode left out.""
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Sequence
 
@@ -154,7 +155,7 @@ def test_disabled_tracing_makes_no_spans_and_passes_client_headers_on() -> None:
     carrier: dict[str, str] = {}
     tracing.inject(carrier, span, {"traceparent": PARENT})
     assert carrier == {"traceparent": PARENT}
-    tracing.shutdown()
+    asyncio.run(tracing.shutdown())
     with pytest.raises(ValueError, match="unknown otel exporter"):
         build_tracing("zipkin", "gearbox-test")
 
@@ -171,7 +172,7 @@ class Kept:
     async def run(self) -> None:
         return
 
-    def shutdown(self) -> None:
+    async def shutdown(self) -> None:
         return
 
 
