@@ -84,8 +84,8 @@ class EngineScraper:
 
     async def run(self, interval_s: float) -> None:
         """Each endpoint once per `interval_s`, the scrapes spread over the interval: a burst
-        of concurrent scrapes held the event loop for milliseconds at a time, and the requests
-        that arrived meanwhile waited (`make bench`, one-connection p99)."""
+        of concurrent scrapes keeps the event loop busy at once, and the requests that arrive
+        meanwhile wait (docs/data_plane.md, "Observability")."""
         loop = asyncio.get_running_loop()
         while True:
             started = loop.time()

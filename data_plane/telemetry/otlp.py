@@ -8,8 +8,8 @@ by `Encoder`: fixed tags, attribute key/values cached (a data plane repeats the 
 pairs, endpoints and outcomes), resource and scope encoded once by the SDK's public encoder
 (`encode_spans`). A background task owned by the app joins them into batches (512, or
 whatever waited 5 s) and posts each without blocking the loop (`otlp_http`). (Encoding a
-whole batch in a worker thread held the GIL for a millisecond or more, and every request
-that arrived meanwhile waited for it: the one-connection p99 of `make bench`.)
+whole batch in a worker thread held the GIL while requests waited for it: docs/data_plane.md,
+"Observability".)
 A span with values the lean encoder was not written for (other than str/bool/int/float,
 ints beyond int64) is encoded by the SDK's encoder; a span neither can encode (a lone
 surrogate in a string) is dropped and counted. Nothing here reads the SDK exporter's private

@@ -1,8 +1,8 @@
 """The OTLP exporter's transport (`telemetry.otlp_http.Transport`) over the lean HTTP/1.1
 client the data plane uses for engines: a pool of its own, https through its aiohttp
-fallback, opened on first use on the running loop. A post costs about a third of the CPU of
-aiohttp's client, and every microsecond of it is taken from the requests being served
-(docs/data_plane.md, "Observability")."""
+fallback, opened on first use on the running loop. It costs less CPU per request than aiohttp's
+client (the upstream-client A/B row of `make bench`), and every microsecond of a post is
+taken from the requests being served (docs/data_plane.md, "Observability")."""
 
 from __future__ import annotations
 

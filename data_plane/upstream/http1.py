@@ -30,6 +30,7 @@ from data_plane.upstream.port import (
     UpstreamClient,
     UpstreamRequest,
     UpstreamResponse,
+    limit_until,
     within,
 )
 
@@ -265,8 +266,7 @@ class Http1Upstream:
             return await self._fallback.send(request)
         data = request_bytes(host_header, path, request.headers, request.body)
         key = (host, port)
-        limit_s = request.limit_s
-        until = None if limit_s is None else asyncio.get_running_loop().time() + limit_s
+        until = limit_until(request.limit_s)
         await self._acquire(key, until)
         try:
             return await self._exchange(key, data, until)

@@ -112,6 +112,15 @@ async def read_request(reader: asyncio.StreamReader) -> bytes:
     return head + await reader.readexactly(length)
 
 
+async def answers_ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """A keep-alive engine answering `ok` to every request on the connection."""
+    with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+        while True:
+            await read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+
 async def test_json_answers_keep_alive_and_exact_request_bytes(
     aiohttp_server: ServerFactory,
     client: MakeClient,
@@ -311,14 +320,7 @@ async def test_closing_an_unread_answer_hangs_up_on_the_engine(client: MakeClien
 
 
 async def test_the_connection_limit_queues_sends(client: MakeClient) -> None:
-    async def ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-            while True:
-                await read_request(reader)
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-                await writer.drain()
-
-    async with raw_server(ok) as url:
+    async with raw_server(answers_ok) as url:
         up = client(limit=1)
         first = await up.send(post(url))
         second = asyncio.create_task(up.send(post(url)))
@@ -603,14 +605,7 @@ async def test_a_pooled_connection_keeps_a_sooner_limit_than_its_armed_timer(
 
 
 async def test_waiting_for_a_connection_slot_counts_against_the_limit(client: MakeClient) -> None:
-    async def ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-            while True:
-                await read_request(reader)
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-                await writer.drain()
-
-    async with raw_server(ok) as url:
+    async with raw_server(answers_ok) as url:
         up = client(limit=1)
         first = await up.send(post(url))  # holds the only slot
         with pytest.raises(LimitReachedError):
