@@ -27,6 +27,7 @@ from bench.overhead import OverheadSettings, run_overhead
 from bench.report import BenchRun, write_report
 from bench.targets import AB_ROWS
 from bench.timer_cost import measure_timer_cost, timer_cost_note
+from bench.value_cost import measure_value_cost, value_cost_note
 from bench.verdicts import decision_checks, memory_check, overhead_checks, uvloop_notes
 
 SECTIONS = ("overhead", "decision", "quality", "memory", "replicas", "feedback", "floors")
@@ -49,6 +50,7 @@ def _overhead(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     run.notes += uvloop_notes(run.overhead)
     run.notes.append(metric_cost_note(measure_metric_cost(5_000 if run.quick else 50_000)))
     run.notes.append(timer_cost_note(measure_timer_cost(5_000 if run.quick else 50_000)))
+    run.notes.append(value_cost_note(measure_value_cost(5_000 if run.quick else 50_000)))
     if run.quick:
         run.notes.append(
             "quick run: LiteLLM skipped, 2 s per load level, 1 and 64 connections, "

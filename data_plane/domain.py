@@ -1,7 +1,9 @@
-"""Hot-path value types of the data plane: frozen, slotted, built once per table or request.
+"""Hot-path value types of the data plane: immutable, slotted, built once per table or request.
 
 PURE: imports only the stdlib and `contracts`. Every other data-plane module speaks these types;
-the routing decision (`routing.choose_route`) is a function of them alone.
+the routing decision (`routing.choose_route`) is a function of them alone. Types built once per
+table are frozen dataclasses; types built for every request are `per_request` (immutable to
+the type checker, without a frozen dataclass's run-time cost).
 """
 
 from __future__ import annotations
@@ -10,9 +12,23 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar, dataclass_transform
 
 from contracts.policy import Policy
+
+_T = TypeVar("_T")
+
+
+@dataclass_transform(frozen_default=True)
+def per_request(cls: type[_T]) -> type[_T]:
+    """A value type built for every request: a slotted, hashable dataclass whose fields mypy
+    treats as read-only (assigning one is an error in `make test`), as it does a frozen
+    dataclass's. A frozen dataclass also checks that at run time: its `__init__` sets every
+    field through `object.__setattr__`, about five times the cost of a plain slot, and a
+    request builds some seventy such fields (docs/style.md, "Types, pydantic, config";
+    `make bench` prints the cost next to the frozen form's)."""
+    return dataclass(slots=True, unsafe_hash=True)(cls)
+
 
 # --- budgets and request facts ------------------------------------------------------------
 
@@ -22,7 +38,7 @@ class BudgetMode(StrEnum):
     STRICT = "strict"
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class Budget:
     """What the client asked for in headers; None = use the policy's default for the category."""
 
@@ -34,7 +50,7 @@ class Budget:
     category: str | None = None  # X-Task-Category override
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class RequestFacts:
     """What the data plane read from the body (never the prompt text itself)."""
 
@@ -48,7 +64,7 @@ class RequestFacts:
     doubt: CategoryDoubt | None = None  # set when the classifier was unsure (docs/classifier.md)
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class RouteRequest:
     facts: RequestFacts
     budget: Budget
@@ -208,7 +224,7 @@ class NoRouteReason(StrEnum):
     ALL_UNHEALTHY = "all_unhealthy"
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class Candidate:
     """A pair to try, with its endpoints in preference order and the figures behind the choice."""
 
@@ -222,14 +238,14 @@ class Candidate:
     load: float = 1.0  # added: load behind the prediction (first endpoint, this request incl.)
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class Rejected:
     pair: str
     reason: Rejection
     detail: str  # operator words, e.g. "predicted 2.40 s > budget 1.50 s"
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class RouteDecision:
     """`candidates` and `rejected` are read-only sequences; `choose_route` hands out lazy ones
     (`data_plane.decision.chain`) that build their items on first read, so the explanation costs
@@ -253,7 +269,7 @@ class RouteDecision:
     ladder: frozenset[tuple[str, str]] | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class NoRoute:
     reason: NoRouteReason
     detail: str
@@ -290,7 +306,7 @@ class CategoryScorer(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class CategoryDoubt:
     """The classifier was unsure: its top category and probability, the categories it could
     not rule out (best first), and the category the request was routed under."""

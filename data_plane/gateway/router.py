@@ -17,7 +17,7 @@ from typing import Literal
 from data_plane.decision.choose import choose_route
 from data_plane.decision.no_route import no_route_error
 from data_plane.decision.rollout import apply_rollout
-from data_plane.domain import HealthView, NoRoute, RouteRequest
+from data_plane.domain import HealthView, NoRoute, RouteRequest, per_request
 from data_plane.errors import AllUpstreamsUnavailable
 from data_plane.gateway.slo import slo_headers
 from data_plane.request.inbound import read_request
@@ -39,7 +39,7 @@ def routed_kind(path: str) -> Kind | None:
     return ROUTED_PATHS.get(path.split("?", 1)[0])
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class Routed:
     pair: str
     body: bytes  # the client's body with only `model` rewritten to the served name

@@ -11,7 +11,6 @@ import functools
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from itertools import islice
 from typing import Annotated, Any, Literal
 
@@ -27,6 +26,7 @@ from pydantic import (
     field_validator,
 )
 
+from data_plane.domain import per_request
 from data_plane.errors import InvalidRequest
 from data_plane.request.fields import (
     JSON_FORMATS,
@@ -68,7 +68,7 @@ _PROMPT_SCHEMA = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class ParsedBody:
     """The facts routing needs from a body. `classify_text` is the last user turn only (a long
     system prompt must not make every request look hard); `input_chars` counts every turn."""

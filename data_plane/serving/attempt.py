@@ -17,7 +17,7 @@ from typing import Protocol
 
 from opentelemetry.trace import SpanKind
 
-from data_plane.domain import Candidate, CompiledEndpoint
+from data_plane.domain import Candidate, CompiledEndpoint, per_request
 from data_plane.engine_keys import EngineKeys
 from data_plane.outcome import BudgetMissed, Cancelled, Outcome, Timeout, UpstreamStatus
 from data_plane.resilience.health import Health
@@ -75,7 +75,7 @@ class CallState:
     attempts: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class Call:
     """What every attempt of one client request shares."""
 
@@ -92,7 +92,7 @@ class Call:
     trace_headers: Mapping[str, str]
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class Served:
     """The client got (or will get) this attempt's answer; `outcome` None = clean."""
 
@@ -104,7 +104,7 @@ class Served:
     outcome: Outcome | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class Failed:
     """Nothing reached the client; the proxy decides whether to try elsewhere."""
 
@@ -113,7 +113,7 @@ class Failed:
     body: bytes = b""
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class AttemptLimit:
     """How long one attempt may go without its first byte (streams) or its whole answer
     (non-streams), and whose deadline that is: `engine` True = the engine's own (its predicted

@@ -1,22 +1,26 @@
 """Token usage read back from engine answers, and what it cost (PURE).
 
-Only the tail is parsed: the last `"usage"` object of a JSON body, or the last few SSE events
-of a stream, so large answers are never decoded in full for metrics.
+The last `"usage"` object of a JSON body, or of the last few SSE events of a stream. A small
+answer body with one `"usage"` key is decoded whole by orjson (the usual answer: cheaper than
+finding and decoding its tail); anything else has only its tail parsed, so large answers are
+never decoded in full for metrics.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
-from data_plane.domain import CompiledPair
+import orjson
+
+from data_plane.domain import CompiledPair, per_request
 
 _USAGE_KEY = b'"usage"'
 _DECODER = json.JSONDecoder()
 SSE_TAIL_BYTES = 8192  # enough for the final usage chunk plus `[DONE]`
+WHOLE_BODY_BYTES = 32 * 1024  # answers up to this size may be decoded whole
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class Usage:
     input_tokens: int
     output_tokens: int
@@ -36,6 +40,25 @@ def _usage_object(value: object) -> Usage | None:
 
 def find_usage(data: bytes) -> Usage | None:
     """The last `"usage": {...}` object in `data` (a JSON body or a stream's tail), if any."""
+    found = _top_level_usage(data)
+    return found if found is not None else _last_usage(data)
+
+
+def _top_level_usage(data: bytes) -> Usage | None:
+    """The usage of a small JSON object whose only `"usage"` key is its own (then it is also
+    the last one); None when that is not so, or when it does not hold a usage (the tail
+    search then says what there is)."""
+    if len(data) > WHOLE_BODY_BYTES or data[:1] != b"{" or data.count(_USAGE_KEY) != 1:
+        return None
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return _usage_object(doc.get("usage")) if type(doc) is dict else None
+
+
+def _last_usage(data: bytes) -> Usage | None:
+    """`find_usage` by searching back from the end for `"usage"` and decoding what follows."""
     end = len(data)
     while True:
         at = data.rfind(_USAGE_KEY, 0, end)

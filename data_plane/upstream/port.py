@@ -15,12 +15,13 @@ from typing import Protocol, TypeVar
 
 import aiohttp
 
+from data_plane.domain import per_request
 from data_plane.outcome import ConnectFailed, Outcome, StreamBroken, Timeout
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class UpstreamRequest:
     """One attempt: POST `body` to `url` (an engine URL plus the OpenAI path).
 

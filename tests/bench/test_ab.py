@@ -3,6 +3,8 @@ parts), and the A/B variants' swapped pieces against the pieces they replace."""
 
 from __future__ import annotations
 
+from dataclasses import FrozenInstanceError, fields
+
 import pytest
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client import generate_latest
@@ -13,6 +15,7 @@ from bench.metric_cost import measure_metric_cost, metric_cost_note, one_request
 from bench.overhead import TargetRun
 from bench.report import overhead_lines
 from bench.targets import AB_ROWS
+from bench.value_cost import REQUEST_VALUES, _frozen_twin, measure_value_cost, value_cost_note
 from bench.verdicts import overhead_checks, p99_at_one_connection, throughput_vs_minimal
 from bench.wrk import ClosedLoopResult
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -132,3 +135,19 @@ def test_the_metric_cost_is_measured_for_both_kinds() -> None:
     assert b'gearbox_requests_total{outcome="ok",route="chat_completions"} 1.0' in b"\n".join(
         without_created(ours)
     )
+
+
+def test_the_value_cost_compares_the_same_fields_frozen_and_per_request() -> None:
+    cost = measure_value_cost(requests=200, rounds=3)
+    assert cost.values == len(REQUEST_VALUES)
+    assert cost.fields == sum(len(fields(cls)) for cls in REQUEST_VALUES)
+    assert cost.frozen_us > 0
+    assert cost.per_request_us > 0
+    note = value_cost_note(cost)
+    assert "frozen dataclasses" in note
+    assert "per_request" in note
+    for cls in REQUEST_VALUES:  # what the note compares against: the frozen form of each
+        twin = _frozen_twin(cls)
+        made = twin(*(None,) * len(fields(cls)))
+        with pytest.raises(FrozenInstanceError):
+            made.__setattr__(fields(cls)[0].name, 1)

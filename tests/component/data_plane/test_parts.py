@@ -9,13 +9,15 @@ import json
 import logging
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from data_plane.__main__ import build_parser, load_settings, main, new_event_loop
 from data_plane.decision.compile import compile_table
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.serving.quality import Degeneracy, check_answer, is_runaway_repetition
-from data_plane.serving.usage import Usage, cost_usd, find_usage
+from data_plane.serving.usage import WHOLE_BODY_BYTES, Usage, _last_usage, cost_usd, find_usage
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.engine_scrape import parse_queue_depth
 from data_plane.sync.live_state import build_state
@@ -215,6 +217,48 @@ def test_usage_from_a_body_and_from_a_stream_tail() -> None:
     assert find_usage(no_usage) is None
     assert find_usage(b'{"usage": null, "x": {"usage": {"prompt_tokens": 2}}}') == Usage(2, 0)
     assert find_usage(b'{"usage": {"prompt_tokens": true}}') is None
+
+
+def test_usage_whole_body_shortcut_agrees_with_the_tail_search() -> None:
+    """A small body with one "usage" key is decoded whole; every other case, and every value
+    the shortcut cannot read as a usage, is left to the tail search."""
+    nested = b'{"choices": [{"x": {"usage": {"prompt_tokens": 3, "completion_tokens": 1}}}]}'
+    huge_int = b'{"usage": {"prompt_tokens": 18446744073709551617, "completion_tokens": 1}}'
+    padded = b'{"pad": "' + b"x" * WHOLE_BODY_BYTES + b'", "usage": {"prompt_tokens": 7}}'
+    cases = [
+        chat_json(prompt_tokens=11, completion_tokens=4),
+        nested,
+        huge_int,
+        padded,
+        b'{"usage": {"prompt_tokens": 1, "completion_tokens": 2}, "usage": null}',
+        b'{"usage": {"prompt_tokens": NaN}}',
+        b'{"usage": {"prompt_tokens": 2, "completion_tokens": 2}',  # truncated
+        b'[{"usage": {"prompt_tokens": 2}}]',
+    ]
+    for body in cases:
+        assert find_usage(body) == _last_usage(body), body[:60]
+    assert find_usage(nested) == Usage(3, 1)
+    assert find_usage(huge_int) == Usage(2**64 + 1, 1)
+    assert find_usage(padded) == Usage(7, 0)
+
+
+@settings(max_examples=200)
+@given(
+    st.dictionaries(
+        st.sampled_from(["usage", "id", "choices", "x"]),
+        st.one_of(
+            st.none(),
+            st.integers(-5, 2**70),
+            st.dictionaries(
+                st.sampled_from(["prompt_tokens", "completion_tokens", "usage"]),
+                st.one_of(st.integers(-3, 2**70), st.booleans(), st.none(), st.text(max_size=3)),
+            ),
+        ),
+    )
+)
+def test_usage_is_the_tail_searchs_whatever_the_body(doc: dict[str, object]) -> None:
+    body = json.dumps(doc).encode()
+    assert find_usage(body) == _last_usage(body)
 
 
 def test_cost_uses_per_token_prices() -> None:

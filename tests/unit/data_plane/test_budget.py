@@ -17,7 +17,7 @@ from contracts.budget_headers import (
 )
 from data_plane.domain import Budget, BudgetMode
 from data_plane.errors import InvalidBudget
-from data_plane.request.budget import parse_budget
+from data_plane.request.budget import _NUMBER, _plain, parse_budget
 
 
 def test_no_headers_means_policy_defaults() -> None:
@@ -177,3 +177,26 @@ def test_multidict_headers_are_read_by_name() -> None:
         parse_budget(clash)
     assert err.value.param == MODE_HEADER
     assert parse_budget(CIMultiDict([("Host", "x")])) == Budget()
+
+
+_NUMBERISH = st.text(alphabet="0123456789.+-eE \u0660\u00b2x", max_size=12)
+
+
+@given(st.one_of(_NUMBERISH, st.text(max_size=12)))
+def test_the_plain_number_shortcut_accepts_only_what_the_pattern_accepts(value: str) -> None:
+    """`_plain` skips the regex for the usual values; it must never accept more than it."""
+    if _plain(value):
+        assert _NUMBER.fullmatch(value)
+
+
+@pytest.mark.parametrize("value", ["20000", "0.5", "5.", "0007", "1.25"])
+def test_the_usual_values_take_the_shortcut(value: str) -> None:
+    assert _plain(value)
+    assert parse_budget({ACCURACY_HEADER: "0.5", LATENCY_HEADER: value}).latency_s == (
+        float(value) / 1000
+    )
+
+
+@pytest.mark.parametrize("value", [".5", "1e3", "+1", "1.2.3", "\u0661\u0662", "\u00b2", "", "."])
+def test_other_values_are_judged_by_the_pattern(value: str) -> None:
+    assert not _plain(value)
