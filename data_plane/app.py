@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
-import aiohttp
 import redis.asyncio as aioredis
 from aiohttp import web
 from opentelemetry.sdk.trace import SpanProcessor
@@ -305,6 +304,22 @@ def _upstream_adapter(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Ups
     return Http1Upstream(limits, AiohttpUpstream(limits))
 
 
+def _scrape_client(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream:
+    """The engine scrape's client: the engine calls' kind (so the upstream-client A/B row of
+    `make bench` swaps both), its own pool, every step bounded by the scrape timeout."""
+    timeout_s = settings.scrape_timeout_s
+    limits = SessionLimits(
+        connector_limit=100,  # aiohttp's default connector limit, which the scrape had
+        connector_limit_per_host=0,
+        connect_timeout_s=timeout_s,
+        read_timeout_s=timeout_s,
+        total_timeout_s=timeout_s,
+    )
+    if settings.upstream_client == "aiohttp":
+        return AiohttpUpstream(limits)
+    return Http1Upstream(limits, AiohttpUpstream(limits))
+
+
 def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
     """The upstream session, the snapshot table, and the trace exporter (started, then
     flushed and closed)."""
@@ -415,13 +430,14 @@ def _start_sharing(
 
 
 async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Engine queue-depth scraping, on its own small session (only when enabled)."""
+    """Engine queue-depth scraping, on a client and pool of its own (only when enabled)."""
     s = app[SETTINGS]
     if s.scrape_interval_s <= 0:
         yield
         return
     metrics, store = app[METRICS], app[STORE]
-    session = aiohttp.ClientSession()
+    client = _scrape_client(s)
+    client.open()
 
     def endpoints() -> list[ScrapeTarget]:
         table = store.current
@@ -430,7 +446,7 @@ async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:
         return [ScrapeTarget(e, p.served_model_name) for p in table.pairs for e in p.endpoints]
 
     scraper = EngineScraper(
-        session,
+        client,
         endpoints,
         app[HEALTH].tracker,
         lambda eid, depth: metrics.queue_depth.labels(eid).set(depth),
@@ -439,4 +455,4 @@ async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:
     app[TASKS].start("engine_scrape", scraper.run(s.scrape_interval_s))
     yield
     await app[TASKS].stop("engine_scrape")
-    await session.close()
+    await client.close()

@@ -4,7 +4,9 @@ Counts only the series of the pair's served model name (an engine may serve seve
 and hands the tracker how many of this process's own requests the count includes, so they are
 not counted twice. Runs only when enabled (interval > 0, the default). Each scrape is bounded
 by a timeout; a failed scrape leaves the last value in place, so a flaky engine never blanks
-its load. Never on the request path.
+its load. Never on the request path, but on its event loop: scrapes go through the same lean
+`UpstreamClient` as engine calls (a pool of their own), so each takes the requests being
+served as little time as one engine call does (docs/data_plane.md, "Observability").
 """
 
 from __future__ import annotations
@@ -14,15 +16,21 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
-import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from data_plane.domain import CompiledEndpoint
 from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.upstream.port import (
+    AttemptError,
+    LimitReachedError,
+    UpstreamClient,
+    UpstreamRequest,
+)
 
 logger = logging.getLogger(__name__)
 
 QUEUE_METRICS = frozenset({"vllm:num_requests_waiting", "vllm:num_requests_running"})
+_ACCEPT = {"Accept": "text/plain"}
 _LINE_PREFIXES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "# TYPE vllm:num_req")
 
 
@@ -59,17 +67,17 @@ class EngineScraper:
 
     def __init__(
         self,
-        session: aiohttp.ClientSession,
+        client: UpstreamClient,
         endpoints: Callable[[], Iterable[ScrapeTarget]],
         tracker: LoadTracker,
         on_depth: Callable[[str, float], None],
         timeout_s: float,
     ) -> None:
-        self._session = session
+        self._client = client
         self._endpoints = endpoints
         self._tracker = tracker
         self._on_depth = on_depth
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self._timeout_s = timeout_s
 
     async def scrape_once(self, spread_s: float = 0.0) -> int:
         """Scrape all endpoints, their starts spread evenly over `spread_s` (0: all at once);
@@ -98,19 +106,11 @@ class EngineScraper:
         endpoint = target.endpoint
         # Our requests in flight both before and after the scrape were in the engine's count.
         own_before = self._tracker.in_flight(endpoint.id)
-        try:
-            async with self._session.get(
-                f"{endpoint.url}/metrics", timeout=self._timeout, allow_redirects=False
-            ) as resp:
-                if resp.status != 200:
-                    logger.debug("scrape status %s", resp.status, extra={"endpoint": endpoint.id})
-                    return False
-                text = await resp.text(errors="replace")
-        except (aiohttp.ClientError, TimeoutError) as err:
-            logger.debug("scrape failed: %s", type(err).__name__, extra={"endpoint": endpoint.id})
+        page = await self._fetch(endpoint)
+        if page is None:
             return False
         try:
-            depth = parse_queue_depth(text, target.served_model_name)
+            depth = parse_queue_depth(page, target.served_model_name)
         except ValueError:
             logger.debug("scrape unparsable", extra={"endpoint": endpoint.id})
             return False
@@ -120,3 +120,23 @@ class EngineScraper:
         self._tracker.set_queue_depth(endpoint.id, depth, own)
         self._on_depth(endpoint.id, depth)
         return True
+
+    async def _fetch(self, endpoint: CompiledEndpoint) -> str | None:
+        """The engine's /metrics page, whole within the timeout; None when it did not come
+        (refused, timed out, broken, or not a 200)."""
+        url = f"{endpoint.url}/metrics"
+        try:
+            resp = await self._client.send(
+                UpstreamRequest(url, b"", _ACCEPT, self._timeout_s, "GET")
+            )
+            try:
+                body = await resp.read() if resp.status == 200 else None
+            finally:
+                resp.close()
+        except (AttemptError, LimitReachedError) as err:
+            logger.debug("scrape failed: %s", type(err).__name__, extra={"endpoint": endpoint.id})
+            return None
+        if body is None:
+            logger.debug("scrape status %s", resp.status, extra={"endpoint": endpoint.id})
+            return None
+        return body.decode("utf-8", errors="replace")

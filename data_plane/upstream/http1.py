@@ -3,8 +3,8 @@
 aiohttp's ClientSession costs about 110 us of CPU per request on uvloop (request and response
 objects, header multidicts, tracing hooks, cookie jar, connector bookkeeping); a keep-alive
 HTTP/1.1 exchange with a known engine needs much less (`make bench` compares the two, see
-docs/benchmarks.md). This adapter speaks exactly that: POST with Content-Length, responses
-parsed by llhttp (`http1_wire`), a keep-alive pool per host, the connection limits of the
+docs/benchmarks.md). This adapter speaks exactly that: POST (or GET) with Content-Length,
+responses parsed by llhttp (`http1_wire`), a keep-alive pool per host, the connection limits of the
 aiohttp connector (`connector_limit` in all, `connector_limit_per_host` per engine), and the
 same outcome taxonomy as the aiohttp adapter (connect failures, connect / first-byte / read
 timeouts, broken streams). Closing a response that was not read to the end closes its
@@ -264,7 +264,7 @@ class Http1Upstream:
         scheme, host, port, host_header, path = target
         if scheme != "http":
             return await self._fallback.send(request)
-        data = request_bytes(host_header, path, request.headers, request.body)
+        data = request_bytes(host_header, path, request.headers, request.body, request.method)
         key = (host, port)
         until = limit_until(request.limit_s)
         await self._acquire(key, until)

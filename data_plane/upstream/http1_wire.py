@@ -280,9 +280,12 @@ class Connection(asyncio.Protocol):
             self._timer = None
 
 
-def request_bytes(host: str, target: str, headers: Mapping[str, str], body: bytes) -> bytes:
-    """A POST with a Content-Length body; header values with CR or LF are refused."""
-    lines = [f"POST {target} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n"]
+def request_bytes(
+    host: str, target: str, headers: Mapping[str, str], body: bytes, method: str = "POST"
+) -> bytes:
+    """A request (POST by default) with a Content-Length body, also 0 for a GET; header
+    values with CR or LF are refused."""
+    lines = [f"{method} {target} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n"]
     for name, value in headers.items():
         if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
             raise ValueError(f"newline in header {name!r}")

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import AsyncGenerator, Awaitable, Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Literal, Protocol, TypeVar
 
 import aiohttp
 
@@ -19,11 +19,13 @@ from data_plane.domain import per_request
 from data_plane.outcome import ConnectFailed, Outcome, StreamBroken, Timeout
 
 T = TypeVar("T")
+Method = Literal["POST", "GET"]
 
 
 @per_request
 class UpstreamRequest:
-    """One attempt: POST `body` to `url` (an engine URL plus the OpenAI path).
+    """One attempt: POST `body` to `url` (an engine URL plus the OpenAI path; `method` GET
+    for reads such as the engine's /metrics, `body` then empty).
 
     `limit_s`: the attempt's own limit (docs/reliability.md), seconds from `send` until the
     answer: its head and whole body when `read`, its first chunk when streamed by `chunks`.
@@ -34,6 +36,7 @@ class UpstreamRequest:
     body: bytes
     headers: Mapping[str, str]
     limit_s: float | None = None
+    method: Method = "POST"
 
 
 class LimitReachedError(Exception):
@@ -227,8 +230,12 @@ class AiohttpUpstream:
         try:
             resp = await within(
                 until,
-                self._session.post(
-                    request.url, data=request.body, headers=request.headers, allow_redirects=False
+                self._session.request(
+                    request.method,
+                    request.url,
+                    data=request.body,
+                    headers=request.headers,
+                    allow_redirects=False,
                 ),
             )
         except aiohttp.ConnectionTimeoutError as err:

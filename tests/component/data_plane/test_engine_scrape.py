@@ -1,19 +1,30 @@
-"""The engine scrape against a real /metrics server: depths reach the load tracker, and a
-round's scrapes are spread over the interval instead of going out in one burst."""
+"""The engine scrape against a real /metrics server, with both kinds of engine client: depths
+reach the load tracker, a round's scrapes are spread over the interval instead of going out in
+one burst, and an engine that fails, answers non-200 or stalls leaves its last depth alone."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from itertools import pairwise
 
-import aiohttp
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from data_plane.domain import CompiledEndpoint
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
+from data_plane.upstream.http1 import Http1Upstream
+from data_plane.upstream.port import AiohttpUpstream, SessionLimits
+
+LIMITS = SessionLimits(
+    connector_limit=100,
+    connector_limit_per_host=0,
+    connect_timeout_s=2.0,
+    read_timeout_s=2.0,
+    total_timeout_s=2.0,
+)
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
 PAGE = (
@@ -24,8 +35,21 @@ PAGE = (
 )
 
 
+@pytest.fixture(params=["http1", "aiohttp"])
+async def client(request: pytest.FixtureRequest) -> AsyncIterator[Http1Upstream | AiohttpUpstream]:
+    """The engine client kinds the data plane scrapes with (settings.upstream_client)."""
+    made: Http1Upstream | AiohttpUpstream = (
+        Http1Upstream(LIMITS, AiohttpUpstream(LIMITS))
+        if request.param == "http1"
+        else AiohttpUpstream(LIMITS)
+    )
+    made.open()
+    yield made
+    await made.close()
+
+
 async def test_scrapes_reach_the_tracker_spread_over_the_interval(
-    aiohttp_server: ServerFactory,
+    aiohttp_server: ServerFactory, client: Http1Upstream | AiohttpUpstream
 ) -> None:
     loop = asyncio.get_running_loop()
     arrivals: dict[str, float] = {}
@@ -42,16 +66,50 @@ async def test_scrapes_reach_the_tracker_spread_over_the_interval(
     targets = [ScrapeTarget(CompiledEndpoint(f"e{i}", f"{base}/{i}"), "m") for i in range(4)]
     tracker = LoadTracker()
     depths: dict[str, float] = {}
-    async with aiohttp.ClientSession() as session:
-        scraper = EngineScraper(session, lambda: targets, tracker, depths.__setitem__, 2.0)
-        assert await scraper.scrape_once() == 4  # all at once (spread 0)
-        assert depths == {"e0": 1.0, "e1": 2.0, "e2": 3.0, "e3": 4.0}
-        assert dict(tracker.load) == depths
-        arrivals.clear()
-        started = loop.time()
-        assert await scraper.scrape_once(spread_s=0.4) == 4
+    scraper = EngineScraper(client, lambda: targets, tracker, depths.__setitem__, 2.0)
+    assert await scraper.scrape_once() == 4  # all at once (spread 0)
+    assert depths == {"e0": 1.0, "e1": 2.0, "e2": 3.0, "e3": 4.0}
+    assert dict(tracker.load) == depths
+    arrivals.clear()
+    started = loop.time()
+    assert await scraper.scrape_once(spread_s=0.4) == 4
     offsets = sorted(t - started for t in arrivals.values())
     assert len(offsets) == 4
     gaps = [b - a for a, b in pairwise(offsets)]
     assert all(gap >= 0.05 for gap in gaps), offsets  # ~0.1 s apart, not one burst
     assert offsets[-1] < 1.0
+
+
+async def test_failed_scrapes_keep_the_last_depth(
+    aiohttp_server: ServerFactory, client: Http1Upstream | AiohttpUpstream
+) -> None:
+    """A GET that is refused, answered 500, or stalls past the timeout counts as no answer;
+    the depth scraped before stays (a flaky engine never blanks its load)."""
+    mode = {"e0": "ok", "e1": "ok", "e2": "ok"}
+    stalled = asyncio.Event()
+
+    async def metrics(request: web.Request) -> web.Response:
+        engine = request.match_info["engine"]
+        assert request.method == "GET"
+        if mode[engine] == "500":
+            return web.Response(status=500, text="no")
+        if mode[engine] == "stall":
+            await stalled.wait()
+        return web.Response(text=PAGE.format(waiting=3))
+
+    app = web.Application()
+    app.router.add_get("/{engine}/metrics", metrics)
+    server = await aiohttp_server(app)
+    base = str(server.make_url("")).rstrip("/")
+    names = ["e0", "e1", "e2"]
+    targets = [ScrapeTarget(CompiledEndpoint(n, f"{base}/{n}"), "m") for n in names]
+    targets.append(ScrapeTarget(CompiledEndpoint("gone", "http://127.0.0.1:9"), "m"))
+    tracker = LoadTracker()
+    depths: dict[str, float] = {}
+    scraper = EngineScraper(client, lambda: targets, tracker, depths.__setitem__, 0.3)
+    assert await scraper.scrape_once() == 3
+    assert depths == {"e0": 4.0, "e1": 4.0, "e2": 4.0}
+    mode.update(e1="500", e2="stall")
+    assert await scraper.scrape_once() == 1  # e0 only; e1 500, e2 timed out, gone refused
+    stalled.set()
+    assert dict(tracker.load) == {"e0": 4.0, "e1": 4.0, "e2": 4.0}

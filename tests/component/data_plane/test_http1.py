@@ -357,6 +357,9 @@ def test_request_bytes_refuse_header_injection() -> None:
     assert request_bytes("h:1", "/p", {"A": "b"}, b"xy") == (
         b"POST /p HTTP/1.1\r\nHost: h:1\r\nContent-Length: 2\r\nA: b\r\n\r\nxy"
     )
+    assert request_bytes("h:1", "/metrics", {}, b"", "GET") == (
+        b"GET /metrics HTTP/1.1\r\nHost: h:1\r\nContent-Length: 0\r\n\r\n"
+    )
 
 
 def answers_with(*replies: bytes, close: bool = False) -> RawHandler:
