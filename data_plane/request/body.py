@@ -353,19 +353,22 @@ def _model_keys(raw: bytes) -> list[re.Match[bytes]]:
     return keys
 
 
-def _model_value_spans(raw: bytes) -> list[tuple[int, int]]:
+def _model_value_spans(raw: bytes, validated: bool = False) -> list[tuple[int, int]]:
     """Byte spans of the values of every top-level "model" key (JSON keeps the last one; we
     rewrite all, so no reader sees the client's value whichever duplicate it keeps).
 
     Search for keys spelled "model", each checked to be a real top-level key; the linear
     scanner when there are many such keys. Nesting depth is `parse_request_body`'s check:
-    bodies reach here after it."""
+    bodies reach here after it. `validated`: `raw` is known to be an object with a top-level
+    "model" key; every such key is among the ones found, so when only one is found it is that
+    key, and its depth need not be checked (the check reads every string before it)."""
     keys = _model_keys(raw)
     if len(keys) > _MAX_KEY_CANDIDATES:
         return _scanned_model_value_spans(raw)
+    only = validated and len(keys) == 1
     spans: list[tuple[int, int]] = []
     for key in keys:
-        if _top_level(raw, key.start()):
+        if only or _top_level(raw, key.start()):
             value = _STRING.match(raw, key.end())
             if value is None:
                 raise InvalidRequest("model: must be a string", param="model")
@@ -399,10 +402,11 @@ def _json_string(text: str) -> bytes:
     return json.dumps(text, ensure_ascii=False).encode("utf-8")
 
 
-def rewrite_model(raw: bytes, served_model_name: str) -> bytes:
+def rewrite_model(raw: bytes, served_model_name: str, validated: bool = False) -> bytes:
     """`raw` with the top-level "model" value replaced by `served_model_name` (JSON-encoded);
-    every byte outside that value is unchanged. Raises InvalidRequest when there is none."""
-    spans = _model_value_spans(raw)
+    every byte outside that value is unchanged. Raises InvalidRequest when there is none.
+    `validated`: `parse_request_body` accepted `raw` (so it has a top-level "model")."""
+    spans = _model_value_spans(raw, validated)
     if not spans:
         raise InvalidRequest("model: field required", param="model")
     new = _json_string(served_model_name)

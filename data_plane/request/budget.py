@@ -43,7 +43,7 @@ def _collect_multi(getall: Callable[[str, tuple[()]], Sequence[str]]) -> dict[st
         values = getall(header, ())
         if values:
             value = values[0].strip()
-            if any(other.strip() != value for other in values[1:]):
+            if len(values) > 1 and any(other.strip() != value for other in values[1:]):
                 raise _repeated(header)
             found[header] = value
     return found

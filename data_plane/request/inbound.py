@@ -33,7 +33,8 @@ class InboundRequest:
         retries on the same pair send the same bytes without a second rewrite)."""
         body = self._bodies.get(served_model_name)
         if body is None:
-            body = self._bodies[served_model_name] = rewrite_model(self._raw, served_model_name)
+            rewritten = rewrite_model(self._raw, served_model_name, validated=True)
+            body = self._bodies[served_model_name] = rewritten
         return body
 
 

@@ -283,6 +283,25 @@ def test_rewrite_handles_escaped_keys_and_tricky_strings() -> None:
     assert out.startswith(raw[: raw.index(b'"auto"')])
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"messages": [{"role": "user", "content": "hi \\"model\\": 1"}], "model": "auto"}',
+        b'{"messages": [{"role": "user", "content": "x"}], "a\\"model": 1, "model": "auto"}',
+        b'{"tools": [{"model": "inner"}], "messages": [{"role": "user", "content": "x"}],'
+        b' "model": "auto"}',
+        b'{"messages": [{"role": "user", "content": "x"}], "mod\\u0065l": "auto"}',
+        b'{"model": "a", "messages": [{"role": "user", "content": "x"}], "model": "auto"}',
+    ],
+)
+def test_the_validated_shortcut_rewrites_as_the_full_search(raw: bytes) -> None:
+    """A body `parse_request_body` accepted may skip the depth check when one "model" key is
+    found; with nested, escaped, look-alike or duplicate keys it must still agree."""
+    parse_request_body(raw, "chat")
+    assert rewrite_model(raw, "s", validated=True) == rewrite_model(raw, "s")
+    assert json.loads(rewrite_model(raw, "s", validated=True))["model"] == "s"
+
+
 def test_rewrite_rewrites_every_duplicate() -> None:
     out = rewrite_model(b'{"model": "a", "model": "b"}', "c")
     assert out == b'{"model": "c", "model": "c"}'
@@ -356,6 +375,8 @@ def test_rewrite_property(
     raw = json.dumps(doc, indent=indent, ensure_ascii=ensure_ascii, separators=separators).encode()
     out = rewrite_model(raw, served)
     assert json.loads(out) == {**doc, "model": served}
+    # A body the parser accepted takes the shortcut (one "model" key found: no depth check).
+    assert rewrite_model(raw, served, validated=True) == out
     # Bytes outside the value span are identical: the output is prefix + new value + suffix.
     new_value = json.dumps(served, ensure_ascii=False).encode()
     cut = out.index(new_value, _value_start(raw))
