@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from data_plane.domain import (
     Budget,
     BudgetMode,
     Candidate,
+    CompiledPair,
     CompiledTable,
     HealthView,
     NoRoute,
@@ -198,14 +200,29 @@ def test_every_allowed_pair_is_accounted_for(case: Case) -> None:
 
 @_SETTINGS
 @given(cases())
-def test_all_unhealthy_exactly_when_every_allowed_endpoint_is_open(case: Case) -> None:
+def test_all_unhealthy_exactly_when_the_pairs_that_could_serve_are_ejected(case: Case) -> None:
+    """ALL_UNHEALTHY (a retry-later 503) when every allowed endpoint is ejected, or when the
+    prompt is too long for every live allowed pair but fits one that is only ejected by its
+    breaker (docs/reliability.md: then it is not a 400 context_length_exceeded)."""
     result = _run(case)
     if case.req.facts.alias not in case.table.by_alias:
         return
     allowed = case.table.by_alias[case.req.facts.alias]
-    all_open = all(e.id in case.health.open_endpoints for p in allowed for e in p.endpoints)
+    opened = case.health.open_endpoints
+    out = effective_limits(case.table, case.req).output_tokens
+
+    def fits(p: CompiledPair) -> bool:
+        return math.ceil(case.req.facts.input_chars / p.chars_per_token) + out <= p.context_length
+
+    def ejected(p: CompiledPair) -> bool:
+        return all(e.id in opened for e in p.endpoints)
+
+    all_open = all(ejected(p) for p in allowed)
+    only_ejected_fit = not any(fits(p) for p in allowed if not ejected(p)) and any(
+        fits(p) for p in allowed if ejected(p)
+    )
     unhealthy = isinstance(result, NoRoute) and result.reason is NoRouteReason.ALL_UNHEALTHY
-    assert unhealthy == all_open
+    assert unhealthy == (all_open or only_ejected_fit)
 
 
 @_SETTINGS
