@@ -65,6 +65,8 @@ class PlainExposition(Exposition):
         return cast(Family[HistogramChild], self._keep(made))
 
     def collect(self) -> Iterator[Metric]:
+        for refresh in self.before_collect:
+            refresh()
         for metric in self.metrics:
             yield from metric.collect()
 

@@ -241,7 +241,8 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     deps = deps or AppDeps()
     metrics = deps.metrics or DataPlaneMetrics(_version(), settings.git_sha)
     store = TableStore()
-    tracker = LoadTracker(on_in_flight=metrics.set_in_flight)
+    tracker = LoadTracker()
+    metrics.watch_in_flight(tracker.in_flight_all)
     health = Health(BreakerBoard(_breaker_config(settings)), tracker, metrics, deps.clock)
     store.on_swap(health.on_table)
     tracing = build_tracing(
@@ -296,17 +297,24 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
 CleanupCtx = Callable[[web.Application], AsyncIterator[None]]
 
 
-def _upstream_adapter(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream:
-    """The engine client: lean HTTP/1.1 (aiohttp for https), or aiohttp for everything."""
-    limits = _session_limits(settings)
+def _engine_client(
+    settings: DataPlaneSettings, limits: SessionLimits
+) -> AiohttpUpstream | Http1Upstream:
+    """A client to engines of the kind `upstream_client` names: lean HTTP/1.1 (aiohttp for
+    https), or aiohttp for everything (the upstream-client A/B row of `make bench`)."""
     if settings.upstream_client == "aiohttp":
         return AiohttpUpstream(limits)
     return Http1Upstream(limits, AiohttpUpstream(limits))
 
 
+def _upstream_adapter(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream:
+    """The client of engine calls."""
+    return _engine_client(settings, _session_limits(settings))
+
+
 def _scrape_client(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream:
-    """The engine scrape's client: the engine calls' kind (so the upstream-client A/B row of
-    `make bench` swaps both), its own pool, every step bounded by the scrape timeout."""
+    """The engine scrape's client: a pool of its own, every step bounded by the scrape
+    timeout."""
     timeout_s = settings.scrape_timeout_s
     limits = SessionLimits(
         connector_limit=100,  # aiohttp's default connector limit, which the scrape had
@@ -315,9 +323,7 @@ def _scrape_client(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstre
         read_timeout_s=timeout_s,
         total_timeout_s=timeout_s,
     )
-    if settings.upstream_client == "aiohttp":
-        return AiohttpUpstream(limits)
-    return Http1Upstream(limits, AiohttpUpstream(limits))
+    return _engine_client(settings, limits)
 
 
 def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:

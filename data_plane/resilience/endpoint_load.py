@@ -13,7 +13,7 @@ those replicas made up at scrape time (`outside_load`), so neither is counted tw
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 
 def outside_load(scraped_others: float | None, peers_at_scrape: float, peers_now: float) -> float:
@@ -35,7 +35,6 @@ class LoadTracker:
     __slots__ = (
         "_in_flight",
         "_load",
-        "_on_in_flight",
         "_others",
         "_peers",
         "_peers_at_scrape",
@@ -43,7 +42,7 @@ class LoadTracker:
         "_scraped",
     )
 
-    def __init__(self, on_in_flight: Callable[[str, int], None] | None = None) -> None:
+    def __init__(self) -> None:
         self._in_flight: dict[str, int] = {}
         self._queue: dict[str, float] = {}
         self._scraped: dict[str, float] = {}  # the scraped count less this process's share
@@ -51,7 +50,6 @@ class LoadTracker:
         self._peers_at_scrape: dict[str, float] = {}
         self._others: dict[str, float] = {}  # outside_load(...), kept for the hot path
         self._load: dict[str, float] = {}
-        self._on_in_flight = on_in_flight
 
     @property
     def load(self) -> Mapping[str, float]:
@@ -115,5 +113,3 @@ class LoadTracker:
     def _set_in_flight(self, endpoint_id: str, count: int) -> None:
         self._in_flight[endpoint_id] = count
         self._load[endpoint_id] = count + self._others.get(endpoint_id, 0.0)
-        if self._on_in_flight is not None:
-            self._on_in_flight(endpoint_id, count)

@@ -7,7 +7,7 @@ the children are `series`' lock-free numbers, exposed through prometheus_client 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import NamedTuple
@@ -318,8 +318,16 @@ class DataPlaneMetrics:
     def count_retry(self, reason: str) -> None:
         self.retries.labels(reason).inc()
 
-    def set_in_flight(self, endpoint: str, count: int) -> None:
-        self.in_flight.labels(endpoint).set(count)
+    def watch_in_flight(self, source: Callable[[], Mapping[str, int]]) -> None:
+        """Set the in-flight gauges from `source` (endpoint -> requests in flight) at every
+        scrape: the load tracker counts every request, the gauge needs the count only when
+        read."""
+
+        def refresh() -> None:
+            for endpoint, count in source().items():
+                self.in_flight.labels(endpoint).set(count)
+
+        self._exposition.before_collect.append(refresh)
 
     def set_breaker_state(self, endpoint: str, level: int) -> None:
         """`level`: `BreakerState.level` (0 closed, 1 half-open, 2 open)."""

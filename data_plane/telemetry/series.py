@@ -163,10 +163,12 @@ class Family(Generic[C]):
 
 
 class Exposition(Collector):
-    """Every family of one registry, collected at scrape time."""
+    """Every family of one registry, collected at scrape time; `before_collect` callbacks
+    first (gauges of state kept elsewhere are set then, not on every change)."""
 
     def __init__(self) -> None:
         self.families: list[Family[Any]] = []
+        self.before_collect: list[Callable[[], None]] = []
 
     def counter(
         self, name: str, documentation: str, labelnames: Sequence[str] = ()
@@ -198,5 +200,7 @@ class Exposition(Collector):
         return family
 
     def collect(self) -> Iterator[Metric]:
+        for refresh in self.before_collect:
+            refresh()
         for family in self.families:
             yield family.metric()

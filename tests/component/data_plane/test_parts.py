@@ -11,6 +11,7 @@ import logging
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prometheus_client import generate_latest
 from pydantic import ValidationError
 
 from data_plane.__main__ import build_parser, load_settings, main, new_event_loop
@@ -23,6 +24,7 @@ from data_plane.sync.engine_scrape import parse_queue_depth
 from data_plane.sync.live_state import build_state
 from data_plane.table_store import TableStore
 from data_plane.telemetry.logs import JsonFormatter, configure_logging
+from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.traffic import TrafficStats
 from tests.component.data_plane.fakes import chat_json, sse_chunks, two_pair_table
 
@@ -309,8 +311,7 @@ def test_default_settings_scrape_engines() -> None:
 
 
 def test_load_tracks_in_flight_and_queue() -> None:
-    seen: list[tuple[str, int]] = []
-    tracker = LoadTracker(on_in_flight=lambda e, n: seen.append((e, n)))
+    tracker = LoadTracker()
     tracker.acquire("a")
     tracker.acquire("a")
     tracker.set_queue_depth("a", 4)  # the engine's 4 include our 2: 2 from elsewhere
@@ -321,7 +322,22 @@ def test_load_tracks_in_flight_and_queue() -> None:
     assert tracker.load["a"] == 4
     tracker.forget(set())
     assert tracker.load["a"] == 2
-    assert seen == [("a", 1), ("a", 2), ("a", 1), ("a", 2)]
+    assert tracker.in_flight_all() == {"a": 2}
+
+
+def test_the_in_flight_gauge_is_read_from_the_tracker_at_scrape_time() -> None:
+    metrics = DataPlaneMetrics("v", "s")
+    tracker = LoadTracker()
+    metrics.watch_in_flight(tracker.in_flight_all)
+    tracker.acquire("e0")
+    tracker.acquire("e0")
+    tracker.acquire("e1")
+    tracker.release("e1")
+    text = generate_latest(metrics.registry)
+    assert b'gearbox_in_flight_requests{endpoint="e0"} 2.0' in text
+    assert b'gearbox_in_flight_requests{endpoint="e1"} 0.0' in text
+    tracker.release("e0")
+    assert b'gearbox_in_flight_requests{endpoint="e0"} 1.0' in generate_latest(metrics.registry)
 
 
 def test_own_requests_are_not_counted_twice() -> None:
