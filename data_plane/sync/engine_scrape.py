@@ -81,14 +81,20 @@ class EngineScraper:
 
     async def scrape_once(self, spread_s: float = 0.0) -> int:
         """Scrape all endpoints, their starts spread evenly over `spread_s` (0: all at once);
-        returns how many answered with a depth."""
+        returns how many answered with a depth. Each scrape is started when its turn comes,
+        so the round's start is one task, not one per endpoint at once."""
         targets = {t.endpoint.id: t for t in self._endpoints()}
         self._tracker.forget(set(targets))
         step_s = spread_s / len(targets) if targets else 0.0
-        results = await asyncio.gather(
-            *(self._scrape(t, i * step_s) for i, t in enumerate(targets.values()))
-        )
-        return sum(results)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        async with asyncio.TaskGroup() as group:  # cancelling the round cancels its scrapes
+            tasks: list[asyncio.Task[bool]] = []
+            for i, target in enumerate(targets.values()):
+                if step_s > 0 and i:
+                    await asyncio.sleep(max(0.0, started + i * step_s - loop.time()))
+                tasks.append(group.create_task(self._scrape(target)))
+        return sum(task.result() for task in tasks)
 
     async def run(self, interval_s: float) -> None:
         """Each endpoint once per `interval_s`, the scrapes spread over the interval: a burst
@@ -100,9 +106,7 @@ class EngineScraper:
             await self.scrape_once(spread_s=interval_s)
             await asyncio.sleep(max(0.0, started + interval_s - loop.time()))
 
-    async def _scrape(self, target: ScrapeTarget, after_s: float = 0.0) -> bool:
-        if after_s > 0:
-            await asyncio.sleep(after_s)
+    async def _scrape(self, target: ScrapeTarget) -> bool:
         endpoint = target.endpoint
         # Our requests in flight both before and after the scrape were in the engine's count.
         own_before = self._tracker.in_flight(endpoint.id)

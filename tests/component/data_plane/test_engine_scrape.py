@@ -113,3 +113,38 @@ async def test_failed_scrapes_keep_the_last_depth(
     assert await scraper.scrape_once() == 1  # e0 only; e1 500, e2 timed out, gone refused
     stalled.set()
     assert dict(tracker.load) == {"e0": 4.0, "e1": 4.0, "e2": 4.0}
+
+
+async def test_a_spread_round_starts_each_scrape_in_its_turn_and_cancels_whole(
+    aiohttp_server: ServerFactory, client: Http1Upstream | AiohttpUpstream
+) -> None:
+    """The round's start is one task, not one per endpoint waiting its turn (a burst of task
+    creations at once holds the loop while requests wait); cancelling the round cancels the
+    scrapes under way (none left behind)."""
+    first_arrived, release = asyncio.Event(), asyncio.Event()
+
+    async def metrics(request: web.Request) -> web.Response:
+        first_arrived.set()
+        await release.wait()
+        return web.Response(text=PAGE.format(waiting=1))
+
+    app = web.Application()
+    app.router.add_get("/{engine}/metrics", metrics)
+    server = await aiohttp_server(app)
+    base = str(server.make_url("")).rstrip("/")
+    targets = [ScrapeTarget(CompiledEndpoint(f"e{i}", f"{base}/{i}"), "m") for i in range(4)]
+    scraper = EngineScraper(client, lambda: targets, LoadTracker(), lambda _e, _d: None, 5.0)
+    before = asyncio.all_tasks()
+    round_ = asyncio.create_task(scraper.scrape_once(spread_s=4.0))
+    await asyncio.wait_for(first_arrived.wait(), 2.0)
+    scrapes = [
+        t
+        for t in asyncio.all_tasks() - before - {round_}
+        if t.get_coro().__qualname__ == "EngineScraper._scrape"  # type: ignore[union-attr]
+    ]
+    assert len(scrapes) == 1  # the first scrape only; the other three not yet created
+    round_.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await round_
+    assert all(t.done() for t in scrapes)
+    release.set()
