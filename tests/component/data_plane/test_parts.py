@@ -9,7 +9,7 @@ import json
 import logging
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import generate_latest
 from pydantic import ValidationError
@@ -244,7 +244,8 @@ def test_usage_whole_body_shortcut_agrees_with_the_tail_search() -> None:
     assert find_usage(padded) == Usage(7, 0)
 
 
-@settings(max_examples=200)
+# A property, not a timing: a loaded machine must not fail it by slowness.
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.dictionaries(
         st.sampled_from(["usage", "id", "choices", "x"]),
