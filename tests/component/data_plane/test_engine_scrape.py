@@ -35,6 +35,16 @@ PAGE = (
 )
 
 
+async def _metrics_server(
+    aiohttp_server: ServerFactory, handler: Callable[[web.Request], Awaitable[web.Response]]
+) -> str:
+    """A loopback server answering GET /{engine}/metrics with `handler`; its base URL."""
+    app = web.Application()
+    app.router.add_get("/{engine}/metrics", handler)
+    server = await aiohttp_server(app)
+    return str(server.make_url("")).rstrip("/")
+
+
 @pytest.fixture(params=["http1", "aiohttp"])
 async def client(request: pytest.FixtureRequest) -> AsyncIterator[Http1Upstream | AiohttpUpstream]:
     """The engine client kinds the data plane scrapes with (settings.upstream_client)."""
@@ -59,10 +69,7 @@ async def test_scrapes_reach_the_tracker_spread_over_the_interval(
         arrivals[engine] = loop.time()
         return web.Response(text=PAGE.format(waiting=int(engine)))
 
-    app = web.Application()
-    app.router.add_get("/{engine}/metrics", metrics)
-    server = await aiohttp_server(app)
-    base = str(server.make_url("")).rstrip("/")
+    base = await _metrics_server(aiohttp_server, metrics)
     targets = [ScrapeTarget(CompiledEndpoint(f"e{i}", f"{base}/{i}"), "m") for i in range(4)]
     tracker = LoadTracker()
     depths: dict[str, float] = {}
@@ -97,10 +104,7 @@ async def test_failed_scrapes_keep_the_last_depth(
             await stalled.wait()
         return web.Response(text=PAGE.format(waiting=3))
 
-    app = web.Application()
-    app.router.add_get("/{engine}/metrics", metrics)
-    server = await aiohttp_server(app)
-    base = str(server.make_url("")).rstrip("/")
+    base = await _metrics_server(aiohttp_server, metrics)
     names = ["e0", "e1", "e2"]
     targets = [ScrapeTarget(CompiledEndpoint(n, f"{base}/{n}"), "m") for n in names]
     targets.append(ScrapeTarget(CompiledEndpoint("gone", "http://127.0.0.1:9"), "m"))
@@ -128,10 +132,7 @@ async def test_a_spread_round_starts_each_scrape_in_its_turn_and_cancels_whole(
         await release.wait()
         return web.Response(text=PAGE.format(waiting=1))
 
-    app = web.Application()
-    app.router.add_get("/{engine}/metrics", metrics)
-    server = await aiohttp_server(app)
-    base = str(server.make_url("")).rstrip("/")
+    base = await _metrics_server(aiohttp_server, metrics)
     targets = [ScrapeTarget(CompiledEndpoint(f"e{i}", f"{base}/{i}"), "m") for i in range(4)]
     scraper = EngineScraper(client, lambda: targets, LoadTracker(), lambda _e, _d: None, 5.0)
     before = asyncio.all_tasks()
