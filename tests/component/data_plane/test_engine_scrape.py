@@ -125,11 +125,14 @@ async def test_a_spread_round_starts_each_scrape_in_its_turn_and_cancels_whole(
     """The round's start is one task, not one per endpoint waiting its turn (a burst of task
     creations at once holds the loop while requests wait); cancelling the round cancels the
     scrapes under way (none left behind)."""
-    first_arrived, release = asyncio.Event(), asyncio.Event()
+    first_arrived, release, handled = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
     async def metrics(request: web.Request) -> web.Response:
         first_arrived.set()
-        await release.wait()
+        try:
+            await release.wait()
+        finally:
+            handled.set()
         return web.Response(text=PAGE.format(waiting=1))
 
     base = await _metrics_server(aiohttp_server, metrics)
@@ -148,4 +151,5 @@ async def test_a_spread_round_starts_each_scrape_in_its_turn_and_cancels_whole(
     with pytest.raises(asyncio.CancelledError):
         await round_
     assert all(t.done() for t in scrapes)
-    release.set()
+    release.set()  # the server's handler ends before the server is torn down
+    await asyncio.wait_for(handled.wait(), 2.0)
