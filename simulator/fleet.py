@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
+import functools
+import logging
 import socket
 from collections.abc import AsyncIterator, Mapping
 
@@ -21,10 +24,31 @@ from simulator.handlers import create_app
 
 HOST = "127.0.0.1"
 BACKLOG = 512
+# Out of descriptors or memory: the listener stays, accepting resumes after a pause (as asyncio's
+# own servers do); any other accept error ends the listener.
+_ACCEPT_RETRY_ERRNOS = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED}
+)
+logger = logging.getLogger(__name__)
+
+
+def _close_if_cancelled(conn: socket.socket, task: asyncio.Task[None]) -> None:
+    """A set-up task cancelled before its first step (the loop shuts down) never closes `conn`."""
+    if task.cancelled():
+        conn.close()
 
 
 class PairServer:
-    """One engine behind its own listening socket; the socket can close and reopen."""
+    """One engine behind its own listening socket; the socket can close and reopen.
+
+    Connections are accepted by a reader callback of ours (then `connect_accepted_socket`), not by
+    `loop.create_server`: on Python 3.11, closing an `asyncio.Server` while a connection
+    it has just accepted waits for its first step makes that step fail (`Server._attach` asserts
+    the server is open) and leaks the socket, so an engine stopped under traffic left an unclosed
+    transport behind (a `ResourceWarning` at some later garbage collection). Here a connection
+    accepted before the listener closed is set up like any other, and dropped at once when the
+    engine died (`stop(abort=True)`).
+    """
 
     def __init__(self, config: SimPairConfig, answers: Mapping[str, KnownAnswer]) -> None:
         self.engine = Engine(config, answers)
@@ -36,8 +60,10 @@ class PairServer:
             shutdown_timeout=1.0,
         )
         self._sock: socket.socket | None = None
-        self._server: asyncio.Server | None = None
-        self._starting: asyncio.Task[None] | None = None
+        self._connecting: set[asyncio.Task[None]] = set()
+        # Listeners are numbered; connections accepted by listener <= this one are dropped.
+        self._listener = 0
+        self._aborted_through = 0
 
     @property
     def url(self) -> str:
@@ -52,7 +78,6 @@ class PairServer:
         self.listen_now()
         if self.engine.faults.refuse_connections:
             self.stop(abort=False)
-        await self.started()
 
     def listen_now(self) -> None:
         """Bind and listen synchronously (connections queue in the backlog at once)."""
@@ -69,33 +94,57 @@ class PairServer:
             raise
         self.port = sock.getsockname()[1]
         self._sock = sock
-        self._starting = asyncio.get_running_loop().create_task(self._serve(sock))
+        self._listener += 1
+        self._watch(sock, self._listener)
 
-    async def _serve(self, sock: socket.socket) -> None:
+    def _watch(self, sock: socket.socket, listener: int) -> None:
+        if self._sock is sock:
+            asyncio.get_running_loop().add_reader(sock, self._accept, sock, listener)
+
+    def _accept(self, sock: socket.socket, listener: int) -> None:
+        """Take every connection waiting in the backlog; each is set up by a task of its own."""
+        loop = asyncio.get_running_loop()
+        for _ in range(BACKLOG):
+            try:
+                conn, _ = sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                loop.remove_reader(sock)
+                if exc.errno not in _ACCEPT_RETRY_ERRNOS:
+                    logger.error("%s: no longer accepting connections: %s", self.url, exc)
+                    return
+                logger.warning("%s: accept failed, retrying in %.1f s: %s", self.url, 1.0, exc)
+                loop.call_later(1.0, self._watch, sock, listener)
+                return
+            conn.setblocking(False)
+            task = loop.create_task(self._connect(conn, listener))
+            task.add_done_callback(functools.partial(_close_if_cancelled, conn))
+            self._connecting.add(task)
+            task.add_done_callback(self._connecting.discard)
+
+    async def _connect(self, conn: socket.socket, listener: int) -> None:
         server = self._runner.server
-        assert server is not None, "setup() runs before listening"
-        self._server = await asyncio.get_running_loop().create_server(server, sock=sock)
-
-    async def started(self) -> None:
-        """Wait until the accept loop runs (after `listen_now`); re-raise a failed start."""
-        task = self._starting
-        if task is None:
+        if server is None:  # cleaned up while the connection waited
+            conn.close()
             return
-        await asyncio.wait([task])  # a start cancelled by `stop()` is not our cancellation
-        if not task.cancelled() and (error := task.exception()) is not None:
-            raise error
+        try:
+            transport, _ = await asyncio.get_running_loop().connect_accepted_socket(server, conn)
+        except OSError:  # the peer went away during set-up
+            conn.close()
+            return
+        if listener <= self._aborted_through:
+            transport.abort()
 
     def stop(self, abort: bool) -> None:
         """Close the listener now. `abort` drops every open connection (the engine died);
         otherwise connections close once their current response is done."""
-        if self._starting is not None and not self._starting.done():
-            self._starting.cancel()
-        if self._server is not None:
-            self._server.close()
-            self._server = None
         if self._sock is not None:
+            asyncio.get_running_loop().remove_reader(self._sock)
             self._sock.close()
             self._sock = None
+        if abort:
+            self._aborted_through = self._listener
         web_server = self._runner.server
         for conn in web_server.connections if web_server is not None else []:
             if abort:
@@ -113,7 +162,8 @@ class PairServer:
 
     async def close(self) -> None:
         self.stop(abort=True)
-        await self.started()
+        # Connections accepted before the stop finish setting up, then are dropped.
+        await asyncio.gather(*self._connecting, return_exceptions=True)
         await self._runner.cleanup()
 
 
@@ -172,7 +222,6 @@ class Fleet:
                 server.engine.faults.model_copy(update={"refuse_connections": False})
             )
         server.listen_now()
-        await server.started()
 
 
 @contextlib.asynccontextmanager

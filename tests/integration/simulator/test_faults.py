@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import socket
 import time
 
 import aiohttp
@@ -143,6 +145,33 @@ async def test_refuse_connections_and_stop_start_pair(http: aiohttp.ClientSessio
         assert fleet.url(NAME) == url
         async with http.post(url + "/v1/completions", json=BODY) as resp:
             assert resp.status == 200
+
+
+@pytest.mark.parametrize("abort", [True, False], ids=["dies", "refuses"])
+async def test_a_connection_accepted_as_the_listener_closes_is_not_leaked(abort: bool) -> None:
+    """A client connects in the loop step in which the pair stops listening: the connection
+    accepted then is dropped when the engine died, served when it only refuses new ones, and
+    in neither case left open for the garbage collector (asyncio's own server leaked it)."""
+    async with run_fleet(SimFleetConfig(pairs=[pair_config(NAME)])) as fleet:
+        loop = asyncio.get_running_loop()
+        host, port = fleet.url(NAME).removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=5) as client:  # in the backlog
+            client.setblocking(False)
+            await asyncio.sleep(0)  # the next step sees the listener readable and accepts ...
+            if abort:  # ... and the pair stops before the accepted connection's own step
+                loop.call_soon(fleet.stop_pair, NAME)
+            else:
+                loop.call_soon(fleet.set_faults, NAME, FaultConfig(refuse_connections=True))
+            await asyncio.sleep(0.05)
+            try:
+                await loop.sock_sendall(client, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+                answer = await asyncio.wait_for(loop.sock_recv(client, 4096), timeout=5)
+            except (ConnectionResetError, BrokenPipeError):
+                answer = b""
+        assert answer.startswith(b"HTTP/1.1 200") is not abort, answer
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((host, int(port)), timeout=5).close()
+    gc.collect()  # an unclosed transport would warn here (warnings are errors)
 
 
 async def test_faults_over_http(http: aiohttp.ClientSession) -> None:
