@@ -104,16 +104,19 @@ class Delivery:
         sink: ClientSink,
     ) -> RequestOutcome:
         """Send a non-streamed answer (streams are already out), then account it."""
-        first_byte_s = served.first_byte_s
-        if not served.streamed:
-            headers = {
-                "Content-Type": served.content_type or "application/json",
-                **call.headers_for(cand, attempts),
-            }
+        outcome = RequestOutcome.OK if served.outcome is None else RequestOutcome.STREAM_ERROR
+        if served.streamed:
+            self._account(call, table, decision, cand, served, served.first_byte_s)
+            return outcome
+        headers = {
+            "Content-Type": served.content_type or "application/json",
+            **call.headers_for(cand, attempts),
+        }
+        try:
             await sink.send(served.status, headers, served.body)
-            first_byte_s = self._clock()
-        self._account(call, table, decision, cand, served, first_byte_s)
-        return RequestOutcome.OK if served.outcome is None else RequestOutcome.STREAM_ERROR
+        finally:  # accounted even when the client left meanwhile: the engine's work was done
+            self._account(call, table, decision, cand, served, self._clock())
+        return outcome
 
     async def give_up(
         self,

@@ -51,7 +51,16 @@ class AiohttpSink:
         return self._stream is not None
 
     async def send(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
-        self.response = web.Response(status=status, body=body, headers=headers)
+        """Write the whole answer now: the bookkeeping after it (accounting, spans, request
+        metrics) then runs while the client reads it, not before it is sent (docs/data_plane.md,
+        "What happens to a request"); aiohttp's own send after the handler finds it done."""
+        response = web.Response(status=status, body=body, headers=headers)
+        self.response = response
+        try:
+            await response.prepare(self._request)
+            await response.write_eof()
+        except ConnectionResetError as err:
+            raise ClientGoneError("client went away") from err
 
     async def start(self, status: int, headers: Mapping[str, str]) -> None:
         stream = web.StreamResponse(status=status, headers=headers)

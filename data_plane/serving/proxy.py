@@ -94,6 +94,12 @@ class _Walk:
     last: Candidate | None = None
     stopped: bool = False  # retry policy or retry budget said stop (no relaxed fallback)
 
+    def answered(self) -> None:
+        """A whole answer is in hand: writing it to the client is not held to the budget (a
+        deadline firing mid-write would leave a half-sent answer and then an error)."""
+        if not self.deadline.expired():
+            self.deadline.reschedule(None)
+
     def extend(self, extra_s: float) -> None:
         when = self.deadline.when()
         if extra_s > 0 and when is not None:
@@ -272,6 +278,7 @@ class Proxy:
                 call = relaxed_call
         last = walk.last or decision.candidates[0]
         retry_after_s = p.health.retry_after_s()
+        walk.answered()  # an engine's 4xx goes out whole, or an error is raised
         return await p.delivery.give_up(call, last, walk.failure, walk.attempt, sink, retry_after_s)
 
     def _relaxed(self, table: CompiledTable, decision: RouteDecision) -> RouteDecision | None:
@@ -330,6 +337,8 @@ class Proxy:
                 continue
             if not result.streamed and cand.pair.precision_rank > 0:
                 cand, result = await self._guard(call, table, decision, (cand, result), walk, sink)
+            if not result.streamed:
+                walk.answered()
             outcome = await p.delivery.deliver(
                 call, table, decision, cand, result, walk.attempt, sink
             )
