@@ -24,8 +24,8 @@ from simulator.handlers import create_app
 
 HOST = "127.0.0.1"
 BACKLOG = 512
-# Out of descriptors or memory: the listener stays, accepting resumes after a pause (as asyncio's
-# own servers do); any other accept error ends the listener.
+# Out of descriptors or memory (or a connection aborted before it was taken): the listener stays,
+# accepting resumes after a pause (as asyncio's own servers do); any other error ends it.
 _ACCEPT_RETRY_ERRNOS = frozenset(
     {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM, errno.ECONNABORTED}
 )
@@ -95,15 +95,17 @@ class PairServer:
         self.port = sock.getsockname()[1]
         self._sock = sock
         self._listener += 1
-        self._watch(sock, self._listener)
+        self._watch(sock)
 
-    def _watch(self, sock: socket.socket, listener: int) -> None:
+    def _watch(self, sock: socket.socket) -> None:
         if self._sock is sock:
-            asyncio.get_running_loop().add_reader(sock, self._accept, sock, listener)
+            asyncio.get_running_loop().add_reader(sock, self._accept, sock)
 
-    def _accept(self, sock: socket.socket, listener: int) -> None:
-        """Take every connection waiting in the backlog; each is set up by a task of its own."""
+    def _accept(self, sock: socket.socket) -> None:
+        """Take every connection waiting in the backlog; each is set up by a task of its own.
+        Only the current listener is watched (`stop` stops watching), so it is `_listener`."""
         loop = asyncio.get_running_loop()
+        listener = self._listener
         for _ in range(BACKLOG):
             try:
                 conn, _ = sock.accept()
@@ -115,7 +117,7 @@ class PairServer:
                     logger.error("%s: no longer accepting connections: %s", self.url, exc)
                     return
                 logger.warning("%s: accept failed, retrying in %.1f s: %s", self.url, 1.0, exc)
-                loop.call_later(1.0, self._watch, sock, listener)
+                loop.call_later(1.0, self._watch, sock)
                 return
             conn.setblocking(False)
             task = loop.create_task(self._connect(conn, listener))

@@ -122,9 +122,8 @@ async def test_failed_scrapes_keep_the_last_depth(
 async def test_a_spread_round_starts_each_scrape_in_its_turn_and_cancels_whole(
     aiohttp_server: ServerFactory, client: Http1Upstream | AiohttpUpstream
 ) -> None:
-    """The round's start is one task, not one per endpoint waiting its turn (a burst of task
-    creations at once holds the loop while requests wait); cancelling the round cancels the
-    scrapes under way (none left behind)."""
+    """The round's start is one task, not one per endpoint waiting its turn; cancelling the
+    round cancels the scrapes under way (none left behind)."""
     first_arrived, release, handled = asyncio.Event(), asyncio.Event(), asyncio.Event()
 
     async def metrics(request: web.Request) -> web.Response:
