@@ -20,6 +20,7 @@ from aiohttp import web
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
 from data_plane.resilience.breaker import BreakerBoard, BreakerConfig
 from data_plane.resilience.endpoint_load import LoadTracker
@@ -190,7 +191,6 @@ def _build_proxy(
         tracing=tracing,
         clock=deps.clock,
         rng=deps.rng,
-        demand=_demand(app, deps.clock),
         checker=app[CHECKER],
     )
     config = ProxyConfig(
@@ -201,6 +201,14 @@ def _build_proxy(
         s.engine_deadline_slack_s,
     )
     return Proxy(config, parts)
+
+
+def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
+    """The decision step, on this replica's health and spilled demand."""
+    parts = StepParts(
+        app[STORE], app[HEALTH], app[METRICS], deps.rng, app[TRACING], _demand(app, deps.clock)
+    )
+    return DecisionStep(parts)
 
 
 def _demand(app: web.Application, clock: Callable[[], float]) -> SpilledDemand:
@@ -276,9 +284,11 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     else:
         upstream = deps.upstream
     app[CHECKER] = AccuracyChecker(upstream, app[FEEDBACK], metrics, deps.rng, deps.clock)
+    step = _decision_step(app, deps)
     proxy = _build_proxy(settings, deps, upstream, app)
     handlers = Handlers(
         store,
+        step,
         proxy,
         metrics,
         settings.max_body_bytes,

@@ -11,17 +11,9 @@ from typing import Literal
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from data_plane.decision.explain import explain_request
-from data_plane.decision.rollout import apply_rollout
+from data_plane.decision_step import DecisionStep
 from data_plane.domain import Candidate, CategoryDoubt, CompiledTable, RouteDecision
-from data_plane.errors import (
-    AllUpstreamsUnavailable,
-    ModelNotFound,
-    PayloadTooLarge,
-    RequestTimeout,
-    RouterError,
-)
-from data_plane.request.inbound import read_request
+from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, RouterError
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE, REQUEST_ID_HEADER
@@ -87,11 +79,12 @@ class AiohttpSink:
 
 
 class Handlers:
-    """The app's request handlers, bound to its store, proxy and metrics."""
+    """The app's request handlers, bound to its store, decision step, proxy and metrics."""
 
     def __init__(
         self,
         store: TableStore,
+        step: DecisionStep,
         proxy: Proxy,
         metrics: DataPlaneMetrics,
         max_body_bytes: int,
@@ -102,6 +95,7 @@ class Handlers:
         self._max_body_bytes = max_body_bytes
         self._body_read_timeout_s = body_read_timeout_s
         self._store = store
+        self._step = step
         self._proxy = proxy
         self._metrics = metrics
         self._clock = clock
@@ -123,12 +117,6 @@ class Handlers:
             web.get("/metrics", self.metrics, name="metrics", allow_head=False),
             web.get("/openapi.json", self.openapi, name="openapi", allow_head=False),
         ]
-
-    def _table(self) -> CompiledTable:
-        table = self._store.current
-        if table is None:
-            raise AllUpstreamsUnavailable("no routing table is loaded yet", retry_after_s=1.0)
-        return table
 
     async def _read(self, request: web.Request) -> bytes:
         content = request.content
@@ -163,12 +151,9 @@ class Handlers:
         started = self._clock()
         exchange = request[EXCHANGE]
         raw = await self._read(request)
-        table = self._table()
-        inbound = read_request(raw, kind, request.headers, table)
+        decided = self._step.decide(raw, kind, request.headers)
+        table, inbound, decision = decided.table, decided.inbound, decided.decision
         facts = inbound.facts
-        decision = self._proxy.decide(table, facts, inbound.budget)
-        if facts.doubt is not None:
-            self._metrics.count_abstention(facts.doubt.routed_as)
         stream = facts.stream
         call = Call(
             request_id=exchange.request_id,
@@ -198,17 +183,11 @@ class Handlers:
     async def route(self, request: web.Request) -> web.Response:
         """The decision for this body and these headers, explained; no engine is called."""
         raw = await self._read(request)
-        table = self._table()
-        inbound = read_request(raw, "either", request.headers, table)
-        facts = inbound.facts
-        result = self._proxy.route(table, facts, inbound.budget)
-        if isinstance(result, RouteDecision):
-            result = apply_rollout(result, table, self._proxy.draw())
-        return web.json_response(explain_request(result, table, facts))
+        return web.json_response(self._step.explain(raw, request.headers))
 
     def _model_list(self) -> tuple[int, bytes, dict[str, dict[str, object]]]:
         """(table version, the list's body, the model objects by id), built once per table."""
-        table = self._table()
+        table = self._step.table()
         if self._models is None or self._models[0] != table.version:
             objects = _model_objects(table, int(self._store.created_at_s))
             body = json.dumps({"object": "list", "data": list(objects.values())}).encode()

@@ -1,36 +1,27 @@
-"""The orchestrator: decision -> rollout -> attempts -> answer (the only policy + I/O mix).
+"""The orchestrator: a decision's attempts -> answer (the only policy + I/O mix).
 
-A request reads the table once; `choose_route` gives the fallback chain, which is walked one
-endpoint per attempt (next endpoint of the pair, then the next pair), bounded by the attempt
-limit, the budget's deadline and the retry budget; retry.py decides each step. Retries end at
-the first byte to the client. What one client's budget may and may not do to the engines
-(and so to other clients) is in docs/reliability.md, "A client never changes what other
+A request reads the table once; its decision (`decision_step.py`) gives the fallback chain,
+walked one endpoint per attempt (next endpoint of the pair, then the next pair), bounded by the
+attempt limit, the budget's deadline and the retry budget; retry.py decides each step. Retries
+end at the first byte to the client. What one client's budget may and may not do to the
+engines (and so to other clients) is in docs/reliability.md, "A client never changes what other
 clients get".
 """
 
 from __future__ import annotations
 
-import logging
 import random
-import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from data_plane.decision.choose import choose_route, order_endpoints, predict
-from data_plane.decision.no_route import no_route_error
+from data_plane.decision.choose import order_endpoints, predict
 from data_plane.decision.relaxed import latency_relaxed
-from data_plane.decision.rollout import apply_rollout, shadow_without_route
 from data_plane.domain import (
-    Budget,
     Candidate,
     CompiledEndpoint,
     CompiledTable,
-    HealthView,
-    NoRoute,
-    RequestFacts,
     RouteDecision,
     RouteReason,
-    RouteRequest,
 )
 from data_plane.errors import DeadlineExceeded
 from data_plane.resilience.health import Health
@@ -49,11 +40,8 @@ from data_plane.serving.deadlines import Deadline, Deadlines
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.quality import Degeneracy, check_answer
 from data_plane.serving.usage import Usage, cost_usd, find_usage
-from data_plane.telemetry.demand import SpilledDemand
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
-from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERSION, Tracing
-
-logger = logging.getLogger(__name__)
+from data_plane.telemetry.tracing import Tracing
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +65,6 @@ class ProxyParts:
     tracing: Tracing
     clock: Callable[[], float]  # monotonic seconds
     rng: random.Random
-    demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
     checker: AccuracyChecker | None = None  # shadow re-asks, after the client's answer
     # Request deadlines on one shared timer (a timer per request costs ~2 us more).
     deadlines: Deadlines = field(default_factory=Deadlines)
@@ -122,74 +109,9 @@ class Proxy:
         self._config = config
         self._p = parts
 
-    # --- the decision -----------------------------------------------------------------------
-
     @property
     def tracing_enabled(self) -> bool:
         return self._p.tracing.enabled
-
-    def draw(self) -> float:
-        """A uniform draw in [0, 1) from the injected rng (for rollout outside `decide`)."""
-        return self._p.rng.random()
-
-    def route(
-        self, table: CompiledTable, facts: RequestFacts, budget: Budget
-    ) -> RouteDecision | NoRoute:
-        """`choose_route` on the current health, timed into the decision histogram."""
-        return self._route(table, RouteRequest(facts, budget), self._p.health.view())
-
-    def _route(
-        self, table: CompiledTable, req: RouteRequest, health: HealthView
-    ) -> RouteDecision | NoRoute:
-        # No span of its own: a few us of pure work; its duration is the histogram's, and
-        # its outcome the request span's attributes (`decide`).
-        p = self._p
-        started = time.perf_counter()
-        result = choose_route(table, req, health, p.rng)
-        p.metrics.decision_duration.observe(time.perf_counter() - started)
-        return result
-
-    def decide(self, table: CompiledTable, facts: RequestFacts, budget: Budget) -> RouteDecision:
-        """The decision to serve (after shadow/canary), counted; raises for no route, except in
-        shadow mode, where the default pair serves what the router would refuse."""
-        p = self._p
-        req = RouteRequest(facts, budget)
-        health = p.health.view()
-        result = self._route(table, req, health)
-        if p.demand is not None:
-            p.demand.observe(table, req, health, result)
-        if isinstance(result, NoRoute):
-            p.metrics.no_route.labels(result.reason).inc()
-            shadow = shadow_without_route(result, table, req)
-            if shadow is None:
-                raise no_route_error(result, p.health.retry_after_s())
-            decision = shadow
-        else:
-            if result.ladder is not None:  # quality-first: its hysteresis state for the next one
-                p.health.set_ladder(result.ladder)
-            decision = apply_rollout(result, table, p.rng.random())
-        if decision.adaptive is not None:
-            p.metrics.pair(decision.adaptive.candidates[0].pair.pair).shadow.inc()
-        if decision.reason is RouteReason.SHADOW and logger.isEnabledFor(logging.DEBUG):
-            adaptive = decision.adaptive
-            logger.debug(
-                "shadow decision",
-                extra={
-                    "pair": adaptive.candidates[0].pair.pair if adaptive else None,
-                    "reason": adaptive.reason.value if adaptive else result.reason.value,
-                },
-            )
-        first = decision.candidates[0]
-        p.metrics.count_decision(
-            first.pair.pair, decision.reason, decision.category, decision.complexity
-        )
-        p.metrics.pair(first.pair.pair).predicted.observe(first.predicted_latency_s)
-        span = p.tracing.current()  # the request's span, when tracing records one
-        if span is not None:
-            span.set_attribute(ATTR_TABLE_VERSION, table.version)
-            span.set_attribute(ATTR_REASON, decision.reason.value)
-            span.set_attribute(ATTR_PAIR, first.pair.pair)
-        return decision
 
     # --- serving ------------------------------------------------------------------------------
 

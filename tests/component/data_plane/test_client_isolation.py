@@ -211,7 +211,7 @@ async def test_probe_timeout_is_a_setting(make_harness: MakeHarness) -> None:
 async def test_shadow_mode_serves_what_the_router_would_refuse(
     make_harness: MakeHarness, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="data_plane.serving.proxy")
+    caplog.set_level(logging.DEBUG, logger="data_plane.decision_step")
     h = await make_harness(
         two_pair_table([FP16], [INT4], policy=SHADOW), routes={FP16: ok_json(), INT4: ok_json()}
     )

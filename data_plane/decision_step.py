@@ -1,0 +1,168 @@
+"""The decision step both front doors call: one request read (body, budget headers, category),
+`choose_route` on a health view, shadow mode or the canary applied, and the decision counted.
+
+The HTTP data plane (`serving/handlers.py`) then walks the decision's fallback chain through
+the proxy; gateway mode (`gateway/router.py`) hands the chosen pair to Envoy. What a decision
+is and how it is counted is therefore the same behind both doors; only what each door knows
+about the engines differs (its `HealthSource`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from data_plane.decision.choose import choose_route
+from data_plane.decision.explain import explain_request
+from data_plane.decision.no_route import no_route_error
+from data_plane.decision.rollout import apply_rollout, shadow_without_route
+from data_plane.domain import (
+    CompiledTable,
+    HealthView,
+    NoRoute,
+    RouteDecision,
+    RouteReason,
+    RouteRequest,
+    per_request,
+)
+from data_plane.errors import AllUpstreamsUnavailable
+from data_plane.request.body import BodyKind
+from data_plane.request.inbound import InboundRequest, read_request
+from data_plane.table_store import TableStore
+from data_plane.telemetry.demand import SpilledDemand
+from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERSION, Tracing
+
+logger = logging.getLogger(__name__)
+
+NO_TABLE_RETRY_AFTER_S = 1.0
+
+
+class HealthSource(Protocol):
+    """What a door knows about the engines when it decides (`resilience.health.Health` in the
+    HTTP data plane; gateway mode sees no engine, `gateway.router.UnseenEngines`)."""
+
+    def view(self) -> HealthView: ...
+
+    def set_ladder(self, state: frozenset[tuple[str, str]]) -> None: ...
+
+    def retry_after_s(self) -> float: ...
+
+
+@per_request
+class Decided:
+    """One request decided: the table it was decided on (read once, kept for every retry),
+    the request as read, and the decision to serve."""
+
+    table: CompiledTable
+    inbound: InboundRequest
+    decision: RouteDecision
+
+
+@dataclass(frozen=True, slots=True)
+class StepParts:
+    store: TableStore
+    health: HealthSource
+    metrics: DataPlaneMetrics
+    rng: random.Random
+    tracing: Tracing | None = None  # the request span's attributes, when one is recorded
+    demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
+
+
+class DecisionStep:
+    def __init__(self, parts: StepParts) -> None:
+        self._p = parts
+
+    def table(self) -> CompiledTable:
+        """The served table, read once per request; 503 with Retry-After before the first."""
+        table = self._p.store.current
+        if table is None:
+            raise AllUpstreamsUnavailable(
+                "no routing table is loaded yet", retry_after_s=NO_TABLE_RETRY_AFTER_S
+            )
+        return table
+
+    def decide(self, raw: bytes, kind: BodyKind, headers: Mapping[str, str]) -> Decided:
+        """Read and decide one request, counted; raises RouterError for an answer the client
+        gets at once (a bad body or header, an unknown model, no route outside shadow mode)."""
+        table = self.table()
+        inbound = read_request(raw, kind, headers, table)
+        decision = self._decision(table, inbound)
+        doubt = inbound.facts.doubt
+        if doubt is not None:
+            self._p.metrics.count_abstention(doubt.routed_as)
+        return Decided(table, inbound, decision)
+
+    def explain(self, raw: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
+        """`POST /v1/route`: the decision for this body and these headers (rollout applied),
+        explained; timed like any decision, counted nowhere else."""
+        table = self.table()
+        inbound = read_request(raw, "either", headers, table)
+        facts = inbound.facts
+        result = self._route(table, RouteRequest(facts, inbound.budget), self._p.health.view())
+        if isinstance(result, RouteDecision):
+            result = apply_rollout(result, table, self._p.rng.random())
+        return explain_request(result, table, facts)
+
+    def _route(
+        self, table: CompiledTable, req: RouteRequest, health: HealthView
+    ) -> RouteDecision | NoRoute:
+        # No span of its own: a few us of pure work; its duration is the histogram's, and
+        # its outcome the request span's attributes (`_count`).
+        p = self._p
+        started = time.perf_counter()
+        result = choose_route(table, req, health, p.rng)
+        p.metrics.decision_duration.observe(time.perf_counter() - started)
+        return result
+
+    def _decision(self, table: CompiledTable, inbound: InboundRequest) -> RouteDecision:
+        """The decision to serve (after shadow/canary), counted; raises for no route, except in
+        shadow mode, where the default pair serves what the router would refuse."""
+        p = self._p
+        req = RouteRequest(inbound.facts, inbound.budget)
+        health = p.health.view()
+        result = self._route(table, req, health)
+        if p.demand is not None:
+            p.demand.observe(table, req, health, result)
+        if isinstance(result, NoRoute):
+            p.metrics.no_route.labels(result.reason).inc()
+            shadow = shadow_without_route(result, table, req)
+            if shadow is None:
+                raise no_route_error(result, p.health.retry_after_s())
+            decision = shadow
+        else:
+            if result.ladder is not None:  # quality-first: its hysteresis state for the next one
+                p.health.set_ladder(result.ladder)
+            decision = apply_rollout(result, table, p.rng.random())
+        self._count(table, decision, result)
+        return decision
+
+    def _count(
+        self, table: CompiledTable, decision: RouteDecision, result: RouteDecision | NoRoute
+    ) -> None:
+        p = self._p
+        adaptive = decision.adaptive
+        if adaptive is not None:
+            p.metrics.pair(adaptive.candidates[0].pair.pair).shadow.inc()
+        if decision.reason is RouteReason.SHADOW and logger.isEnabledFor(logging.DEBUG):
+            logger.debug(
+                "shadow decision",
+                extra={
+                    "pair": adaptive.candidates[0].pair.pair if adaptive else None,
+                    "reason": adaptive.reason.value if adaptive else result.reason.value,
+                },
+            )
+        first = decision.candidates[0]
+        p.metrics.count_decision(
+            first.pair.pair, decision.reason, decision.category, decision.complexity
+        )
+        p.metrics.pair(first.pair.pair).predicted.observe(first.predicted_latency_s)
+        span = None if p.tracing is None else p.tracing.current()
+        if span is not None:
+            span.set_attribute(ATTR_TABLE_VERSION, table.version)
+            span.set_attribute(ATTR_REASON, decision.reason.value)
+            span.set_attribute(ATTR_PAIR, first.pair.pair)
