@@ -12,7 +12,6 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -40,7 +39,7 @@ from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
 from data_plane.sync.feedback_writer import FeedbackWriter
 from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.live_state import LiveStateWriter, build_state
-from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
+from data_plane.sync.table_watcher import TableWatcher
 from data_plane.table_store import TableStore
 from data_plane.telemetry.demand import SpilledDemand, pair_demand
 from data_plane.telemetry.feedback import FeedbackAggregator
@@ -53,6 +52,7 @@ from data_plane.telemetry.traffic import TrafficStats
 from data_plane.upstream.collector_post import CollectorPost
 from data_plane.upstream.http1 import Http1Upstream
 from data_plane.upstream.port import AiohttpUpstream, SessionLimits, UpstreamClient
+from data_plane.wiring import new_metrics, package_version, redis_client, table_watcher
 
 logger = logging.getLogger(__name__)
 
@@ -123,13 +123,6 @@ ANNOUNCEMENTS = web.AppKey("gearbox_announcements", BreakerAnnouncements)
 FEEDBACK = web.AppKey("gearbox_feedback", FeedbackAggregator)
 CHECKER = web.AppKey("gearbox_accuracy_checker", AccuracyChecker)
 SHARING = web.AppKey("gearbox_in_flight_sharing", InFlightSharing)
-
-
-def _version() -> str:
-    try:
-        return metadata.version("gearbox")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 def _session_limits(s: DataPlaneSettings) -> SessionLimits:
@@ -247,7 +240,7 @@ async def _discovery_ctx(app: web.Application) -> AsyncIterator[None]:
 def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.Application:
     """A ready-to-run data-plane app; background work starts with the app (cleanup_ctx)."""
     deps = deps or AppDeps()
-    metrics = deps.metrics or DataPlaneMetrics(_version(), settings.git_sha)
+    metrics = deps.metrics or new_metrics(settings)
     store = TableStore()
     tracker = LoadTracker()
     metrics.watch_in_flight(tracker.in_flight_all)
@@ -269,14 +262,8 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     app[SETTINGS], app[STORE], app[METRICS], app[HEALTH] = settings, store, metrics, health
     app[TRACING], app[TRAFFIC], app[TASKS] = tracing, TrafficStats(), BackgroundTasks()
     app[FEEDBACK] = FeedbackAggregator(deps.wall_clock())
-    watcher_config = WatcherConfig(
-        settings.redis_keys,
-        settings.table_poll_interval_s,
-        settings.redis_backoff_max_s,
-        settings.snapshot_path,
-    )
     source = _discovery(app, settings)  # the store the watcher fills
-    app[WATCHER] = TableWatcher(watcher_config, source, metrics, deps.wall_clock)
+    app[WATCHER] = table_watcher(settings, source, metrics, deps.wall_clock)
     adapter: AiohttpUpstream | Http1Upstream | None = None
     upstream: UpstreamClient
     if deps.upstream is None:
@@ -292,6 +279,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         proxy,
         metrics,
         settings.max_body_bytes,
+        package_version(),
         deps.clock,
         body_read_timeout_s=settings.body_read_timeout_s,
         open_api=not settings.api_keys,
@@ -362,15 +350,6 @@ def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
     return lifecycle
 
 
-def _redis_client(settings: DataPlaneSettings) -> aioredis.Redis:
-    return aioredis.Redis.from_url(
-        settings.redis_url,
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
-        decode_responses=False,
-    )
-
-
 def _redis_ctx(deps: AppDeps) -> CleanupCtx:
     """The table watcher and the live-state writer on one Redis client (when configured)."""
 
@@ -379,7 +358,7 @@ def _redis_ctx(deps: AppDeps) -> CleanupCtx:
         if deps.redis_factory is None and not s.redis_url:
             yield  # static mode: the snapshot file is the table
             return
-        client = deps.redis_factory() if deps.redis_factory else _redis_client(s)
+        client = deps.redis_factory() if deps.redis_factory else redis_client(s)
         store, health, traffic = app[STORE], app[HEALTH], app[TRAFFIC]
 
         def state() -> Any:

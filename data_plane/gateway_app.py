@@ -13,29 +13,21 @@ import random
 import signal
 import time
 from collections.abc import Callable
-from importlib import metadata
 
 import grpc
 import redis.asyncio as aioredis
 from aiohttp import web
 from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from data_plane.gateway.router import GatewayRouter
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
+from data_plane.serving.probes import Probes
 from data_plane.settings import DataPlaneSettings
-from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.wiring import new_metrics, redis_client, table_watcher
 
 logger = logging.getLogger(__name__)
-
-
-def _version() -> str:
-    try:
-        return metadata.version("gearbox")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
 
 
 _BODY_MODES = {
@@ -46,29 +38,8 @@ _BODY_MODES = {
 
 def _side_app(store: TableStore, metrics: DataPlaneMetrics) -> web.Application:
     """Probes and metrics for the kubelet and Prometheus."""
-
-    async def healthz(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
-
-    async def readyz(request: web.Request) -> web.Response:
-        version = store.version
-        return web.json_response(
-            {"ready": version is not None, "table_version": version},
-            status=200 if version is not None else 503,
-        )
-
-    async def metrics_page(request: web.Request) -> web.Response:
-        body = generate_latest(metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
-
     app = web.Application()
-    app.add_routes(
-        [
-            web.get("/healthz", healthz, allow_head=False),
-            web.get("/readyz", readyz, allow_head=False),
-            web.get("/metrics", metrics_page, allow_head=False),
-        ]
-    )
+    app.add_routes(Probes(store, metrics).routes())
     return app
 
 
@@ -77,12 +48,9 @@ class GatewayProcess:
 
     def __init__(self, settings: DataPlaneSettings, rng: random.Random | None = None) -> None:
         self.settings = s = settings
-        self.metrics = DataPlaneMetrics(_version(), s.git_sha)
+        self.metrics = new_metrics(s)
         self.store = TableStore()
-        config = WatcherConfig(
-            s.redis_keys, s.table_poll_interval_s, s.redis_backoff_max_s, s.snapshot_path
-        )
-        self.watcher = TableWatcher(config, self.store, self.metrics, time.time)
+        self.watcher = table_watcher(s, self.store, self.metrics, time.time)
         router = GatewayRouter(
             self.store, self.metrics, rng or random.Random(), s.extproc_pair_header
         )
@@ -96,15 +64,7 @@ class GatewayProcess:
     async def run(self) -> None:
         s = self.settings
         self.watcher.load_snapshot()
-        client = (
-            aioredis.Redis.from_url(
-                s.redis_url,
-                socket_timeout=s.redis_timeout_s,
-                socket_connect_timeout=s.redis_timeout_s,
-            )
-            if s.redis_url
-            else None
-        )
+        client = redis_client(s) if s.redis_url else None
         watch = None if client is None else asyncio.create_task(self.watcher.run(client))
         server, grpc_port = await start_server(self.processor, s.host, s.extproc_port)
         runner = web.AppRunner(_side_app(self.store, self.metrics), access_log=None)

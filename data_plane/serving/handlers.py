@@ -9,7 +9,6 @@ from collections.abc import Callable, Mapping
 from typing import Literal
 
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from data_plane.decision_step import DecisionStep
 from data_plane.domain import Candidate, CategoryDoubt, CompiledTable, RouteDecision
@@ -18,6 +17,7 @@ from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
+from data_plane.serving.probes import Probes
 from data_plane.serving.proxy import Proxy
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
@@ -88,6 +88,7 @@ class Handlers:
         proxy: Proxy,
         metrics: DataPlaneMetrics,
         max_body_bytes: int,
+        version: str,
         clock: Callable[[], float] = time.monotonic,
         body_read_timeout_s: float = 10.0,
         open_api: bool = True,
@@ -97,7 +98,8 @@ class Handlers:
         self._store = store
         self._step = step
         self._proxy = proxy
-        self._metrics = metrics
+        self._probes = Probes(store, metrics)
+        self._version = version  # of the OpenAPI document
         self._clock = clock
         self._models: tuple[int, bytes, dict[str, dict[str, object]]] | None = None
         self._openapi: dict[int | None, bytes] = {}  # table version -> document
@@ -112,9 +114,7 @@ class Handlers:
             web.get("/v1/models", self.models, name="models", allow_head=False),
             web.get("/v1/models/{model:.+}", self.model, name="model", allow_head=False),
             web.post("/v1/route", self.route, name="route"),
-            web.get("/healthz", self.healthz, name="healthz", allow_head=False),
-            web.get("/readyz", self.readyz, name="readyz", allow_head=False),
-            web.get("/metrics", self.metrics, name="metrics", allow_head=False),
+            *self._probes.routes(),
             web.get("/openapi.json", self.openapi, name="openapi", allow_head=False),
         ]
 
@@ -211,26 +211,12 @@ class Handlers:
         version = self._store.version
         body = self._openapi.get(version)
         if body is None:
-            doc = build_openapi(self.routes())
+            doc = build_openapi(self.routes(), self._version)
             if self._ids_in_openapi and self._store.current is not None:
                 doc = with_models(doc, list(self._model_list()[2]))
             body = json.dumps(doc).encode()
             self._openapi = {version: body}
         return web.Response(body=body, content_type="application/json")
-
-    async def healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
-
-    async def readyz(self, request: web.Request) -> web.Response:
-        version = self._store.version
-        return web.json_response(
-            {"ready": version is not None, "table_version": version},
-            status=200 if version is not None else 503,
-        )
-
-    async def metrics(self, request: web.Request) -> web.Response:
-        body = generate_latest(self._metrics.registry)
-        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 def _trace_headers(request: web.Request) -> dict[str, str]:

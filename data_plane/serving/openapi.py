@@ -13,7 +13,6 @@ import copy
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from aiohttp import web
@@ -140,13 +139,6 @@ OPERATIONS: dict[str, Operation] = {
 }
 
 
-def _version() -> str:
-    try:
-        return version("gearbox")
-    except PackageNotFoundError:
-        return "0.0.0"
-
-
 def _schemas() -> dict[str, Any]:
     models: list[type[BaseModel]] = [*REQUEST_MODELS.values(), *RESPONSE_MODELS]
     _, top = models_json_schema([(m, "validation") for m in models], ref_template=REF)
@@ -209,8 +201,9 @@ def _operation(route: web.RouteDef, op: Operation) -> dict[str, Any]:
     return doc
 
 
-def build_openapi(routes: Sequence[web.RouteDef]) -> dict[str, Any]:
-    """The document for these routes; KeyError names a route without an `OPERATIONS` entry."""
+def build_openapi(routes: Sequence[web.RouteDef], version: str) -> dict[str, Any]:
+    """The document for these routes, of this Gearbox `version`; KeyError names a route
+    without an `OPERATIONS` entry."""
     paths: dict[str, dict[str, Any]] = {}
     for route in routes:
         name = route.kwargs["name"]
@@ -222,7 +215,7 @@ def build_openapi(routes: Sequence[web.RouteDef]) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {
             "title": "Gearbox data plane",
-            "version": _version(),
+            "version": version,
             "description": "OpenAI-compatible routing API (README.md, docs/data_plane.md).",
         },
         "paths": paths,

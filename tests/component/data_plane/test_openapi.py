@@ -13,6 +13,7 @@ from aiohttp import web
 
 from data_plane.serving.openapi import OPERATIONS, build_openapi
 from data_plane.telemetry.metrics import Route
+from data_plane.wiring import package_version
 from tests.component.data_plane.conftest import CHAT_BODY, MakeHarness
 from tests.component.data_plane.fakes import ok_json, two_pair_table
 
@@ -46,12 +47,23 @@ async def test_the_served_document_covers_every_route(make_harness: MakeHarness)
             assert ("401" in operation["responses"]) == path.startswith("/v1/"), path
 
 
+async def test_the_document_and_the_build_info_report_one_version(
+    make_harness: MakeHarness,
+) -> None:
+    h = await make_harness(None, routes={})
+    doc = await (await h.client.get("/openapi.json")).json()
+    metrics = await (await h.client.get("/metrics")).text()
+    found = re.search(r'gearbox_build_info\{git_sha="[^"]*",version="([^"]+)"\}', metrics)
+    assert found is not None
+    assert doc["info"]["version"] == found.group(1) == package_version()
+
+
 async def test_a_route_without_documentation_fails_the_build() -> None:
     async def nothing(request: web.Request) -> web.Response:
         return web.Response()
 
     with pytest.raises(KeyError, match="not documented"):
-        build_openapi([web.get("/v1/new", nothing, name="new_route")])
+        build_openapi([web.get("/v1/new", nothing, name="new_route")], "0.1.0")
     assert "new_route" not in OPERATIONS
 
 

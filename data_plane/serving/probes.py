@@ -1,0 +1,39 @@
+"""Liveness, readiness and metrics: the three routes every Gearbox process with an HTTP side
+serves (the data plane's app, and gateway mode's side app)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from data_plane.table_store import TableStore
+from data_plane.telemetry.metrics import DataPlaneMetrics
+
+
+class Probes:
+    """For the kubelet and Prometheus: ready once a routing table is loaded."""
+
+    def __init__(self, store: TableStore, metrics: DataPlaneMetrics) -> None:
+        self._store = store
+        self._metrics = metrics
+
+    def routes(self) -> list[web.RouteDef]:
+        return [
+            web.get("/healthz", self.healthz, name="healthz", allow_head=False),
+            web.get("/readyz", self.readyz, name="readyz", allow_head=False),
+            web.get("/metrics", self.metrics, name="metrics", allow_head=False),
+        ]
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({"status": "ok"})
+
+    async def readyz(self, request: web.Request) -> web.Response:
+        version = self._store.version
+        return web.json_response(
+            {"ready": version is not None, "table_version": version},
+            status=200 if version is not None else 503,
+        )
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        body = generate_latest(self._metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

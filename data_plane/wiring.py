@@ -1,0 +1,54 @@
+"""The parts both composition roots wire the same way: the HTTP data plane (`app.py`) and
+gateway mode (`gateway_app.py`) report one version, follow the routing table from one Redis
+client through one table watcher, and answer `/healthz`, `/readyz` and `/metrics` with the
+same handlers (`serving/probes.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import metadata
+
+import redis.asyncio as aioredis
+
+from data_plane.settings import DataPlaneSettings
+from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
+from data_plane.table_store import TableStore
+from data_plane.telemetry.metrics import DataPlaneMetrics
+
+UNKNOWN_VERSION = "0+unknown"  # not installed as a distribution (run from a source tree)
+
+
+def package_version() -> str:
+    """The installed `gearbox` distribution's version (`gearbox_build_info`, OpenAPI)."""
+    try:
+        return metadata.version("gearbox")
+    except metadata.PackageNotFoundError:
+        return UNKNOWN_VERSION
+
+
+def new_metrics(settings: DataPlaneSettings) -> DataPlaneMetrics:
+    return DataPlaneMetrics(package_version(), settings.git_sha)
+
+
+def table_watcher(
+    settings: DataPlaneSettings,
+    store: TableStore,
+    metrics: DataPlaneMetrics,
+    wall_clock: Callable[[], float],
+) -> TableWatcher:
+    """The watcher that follows Redis's `current` table (or the snapshot alone) into `store`."""
+    s = settings
+    config = WatcherConfig(
+        s.redis_keys, s.table_poll_interval_s, s.redis_backoff_max_s, s.snapshot_path
+    )
+    return TableWatcher(config, store, metrics, wall_clock)
+
+
+def redis_client(settings: DataPlaneSettings) -> aioredis.Redis:
+    return aioredis.Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.redis_timeout_s,
+        socket_connect_timeout=settings.redis_timeout_s,
+        decode_responses=False,
+    )
