@@ -19,7 +19,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
 
-from data_plane.gateway.router import GatewayRouter
+from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
 from data_plane.serving.probes import Probes
 from data_plane.settings import DataPlaneSettings
@@ -51,7 +51,7 @@ class GatewayProcess:
         self.metrics = new_metrics(s)
         self.store = TableStore()
         self.watcher = table_watcher(s, self.store, self.metrics, time.time)
-        router = GatewayRouter(
+        router = gateway_router(
             self.store, self.metrics, rng or random.Random(), s.extproc_pair_header
         )
         service = ServiceConfig(_BODY_MODES[s.extproc_body_mode], s.max_body_bytes)

@@ -18,7 +18,7 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 
 from data_plane.decision.compile import compile_table
-from data_plane.gateway.router import GatewayRouter
+from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -49,7 +49,7 @@ class Gateway:
 async def gateway() -> AsyncIterator[Gateway]:
     store, metrics = TableStore(), DataPlaneMetrics("test", "test")
     store.swap(fleet())
-    router = GatewayRouter(store, metrics, random.Random(7), PAIR_HEADER)
+    router = gateway_router(store, metrics, random.Random(7), PAIR_HEADER)
     processor = ExternalProcessor(router, metrics, ServiceConfig(BUFFERED, 64 * 1024))
     server, port = await start_server(processor, "127.0.0.1", 0)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
@@ -257,7 +257,7 @@ async def test_a_body_over_the_limit_is_a_413(gateway: Gateway) -> None:
 
 async def test_no_table_yet_is_a_503_with_retry_after() -> None:
     store, metrics = TableStore(), DataPlaneMetrics("test", "test")
-    router = GatewayRouter(store, metrics, random.Random(1), PAIR_HEADER)
+    router = gateway_router(store, metrics, random.Random(1), PAIR_HEADER)
     processor = ExternalProcessor(router, metrics, ServiceConfig(BUFFERED, 1024))
     server, port = await start_server(processor, "127.0.0.1", 0)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:

@@ -1,0 +1,152 @@
+"""Both front doors share one decision step (`data_plane/decision_step.py`): the same request
+through the HTTP data plane and through gateway mode's ext_proc gets the same pair, the same
+reason and the same decision counters (docs/gateway.md, "What it does")."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+import pytest
+from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
+from prometheus_client import CollectorRegistry
+
+from contracts.routing_table import RoutingTable
+from data_plane.app import METRICS
+from data_plane.decision.compile import compile_table
+from data_plane.gateway.router import gateway_router
+from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
+from data_plane.table_store import TableStore
+from data_plane.telemetry.metrics import DataPlaneMetrics
+from tests.component.data_plane.conftest import MakeHarness
+from tests.component.data_plane.fakes import ok_json, two_pair_table
+from tests.component.data_plane.test_gateway_extproc import (
+    BUFFERED,
+    Gateway,
+    body_message,
+    error_of,
+    exchange,
+    headers_message,
+    set_headers,
+)
+
+FP16, INT4 = "http://fp16-a", "http://int4-a"
+SHADOW = {"shadow": {"enabled": True, "default_pair": "fam@fp16"}}
+# fam@int4 (accuracy 0.6) meets reasoning's floor, only fam@fp16 (0.9) meets chat's; the
+# built-in classifier doubts between reasoning and chat on UNSURE (routed as chat).
+FLOORS = {"categories": {"chat": {"min_accuracy": 0.8}, "reasoning": {"min_accuracy": 0.5},
+                         "code": {}, "extraction": {}, "math": {}}}  # fmt: skip
+UNSURE = "Compare these two options and tell me which is better."
+STRICT_REFUSED = {"x-budget-mode": "strict", "x-min-accuracy": "0.99"}  # no pair reaches 0.99
+# What the decision step counts (durations by count only: their sums are times).
+Answer = tuple[int, str, str | None]  # status, pair or error code, reason
+DECISION_SERIES = (
+    "gearbox_routing_decisions_total",
+    "gearbox_shadow_decisions_total",
+    "gearbox_no_route_total",
+    "gearbox_category_abstentions_total",
+    "gearbox_predicted_latency_seconds_count",
+    "gearbox_predicted_latency_seconds_sum",
+    "gearbox_complexity_score_count",
+    "gearbox_complexity_score_sum",
+    "gearbox_routing_decision_duration_seconds_count",
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    policy: dict[str, Any]
+    headers: Mapping[str, str]
+    text: str = "Say hello."
+    model: str = "auto"
+
+
+CASES = {
+    "cheapest": Case({}, {}),
+    "strict-refused": Case({}, STRICT_REFUSED),
+    "unknown-model": Case({}, {}, model="gpt-9"),
+    "canary-baseline": Case({"canary_fraction": 0.0}, {}),
+    "shadow": Case(SHADOW, {}),
+    "shadow-serves-what-would-be-refused": Case(SHADOW, STRICT_REFUSED),
+    "abstention": Case(FLOORS, {}, text=UNSURE),
+    "abstention-refused": Case(FLOORS, STRICT_REFUSED, text=UNSURE),
+}
+
+
+def body(case: Case) -> bytes:
+    messages = [{"role": "user", "content": case.text}]
+    return json.dumps({"model": case.model, "messages": messages, "max_tokens": 8}).encode()
+
+
+def decision_counters(registry: CollectorRegistry) -> dict[tuple[str, tuple[Any, ...]], float]:
+    """Every non-zero sample of the decision step's series."""
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): round(s.value, 9)
+        for family in registry.collect()
+        for s in family.samples
+        if s.name in DECISION_SERIES and s.value != 0
+    }
+
+
+async def through_http(make_harness: MakeHarness, table: RoutingTable, case: Case) -> Any:
+    h = await make_harness(table, routes={FP16: ok_json(), INT4: ok_json()})
+    resp = await h.client.post("/v1/chat/completions", data=body(case), headers=case.headers)
+    answer: Answer
+    if resp.status == 200:
+        answer = (200, resp.headers["X-Route-Pair"], resp.headers["X-Route-Reason"])
+    else:
+        answer = (resp.status, (await resp.json())["error"]["code"], None)
+    return answer, decision_counters(h.app[METRICS].registry)
+
+
+async def through_gateway(table: RoutingTable, case: Case) -> Any:
+    store, metrics = TableStore(), DataPlaneMetrics("test", "test")
+    store.swap(compile_table(table))
+    router = gateway_router(store, metrics, random.Random(7), "x-gearbox-pair")
+    processor = ExternalProcessor(router, metrics, ServiceConfig(BUFFERED, 64 * 1024))
+    server, port = await start_server(processor, "127.0.0.1", 0)
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            gw = Gateway(ext_proc_grpc.ExternalProcessorStub(channel), store, metrics)
+            messages = [headers_message(dict(case.headers)), body_message(body(case), True)]
+            responses = await exchange(gw, messages)
+    finally:
+        await server.stop(None)
+    answer: Answer
+    if responses[0].WhichOneof("response") == "immediate_response":
+        status, error, _ = error_of(responses[0])
+        answer = (status, error["error"]["code"], None)
+    else:
+        headers = set_headers(responses[0].request_headers.response)
+        answer = (200, headers["x-gearbox-pair"], headers["x-gearbox-route-reason"])
+    return answer, decision_counters(metrics.registry)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+async def test_either_door_gives_the_same_decision_and_counters(
+    make_harness: MakeHarness, name: str
+) -> None:
+    case = CASES[name]
+    table = two_pair_table([FP16], [INT4], policy=case.policy)
+    http_answer, http_counters = await through_http(make_harness, table, case)
+    gateway_answer, gateway_counters = await through_gateway(table, case)
+    assert gateway_answer == http_answer
+    assert gateway_counters == http_counters
+    assert http_counters  # every case counts something (a decision or a refusal)
+
+
+async def test_shadow_mode_serves_the_default_pair_in_gateway_mode_too() -> None:
+    """Shadow mode behaves as the deployment did without the router: even a request the
+    router would refuse (strict, no pair meets the floor) goes to the default pair, and both
+    the refusal and the adaptive choice are counted."""
+    table = two_pair_table([FP16], [INT4], policy=SHADOW)
+    refused, refused_counters = await through_gateway(table, CASES["strict-refused"])
+    assert refused == (200, "fam@fp16", "shadow")
+    assert refused_counters[("gearbox_no_route_total", (("reason", "budget_infeasible"),))] == 1
+    served, served_counters = await through_gateway(table, CASES["cheapest"])
+    assert served == (200, "fam@fp16", "shadow")
+    assert served_counters[("gearbox_shadow_decisions_total", (("pair", "fam@int4"),))] == 1
