@@ -34,7 +34,13 @@ from control_plane.redis_launcher import private_redis
 from control_plane.services import make_services
 from control_plane.settings import ControlPlaneSettings
 from data_plane.app import create_app
-from data_plane.settings import DataPlaneSettings
+from data_plane.settings import (
+    DataPlaneSettings,
+    FeedbackSettings,
+    RedisSettings,
+    ServerSettings,
+    TableSettings,
+)
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 
 SLOWED, OTHER = "fam@int4", "fam@fp16"
@@ -103,9 +109,10 @@ def profiled_table(fleet: Fleet) -> RoutingTable:
 async def data_plane_server(url: str, keys: RedisKeys) -> AsyncIterator[str]:
     port = free_port()
     settings = DataPlaneSettings(
-        host="127.0.0.1", port=port, redis_url=url, redis_key_prefix=keys.prefix,
-        instance_id="bench-dp", table_poll_interval_s=0.5,
-        feedback_interval_s=FEEDBACK_INTERVAL_S, log_level="WARNING",
+        server=ServerSettings(host="127.0.0.1", port=port),
+        redis=RedisSettings(url=url, key_prefix=keys.prefix),
+        instance_id="bench-dp", table=TableSettings(poll_interval_s=0.5),
+        feedback=FeedbackSettings(interval_s=FEEDBACK_INTERVAL_S), log_level="WARNING",
     )  # fmt: skip
     runner = web.AppRunner(create_app(settings))
     await runner.setup()

@@ -14,6 +14,7 @@ from aiohttp import web
 from prometheus_client import disable_created_metrics
 from pydantic import ValidationError
 
+from contracts.knobs import knob_name, knobs
 from data_plane.app import AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
 from data_plane.telemetry.logs import configure_logging
@@ -29,23 +30,22 @@ def build_parser() -> argparse.ArgumentParser:
     extproc = sub.add_parser(
         "extproc", help="run as an Envoy ext_proc service (docs/gateway.md); same settings"
     )
-    for name, info in DataPlaneSettings.model_fields.items():
-        if name in _NOT_FLAGS:
+    for knob in knobs(DataPlaneSettings):
+        if knob.flat in _NOT_FLAGS:
             continue
-        flag = "--" + name.replace("_", "-")
+        flag = "--" + knob.flat.replace("_", "-")
         for command in (serve, extproc):
             command.add_argument(
-                flag, dest=name, default=None, metavar="VALUE", help=info.description
+                flag, dest=knob.flat, default=None, metavar="VALUE", help=knob.description
             )
     return parser
 
 
 def load_settings(args: argparse.Namespace) -> DataPlaneSettings:
     """Env first, then every flag that was given; raises ValidationError naming the field."""
+    flags = {knob.flat for knob in knobs(DataPlaneSettings)}
     overrides: dict[str, Any] = {
-        name: value
-        for name, value in vars(args).items()
-        if name in DataPlaneSettings.model_fields and value is not None
+        name: value for name, value in vars(args).items() if name in flags and value is not None
     }
     return DataPlaneSettings(**overrides)
 
@@ -82,7 +82,7 @@ def main(argv: Sequence[str] | None = None, deps: AppDeps | None = None) -> int:
         settings = load_settings(args)
     except ValidationError as err:
         for e in err.errors():
-            where = ".".join(str(p) for p in e["loc"]) or "(settings)"
+            where = knob_name(DataPlaneSettings, tuple(e["loc"])) or "(settings)"
             print(f"invalid setting {where}: {e['msg']}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
@@ -97,15 +97,16 @@ def main(argv: Sequence[str] | None = None, deps: AppDeps | None = None) -> int:
     app = create_app(settings, deps)
     app.on_startup.append(_freeze_heap(settings.gc_young_threshold))
     loop = new_event_loop(settings.event_loop)
+    server = settings.server
     web.run_app(
         app,
-        host=settings.host,
-        port=settings.port,
+        host=server.host,
+        port=server.port,
         handler_cancellation=True,
         access_log=None,
-        shutdown_timeout=settings.shutdown_timeout_s,
-        keepalive_timeout=settings.keepalive_timeout_s,
-        lingering_time=settings.lingering_time_s,
+        shutdown_timeout=server.shutdown_timeout_s,
+        keepalive_timeout=server.keepalive_timeout_s,
+        lingering_time=server.lingering_time_s,
         print=None,
         loop=loop,
     )

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
-from data_plane.resilience.breaker import BreakerBoard, BreakerConfig
+from data_plane.resilience.breaker import BreakerBoard
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
 from data_plane.resilience.retry import RetryBudget
@@ -30,7 +30,7 @@ from data_plane.serving.attempt import AttemptRunner
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.handlers import Handlers
 from data_plane.serving.middleware import ApiKeys, make_gateway
-from data_plane.serving.proxy import Proxy, ProxyConfig, ProxyParts
+from data_plane.serving.proxy import Proxy, ProxyParts
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
@@ -44,9 +44,7 @@ from data_plane.table_store import TableStore
 from data_plane.telemetry.demand import SpilledDemand, pair_demand
 from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics
-from data_plane.telemetry.otlp_http import OtlpTarget
-from data_plane.telemetry.sampling import Sampler
-from data_plane.telemetry.span_pipelines import build_tracing
+from data_plane.telemetry.span_pipelines import tracing_for
 from data_plane.telemetry.tracing import Tracing
 from data_plane.telemetry.traffic import TrafficStats
 from data_plane.upstream.collector_post import CollectorPost
@@ -126,36 +124,14 @@ SHARING = web.AppKey("gearbox_in_flight_sharing", InFlightSharing)
 
 
 def _session_limits(s: DataPlaneSettings) -> SessionLimits:
+    """The engine client's pool; a call ends at the longest request deadline plus grace."""
+    up = s.upstream
     return SessionLimits(
-        connector_limit=s.connector_limit,
-        connector_limit_per_host=s.connector_limit_per_host,
-        connect_timeout_s=s.connect_timeout_s,
-        read_timeout_s=s.read_timeout_s,
-        total_timeout_s=s.default_request_timeout_s + s.deadline_grace_s,
-    )
-
-
-def _otlp_target(s: DataPlaneSettings) -> OtlpTarget | None:
-    url = s.otlp_traces_url
-    if url is None:
-        return None
-    return OtlpTarget(
-        url,
-        dict(s.otel_exporter_otlp_traces_headers),
-        s.otel_exporter_otlp_traces_timeout / 1000.0,
-        s.otel_exporter_otlp_traces_compression == "gzip",
-    )
-
-
-def _breaker_config(s: DataPlaneSettings) -> BreakerConfig:
-    return BreakerConfig(
-        consecutive_failures=s.breaker_consecutive_failures,
-        failure_ratio=s.breaker_failure_ratio,
-        min_requests=s.breaker_min_requests,
-        window_s=s.breaker_window_s,
-        cooldown_s=s.breaker_cooldown_s,
-        max_cooldown_s=s.breaker_cooldown_max_s,
-        probe_timeout_s=s.breaker_probe_timeout_s,
+        connector_limit=up.connector_limit,
+        connector_limit_per_host=up.connector_limit_per_host,
+        connect_timeout_s=up.connect_timeout_s,
+        read_timeout_s=up.read_timeout_s,
+        total_timeout_s=s.proxy.default_timeout_s + s.proxy.grace_s,
     )
 
 
@@ -170,30 +146,18 @@ def _build_proxy(
             metrics,
             tracing,
             deps.clock,
-            engine_keys=EngineKeys.load(s.engine_api_key, s.engine_api_keys_file),
+            engine_keys=EngineKeys.load(s.engine_keys.api_key, s.engine_keys.api_keys_file),
         ),
         delivery=Delivery(metrics, app[TRAFFIC], deps.clock, app[FEEDBACK]),
         health=health,
-        retry_budget=RetryBudget(
-            deps.clock,
-            ratio=s.retry_budget_ratio,
-            min_per_s=s.retry_budget_min_per_s,
-            window_s=s.retry_budget_window_s,
-        ),
+        retry_budget=RetryBudget(deps.clock, **s.retry_budget.model_dump()),
         metrics=metrics,
         tracing=tracing,
         clock=deps.clock,
         rng=deps.rng,
         checker=app[CHECKER],
     )
-    config = ProxyConfig(
-        s.max_attempts,
-        s.default_request_timeout_s,
-        s.deadline_grace_s,
-        s.engine_deadline_factor,
-        s.engine_deadline_slack_s,
-    )
-    return Proxy(config, parts)
+    return Proxy(s.proxy, parts)
 
 
 def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
@@ -216,12 +180,13 @@ def _demand(app: web.Application, clock: Callable[[], float]) -> SpilledDemand:
 def _discovery(app: web.Application, s: DataPlaneSettings) -> TableStore:
     """With endpoint discovery on, the watcher fills a source store and discovery serves it
     expanded to one endpoint per pod in the app's store; else the watcher fills that store."""
-    if s.endpoint_discovery_interval_s <= 0:
+    d = s.discovery
+    if d.interval_s <= 0:
         return app[STORE]
     source = TableStore()
-    resolver = DnsResolver(s.endpoint_dns_server_list, s.endpoint_dns_timeout_s)
+    resolver = DnsResolver(d.dns_server_list, d.dns_timeout_s)
     app[DISCOVERY] = EndpointDiscovery(
-        source, app[STORE], resolver, app[HEALTH].probation, s.endpoint_discovery_interval_s
+        source, app[STORE], resolver, app[HEALTH].probation, d.interval_s
     )
     return source
 
@@ -244,21 +209,18 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     store = TableStore()
     tracker = LoadTracker()
     metrics.watch_in_flight(tracker.in_flight_all)
-    health = Health(BreakerBoard(_breaker_config(settings)), tracker, metrics, deps.clock)
+    health = Health(BreakerBoard(settings.breaker), tracker, metrics, deps.clock)
     store.on_swap(health.on_table)
-    tracing = build_tracing(
-        settings.otel_exporter,
-        settings.otel_service_name,
-        _otlp_target(settings),
-        deps.span_exporter,
-        Sampler(settings.otel_traces_sampler, settings.otel_traces_sampler_arg),
+    tracing = tracing_for(
+        settings.otel,
         metrics.count_dropped_spans,
+        deps.span_exporter,
         deps.span_processor,
-        dict(settings.otel_resource_attributes),
         CollectorPost(),
     )
-    gateway = make_gateway(metrics, tracing, ApiKeys(settings.api_keys))
-    app = web.Application(client_max_size=settings.max_body_bytes, middlewares=[gateway])
+    server = settings.server
+    gateway = make_gateway(metrics, tracing, ApiKeys(server.api_keys))
+    app = web.Application(client_max_size=server.max_body_bytes, middlewares=[gateway])
     app[SETTINGS], app[STORE], app[METRICS], app[HEALTH] = settings, store, metrics, health
     app[TRACING], app[TRAFFIC], app[TASKS] = tracing, TrafficStats(), BackgroundTasks()
     app[FEEDBACK] = FeedbackAggregator(deps.wall_clock())
@@ -278,11 +240,11 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         step,
         proxy,
         metrics,
-        settings.max_body_bytes,
+        server.max_body_bytes,
         package_version(),
         deps.clock,
-        body_read_timeout_s=settings.body_read_timeout_s,
-        open_api=not settings.api_keys,
+        body_read_timeout_s=server.body_read_timeout_s,
+        open_api=not server.api_keys,
     )
     app.add_routes(handlers.routes())
     app.cleanup_ctx.append(_lifecycle(adapter))
@@ -300,7 +262,7 @@ def _engine_client(
 ) -> AiohttpUpstream | Http1Upstream:
     """A client to engines of the kind `upstream_client` names: lean HTTP/1.1 (aiohttp for
     https), or aiohttp for everything (the upstream-client A/B row of `make bench`)."""
-    if settings.upstream_client == "aiohttp":
+    if settings.upstream.client == "aiohttp":
         return AiohttpUpstream(limits)
     return Http1Upstream(limits, AiohttpUpstream(limits))
 
@@ -313,7 +275,7 @@ def _upstream_adapter(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Ups
 def _scrape_client(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream:
     """The engine scrape's client: a pool of its own, every step bounded by the scrape
     timeout."""
-    timeout_s = settings.scrape_timeout_s
+    timeout_s = settings.scrape.timeout_s
     limits = SessionLimits(
         connector_limit=100,  # aiohttp's default connector limit, which the scrape had
         connector_limit_per_host=0,
@@ -355,7 +317,7 @@ def _redis_ctx(deps: AppDeps) -> CleanupCtx:
 
     async def redis_ctx(app: web.Application) -> AsyncIterator[None]:
         s = app[SETTINGS]
-        if deps.redis_factory is None and not s.redis_url:
+        if deps.redis_factory is None and not s.redis.url:
             yield  # static mode: the snapshot file is the table
             return
         client = deps.redis_factory() if deps.redis_factory else redis_client(s)
@@ -365,18 +327,17 @@ def _redis_ctx(deps: AppDeps) -> CleanupCtx:
             now = deps.wall_clock()
             return build_state(s.instance_id, store, health.tracker, health.state, traffic, now)
 
-        writer = LiveStateWriter(client, s.redis_keys, s.instance_id, s.live_state_ttl_s, state)
+        keys, live = s.redis.keys, s.live_state
+        writer = LiveStateWriter(client, keys, s.instance_id, live.ttl_s, state)
         tasks = app[TASKS]
         tasks.start("table_watcher", app[WATCHER].run(client))
-        tasks.start("live_state", writer.run(s.live_state_interval_s))
-        if s.feedback_interval_s > 0:
-            feedback = FeedbackWriter(
-                client, s.redis_keys, s.instance_id, app[FEEDBACK], deps.wall_clock
-            )
-            tasks.start("feedback", feedback.run(s.feedback_interval_s))
-        if s.breaker_announcements:
+        tasks.start("live_state", writer.run(live.interval_s))
+        if s.feedback.interval_s > 0:
+            feedback = FeedbackWriter(client, keys, s.instance_id, app[FEEDBACK], deps.wall_clock)
+            tasks.start("feedback", feedback.run(s.feedback.interval_s))
+        if s.announcements.enabled:
             _start_announcements(app, client)
-        if s.in_flight_share_interval_ms > 0:
+        if s.in_flight_share.interval_ms > 0:
             _start_sharing(app, client, deps.clock)
         yield
         await tasks.stop(
@@ -394,7 +355,7 @@ def _start_announcements(app: web.Application, client: aioredis.Redis) -> None:
     """Announce this replica's opened breakers; eject what the others announce."""
     s, health = app[SETTINGS], app[HEALTH]
     announcements = BreakerAnnouncements(
-        s.redis_keys.breaker_events, s.instance_id, health.eject_for, s.breaker_announce_max_ttl_s
+        s.redis.keys.breaker_events, s.instance_id, health.eject_for, s.announcements.max_ttl_s
     )
     health.on_open(announcements.announce)
     app[ANNOUNCEMENTS] = announcements
@@ -411,15 +372,15 @@ def _start_sharing(
     """Publish this replica's in-flight counts; merge the others' into the load."""
     s, tracker = app[SETTINGS], app[HEALTH].tracker
     sharing = InFlightSharing(
-        s.redis_keys.in_flight_events,
+        s.redis.keys.in_flight_events,
         s.instance_id,
         tracker.in_flight_all,
         tracker.set_peers_in_flight,
-        s.in_flight_share_ttl_s,
+        s.in_flight_share.ttl_s,
         clock,
     )
     app[SHARING] = sharing
-    interval_s = s.in_flight_share_interval_ms / 1000
+    interval_s = s.in_flight_share.interval_ms / 1000
     app[TASKS].start(_SHARING_TASKS[0], sharing.publish_forever(client, interval_s))
     app[TASKS].start(_SHARING_TASKS[1], sharing.listen_forever(client, interval_s))
 
@@ -427,7 +388,7 @@ def _start_sharing(
 async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:
     """Engine queue-depth scraping, on a client and pool of its own (only when enabled)."""
     s = app[SETTINGS]
-    if s.scrape_interval_s <= 0:
+    if s.scrape.interval_s <= 0:
         yield
         return
     metrics, store = app[METRICS], app[STORE]
@@ -445,9 +406,9 @@ async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:
         endpoints,
         app[HEALTH].tracker,
         lambda eid, depth: metrics.queue_depth.labels(eid).set(depth),
-        s.scrape_timeout_s,
+        s.scrape.timeout_s,
     )
-    app[TASKS].start("engine_scrape", scraper.run(s.scrape_interval_s))
+    app[TASKS].start("engine_scrape", scraper.run(s.scrape.interval_s))
     yield
     await app[TASKS].stop("engine_scrape")
     await client.close()

@@ -52,9 +52,9 @@ class GatewayProcess:
         self.store = TableStore()
         self.watcher = table_watcher(s, self.store, self.metrics, time.time)
         router = gateway_router(
-            self.store, self.metrics, rng or random.Random(), s.extproc_pair_header
+            self.store, self.metrics, rng or random.Random(), s.extproc.pair_header
         )
-        service = ServiceConfig(_BODY_MODES[s.extproc_body_mode], s.max_body_bytes)
+        service = ServiceConfig(_BODY_MODES[s.extproc.body_mode], s.server.max_body_bytes)
         self.processor = ExternalProcessor(router, self.metrics, service, time.monotonic)
         self._stopped = asyncio.Event()
 
@@ -64,22 +64,23 @@ class GatewayProcess:
     async def run(self) -> None:
         s = self.settings
         self.watcher.load_snapshot()
-        client = redis_client(s) if s.redis_url else None
+        client = redis_client(s) if s.redis.url else None
         watch = None if client is None else asyncio.create_task(self.watcher.run(client))
-        server, grpc_port = await start_server(self.processor, s.host, s.extproc_port)
+        host = s.server.host
+        server, grpc_port = await start_server(self.processor, host, s.extproc.port)
         runner = web.AppRunner(_side_app(self.store, self.metrics), access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, s.host, s.port).start()
+        await web.TCPSite(runner, host, s.server.port).start()
         logger.info(
             "gateway mode up: ext_proc on %s:%d",
-            s.host,
+            host,
             grpc_port,
             extra={"instance": s.instance_id, "table_version": self.store.version},
         )
         try:
             await self._stopped.wait()
         finally:
-            await _shutdown(server, runner, watch, client, s.shutdown_timeout_s)
+            await _shutdown(server, runner, watch, client, s.server.shutdown_timeout_s)
 
 
 async def _shutdown(

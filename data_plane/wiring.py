@@ -12,7 +12,7 @@ from importlib import metadata
 import redis.asyncio as aioredis
 
 from data_plane.settings import DataPlaneSettings
-from data_plane.sync.table_watcher import TableWatcher, WatcherConfig
+from data_plane.sync.table_watcher import TableWatcher
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 
@@ -38,17 +38,14 @@ def table_watcher(
     wall_clock: Callable[[], float],
 ) -> TableWatcher:
     """The watcher that follows Redis's `current` table (or the snapshot alone) into `store`."""
-    s = settings
-    config = WatcherConfig(
-        s.redis_keys, s.table_poll_interval_s, s.redis_backoff_max_s, s.snapshot_path
-    )
-    return TableWatcher(config, store, metrics, wall_clock)
+    return TableWatcher(settings.table, settings.redis, store, metrics, wall_clock)
 
 
 def redis_client(settings: DataPlaneSettings) -> aioredis.Redis:
+    redis = settings.redis
     return aioredis.Redis.from_url(
-        settings.redis_url,
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
+        redis.url,
+        socket_timeout=redis.timeout_s,
+        socket_connect_timeout=redis.timeout_s,
         decode_responses=False,
     )

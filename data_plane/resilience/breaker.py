@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from contracts.live_state import BREAKER_STATE_LEVEL
+from data_plane.settings import BreakerConfig
 
 
 class BreakerState(StrEnum):
@@ -31,28 +32,6 @@ class BreakerState(StrEnum):
 
 
 _NONE: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class BreakerConfig:
-    consecutive_failures: int = 5  # K: open after this many failures in a row
-    failure_ratio: float = 0.5  # ...or when this share of the window's requests failed
-    min_requests: int = 20  # ...and the window holds at least this many requests
-    window_s: float = 30.0  # sliding window for the ratio
-    window_buckets: int = 10
-    cooldown_s: float = 5.0  # first open period
-    max_cooldown_s: float = 120.0  # cap of the doubling cooldown
-    probe_timeout_s: float = 30.0  # a probe never reported back frees the slot after this
-
-    def __post_init__(self) -> None:
-        if self.consecutive_failures < 1 or self.min_requests < 1 or self.window_buckets < 1:
-            raise ValueError("breaker counts must be >= 1")
-        if not 0.0 < self.failure_ratio <= 1.0:
-            raise ValueError("failure_ratio must be in (0, 1]")
-        if not 0.0 < self.cooldown_s <= self.max_cooldown_s:
-            raise ValueError("cooldown_s must be in (0, max_cooldown_s]")
-        if self.window_s <= 0 or self.probe_timeout_s <= 0:
-            raise ValueError("window_s and probe_timeout_s must be positive")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +60,13 @@ class _Breaker:
 class BreakerBoard:
     """All endpoints' breakers, keyed by endpoint id; unknown ids start closed."""
 
-    def __init__(self, config: BreakerConfig | None = None) -> None:
+    def __init__(self, config: BreakerConfig | None = None, window_buckets: int = 10) -> None:
+        """`config`: the knobs (`settings.breaker`); `window_buckets`: how finely the
+        ratio's sliding window is cut."""
+        if window_buckets < 1:
+            raise ValueError("window_buckets must be >= 1")
         self._config = config or BreakerConfig()
+        self._window_buckets = window_buckets
         self._breakers: dict[str, _Breaker] = {}
         self._pending: list[Transition] = []
         self._unsettled: set[str] = set()  # endpoints whose breaker is not closed
@@ -204,10 +188,11 @@ class BreakerBoard:
 
     def _count(self, b: _Breaker, success: bool, now: float) -> None:
         cfg = self._config
-        width_s = cfg.window_s / cfg.window_buckets
+        buckets = self._window_buckets
+        width_s = cfg.window_s / buckets
         index = math.floor(now / width_s)
         window = b.window
-        while window and window[0][0] <= index - cfg.window_buckets:
+        while window and window[0][0] <= index - buckets:
             _, requests, failures = window.popleft()
             b.requests -= requests
             b.failures -= failures

@@ -40,19 +40,9 @@ from data_plane.serving.deadlines import Deadline, Deadlines
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.quality import Degeneracy, check_answer
 from data_plane.serving.usage import Usage, cost_usd, find_usage
+from data_plane.settings import ProxyConfig
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import Tracing
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyConfig:
-    max_attempts: int
-    default_timeout_s: float  # deadline when no latency budget applies (or best-effort relaxed)
-    grace_s: float  # added to the latency budget before the deadline cancels the request
-    # The engine's own deadline per attempt: predicted TTFT (streams) or latency x factor +
-    # slack (factor 0 = none); see docs/reliability.md.
-    engine_deadline_factor: float = 0.0
-    engine_deadline_slack_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,10 +21,10 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_never, wait_exponential_jitter
 
-from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
 from data_plane.decision.compile import compile_table
 from data_plane.domain import CompiledTable
+from data_plane.settings import RedisSettings, TableSettings
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 
@@ -33,14 +33,6 @@ logger = logging.getLogger(__name__)
 REDIS_UNAVAILABLE = "redis_unavailable"
 INVALID_TABLE = "invalid_table"
 MISSING_VERSION = "missing_version"
-
-
-@dataclass(frozen=True, slots=True)
-class WatcherConfig:
-    keys: RedisKeys
-    poll_interval_s: float
-    backoff_max_s: float
-    snapshot_path: Path | None
 
 
 class TableLoadError(Exception):
@@ -81,12 +73,13 @@ class TableWatcher:
 
     def __init__(
         self,
-        config: WatcherConfig,
+        table: TableSettings,
+        redis: RedisSettings,
         store: TableStore,
         metrics: DataPlaneMetrics,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        self._config = config
+        self._config, self._keys, self._backoff_max_s = table, redis.keys, redis.backoff_max_s
         self._store = store
         self._metrics = metrics
         self._wall_clock = wall_clock
@@ -149,7 +142,7 @@ class TableWatcher:
         return True
 
     async def _pointer(self, client: aioredis.Redis) -> int | None:
-        pointer = await client.get(self._config.keys.table_current)
+        pointer = await client.get(self._keys.table_current)
         self._mark_redis_up()
         if pointer is None:
             return None  # nothing published yet: not a failure
@@ -160,7 +153,7 @@ class TableWatcher:
             return None
 
     async def _load(self, client: aioredis.Redis, version: int) -> LoadedTable | None:
-        stored = await client.get(self._config.keys.table_version(version))
+        stored = await client.get(self._keys.table_version(version))
         raw = stored.encode() if isinstance(stored, str) else stored
         try:
             if raw is None:
@@ -222,7 +215,7 @@ class TableWatcher:
         """Watch forever: subscribe, catch up, then refresh on events and every poll interval."""
         retrying = AsyncRetrying(
             retry=retry_if_exception_type((RedisError, OSError)),
-            wait=wait_exponential_jitter(multiplier=0.1, max=self._config.backoff_max_s),
+            wait=wait_exponential_jitter(multiplier=0.1, max=self._backoff_max_s),
             stop=stop_never,
             before_sleep=lambda state: self._mark_redis_down(
                 (state.outcome.exception() if state.outcome else None) or RedisError()
@@ -234,7 +227,7 @@ class TableWatcher:
     async def _watch(self, client: aioredis.Redis) -> None:
         interval = self._config.poll_interval_s
         async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
-            await pubsub.subscribe(self._config.keys.table_events)
+            await pubsub.subscribe(self._keys.table_events)
             await self.refresh(client)
             next_poll = time.monotonic() + interval
             while True:

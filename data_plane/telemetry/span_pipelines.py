@@ -14,6 +14,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor, SpanExporter
 from opentelemetry.sdk.version import __version__ as sdk_version
 
+from data_plane.settings import OtelSettings
 from data_plane.telemetry.otlp import OnDropped, OtlpPipeline
 from data_plane.telemetry.otlp_http import OtlpSender, OtlpTarget, Transport
 from data_plane.telemetry.sampling import DEFAULT_SAMPLER, Sampler
@@ -79,3 +80,34 @@ def build_tracing(
         sender = OtlpSender(otlp, otlp_transport)
         return Tracing(OtlpPipeline(sender, resource, on_dropped), sampler)
     raise ValueError(f"unknown otel exporter {exporter!r} (otlp needs a target)")
+
+
+def otlp_target(otel: OtelSettings) -> OtlpTarget | None:
+    """Where and how the OTLP pipeline posts, from the settings (None: no URL set)."""
+    url = otel.otlp_traces_url
+    if url is None:
+        return None
+    return OtlpTarget(
+        url, dict(otel.otlp_headers), otel.otlp_timeout_ms / 1000.0, otel.otlp_compression == "gzip"
+    )
+
+
+def tracing_for(
+    otel: OtelSettings,
+    on_dropped: OnDropped | None = None,
+    span_exporter: SpanExporter | None = None,
+    span_processor: SpanProcessor | None = None,
+    otlp_transport: Transport | None = None,
+) -> Tracing:
+    """`build_tracing` configured by `settings.otel`."""
+    return build_tracing(
+        otel.exporter,
+        otel.service_name,
+        otlp_target(otel),
+        span_exporter,
+        Sampler(otel.sampler, otel.sampler_arg),
+        on_dropped,
+        span_processor,
+        dict(otel.resource_attributes),
+        otlp_transport,
+    )

@@ -31,11 +31,11 @@ def _k8s_container_env(deployment: str) -> dict[str, str]:
 )
 def test_data_plane_env_is_accepted(env: dict[str, str]) -> None:
     settings = DataPlaneSettings(**settings_kwargs(env, "GEARBOX_DP_"))  # type: ignore[arg-type]
-    assert settings.port == 8080
-    assert settings.host == "0.0.0.0"
-    assert settings.redis_url.startswith("redis://:")
-    assert settings.redis_url.endswith("6379/0")
-    assert settings.scrape_interval_s > 0, "routing load needs the engines' queue depth"
+    assert settings.server.port == 8080
+    assert settings.server.host == "0.0.0.0"
+    assert settings.redis.url.startswith("redis://:")
+    assert settings.redis.url.endswith("6379/0")
+    assert settings.scrape.interval_s > 0, "routing load needs the engines' queue depth"
 
 
 @pytest.mark.parametrize(
@@ -82,7 +82,7 @@ def test_k8s_data_planes_see_every_vllm_pod() -> None:
     settings = DataPlaneSettings(
         **settings_kwargs(_k8s_container_env("gearbox-data-plane"), "GEARBOX_DP_")  # type: ignore[arg-type]
     )
-    assert settings.endpoint_discovery_interval_s > 0
+    assert settings.discovery.interval_s > 0
     vllm = [
         s
         for s in by_kind("Service")

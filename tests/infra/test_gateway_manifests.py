@@ -130,7 +130,7 @@ def test_every_pair_has_a_pool_selecting_its_vllm_pods() -> None:
 
 
 def test_one_route_per_pool_on_the_header_the_extproc_sets() -> None:
-    header = _extproc_settings().extproc_pair_header
+    header = _extproc_settings().extproc.pair_header
     pools = {p["metadata"]["name"]: p for p in _kind("InferencePool")}
     routed: dict[str, str] = {}
     for route in _kind("HTTPRoute"):
@@ -163,16 +163,16 @@ def test_extproc_service_serves_the_configured_grpc_port() -> None:
     settings = _extproc_settings()
     service = _one("Service", "gearbox-extproc")
     grpc_port = next(p for p in service["spec"]["ports"] if p["name"] == "grpc")
-    assert grpc_port["port"] == settings.extproc_port
+    assert grpc_port["port"] == settings.extproc.port
     assert grpc_port["appProtocol"] == "kubernetes.io/h2c"
     container = _one("Deployment", "gearbox-extproc")["spec"]["template"]["spec"]["containers"][0]
-    assert {"name": "grpc", "containerPort": settings.extproc_port} in container["ports"]
+    assert {"name": "grpc", "containerPort": settings.extproc.port} in container["ports"]
 
 
 def test_envoy_gateway_policy_calls_the_extproc_in_a_routing_body_mode() -> None:
     (ext_proc,) = _one("EnvoyExtensionPolicy", "gearbox-extproc")["spec"]["extProc"]
     assert ext_proc["backendRefs"] == [
-        {"name": "gearbox-extproc", "port": _extproc_settings().extproc_port}
+        {"name": "gearbox-extproc", "port": _extproc_settings().extproc.port}
     ]
     mode = EG_BODY_MODES[ext_proc["processingMode"]["request"]["body"]]
     assert _mode_value(mode) in SUPPORTED_MODES
@@ -186,7 +186,7 @@ def test_istio_filter_calls_the_extproc_in_a_routing_body_mode() -> None:
     cluster = config["grpc_service"]["envoy_grpc"]["cluster_name"]
     assert (
         cluster
-        == f"outbound|{_extproc_settings().extproc_port}||gearbox-extproc.gearbox.svc.cluster.local"
+        == f"outbound|{_extproc_settings().extproc.port}||gearbox-extproc.gearbox.svc.cluster.local"
     )
     mode = config["processing_mode"]
     assert _mode_value(mode["request_body_mode"]) in SUPPORTED_MODES

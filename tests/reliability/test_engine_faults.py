@@ -79,7 +79,7 @@ async def test_killed_engine_fails_over_with_zero_errors_and_breaker_recovers(
     settings = dp_settings(redis_server.url, redis_keys.prefix, snapshot)
     plane = await start_data_plane(settings)
     await eventually(lambda: plane.version == published.version, what="table loaded")
-    k = settings.breaker_consecutive_failures
+    k = settings.breaker.consecutive_failures
 
     async with SteadyLoad(plane.url, workers=4) as load:
         await load.answered(40)
@@ -134,7 +134,7 @@ async def test_every_engine_down_answers_503_with_retry_after_quickly(
     settings = dp_settings(redis_server.url, redis_keys.prefix, snapshot)
     plane = await start_data_plane(settings)
     await eventually(lambda: plane.version == published.version, what="table loaded")
-    k = settings.breaker_consecutive_failures
+    k = settings.breaker.consecutive_failures
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
         assert (await post_chat(session, plane.url))[0] == 200
         await sims.kill()

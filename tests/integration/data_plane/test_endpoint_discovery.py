@@ -16,7 +16,13 @@ from pytest_aiohttp import AiohttpClient
 
 from data_plane.app import HEALTH, METRICS, STORE, create_app
 from data_plane.resilience.breaker import BreakerState
-from data_plane.settings import DataPlaneSettings
+from data_plane.settings import (
+    DataPlaneSettings,
+    DiscoverySettings,
+    RedisSettings,
+    ScrapeSettings,
+    TableSettings,
+)
 from tests.component.data_plane.fakes import chat_json, make_table, pair_entry
 from tests.support.dns_server import Dnsmasq, running_dnsmasq
 from tests.support.waiting import eventually
@@ -98,12 +104,10 @@ async def _client(
     snapshot = tmp_path / "table.json"
     snapshot.write_text(table.model_dump_json(), encoding="utf-8")
     settings = DataPlaneSettings(
-        redis_url="",
-        snapshot_path=snapshot,
-        endpoint_discovery_interval_s=0.1,
-        endpoint_dns_servers=dns.server,
-        endpoint_dns_timeout_s=0.5,
-        scrape_interval_s=0.1,
+        redis=RedisSettings(url=""),
+        table=TableSettings(snapshot_path=snapshot),
+        discovery=DiscoverySettings(interval_s=0.1, dns_servers=dns.server, dns_timeout_s=0.5),
+        scrape=ScrapeSettings(interval_s=0.1),
     )
     return await aiohttp_client(create_app(settings))
 

@@ -6,14 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data_plane.resilience.breaker import BreakerBoard, BreakerConfig, BreakerState, Transition
+from data_plane.resilience.breaker import BreakerBoard, BreakerState, Transition
+from data_plane.settings import BreakerConfig
 
 CFG = BreakerConfig(
     consecutive_failures=3,
     failure_ratio=0.5,
     min_requests=10,
     window_s=10.0,
-    window_buckets=10,
     cooldown_s=2.0,
     max_cooldown_s=7.0,
     probe_timeout_s=5.0,
@@ -184,7 +184,6 @@ def test_state_levels_match_the_metric() -> None:
     [
         {"consecutive_failures": 0},
         {"min_requests": 0},
-        {"window_buckets": 0},
         {"failure_ratio": 0.0},
         {"failure_ratio": 1.5},
         {"cooldown_s": 0.0},
@@ -194,8 +193,13 @@ def test_state_levels_match_the_metric() -> None:
     ],
 )
 def test_config_validation(kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError, match=r"must|should"):
+        BreakerConfig(**kwargs)
+
+
+def test_window_buckets_validation() -> None:
     with pytest.raises(ValueError, match="must"):
-        BreakerConfig(**kwargs)  # type: ignore[arg-type]
+        BreakerBoard(window_buckets=0)
 
 
 @settings(max_examples=200)
@@ -208,8 +212,8 @@ def test_config_validation(kwargs: dict[str, float]) -> None:
 def test_running_totals_and_open_set_match_a_full_recount(
     steps: list[tuple[str, bool, float]],
 ) -> None:
-    config = BreakerConfig(consecutive_failures=50, min_requests=4, window_s=4.0, window_buckets=4)
-    board = BreakerBoard(config)
+    config = BreakerConfig(consecutive_failures=50, min_requests=4, window_s=4.0)
+    board = BreakerBoard(config, window_buckets=4)
     now = 0.0
     for endpoint, success, gap in steps:
         now += gap

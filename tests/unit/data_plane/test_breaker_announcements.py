@@ -8,9 +8,10 @@ import json
 import pytest
 
 from data_plane.outcome import ConnectFailed
-from data_plane.resilience.breaker import BreakerBoard, BreakerConfig, BreakerState
+from data_plane.resilience.breaker import BreakerBoard, BreakerState
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
+from data_plane.settings import BreakerConfig
 from data_plane.sync.breaker_announcements import BreakerAnnouncements, parse_announcement
 from data_plane.telemetry.metrics import DataPlaneMetrics
 

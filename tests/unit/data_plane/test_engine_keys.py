@@ -19,10 +19,10 @@ SECRET = "sk-engine-0123456789"
 def test_env_key_is_read_and_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GEARBOX_DP_ENGINE_API_KEY", SECRET)
     settings = DataPlaneSettings()
-    assert settings.engine_api_key == SecretStr(SECRET)
+    assert settings.engine_keys.api_key == SecretStr(SECRET)
     assert SECRET not in repr(settings)
     assert SECRET not in str(settings.model_dump())
-    keys = EngineKeys.load(settings.engine_api_key, None)
+    keys = EngineKeys.load(settings.engine_keys.api_key, None)
     assert keys is not None
     assert keys.authorization("a@b#0", "a@b") == f"Bearer {SECRET}"
     assert SECRET not in repr(keys)
@@ -52,14 +52,14 @@ def test_a_bad_keys_file_stops_startup_without_echoing_keys(
     path = tmp_path / "keys.json"
     path.write_text(content)
     with pytest.raises(ValidationError) as err:
-        DataPlaneSettings(engine_api_keys_file=path)
+        DataPlaneSettings.model_validate({"engine_api_keys_file": path})
     assert problem in str(err.value)
     assert SECRET not in str(err.value)
 
 
 def test_a_missing_keys_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="cannot read"):
-        DataPlaneSettings(engine_api_keys_file=tmp_path / "absent.json")
+        DataPlaneSettings.model_validate({"engine_api_keys_file": tmp_path / "absent.json"})
 
 
 def test_no_keys_means_no_header() -> None:

@@ -88,6 +88,6 @@ def test_feedback_and_refit_checks_are_on_by_default() -> None:
     from data_plane.settings import DataPlaneSettings
     from data_plane.sync.feedback_writer import STREAM_MAXLEN
 
-    assert DataPlaneSettings().feedback_interval_s == 10.0
+    assert DataPlaneSettings().feedback.interval_s == 10.0
     assert ControlPlaneSettings().refit_check_interval_s == 30.0
     assert STREAM_MAXLEN == 10_000

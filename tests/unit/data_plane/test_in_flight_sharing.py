@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from data_plane.resilience.endpoint_load import LoadTracker, outside_load
-from data_plane.settings import DataPlaneSettings
+from data_plane.settings import DataPlaneSettings, InFlightShareSettings
 from data_plane.sync.in_flight_sharing import (
     InFlightSharing,
     encode_snapshot,
@@ -87,7 +87,10 @@ def test_a_replica_that_stops_publishing_expires() -> None:
 
 def test_settings_default_and_ttl_shorter_than_interval_is_refused() -> None:
     settings = DataPlaneSettings()
-    assert (settings.in_flight_share_interval_ms, settings.in_flight_share_ttl_s) == (25, 1.0)
-    assert DataPlaneSettings(in_flight_share_interval_ms=0).in_flight_share_interval_ms == 0
+    assert (settings.in_flight_share.interval_ms, settings.in_flight_share.ttl_s) == (25, 1.0)
+    off = DataPlaneSettings(in_flight_share=InFlightShareSettings(interval_ms=0))
+    assert off.in_flight_share.interval_ms == 0
     with pytest.raises(ValidationError, match="in_flight_share_ttl_s"):
-        DataPlaneSettings(in_flight_share_interval_ms=2000, in_flight_share_ttl_s=1.0)
+        DataPlaneSettings.model_validate(
+            {"in_flight_share_interval_ms": 2000, "in_flight_share_ttl_s": 1.0}
+        )

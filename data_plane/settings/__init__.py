@@ -1,0 +1,115 @@
+"""Settings of one data-plane process: env prefix GEARBOX_DP_, loaded once in `__main__`.
+
+One group per component (`settings.breaker` is the breaker board's `BreakerConfig`, ...),
+handed to it whole. Each knob keeps its flat name: the variable `GEARBOX_DP_<NAME>`, the flag
+`--<name>` and the key `DataPlaneSettings(<name>=...)` (`contracts.knobs`). Bad values fail
+at startup with the knob named; nothing here reads the environment after construction, and no
+other module reads `os.environ`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from contracts.knobs import FlatEnvSource, fold
+from data_plane.settings.serving import (
+    BreakerConfig,
+    EngineKeySettings,
+    ExtprocSettings,
+    ProxyConfig,
+    RetryBudgetSettings,
+    ServerSettings,
+    UpstreamSettings,
+)
+from data_plane.settings.sync import (
+    AnnouncementSettings,
+    DiscoverySettings,
+    FeedbackSettings,
+    InFlightShareSettings,
+    LiveStateSettings,
+    RedisSettings,
+    ScrapeSettings,
+    TableSettings,
+    parse_dns_servers,
+)
+from data_plane.settings.tracing import OtelSettings
+
+__all__ = [
+    "AnnouncementSettings",
+    "BreakerConfig",
+    "DataPlaneSettings",
+    "DiscoverySettings",
+    "EngineKeySettings",
+    "ExtprocSettings",
+    "FeedbackSettings",
+    "InFlightShareSettings",
+    "LiveStateSettings",
+    "OtelSettings",
+    "ProxyConfig",
+    "RedisSettings",
+    "RetryBudgetSettings",
+    "ScrapeSettings",
+    "ServerSettings",
+    "TableSettings",
+    "UpstreamSettings",
+    "parse_dns_servers",
+]
+
+EventLoop = Literal["uvloop", "asyncio"]
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
+
+
+class DataPlaneSettings(BaseSettings):
+    """Everything a data plane is configured with (units in the names; seconds unless `_ms`)."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="GEARBOX_DP_", extra="forbid", frozen=True, validate_default=True
+    )
+
+    instance_id: str = Field(default="dp-0", min_length=1, max_length=200)
+    log_level: LogLevel = "INFO"
+    git_sha: str = Field(default="unknown", max_length=64)
+    event_loop: EventLoop = Field(
+        default="uvloop", description="uvloop (C event loop, less CPU per request) or asyncio"
+    )
+    gc_young_threshold: int = Field(
+        default=20_000,
+        ge=0,
+        description="allocations between young-generation collections (0 = Python's 700)",
+    )
+    server: ServerSettings = Field(default_factory=ServerSettings)
+    redis: RedisSettings = Field(default_factory=RedisSettings)
+    table: TableSettings = Field(default_factory=TableSettings)
+    upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
+    proxy: ProxyConfig = Field(default_factory=ProxyConfig)
+    retry_budget: RetryBudgetSettings = Field(default_factory=RetryBudgetSettings)
+    breaker: BreakerConfig = Field(default_factory=BreakerConfig)
+    engine_keys: EngineKeySettings = Field(default_factory=EngineKeySettings)
+    scrape: ScrapeSettings = Field(default_factory=ScrapeSettings)
+    live_state: LiveStateSettings = Field(default_factory=LiveStateSettings)
+    otel: OtelSettings = Field(default_factory=OtelSettings)
+    extproc: ExtprocSettings = Field(default_factory=ExtprocSettings)
+    discovery: DiscoverySettings = Field(default_factory=DiscoverySettings)
+    announcements: AnnouncementSettings = Field(default_factory=AnnouncementSettings)
+    feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
+    in_flight_share: InFlightShareSettings = Field(default_factory=InFlightShareSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Keys given win over the environment, read by each knob's flat name."""
+        return init_settings, FlatEnvSource(settings_cls)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_keys(cls, data: Any) -> Any:
+        return fold(cls, data)

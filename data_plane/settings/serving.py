@@ -1,0 +1,152 @@
+"""The knobs of serving requests: the server, the proxy's attempts and deadlines, the retry
+budget, the breakers, the engine client and its keys, and gateway mode.
+
+`ProxyConfig` and `BreakerConfig` are the proxy's and the breaker board's own configuration;
+the other groups are handed whole to the part that uses them by `data_plane.app`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import NoDecode
+
+from contracts.knobs import Group, Knob
+from data_plane.engine_keys import check_key, read_keys_file
+
+UpstreamClientKind = Literal["http1", "aiohttp"]
+ExtProcBodyMode = Literal["buffered", "full_duplex_streamed"]
+
+
+class ServerSettings(Group):
+    """The HTTP server and its gate: where it listens, client keys, slow clients, shutdown."""
+
+    host: str = "0.0.0.0"  # a server in a container listens on all interfaces
+    port: int = Field(default=8080, ge=0, le=65535)
+    api_keys: Annotated[tuple[SecretStr, ...], NoDecode] = ()
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    shutdown_timeout_s: float = Field(default=10.0, ge=0.0)
+    # Slow clients (slowloris): an idle or header-trickling connection is closed after
+    # keepalive_timeout_s; a body that has not fully arrived after body_read_timeout_s gets 408.
+    keepalive_timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
+    body_read_timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
+    # After an early answer (408, 413), how long the server keeps draining an unread body.
+    lingering_time_s: float = Field(default=1.0, ge=0.0, le=60.0)
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _split_keys(cls, value: object) -> object:
+        # Env gives "k1,k2"; a JSON list works too.
+        if isinstance(value, str):
+            return tuple(k.strip() for k in value.split(",") if k.strip())
+        return value
+
+    @field_validator("api_keys")
+    @classmethod
+    def _keys_not_short(cls, value: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+        for key in value:
+            if len(key.get_secret_value()) < 8:
+                raise ValueError("each API key must be at least 8 characters")
+        return value
+
+
+class UpstreamSettings(Group):
+    """The client of engine calls and its connection pool."""
+
+    client: Annotated[UpstreamClientKind, Knob("upstream_client")] = Field(
+        default="http1",
+        description="http1 (lean keep-alive HTTP/1.1 to engines) or aiohttp's ClientSession",
+    )
+    connector_limit: int = Field(default=1000, ge=1)
+    connector_limit_per_host: int = Field(default=0, ge=0, description="0 = no per-host cap")
+    connect_timeout_s: float = Field(default=2.0, gt=0.0, le=300.0)
+    read_timeout_s: float = Field(default=120.0, gt=0.0, le=3600.0)
+
+
+class ProxyConfig(Group):
+    """The proxy's attempts and deadlines (docs/reliability.md)."""
+
+    max_attempts: int = Field(default=3, ge=1, le=20)
+    # The deadline when no latency budget applies (or best-effort relaxed).
+    default_timeout_s: Annotated[float, Knob("default_request_timeout_s")] = Field(
+        default=300.0, gt=0.0, le=3600.0, description="deadline when no latency budget applies"
+    )
+    # Added to the latency budget before the deadline cancels the request.
+    grace_s: Annotated[float, Knob("deadline_grace_s")] = Field(default=0.5, ge=0.0, le=60.0)
+    # The engine's own deadline for one attempt: its predicted TTFT (streams) or latency
+    # (non-streams) x factor + slack; missing it is an engine fault and the next candidate is
+    # tried. factor 0 = no engine deadline.
+    engine_deadline_factor: float = Field(default=2.0, ge=0.0, le=100.0)
+    engine_deadline_slack_s: float = Field(default=0.5, ge=0.0, le=600.0)
+
+
+class RetryBudgetSettings(Group):
+    """Retries at most `ratio` of the recent requests, plus a floor (`RetryBudget`)."""
+
+    knob_prefix = "retry_budget_"
+    ratio: float = Field(default=0.2, ge=0.0, le=1.0)
+    min_per_s: float = Field(default=5.0, ge=0.0)
+    window_s: float = Field(default=10.0, gt=0.0)
+
+
+class BreakerConfig(Group):
+    """One endpoint's breaker (docs/reliability.md): when it opens, how long it stays open."""
+
+    knob_prefix = "breaker_"
+    consecutive_failures: int = Field(default=5, ge=1)  # open after this many in a row
+    failure_ratio: float = Field(default=0.5, gt=0.0, le=1.0)  # ...or this share of the window
+    window_s: float = Field(default=10.0, gt=0.0)  # sliding window for the ratio
+    min_requests: int = Field(default=20, ge=1)  # ...holding at least this many requests
+    cooldown_s: float = Field(default=5.0, gt=0.0)  # first open period
+    # The cap of the doubling cooldown.
+    max_cooldown_s: Annotated[float, Knob("breaker_cooldown_max_s")] = Field(default=60.0, gt=0.0)
+    # A half-open breaker's probe that never reports back frees the probe slot after this.
+    probe_timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0)
+
+    @model_validator(mode="after")
+    def _cooldowns(self) -> BreakerConfig:
+        if self.max_cooldown_s < self.cooldown_s:
+            raise ValueError("breaker_cooldown_max_s must be >= breaker_cooldown_s")
+        return self
+
+
+class EngineKeySettings(Group):
+    """Engines behind `vllm serve --api-key` (data_plane.engine_keys): one key for every
+    engine (environment only), and/or a JSON file {endpoint id | pair | "*": key}."""
+
+    knob_prefix = "engine_"
+    api_key: SecretStr | None = None
+    api_keys_file: Path | None = Field(
+        default=None, description='JSON {"<endpoint id>" | "<pair>" | "*": "<engine API key>"}'
+    )
+
+    @field_validator("api_key")
+    @classmethod
+    def _engine_key_fits_a_header(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_key(value.get_secret_value(), "every engine")
+        return value
+
+    @field_validator("api_keys_file")
+    @classmethod
+    def _engine_keys_file_reads(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            read_keys_file(value)  # ValueError naming the problem, never a key
+        return value
+
+
+class ExtprocSettings(Group):
+    """`python -m data_plane extproc` (docs/gateway.md): the ext_proc gRPC port, the header an
+    HTTPRoute per pair matches, and the body mode assumed when Envoy does not say."""
+
+    knob_prefix = "extproc_"
+    port: int = Field(default=9004, ge=0, le=65535)
+    pair_header: str = Field(
+        default="x-gearbox-pair", min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9-]*$"
+    )
+    body_mode: ExtProcBodyMode = Field(
+        default="buffered",
+        description="request body mode of the ext_proc filter when Envoy sends no protocol_config",
+    )

@@ -1,0 +1,129 @@
+"""The knobs of the background work: Redis, the table watcher, engine scraping, live state,
+endpoint discovery, breaker announcements, latency feedback and in-flight sharing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field, field_validator, model_validator
+
+from contracts.knobs import Group, Knob
+from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
+
+
+class RedisSettings(Group):
+    """The Redis client, its key prefix, and the watcher's reconnect backoff cap."""
+
+    knob_prefix = "redis_"
+    # "" = no Redis: serve the snapshot file only (static mode, and component tests).
+    url: str = "redis://127.0.0.1:6379/0"
+    key_prefix: str = DEFAULT_PREFIX
+    timeout_s: float = Field(default=2.0, gt=0.0, le=60.0)
+    backoff_max_s: float = Field(default=10.0, gt=0.0, le=600.0)
+
+    @field_validator("key_prefix")
+    @classmethod
+    def _valid_prefix(cls, value: str) -> str:
+        RedisKeys(value)  # raises ValueError naming the prefix
+        return value
+
+    @property
+    def keys(self) -> RedisKeys:
+        return RedisKeys(self.key_prefix)
+
+
+class TableSettings(Group):
+    """Where the table comes from besides Redis pub/sub (`TableWatcher`)."""
+
+    knob_prefix = "table_"
+    poll_interval_s: float = Field(default=5.0, gt=0.0, le=3600.0)
+    snapshot_path: Annotated[Path | None, Knob("snapshot_path")] = None
+
+
+class ScrapeSettings(Group):
+    """Engines' queue depth from their `/metrics` (0 = scraping off)."""
+
+    knob_prefix = "scrape_"
+    interval_s: float = Field(default=1.0, ge=0.0, description="0 = scraping off")
+    timeout_s: float = Field(default=1.0, gt=0.0, le=60.0)
+
+
+class LiveStateSettings(Group):
+    """This replica's live state in Redis, for operators."""
+
+    knob_prefix = "live_state_"
+    interval_s: float = Field(default=5.0, gt=0.0)
+    ttl_s: int = Field(default=30, ge=1)
+
+
+class DiscoverySettings(Group):
+    """Endpoints are pods (docs/data_plane.md, "Endpoint discovery"): engine URLs whose host
+    is a name are re-resolved at this interval into one endpoint per address. 0 = off."""
+
+    knob_prefix = "endpoint_"
+    interval_s: Annotated[float, Knob("endpoint_discovery_interval_s")] = Field(
+        default=0.0, ge=0.0, le=3600.0
+    )
+    dns_servers: str = Field(
+        default="", description="ADDRESS[:PORT],... ('' = the system resolver)"
+    )
+    dns_timeout_s: float = Field(default=2.0, gt=0.0, le=60.0)
+
+    @field_validator("dns_servers")
+    @classmethod
+    def _dns_servers(cls, value: str) -> str:
+        parse_dns_servers(value)  # raises ValueError naming the bad entry
+        return value
+
+    @property
+    def dns_server_list(self) -> list[tuple[str, int]]:
+        return parse_dns_servers(self.dns_servers)
+
+
+def parse_dns_servers(text: str) -> list[tuple[str, int]]:
+    """`"10.0.0.10, 127.0.0.1:5353"` -> [(address, port)]; port 53 when not given."""
+    servers = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep:
+            host, port = item, "53"
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"DNS server {item!r} is not ADDRESS or ADDRESS:PORT")
+        servers.append((host, int(port)))
+    return servers
+
+
+class AnnouncementSettings(Group):
+    """Replicas eject together (docs/data_plane.md, "Breaker announcements"): an opened
+    breaker is announced on Redis; the others skip the endpoint for its cooldown, at most
+    `max_ttl_s`."""
+
+    knob_prefix = "breaker_announce_"
+    enabled: Annotated[bool, Knob("breaker_announcements")] = True
+    max_ttl_s: float = Field(default=30.0, gt=0.0, le=600.0)
+
+
+class FeedbackSettings(Group):
+    """Latency feedback summaries to Redis every `interval_s` (0 = off)."""
+
+    knob_prefix = "feedback_"
+    interval_s: float = Field(default=10.0, ge=0.0, le=3600.0)
+
+
+class InFlightShareSettings(Group):
+    """Replicas share their in-flight counts per endpoint over Redis pub/sub every
+    `interval_ms` (docs/data_plane.md, "In-flight sharing"); each replica's snapshot counts
+    for at most `ttl_s` after it arrived. 0 = off."""
+
+    knob_prefix = "in_flight_share_"
+    interval_ms: int = Field(default=25, ge=0, le=10_000)
+    ttl_s: float = Field(default=1.0, gt=0.0, le=60.0)
+
+    @model_validator(mode="after")
+    def _ttl_covers_interval(self) -> InFlightShareSettings:
+        if self.ttl_s * 1000 < self.interval_ms:
+            raise ValueError("in_flight_share_ttl_s must be >= in_flight_share_interval_ms")
+        return self

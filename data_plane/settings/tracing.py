@@ -1,0 +1,122 @@
+"""The knobs of tracing: ours (`GEARBOX_DP_OTEL_*`) and OpenTelemetry's standard variables
+(docs/data_plane.md, "Observability"), read like every other knob but under their own names,
+without the `GEARBOX_DP_` prefix; the flag is the first name (`--otel-traces-sampler`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+from urllib.parse import unquote
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import NoDecode
+
+from contracts.knobs import Group, Knob
+
+OtelExporter = Literal["none", "console", "otlp"]
+# OTEL_TRACES_SAMPLER values the data plane implements (the OpenTelemetry SDK's built-ins).
+TraceSampler = Literal[
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+]
+OtlpCompression = Literal["none", "gzip"]
+KeyValues = Annotated[tuple[tuple[str, str], ...], NoDecode]
+
+
+class OtelSettings(Group):
+    """Where spans go, how many are kept (head sampling: parentbased_always_on), and what
+    every span carries."""
+
+    knob_prefix = "otel_"
+    exporter: OtelExporter = "none"
+    endpoint: str | None = None
+    service_name: str = "gearbox-data-plane"
+    sampler: Annotated[TraceSampler, Knob("otel_traces_sampler", prefixed=False)] = Field(
+        default="parentbased_always_on",
+        description="OTEL_TRACES_SAMPLER: always_on, always_off, traceidratio, parentbased_*",
+    )
+    sampler_arg: Annotated[float, Knob("otel_traces_sampler_arg", prefixed=False)] = Field(
+        default=1.0,
+        ge=0.0,
+        le=1.0,
+        description="OTEL_TRACES_SAMPLER_ARG: the ratio of the traceidratio samplers",
+    )
+    otlp_traces_endpoint: Annotated[
+        str | None, Knob("otel_exporter_otlp_traces_endpoint", prefixed=False)
+    ] = Field(
+        default=None,
+        description="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: the full URL spans are posted to",
+    )
+    otlp_endpoint: Annotated[str | None, Knob("otel_exporter_otlp_endpoint", prefixed=False)] = (
+        Field(
+            default=None,
+            description="OTEL_EXPORTER_OTLP_ENDPOINT: base URL; spans go to <base>/v1/traces",
+        )
+    )
+    otlp_headers: Annotated[
+        KeyValues,
+        Knob("otel_exporter_otlp_traces_headers", "otel_exporter_otlp_headers", prefixed=False),
+    ] = Field(
+        default=(),
+        description="OTEL_EXPORTER_OTLP_[TRACES_]HEADERS: k=v,k2=v2 (values URL-encoded)",
+    )
+    otlp_timeout_ms: Annotated[
+        float,
+        Knob("otel_exporter_otlp_traces_timeout", "otel_exporter_otlp_timeout", prefixed=False),
+    ] = Field(
+        default=10_000.0,
+        gt=0.0,
+        le=600_000.0,
+        description="OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT: milliseconds per export",
+    )
+    otlp_compression: Annotated[
+        OtlpCompression,
+        Knob(
+            "otel_exporter_otlp_traces_compression",
+            "otel_exporter_otlp_compression",
+            prefixed=False,
+        ),
+    ] = Field(default="none", description="OTEL_EXPORTER_OTLP_[TRACES_]COMPRESSION: none or gzip")
+    resource_attributes: Annotated[KeyValues, Knob("otel_resource_attributes", prefixed=False)] = (
+        Field(
+            default=(),
+            description="OTEL_RESOURCE_ATTRIBUTES: k=v,... on every span (service.name is ours)",
+        )
+    )
+
+    @field_validator("otlp_headers", "resource_attributes", mode="before")
+    @classmethod
+    def _split_key_values(cls, value: object) -> object:
+        # OpenTelemetry's list format: "k1=v1,k2=v2", values URL-encoded.
+        if not isinstance(value, str):
+            return value
+        pairs = []
+        for item in (i.strip() for i in value.split(",")):
+            name, eq, text = item.partition("=")
+            if not item:
+                continue
+            if not eq or not name.strip():
+                raise ValueError(f"{item!r} is not name=value")
+            pairs.append((name.strip(), unquote(text.strip())))
+        return tuple(pairs)
+
+    @model_validator(mode="after")
+    def _otlp_has_a_url(self) -> OtelSettings:
+        if self.exporter == "otlp" and not self.otlp_traces_url:
+            raise ValueError(
+                "otel_endpoint (or OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT) is required when "
+                "otel_exporter is 'otlp'"
+            )
+        return self
+
+    @property
+    def otlp_traces_url(self) -> str | None:
+        """Where spans are posted: otel_endpoint, else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT,
+        else OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces."""
+        if self.endpoint or self.otlp_traces_endpoint:
+            return self.endpoint or self.otlp_traces_endpoint
+        base = self.otlp_endpoint
+        return base.rstrip("/") + "/v1/traces" if base else None
