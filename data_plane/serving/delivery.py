@@ -21,8 +21,9 @@ from data_plane.errors import (
     normalize_upstream_error,
 )
 from data_plane.outcome import BudgetMissed, ConnectFailed, Timeout, UpstreamStatus
-from data_plane.serving.attempt import Call, ClientSink, Failed, Served, stream_error_event
-from data_plane.serving.usage import Usage, cost_usd, find_usage
+from data_plane.serving.attempt import Failed, stream_error_event
+from data_plane.serving.usage import Usage, cost_usd
+from data_plane.serving.walk import Answer, RequestWalk
 from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.pair_totals import predicted_e2e_s
@@ -93,82 +94,65 @@ class Delivery:
         retry rates; the Prometheus series count attempts by endpoint and reason)."""
         self._traffic.attempted(cand.pair.pair, cand.pair.family, retry, failed)
 
-    async def deliver(
-        self,
-        call: Call,
-        table: CompiledTable,
-        decision: RouteDecision,
-        cand: Candidate,
-        served: Served,
-        attempts: int,
-        sink: ClientSink,
-    ) -> RequestOutcome:
+    async def deliver(self, walk: RequestWalk, answer: Answer) -> RequestOutcome:
         """Send a non-streamed answer (streams are already out), then account it."""
+        served = answer.served
         outcome = RequestOutcome.OK if served.outcome is None else RequestOutcome.STREAM_ERROR
         if served.streamed:
-            self._account(call, table, decision, cand, served, served.first_byte_s)
+            self._account(walk, answer, served.first_byte_s)
             return outcome
         headers = {
             "Content-Type": served.content_type or "application/json",
-            **call.headers_for(cand, attempts),
+            **walk.call.headers_for(answer.cand, walk.attempt),
         }
         try:
-            await sink.send(served.status, headers, served.body)
+            await walk.sink.send(served.status, headers, served.body)
         finally:  # accounted even when the client left meanwhile: the engine's work was done
-            self._account(call, table, decision, cand, served, self._clock())
+            self._account(walk, answer, self._clock())
         return outcome
 
-    async def give_up(
-        self,
-        call: Call,
-        last: Candidate,
-        failure: Failed | None,
-        attempts: int,
-        sink: ClientSink,
-        retry_after_s: float,
-    ) -> RequestOutcome:
+    async def give_up(self, walk: RequestWalk, retry_after_s: float) -> RequestOutcome:
         """Pass an engine's 4xx through (normalised envelope); raise for everything else."""
+        failure, attempts = walk.failure, walk.attempt
         match failure:
             case Failed(outcome=UpstreamStatus(code=code)) if code < 500 and code != 429:
+                last = walk.last or walk.decision.candidates[0]
                 body = json.dumps(normalize_upstream_error(code, failure.body)).encode()
-                headers = {"Content-Type": "application/json", **call.headers_for(last, attempts)}
-                await sink.send(code, headers, body)
+                route = walk.call.headers_for(last, attempts)
+                headers = {"Content-Type": "application/json", **route}
+                await walk.sink.send(code, headers, body)
                 return RequestOutcome.INVALID_REQUEST
         raise give_up_error(failure, attempts, retry_after_s)
 
-    async def deadline_in_stream(self, sink: ClientSink, pair: str | None) -> RequestOutcome:
+    async def deadline_in_stream(self, walk: RequestWalk) -> RequestOutcome:
         """The budget ran out after the first byte: one SSE error event ends the stream."""
+        pair = walk.call.state.streaming_pair
         if pair is not None:
             self._metrics.pair(pair).stream_errors.inc()
             totals = self._traffic.pairs.get(pair)
             if totals is not None:
                 totals.errors += 1
-        await sink.write(
+        await walk.sink.write(
             stream_error_event("the latency budget ran out mid-stream", "budget_exhausted")
         )
-        await sink.finish()
+        await walk.sink.finish()
         return RequestOutcome.STREAM_ERROR
 
-    def account_reask(
-        self, table: CompiledTable, first: tuple[Candidate, Served], reask: tuple[Candidate, Served]
-    ) -> None:
+    def account_reask(self, walk: RequestWalk, first: Answer, reask: Answer) -> None:
         """The quality guard discarded `first` for `reask`: the discarded answer is costed on
         its own pair (it was paid for), and the re-ask's cost is counted against the pair whose
         answer was re-asked (`gearbox_quality_guard_reask_cost_usd_total`). The re-ask itself
         is accounted as the served answer by `deliver`."""
-        cand, served = first
-        self._cost(table, cand, served)
-        target, answer = reask
-        usage = find_usage(answer.body) or Usage(target.input_tokens, target.output_tokens)
-        self._metrics.quality_reask_cost.labels(cand.pair.pair).inc(cost_usd(target.pair, usage))
+        self._cost(walk.table, first)
+        self._metrics.quality_reask_cost.labels(first.cand.pair.pair).inc(reask.cost_usd)
 
-    def _cost(self, table: CompiledTable, cand: Candidate, served: Served) -> Usage:
-        """Cost and tokens of one answer (from its `usage`, else the decision's estimates);
-        returns the usage counted."""
-        pair = cand.pair
+    def _cost(self, table: CompiledTable, answer: Answer) -> Usage:
+        """Cost and tokens of one answer, and what its usage would have cost on the family's
+        and the fleet's baselines; returns the usage counted."""
+        pair = answer.cand.pair
         series = self._metrics.pair(pair.pair)
-        usage = find_usage(served.body) or Usage(cand.input_tokens, cand.output_tokens)
-        cost = cost_usd(pair, usage)
+        usage = answer.usage
+        cost = answer.cost_usd
         series.cost.inc(cost)
         baseline = table.baselines.get(pair.family)
         baseline_cost = None if baseline is None else cost_usd(baseline, usage)
@@ -183,15 +167,8 @@ class Delivery:
         series.tokens_out.inc(usage.output_tokens)
         return usage
 
-    def _account(
-        self,
-        call: Call,
-        table: CompiledTable,
-        decision: RouteDecision,
-        cand: Candidate,
-        served: Served,
-        first_byte_s: float | None,
-    ) -> None:
+    def _account(self, walk: RequestWalk, answer: Answer, first_byte_s: float | None) -> None:
+        call, decision, cand, served = walk.call, walk.decision, answer.cand, answer.served
         pair = cand.pair
         series = self._metrics.pair(pair.pair)
         latency_s = self._clock() - call.started_s
@@ -201,7 +178,7 @@ class Delivery:
         budget_s = decision.budget_latency_s
         if budget_s is not None:
             (series.budget_met if latency_s <= budget_s else series.budget_missed).inc()
-        usage = self._cost(table, cand, served)
+        usage = self._cost(walk.table, answer)
         first = decision.candidates[0]
         fallback = cand is not first and any(c is cand for c in decision.candidates)
         if fallback:
@@ -210,7 +187,7 @@ class Delivery:
             # Latency feedback: only the first choice's clean answers (a fallback's latency
             # includes the failed attempts before it).
             ttft_s = first_byte_s - call.started_s if served.streamed and first_byte_s else None
-            self._feedback.observe(table.version, cand, latency_s, ttft_s, usage.output_tokens)
+            self._feedback.observe(walk.table.version, cand, latency_s, ttft_s, usage.output_tokens)
         self._traffic.served(pair.pair, fallback)
         totals = self._traffic.pair(pair.pair, pair.family)
         totals.answered(latency_s, predicted_e2e_s(cand, usage.output_tokens), budget_s)

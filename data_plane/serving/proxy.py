@@ -36,10 +36,10 @@ from data_plane.serving.attempt import (
     Failed,
     Served,
 )
-from data_plane.serving.deadlines import Deadline, Deadlines
+from data_plane.serving.deadlines import Deadlines
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.quality import Degeneracy, check_answer
-from data_plane.serving.usage import Usage, cost_usd, find_usage
+from data_plane.serving.walk import Answer, RequestWalk
 from data_plane.settings import ProxyConfig
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import Tracing
@@ -58,30 +58,6 @@ class ProxyParts:
     checker: AccuracyChecker | None = None  # shadow re-asks, after the client's answer
     # Request deadlines on one shared timer (a timer per request costs ~2 us more).
     deadlines: Deadlines = field(default_factory=Deadlines)
-
-
-@dataclass(slots=True)
-class _Walk:
-    """Where one request's attempt walk stands."""
-
-    deadline: Deadline  # the request's timeout (moved when best-effort relaxes)
-    deadline_at: float  # the same moment on the injected clock
-    attempt: int = 0
-    failure: Failed | None = None
-    last: Candidate | None = None
-    stopped: bool = False  # retry policy or retry budget said stop (no relaxed fallback)
-
-    def answered(self) -> None:
-        """A whole answer is in hand: writing it to the client is not held to the budget (a
-        deadline firing mid-write would leave a half-sent answer and then an error)."""
-        if not self.deadline.expired():
-            self.deadline.reschedule(None)
-
-    def extend(self, extra_s: float) -> None:
-        when = self.deadline.when()
-        if extra_s > 0 and when is not None:
-            self.deadline.reschedule(when + extra_s)
-            self.deadline_at += extra_s
 
 
 def _with_reason(call: Call, reason: RouteReason) -> Call:
@@ -140,10 +116,10 @@ class Proxy:
         p.retry_budget.record_request()
         deadline_s = self.deadline_s(decision)
         deadline = p.deadlines.timeout(deadline_s)
+        walk = RequestWalk(call, table, decision, sink, deadline, p.clock() + deadline_s)
         try:
             async with deadline:
-                walk = _Walk(deadline, p.clock() + deadline_s)
-                return await self._walk(call, table, decision, sink, walk)
+                return await self._walk(walk)
         except TimeoutError as err:
             if not deadline.expired():
                 raise
@@ -151,7 +127,7 @@ class Proxy:
                 raise DeadlineExceeded(
                     "the latency budget ran out before an engine answered"
                 ) from err
-            return await p.delivery.deadline_in_stream(sink, call.state.streaming_pair)
+            return await p.delivery.deadline_in_stream(walk)
 
     @staticmethod
     def _targets(chain: Sequence[Candidate]) -> Iterator[tuple[Candidate, CompiledEndpoint]]:
@@ -159,52 +135,43 @@ class Proxy:
             for endpoint in cand.endpoints:
                 yield cand, endpoint
 
-    async def _walk(
-        self,
-        call: Call,
-        table: CompiledTable,
-        decision: RouteDecision,
-        sink: ClientSink,
-        walk: _Walk,
-    ) -> RequestOutcome:
+    async def _walk(self, walk: RequestWalk) -> RequestOutcome:
         """The decision's chain; then, for a best-effort request whose feasible pairs all
         failed, the latency-relaxed pairs (with the relaxed deadline); then give up."""
         p = self._p
-        done = await self._try_chain(call, table, decision, decision.candidates, sink, walk)
+        call, decision = walk.call, walk.decision
+        done = await self._try_chain(walk, decision.candidates)
         if done is not None:
             return done
         may_relax = not walk.stopped and self._retry_allowed(walk)
-        relaxed = self._relaxed(table, decision) if may_relax else None
+        relaxed = self._relaxed(walk.table, decision) if may_relax else None
         if relaxed is not None:
             walk.extend(self._config.default_timeout_s - self.deadline_s(decision))
             # Accounted as fallbacks from the first choice, measured against the same budget.
-            merged = replace(relaxed, candidates=(*decision.candidates, *relaxed.candidates))
-            relaxed_call = _with_reason(call, relaxed.reason)
+            walk.decision = replace(relaxed, candidates=(*decision.candidates, *relaxed.candidates))
+            walk.call = _with_reason(call, relaxed.reason)
             tried = walk.attempt
-            done = await self._try_chain(
-                relaxed_call, table, merged, relaxed.candidates, sink, walk
-            )
+            done = await self._try_chain(walk, relaxed.candidates)
             if done is not None:
                 return done
-            if walk.attempt > tried:  # the failure given up on came from a relaxed pair
-                call = relaxed_call
-        last = walk.last or decision.candidates[0]
+            if walk.attempt == tried:  # the failure given up on came from the first chain
+                walk.call = call
         retry_after_s = p.health.retry_after_s()
         walk.answered()  # an engine's 4xx goes out whole, or an error is raised
-        return await p.delivery.give_up(call, last, walk.failure, walk.attempt, sink, retry_after_s)
+        return await p.delivery.give_up(walk, retry_after_s)
 
     def _relaxed(self, table: CompiledTable, decision: RouteDecision) -> RouteDecision | None:
         return latency_relaxed(table, decision, self._p.health.view(), self._p.rng)
 
-    def _retry_allowed(self, walk: _Walk) -> bool:
+    def _retry_allowed(self, walk: RequestWalk) -> bool:
         """After a failure: may another attempt go out (retry policy, then the budget later)?"""
         if walk.failure is None:
             return True
-        remaining_s = walk.deadline_at - self._p.clock()
+        remaining_s = walk.remaining_s(self._p.clock())
         step = next_step(walk.failure.outcome, walk.attempt, remaining_s, self._config.max_attempts)
         return not isinstance(step, GiveUp)
 
-    def _spend_retry(self, walk: _Walk, endpoint_id: str) -> bool:
+    def _spend_retry(self, walk: RequestWalk, endpoint_id: str) -> bool:
         """Take a retry from the retry budget (not for a first attempt); on a refusal give
         back the half-open probe slot `allow` may have taken for `endpoint_id`."""
         p = self._p
@@ -218,13 +185,7 @@ class Proxy:
         return True
 
     async def _try_chain(
-        self,
-        call: Call,
-        table: CompiledTable,
-        decision: RouteDecision,
-        chain: Sequence[Candidate],
-        sink: ClientSink,
-        walk: _Walk,
+        self, walk: RequestWalk, chain: Sequence[Candidate]
     ) -> RequestOutcome | None:
         """Walk `chain`; the outcome once an answer went out, None when nothing was served
         (`walk.stopped` says whether the retry policy or budget ended it)."""
@@ -240,32 +201,27 @@ class Proxy:
                 return None
             walk.attempt += 1
             walk.last = cand
-            limit = self.attempt_limit(call, decision, cand)
+            limit = self.attempt_limit(walk.call, walk.decision, cand)
             retry = walk.failure is not None
-            result = await p.runner.run(call, cand, endpoint, walk.attempt, sink, limit)
+            result = await p.runner.run(walk.call, cand, endpoint, walk.attempt, walk.sink, limit)
             p.delivery.attempted(cand, retry, isinstance(result, Failed))
             if isinstance(result, Failed):
                 walk.failure = result
                 continue
+            answer = Answer(cand, result)
             if not result.streamed and cand.pair.precision_rank > 0:
-                cand, result = await self._guard(call, table, decision, (cand, result), walk, sink)
-            if not result.streamed:
+                answer = await self._guard(walk, answer)
+            if not answer.served.streamed:
                 walk.answered()
-            outcome = await p.delivery.deliver(
-                call, table, decision, cand, result, walk.attempt, sink
-            )
+            outcome = await p.delivery.deliver(walk, answer)
             if p.checker is not None:
-                p.checker.offer(call, table, decision.category, cand, result)
+                category = walk.decision.category
+                p.checker.offer(walk.call, walk.table, category, answer.cand, answer.served)
             return outcome
         return None
 
     def _reask_target(
-        self,
-        call: Call,
-        table: CompiledTable,
-        decision: RouteDecision,
-        answer: tuple[Candidate, Served],
-        walk: _Walk,
+        self, walk: RequestWalk, answer: Answer
     ) -> tuple[Candidate, Degeneracy] | None:
         """The more precise pair to re-ask a degenerate answer on (and what is wrong with the
         answer), or None to keep it: the answer is fine, the request is shadow traffic, the
@@ -273,7 +229,7 @@ class Proxy:
         left does not cover its predicted latency, or both answers together would exceed
         X-Max-Cost-Usd."""
         p = self._p
-        cand, served = answer
+        cand, decision, table = answer.cand, walk.decision, walk.table
         better = table.more_precise.get(cand.pair.pair)
         if (
             better is None
@@ -283,7 +239,7 @@ class Proxy:
             or all(p.pair != better.pair for p in table.by_alias.get(decision.alias, ()))
         ):
             return None
-        problem = check_answer(served.body, call.wants_json)
+        problem = check_answer(answer.served.body, walk.call.wants_json)
         if problem is None:
             return None
         health = p.health.view()
@@ -292,33 +248,22 @@ class Proxy:
             return None
         ordered = order_endpoints(live, health.load, p.rng)
         target = predict(better, ordered, decision.input_chars, cand.output_tokens, health.load)
-        if walk.deadline_at - p.clock() < target.predicted_latency_s:
+        if walk.remaining_s(p.clock()) < target.predicted_latency_s:
             return None
         cap = decision.max_cost_usd
-        if cap is not None:
-            usage = find_usage(served.body) or Usage(cand.input_tokens, cand.output_tokens)
-            if cost_usd(cand.pair, usage) + target.estimated_cost_usd > cap:
-                return None
+        if cap is not None and answer.cost_usd + target.estimated_cost_usd > cap:
+            return None
         return target, problem
 
-    async def _guard(
-        self,
-        call: Call,
-        table: CompiledTable,
-        decision: RouteDecision,
-        answer: tuple[Candidate, Served],
-        walk: _Walk,
-        sink: ClientSink,
-    ) -> tuple[Candidate, Served]:
+    async def _guard(self, walk: RequestWalk, answer: Answer) -> Answer:
         """Quality guard: re-ask a degenerate answer ONCE on the family's next more precise
         pair (`_reask_target` says when); the re-ask spends the retry budget and counts as an
         attempt. Both answers are costed; the first is kept if the re-ask fails."""
         p = self._p
-        found = self._reask_target(call, table, decision, answer, walk)
+        found = self._reask_target(walk, answer)
         if found is None:
             return answer
         target, problem = found
-        cand = answer[0]
         endpoint = next((e for e in target.endpoints if p.health.allow(e.id)), None)
         if endpoint is None:
             return answer
@@ -326,11 +271,12 @@ class Proxy:
             p.health.release_probe(endpoint.id)
             p.metrics.retry_budget_exhausted.inc()
             return answer
-        p.metrics.quality_escalations.labels(cand.pair.pair, problem).inc()
+        p.metrics.quality_escalations.labels(answer.cand.pair.pair, problem).inc()
         walk.attempt += 1
-        limit = self.attempt_limit(call, decision, target)
-        result = await p.runner.run(call, target, endpoint, walk.attempt, sink, limit)
+        limit = self.attempt_limit(walk.call, walk.decision, target)
+        result = await p.runner.run(walk.call, target, endpoint, walk.attempt, walk.sink, limit)
         if isinstance(result, Served):
-            p.delivery.account_reask(table, answer, (target, result))
-            return target, result
+            reask = Answer(target, result)
+            p.delivery.account_reask(walk, answer, reask)
+            return reask
         return answer

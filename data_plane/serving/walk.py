@@ -1,0 +1,70 @@
+"""One request's walk through its fallback chain, and each answer it gets with what it cost.
+
+The proxy (`proxy.py`) moves a `RequestWalk` along; delivery (`delivery.py`) reads it to send
+the answer or the error and to account it. Neither passes the request's parts to the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from data_plane.domain import Candidate, CompiledTable, RouteDecision
+from data_plane.serving.attempt import Call, ClientSink, Failed, Served
+from data_plane.serving.deadlines import Deadline
+from data_plane.serving.usage import Usage, cost_usd, find_usage
+
+
+@dataclass(slots=True)
+class RequestWalk:
+    """Everything one request's attempts share, and where the walk stands."""
+
+    call: Call  # a relaxed fallback's answers say so in X-Route-Reason (`relax`)
+    table: CompiledTable  # read once; every retry uses it
+    decision: RouteDecision  # the chain walked (with the relaxed pairs once relaxed)
+    sink: ClientSink
+    deadline: Deadline  # the request's timeout (moved when best-effort relaxes)
+    deadline_at: float  # the same moment on the injected clock
+    attempt: int = 0
+    failure: Failed | None = None
+    last: Candidate | None = None
+    stopped: bool = False  # retry policy or retry budget said stop (no relaxed fallback)
+
+    def answered(self) -> None:
+        """A whole answer is in hand: writing it to the client is not held to the budget (a
+        deadline firing mid-write would leave a half-sent answer and then an error)."""
+        if not self.deadline.expired():
+            self.deadline.reschedule(None)
+
+    def extend(self, extra_s: float) -> None:
+        when = self.deadline.when()
+        if extra_s > 0 and when is not None:
+            self.deadline.reschedule(when + extra_s)
+            self.deadline_at += extra_s
+
+    def remaining_s(self, now: float) -> float:
+        return self.deadline_at - now
+
+
+class Answer:
+    """One served answer of `cand`'s pair: its usage (the answer's `usage`, else the
+    decision's token estimates) and its cost, worked out once, when first asked for (after
+    the answer went out, unless the quality guard needs it before)."""
+
+    __slots__ = ("_usage", "cand", "served")
+
+    def __init__(self, cand: Candidate, served: Served) -> None:
+        self.cand = cand
+        self.served = served
+        self._usage: Usage | None = None
+
+    @property
+    def usage(self) -> Usage:
+        if self._usage is None:
+            cand = self.cand
+            found = find_usage(self.served.body)
+            self._usage = found or Usage(cand.input_tokens, cand.output_tokens)
+        return self._usage
+
+    @property
+    def cost_usd(self) -> float:
+        return cost_usd(self.cand.pair, self.usage)
