@@ -19,9 +19,6 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
 	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,profiler]'
-	@# xds-protos (gateway mode) ships its own copy of opentelemetry/proto/*; the pinned
-	@# opentelemetry-proto must own those files or the OTLP span encoder cannot import.
-	@$(BIN)/pip install -q --disable-pip-version-check --force-reinstall --no-deps opentelemetry-proto==1.45.2
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 import grpc
 import redis.asyncio as aioredis
 from aiohttp import web
-from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
 
+from data_plane.gateway.protos import ProcessingMode
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
 from data_plane.serving.probes import Probes
@@ -31,8 +31,8 @@ logger = logging.getLogger(__name__)
 
 
 _BODY_MODES = {
-    "buffered": processing_mode_pb2.ProcessingMode.BUFFERED,
-    "full_duplex_streamed": processing_mode_pb2.ProcessingMode.FULL_DUPLEX_STREAMED,
+    "buffered": ProcessingMode.BUFFERED,
+    "full_duplex_streamed": ProcessingMode.FULL_DUPLEX_STREAMED,
 }
 
 

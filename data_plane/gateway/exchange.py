@@ -20,10 +20,8 @@ import logging
 from enum import Enum
 from typing import Any
 
-from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
-
 from data_plane.errors import Internal, PayloadTooLarge, RouterError
-from data_plane.gateway import messages
+from data_plane.gateway import messages, protos
 from data_plane.gateway.headers import HeaderList
 from data_plane.gateway.messages import ProcessingResponse
 from data_plane.gateway.router import GatewayRouter, Kind, routed_kind
@@ -31,7 +29,7 @@ from data_plane.telemetry.metrics import RequestOutcome
 
 logger = logging.getLogger(__name__)
 
-_MODES = processing_mode_pb2.ProcessingMode
+_MODES = protos.ProcessingMode
 BUFFERED: int = _MODES.BUFFERED
 FULL_DUPLEX_STREAMED: int = _MODES.FULL_DUPLEX_STREAMED
 SUPPORTED_MODES = frozenset({BUFFERED, FULL_DUPLEX_STREAMED})

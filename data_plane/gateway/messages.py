@@ -1,4 +1,4 @@
-"""`ProcessingResponse` builders (envoy.service.ext_proc.v3, from `xds-protos`).
+"""`ProcessingResponse` builders (envoy.service.ext_proc.v3, `data_plane.gateway.protos`).
 
 Header values go out as `raw_value` bytes, the field Envoy's ext_proc filter reads for
 mutations. Everything protobuf-shaped in this package is built here.
@@ -10,21 +10,18 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from envoy.config.core.v3 import base_pb2
-from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc
-from envoy.type.v3 import http_status_pb2
-
 from data_plane.errors import RouterError, to_openai_error
+from data_plane.gateway import protos as ext_proc
 
-ProcessingResponse = Any  # ext_proc.ProcessingResponse: the protos ship without type stubs
-_OVERWRITE = base_pb2.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
+ProcessingResponse = Any  # ext_proc.ProcessingResponse: classes built at run time, no stubs
+_OVERWRITE = ext_proc.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
 
 
 def header_mutation(headers: Sequence[tuple[str, str]]) -> Any:
     return ext_proc.HeaderMutation(
         set_headers=[
-            base_pb2.HeaderValueOption(
-                header=base_pb2.HeaderValue(key=name, raw_value=value.encode()),
+            ext_proc.HeaderValueOption(
+                header=ext_proc.HeaderValue(key=name, raw_value=value.encode()),
                 append_action=_OVERWRITE,
             )
             for name, value in headers
@@ -96,7 +93,7 @@ def immediate_error(err: RouterError) -> ProcessingResponse:
     headers = [("content-type", "application/json"), *((k.lower(), v) for k, v in answer.headers)]
     return ext_proc.ProcessingResponse(
         immediate_response=ext_proc.ImmediateResponse(
-            status=http_status_pb2.HttpStatus(code=answer.status),
+            status=ext_proc.HttpStatus(code=answer.status),
             headers=header_mutation(headers),
             body=json.dumps(answer.body).encode(),
             details=f"gearbox_{err.code}",

@@ -1,5 +1,8 @@
 """The ext_proc gRPC service: `envoy.service.ext_proc.v3.ExternalProcessor/Process` on
-grpc.aio, one `Exchange` per stream, each request counted in the data plane's metrics."""
+grpc.aio, one `Exchange` per stream, each request counted in the data plane's metrics.
+
+The method is registered by name with the messages of `data_plane.gateway.protos` (what a
+generated `_pb2_grpc` module would do, without one)."""
 
 from __future__ import annotations
 
@@ -9,9 +12,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import grpc
-from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 
 from data_plane import errors
+from data_plane.gateway import protos
 from data_plane.gateway.exchange import Exchange
 from data_plane.gateway.router import GatewayRouter
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
@@ -37,7 +40,7 @@ class ServiceConfig:
     max_body_bytes: int
 
 
-class ExternalProcessor(ext_proc_grpc.ExternalProcessorServicer):  # type: ignore[misc]
+class ExternalProcessor:
     """Answers each stream's messages in order; a stream is one client request."""
 
     def __init__(
@@ -80,7 +83,13 @@ async def start_server(
 ) -> tuple[grpc.aio.Server, int]:
     """A started grpc.aio server on host:port (0 = any free port); returns it and the port."""
     server = grpc.aio.server()
-    ext_proc_grpc.add_ExternalProcessorServicer_to_server(processor, server)
+    process = grpc.stream_stream_rpc_method_handler(
+        processor.Process,
+        request_deserializer=protos.ProcessingRequest.FromString,
+        response_serializer=protos.ProcessingResponse.SerializeToString,
+    )
+    handler = grpc.method_handlers_generic_handler(protos.SERVICE, {"Process": process})
+    server.add_generic_rpc_handlers((handler,))
     bound = server.add_insecure_port(f"{host}:{port}")
     await server.start()
     return server, bound

@@ -15,8 +15,8 @@ import jsonschema  # type: ignore[import-untyped]
 import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
-from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
 
+from data_plane.gateway import protos as ext_proc
 from data_plane.gateway.exchange import SUPPORTED_MODES
 from data_plane.settings import DataPlaneSettings
 from tests.infra.manifests import CRD_SCHEMAS, K8S_DIR, Doc, by_kind, k8s_env, settings_kwargs
@@ -196,5 +196,5 @@ def test_istio_filter_calls_the_extproc_in_a_routing_body_mode() -> None:
 
 
 def _mode_value(name: str) -> int:
-    value: int = processing_mode_pb2.ProcessingMode.BodySendMode.Value(name)
+    value: int = ext_proc.ProcessingMode.BodySendMode.Value(name)
     return value

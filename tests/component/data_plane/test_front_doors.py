@@ -12,7 +12,6 @@ from typing import Any
 
 import grpc
 import pytest
-from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 from prometheus_client import CollectorRegistry
 
 from contracts.routing_table import RoutingTable
@@ -33,6 +32,7 @@ from tests.component.data_plane.test_gateway_extproc import (
     headers_message,
     set_headers,
 )
+from tests.support.extproc_client import ExternalProcessorStub
 
 FP16, INT4 = "http://fp16-a", "http://int4-a"
 SHADOW = {"shadow": {"enabled": True, "default_pair": "fam@fp16"}}
@@ -111,7 +111,7 @@ async def through_gateway(table: RoutingTable, case: Case) -> Any:
     server, port = await start_server(processor, "127.0.0.1", 0)
     try:
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            gw = Gateway(ext_proc_grpc.ExternalProcessorStub(channel), store, metrics)
+            gw = Gateway(ExternalProcessorStub(channel), store, metrics)
             messages = [headers_message(dict(case.headers)), body_message(body(case), True)]
             responses = await exchange(gw, messages)
     finally:

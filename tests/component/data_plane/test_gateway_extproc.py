@@ -12,19 +12,17 @@ from typing import Any
 
 import grpc
 import pytest
-from envoy.config.core.v3 import base_pb2
-from envoy.extensions.filters.http.ext_proc.v3 import processing_mode_pb2
-from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc
-from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 
 from data_plane.decision.compile import compile_table
+from data_plane.gateway import protos as ext_proc
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
+from tests.support.extproc_client import ExternalProcessorStub
 from tests.unit.data_plane.tables import entry, fleet, table
 
-MODES = processing_mode_pb2.ProcessingMode
+MODES = ext_proc.ProcessingMode
 BUFFERED, STREAMED, FULL_DUPLEX = MODES.BUFFERED, MODES.STREAMED, MODES.FULL_DUPLEX_STREAMED
 PAIR_HEADER = "x-gearbox-pair"
 CHAT = {
@@ -54,7 +52,7 @@ async def gateway() -> AsyncIterator[Gateway]:
     server, port = await start_server(processor, "127.0.0.1", 0)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
-        yield Gateway(ext_proc_grpc.ExternalProcessorStub(channel), store, metrics)
+        yield Gateway(ExternalProcessorStub(channel), store, metrics)
     finally:
         await channel.close()
         await server.stop(None)
@@ -70,8 +68,8 @@ def headers_message(
 ) -> Any:
     pairs = list(headers.items()) if isinstance(headers, dict) else list(headers)
     pairs = [(":path", path), (":method", method), ("content-type", "application/json"), *pairs]
-    header_map = base_pb2.HeaderMap(
-        headers=[base_pb2.HeaderValue(key=k, raw_value=v.encode()) for k, v in pairs]
+    header_map = ext_proc.HeaderMap(
+        headers=[ext_proc.HeaderValue(key=k, raw_value=v.encode()) for k, v in pairs]
     )
     message = ext_proc.ProcessingRequest(
         request_headers=ext_proc.HttpHeaders(headers=header_map, end_of_stream=end_of_stream)
@@ -261,7 +259,7 @@ async def test_no_table_yet_is_a_503_with_retry_after() -> None:
     processor = ExternalProcessor(router, metrics, ServiceConfig(BUFFERED, 1024))
     server, port = await start_server(processor, "127.0.0.1", 0)
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-        gw = Gateway(ext_proc_grpc.ExternalProcessorStub(channel), store, metrics)
+        gw = Gateway(ExternalProcessorStub(channel), store, metrics)
         responses = await exchange(
             gw, [headers_message({}), body_message(json.dumps(CHAT).encode(), True)]
         )

@@ -11,11 +11,10 @@ from pathlib import Path
 import aiohttp
 import grpc
 import pytest
-from envoy.config.core.v3 import base_pb2
-from envoy.service.ext_proc.v3 import external_processor_pb2 as ext_proc
-from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_proc_grpc
 
+from data_plane.gateway import protos as ext_proc
 from tests.component.data_plane.fakes import two_pair_table
+from tests.support.extproc_client import ExternalProcessorStub
 from tests.support.redis_server import free_port
 from tests.support.waiting import until_ready
 
@@ -41,14 +40,14 @@ async def test_extproc_command_routes_from_a_snapshot(tmp_path: Path) -> None:
             body = json.dumps(
                 {"model": pair.pair, "messages": [{"role": "user", "content": "hi"}]}
             ).encode()
-            headers = base_pb2.HeaderMap(
+            headers = ext_proc.HeaderMap(
                 headers=[
-                    base_pb2.HeaderValue(key=":path", raw_value=b"/v1/chat/completions"),
-                    base_pb2.HeaderValue(key=":method", raw_value=b"POST"),
+                    ext_proc.HeaderValue(key=":path", raw_value=b"/v1/chat/completions"),
+                    ext_proc.HeaderValue(key=":method", raw_value=b"POST"),
                 ]
             )
             async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-                call = ext_proc_grpc.ExternalProcessorStub(channel).Process()
+                call = ExternalProcessorStub(channel).Process()
                 await call.write(
                     ext_proc.ProcessingRequest(
                         request_headers=ext_proc.HttpHeaders(headers=headers)
