@@ -15,10 +15,10 @@ help:
 	@echo "make bench     - benchmarks, written to bench/RESULTS.md"
 
 $(STAMP): pyproject.toml
-	@echo "==> creating $(VENV) and installing gearbox[dev,profiler]"
+	@echo "==> creating $(VENV) and installing gearbox[dev]"
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	@$(BIN)/pip install -q --disable-pip-version-check --upgrade pip
-	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev,profiler]'
+	@$(BIN)/pip install -q --disable-pip-version-check -e '.[dev]'
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 
