@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import socket
 import subprocess
 import sys
@@ -202,8 +203,19 @@ async def _push_only(
         await _finish(reports, args, target, session)
 
 
+def interrupt_on_ctrl_c() -> None:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt, whatever disposition the process inherited.
+
+    Python only installs that handler when SIGINT arrives at its default; a job started in the
+    background by a non-interactive shell (`cmd &`) inherits SIGINT *ignored*, and the profiler
+    would then never see the signal. With the handler set, `asyncio.run` turns the signal into
+    the cancellation that writes the partial report."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    interrupt_on_ctrl_c()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         settings = ProfilerSettings()

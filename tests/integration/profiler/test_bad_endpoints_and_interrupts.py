@@ -25,10 +25,15 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).parents[3]
 
 
-async def _cli(*args: str) -> asyncio.subprocess.Process:
+async def _cli(*args: str, sigint_ignored: bool = False) -> asyncio.subprocess.Process:
+    """`sigint_ignored`: started as a shell's background job is (`cmd &` in a non-interactive
+    shell): SIGINT ignored, a disposition the exec'd profiler inherits."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    command = [sys.executable, "-m", "profiler", *args]
+    if sigint_ignored:
+        command = ["bash", "-c", "trap '' INT; exec \"$@\"", "bash", *command]
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "profiler", *args,
+        *command,
         cwd=REPO, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
 
@@ -107,7 +112,10 @@ async def test_cancelled_run_writes_a_partial_report(runtime: Runtime, tmp_path:
     assert second.output_tokens == 8
 
 
-async def test_ctrl_c_writes_a_partial_report_and_exits_130(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["sigint-default", "sigint-ignored"])
+async def test_ctrl_c_writes_a_partial_report_and_exits_130(
+    tmp_path: Path, sigint_ignored: bool
+) -> None:
     out = tmp_path / "r.json"
     async with run_fleet(sim_fleet(sim_pair("sim-a", tpot_base_s=0.005))) as fleet:
         # level 1 takes about a second; level 2 (64 tokens each) about seven
@@ -116,7 +124,7 @@ async def test_ctrl_c_writes_a_partial_report_and_exits_130(tmp_path: Path) -> N
             "--output-tokens", "4,64", "--requests-per-level", "40", "--warmup", "0",
             "--engine-version", "sim-1",
         )  # fmt: skip
-        proc = await _cli(*args)
+        proc = await _cli(*args, sigint_ignored=sigint_ignored)
         assert proc.stderr is not None
         seen: list[str] = []
         while not any("level 1/" in line for line in seen):
