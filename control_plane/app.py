@@ -2,7 +2,7 @@
 
 Registers the `ApiRoute`s (plus `deps.extra_routes`), guards writes with the bearer token
 (constant-time compare), maps every failure to the error envelope in one middleware, counts
-requests, and owns the Redis client in `cleanup_ctx`.
+requests, and owns the Redis client and the explainer's client session in `cleanup_ctx`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from control_plane import (
     api_policy,
     api_profiles,
     api_tables,
+    operator_explainer,
     operator_page,
 )
 from control_plane.api_context import (
@@ -177,4 +178,5 @@ def create_app(settings: ControlPlaneSettings, deps: AppDeps | None = None) -> w
         handler = _guarded(route, token, settings.protect_reads)
         app.router.add_route(route.method, route.path, handler, name=route.name)
     app.cleanup_ctx.append(_services_ctx(settings, deps, file_policy))
+    app.cleanup_ctx.append(operator_explainer.client_ctx)
     return app

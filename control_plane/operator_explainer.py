@@ -4,9 +4,17 @@ Adapter. The control plane never imports the data plane, so it forwards the body
 and the budget headers to `{GEARBOX_CP_DATA_PLANE_URL}/v1/route` and passes the JSON answer
 (decision or error envelope) back with its status. It never follows redirects and never shows
 the data plane's URL to the browser.
+
+It needs the admin token whatever `protect_reads` says: it makes the control plane send
+requests to another service (with the data plane API key it is given), which an anonymous
+caller must not be able to do (docs/operator_page.md, "Routes"). Its calls share one client
+session for the app's lifetime (`client_ctx`), at most `MAX_CONNECTIONS` connections to the data
+plane, kept alive between clicks.
 """
 
 from __future__ import annotations
+
+from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
@@ -23,7 +31,20 @@ FORWARDED_HEADERS = (*BUDGET_HEADERS, "X-Request-Id")
 API_KEY_HEADER = "X-Gearbox-Api-Key"
 MAX_ANSWER_BYTES = 1024 * 1024
 CONNECT_TIMEOUT_S = 2.0
-TOTAL_TIMEOUT_S = 10.0
+TOTAL_TIMEOUT_S = 10.0  # includes waiting for one of the MAX_CONNECTIONS
+MAX_CONNECTIONS = 4
+CLIENT_KEY = web.AppKey("cp_explainer_client", aiohttp.ClientSession)
+
+
+async def client_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The explainer's client session, opened with the app and closed with it."""
+    timeout = aiohttp.ClientTimeout(
+        total=TOTAL_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S, sock_read=TOTAL_TIMEOUT_S
+    )
+    connector = aiohttp.TCPConnector(limit=MAX_CONNECTIONS)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        app[CLIENT_KEY] = session
+        yield
 
 
 def _upstream_error(status: int, code: str, message: str) -> ApiError:
@@ -42,20 +63,11 @@ def _forwarded_headers(request: web.Request) -> dict[str, str]:
     return headers
 
 
-async def _ask(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, str, bytes]:
-    """(status, content type, body) of the data plane's answer; bounded in time and size.
-
-    One short-lived session per call: the explainer is clicked by people, a few times a minute,
-    and a session per call keeps the admin API's composition root free of an outbound client.
-    """
-    timeout = aiohttp.ClientTimeout(
-        total=TOTAL_TIMEOUT_S, sock_connect=CONNECT_TIMEOUT_S, sock_read=TOTAL_TIMEOUT_S
-    )
-    connector = aiohttp.TCPConnector(limit=4)
-    async with (
-        aiohttp.ClientSession(timeout=timeout, connector=connector) as session,
-        session.post(url, data=body, headers=headers, allow_redirects=False) as resp,
-    ):
+async def _ask(
+    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str]
+) -> tuple[int, str, bytes]:
+    """(status, content type, body) of the data plane's answer; bounded in time and size."""
+    async with session.post(url, data=body, headers=headers, allow_redirects=False) as resp:
         payload = await resp.content.read(MAX_ANSWER_BYTES + 1)
         return resp.status, resp.content_type, payload
 
@@ -72,7 +84,10 @@ async def explain_route(request: web.Request) -> web.Response:
     body = await request.read()
     try:
         status, content_type, payload = await _ask(
-            f"{base.rstrip('/')}/v1/route", body, _forwarded_headers(request)
+            request.app[CLIENT_KEY],
+            f"{base.rstrip('/')}/v1/route",
+            body,
+            _forwarded_headers(request),
         )
     except TimeoutError as err:
         raise _upstream_error(
@@ -108,6 +123,7 @@ ROUTES: tuple[ApiRoute, ...] = (
             503: ResponseDoc("no data plane is configured, or it has no table yet", _ERROR),
             504: ResponseDoc("the data plane did not answer in time", _ERROR),
         },
+        write=True,  # the admin token, always: it calls another service (see the docstring)
         uses_redis=False,
     ),
 )

@@ -239,7 +239,8 @@ CHAT = json.dumps({"model": "auto", "messages": [{"role": "user", "content": "Sa
 
 async def test_explainer_forwards_body_and_budget_headers(stack: Stack) -> None:
     headers = {"X-Latency-Budget-Ms": "9000", "X-Min-Accuracy": "0.9", "X-Task-Category": "math"}
-    status, via_cp = await _post(f"{stack.cp_url}/ui/api/route", CHAT.encode(), headers)
+    via = {**headers, **ADMIN}
+    status, via_cp = await _post(f"{stack.cp_url}/ui/api/route", CHAT.encode(), via)
     assert status == 200
     _, direct = await _post(f"{stack.dp_url}/v1/route", CHAT.encode(), headers)
     assert via_cp == direct
@@ -249,21 +250,54 @@ async def test_explainer_forwards_body_and_budget_headers(stack: Stack) -> None:
 
 async def test_explainer_passes_data_plane_errors_through(stack: Stack) -> None:
     status, body = await _post(
-        f"{stack.cp_url}/ui/api/route", CHAT.encode(), {"X-Min-Accuracy": "1.5"}
+        f"{stack.cp_url}/ui/api/route", CHAT.encode(), {"X-Min-Accuracy": "1.5", **ADMIN}
     )
     assert status == 400
     assert body["error"]["code"] == "invalid_budget"
     assert body["error"]["param"] == "X-Min-Accuracy"
-    status, body = await _post(f"{stack.cp_url}/ui/api/route", b"{not json")
+    status, body = await _post(f"{stack.cp_url}/ui/api/route", b"{not json", ADMIN)
     assert status == 400
     assert body["error"]["code"] == "invalid_json"
+
+
+async def test_explainer_needs_the_token_even_when_reads_are_open(stack: Stack) -> None:
+    """It makes the control plane call another service: never for an anonymous caller."""
+    for headers in ({}, {"Authorization": "Bearer not-the-token"}):
+        status, body = await _post(f"{stack.cp_url}/ui/api/route", CHAT.encode(), headers)
+        assert status == 401
+        assert body["error"]["code"] == "invalid_token"
+    assert (await _get(f"{stack.cp_url}/ui/api/table"))[0] == 200  # reads stay open here
+
+
+async def test_explainer_calls_share_one_kept_alive_connection(
+    aiohttp_server: ServerFactory, redis_server: RedisProcess, redis_keys: RedisKeys
+) -> None:
+    """One client session for the app's lifetime: consecutive clicks reuse its connection
+    (a session per call opened, and closed, one connection each)."""
+    peers: list[object] = []
+
+    async def route(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        peers.append(request.transport.get_extra_info("peername"))
+        return web.json_response({"routed": False})
+
+    upstream_app = web.Application()
+    upstream_app.router.add_post("/v1/route", route)
+    upstream = await aiohttp_server(upstream_app)
+    cp = await _control_plane(
+        aiohttp_server, redis_server.url, redis_keys, data_plane_url=base_url(upstream)
+    )
+    for _ in range(3):
+        assert (await _post(f"{cp}/ui/api/route", CHAT.encode(), ADMIN))[0] == 200
+    assert len(peers) == 3
+    assert len(set(peers)) == 1
 
 
 async def test_explainer_without_a_data_plane(
     aiohttp_server: ServerFactory, redis_server: RedisProcess, redis_keys: RedisKeys
 ) -> None:
     cp = await _control_plane(aiohttp_server, redis_server.url, redis_keys)
-    status, body = await _post(f"{cp}/ui/api/route", CHAT.encode())
+    status, body = await _post(f"{cp}/ui/api/route", CHAT.encode(), ADMIN)
     assert status == 503
     assert body["error"]["code"] == "data_plane_not_configured"
     assert "GEARBOX_CP_DATA_PLANE_URL" in body["error"]["message"]
@@ -274,7 +308,7 @@ async def test_explainer_with_an_unreachable_data_plane(
 ) -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     cp = await _control_plane(aiohttp_server, redis_server.url, redis_keys, data_plane_url=dead)
-    status, body = await _post(f"{cp}/ui/api/route", CHAT.encode())
+    status, body = await _post(f"{cp}/ui/api/route", CHAT.encode(), ADMIN)
     assert status == 502
     assert body["error"]["code"] == "data_plane_unreachable"
     assert dead not in body["error"]["message"]  # the URL stays on the server
@@ -292,7 +326,7 @@ async def test_explainer_refuses_a_non_json_answer(
     cp = await _control_plane(
         aiohttp_server, redis_server.url, redis_keys, data_plane_url=base_url(upstream)
     )
-    status, body = await _post(f"{cp}/ui/api/route", CHAT.encode())
+    status, body = await _post(f"{cp}/ui/api/route", CHAT.encode(), ADMIN)
     assert status == 502
     assert body["error"]["code"] == "data_plane_bad_answer"
 
@@ -318,3 +352,4 @@ async def test_operator_routes_are_counted_and_documented(stack: Stack) -> None:
         "/ui/api/route",
     } <= set(paths)
     assert "security" in json.loads(text)["paths"]["/v1/tables/rollback"]["post"]
+    assert "security" in json.loads(text)["paths"]["/ui/api/route"]["post"]

@@ -126,6 +126,7 @@ async def test_explainer_answers_with_the_data_planes_decision(
 ) -> None:
     prompt = "Extract the invoice number and the total from this email as JSON."
     await _open(browser, stack)
+    await browser.type_into("#admin-token", ADMIN_TOKEN)  # the explainer always needs it
     await browser.type_into("#f-prompt", prompt)
     await browser.type_into("#f-latency", "8000")
     await browser.type_into("#f-accuracy", "0.85")
@@ -150,6 +151,7 @@ async def test_explainer_answers_with_the_data_planes_decision(
 
 async def test_explainer_shows_no_route_in_words(stack: Stack, browser: Browser) -> None:
     await _open(browser, stack)
+    await browser.type_into("#admin-token", ADMIN_TOKEN)
     await browser.type_into("#f-latency", "1")
     await browser.evaluate("document.getElementById('f-mode').value = 'strict'")
     await browser.click("#explain-submit")
@@ -179,6 +181,7 @@ async def test_explainer_sends_the_data_plane_api_key_typed_in(
         dp={"api_keys": (key,)},
     )
     await _open(browser, stack)
+    await browser.type_into("#admin-token", ADMIN_TOKEN)
     await browser.click("#explain-submit")
     await browser.wait_for("document.getElementById('explain-error')")
     error = await browser.evaluate("document.getElementById('explain-error').textContent")
