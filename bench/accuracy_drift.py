@@ -31,7 +31,7 @@ from control_plane.feedback_loop import FeedbackLoop
 from control_plane.metrics import ControlPlaneMetrics
 from control_plane.redis_launcher import private_redis
 from control_plane.services import Services, make_services
-from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import ControlPlaneSettings, RedisSettings
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from simulator.answer_key import KnownAnswer
 
@@ -188,7 +188,7 @@ async def _run() -> AccuracyDriftResult:
     keys = RedisKeys("bench-acc")
     with private_redis() as url:
         redis = aioredis.Redis.from_url(url)
-        settings = ControlPlaneSettings(redis_url=url, redis_key_prefix=keys.prefix)
+        settings = ControlPlaneSettings(redis=RedisSettings(url=url, key_prefix=keys.prefix))
         services = make_services(redis, settings, lambda: datetime.now(UTC), None)
         try:
             async with run_fleet(SimFleetConfig(pairs=pairs), answers=ANSWERS) as fleet:

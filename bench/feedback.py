@@ -33,6 +33,7 @@ from control_plane.metrics import ControlPlaneMetrics
 from control_plane.redis_launcher import private_redis
 from control_plane.services import make_services
 from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import RedisSettings as ControlPlaneRedis
 from data_plane.app import create_app
 from data_plane.settings import (
     DataPlaneSettings,
@@ -169,7 +170,7 @@ def _moved_at(answers: list[tuple[float, str, bool]], after: float) -> float | N
 async def _measure(fleet: Fleet, url: str, timeout_s: float) -> FeedbackResult:
     keys = RedisKeys("bench")
     redis = aioredis.Redis.from_url(url)
-    settings = ControlPlaneSettings(redis_url=url, redis_key_prefix=keys.prefix)
+    settings = ControlPlaneSettings(redis=ControlPlaneRedis(url=url, key_prefix=keys.prefix))
     services = make_services(redis, settings, lambda: datetime.now(UTC), Policy(refit=REFIT))
     loop = FeedbackLoop(
         services, keys.feedback, ControlPlaneMetrics("bench"), lambda: datetime.now(UTC)

@@ -31,8 +31,9 @@ from bench.processes import free_port, running
 from bench.soak import KEY_PREFIX, soak_simulator, soak_table
 from bench.targets import gearbox_environment
 from contracts.redis_keys import RedisKeys
-from control_plane.publisher import Publisher, PublisherOptions
+from control_plane.publisher import Publisher
 from control_plane.redis_launcher import private_redis
+from control_plane.settings import PublisherOptions
 
 REPLICA_COUNTS = (1, 2, 4)
 BUDGET_MS = 1000

@@ -28,8 +28,9 @@ from bench.tables import synthetic_table
 from bench.targets import gearbox_environment
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable, stamp_table
-from control_plane.publisher import Publisher, PublisherOptions, PublishOutcome
+from control_plane.publisher import Publisher, PublishOutcome
 from control_plane.redis_launcher import private_redis
+from control_plane.settings import PublisherOptions
 
 N_PAIRS = 4
 KEY_PREFIX = "soak"

@@ -23,7 +23,7 @@ from control_plane.table import report_sha256
 
 
 async def _store(request: web.Request, report: ProfileReport) -> web.Response:
-    if report.provenance.partial and not request.app[SETTINGS_KEY].allow_partial_reports:
+    if report.provenance.partial and not request.app[SETTINGS_KEY].build.allow_partial:
         raise ApiError(
             422,
             "invalid_request_error",

@@ -143,7 +143,9 @@ def _services_ctx(
         services = app[SERVICES_KEY] = make_services(redis, settings, deps.clock, file_policy)
         refits = None
         if settings.refit_check_interval_s > 0:
-            loop = FeedbackLoop(services, settings.keys.feedback, app[METRICS_KEY], deps.clock)
+            loop = FeedbackLoop(
+                services, settings.redis.keys.feedback, app[METRICS_KEY], deps.clock
+            )
             refits = asyncio.create_task(loop.run(settings.refit_check_interval_s))
         try:
             yield
@@ -159,23 +161,22 @@ def _services_ctx(
 def create_app(settings: ControlPlaneSettings, deps: AppDeps | None = None) -> web.Application:
     """The admin API. Raises ValueError without an admin token, DocumentError for a bad
     policy file: bad configuration fails here, at startup."""
-    if settings.admin_token is None:
+    server = settings.server
+    if server.admin_token is None:
         raise ValueError("admin_token is required (set GEARBOX_CP_ADMIN_TOKEN)")
     deps = deps or AppDeps()
     file_policy = deps.file_policy
     if file_policy is None and settings.policy_file is not None:
         file_policy = load_policy_file(settings.policy_file)
     routes = (*CORE_ROUTES, *deps.extra_routes)
-    token = settings.admin_token.get_secret_value().strip().encode()
-    app = web.Application(
-        client_max_size=settings.max_body_bytes, middlewares=[_envelope_middleware]
-    )
+    token = server.admin_token.get_secret_value().strip().encode()
+    app = web.Application(client_max_size=server.max_body_bytes, middlewares=[_envelope_middleware])
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = ControlPlaneMetrics(settings.git_sha)
     app[ROUTES_KEY] = {r.name: r for r in routes}
-    app[OPENAPI_KEY] = build_openapi(routes, settings.protect_reads)
+    app[OPENAPI_KEY] = build_openapi(routes, server.protect_reads)
     for route in routes:
-        handler = _guarded(route, token, settings.protect_reads)
+        handler = _guarded(route, token, server.protect_reads)
         app.router.add_route(route.method, route.path, handler, name=route.name)
     app.cleanup_ctx.append(_services_ctx(settings, deps, file_policy))
     app.cleanup_ctx.append(operator_explainer.client_ctx)

@@ -18,6 +18,7 @@ import aiohttp
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
+from contracts.knobs import knob_name
 from contracts.policy import Policy
 from control_plane.admin_client import AdminApiError, AdminClient
 from control_plane.classifier_report import classifier_report, render_classifier
@@ -91,7 +92,7 @@ def _settings(args: argparse.Namespace) -> ControlPlaneSettings:
         return ControlPlaneSettings(**overrides)
     except ValidationError as err:
         fields = "; ".join(
-            f"GEARBOX_CP_{'_'.join(str(x) for x in e['loc']).upper()}: {e['msg']}"
+            f"GEARBOX_CP_{knob_name(ControlPlaneSettings, tuple(e['loc'])).upper()}: {e['msg']}"
             for e in err.errors()
         )
         raise CliError(f"invalid settings: {fields}") from err
@@ -105,8 +106,8 @@ def _policy(path: Path | None, settings: ControlPlaneSettings) -> Policy | None:
 def cmd_build(args: argparse.Namespace, settings: ControlPlaneSettings) -> int:
     reports = [load_report_file(p) for p in args.reports]
     policy = _policy(args.policy, settings) or Policy()
-    made = build(reports, policy, datetime.now(UTC), allow_partial=settings.allow_partial_reports,
-                 prune=settings.prune_dominated)  # fmt: skip
+    made = build(reports, policy, datetime.now(UTC), allow_partial=settings.build.allow_partial,
+                 prune=settings.build.prune)  # fmt: skip
     for warning in made.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     text = made.table.model_dump_json(indent=2) + "\n"
@@ -193,10 +194,11 @@ async def cmd_rollback(
 
 
 async def cmd_push(args: argparse.Namespace, settings: ControlPlaneSettings) -> int:
-    token = args.token or (settings.admin_token.get_secret_value() if settings.admin_token else "")
+    secret = settings.server.admin_token
+    token = args.token or (secret.get_secret_value() if secret else "")
     if not token:
         raise CliError("no admin token: pass --token or set GEARBOX_CP_ADMIN_TOKEN")
-    url = args.url or f"http://{settings.host}:{settings.port}"
+    url = args.url or f"http://{settings.server.host}:{settings.server.port}"
     failures = 0
     async with aiohttp.ClientSession() as session:
         client = AdminClient(session, url, token)
@@ -225,8 +227,9 @@ def _serve(settings: ControlPlaneSettings) -> int:
 
     configure_json_logging(settings.log_level)
     app = create_app(settings)
-    web.run_app(app, host=settings.host, port=settings.port, handler_cancellation=True,
-                print=None, access_log=None)  # fmt: skip
+    server = settings.server
+    web.run_app(app, host=server.host, port=server.port, handler_cancellation=True, print=None,
+                access_log=None)  # fmt: skip
     return 0
 
 

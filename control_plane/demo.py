@@ -23,7 +23,7 @@ from control_plane.admin_client import AdminClient
 from control_plane.app import create_app
 from control_plane.redis_launcher import private_redis
 from control_plane.render import render_table
-from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import ControlPlaneSettings, RedisSettings, ServerSettings
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -73,7 +73,8 @@ async def run_demo() -> None:
     with private_redis() as redis_url:
         print(f"redis-server at {redis_url}")
         settings = ControlPlaneSettings(
-            redis_url=redis_url, redis_key_prefix="demo", admin_token=SecretStr(token)
+            redis=RedisSettings(url=redis_url, key_prefix="demo"),
+            server=ServerSettings(admin_token=SecretStr(token)),
         )
         runner = web.AppRunner(create_app(settings), handler_cancellation=True, access_log=None)
         await runner.setup()

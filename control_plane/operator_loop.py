@@ -174,7 +174,7 @@ async def _reports(services: Services, stream: str, since_s: float) -> list[Late
 def loop_handler(clock: Callable[[], datetime]) -> Handler:
     async def loop(request: web.Request) -> web.Response:
         services = request.app[SERVICES_KEY]
-        keys = request.app[SETTINGS_KEY].keys
+        keys = request.app[SETTINGS_KEY].redis.keys
         table = await services.tables.current()
         policy = (await services.policies.get()).policy
         reports = await _reports(

@@ -167,7 +167,7 @@ async def overview(request: web.Request) -> web.Response:
             for v in versions
         ],
         explainer=bool(settings.data_plane_url),
-        protect_reads=settings.protect_reads,
+        protect_reads=settings.server.protect_reads,
     )
     return json_response(body)
 
@@ -197,7 +197,7 @@ async def read_live_states(services: Services, keys: RedisKeys) -> tuple[list[Da
 def _live_handler(clock: Clock) -> Handler:
     async def live(request: web.Request) -> web.Response:
         services = request.app[SERVICES_KEY]
-        states, unreadable = await read_live_states(services, request.app[SETTINGS_KEY].keys)
+        states, unreadable = await read_live_states(services, request.app[SETTINGS_KEY].redis.keys)
         current = await services.tables.current_version()
         view: LiveView = merge_live_states(states, current, clock(), unreadable)
         return json_response(view)

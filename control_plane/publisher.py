@@ -25,6 +25,7 @@ from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable, with_version
 from control_plane.published_tables import parse_stored_table
 from control_plane.redis_connection import as_text, as_version
+from control_plane.settings import PublisherOptions
 from control_plane.stored_data import StoredDataError
 
 logger = logging.getLogger(__name__)
@@ -78,13 +79,6 @@ class RollbackResult:
     version: int
     content_sha256: str
     previous_version: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class PublisherOptions:
-    history_limit: int = 20  # versions kept (the current one is always kept too)
-    lock_ttl_s: float = 10.0
-    lock_wait_s: float = 5.0
 
 
 class Publisher:

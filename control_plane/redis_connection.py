@@ -10,12 +10,13 @@ from control_plane.settings import ControlPlaneSettings
 
 
 def make_redis(settings: ControlPlaneSettings) -> aioredis.Redis:
-    """A client for `settings.redis_url`; connections open lazily on the first command."""
+    """A client for `settings.redis.url`; connections open lazily on the first command."""
+    redis = settings.redis
     return aioredis.Redis.from_url(
-        settings.redis_url,
-        socket_timeout=settings.redis_timeout_s,
-        socket_connect_timeout=settings.redis_timeout_s,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), settings.redis_retries),
+        redis.url,
+        socket_timeout=redis.timeout_s,
+        socket_connect_timeout=redis.timeout_s,
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), redis.retries),
         decode_responses=False,
         health_check_interval=30,
     )

@@ -13,9 +13,9 @@ from contracts.policy import Policy
 from control_plane.policy_store import PolicyStore
 from control_plane.profile_store import ProfileStore
 from control_plane.published_tables import PublishedTables
-from control_plane.publisher import Publisher, PublisherOptions
+from control_plane.publisher import Publisher
 from control_plane.settings import ControlPlaneSettings
-from control_plane.table_service import BuildOptions, TableService
+from control_plane.table_service import TableService
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,27 +34,15 @@ def make_services(
     clock: Callable[[], datetime],
     file_policy: Policy | None,
 ) -> Services:
-    keys = settings.keys
-    publisher = Publisher(
-        redis,
-        keys,
-        PublisherOptions(
-            history_limit=settings.history_limit,
-            lock_ttl_s=settings.publish_lock_ttl_s,
-            lock_wait_s=settings.publish_lock_wait_s,
-        ),
-        clock=lambda: clock().timestamp(),
-    )
+    keys = settings.redis.keys
+    publisher = Publisher(redis, keys, settings.publish, clock=lambda: clock().timestamp())
     profiles = ProfileStore(redis, keys)
     policies = PolicyStore(redis, keys, file_policy)
-    options = BuildOptions(
-        allow_partial=settings.allow_partial_reports, prune=settings.prune_dominated
-    )
     return Services(
         redis=redis,
         profiles=profiles,
         policies=policies,
         tables=PublishedTables(redis, keys),
         publisher=publisher,
-        table_service=TableService(profiles, policies, publisher, options, clock),
+        table_service=TableService(profiles, policies, publisher, settings.build, clock),
     )

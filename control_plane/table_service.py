@@ -19,16 +19,11 @@ from control_plane.category_training import training_summary
 from control_plane.policy_store import PolicyStore
 from control_plane.profile_store import ProfileStore
 from control_plane.publisher import Publisher, PublishResult
+from control_plane.settings import BuildOptions
 from control_plane.stored_data import StoredDataError
 from control_plane.table import BuildError, TableBuild, build
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class BuildOptions:
-    allow_partial: bool = False
-    prune: bool = True
 
 
 @dataclass(frozen=True, slots=True)

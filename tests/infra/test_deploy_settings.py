@@ -48,9 +48,9 @@ def test_data_plane_env_is_accepted(env: dict[str, str]) -> None:
 )
 def test_control_plane_env_is_accepted(env: dict[str, str]) -> None:
     settings = ControlPlaneSettings(**settings_kwargs(env, "GEARBOX_CP_"))  # type: ignore[arg-type]
-    assert settings.port == 8081
-    assert settings.host == "0.0.0.0"
-    assert settings.admin_token is not None
+    assert settings.server.port == 8081
+    assert settings.server.host == "0.0.0.0"
+    assert settings.server.admin_token is not None
     assert str(settings.policy_file) == "/etc/gearbox/policy.yaml"
 
 

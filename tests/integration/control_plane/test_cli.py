@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from contracts.redis_keys import RedisKeys
 from control_plane.app import create_app
 from control_plane.cli import _parser, cmd_push, run
-from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import ControlPlaneSettings, RedisSettings, ServerSettings
 from tests.integration.control_plane.conftest import TOKEN
 from tests.support.redis_server import RedisProcess, free_port
 from tests.support.waiting import eventually
@@ -66,7 +66,8 @@ async def test_push_sends_reports_and_reports_failures(
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     settings = ControlPlaneSettings(
-        redis_url=redis_server.url, redis_key_prefix=redis_keys.prefix, admin_token=SecretStr(TOKEN)
+        redis=RedisSettings(url=redis_server.url, key_prefix=redis_keys.prefix),
+        server=ServerSettings(admin_token=SecretStr(TOKEN)),
     )
     server = await aiohttp_server(create_app(settings))
     url = f"http://127.0.0.1:{server.port}"

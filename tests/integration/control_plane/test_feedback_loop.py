@@ -21,7 +21,7 @@ from control_plane.drift import RefitCheck
 from control_plane.feedback_loop import FeedbackLoop
 from control_plane.metrics import ControlPlaneMetrics
 from control_plane.services import Services, make_services
-from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import ControlPlaneSettings, RedisSettings
 from control_plane.table import build_table
 from tests.support.redis_server import RedisProcess
 from tests.unit.control_plane.factories import make_report
@@ -58,7 +58,9 @@ async def _feedback(redis: aioredis.Redis, keys: RedisKeys, version: int, ratio:
 def parts(
     redis_client: aioredis.Redis, redis_keys: RedisKeys, redis_server: RedisProcess
 ) -> tuple[Services, FeedbackLoop, ControlPlaneMetrics, Clock]:
-    settings = ControlPlaneSettings(redis_url=redis_server.url, redis_key_prefix=redis_keys.prefix)
+    settings = ControlPlaneSettings(
+        redis=RedisSettings(url=redis_server.url, key_prefix=redis_keys.prefix)
+    )
     clock = Clock()
     services = make_services(redis_client, settings, clock, None)
     metrics = ControlPlaneMetrics("test")

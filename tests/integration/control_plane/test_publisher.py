@@ -20,11 +20,11 @@ from control_plane.published_tables import PublishedTables
 from control_plane.publisher import (
     PublishConflictError,
     Publisher,
-    PublisherOptions,
     PublishError,
     PublishOutcome,
     VersionNotFoundError,
 )
+from control_plane.settings import PublisherOptions
 from control_plane.stored_data import StoredDataError
 from tests.integration.control_plane.tables import table
 from tests.support.redis_server import RedisProcess

@@ -18,7 +18,7 @@ from control_plane.drift import RefitCheck
 from control_plane.feedback_loop import FeedbackLoop
 from control_plane.metrics import ControlPlaneMetrics
 from control_plane.services import make_services
-from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import ControlPlaneSettings, RedisSettings
 from data_plane.app import METRICS
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from simulator.answer_key import KnownAnswer
@@ -96,7 +96,7 @@ async def test_a_pair_losing_accuracy_is_caught_and_demoted(
         v1 = await plane.publisher.publish(_table(fleet))
         await eventually(lambda: plane.version == v1, what="table loaded")
         settings = ControlPlaneSettings(
-            redis_url=redis_server.url, redis_key_prefix=redis_keys.prefix
+            redis=RedisSettings(url=redis_server.url, key_prefix=redis_keys.prefix)
         )
         services = make_services(redis_client, settings, lambda: datetime.now(UTC), None)
         await services.policies.put(Policy(accuracy_check=CHECKS, refit=NO_LATENCY_REFITS))

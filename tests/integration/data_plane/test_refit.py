@@ -21,7 +21,7 @@ from control_plane.feedback_loop import FeedbackLoop
 from control_plane.metrics import ControlPlaneMetrics
 from control_plane.published_tables import PublishedTables
 from control_plane.services import make_services
-from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import ControlPlaneSettings, RedisSettings
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from tests.component.data_plane.fakes import make_table, pair_entry
 from tests.integration.data_plane.conftest import MakePlane, Plane
@@ -95,7 +95,7 @@ class Traffic:
 
 
 def control_plane_loop(redis: aioredis.Redis, keys: RedisKeys, url: str) -> FeedbackLoop:
-    settings = ControlPlaneSettings(redis_url=url, redis_key_prefix=keys.prefix)
+    settings = ControlPlaneSettings(redis=RedisSettings(url=url, key_prefix=keys.prefix))
     services = make_services(redis, settings, lambda: datetime.now(UTC), Policy(refit=REFIT))
     return FeedbackLoop(
         services, keys.feedback, ControlPlaneMetrics("test"), lambda: datetime.now(UTC)

@@ -13,7 +13,7 @@ from pydantic import SecretStr
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
 from control_plane.app import AppDeps, create_app
-from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import ControlPlaneSettings, RedisSettings, ServerSettings
 from profiler.errors import PushError
 from profiler.profiling import Runtime, profile_pair
 from profiler.push import push_report
@@ -31,7 +31,8 @@ TOKEN = "profiler-admin-token-0123456789"
 @contextlib.asynccontextmanager
 async def control_plane(redis_url: str, keys: RedisKeys) -> AsyncIterator[str]:
     settings = ControlPlaneSettings(
-        redis_url=redis_url, redis_key_prefix=keys.prefix, admin_token=SecretStr(TOKEN)
+        redis=RedisSettings(url=redis_url, key_prefix=keys.prefix),
+        server=ServerSettings(admin_token=SecretStr(TOKEN)),
     )
     async with served(create_app(settings, AppDeps())) as url:
         yield url

@@ -17,7 +17,7 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from control_plane.app import create_app
-from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import ControlPlaneSettings, RedisSettings, ServerSettings
 from profiler.errors import PushError
 from profiler.push import check_push_target
 from simulator.fleet import run_fleet
@@ -33,7 +33,8 @@ TOKEN = "preflight-admin-token-0123456789"
 async def control_plane() -> AsyncIterator[str]:
     """The real admin API; its Redis is never reached by the token check."""
     settings = ControlPlaneSettings(
-        redis_url=f"redis://127.0.0.1:{closed_port()}/0", admin_token=SecretStr(TOKEN)
+        redis=RedisSettings(url=f"redis://127.0.0.1:{closed_port()}/0"),
+        server=ServerSettings(admin_token=SecretStr(TOKEN)),
     )
     runner = web.AppRunner(create_app(settings), access_log=None)
     await runner.setup()

@@ -4,17 +4,17 @@ settings table lists every knob, and flags, keys and errors use the same names."
 from __future__ import annotations
 
 import re
-import typing
 from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel, SecretStr, ValidationError
+from pydantic import SecretStr, ValidationError
 
 from contracts.knobs import KnobSpec, knob_name, knobs
 from data_plane.__main__ import build_parser, load_settings
 from data_plane.settings import BreakerConfig, DataPlaneSettings
 from tests.docs.repo_text import REPO_ROOT, section
+from tests.support.knob_values import other_raw_value, value_at
 
 KNOBS = knobs(DataPlaneSettings)
 _DOCS = [*sorted((REPO_ROOT / "docs").glob("*.md")), REPO_ROOT / "README.md"]
@@ -30,45 +30,18 @@ _SPECIAL = {
 
 
 def _value(spec: KnobSpec) -> Any:
-    return _at(DataPlaneSettings(), spec.path)
-
-
-def _at(settings: Any, path: tuple[str, ...]) -> Any:
-    for part in path:
-        settings = getattr(settings, part)
-    return settings
-
-
-def _other_value(spec: KnobSpec, default: Any, tmp_path: Path) -> str:
-    """A valid raw value that differs from the default."""
-    if spec.flat in _SPECIAL:
-        return _SPECIAL[spec.flat]
-    if spec.flat == "engine_api_keys_file":
-        path = tmp_path / "keys.json"
-        path.write_text('{"*": "engine-secret-2"}', encoding="utf-8")
-        return str(path)
-    if spec.flat == "snapshot_path":
-        return str(tmp_path / "table.json")
-    if isinstance(default, bool):
-        return str(not default).lower()
-    if isinstance(default, int | float) and not isinstance(default, bool):
-        return str(default + 1 if isinstance(default, int) else (default / 2 or 1.0))
-    owner: type[BaseModel] = DataPlaneSettings
-    if len(spec.path) > 1:
-        owner = typing.cast(type[BaseModel], owner.model_fields[spec.path[0]].annotation)
-    choices = typing.get_args(owner.model_fields[spec.path[-1]].annotation)
-    literal = [c for c in choices if isinstance(c, str) and c != default]
-    if literal:
-        return literal[0]
-    return "http://other:4318" if default is None else f"{default}-other"
+    return value_at(DataPlaneSettings(), spec.path)
 
 
 @pytest.mark.parametrize("spec", KNOBS, ids=[s.flat for s in KNOBS])
 def test_every_environment_name_sets_its_knob(
     spec: KnobSpec, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    keys_file = tmp_path / "keys.json"
+    keys_file.write_text('{"*": "engine-secret-2"}', encoding="utf-8")
+    files = {"engine_api_keys_file": str(keys_file), "snapshot_path": str(tmp_path / "t.json")}
     default = _value(spec)
-    raw = _other_value(spec, default, tmp_path)
+    raw = other_raw_value(DataPlaneSettings, spec, default, {**_SPECIAL, **files})
     for env in spec.env:
         with monkeypatch.context() as m:
             m.setenv(env.upper(), raw)
