@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from bench.quality_types import QUALITY_FIRST, PolicyOutcome, QualityResult
 from bench.stats import ratio
 from bench.verdicts import Check
+from contracts.names import split_pair
 from data_plane.decision.ladder import ladder_ranks
 
 LOADS = (1.0, 2.0, 3.0)
@@ -23,11 +24,11 @@ def mean_rung(o: PolicyOutcome, fleet: Iterable[str] = ()) -> float:
     """Share-weighted rung of the serving pairs (0 = the fleet's most precise, FP16 here),
     rungs ranked over the `fleet`'s pairs and the serving ones."""
     names = {*fleet, *o.share_by_pair}
-    ranks = ladder_ranks(p.partition("@")[2] for p in names)
+    ranks = ladder_ranks(split_pair(p)[1] for p in names)
     total = sum(o.share_by_pair.values())
     if total <= 0:
         return _NAN
-    return sum(ranks[p.partition("@")[2]] * s for p, s in o.share_by_pair.items()) / total
+    return sum(ranks[split_pair(p)[1]] * s for p, s in o.share_by_pair.items()) / total
 
 
 def _outcomes(q: QualityResult) -> list[PolicyOutcome] | None:

@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.accuracy_bound import upper_bound
+from contracts.names import split_pair
 from contracts.routing_table import PairEntry, RoutingTable
 from control_plane.scoring import PairFigures, category_workload
 
@@ -196,7 +197,7 @@ def _served(entry: PairEntry, table: RoutingTable, fronts: Mapping[str, set[str]
 
 
 def _pruned(pair: str, dominated_by: str, fig: PairFigures | None, table: RoutingTable) -> PairView:
-    family, _, quantization = pair.partition("@")
+    family, quantization = split_pair(pair)
     if fig is None:
         return PairView(
             pair=pair,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from contracts.names import split_pair
 from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
 from contracts.routing_table import LatencyModel, RoutingTable, canonical_json, stamp_table
@@ -136,7 +137,7 @@ def _precision_ranks(figures: Sequence[PairFigures], policy: Policy) -> dict[str
     """pair -> rank within its family by declared format, 0 = most precise (`precision`)."""
     by_family: dict[str, dict[str, str]] = {}
     for f in figures:
-        by_family.setdefault(f.family, {})[f.pair] = f.pair.partition("@")[2]
+        by_family.setdefault(f.family, {})[f.pair] = split_pair(f.pair)[1]
     ranks: dict[str, int] = {}
     for members in by_family.values():
         ranks.update(precision_ranks(members, policy.precision_formats))
@@ -279,9 +280,7 @@ def _scored_entries(
         extra = {
             "utility": {c: round_sig(u) for c, u in utility[fig.pair].items()},
             "precision_rank": ranks[fig.pair],
-            "precision_format": declared_format(
-                fig.pair.partition("@")[2], policy.precision_formats
-            ),
+            "precision_format": declared_format(split_pair(fig.pair)[1], policy.precision_formats),
             "reference_cost_usd": cost,
         }
         entry = _entry(report_of[fig.pair], fig, prices[fig.pair], extra)
