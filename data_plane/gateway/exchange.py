@@ -24,7 +24,8 @@ from data_plane.errors import Internal, PayloadTooLarge, RouterError
 from data_plane.gateway import messages, protos
 from data_plane.gateway.headers import HeaderList
 from data_plane.gateway.messages import ProcessingResponse
-from data_plane.gateway.router import GatewayRouter, Kind, routed_kind
+from data_plane.gateway.router import GatewayRouter, routed_kind
+from data_plane.request.body import BodyKind
 from data_plane.telemetry.metrics import RequestOutcome
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class Exchange:
         self._response_mode = 0  # NONE until Envoy says otherwise
         self._max_body_bytes = max_body_bytes
         self._phase = Phase.HEADERS
-        self._kind: Kind = "chat"
+        self._kind: BodyKind = "chat"
         self._headers = HeaderList(())
         self._chunks: list[bytes] = []
         self._size = 0
@@ -69,7 +70,7 @@ class Exchange:
         return self._phase
 
     @property
-    def kind(self) -> Kind:
+    def kind(self) -> BodyKind:
         return self._kind
 
     def on_message(self, request: Any) -> list[ProcessingResponse]:

@@ -12,16 +12,15 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 from data_plane.decision_step import NO_TABLE_RETRY_AFTER_S, DecisionStep, StepParts
 from data_plane.domain import HealthView, per_request
 from data_plane.gateway.slo import slo_headers
+from data_plane.request.body import BodyKind
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 
-Kind = Literal["chat", "completions"]
-ROUTED_PATHS: Mapping[str, Kind] = {
+ROUTED_PATHS: Mapping[str, BodyKind] = {
     "/v1/chat/completions": "chat",
     "/v1/completions": "completions",
 }
@@ -29,7 +28,7 @@ REASON_HEADER = "x-gearbox-route-reason"
 VERSION_HEADER = "x-gearbox-table-version"
 
 
-def routed_kind(path: str) -> Kind | None:
+def routed_kind(path: str) -> BodyKind | None:
     """The body kind of a path Gearbox routes (query string ignored), else None."""
     return ROUTED_PATHS.get(path.split("?", 1)[0])
 
@@ -70,7 +69,7 @@ class GatewayRouter:
     step: DecisionStep
     pair_header: str
 
-    def route(self, kind: Kind, headers: Mapping[str, str], body: bytes) -> Routed:
+    def route(self, kind: BodyKind, headers: Mapping[str, str], body: bytes) -> Routed:
         """Raises a RouterError (InvalidRequest, InvalidBudget, ModelNotFound,
         BudgetInfeasible, AllUpstreamsUnavailable) for an answer the client gets at once."""
         decided = self.step.decide(body, kind, headers)

@@ -6,13 +6,13 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import Literal
 
 from aiohttp import web
 
 from data_plane.decision_step import DecisionStep
 from data_plane.domain import Candidate, CategoryDoubt, CompiledTable, RouteDecision
 from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, RouterError
+from data_plane.request.body import BodyKind
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE, REQUEST_ID_HEADER
@@ -23,7 +23,6 @@ from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import TRACE_HEADERS
 
-Kind = Literal["chat", "completions"]
 CHAT_PATH = "/v1/chat/completions"
 COMPLETIONS_PATH = "/v1/completions"
 
@@ -147,7 +146,9 @@ class Handlers:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         return await self._complete(request, "completions", COMPLETIONS_PATH)
 
-    async def _complete(self, request: web.Request, kind: Kind, path: str) -> web.StreamResponse:
+    async def _complete(
+        self, request: web.Request, kind: BodyKind, path: str
+    ) -> web.StreamResponse:
         started = self._clock()
         exchange = request[EXCHANGE]
         raw = await self._read(request)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from data_plane.errors import InvalidRequest
 from data_plane.request.body import (
     MAX_DEPTH,
+    BodyKind,
     ParsedBody,
     _model_value_spans,
     _scanned_model_value_spans,
@@ -239,7 +240,7 @@ _MSG = [{"role": "user", "content": "x"}]
     ],
 )
 def test_bad_bodies_name_the_field(
-    kind: Literal["chat", "completions"], raw: bytes, code: str, param: str | None, words: str
+    kind: BodyKind, raw: bytes, code: str, param: str | None, words: str
 ) -> None:
     with pytest.raises(InvalidRequest, match=words) as err:
         parse_request_body(raw, kind)
@@ -464,7 +465,7 @@ _wild = st.dictionaries(
 )
 
 
-def _judged(doc: dict[str, Any], kind: Literal["chat", "completions"]) -> ParsedBody | str:
+def _judged(doc: dict[str, Any], kind: BodyKind) -> ParsedBody | str:
     try:
         return validated_facts(doc, kind)
     except InvalidRequest as err:
@@ -490,7 +491,7 @@ def test_the_fast_path_reads_what_pydantic_accepts(
     assert parsed == slow  # the public function answers as pydantic does, errors included
 
 
-def _judged_raw(raw: bytes, kind: Literal["chat", "completions"]) -> ParsedBody | str:
+def _judged_raw(raw: bytes, kind: BodyKind) -> ParsedBody | str:
     try:
         return parse_request_body(raw, kind)
     except InvalidRequest as err:
@@ -522,7 +523,7 @@ def test_the_key_search_finds_what_the_linear_scan_finds(
     assert fast == _spans_or_error(_scanned_model_value_spans, raw)
 
 
-def _stdlib_path(raw: bytes, kind: Literal["chat", "completions"]) -> ParsedBody | str:
+def _stdlib_path(raw: bytes, kind: BodyKind) -> ParsedBody | str:
     """What the body gives through json + the hand check + pydantic only (no orjson)."""
     try:
         doc = json.loads(raw)
