@@ -58,6 +58,8 @@ class PublishResponse(_Body):
 
 
 class TableVersionSummary(_Body):
+    """One kept routing-table version (`GET /v1/tables` and the operator page's history)."""
+
     version: int
     content_sha256: str | None
     created_at: str | None

@@ -84,16 +84,7 @@ async def get_history(request: web.Request) -> web.Response:
     current, versions = await request.app[SERVICES_KEY].tables.history()
     body = TableHistory(
         current=current,
-        versions=[
-            TableVersionSummary(
-                version=v.version,
-                content_sha256=v.content_sha256,
-                created_at=v.created_at,
-                entries=v.entries,
-                current=v.current,
-            )
-            for v in versions
-        ],
+        versions=[TableVersionSummary.model_validate(v, from_attributes=True) for v in versions],
     )
     return json_response(body)
 

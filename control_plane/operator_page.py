@@ -30,6 +30,7 @@ from control_plane.api_context import (
     json_response,
 )
 from control_plane.api_errors import bad_request, not_found
+from control_plane.api_models import TableVersionSummary
 from control_plane.fitting import fit_latency_model
 from control_plane.operator_live import LiveView, merge_live_states
 from control_plane.operator_loop import loop_handler
@@ -61,22 +62,12 @@ _VERSION_RE = re.compile(r"^[0-9]{1,15}$")
 Clock = Callable[[], datetime]
 
 
-class VersionRow(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    version: int
-    created_at: str | None
-    content_sha256: str | None
-    entries: int
-    current: bool
-
-
 class Overview(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     current_version: int | None
     table: TableView | None = Field(description="the shown version; None before any publish")
-    history: list[VersionRow] = Field(description="kept versions, newest first")
+    history: list[TableVersionSummary] = Field(description="kept versions, newest first")
     explainer: bool = Field(description="a data plane URL is configured for /ui/api/route")
     protect_reads: bool = Field(description="reads need the admin token too")
 
@@ -156,16 +147,7 @@ async def overview(request: web.Request) -> web.Response:
     body = Overview(
         current_version=current,
         table=view,
-        history=[
-            VersionRow(
-                version=v.version,
-                created_at=v.created_at,
-                content_sha256=v.content_sha256,
-                entries=v.entries,
-                current=v.current,
-            )
-            for v in versions
-        ],
+        history=[TableVersionSummary.model_validate(v, from_attributes=True) for v in versions],
         explainer=bool(settings.data_plane_url),
         protect_reads=settings.server.protect_reads,
     )
