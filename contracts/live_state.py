@@ -29,7 +29,7 @@ class EndpointState(_Contract):
 
 
 class PairCounters(_Contract):
-    """One pair's counters since the instance started (added; see docs/operator_page.md).
+    """One pair's counters since the instance started (docs/operator_page.md).
 
     Answers: `requests`, of which `budget_met` / `budget_missed` had a latency budget. Attempts:
     `errors` (failed attempts, and answers that broke off mid-stream), `retries` (attempts that
@@ -63,5 +63,5 @@ class DataPlaneState(_Contract):
     requests_by_pair: dict[str, int] = Field(default_factory=dict, description="since start")
     fallbacks_total: int = Field(default=0, ge=0)
     pairs: dict[str, PairCounters] = Field(
-        default_factory=dict, description="added: per-pair counters since start"
+        default_factory=dict, description="per-pair counters since start"
     )

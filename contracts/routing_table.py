@@ -100,7 +100,7 @@ class PairEntry(_Contract):
     utility: dict[Category, FiniteFloat]
     precision_rank: int = Field(ge=0, description="0 = the most precise pair of its family")
     reference_cost_usd: NonNegFloat = Field(description="cost of the policy's reference request")
-    # Added: accuracy as a measurement (docs/accuracy.md). `accuracy_right` / `accuracy_n`
+    # Accuracy as a measurement (docs/accuracy.md). `accuracy_right` / `accuracy_n`
     # are the counts; `accuracy_bound` is what floors are compared with: the one-sided lower
     # bound at the policy's floor_confidence, capped by the family's more precise pairs, and
     # 0.0 below min_eval_items. Tables without it (older builders) route on `accuracy`.

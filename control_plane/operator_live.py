@@ -81,9 +81,9 @@ class LiveView(_View):
     requests_by_pair: dict[str, int] = Field(description="summed over instances, since start")
     fallbacks_total: int
     unreadable_states: int = Field(description="state documents that did not validate")
-    pairs: list[PairLiveView] = Field(default_factory=list, description="added: per pair")
-    fleet_cost: CostView | None = Field(default=None, description="added: all pairs")
-    family_cost: dict[str, CostView] = Field(default_factory=dict, description="added")
+    pairs: list[PairLiveView] = Field(default_factory=list, description="per pair")
+    fleet_cost: CostView | None = Field(default=None, description="all pairs")
+    family_cost: dict[str, CostView] = Field(default_factory=dict, description="per family")
 
 
 def _instance(state: DataPlaneState, current: int | None, now: datetime) -> InstanceView:

@@ -43,7 +43,7 @@ class PairFigures:
     latency: LatencyModel
     accuracy: Mapping[str, float]
     context_length: int
-    bound: Mapping[str, float] = field(default_factory=dict)  # added: what floors compare
+    bound: Mapping[str, float] = field(default_factory=dict)  # what floors compare
 
     def cost_usd(self, input_tokens: int, output_tokens: int) -> float:
         total = input_tokens * self.input_usd_per_mtok + output_tokens * self.output_usd_per_mtok

@@ -104,10 +104,10 @@ class CompiledPair:
     # trusted (feasibility._too_slow), and it is the load one replica is known to sustain (the
     # autoscaling signal's unit, docs/METRICS.md "Autoscaling"). inf: not known.
     max_profiled_load: float = math.inf
-    # Added for the quality-first objective: 0 = the most precise declared format and bits
+    # The quality-first objective's ladder: 0 = the most precise declared format and bits
     # (FP16 < FP8 < INT8 < INT4; `decision.ladder.ladder_rank`).
     ladder_rank: int = 0
-    # Added: what floors are compared with (docs/accuracy.md): the table's lower bound per
+    # What floors are compared with (docs/accuracy.md): the table's lower bound per
     # category (the point estimate for tables built without bounds), and per category the
     # words that say where it comes from ("at 90% confidence on chat: 20/25 = 0.80, lower
     # bound 0.66"); empty for tables built without bounds.
@@ -172,7 +172,7 @@ class CompiledTable:
     cost_floors: Mapping[str, tuple[CostFloor, ...]]  # aligned with scan_rows[alias]
     accuracy_by_category: Mapping[str, tuple[float, ...]]  # the bounds floors compare with
     classifier: CategoryScorer  # the table's category classifier, else the built-in one
-    fleet_baseline: CompiledPair | None = None  # added: the fleet's best pair, for savings
+    fleet_baseline: CompiledPair | None = None  # the fleet's best pair, for savings
 
 
 # --- health and load ----------------------------------------------------------------------
@@ -188,7 +188,7 @@ class HealthView:
 
     open_endpoints: frozenset[str] = frozenset()
     load: Mapping[str, float] = field(default_factory=dict)
-    # Added for quality-first: (pair, category) pairs load pushed off the precision ladder
+    # Quality-first: (pair, category) pairs load pushed off the precision ladder
     # (the hysteresis state, `decision.ladder`; kept by `Health` from the last decision).
     ladder: frozenset[tuple[str, str]] = frozenset()
 
@@ -235,7 +235,7 @@ class Candidate:
     predicted_ttft_s: float
     predicted_latency_s: float
     estimated_cost_usd: float
-    load: float = 1.0  # added: load behind the prediction (first endpoint, this request incl.)
+    load: float = 1.0  # load behind the prediction (first endpoint, this request incl.)
 
 
 @per_request
@@ -259,7 +259,7 @@ class RouteDecision:
     budget_ttft_s: float | None
     min_accuracy: float
     rejected: Sequence[Rejected] = ()
-    # Added by the routing core (additive): what rollout, explain and the proxy also need.
+    # What rollout, explain and the proxy also need (set by the routing core).
     alias: str = "auto"  # the `model` field the decision was made for
     input_chars: int = 0  # prompt characters, to price pairs outside `candidates`
     max_cost_usd: float | None = None  # effective cost ceiling (headers only; no policy default)

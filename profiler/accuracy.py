@@ -150,7 +150,7 @@ class EvalResult:
     category: str
     correct: bool
     error: str | None = None
-    item: str | None = None  # added: EvalItem.key, for per-item outcomes
+    item: str | None = None  # EvalItem.key, for per-item outcomes
 
 
 def _per_item(results: Sequence[EvalResult]) -> dict[str, Any]:

@@ -63,7 +63,7 @@ class PairPlan:
     engine_version: str | None = None
     context_length: int | None = None
     out: Path | None = None
-    # Added: `--until-decided` asks eval items in batches until `decide`'s floors are decided
+    # `--until-decided` asks eval items in batches until `decide`'s floors are decided
     # (None: every item of the eval sets, once); `first_items` per category to start with.
     decide: DecisionTarget | None = None
     first_items: int = 100

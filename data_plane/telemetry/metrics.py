@@ -81,7 +81,7 @@ class PairSeries:
     baseline_cost: CounterChild
     tokens_in: CounterChild
     tokens_out: CounterChild
-    fleet_baseline_cost: CounterChild  # added: what the fleet baseline would have cost
+    fleet_baseline_cost: CounterChild  # what the fleet baseline would have cost
 
 
 class DataPlaneMetrics:
@@ -371,7 +371,7 @@ class DataPlaneMetrics:
         self.category_abstentions.labels(routed_as).inc()
 
     def _fleet_metrics(self, r: Exposition) -> None:
-        """Added: savings against the fleet-wide baseline (the most precise pair of the most
+        """Savings against the fleet-wide baseline (the most precise pair of the most
         accurate family, `RoutingTable.fleet_baseline`), beside the per-family baseline."""
         self.fleet_baseline_cost = r.counter(
             "gearbox_fleet_baseline_cost_usd_total",
