@@ -267,6 +267,9 @@ class RouteDecision:
     adaptive: RouteDecision | None = None  # set by rollout: the decision before shadow/canary
     # Quality-first: the precision ladder's state after this decision (None: not kept).
     ladder: frozenset[tuple[str, str]] | None = None
+    # Under doubt: the other plausible categories' (category, floor) every candidate also
+    # meets in its own column (`decision.feasibility.doubt_floors`; empty without doubt).
+    doubt_floors: tuple[tuple[str, float], ...] = ()
 
 
 @per_request

@@ -21,6 +21,7 @@ from data_plane.decision.feasibility import (
     Limits,
     effective_limits,
     first_violation,
+    floor_column,
     order_endpoints,
     predict,
 )
@@ -66,12 +67,18 @@ class _Explained:
 
 
 def choose_route(
-    table: CompiledTable, req: RouteRequest, health: HealthView, rng: random.Random
+    table: CompiledTable,
+    req: RouteRequest,
+    health: HealthView,
+    rng: random.Random,
+    limits: Limits | None = None,
 ) -> RouteDecision | NoRoute:
     """Feasible candidates, cheapest estimated cost first (ties: lower predicted latency, then
     table order), or under the policy's `quality-first` objective most precise first
     (`quality_first`); the sequence is the fallback chain. See `first_violation` for the
-    assumptions and `fallback` for best-effort. Never raises for a valid table and request."""
+    assumptions and `fallback` for best-effort. `limits` are the request's effective limits
+    when a caller taking a decision again has them (`relaxed`), else `effective_limits`'.
+    Never raises for a valid table and request."""
     facts = req.facts
     alias = facts.alias
     rows = table.scan_rows.get(alias)
@@ -80,11 +87,12 @@ def choose_route(
             NoRouteReason.UNKNOWN_MODEL,
             f"model {alias!r} is not served; use 'auto', a family or a family@quantization pair",
         )
-    limits = effective_limits(table, req)
+    if limits is None:
+        limits = effective_limits(table, req)
     if table.policy.objective == "quality-first":
         return choose_most_precise(table, req, limits, rows, health, rng)
     chars = facts.input_chars
-    accuracy = table.accuracy_by_category[limits.category]
+    accuracy = floor_column(table, limits)
     scanned = scan(rows, table.cost_floors[alias], accuracy, limits, chars, health, rng)
     _, feasible, missed = scanned
     if not feasible:
@@ -106,4 +114,5 @@ def choose_route(
         input_chars=chars,
         max_cost_usd=limits.max_cost_usd,
         mode=limits.mode,
+        doubt_floors=limits.doubt_floors,
     )

@@ -158,6 +158,7 @@ def explain(decision: RouteDecision | NoRoute, table: CompiledTable) -> dict[str
             "ttft_s": decision.budget_ttft_s,
             "min_accuracy": decision.min_accuracy,
             "max_cost_usd": decision.max_cost_usd,
+            "doubt_floors": dict(decision.doubt_floors),
         },
         "tokens": {"input": first.input_tokens, "output": first.output_tokens},
         "candidates": [_candidate(c, decision.category) for c in decision.candidates],
@@ -196,6 +197,12 @@ def explain_request(
     if doubt is not None and "summary" in body:
         body["summary"] += (
             f" The classifier was unsure (top {doubt.top} at {doubt.probability:.2f}); routed "
-            f"as {doubt.routed_as}, the strictest floor among {', '.join(doubt.plausible)}."
+            f"as {doubt.routed_as}, the strictest floor among {', '.join(doubt.plausible)}"
         )
+        floors = body.get("budget", {}).get("doubt_floors")
+        if floors:
+            also = ", ".join(f"{c} {f:.2f}" for c, f in floors.items())
+            body["summary"] += f"; a pair serves only if it also meets {also} in those columns."
+        else:
+            body["summary"] += "."
     return body

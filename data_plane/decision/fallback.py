@@ -238,4 +238,5 @@ def decide_without_feasible(
         input_chars=chars,
         max_cost_usd=limits.max_cost_usd,
         mode=limits.mode,
+        doubt_floors=limits.doubt_floors,
     )

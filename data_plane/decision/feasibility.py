@@ -14,6 +14,7 @@ from typing import NamedTuple
 from data_plane.domain import (
     BudgetMode,
     Candidate,
+    CategoryDoubt,
     CompiledEndpoint,
     CompiledPair,
     CompiledTable,
@@ -44,16 +45,41 @@ class Limits(NamedTuple):
     min_accuracy: float
     max_cost_usd: float | None
     mode: BudgetMode
+    # Under doubt (docs/classifier.md): the other plausible categories' (category, floor),
+    # each checked in its own accuracy column; empty when the category is known.
+    doubt_floors: tuple[tuple[str, float], ...] = ()
+
+
+def _table_category(table: CompiledTable, category: str) -> str:
+    """`category`, or the table's default category when the table does not know it."""
+    return category if category in table.categories else table.default_category
+
+
+def doubt_floors(
+    table: CompiledTable, doubt: CategoryDoubt | None, routed: str, header: float | None
+) -> tuple[tuple[str, float], ...]:
+    """The floors an abstaining request must also meet: every plausible category other than
+    the one it is routed under (one the table does not know counts as the default category),
+    at `header` (X-Min-Accuracy) when given, else at that category's policy floor. None when
+    the classifier was sure, or when the policy names a `doubt_category` (the operator's
+    documented choice: that category's floor in its column, alone)."""
+    if doubt is None or table.policy.doubt_category is not None:
+        return ()
+    found: list[tuple[str, float]] = []
+    for name in doubt.plausible:
+        category = _table_category(table, name)
+        floor = header if header is not None else table.categories[category].min_accuracy
+        if category != routed and (category, floor) not in found:
+            found.append((category, floor))
+    return tuple(found)
 
 
 def effective_limits(table: CompiledTable, req: RouteRequest) -> Limits:
-    """Resolve the category (header override, else classifier; unknown -> table default)."""
+    """Resolve the category (header override, else classifier; unknown -> table default), and
+    under doubt the other plausible categories' floors (`doubt_floors`)."""
     budget = req.budget
-    category = budget.category or req.facts.category
-    defaults = table.categories.get(category)
-    if defaults is None:
-        category = table.default_category
-        defaults = table.categories[category]
+    category = _table_category(table, budget.category or req.facts.category)
+    defaults = table.categories[category]
     max_out = req.facts.max_output_tokens
     return Limits(
         category,
@@ -63,7 +89,26 @@ def effective_limits(table: CompiledTable, req: RouteRequest) -> Limits:
         budget.min_accuracy if budget.min_accuracy is not None else defaults.min_accuracy,
         budget.max_cost_usd,
         budget.mode or table.default_mode,
+        doubt_floors(table, req.facts.doubt, category, budget.min_accuracy),
     )
+
+
+def floor_column(table: CompiledTable, limits: Limits) -> tuple[float, ...]:
+    """Per pair (table order), the number the scan compares with `limits.min_accuracy`: the
+    bound in the request's category, or -1 (below any floor) for a pair that misses one of
+    the doubt floors in that category's own column. Without doubt, the table's own tuple."""
+    column = table.accuracy_by_category[limits.category]
+    if not limits.doubt_floors:
+        return column
+    others = [(table.accuracy_by_category[c], floor) for c, floor in limits.doubt_floors]
+    return tuple(
+        a if all(col[i] >= floor for col, floor in others) else -1.0 for i, a in enumerate(column)
+    )
+
+
+def floors_of(limits: Limits) -> tuple[tuple[str, float], ...]:
+    """Every (category, floor) the request must meet: its own first, then the doubt floors."""
+    return ((limits.category, limits.min_accuracy), *limits.doubt_floors)
 
 
 def order_endpoints(
@@ -146,16 +191,26 @@ def static_violation(
             f"needs {tokens[0]} input + {tokens[1]} output = {needed} tokens "
             f"> context {pair.context_length}",
         )
-    accuracy = pair.accuracy_bound.get(limits.category, 0.0)
-    if not relax_floor and accuracy < limits.min_accuracy:
-        basis = pair.floor_basis.get(limits.category)
-        detail = (
-            f"accuracy {accuracy:.3f} on {limits.category} < floor {limits.min_accuracy:.3f}"
-            if basis is None
-            else f"below floor {_floor(limits.min_accuracy)} {basis}"
-        )
-        return Rejected(pair.pair, Rejection.BELOW_FLOOR, detail)
+    if relax_floor:
+        return None
+    for category, floor in floors_of(limits):
+        accuracy = pair.accuracy_bound.get(category, 0.0)
+        if accuracy < floor:
+            return _below_floor(pair, category, floor, category != limits.category)
     return None
+
+
+def _below_floor(pair: CompiledPair, category: str, floor: float, doubt: bool) -> Rejected:
+    basis = pair.floor_basis.get(category)
+    accuracy = pair.accuracy_bound.get(category, 0.0)
+    detail = (
+        f"accuracy {accuracy:.3f} on {category} < floor {floor:.3f}"
+        if basis is None
+        else f"below floor {_floor(floor)} {basis}"
+    )
+    if doubt:
+        detail += f" ({category} is plausible: the classifier was unsure)"
+    return Rejected(pair.pair, Rejection.BELOW_FLOOR, detail)
 
 
 def first_violation(
@@ -176,7 +231,8 @@ def first_violation(
     - cost = input tokens x input price + output tokens x output price;
     - the floor is compared with the table's accuracy bound (docs/accuracy.md): the one-sided
       lower bound at the policy's floor_confidence, 0 below min_eval_items; a category the
-      pair was never measured on counts as accuracy 0.
+      pair was never measured on counts as accuracy 0; under doubt every plausible
+      category's floor is checked in its own column (`doubt_floors`).
     Best-effort relaxation drops the latency rule, then the floor; never context or cost.
     """
     tokens = (c.input_tokens, c.output_tokens)

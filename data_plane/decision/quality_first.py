@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from data_plane.decision.chain import CandidateChain, FeasibleRow, RejectionList
 from data_plane.decision.fallback import decide_without_feasible
-from data_plane.decision.feasibility import Limits
+from data_plane.decision.feasibility import Limits, floor_column
 from data_plane.decision.ladder import LadderState, next_state
 from data_plane.decision.rejections import all_rejections, not_allowed
 from data_plane.decision.scan import scan
@@ -60,7 +60,7 @@ def choose_most_precise(
     """The quality-first decision (see the module docstring); without a feasible pair, the
     cost objective's best-effort or strict answer (`fallback`)."""
     alias, chars = req.facts.alias, req.facts.input_chars
-    accuracy = table.accuracy_by_category[limits.category]
+    accuracy = floor_column(table, limits)
     _, feasible, missed = scan(rows, None, accuracy, limits, chars, health, rng)
     category, state = limits.category, health.ladder
     pushed_off = [m[3].pair for m in missed if _too_slow(m, limits, 1.0)]
@@ -95,6 +95,7 @@ def choose_most_precise(
         input_chars=chars,
         max_cost_usd=limits.max_cost_usd,
         mode=limits.mode,
+        doubt_floors=limits.doubt_floors,
         ladder=next_state(state, category, (f[3].pair for f in fitted), pushed_off),
     )
 

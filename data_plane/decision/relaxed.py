@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from data_plane.decision.choose import choose_route
+from data_plane.decision.choose import Limits, choose_route
 from data_plane.domain import (
     Budget,
     BudgetMode,
@@ -41,16 +41,18 @@ def latency_relaxed(
         input_chars=decision.input_chars,
         max_output_tokens=decision.candidates[0].output_tokens,
     )
-    budget = Budget(
+    limits = Limits(
+        category=decision.category,
+        output_tokens=decision.candidates[0].output_tokens,
         latency_s=decision.budget_latency_s,
         ttft_s=decision.budget_ttft_s,
         min_accuracy=decision.min_accuracy,
         max_cost_usd=decision.max_cost_usd,
         mode=decision.mode,
-        category=decision.category,
+        doubt_floors=decision.doubt_floors,
     )
     ejected = HealthView(health.open_endpoints | tried, health.load)
-    result = choose_route(table, RouteRequest(facts, budget), ejected, rng)
+    result = choose_route(table, RouteRequest(facts, Budget()), ejected, rng, limits)
     if isinstance(result, RouteDecision) and result.reason is RouteReason.LATENCY_RELAXED:
         return result
     return None

@@ -104,4 +104,5 @@ def shadow_without_route(
         input_chars=chars,
         max_cost_usd=limits.max_cost_usd,
         mode=limits.mode,
+        doubt_floors=limits.doubt_floors,
     )

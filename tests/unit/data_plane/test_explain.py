@@ -53,6 +53,7 @@ def test_routed_decision() -> None:
         "ttft_s": None,
         "min_accuracy": 0.0,
         "max_cost_usd": 0.01,
+        "doubt_floors": {},
     }
     assert doc["tokens"] == {"input": 500, "output": 100}
     first = doc["candidates"][0]
