@@ -18,6 +18,7 @@ from data_plane.decision.feasibility import (
     Limits,
     cost_violation,
     first_violation,
+    floors_of,
     order_endpoints,
     predict,
     static_violation,
@@ -26,6 +27,7 @@ from data_plane.decision.rejections import RULE_WORDS, allowed_rejections
 from data_plane.domain import (
     BudgetMode,
     Candidate,
+    CompiledPair,
     HealthView,
     NoRoute,
     NoRouteReason,
@@ -82,8 +84,10 @@ def _relax(
     health: HealthView,
     rng: random.Random,
 ) -> tuple[RouteReason, Sequence[Candidate]] | None:
-    """Best-effort: keep the floor and relax latency (fastest first); else the most accurate
-    healthy pairs that fit context and cost."""
+    """Best-effort: keep the floor and relax latency (fastest first); else the healthy pairs
+    that fit context and cost, by evidence and precision: the highest bound against the
+    floors first (`floor_margin`), then the more precise declared format (ladder rung),
+    then the faster, the cheaper."""
     keep_floor = [m for m in missed.values() if _within_cost(m, limits)]
     if keep_floor:
         keep_floor.sort(key=_by_latency)
@@ -91,13 +95,25 @@ def _relax(
     any_floor = _below_floor(live, missed, limits, input_chars, health, rng)
     if not any_floor:
         return None
-    category = limits.category
+    floors = floors_of(limits)
 
-    def most_accurate(c: Candidate) -> tuple[float, float, float, int]:
-        accuracy = c.pair.accuracy_bound.get(category, 0.0)
-        return (-accuracy, c.predicted_latency_s, c.estimated_cost_usd, c.pair.order)
+    def best_evidence(c: Candidate) -> tuple[float, int, float, float, int]:
+        return (
+            -floor_margin(c.pair, floors),
+            c.pair.ladder_rank,
+            c.predicted_latency_s,
+            c.estimated_cost_usd,
+            c.pair.order,
+        )
 
-    return RouteReason.FLOOR_RELAXED, tuple(sorted(any_floor, key=most_accurate))
+    return RouteReason.FLOOR_RELAXED, tuple(sorted(any_floor, key=best_evidence))
+
+
+def floor_margin(pair: CompiledPair, floors: tuple[tuple[str, float], ...]) -> float:
+    """How far the pair's bound clears the request's floors (negative: below), in the
+    category where it clears least. The bound, not the point estimate: it is where the
+    evidence (the items behind the number, the family cap) shows (docs/accuracy.md)."""
+    return min(pair.accuracy_bound.get(category, 0.0) - floor for category, floor in floors)
 
 
 def _unrelaxable(
