@@ -17,10 +17,11 @@ from collections.abc import Sequence
 import numpy as np
 from scipy.optimize import lsq_linear
 
-from contracts.profile_report import LatencySample
+from contracts.profile_report import LatencySample, Quantiles
 from contracts.routing_table import LatencyModel
 
 SIGNIFICANT_DIGITS = 9
+Z_95 = 1.6448536269514722  # the standard normal's 0.95 quantile
 
 
 def round_sig(value: float) -> float:
@@ -59,6 +60,14 @@ def _rmse(
     return float(np.sqrt(np.mean((predicted - np.asarray(target, dtype=float)) ** 2)))
 
 
+def log_spread(quantiles: Sequence[Quantiles]) -> float:
+    """The standard deviation of ln(latency) at one load level, were it log-normal:
+    ln(p95 / p50) / z_0.95, averaged over `quantiles` (one per level; levels with a zero
+    median say nothing and are left out). 0.0 when none is left."""
+    spreads = [math.log(q.p95 / q.p50) / Z_95 for q in quantiles if q.p50 > 0.0]
+    return sum(spreads) / len(spreads) if spreads else 0.0
+
+
 def fit_latency_model(samples: Sequence[LatencySample], quantile: float) -> LatencyModel:
     """Fit TTFT(input tokens, load) and TPOT(load) at `quantile` (one the profile measured).
 
@@ -87,4 +96,6 @@ def fit_latency_model(samples: Sequence[LatencySample], quantile: float) -> Late
         max_profiled_load=max(s.concurrency for s in ordered),
         ttft_rmse_s=round_sig(_rmse(ttft_cols, ttft_coef, ttft)),
         tpot_rmse_s=round_sig(_rmse(tpot_cols, tpot_coef, tpot)),
+        ttft_log_spread=round_sig(log_spread([s.ttft_s for s in ordered])),
+        tpot_log_spread=round_sig(log_spread([s.tpot_s for s in ordered])),
     )

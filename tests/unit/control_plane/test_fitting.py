@@ -85,3 +85,14 @@ def test_fit_nonnegative_least_squares() -> None:
 def test_round_sig(value: float, expected: float) -> None:
     assert round_sig(value) == expected
     assert math.copysign(1.0, round_sig(value)) == math.copysign(1.0, expected)
+
+
+def test_the_log_spread_is_read_from_p50_and_p95() -> None:
+    # factories scale every quantile from the same curve: p95 / p50 is the same at each level
+    report = make_report(ttft=(0.03, 4e-5, 0.005), tpot=(0.007, 0.00015))
+    model = fit_latency_model(report.latency, 0.95)
+    expected = math.log(QUANTILE_FACTOR["p95"] / QUANTILE_FACTOR["p50"]) / 1.6448536269514722
+    assert model.ttft_log_spread == pytest.approx(expected, rel=1e-6)
+    assert model.tpot_log_spread == pytest.approx(expected, rel=1e-6)
+    # the spread does not depend on the table's quantile: it describes the requests
+    assert fit_latency_model(report.latency, 0.5).tpot_log_spread == model.tpot_log_spread
