@@ -101,8 +101,8 @@ class CompiledPair:
     precision_rank: int  # 0 = most precise of its family
     order: int  # position in the table's cost order (the stable tie-break key)
     # The highest concurrency the profile measured on one endpoint: beyond it the fit is not
-    # trusted (feasibility._too_slow), and it is the load one replica is known to sustain (the
-    # autoscaling signal's unit, docs/METRICS.md "Autoscaling"). inf: not known.
+    # trusted (feasibility.latency_violation), and it is the load one replica is known to
+    # sustain (the autoscaling signal's unit, docs/METRICS.md "Autoscaling"). inf: not known.
     max_profiled_load: float = math.inf
     # The quality-first objective's ladder: 0 = the most precise declared format and bits
     # (FP16 < FP8 < INT8 < INT4; `decision.ladder.ladder_rank`).
@@ -113,6 +113,13 @@ class CompiledPair:
     # bound 0.66"); empty for tables built without bounds.
     accuracy_bound: Mapping[str, float] = field(default_factory=dict)
     floor_basis: Mapping[str, str] = field(default_factory=dict)
+    # Best effort's model (`decision.chance`): per category P(true accuracy >= k / 1000),
+    # k = 0..1000 (a missing category: unknown); the spread of ln(TTFT) and ln(TPOT) around
+    # the line; z of the line's quantile (1.645 at p95).
+    accuracy_tail: Mapping[str, Sequence[float]] = field(default_factory=dict, repr=False)
+    ttft_log_spread: float = 0.0
+    tpot_log_spread: float = 0.0
+    latency_z: float = 0.0
 
 
 class ScanRow(NamedTuple):
@@ -133,7 +140,7 @@ class ScanRow(NamedTuple):
     ttft_per_load_s: float
     tpot_base_s: float
     tpot_per_load_s: float
-    max_profiled_load: float  # beyond it a latency promise is refused (feasibility._too_slow)
+    max_profiled_load: float  # beyond it no latency promise (feasibility.latency_violation)
 
 
 class CostFloor(NamedTuple):
@@ -200,8 +207,9 @@ class RouteReason(StrEnum):
     """Why the first candidate was chosen (X-Route-Reason and a metric label)."""
 
     CHEAPEST_FEASIBLE = "cheapest_feasible"
-    LATENCY_RELAXED = "best_effort_latency_relaxed"  # nothing met latency; fastest above floor
-    FLOOR_RELAXED = "best_effort_below_floor"  # nothing met the floor: the most accurate healthy
+    LATENCY_RELAXED = "best_effort_latency_relaxed"  # best effort: the pair's latency unproven
+    FLOOR_RELAXED = "best_effort_below_floor"  # best effort: the pair's floor unproven
+    UNPROVEN = "best_effort_unproven"  # best effort: neither its floor nor its latency proven
     SHADOW = "shadow"  # shadow mode: decision counted, traffic to the default pair
     CANARY_BASELINE = "canary_baseline"  # outside the canary fraction: baseline pair
     MOST_PRECISE_FEASIBLE = "most_precise_feasible"  # quality-first objective
@@ -236,6 +244,41 @@ class Candidate:
     predicted_latency_s: float
     estimated_cost_usd: float
     load: float = 1.0  # load behind the prediction (first endpoint, this request incl.)
+    chance: SloChance | None = None  # set on best-effort candidates (`decision.chance`)
+
+
+@per_request
+class SloChance:
+    """Best effort's estimate for one candidate (`decision.chance`): the chance its true
+    accuracy meets the request's floors and the chance it answers within the budgets, and
+    which of the two the table proves (bound >= floor; prediction within the budget)."""
+
+    p_accuracy: float
+    p_latency: float
+    floor_proven: bool
+    latency_proven: bool
+
+    @property
+    def p_meet(self) -> float:
+        """P(floor and budget both met): the two are taken as independent."""
+        return self.p_accuracy * self.p_latency
+
+    @property
+    def reason(self) -> RouteReason:
+        """The best-effort reason naming what the table leaves unproven for this pair."""
+        if self.floor_proven:
+            return RouteReason.LATENCY_RELAXED
+        return RouteReason.FLOOR_RELAXED if self.latency_proven else RouteReason.UNPROVEN
+
+    @property
+    def reason_suffix(self) -> str:
+        """The X-Route-Reason suffix: the chance and what is unproven (ASCII)."""
+        floor = "proven" if self.floor_proven else "unproven"
+        latency = "proven" if self.latency_proven else "unproven"
+        return (
+            f"; p_meet {self.p_meet:.2f} (floor {floor} p {self.p_accuracy:.2f}, "
+            f"latency {latency} p {self.p_latency:.2f})"
+        )
 
 
 @per_request

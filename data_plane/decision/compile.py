@@ -2,18 +2,19 @@
 
 PURE: runs once per table version, never per request. Everything `choose_route` would
 otherwise look up or convert per request (prices per token, alias lists, category defaults,
-the next more precise pair) is computed here.
+the next more precise pair, best effort's accuracy tails) is computed here.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from statistics import NormalDist
 from types import MappingProxyType
 
 from contracts.policy import CategoryPolicy
 from contracts.routing_table import LatencyModel, PairEntry, RoutingTable
+from data_plane.decision.chance import accuracy_tails
 from data_plane.decision.ladder import ladder_ranks
 from data_plane.domain import (
     BudgetMode,
@@ -76,12 +77,17 @@ def compile_pair(
     ladder_rank: int = 0,
     confidence: float = 0.9,
     min_items: int = 1,
+    tails: Mapping[str, Sequence[float]] | None = None,
 ) -> CompiledPair:
     """One table entry flattened; `order` is its position in the table's cost order,
     `ladder_rank` its rung on the precision ladder (`ladder.ladder_ranks`); `confidence` and
-    `min_items` are the policy's, for the words of a floor rejection."""
+    `min_items` are the policy's, for the words of a floor rejection; `tails` its accuracy
+    tails (`chance.accuracy_tails`, which caps them by the family; the pair's own
+    posteriors when not given)."""
     latency = entry.latency
     ttft_base_s, tpot_base_s = widened_intercepts(latency)
+    if tails is None:
+        tails = accuracy_tails([entry], min_items)[entry.pair]
     return CompiledPair(
         pair=entry.pair,
         family=entry.family,
@@ -104,6 +110,10 @@ def compile_pair(
         ladder_rank=ladder_rank,
         accuracy_bound=MappingProxyType(routing_accuracy(entry)),
         floor_basis=MappingProxyType(floor_basis(entry, confidence, min_items)),
+        accuracy_tail=MappingProxyType(dict(tails)),
+        ttft_log_spread=latency.ttft_log_spread,
+        tpot_log_spread=latency.tpot_log_spread,
+        latency_z=NormalDist().inv_cdf(latency.quantile),
     )
 
 
@@ -202,8 +212,9 @@ def compile_table(table: RoutingTable) -> CompiledTable:
     rungs = ladder_ranks(e.quantization for e in table.entries)
     policy = table.policy
     confidence, min_items = policy.floor_confidence, policy.min_eval_items
+    tails = accuracy_tails(table.entries, min_items)
     pairs = tuple(
-        compile_pair(e, i, rungs[e.quantization], confidence, min_items)
+        compile_pair(e, i, rungs[e.quantization], confidence, min_items, tails[e.pair])
         for i, e in enumerate(table.entries)
     )
     by_name = {p.pair: p for p in pairs}

@@ -24,6 +24,20 @@ from data_plane.domain import (
 )
 
 
+def _chance(c: Candidate) -> dict[str, Any] | None:
+    """Best effort's figures for `c` (docs/data_plane.md "Best effort"), else None."""
+    chance = c.chance
+    if chance is None:
+        return None
+    return {
+        "p_meet": round(chance.p_meet, 4),
+        "p_accuracy": round(chance.p_accuracy, 4),
+        "p_latency": round(chance.p_latency, 4),
+        "floor_proven": chance.floor_proven,
+        "latency_proven": chance.latency_proven,
+    }
+
+
 def _candidate(c: Candidate, category: str) -> dict[str, Any]:
     return {
         "pair": c.pair.pair,
@@ -36,6 +50,7 @@ def _candidate(c: Candidate, category: str) -> dict[str, Any]:
         "estimated_cost_usd": c.estimated_cost_usd,
         "accuracy": c.pair.accuracy.get(category, 0.0),
         "accuracy_bound": c.pair.accuracy_bound.get(category, 0.0),
+        "best_effort": _chance(c),
     }
 
 
@@ -52,8 +67,12 @@ def _rejection_counts(rejected: Sequence[Rejected]) -> str:
 
 
 def _budget_words(d: RouteDecision) -> str:
-    latency = "no latency budget" if d.budget_latency_s is None else f"{d.budget_latency_s:.2f} s"
-    return f"latency budget {latency}, accuracy floor {d.min_accuracy:.2f}"
+    latency = (
+        "no latency budget"
+        if d.budget_latency_s is None
+        else f"latency budget {d.budget_latency_s:.2f} s"
+    )
+    return f"{latency}, accuracy floor {d.min_accuracy:.2f}"
 
 
 def _choice_words(d: RouteDecision) -> str:
@@ -64,6 +83,35 @@ def _choice_words(d: RouteDecision) -> str:
     return (
         f"{c.pair.pair} (predicted {c.predicted_latency_s:.2f} s at load {c.load:g}, "
         f"estimated ${c.estimated_cost_usd:.3g}, {measured})"
+    )
+
+
+_BEST_EFFORT = (RouteReason.LATENCY_RELAXED, RouteReason.FLOOR_RELAXED, RouteReason.UNPROVEN)
+_UNPROVEN = {
+    RouteReason.LATENCY_RELAXED: "its latency",
+    RouteReason.FLOOR_RELAXED: "its accuracy floor",
+    RouteReason.UNPROVEN: "neither its accuracy floor nor its latency",
+}
+
+
+def _best_effort_words(d: RouteDecision) -> str:
+    """Why best effort served this pair: the chance it meets the request, and what the
+    table does not prove for it."""
+    c = d.candidates[0]
+    chance = c.chance
+    unproven = _UNPROVEN[d.reason]
+    proves = "does not prove " if d.reason is not RouteReason.UNPROVEN else "proves "
+    words = (
+        f"no pair meets the whole budget with the table's guarantee ({_budget_words(d)}). "
+        f"Best-effort mode serves the pair most likely to meet it: {_choice_words(d)}; the "
+        f"table {proves}{unproven}"
+    )
+    if chance is None:
+        return words + "."
+    return words + (
+        f". Estimated chance of meeting floor and budget: {chance.p_meet:.2f} "
+        f"(accuracy >= floor {chance.p_accuracy:.2f}, latency within budget "
+        f'{chance.p_latency:.2f}; docs/accuracy.md "Best effort").'
     )
 
 
@@ -84,18 +132,8 @@ def _summary(d: RouteDecision) -> str:
     if d.reason in (RouteReason.SHADOW, RouteReason.CANARY_BASELINE):
         return _rollout_summary(d)
     head = f"A {d.category} request (complexity {d.complexity:.2f}) for model {d.alias!r}"
-    if d.reason is RouteReason.LATENCY_RELAXED:
-        text = (
-            f"{head}: no pair above the floor meets the time budget at current load "
-            f"({_budget_words(d)}). Best-effort mode kept the floor and relaxed latency: the "
-            f"fastest pair above the floor is {_choice_words(d)}."
-        )
-    elif d.reason is RouteReason.FLOOR_RELAXED:
-        text = (
-            f"{head}: no healthy pair reaches the accuracy floor {d.min_accuracy:.2f}. "
-            f"Best-effort mode serves the most accurate healthy pair, below the floor: "
-            f"{_choice_words(d)}."
-        )
+    if d.reason in _BEST_EFFORT:
+        text = f"{head}: {_best_effort_words(d)}"
     else:
         which = "most precise" if d.reason is RouteReason.MOST_PRECISE_FEASIBLE else "cheapest"
         text = (

@@ -1,8 +1,8 @@
 """The decision when the scan kept no pair: best-effort relaxation or a reasoned NoRoute.
 
 PURE. Works from the scan's figures (`missed`: the pairs it predicted and found too slow or
-too expensive) and the table; only pairs below the floor are predicted here, and only when
-best-effort mode falls back to the most accurate healthy pair. Rejections are built eagerly:
+too expensive) and the table; only pairs below the floor are predicted here, for best
+effort's ranking by the chance of meeting the request (`best_effort`). Rejections are built eagerly:
 a strict-mode error names the binding constraint in its message anyway.
 """
 
@@ -12,13 +12,13 @@ import math
 import random
 from collections.abc import Sequence
 
-from data_plane.decision.chain import CandidateChain, FeasibleRow, RejectionList, candidate_of
+from data_plane.decision.best_effort import Option, rank_best_effort
+from data_plane.decision.chain import FeasibleRow, RejectionList, candidate_of
 from data_plane.decision.feasibility import (
     RANK,
     Limits,
     cost_violation,
     first_violation,
-    floors_of,
     order_endpoints,
     predict,
     static_violation,
@@ -27,7 +27,6 @@ from data_plane.decision.rejections import RULE_WORDS, allowed_rejections
 from data_plane.domain import (
     BudgetMode,
     Candidate,
-    CompiledPair,
     HealthView,
     NoRoute,
     NoRouteReason,
@@ -45,11 +44,6 @@ _NOT_RULED = frozenset({Rejection.BREAKER_OPEN, Rejection.NOT_ALLOWED})
 
 def _within_cost(found: FeasibleRow, limits: Limits) -> bool:
     return limits.max_cost_usd is None or found[0] <= limits.max_cost_usd
-
-
-def _by_latency(found: FeasibleRow) -> tuple[bool, float, float, int]:
-    # Pairs loaded beyond their profiled range come last: their figure is an extrapolation.
-    return (found[7] > found[3].max_profiled_load, found[1], found[0], found[2])
 
 
 def _below_floor(
@@ -84,36 +78,17 @@ def _relax(
     health: HealthView,
     rng: random.Random,
 ) -> tuple[RouteReason, Sequence[Candidate]] | None:
-    """Best-effort: keep the floor and relax latency (fastest first); else the healthy pairs
-    that fit context and cost, by evidence and precision: the highest bound against the
-    floors first (`floor_margin`), then the more precise declared format (ladder rung),
-    then the faster, the cheaper."""
-    keep_floor = [m for m in missed.values() if _within_cost(m, limits)]
-    if keep_floor:
-        keep_floor.sort(key=_by_latency)
-        return RouteReason.LATENCY_RELAXED, CandidateChain(keep_floor, limits.output_tokens)
-    any_floor = _below_floor(live, missed, limits, input_chars, health, rng)
-    if not any_floor:
+    """Best-effort: the healthy pairs that fit context and cost (those the scan found too
+    slow keep the floor; the others do not prove it), most likely to meet the whole request
+    first (`best_effort.rank_best_effort`); None when there is none."""
+    out = limits.output_tokens
+    options: list[Option] = [
+        (candidate_of(m, out), True) for m in missed.values() if _within_cost(m, limits)
+    ]
+    options += [(c, False) for c in _below_floor(live, missed, limits, input_chars, health, rng)]
+    if not options:
         return None
-    floors = floors_of(limits)
-
-    def best_evidence(c: Candidate) -> tuple[float, int, float, float, int]:
-        return (
-            -floor_margin(c.pair, floors),
-            c.pair.ladder_rank,
-            c.predicted_latency_s,
-            c.estimated_cost_usd,
-            c.pair.order,
-        )
-
-    return RouteReason.FLOOR_RELAXED, tuple(sorted(any_floor, key=best_evidence))
-
-
-def floor_margin(pair: CompiledPair, floors: tuple[tuple[str, float], ...]) -> float:
-    """How far the pair's bound clears the request's floors (negative: below), in the
-    category where it clears least. The bound, not the point estimate: it is where the
-    evidence (the items behind the number, the family cap) shows (docs/accuracy.md)."""
-    return min(pair.accuracy_bound.get(category, 0.0) - floor for category, floor in floors)
+    return rank_best_effort(options, limits)
 
 
 def _unrelaxable(

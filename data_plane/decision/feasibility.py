@@ -240,7 +240,7 @@ def first_violation(
     if static is not None:
         return static
     if not relax_latency:
-        slow = _too_slow(c, limits)
+        slow = latency_violation(c, limits)
         if slow is not None:
             return slow
     return cost_violation(c.pair, c.estimated_cost_usd, limits)
@@ -257,7 +257,9 @@ def cost_violation(pair: CompiledPair, cost_usd: float, limits: Limits) -> Rejec
     return None
 
 
-def _too_slow(c: Candidate, limits: Limits) -> Rejected | None:
+def latency_violation(c: Candidate, limits: Limits) -> Rejected | None:
+    """Rule 4 for a predicted candidate: beyond the profiled load, or too slow for the
+    latency or the TTFT budget; None when the prediction fits (or no budget is set)."""
     top = c.pair.max_profiled_load
     if (limits.latency_s is not None or limits.ttft_s is not None) and c.load > top:
         return Rejected(

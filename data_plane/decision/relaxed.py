@@ -9,6 +9,7 @@ chain's pairs ejected, and only a latency-relaxed answer is accepted (docs/relia
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from data_plane.decision.choose import Limits, choose_route
 from data_plane.domain import (
@@ -27,8 +28,10 @@ def latency_relaxed(
     table: CompiledTable, decision: RouteDecision, health: HealthView, rng: random.Random
 ) -> RouteDecision | None:
     """The latency-relaxed decision for `decision`'s request with every pair of its chain
-    ejected, or None: strict mode, a decision that was already relaxed (its chain holds every
-    pair best-effort would try), or no healthy slower pair within the floor and the cost."""
+    ejected: best effort's chain (most likely to meet the request first) cut to the pairs
+    whose floor is proven. None: strict mode, a decision that was already relaxed (its chain
+    holds every pair best-effort would try), or no healthy slower pair within the floor and
+    the cost."""
     if decision.mode is not BudgetMode.BEST_EFFORT:
         return None
     if decision.reason is not RouteReason.CHEAPEST_FEASIBLE:
@@ -53,6 +56,9 @@ def latency_relaxed(
     )
     ejected = HealthView(health.open_endpoints | tried, health.load)
     result = choose_route(table, RouteRequest(facts, Budget()), ejected, rng, limits)
-    if isinstance(result, RouteDecision) and result.reason is RouteReason.LATENCY_RELAXED:
-        return result
-    return None
+    if not isinstance(result, RouteDecision) or result.reason is RouteReason.CHEAPEST_FEASIBLE:
+        return None
+    keep = tuple(c for c in result.candidates if c.chance is not None and c.chance.floor_proven)
+    if not keep:
+        return None
+    return replace(result, candidates=keep, reason=RouteReason.LATENCY_RELAXED)

@@ -76,10 +76,14 @@ class GatewayRouter:
         decision, doubt = decided.decision, decided.inbound.facts.doubt
         first = decision.candidates[0]
         pair = first.pair
-        reason_suffix = "" if doubt is None else doubt.reason_suffix
+        reason = decision.reason.value
+        if first.chance is not None:  # best effort: what is unproven, and the chance
+            reason = first.chance.reason + first.chance.reason_suffix
+        if doubt is not None:
+            reason += doubt.reason_suffix
         out = [
             (self.pair_header, pair.pair),
-            (REASON_HEADER, decision.reason.value + reason_suffix),
+            (REASON_HEADER, reason),
             (VERSION_HEADER, str(decided.table.version)),
             *slo_headers(decision, first),
         ]

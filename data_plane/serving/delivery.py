@@ -35,10 +35,14 @@ logger = logging.getLogger(__name__)
 def route_headers(
     decision: RouteDecision, table_version: int, cand: Candidate, attempts: int
 ) -> dict[str, str]:
-    """The X-Route-* headers of a routed answer (never an endpoint URL)."""
+    """The X-Route-* headers of a routed answer (never an endpoint URL). A best-effort
+    candidate's reason is its own (what the table leaves unproven for the pair that answers)
+    with its chance of meeting the request (docs/data_plane.md, "Best effort")."""
+    chance = cand.chance
+    reason = decision.reason.value if chance is None else chance.reason + chance.reason_suffix
     return {
         "X-Route-Pair": cand.pair.pair,
-        "X-Route-Reason": decision.reason.value,
+        "X-Route-Reason": reason,
         "X-Route-Table-Version": str(table_version),
         "X-Route-Predicted-Latency-Ms": str(math.ceil(cand.predicted_latency_s * 1000)),
         "X-Route-Estimated-Cost-Usd": f"{cand.estimated_cost_usd:.8f}",

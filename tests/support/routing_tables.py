@@ -29,9 +29,11 @@ def entry(
     tpot_per_load_s: float = 0.001,
     accuracy: float | dict[str, float] = 0.8,
     precision_rank: int = 0,
+    log_spread: float = 0.0,
 ) -> dict[str, Any]:
     """One PairEntry as plain data; `accuracy` is one value for every category or a dict.
-    Endpoints `family@quant#i` at `urls`, or at `endpoints` made-up addresses."""
+    Endpoints `family@quant#i` at `urls`, or at `endpoints` made-up addresses. `log_spread`
+    is the spread of ln(TTFT) and ln(TPOT) (0: a table without it, predictions exact)."""
     acc = accuracy if isinstance(accuracy, dict) else dict.fromkeys(CATEGORIES, accuracy)
     pair = f"{family}@{quant}"
     urls = urls or [f"http://10.0.0.{i + 1}:8000/{family}-{quant}" for i in range(endpoints)]
@@ -56,6 +58,8 @@ def entry(
             "tpot_base_s": tpot_base_s,
             "tpot_per_load_s": tpot_per_load_s,
             "max_profiled_load": 64,
+            "ttft_log_spread": log_spread,
+            "tpot_log_spread": log_spread,
         },
         "accuracy": acc,
         "accuracy_n": dict.fromkeys(acc, 100),

@@ -172,7 +172,10 @@ async def test_best_effort_below_the_floor_is_a_200_marked_in_the_reason(
     )
     assert below.status == 200
     assert below.headers["X-Route-Pair"] == "fam@fp16"
-    assert below.headers["X-Route-Reason"] == "best_effort_below_floor"
+    # the reason names what is unproven for the pair that answers, and its chance
+    assert below.headers["X-Route-Reason"] == (
+        "best_effort_below_floor; p_meet 0.01 (floor unproven p 0.01, latency proven p 1.00)"
+    )
     # The floor is met, only the time budget is not: latency is relaxed instead.
     slow = await h.client.post(
         "/v1/chat/completions",
@@ -181,7 +184,9 @@ async def test_best_effort_below_the_floor_is_a_200_marked_in_the_reason(
     )
     assert slow.status == 200
     assert slow.headers["X-Route-Pair"] == "fam@fp16"
-    assert slow.headers["X-Route-Reason"] == "best_effort_latency_relaxed"
+    assert slow.headers["X-Route-Reason"].startswith(
+        "best_effort_latency_relaxed; p_meet 0.00 (floor proven"
+    )
     strict = await h.client.post(
         "/v1/chat/completions",
         data=raw_body(),

@@ -60,7 +60,7 @@ async def test_tiny_ttft_budgets_do_not_eject_engines_that_answer_in_20_ms(
         )
         # Best-effort relaxed the infeasible TTFT budget: the guard uses the relaxed deadline.
         assert resp.status == 200
-        assert resp.headers["X-Route-Reason"] == "best_effort_latency_relaxed"
+        assert resp.headers["X-Route-Reason"].startswith("best_effort_latency_relaxed; p_meet")
         await resp.read()
     for endpoint in ENDPOINTS:
         assert h.metric("gearbox_circuit_state", endpoint=endpoint) == 0

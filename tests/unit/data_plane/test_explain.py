@@ -68,7 +68,9 @@ def test_routed_decision() -> None:
         "estimated_cost_usd",
         "accuracy",
         "accuracy_bound",
+        "best_effort",
     }
+    assert first["best_effort"] is None  # a feasible pair: nothing to estimate
     assert first["endpoints"][0].startswith("llama@awq-int4#")
     assert first["predicted_latency_s"] <= 2.0
     assert {r["reason"] for r in doc["rejected"]} == {"too_slow"}
@@ -101,11 +103,24 @@ def test_relaxed_summaries() -> None:
     t = fleet()
     latency = explain(run(t, latency_s=0.5, min_accuracy=0.8), t)
     assert latency["reason"] == "best_effort_latency_relaxed"
-    assert "relaxed latency" in latency["summary"]
+    assert "the table does not prove its latency" in latency["summary"]
+    assert latency["candidates"][0]["best_effort"] == {
+        "p_meet": 0.0,  # no latency spread in this table: 1.41 s for 0.5 s misses for sure
+        "p_accuracy": 0.9263,  # 86/100, P(true accuracy >= 0.80)
+        "p_latency": 0.0,
+        "floor_proven": True,
+        "latency_proven": False,
+    }
+    assert (
+        "chance of meeting floor and budget: 0.00 (accuracy >= floor 0.93" in (latency["summary"])
+    )
     floor = explain(run(t, min_accuracy=0.99), t)
     assert floor["reason"] == "best_effort_below_floor"
-    assert "no healthy pair reaches the accuracy floor 0.99" in floor["summary"]
-    assert "below the accuracy floor" in floor["summary"]
+    assert "(no latency budget, accuracy floor 0.99)" in floor["summary"]
+    assert "the table does not prove its accuracy floor" in floor["summary"]
+    both = explain(run(t, latency_s=0.5, min_accuracy=0.99), t)
+    assert both["reason"] == "best_effort_unproven"
+    assert "the table proves neither its accuracy floor nor its latency" in both["summary"]
 
 
 def test_rollout_summaries_name_the_adaptive_choice() -> None:

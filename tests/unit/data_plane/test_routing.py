@@ -376,17 +376,22 @@ def test_strict_binding_is_the_rule_the_furthest_pairs_failed() -> None:
 
 
 def test_best_effort_relaxes_latency_keeping_the_floor() -> None:
+    # No latency spread in this table: every prediction over 1 s misses for sure (chance
+    # 0), so the ties go to the pairs that keep the floor, fastest first, then the rest.
     d = decided(route(simple(), min_accuracy=0.8, latency_s=1.0))
     assert d.reason is RouteReason.LATENCY_RELAXED
-    assert pairs_of(d) == ["a@fp8", "a@bf16", "b@bf16"]  # fastest first, all above the floor
-    lat = [c.predicted_latency_s for c in d.candidates]
+    assert pairs_of(d) == ["a@fp8", "a@bf16", "b@bf16", "a@int4"]
+    lat = [c.predicted_latency_s for c in d.candidates[:3]]
     assert lat == sorted(lat)
+    assert [c.chance.floor_proven for c in d.candidates if c.chance] == [True] * 3 + [False]
 
 
 def test_best_effort_relaxes_the_floor_last() -> None:
     d = decided(route(simple(), min_accuracy=0.99, latency_s=0.5))
-    assert d.reason is RouteReason.FLOOR_RELAXED
-    assert pairs_of(d) == ["b@bf16", "a@bf16", "a@fp8", "a@int4"]  # most accurate first
+    assert d.reason is RouteReason.UNPROVEN  # neither the floor nor the latency is proven
+    assert pairs_of(d) == ["b@bf16", "a@bf16", "a@fp8", "a@int4"]  # highest bound first
+    d = decided(route(simple(), min_accuracy=0.99))
+    assert d.reason is RouteReason.FLOOR_RELAXED  # no latency budget: only the floor
 
 
 def test_best_effort_never_relaxes_the_cost_ceiling() -> None:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from data_plane.decision.choose import choose_route, effective_limits, first_violation, predict
 from data_plane.decision.compile import compile_table
+from data_plane.decision.feasibility import latency_violation
 from data_plane.domain import (
     Budget,
     BudgetMode,
@@ -239,14 +240,22 @@ def test_relaxation_rules(case: Case) -> None:
     if result.reason is RouteReason.CHEAPEST_FEASIBLE:
         return
     assert limits.mode is BudgetMode.BEST_EFFORT  # strict mode never relaxes
+    chances = []
     for c in result.candidates:
-        # context and cost always hold; the floor holds unless nothing could meet it
-        relax_floor = result.reason is RouteReason.FLOOR_RELAXED
-        assert first_violation(c, limits, relax_latency=True, relax_floor=relax_floor) is None
-    if result.reason is RouteReason.LATENCY_RELAXED:
-        lat = [c.predicted_latency_s for c in result.candidates]
-        assert lat == sorted(lat)
-    else:
-        acc = [c.pair.accuracy.get(limits.category, 0.0) for c in result.candidates]
-        assert acc == sorted(acc, reverse=True)
-        assert max(acc) < limits.min_accuracy
+        # context and cost always hold; each candidate says truly what the table proves
+        assert first_violation(c, limits, relax_latency=True, relax_floor=True) is None
+        chance = c.chance
+        assert chance is not None
+        floor_kept = first_violation(c, limits, relax_latency=True) is None
+        assert chance.floor_proven == floor_kept
+        assert chance.latency_proven == (latency_violation(c, limits) is None)
+        assert not (chance.floor_proven and chance.latency_proven)  # else it was feasible
+        assert 0.0 <= chance.p_meet <= 1.0
+        beyond = c.load > c.pair.max_profiled_load and (
+            limits.latency_s is not None or limits.ttft_s is not None
+        )
+        chances.append((beyond, -chance.p_meet))
+    assert chances == sorted(chances)  # most likely to meet the request first
+    head = result.candidates[0].chance
+    assert head is not None
+    assert result.reason is head.reason
