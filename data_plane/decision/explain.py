@@ -175,6 +175,38 @@ def _no_route(n: NoRoute, table: CompiledTable) -> dict[str, Any]:
     }
 
 
+_FLOOR_CHECKED = (
+    RouteReason.CHEAPEST_FEASIBLE,
+    RouteReason.MOST_PRECISE_FEASIBLE,
+    RouteReason.LATENCY_RELAXED,
+)
+
+
+def floor_promise(d: RouteDecision, table: CompiledTable) -> dict[str, Any] | None:
+    """What the floor check promises for this request (docs/accuracy.md, "What the promise is
+    per request"): per pair, at most 1 - floor_confidence; for the served pair, at most k
+    times that when k of the allowed pairs are truly below the floor, k unknown but at most
+    the number allowed. None when the served pair's floor was not checked with a bound
+    (best effort below it, shadow or canary traffic, a table without bounds)."""
+    if d.reason not in _FLOOR_CHECKED or not d.candidates[0].pair.floor_basis:
+        return None
+    confidence = table.policy.floor_confidence
+    miss = round(1.0 - confidence, 6)
+    allowed = len(table.by_alias.get(d.alias, ()))
+    return {
+        "per_pair_miss_at_most": miss,
+        "allowed_pairs": allowed,
+        "served_pair_miss_at_most": round(min(1.0, allowed * miss), 6),
+        "summary": (
+            f"Each pair's true accuracy on {d.category} is below its {confidence:.0%} lower "
+            f"bound with probability at most {miss:.2f}. The served pair is chosen among those "
+            f"that passed: if k of the {allowed} pairs this request allows are truly below the "
+            f"floor, the chance that the served one is below it is at most k x {miss:.2f} "
+            "(docs/accuracy.md)."
+        ),
+    }
+
+
 def explain(decision: RouteDecision | NoRoute, table: CompiledTable) -> dict[str, Any]:
     """JSON-ready explanation: chosen pair, reason, effective budgets, category/complexity,
     tokens, every candidate with its figures, every rejected pair with its reason, a summary."""
@@ -201,6 +233,7 @@ def explain(decision: RouteDecision | NoRoute, table: CompiledTable) -> dict[str
         "tokens": {"input": first.input_tokens, "output": first.output_tokens},
         "candidates": [_candidate(c, decision.category) for c in decision.candidates],
         "rejected": _rejected(decision.rejected),
+        "floor_promise": floor_promise(decision, table),
         "adaptive": None
         if adaptive is None
         else {"pair": adaptive.candidates[0].pair.pair, "reason": adaptive.reason.value},
