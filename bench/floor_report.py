@@ -90,6 +90,53 @@ def _cost(r: FloorScenarioResult, mode: str = NO_HEADER) -> Check:
     )
 
 
+def _edge(r: FloorScenarioResult) -> list[Check]:
+    """The explicit-floor trace's checks (bench/floor_edge.py)."""
+    names = (
+        ("explicit floors: SLO attainment on provable requests", "%", t.EDGE_PROVABLE_SLO),
+        (
+            "explicit floors: SLO attainment on truth-feasible, unprovable requests",
+            "%",
+            t.EDGE_UNPROVABLE_SLO,
+        ),
+        (
+            "explicit floors: floor attainment of answers served under the guarantee",
+            "%",
+            t.EDGE_GUARANTEED_FLOOR,
+        ),
+    )
+    e = r.edge
+    if e is None:
+        return [_missing(n, f">= {x * 100:g}%") for n, _, x in names] + [
+            _missing("explicit floors: cost on provable requests vs the cheapest provable pair", "")
+        ]
+    figures = (
+        (e.provable_slo, f"{e.provable_share * 100:.1f}% of {e.requests} requests provable"),
+        (e.unprovable_feasible_slo, f"{e.unprovable_feasible} such requests"),
+        (e.guaranteed_floor, f"{e.guaranteed} answers under the guarantee"),
+    )
+    checks = [
+        Check(SECTION, n, v * 100, math.nan, math.nan, unit, f">= {x * 100:g}%", v >= x, d)
+        for (n, unit, x), (v, d) in zip(names, figures, strict=True)
+    ]
+    x = e.provable_cost_ratio
+    checks.append(
+        Check(
+            SECTION,
+            "explicit floors: cost on provable requests vs the cheapest provable pair",
+            x,
+            1.0,
+            x,
+            "x",
+            f"<= {t.EDGE_COST_VS_PROVABLE:g}x",
+            x <= t.EDGE_COST_VS_PROVABLE,
+            f"whole trace {e.cost_usd_per_1k:.4f} $/1k req vs the truth oracle's "
+            f"{e.oracle_cost_usd_per_1k:.4f}",
+        )
+    )
+    return checks
+
+
 def floor_checks(r: FloorScenarioResult) -> list[Check]:
     return [
         _slo(r, NO_HEADER, 1.0, t.FLOOR_SLO_1X),
@@ -99,7 +146,43 @@ def floor_checks(r: FloorScenarioResult) -> list[Check]:
         _cost(r),
         _slo(r, HEADER, 1.0, t.FLOOR_SLO_WITH_HEADER),
         _cost(r, UNTIL_DECIDED),
+        *_edge(r),
     ]
+
+
+def edge_lines(r: FloorScenarioResult) -> list[str]:
+    """The explicit-floor trace: what is provable, how each part fared, best effort's
+    calibration (docs/benchmarks.md)."""
+    e = r.edge
+    if e is None:
+        return []
+    reasons = ", ".join(f"{k} {v * 100:.0f}%" for k, v in e.share_by_reason.items())
+    lines = [
+        "",
+        f"Explicit floors (`X-Min-Accuracy` 1-3 points under some pair's truth, "
+        f"`X-Task-Category` sent, {e.requests} requests at 1x on the 100-item table): provable "
+        f"share {e.provable_share * 100:.1f}% (some pair's bound meets the floor and its idle "
+        f"prediction the budget); SLO attainment {e.slo_attainment * 100:.1f}% overall, "
+        f"{e.provable_slo * 100:.1f}% on provable requests, "
+        f"{e.unprovable_feasible_slo * 100:.1f}% on the {e.unprovable_feasible} "
+        f"truth-feasible unprovable ones; floor attainment {e.guaranteed_floor * 100:.1f}% "
+        f"of the {e.guaranteed} answers under the guarantee; cost {e.cost_usd_per_1k:.4f} "
+        f"$/1k req vs the truth oracle's {e.oracle_cost_usd_per_1k:.4f} "
+        f"({ratio(e.cost_usd_per_1k, e.oracle_cost_usd_per_1k):.2f}x), "
+        f"{e.provable_cost_ratio:.2f}x the cheapest provable pair on provable requests. "
+        f"Reasons: {reasons}.",
+        "",
+        f"Best effort's stated chance (`p_meet` in `X-Route-Reason`, {e.best_effort} "
+        "answers) against what happened (true floor and budget):",
+        "",
+        "| stated p_meet | answers | mean stated | observed |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {b.low:.1f}-{b.high:.1f} | {b.requests} | {b.predicted:.2f} | {b.observed:.2f} |"
+        for b in e.calibration
+    ]
+    return lines
 
 
 def _row(o: TruthOutcome) -> str:
@@ -166,6 +249,7 @@ def floor_lines(r: FloorScenarioResult) -> list[str]:
                 for c in r.floors
             )
             lines.append(f"| {p.pair} | {cells} |")
+    lines += edge_lines(r)
     lines += [
         "",
         "- The oracle row: per request, the cheapest pair whose true accuracy meets the floor "

@@ -21,6 +21,7 @@ from typing import Any
 
 from bench import floor_attainment as fa
 from bench import quality_fleet as qf
+from bench.floor_edge import EdgeOutcome, edge_floors, grade_edge, provable_pair
 from bench.floor_evalsets import (
     eval_files,
     hand_written_files,
@@ -63,10 +64,14 @@ NO_HEADER, HEADER = "no header", "header"
 UNTIL_DECIDED = "no header, --until-decided"
 LARGER_EXTRA_ITEMS = 900  # per category, after the shipped 100
 RUNS = ((NO_HEADER, 1.0), (NO_HEADER, 2.0), (HEADER, 1.0))
+# Another trace, with explicit X-Min-Accuracy floors 1-3 points under some pairs' truths and
+# the category sent (`bench.floor_edge`), on the 100-item table at 1x.
+EXPLICIT = "explicit floors"
 OMITTED = {
     NO_HEADER: ("X-Min-Accuracy", "X-Task-Category"),
     HEADER: ("X-Min-Accuracy",),
     UNTIL_DECIDED: ("X-Min-Accuracy", "X-Task-Category"),
+    EXPLICIT: (),
 }
 
 
@@ -93,6 +98,7 @@ class FloorScenarioResult:
     outcomes: tuple[TruthOutcome, ...]
     oracle: TruthOutcome
     decided_pairs: tuple[PairTruth, ...] = ()  # the --until-decided table's pairs
+    edge: EdgeOutcome | None = None  # the explicit-floor trace (`bench.floor_edge`)
 
     def outcome(self, mode: str, load: float) -> TruthOutcome | None:
         return next((o for o in self.outcomes if o.mode == mode and o.load == load), None)
@@ -197,6 +203,19 @@ def _serve_and_grade(
     return outcomes
 
 
+def _serve_edge(
+    workdir: Path, table: RoutingTable, trace: Sequence[TraceRequest], pinning: Pinning
+) -> EdgeOutcome:
+    workdir.mkdir(parents=True, exist_ok=True)
+    compiled = compile_table(table)
+    provable = {req.id: provable_pair(compiled, req) for req in trace}
+    with data_plane(workdir, table, pinning.proxy) as url:
+        check_serving(url, trace[0])
+        print(f"     replay the explicit-floor trace ({len(trace)} requests) at 1x", flush=True)
+        results = _replay(workdir, url, trace, EXPLICIT, 1.0, pinning.aux)
+    return grade_edge(trace, results, true_pairs(), provable)
+
+
 def run_floor_scenario(pinning: Pinning, workdir: Path, quick: bool) -> FloorScenarioResult:
     workdir.mkdir(parents=True, exist_ok=True)
     evals, holdout = eval_files(), holdout_files()
@@ -211,6 +230,9 @@ def run_floor_scenario(pinning: Pinning, workdir: Path, quick: bool) -> FloorSce
         print("     profiling the near-floor fleet (100 items per category)", flush=True)
         table = _profile_and_build(workdir / "fixed", urls, evals, quick)
         outcomes = _serve_and_grade(workdir / "fixed", table, trace, RUNS, pinning)
+        explicit = edge_floors(list(true_pairs().values()), qf.CATEGORIES)
+        edge_trace = make_trace(items, explicit, len(trace), NOMINAL_RPS, SEED + 24)
+        edge = _serve_edge(workdir / "edge", table, edge_trace, pinning)
         print("     profiling it again with --until-decided from a larger eval file", flush=True)
         decided = _profile_and_build(workdir / "decided", urls, larger, quick, until_decided)
         runs = ((UNTIL_DECIDED, 1.0),)
@@ -228,4 +250,5 @@ def run_floor_scenario(pinning: Pinning, workdir: Path, quick: bool) -> FloorSce
         outcomes=tuple(outcomes),
         oracle=grade_oracle(trace, list(true_pairs().values())),
         decided_pairs=_pair_truths(decided, true_pairs()),
+        edge=edge,
     )

@@ -51,6 +51,7 @@ async def _one(
             data = await resp.read()
             out["status"] = resp.status
             out["pair"] = resp.headers.get("X-Route-Pair")
+            out["reason"] = resp.headers.get("X-Route-Reason")
             if resp.status == 200:
                 parsed = json.loads(data)
                 out["text"] = parsed["choices"][0]["message"]["content"] or ""

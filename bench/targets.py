@@ -282,3 +282,9 @@ FLOOR_SLO_2X = 0.95
 FLOOR_ATTAINMENT = 0.99
 FLOOR_COST_VS_ORACLE = 1.25
 FLOOR_SLO_WITH_HEADER = 0.98
+# Its explicit-floor trace (bench/floor_edge.py, issue 24): floors 1-3 points under some
+# pairs' truths, the category sent.
+EDGE_PROVABLE_SLO = 0.99  # SLO attainment on the requests some pair provably serves
+EDGE_UNPROVABLE_SLO = 0.70  # ... on those some pair truly meets but none provably does
+EDGE_GUARANTEED_FLOOR = 0.99  # floor attainment of answers served under the guarantee
+EDGE_COST_VS_PROVABLE = 1.1  # cost on provable requests vs the cheapest provable pair

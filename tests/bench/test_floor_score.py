@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from bench.floor_edge import edge_floors, grade_edge
 from bench.floor_evalsets import (
     eval_files,
     hand_written_files,
@@ -143,6 +144,10 @@ def test_checks_fail_when_the_targets_are_missed_and_when_nothing_was_measured()
         "SLO attainment (true floor and budget) with X-Task-Category at 1x": True,
         "cost per 1,000 requests without X-Task-Category at 1x vs the oracle, profiled "
         "--until-decided from a larger eval file": False,  # not measured here
+        "explicit floors: SLO attainment on provable requests": False,  # nor these
+        "explicit floors: SLO attainment on truth-feasible, unprovable requests": False,
+        "explicit floors: floor attainment of answers served under the guarantee": False,
+        "explicit floors: cost on provable requests vs the cheapest provable pair": False,
     }
     text = "\n".join(floor_lines(result))
     assert "| no header | 2x | 2/2 | 50.0% | 100.0% | 50.0% |" in text
@@ -167,3 +172,41 @@ def test_the_larger_eval_file_follows_the_shipped_one_and_holds_no_known_prompt(
     assert len(added) == 5 * 30
     assert not {i["prompt"] for i in added} & known
     assert {p.name.split("-")[0] for p in more} == set(FLOORS)
+
+
+def test_the_explicit_floor_trace_is_graded_by_provability_truth_and_stated_chance() -> None:
+    # 0: provable (mid-fast), served by it in time; 1: provable, served late;
+    # 2: not provable but truly feasible (mid-fast truly 0.72 >= 0.71), best effort serves
+    # cheap (truly 0.67) at stated 0.6; 3: the same, best effort serves mid-fast at 0.7 in time
+    trace = [_req(0), _req(1), _req(2, floor=0.71), _req(3, floor=0.71)]
+    results = [
+        {**_answer(0, "mid-fast", 0.05), "reason": "cheapest_feasible"},
+        {**_answer(1, "mid-fast", 0.5), "reason": "cheapest_feasible"},
+        {
+            **_answer(2, "cheap", 0.05),
+            "reason": "best_effort_below_floor; p_meet 0.60 (floor unproven p 0.60, "
+            "latency proven p 1.00)",
+        },
+        {
+            **_answer(3, "mid-fast", 0.05),
+            "reason": "best_effort_below_floor; p_meet 0.70 (floor unproven p 0.70, "
+            "latency proven p 1.00)",
+        },
+    ]
+    provable = {0: "mid-fast", 1: "mid-fast", 2: None, 3: None}
+    e = grade_edge(trace, results, PAIRS_BY_NAME, provable)
+    assert e.provable_share == 0.5
+    assert e.provable_slo == 0.5
+    assert (e.unprovable_feasible, e.unprovable_feasible_slo) == (2, 0.5)
+    assert (e.guaranteed, e.guaranteed_floor) == (2, 1.0)
+    assert e.provable_cost_ratio == pytest.approx(1.0)
+    assert e.best_effort == 2
+    (b,) = e.calibration
+    assert (b.low, b.high, b.requests, b.observed) == (0.6, 0.8, 2, 0.5)
+    assert b.predicted == pytest.approx(0.65)
+    assert e.share_by_reason == {"best_effort_below_floor": 0.5, "cheapest_feasible": 0.5}
+
+
+def test_explicit_floors_sit_one_to_three_points_under_some_truth() -> None:
+    floors = edge_floors([MID_FAST, DEAR], ["math"])
+    assert floors == {"math": [0.69, 0.7, 0.71, 0.85, 0.86, 0.87]}

@@ -1,0 +1,169 @@
+"""Section 3b's edge rows: explicit floors 1-3 points under some pairs' truths (issue 24).
+
+PURE grading. The trace's `X-Min-Accuracy` floors sit just under what some pair truly does,
+so on 100 eval items part of it cannot be proven. Against the simulator's truth this says:
+which share some pair can serve with the table's guarantee at no load (provable: the data
+plane's own strict decision on the table, idle), how those requests fare, how the requests
+that some pair truly meets but none provably does fare (best effort's domain), whether floors
+served under the guarantee hold, what it costs against the truth oracle and the cheapest
+provable choice, and whether best effort's stated chance (`X-Route-Reason`'s `p_meet`) is
+calibrated.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from bench.floor_score import TruePair, oracle_pair, request_tokens
+from bench.trace import TraceRequest
+from data_plane.decision.choose import choose_route
+from data_plane.domain import (
+    Budget,
+    BudgetMode,
+    CompiledTable,
+    HealthView,
+    RequestFacts,
+    RouteDecision,
+    RouteRequest,
+)
+
+POINTS_UNDER = (0.01, 0.02, 0.03)
+_P_MEET = re.compile(r"p_meet ([0-9.]+)")
+CALIBRATION_BINS = 5
+
+
+def edge_floors(pairs: Sequence[TruePair], categories: Sequence[str]) -> dict[str, list[float]]:
+    """Per category, every floor 1, 2 or 3 points under some pair's truth."""
+    return {
+        c: sorted({round(p.accuracy[c] - d, 2) for p in pairs for d in POINTS_UNDER})
+        for c in categories
+    }
+
+
+def provable_pair(table: CompiledTable, req: TraceRequest) -> str | None:
+    """The pair a strict decision on the idle table gives the request (its category sent),
+    i.e. the cheapest pair proven to meet floor and budget; None when none is."""
+    facts = RequestFacts("auto", req.category, 0.5, len(req.prompt), req.max_tokens)
+    budget = Budget(
+        latency_s=req.budget_ms / 1000,
+        min_accuracy=req.min_accuracy,
+        mode=BudgetMode.STRICT,
+        category=req.category,
+    )
+    result = choose_route(table, RouteRequest(facts, budget), HealthView(), random.Random(0))
+    return result.candidates[0].pair.pair if isinstance(result, RouteDecision) else None
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationBin:
+    low: float
+    high: float
+    requests: int
+    predicted: float  # mean stated p_meet
+    observed: float  # share that met floor and budget
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeOutcome:
+    requests: int
+    provable_share: float
+    provable_slo: float  # SLO attainment on provable requests
+    unprovable_feasible: int  # truth-feasible requests no pair provably serves
+    unprovable_feasible_slo: float
+    guaranteed: int  # requests served under the guarantee (no best_effort reason)
+    guaranteed_floor: float  # their floor attainment by true accuracy
+    best_effort: int
+    slo_attainment: float
+    cost_usd_per_1k: float
+    oracle_cost_usd_per_1k: float  # the truth oracle over the whole trace
+    provable_cost_ratio: float  # Gearbox / cheapest provable, on provable requests
+    calibration: tuple[CalibrationBin, ...] = ()
+    share_by_reason: dict[str, float] = field(default_factory=dict)
+
+
+def _calibration(stated: Sequence[tuple[float, bool]]) -> tuple[CalibrationBin, ...]:
+    bins: dict[int, list[tuple[float, bool]]] = {}
+    for p, met in stated:
+        bins.setdefault(min(int(p * CALIBRATION_BINS), CALIBRATION_BINS - 1), []).append((p, met))
+    return tuple(
+        CalibrationBin(
+            low=k / CALIBRATION_BINS,
+            high=(k + 1) / CALIBRATION_BINS,
+            requests=len(rows),
+            predicted=sum(p for p, _ in rows) / len(rows),
+            observed=sum(met for _, met in rows) / len(rows),
+        )
+        for k, rows in sorted(bins.items())
+    )
+
+
+def _share(count: float, n: int) -> float:
+    return count / n if n else math.nan
+
+
+def grade_edge(
+    trace: Sequence[TraceRequest],
+    results: Sequence[Mapping[str, Any]],
+    pairs: Mapping[str, TruePair],
+    provable: Mapping[int, str | None],
+) -> EdgeOutcome:
+    """`provable`: request id -> the cheapest provable pair (None: nothing provable)."""
+    by_id = {int(r["id"]): r for r in results}
+    truth = list(pairs.values())
+    counts = {"provable_met": 0, "feasible": 0, "feasible_met": 0, "guaranteed": 0, "held": 0}
+    met_all, cost, oracle_cost, mine_provable, cheapest_provable = 0, 0.0, 0.0, 0.0, 0.0
+    stated: list[tuple[float, bool]] = []
+    reasons: dict[str, int] = {}
+    for req in trace:
+        r = by_id.get(req.id, {})
+        served = pairs.get(str(r.get("pair"))) if r.get("status") == 200 else None
+        truly = served is not None and served.accuracy.get(req.category, 0.0) >= req.min_accuracy
+        met = truly and float(r["latency_s"]) * 1000 <= req.budget_ms
+        met_all += met
+        tokens = request_tokens(req, None)
+        oracle, feasible = oracle_pair(truth, req, *tokens)
+        oracle_cost += oracle.cost_usd(*tokens)
+        used = request_tokens(req, r)  # the answer's usage: both sides priced on it
+        spent = served.cost_usd(*used) if served is not None else 0.0
+        cost += spent
+        reason = str(r.get("reason") or "")
+        reasons[reason.split(";")[0] or "no answer"] = (
+            reasons.get(reason.split(";")[0] or "no answer", 0) + 1
+        )
+        cheapest = provable.get(req.id)
+        if cheapest is not None:
+            counts["provable_met"] += met
+            mine_provable += spent
+            cheapest_provable += pairs[cheapest].cost_usd(*used)
+        elif feasible:
+            counts["feasible"] += 1
+            counts["feasible_met"] += met
+        if served is not None and not reason.startswith("best_effort"):
+            counts["guaranteed"] += 1
+            counts["held"] += truly
+        found = _P_MEET.search(reason)
+        if found is not None:
+            stated.append((float(found.group(1)), met))
+    n = len(trace)
+    n_provable = sum(1 for req in trace if provable.get(req.id) is not None)
+    return EdgeOutcome(
+        requests=n,
+        provable_share=_share(n_provable, n),
+        provable_slo=_share(counts["provable_met"], n_provable),
+        unprovable_feasible=counts["feasible"],
+        unprovable_feasible_slo=_share(counts["feasible_met"], counts["feasible"]),
+        guaranteed=counts["guaranteed"],
+        guaranteed_floor=_share(counts["held"], counts["guaranteed"]),
+        best_effort=len(stated),
+        slo_attainment=_share(met_all, n),
+        cost_usd_per_1k=cost / n * 1000 if n else math.nan,
+        oracle_cost_usd_per_1k=oracle_cost / n * 1000 if n else math.nan,
+        provable_cost_ratio=mine_provable / cheapest_provable if cheapest_provable else math.nan,
+        calibration=_calibration(stated),
+        share_by_reason={k: v / n for k, v in sorted(reasons.items())} if n else {},
+    )
