@@ -60,7 +60,7 @@ class LatencyModel(_Contract):
     max_profiled_load: int = Field(ge=1, description="highest concurrency the profile measured")
     ttft_rmse_s: NonNegFloat = 0.0
     tpot_rmse_s: NonNegFloat = 0.0
-    # Added: the spread of one request's TTFT / TPOT around the line, as the standard deviation
+    # The spread of one request's TTFT / TPOT around the line, as the standard deviation
     # of its logarithm at one load level: ln(p95 / p50) / 1.645 of the profile's samples
     # (their mean over the levels). It turns a prediction into a chance of meeting a budget
     # (docs/data_plane.md, "Best effort"); 0 = not measured (tables before it): the

@@ -65,7 +65,10 @@ def _with_reason(call: Call, reason: RouteReason) -> Call:
     headers_for = call.headers_for
 
     def relaxed_headers(cand: Candidate, attempts: int) -> dict[str, str]:
-        return {**headers_for(cand, attempts), "X-Route-Reason": reason.value}
+        headers = headers_for(cand, attempts)
+        if cand.chance is None:  # a best-effort candidate's header says its own reason
+            headers["X-Route-Reason"] = reason.value
+        return headers
 
     return replace(call, headers_for=relaxed_headers)
 
