@@ -24,6 +24,7 @@ from data_plane.engine_keys import EngineKeys
 from data_plane.resilience.breaker import BreakerBoard
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
+from data_plane.resilience.progress import EnginePace
 from data_plane.resilience.retry import RetryBudget
 from data_plane.serving.accuracy_check import AccuracyChecker
 from data_plane.serving.attempt import AttemptRunner
@@ -147,6 +148,7 @@ def _build_proxy(
             tracing,
             deps.clock,
             engine_keys=EngineKeys.load(s.engine_keys.api_key, s.engine_keys.api_keys_file),
+            pace=_engine_pace(s, app),
         ),
         delivery=Delivery(metrics, app[TRAFFIC], deps.clock, app[FEEDBACK]),
         health=health,
@@ -166,6 +168,13 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
         app[STORE], app[HEALTH], app[METRICS], deps.rng, app[TRACING], _demand(app, deps.clock)
     )
     return DecisionStep(parts)
+
+
+def _engine_pace(s: DataPlaneSettings, app: web.Application) -> EnginePace:
+    """Each endpoint's observed pace, which its own limit allows for (`resilience.progress`)."""
+    pace = EnginePace(s.progress)
+    app[STORE].on_swap(lambda table: pace.retain(e.id for p in table.pairs for e in p.endpoints))
+    return pace
 
 
 def _demand(app: web.Application, clock: Callable[[], float]) -> SpilledDemand:

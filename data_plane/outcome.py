@@ -35,8 +35,9 @@ class UpstreamStatus:
 @dataclass(frozen=True, slots=True)
 class Timeout:
     """`connect`: no connection; `first_byte`: no first byte (streams) or no answer
-    (non-streams) within the engine's own deadline, its predicted latency with the policy
-    margin (nothing sent to the client yet); `read`: the stream stalled after bytes went out."""
+    (non-streams) within the engine's own limit, its profiled pace for the work at its load
+    times its observed slowdown and a margin (`resilience.progress`; nothing sent to the
+    client yet); `read`: the stream stalled after bytes went out."""
 
     phase: TimeoutPhase
 

@@ -76,10 +76,17 @@ def next_step(
 
 
 def breaker_success(outcome: Outcome | None) -> bool | None:
-    """What the endpoint's breaker should record: True (success, `None` outcome), False
-    (engine faults: connect errors, timeouts against the engine's own deadline, 5xx, 429,
-    broken streams) or None (nothing: client cancels, a missed client TTFT budget and other
-    4xx say nothing about the endpoint's health)."""
+    """What the endpoint's breaker should record: True (success, `None` outcome), False or
+    None (nothing).
+
+    Evidence model (docs/reliability.md, "What a breaker counts"): False only for what the
+    engine alone explains: connect errors and resets (nothing listens), 5xx and 429 (the engine
+    said it failed or is full), broken or stalled streams, and lack of progress within the
+    engine's own limit (`resilience.progress`: its profiled pace for the work at its load, its
+    observed slowdown and a margin; what else could explain that is a queue or an answer
+    beyond what the limit allows for, which the margin covers). None for what the client
+    explains: a cancel, a missed client TTFT budget, the request's deadline (never an
+    outcome here), and other 4xx (the request's own fault)."""
     match outcome:
         case None:
             return True

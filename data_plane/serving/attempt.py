@@ -21,7 +21,9 @@ from data_plane.domain import Candidate, CompiledEndpoint, per_request
 from data_plane.engine_keys import EngineKeys
 from data_plane.outcome import BudgetMissed, Cancelled, Outcome, Timeout, UpstreamStatus
 from data_plane.resilience.health import Health
-from data_plane.serving.usage import SSE_TAIL_BYTES
+from data_plane.resilience.progress import EnginePace, engine_time_s, output_cap
+from data_plane.serving.usage import SSE_TAIL_BYTES, Usage, find_usage
+from data_plane.settings import ProgressConfig
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.tracing import (
     ATTR_ATTEMPT,
@@ -90,6 +92,9 @@ class Call:
     state: CallState
     # The client's traceparent/tracestate, passed on as they are while tracing is off.
     trace_headers: Mapping[str, str]
+    # max_tokens / max_completion_tokens when the client set it; None: the answer may run to
+    # the context limit (what the engine's own limit allows for, `resilience.progress`).
+    max_tokens: int | None = None
 
 
 @per_request
@@ -102,6 +107,7 @@ class Served:
     streamed: bool
     first_byte_s: float | None  # monotonic time the first byte went to the client (streams)
     outcome: Outcome | None = None
+    usage: Usage | None = None  # a non-streamed answer's `usage`, read once (None: none found)
 
 
 @per_request
@@ -116,17 +122,21 @@ class Failed:
 @per_request
 class AttemptLimit:
     """How long one attempt may go without its first byte (streams) or its whole answer
-    (non-streams), and whose deadline that is: `engine` True = the engine's own (its predicted
-    latency with the policy margin; a miss is an engine fault, `Timeout("first_byte")`), False
-    = the client's TTFT budget (a miss is `BudgetMissed`: next candidate, no blame). `limit_s`
-    None = no limit of its own (the request deadline still applies)."""
+    (non-streams), and whose limit that is: `engine` True = the engine's own (its profiled
+    pace for the work at `load`, times its observed slowdown and a margin:
+    `resilience.progress`; a miss is lack of progress, an engine fault,
+    `Timeout("first_byte")`), False = the client's TTFT budget (a miss is `BudgetMissed`: next
+    candidate, no blame). `limit_s` None = no limit of its own (the request deadline still
+    applies, and a request deadline is never an engine fault). `load` = requests at the
+    endpoint when the attempt started, this one included (what its pace is measured at)."""
 
     limit_s: float | None = None
     engine: bool = True
+    load: float = 1.0
 
     def missed(self) -> AttemptError:
         if self.engine:
-            return AttemptError(Timeout("first_byte"), "the engine overran its predicted latency")
+            return AttemptError(Timeout("first_byte"), "no progress within the engine's own pace")
         return AttemptError(BudgetMissed(), "no first byte within the client's TTFT budget")
 
 
@@ -154,6 +164,7 @@ class AttemptRunner:
         tracing: Tracing,
         clock: Callable[[], float] = time.monotonic,
         engine_keys: EngineKeys | None = None,
+        pace: EnginePace | None = None,
     ) -> None:
         self._upstream = upstream
         self._health = health
@@ -161,6 +172,33 @@ class AttemptRunner:
         self._tracing = tracing
         self._clock = clock
         self._engine_keys = engine_keys
+        self.pace = pace or EnginePace(ProgressConfig())
+
+    def engine_limit(self, call: Call, cand: Candidate, endpoint: CompiledEndpoint) -> AttemptLimit:
+        """The engine's own limit for an attempt at `endpoint` now: its profiled time for the
+        first byte (streams) or for the longest answer the request allows (non-streams:
+        `max_tokens`, else the context left), at its load now, x its observed slowdown x the
+        margin (`resilience.progress`). Never our prediction for this request."""
+        load = self._health.tracker.load.get(endpoint.id, 0.0) + 1.0
+        pair = cand.pair
+        output = 0 if call.stream else output_cap(pair, cand.input_tokens, call.max_tokens)
+        profile_s = engine_time_s(pair, cand.input_tokens, output, load)
+        return AttemptLimit(self.pace.limit_s(endpoint.id, profile_s), load=load)
+
+    def _observe_pace(
+        self, cand: Candidate, endpoint_id: str, limit: AttemptLimit, result: Served, took_s: float
+    ) -> None:
+        """A clean answer says how fast the engine works now: its first byte (streams) or the
+        whole answer for the tokens its `usage` reports (non-streams), against the profile."""
+        pair = cand.pair
+        if result.streamed:
+            profile_s = engine_time_s(pair, cand.input_tokens, 0, limit.load)
+        elif result.usage is not None:
+            usage = result.usage
+            profile_s = engine_time_s(pair, usage.input_tokens, usage.output_tokens, limit.load)
+        else:
+            return
+        self.pace.observe(endpoint_id, took_s, profile_s)
 
     async def run(
         self,
@@ -183,6 +221,10 @@ class AttemptRunner:
             try:
                 result = await self._limited(call, cand, (endpoint, number), sink, span, limit)
                 outcome = result.outcome
+                if isinstance(result, Served) and outcome is None:
+                    done_s = result.first_byte_s
+                    done_s = self._clock() if done_s is None else done_s
+                    self._observe_pace(cand, endpoint.id, limit, result, done_s - started)
             except AttemptError as err:
                 outcome = err.outcome
                 result = Failed(err.outcome)
@@ -242,7 +284,7 @@ class AttemptRunner:
         outcome = _status_outcome(resp.status)
         if outcome is not None:
             return Failed(outcome, resp.status, data[:MAX_ERROR_BODY_BYTES])
-        return Served(resp.status, data, resp.content_type, False, None)
+        return Served(resp.status, data, resp.content_type, False, None, usage=find_usage(data))
 
     async def _relay(
         self,

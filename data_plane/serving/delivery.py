@@ -68,7 +68,7 @@ def give_up_error(failure: Failed | None, attempts: int, retry_after_s: float) -
             )
         case Timeout(phase="first_byte"):
             return DeadlineExceeded(
-                f"the engines ran well past their predicted latency ({attempts} attempt(s))"
+                f"no engine made progress within its own pace ({attempts} attempt(s))"
             )
         case ConnectFailed() | Timeout(phase="connect"):
             return AllUpstreamsUnavailable(

@@ -168,6 +168,7 @@ class Handlers:
             state=CallState(),
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
+            max_tokens=facts.max_output_tokens,
         )
         sink = AiohttpSink(request)
         try:

@@ -94,22 +94,21 @@ class Proxy:
             return self._config.default_timeout_s
         return budget + self._config.grace_s
 
-    def attempt_limit(self, call: Call, decision: RouteDecision, cand: Candidate) -> AttemptLimit:
-        """The attempt's own limit: the engine's deadline (predicted TTFT for streams, predicted
-        latency otherwise, x factor + slack), or the client's TTFT budget when that is sooner
-        and still in force (not relaxed by best-effort). Shadow traffic gets neither."""
+    def attempt_limit(
+        self, call: Call, decision: RouteDecision, cand: Candidate, endpoint: CompiledEndpoint
+    ) -> AttemptLimit:
+        """The attempt's own limit: the engine's (its own pace for the work at its load now,
+        with a margin: `AttemptRunner.engine_limit`), or the client's TTFT budget when that is
+        sooner and still in force (not relaxed by best-effort). Shadow traffic gets neither."""
         reason = decision.reason
         if reason is RouteReason.SHADOW:
             return NO_LIMIT
-        cfg = self._config
-        engine_s = None
-        if cfg.engine_deadline_factor > 0:
-            predicted = cand.predicted_ttft_s if call.stream else cand.predicted_latency_s
-            engine_s = predicted * cfg.engine_deadline_factor + cfg.engine_deadline_slack_s
+        engine = self._p.runner.engine_limit(call, cand, endpoint)
+        engine_s = engine.limit_s
         client_s = None if reason.startswith("best_effort") else call.ttft_budget_s
         if client_s is not None and (engine_s is None or client_s < engine_s):
-            return AttemptLimit(client_s, engine=False)
-        return AttemptLimit(engine_s)
+            return AttemptLimit(client_s, engine=False, load=engine.load)
+        return engine
 
     async def serve(
         self, call: Call, table: CompiledTable, decision: RouteDecision, sink: ClientSink
@@ -204,7 +203,7 @@ class Proxy:
                 return None
             walk.attempt += 1
             walk.last = cand
-            limit = self.attempt_limit(walk.call, walk.decision, cand)
+            limit = self.attempt_limit(walk.call, walk.decision, cand, endpoint)
             retry = walk.failure is not None
             result = await p.runner.run(walk.call, cand, endpoint, walk.attempt, walk.sink, limit)
             p.delivery.attempted(cand, retry, isinstance(result, Failed))
@@ -276,7 +275,7 @@ class Proxy:
             return answer
         p.metrics.quality_escalations.labels(answer.cand.pair.pair, problem).inc()
         walk.attempt += 1
-        limit = self.attempt_limit(walk.call, walk.decision, target)
+        limit = self.attempt_limit(walk.call, walk.decision, target, endpoint)
         result = await p.runner.run(walk.call, target, endpoint, walk.attempt, walk.sink, limit)
         if isinstance(result, Served):
             reask = Answer(target, result)

@@ -61,7 +61,8 @@ class Answer:
     def usage(self) -> Usage:
         if self._usage is None:
             cand = self.cand
-            found = find_usage(self.served.body)
+            served = self.served  # a non-streamed answer's usage was read in the attempt
+            found = served.usage if served.usage is not None else find_usage(served.body)
             self._usage = found or Usage(cand.input_tokens, cand.output_tokens)
         return self._usage
 

@@ -19,6 +19,7 @@ from data_plane.settings.serving import (
     BreakerConfig,
     EngineKeySettings,
     ExtprocSettings,
+    ProgressConfig,
     ProxyConfig,
     RetryBudgetSettings,
     ServerSettings,
@@ -48,6 +49,7 @@ __all__ = [
     "InFlightShareSettings",
     "LiveStateSettings",
     "OtelSettings",
+    "ProgressConfig",
     "ProxyConfig",
     "RedisSettings",
     "RetryBudgetSettings",
@@ -85,6 +87,7 @@ class DataPlaneSettings(BaseSettings):
     table: TableSettings = Field(default_factory=TableSettings)
     upstream: UpstreamSettings = Field(default_factory=UpstreamSettings)
     proxy: ProxyConfig = Field(default_factory=ProxyConfig)
+    progress: ProgressConfig = Field(default_factory=ProgressConfig)
     retry_budget: RetryBudgetSettings = Field(default_factory=RetryBudgetSettings)
     breaker: BreakerConfig = Field(default_factory=BreakerConfig)
     engine_keys: EngineKeySettings = Field(default_factory=EngineKeySettings)

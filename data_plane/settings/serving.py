@@ -75,11 +75,25 @@ class ProxyConfig(Group):
     )
     # Added to the latency budget before the deadline cancels the request.
     grace_s: Annotated[float, Knob("deadline_grace_s")] = Field(default=0.5, ge=0.0, le=60.0)
-    # The engine's own deadline for one attempt: its predicted TTFT (streams) or latency
-    # (non-streams) x factor + slack; missing it is an engine fault and the next candidate is
-    # tried. factor 0 = no engine deadline.
-    engine_deadline_factor: float = Field(default=2.0, ge=0.0, le=100.0)
-    engine_deadline_slack_s: float = Field(default=0.5, ge=0.0, le=600.0)
+
+
+class ProgressConfig(Group):
+    """The engine's own limit for one attempt (docs/reliability.md, "What a breaker counts";
+    `resilience.progress`): the pair's profiled time for the first byte (streams) or for the
+    longest answer the request allows (non-streams: max_tokens, else the context left) at the
+    endpoint's load now, x its observed slowdown (at most `max_pace_ratio`) x `factor` +
+    `slack_s`. Missing it is lack of progress, an engine fault; the next candidate is tried."""
+
+    # x the engine's pace for the work; 0 = no engine limit at all.
+    factor: Annotated[float, Knob("engine_deadline_factor")] = Field(default=3.0, ge=0.0, le=100.0)
+    # + this (scheduling noise, a cold connection).
+    slack_s: Annotated[float, Knob("engine_deadline_slack_s")] = Field(
+        default=1.0, ge=0.0, le=600.0
+    )
+    # An observed slowdown loosens the limit up to this much.
+    max_pace_ratio: Annotated[float, Knob("engine_pace_max_ratio")] = Field(
+        default=8.0, ge=1.0, le=100.0
+    )
 
 
 class RetryBudgetSettings(Group):

@@ -73,7 +73,7 @@ async def test_a_missed_client_ttft_budget_moves_on_without_blaming_the_engine(
     make_harness: MakeHarness,
 ) -> None:
     """A feasible TTFT budget (300 ms; the table predicts 50 ms) missed by an engine that is
-    within its own deadline (50 ms x 2 + 0.5 s): the next pair serves, the breaker stays shut."""
+    within its own limit (50 ms x 3 + 1 s): the next pair serves, the breaker stays shut."""
     routes = {INT4: lambda r: sse(["late"], 0.45), FP16: lambda r: sse(["fast"])}
     h = await make_harness(two_pair_table([FP16], [INT4]), routes=routes)
     for _ in range(6):  # more than the 5 consecutive failures that open a breaker
@@ -112,8 +112,8 @@ async def test_a_policy_default_ttft_budget_does_not_eject_busy_engines(
 async def test_a_stream_past_the_engines_own_deadline_is_an_engine_fault(
     make_harness: MakeHarness,
 ) -> None:
-    """With the budget relaxed, an engine that stays silent past its predicted TTFT x factor +
-    slack is abandoned and counted against it (timeout_first_byte)."""
+    """With the budget relaxed, an engine that stays silent past its own limit (its profiled
+    TTFT x factor + slack) is abandoned and counted against it (timeout_first_byte)."""
     hung = sse(["never"], HANG_S)
     routes = {INT4: lambda r: hung, FP16: lambda r: sse(["fast"])}
     h = await make_harness(
@@ -350,7 +350,8 @@ async def test_the_fallback_never_goes_below_the_accuracy_floor(make_harness: Ma
 async def test_a_hung_attempt_is_abandoned_for_the_next_candidate(
     make_harness: MakeHarness,
 ) -> None:
-    """Predicted 58 ms: abandoned after 58 ms x 2 + 0.5 s, while 1.4 s of the budget remain."""
+    """Profiled at 58 ms for its 8 tokens (max_tokens): abandoned at its own limit, 58 ms x 3
+    + 1 s, while 0.8 s of the budget remain."""
     hung = slow_json(HANG_S)
     h = await make_harness(
         two_pair_table([FP16], [INT4]), routes={INT4: lambda r: hung, FP16: ok_json("ok")}

@@ -1,0 +1,91 @@
+"""How long an engine may go without progress before an attempt is blamed on it.
+
+PURE: no clock, no I/O. The limit comes from the engine's own behaviour, not from our
+prediction for the request: the pair's profiled pace at the endpoint's load now, times how
+much slower than that profile the endpoint has lately answered (`EnginePace`), times a margin.
+
+Evidence model (docs/reliability.md, "What a breaker counts"): an attempt that passes this
+limit without its first byte (streams) or its whole answer (non-streams) is counted against
+the endpoint. The observation is "no progress for several times as long as this engine needs
+for this much work at this load". What else could explain it: a queue longer than the load
+we see (other clients of the engine beyond the scrape), or an answer longer than the cap we
+assumed. Both are bounded here: the load is read when the attempt starts (scraped queue and
+the other replicas' in-flight included), the output is capped by the request's `max_tokens`
+or else by the context left after the prompt (the longest answer the engine can give), and
+the margin covers the rest. Slower than predicted but inside this limit is a latency fact
+(load, feedback), never an ejection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from data_plane.domain import CompiledPair
+from data_plane.settings import ProgressConfig
+
+PACE_RECOVERY = 0.1  # share of the gap to a faster answer closed per answer
+
+
+def engine_time_s(pair: CompiledPair, input_tokens: int, output_tokens: int, load: float) -> float:
+    """The pair's profiled time for this much work at `load` (requests at the endpoint, this
+    one included): TTFT(input, load) + output x TPOT(load)."""
+    ttft_s = pair.ttft_base_s + pair.ttft_per_input_token_s * input_tokens
+    ttft_s += pair.ttft_per_load_s * load
+    return ttft_s + output_tokens * (pair.tpot_base_s + pair.tpot_per_load_s * load)
+
+
+def output_cap(pair: CompiledPair, input_tokens: int, max_tokens: int | None) -> int:
+    """The most tokens the answer can have: `max_tokens` when the client set it, else what the
+    context leaves after the prompt (a non-streamed answer without `max_tokens` may run that
+    long; the category's typical length is a routing estimate, not a bound)."""
+    left = max(0, pair.context_length - input_tokens)
+    return left if max_tokens is None else min(max_tokens, left)
+
+
+class EnginePace:
+    """Per endpoint, how much slower than its profile it has lately answered (>= 1).
+
+    One answer slower than the current ratio raises it at once (the engine's pace now is what
+    its next limit must allow for); faster answers bring it back by `recovery` of the gap
+    each. Only ever loosens limits: what a client's odd requests can do to it is delay the
+    ejection of an engine that then hangs, by at most `max_pace_ratio`.
+    """
+
+    __slots__ = ("_config", "_ratio", "_recovery")
+
+    def __init__(self, config: ProgressConfig, recovery: float = PACE_RECOVERY) -> None:
+        if not 0 < recovery <= 1:
+            raise ValueError("recovery must be in (0, 1]")
+        self._config = config
+        self._recovery = recovery
+        self._ratio: dict[str, float] = {}
+
+    @property
+    def config(self) -> ProgressConfig:
+        return self._config
+
+    def ratio(self, endpoint_id: str) -> float:
+        return self._ratio.get(endpoint_id, 1.0)
+
+    def observe(self, endpoint_id: str, took_s: float, profile_s: float) -> None:
+        """An attempt made progress after `took_s` where the profile says `profile_s`."""
+        if profile_s <= 0:
+            return
+        cfg = self._config
+        sample = min(max(took_s / profile_s, 1.0), cfg.max_pace_ratio)
+        old = self._ratio.get(endpoint_id, 1.0)
+        recovered = old + (sample - old) * self._recovery
+        self._ratio[endpoint_id] = sample if sample >= old else recovered
+
+    def limit_s(self, endpoint_id: str, profile_s: float) -> float | None:
+        """The engine's limit for work the profile puts at `profile_s` (None: no limit)."""
+        cfg = self._config
+        if cfg.factor <= 0:
+            return None
+        return profile_s * self.ratio(endpoint_id) * cfg.factor + cfg.slack_s
+
+    def retain(self, endpoint_ids: Iterable[str]) -> None:
+        """Forget endpoints no longer in the table."""
+        keep = set(endpoint_ids)
+        for endpoint_id in [e for e in self._ratio if e not in keep]:
+            del self._ratio[endpoint_id]

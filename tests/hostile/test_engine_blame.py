@@ -1,0 +1,172 @@
+"""A breaker counts only what the engine explains (docs/reliability.md, "What a breaker counts").
+
+Simulated engines behind a data plane from `create_app` (static mode: the table from a snapshot
+file, no Redis). The table is what the control plane builds from the shipped example profiles
+(`tests.reliability.stack.fleet_table`): TTFT about 28 ms and TPOT about 6 ms at load 1 for the
+cheap pair. Each scenario below ejected a healthy engine on 8507f4b, where an attempt's limit
+was our prediction for the request x 2 + 0.5 s; the last two check that a truly hung engine is
+still ejected within K attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from data_plane.app import AppDeps, create_app
+from data_plane.settings import DataPlaneSettings
+from simulator import FaultConfig, SimFleetConfig, run_fleet
+from tests.reliability.stack import (
+    CHEAP,
+    PRICEY,
+    fleet_table,
+    metric,
+    pair_of,
+    served_name,
+    sim_pair,
+)
+
+pytestmark = pytest.mark.integration
+
+CHEAP_EP, PRICEY_EP = f"{pair_of(CHEAP)}#0", f"{pair_of(PRICEY)}#0"
+# The cheap engine as profiled: about the example profile's TTFT and TPOT.
+AS_PROFILED = {"ttft_base_s": 0.03, "tpot_base_s": 0.006}
+K = 3  # consecutive failures that open a breaker here
+
+
+@asynccontextmanager
+async def data_plane(
+    fleet_urls: dict[str, list[str]], tmp_path: Path, **settings: Any
+) -> AsyncIterator[tuple[str, web.Application]]:
+    """A data plane serving the table built for `fleet_urls`, from a snapshot file."""
+    snapshot = tmp_path / "table.json"
+    snapshot.write_text(fleet_table(fleet_urls).model_dump_json())
+    values: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "redis_url": "",
+        "snapshot_path": snapshot,
+        "scrape_interval_s": 0.0,
+        "breaker_consecutive_failures": K,
+        "instance_id": "hostile-dp",
+        **settings,
+    }
+    app = create_app(DataPlaneSettings(**values), AppDeps())
+    server = TestServer(app, host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield str(server.make_url("")).rstrip("/"), app
+    finally:
+        await server.close()
+
+
+async def post(
+    session: aiohttp.ClientSession, url: str, body: dict[str, Any], budget_ms: int | None = None
+) -> tuple[int, str, bytes]:
+    headers = {"Content-Type": "application/json"}
+    if budget_ms is not None:
+        headers["X-Latency-Budget-Ms"] = str(budget_ms)
+    async with session.post(
+        f"{url}/v1/chat/completions", data=json.dumps(body), headers=headers
+    ) as resp:
+        return resp.status, resp.headers.get("X-Route-Pair", ""), await resp.read()
+
+
+def chat(content: str, **fields: Any) -> dict[str, Any]:
+    return {"model": "auto", "messages": [{"role": "user", "content": content}], **fields}
+
+
+def blamed(app: web.Application, endpoint: str) -> float:
+    return metric(
+        app, "gearbox_upstream_attempts_total", endpoint=endpoint, outcome="timeout_first_byte"
+    )
+
+
+def opened(app: web.Application, endpoint: str) -> float:
+    return metric(app, "gearbox_circuit_transitions_total", endpoint=endpoint, to="open")
+
+
+async def test_long_answers_without_max_tokens_do_not_eject_a_healthy_engine(
+    tmp_path: Path,
+) -> None:
+    """The issue's reproduction: six concurrent "write an essay" requests without max_tokens
+    (the engine writes 700 tokens, about 4.3 s) with a 6 s budget. On 8507f4b the engine's
+    deadline was sized for the category's typical 256 tokens (about 3.9 s at load 6): all six
+    were abandoned, the healthy engine's breaker opened, and the clients got 504. Bounded by
+    the context limit at the engine's pace, they are answered by it inside their budget."""
+    config = SimFleetConfig(
+        pairs=[
+            sim_pair(CHEAP, **AS_PROFILED, default_max_tokens=700),
+            sim_pair(PRICEY, default_max_tokens=700),
+        ]
+    )
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        ):
+            essay = chat("Write an essay about the history of the bicycle.")
+            answers = await asyncio.gather(*(post(session, url, essay, 6000) for _ in range(6)))
+            for status, pair, body in answers:
+                assert (status, pair) == (200, pair_of(CHEAP)), body[:300]
+            assert blamed(app, CHEAP_EP) == 0
+            assert opened(app, CHEAP_EP) == 0
+            assert fleet.stats(served_name(PRICEY)).received == 0  # nothing was retried
+
+
+async def test_an_engine_slower_than_profiled_is_slow_not_ejected(tmp_path: Path) -> None:
+    """The demo's regression: engines sharing cores run several times slower than when they
+    were profiled alone. Here the cheap engine is 5x its profile (32 tokens in about 1.1 s,
+    where the table predicts 0.22 s: 8507f4b abandoned it at 0.94 s, opened its breaker and
+    sent everything to the dearer pair). The engine keeps answering: it is slow, not broken,
+    and keeps its traffic; its own limit follows the pace it is seen to keep."""
+    slow = FaultConfig(slowdown_factor=5.0)
+    config = SimFleetConfig(pairs=[sim_pair(CHEAP, **AS_PROFILED, faults=slow), sim_pair(PRICEY)])
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        ):
+            body = chat("Summarise the plot of a short story.", max_tokens=32)
+            for _ in range(2):  # two rounds of three: the second after the pace is known
+                answers = await asyncio.gather(*(post(session, url, body) for _ in range(3)))
+                for status, pair, raw in answers:
+                    assert (status, pair) == (200, pair_of(CHEAP)), raw[:300]
+            assert blamed(app, CHEAP_EP) == 0
+            assert opened(app, CHEAP_EP) == 0
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_hung_engine_is_still_ejected_within_k_attempts(
+    tmp_path: Path, stream: bool
+) -> None:
+    """The other direction: an engine that never answers (no headers, no bytes) is abandoned
+    at its own limit on each attempt (streams: its TTFT at load x 3 + 1 s, about 1.1 s;
+    non-streams with max_tokens 8: about 1.3 s), the client is served by the next pair, and
+    its breaker opens after K of them, as on 8507f4b."""
+    config = SimFleetConfig(
+        pairs=[sim_pair(CHEAP, faults=FaultConfig(hang_rate=1.0)), sim_pair(PRICEY)]
+    )
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        ):
+            body = chat("Say hello.", max_tokens=8, stream=stream)
+            for _ in range(K + 2):
+                status, pair, raw = await post(session, url, body, 5000)
+                assert (status, pair) == (200, pair_of(PRICEY)), raw[:300]
+            assert blamed(app, CHEAP_EP) == K  # then the breaker kept requests away
+            assert opened(app, CHEAP_EP) == 1
+            assert metric(app, "gearbox_circuit_state", endpoint=CHEAP_EP) == 2
