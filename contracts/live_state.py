@@ -59,6 +59,9 @@ class DataPlaneState(_Contract):
     instance: str = Field(min_length=1, max_length=200)
     table_version: int | None = None
     updated_at: datetime
+    # The writing process's private token (two processes with one instance id write
+    # the same key; the next write notices the other's token).
+    process: str | None = Field(default=None, max_length=64)
     endpoints: tuple[EndpointState, ...] = ()
     requests_by_pair: dict[str, int] = Field(default_factory=dict, description="since start")
     fallbacks_total: int = Field(default=0, ge=0)

@@ -40,6 +40,7 @@ from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
 from data_plane.sync.feedback_writer import FeedbackWriter
 from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.live_state import LiveStateWriter, build_state
+from data_plane.sync.replica_identity import ReplicaIdentity
 from data_plane.sync.table_watcher import TableWatcher
 from data_plane.table_store import TableStore
 from data_plane.telemetry.demand import SpilledDemand, pair_demand
@@ -122,6 +123,7 @@ ANNOUNCEMENTS = web.AppKey("gearbox_announcements", BreakerAnnouncements)
 FEEDBACK = web.AppKey("gearbox_feedback", FeedbackAggregator)
 CHECKER = web.AppKey("gearbox_accuracy_checker", AccuracyChecker)
 SHARING = web.AppKey("gearbox_in_flight_sharing", InFlightSharing)
+IDENTITY = web.AppKey("gearbox_replica_identity", ReplicaIdentity)
 
 
 def _session_limits(s: DataPlaneSettings) -> SessionLimits:
@@ -233,6 +235,9 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     app[SETTINGS], app[STORE], app[METRICS], app[HEALTH] = settings, store, metrics, health
     app[TRACING], app[TRAFFIC], app[TASKS] = tracing, TrafficStats(), BackgroundTasks()
     app[FEEDBACK] = FeedbackAggregator(deps.wall_clock())
+    app[IDENTITY] = ReplicaIdentity(
+        settings.instance_id, metrics.instance_id_clashes.inc, deps.clock
+    )
     source = _discovery(app, settings)  # the store the watcher fills
     app[WATCHER] = table_watcher(settings, source, metrics, deps.wall_clock)
     adapter: AiohttpUpstream | Http1Upstream | None = None
@@ -254,6 +259,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         deps.clock,
         body_read_timeout_s=server.body_read_timeout_s,
         open_api=not server.api_keys,
+        identity=(settings.instance_id, app[IDENTITY].warnings),
     )
     app.add_routes(handlers.routes())
     app.cleanup_ctx.append(_lifecycle(adapter))
@@ -337,7 +343,7 @@ def _redis_ctx(deps: AppDeps) -> CleanupCtx:
             return build_state(s.instance_id, store, health.tracker, health.state, traffic, now)
 
         keys, live = s.redis.keys, s.live_state
-        writer = LiveStateWriter(client, keys, s.instance_id, live.ttl_s, state)
+        writer = LiveStateWriter(client, keys, app[IDENTITY], live.ttl_s, state)
         tasks = app[TASKS]
         tasks.start("table_watcher", app[WATCHER].run(client))
         tasks.start("live_state", writer.run(live.interval_s))
@@ -364,7 +370,7 @@ def _start_announcements(app: web.Application, client: aioredis.Redis) -> None:
     """Announce this replica's opened breakers; eject what the others announce."""
     s, health = app[SETTINGS], app[HEALTH]
     announcements = BreakerAnnouncements(
-        s.redis.keys.breaker_events, s.instance_id, health.eject_for, s.announcements.max_ttl_s
+        s.redis.keys.breaker_events, app[IDENTITY], health.eject_for, s.announcements.max_ttl_s
     )
     health.on_open(announcements.announce)
     app[ANNOUNCEMENTS] = announcements
@@ -382,7 +388,7 @@ def _start_sharing(
     s, tracker = app[SETTINGS], app[HEALTH].tracker
     sharing = InFlightSharing(
         s.redis.keys.in_flight_events,
-        s.instance_id,
+        app[IDENTITY],
         tracker.in_flight_all,
         tracker.set_peers_in_flight,
         s.in_flight_share.ttl_s,

@@ -101,6 +101,10 @@ class ModelList(_Closed):
 class Readiness(_Closed):
     ready: bool
     table_version: int | None
+    instance_id: str = ""  # this replica's name among the others
+    # What an operator should know, e.g. another process using this replica's instance id
+    # (docs/data_plane.md, "Replica identity"); readiness does not depend on it.
+    warnings: list[str] = []
 
 
 class Health(_Closed):

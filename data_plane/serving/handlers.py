@@ -91,13 +91,14 @@ class Handlers:
         clock: Callable[[], float] = time.monotonic,
         body_read_timeout_s: float = 10.0,
         open_api: bool = True,
+        identity: tuple[str, Callable[[], list[str]]] = ("", list),
     ) -> None:
         self._max_body_bytes = max_body_bytes
         self._body_read_timeout_s = body_read_timeout_s
         self._store = store
         self._step = step
         self._proxy = proxy
-        self._probes = Probes(store, metrics)
+        self._probes = Probes(store, metrics, identity)
         self._version = version  # of the OpenAPI document
         self._clock = clock
         self._models: tuple[int, bytes, dict[str, dict[str, object]]] | None = None

@@ -3,6 +3,8 @@ serves (the data plane's app, and gateway mode's side app)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -13,9 +15,16 @@ from data_plane.telemetry.metrics import DataPlaneMetrics
 class Probes:
     """For the kubelet and Prometheus: ready once a routing table is loaded."""
 
-    def __init__(self, store: TableStore, metrics: DataPlaneMetrics) -> None:
+    def __init__(
+        self,
+        store: TableStore,
+        metrics: DataPlaneMetrics,
+        identity: tuple[str, Callable[[], list[str]]] = ("", list),
+    ) -> None:
         self._store = store
         self._metrics = metrics
+        # (instance id, what /readyz warns about it: `sync.replica_identity`)
+        self._identity = identity
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -29,8 +38,14 @@ class Probes:
 
     async def readyz(self, request: web.Request) -> web.Response:
         version = self._store.version
+        instance, warnings = self._identity
         return web.json_response(
-            {"ready": version is not None, "table_version": version},
+            {
+                "ready": version is not None,
+                "table_version": version,
+                "instance_id": instance,
+                "warnings": warnings(),
+            },
             status=200 if version is not None else 503,
         )
 

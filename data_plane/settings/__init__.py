@@ -9,6 +9,9 @@ other module reads `os.environ`.
 
 from __future__ import annotations
 
+import os
+import secrets
+import socket
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -61,6 +64,13 @@ __all__ = [
 ]
 
 EventLoop = Literal["uvloop", "asyncio"]
+
+
+def default_instance_id() -> str:
+    """hostname-pid-random: unique per process, readable in logs and on the operator page."""
+    return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
@@ -71,7 +81,10 @@ class DataPlaneSettings(BaseSettings):
         env_prefix="GEARBOX_DP_", extra="forbid", frozen=True, validate_default=True
     )
 
-    instance_id: str = Field(default="dp-0", min_length=1, max_length=200)
+    # Unique per process unless set (docs/data_plane.md, "Replica identity").
+    instance_id: str = Field(
+        default_factory=lambda: default_instance_id(), min_length=1, max_length=200
+    )
     log_level: LogLevel = "INFO"
     git_sha: str = Field(default="unknown", max_length=64)
     event_loop: EventLoop = Field(

@@ -19,19 +19,24 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from data_plane.sync.replica_identity import ReplicaIdentity
+
 logger = logging.getLogger(__name__)
 _MAX_QUEUED = 1000  # announcements waiting for Redis; beyond, new ones are dropped
 _RETRY_S = 1.0
 
 
-def parse_announcement(data: Any, me: str, max_ttl_s: float) -> tuple[str, float] | None:
-    """(endpoint, seconds to eject) from another instance's message, else None."""
+def parse_announcement(
+    data: Any, is_own: Callable[[object, object], bool], max_ttl_s: float
+) -> tuple[str, float] | None:
+    """(endpoint, seconds to eject) from another process's message, else None (`is_own`:
+    `ReplicaIdentity.is_own` of the message's instance and process)."""
     try:
         doc = json.loads(data)
         endpoint, instance, ttl = doc["endpoint"], doc["instance"], float(doc["ttl_s"])
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, AttributeError):
         return None
-    if instance == me or not isinstance(endpoint, str) or not endpoint:
+    if is_own(instance, doc.get("process")) or not isinstance(endpoint, str) or not endpoint:
         return None
     if not math.isfinite(ttl) or ttl <= 0:
         return None
@@ -44,11 +49,11 @@ class BreakerAnnouncements:
     def __init__(
         self,
         channel: str,
-        instance: str,
+        identity: ReplicaIdentity,
         eject: Callable[[str, float], None],
         max_ttl_s: float,
     ) -> None:
-        self._channel, self._instance = channel, instance
+        self._channel, self._identity = channel, identity
         self._eject, self._max_ttl_s = eject, max_ttl_s
         self._outbox: asyncio.Queue[bytes] = asyncio.Queue(_MAX_QUEUED)
         self.heard = 0  # announcements applied (tests and logs)
@@ -56,7 +61,13 @@ class BreakerAnnouncements:
     def announce(self, endpoint_id: str, cooldown_s: float) -> None:
         """Called when a breaker here opens (on the event loop; never blocks)."""
         ttl = min(cooldown_s, self._max_ttl_s)
-        message = {"instance": self._instance, "endpoint": endpoint_id, "ttl_s": ttl}
+        me = self._identity
+        message = {
+            "instance": me.instance_id,
+            "process": me.process,
+            "endpoint": endpoint_id,
+            "ttl_s": ttl,
+        }
         try:
             self._outbox.put_nowait(json.dumps(message).encode())
         except asyncio.QueueFull:
@@ -88,7 +99,7 @@ class BreakerAnnouncements:
                     self._apply(message.get("data"))
 
     def _apply(self, data: Any) -> None:
-        heard = parse_announcement(data, self._instance, self._max_ttl_s)
+        heard = parse_announcement(data, self._identity.is_own, self._max_ttl_s)
         if heard is None:
             return
         self._eject(*heard)

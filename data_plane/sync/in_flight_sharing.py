@@ -22,24 +22,33 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from data_plane.sync.replica_identity import ReplicaIdentity
+
 logger = logging.getLogger(__name__)
 _RETRY_S = 1.0
 
 
-def encode_snapshot(instance: str, in_flight: Mapping[str, int]) -> bytes:
+def encode_snapshot(instance: str, process: str, in_flight: Mapping[str, int]) -> bytes:
     """This replica's message: its non-zero in-flight counts per endpoint."""
     counts = {e: n for e, n in in_flight.items() if n > 0}
-    return json.dumps({"instance": instance, "in_flight": counts}).encode()
+    return json.dumps({"instance": instance, "process": process, "in_flight": counts}).encode()
 
 
-def parse_snapshot(data: Any, me: str) -> tuple[str, dict[str, float]] | None:
-    """(instance, counts) from another replica's message; None for our own or a bad one."""
+def parse_snapshot(
+    data: Any, is_own: Callable[[object, object], bool]
+) -> tuple[str, dict[str, float]] | None:
+    """(sender, counts) from another process's message; None for our own or a bad one. The
+    sender is the instance id and the process token: two processes with one id (a clash,
+    `ReplicaIdentity.is_own`) are still two replicas."""
     try:
         doc = json.loads(data)
         instance, counts = doc["instance"], doc["in_flight"]
-    except (ValueError, TypeError, KeyError):
+        process = doc.get("process")
+    except (ValueError, TypeError, KeyError, AttributeError):
         return None
-    if not isinstance(instance, str) or instance == me or not isinstance(counts, dict):
+    if not isinstance(instance, str) or not isinstance(counts, dict):
+        return None
+    if is_own(instance, process):
         return None
     parsed: dict[str, float] = {}
     for endpoint, value in counts.items():
@@ -47,7 +56,7 @@ def parse_snapshot(data: Any, me: str) -> tuple[str, dict[str, float]] | None:
             return None
         if math.isfinite(value) and value > 0:
             parsed[str(endpoint)] = float(value)
-    return instance, parsed
+    return f"{instance}\x1f{process}" if process is not None else instance, parsed
 
 
 def sum_fresh(
@@ -69,13 +78,13 @@ class InFlightSharing:
     def __init__(
         self,
         channel: str,
-        instance: str,
+        identity: ReplicaIdentity,
         own: Callable[[], Mapping[str, int]],
         on_peers: Callable[[Mapping[str, float]], None],
         ttl_s: float,
         clock: Callable[[], float],
     ) -> None:
-        self._channel, self._instance = channel, instance
+        self._channel, self._identity = channel, identity
         self._own, self._on_peers = own, on_peers
         self._ttl_s, self._clock = ttl_s, clock
         self._latest: dict[str, tuple[float, dict[str, float]]] = {}
@@ -84,7 +93,9 @@ class InFlightSharing:
     async def publish_forever(self, client: aioredis.Redis, interval_s: float) -> None:
         while True:
             try:
-                await client.publish(self._channel, encode_snapshot(self._instance, self._own()))
+                me = self._identity
+                message = encode_snapshot(me.instance_id, me.process, self._own())
+                await client.publish(self._channel, message)
             except (RedisError, OSError) as err:
                 logger.debug("in-flight snapshot not sent: %s", err)
             await asyncio.sleep(interval_s)
@@ -101,7 +112,7 @@ class InFlightSharing:
 
     def receive(self, data: Any) -> None:
         """Apply one message (the listener calls this; tests may too)."""
-        heard = parse_snapshot(data, self._instance)
+        heard = parse_snapshot(data, self._identity.is_own)
         if heard is None:
             return
         self._latest[heard[0]] = (self._clock(), heard[1])

@@ -8,6 +8,7 @@ carries prompts, keys or endpoint URLs.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from redis.exceptions import RedisError
 from contracts.live_state import BreakerState, DataPlaneState, EndpointState
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.sync.replica_identity import ReplicaIdentity
 from data_plane.table_store import TableStore
 from data_plane.telemetry.traffic import TrafficStats
 
@@ -58,32 +60,48 @@ def build_state(
     )
 
 
+def _writer_of(raw: bytes | str) -> object:
+    """The process token in a stored live state (None when absent or unreadable)."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    return doc.get("process") if isinstance(doc, dict) else None
+
+
 class LiveStateWriter:
-    """Writes `build()`'s state to `data_plane_state(instance)` every interval, with a TTL."""
+    """Writes `build()`'s state to `data_plane_state(instance)` every interval, with a TTL,
+    signed with this process's token; the value it replaces says whether another process
+    writes the same key (`ReplicaIdentity.is_own`)."""
 
     def __init__(
         self,
         client: aioredis.Redis,
         keys: RedisKeys,
-        instance: str,
+        identity: ReplicaIdentity,
         ttl_s: int,
         build: Callable[[], DataPlaneState],
     ) -> None:
         self._client = client
-        self._key = keys.data_plane_state(instance)
+        self._key = keys.data_plane_state(identity.instance_id)
+        self._identity = identity
         self._ttl_s = ttl_s
         self._build = build
         self.failures = 0
 
     async def write_once(self) -> bool:
         """One write; False (and counted) when Redis did not take it."""
+        me = self._identity
         try:
-            payload = self._build().model_dump_json()
-            await self._client.set(self._key, payload, ex=self._ttl_s)
+            payload = self._build().model_copy(update={"process": me.process})
+            text = payload.model_dump_json()
+            replaced = await self._client.set(self._key, text, ex=self._ttl_s, get=True)
         except (RedisError, OSError, ValueError) as err:  # ValueError: a field out of bounds
             self.failures += 1
             logger.debug("live state not written: %s", type(err).__name__)
             return False
+        if isinstance(replaced, bytes | str):
+            me.is_own(me.instance_id, _writer_of(replaced))
         return True
 
     async def run(self, interval_s: float) -> None:

@@ -199,6 +199,10 @@ class DataPlaneMetrics:
             buckets=LATENCY_BUCKETS_S,
         )
         self.retries = r.counter("gearbox_retries_total", "Retries and fallbacks taken", ["reason"])
+        self.instance_id_clashes = r.counter(
+            "gearbox_instance_id_clashes_total",
+            "Messages from another process carrying this replica's instance id",
+        )
         self.retry_budget_exhausted = r.counter(
             "gearbox_retry_budget_exhausted_total",
             "Retries refused by the retry budget",

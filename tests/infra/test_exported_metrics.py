@@ -34,6 +34,7 @@ BOTH = "gearbox_build_info"
 # moves them).
 ZERO_HERE = {
     "gearbox_retry_budget_exhausted_total",
+    "gearbox_instance_id_clashes_total",  # tests/hostile/test_replica_identity.py
     "gearbox_routing_table_load_failures_total",
     "gearbox_engine_queue_depth",
     "gearbox_in_flight_requests",

@@ -88,7 +88,9 @@ async def test_readiness_follows_the_table(make_harness: MakeHarness) -> None:
     h.swap(two_pair_table([FP16], [INT4], version=4))
     ready = await h.client.get("/readyz")
     assert ready.status == 200
-    assert await ready.json() == {"ready": True, "table_version": 4}
+    body = await ready.json()
+    assert body == {"ready": True, "table_version": 4, "instance_id": body["instance_id"],
+                    "warnings": []}  # fmt: skip
 
 
 async def test_metrics_exports_every_documented_data_plane_series(

@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.in_flight_sharing import InFlightSharing
+from data_plane.sync.replica_identity import ReplicaIdentity
 
 INTERVAL_S = 0.05
 TTL_S = 0.5
@@ -21,7 +22,7 @@ def _replica(keys: RedisKeys, name: str) -> tuple[LoadTracker, InFlightSharing]:
     tracker = LoadTracker()
     sharing = InFlightSharing(
         keys.in_flight_events,
-        name,
+        ReplicaIdentity(name, lambda: None, time.monotonic),
         tracker.in_flight_all,
         tracker.set_peers_in_flight,
         TTL_S,

@@ -13,7 +13,12 @@ from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
 from data_plane.settings import BreakerConfig
 from data_plane.sync.breaker_announcements import BreakerAnnouncements, parse_announcement
+from data_plane.sync.replica_identity import ReplicaIdentity
 from data_plane.telemetry.metrics import DataPlaneMetrics
+
+
+def _me() -> ReplicaIdentity:
+    return ReplicaIdentity("dp-0", lambda: None, lambda: 0.0, process="p0")
 
 
 def _message(**fields: object) -> bytes:
@@ -25,7 +30,9 @@ def _message(**fields: object) -> bytes:
     [
         (_message(), ("fam@q#0", 5.0)),
         (_message(ttl_s=500.0), ("fam@q#0", 30.0)),  # capped
-        (_message(instance="dp-0"), None),  # our own, echoed back
+        (_message(instance="dp-0"), None),  # our own (an older replica signs none)
+        (_message(instance="dp-0", process="p0"), None),  # our own, echoed back
+        (_message(instance="dp-0", process="p9"), ("fam@q#0", 5.0)),  # another process
         (_message(ttl_s=0), None),
         (_message(ttl_s="NaN"), None),
         (_message(endpoint=""), None),
@@ -35,7 +42,7 @@ def _message(**fields: object) -> bytes:
     ],
 )
 def test_parse_announcement(data: bytes, expected: tuple[str, float] | None) -> None:
-    assert parse_announcement(data, "dp-0", max_ttl_s=30.0) == expected
+    assert parse_announcement(data, _me().is_own, max_ttl_s=30.0) == expected
 
 
 class Clock:
@@ -70,7 +77,7 @@ def test_an_opening_here_is_announced_with_its_cooldown() -> None:
 
 
 def test_announce_queues_a_bounded_message() -> None:
-    announcements = BreakerAnnouncements("ch", "dp-0", lambda e, s: None, max_ttl_s=10.0)
+    announcements = BreakerAnnouncements("ch", _me(), lambda e, s: None, max_ttl_s=10.0)
     announcements.announce("fam@q#0", 60.0)
     message = json.loads(announcements._outbox.get_nowait())
-    assert message == {"instance": "dp-0", "endpoint": "fam@q#0", "ttl_s": 10.0}
+    assert message == {"instance": "dp-0", "process": "p0", "endpoint": "fam@q#0", "ttl_s": 10.0}

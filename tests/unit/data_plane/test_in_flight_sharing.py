@@ -16,6 +16,11 @@ from data_plane.sync.in_flight_sharing import (
     parse_snapshot,
     sum_fresh,
 )
+from data_plane.sync.replica_identity import ReplicaIdentity
+
+
+def _is(name: str) -> ReplicaIdentity:
+    return ReplicaIdentity(name, lambda: None, lambda: 0.0, process=f"{name}-p")
 
 
 @pytest.mark.parametrize(
@@ -50,10 +55,10 @@ def test_tracker_merges_peers_with_own_and_scrape() -> None:
 
 
 def test_snapshot_round_trip_and_rejects() -> None:
-    data = encode_snapshot("dp-1", {"a#0": 2, "b#0": 0})
-    assert json.loads(data) == {"instance": "dp-1", "in_flight": {"a#0": 2}}
-    assert parse_snapshot(data, "dp-0") == ("dp-1", {"a#0": 2.0})
-    assert parse_snapshot(data, "dp-1") is None  # our own, echoed back
+    data = encode_snapshot("dp-1", "dp-1-p", {"a#0": 2, "b#0": 0})
+    assert json.loads(data) == {"instance": "dp-1", "process": "dp-1-p", "in_flight": {"a#0": 2}}
+    assert parse_snapshot(data, _is("dp-0").is_own) == ("dp-1\x1fdp-1-p", {"a#0": 2.0})
+    assert parse_snapshot(data, _is("dp-1").is_own) is None  # our own, echoed back
     for bad in (
         b"not json",
         b"[1]",
@@ -62,7 +67,7 @@ def test_snapshot_round_trip_and_rejects() -> None:
         json.dumps({"instance": "dp-1", "in_flight": {"a#0": True}}).encode(),
         json.dumps({"instance": 3, "in_flight": {}}).encode(),
     ):
-        assert parse_snapshot(bad, "dp-0") is None
+        assert parse_snapshot(bad, _is("dp-0").is_own) is None
 
 
 def test_sum_fresh_drops_stale_replicas() -> None:
@@ -75,10 +80,10 @@ def test_a_replica_that_stops_publishing_expires() -> None:
     now = [0.0]
     tracker = LoadTracker()
     sharing = InFlightSharing(
-        "ch", "dp-0", tracker.in_flight_all, tracker.set_peers_in_flight, 1.0, lambda: now[0]
+        "ch", _is("dp-0"), tracker.in_flight_all, tracker.set_peers_in_flight, 1.0, lambda: now[0]
     )
-    sharing.receive(encode_snapshot("dp-1", {"a#0": 4}))
-    sharing.receive(encode_snapshot("dp-0", {"a#0": 9}))  # our own: ignored
+    sharing.receive(encode_snapshot("dp-1", "dp-1-p", {"a#0": 4}))
+    sharing.receive(encode_snapshot("dp-0", "dp-0-p", {"a#0": 9}))  # our own: ignored
     assert tracker.load["a#0"] == 4.0
     now[0] = 1.5
     sharing.expire()
