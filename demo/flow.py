@@ -29,17 +29,26 @@ from demo.plot import plot_report
 from demo.processes import StartupError
 from demo.profiling import HOLDOUT, REAL_SWEEP, SIM_SWEEP, profile_fleet
 from demo.replay import make_client, replay
-from demo.report import build_report, costs_from_metrics, render_report, report_json
+from demo.report import (
+    breakers_from_metrics,
+    build_report,
+    costs_from_metrics,
+    refits_from_tables,
+    render_report,
+    report_json,
+)
 from demo.stack import (
     KEY_PREFIX,
     Stack,
+    fetch_json,
     fetch_text,
     publish_table,
+    put_floors,
     start_control_plane,
     start_data_plane,
     start_redis,
 )
-from demo.workload import build_jobs, load_items
+from demo.workload import build_jobs, load_items, team_floors
 
 Mode = Literal["real", "sim"]
 KV_GIB = 1
@@ -97,13 +106,27 @@ async def measure(opts: DemoOptions, stack: Stack, table: dict[str, Any]) -> dic
         await client.close()
     metrics = await fetch_text(f"{stack.data_plane_url}/metrics")
     costs = costs_from_metrics(text_string_to_metric_families(metrics))
-    report = build_report(opts.mode, table, outcomes, costs)
+    breakers = breakers_from_metrics(text_string_to_metric_families(metrics))
+    refits = await _refits_since(stack, table["version"])
+    report = build_report(opts.mode, table, outcomes, costs, breakers=breakers, refits=refits)
     step("report")
     print(render_report(report), flush=True)
     data = report_json(report)
     plot = plot_report(report, opts.out_dir / "report.png")
     print(f"\nwrote {opts.out_dir / 'report.json'} and {plot}")
     return data
+
+
+async def _refits_since(stack: Stack, version: int) -> dict[str, list[str]]:
+    """Per pair, what the control plane's feedback loop published after table `version`."""
+    cp, token = stack.control_plane_url, stack.admin_token
+    history = await fetch_json(f"{cp}/v1/tables", token)
+    tables = [
+        await fetch_json(f"{cp}/v1/tables/{v['version']}", token)
+        for v in reversed(history["versions"])
+        if v["version"] > version
+    ]
+    return refits_from_tables(tables)
 
 
 async def run_demo(opts: DemoOptions) -> int:
@@ -126,7 +149,13 @@ async def run_demo(opts: DemoOptions) -> int:
         step(f"profile {len(fleet)} pairs (python -m profiler run ... --push {cp_url})")
         sweep = SIM_SWEEP if opts.mode == "sim" else REAL_SWEEP
         reports = await profile_fleet(fleet, sweep, cp_url, token, opts.out_dir)
-        step("publish a routing table (POST /v1/tables) and show it")
+        step("publish a routing table (POST /v1/tables)")
+        measured = await publish_table(cp_url, token)
+        floors = team_floors(measured)
+        step("set the team's floors per category (PUT /v1/policy), republish and show it")
+        print("  floors (what the middle of the fleet proves at 90%): "
+              + ", ".join(f"{c} {f:.2f}" for c, f in floors.items()))  # fmt: skip
+        await put_floors(cp_url, token, floors)
         table = await publish_table(cp_url, token)
         dp_url, _ = await start_data_plane(children, redis_url, logs)
         stack = Stack(redis_url, cp_url, dp_url, token)

@@ -1,7 +1,10 @@
-"""The demo's report: per pair share, budget attainment, accuracy on known answers and cost.
+"""The demo's report: per pair share, budget attainment, accuracy on known answers and cost,
+and what moved the fleet-wide state during the run: breaker transitions and refits per pair.
 
-Pure: built from the outcomes the client recorded and the cost counters the data plane
-exported in this run (`gearbox_cost_usd_total`, `gearbox_baseline_cost_usd_total`).
+Pure: built from the outcomes the client recorded, the counters the data plane exported in this
+run (`gearbox_cost_usd_total`, `gearbox_baseline_cost_usd_total`,
+`gearbox_circuit_transitions_total`) and the tables the control plane published after the
+replay's (a healthy engine whose breaker opens, or a refit nobody asked for, shows here).
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ class DemoReport:
     by_class: dict[str, dict[str, int]]
     error_samples: tuple[str, ...] = ()
     extras: dict[str, Any] = field(default_factory=dict)
+    # pair -> breaker transitions by the state entered ("open", "half_open", "closed")
+    breakers: dict[str, dict[str, int]] = field(default_factory=dict)
+    # pair -> one line per refit or demotion the control plane published during the run
+    refits: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def cost_usd(self) -> float:
@@ -102,6 +109,9 @@ def build_report(
     outcomes: Sequence[Outcome],
     costs: Mapping[str, tuple[float, float]],
     extras: Mapping[str, Any] | None = None,
+    *,
+    breakers: Mapping[str, Mapping[str, int]] | None = None,
+    refits: Mapping[str, Sequence[str]] | None = None,
 ) -> DemoReport:
     """Aggregate the run. Pairs appear in the table's (cost) order, unused ones with 0 requests."""
     served = [o for o in outcomes if o.pair]  # answered by a pair, perhaps cut short
@@ -123,6 +133,8 @@ def build_report(
         by_class=by_class,
         error_samples=tuple(Counter(o.error for o in failed if o.error).keys())[:5],
         extras=dict(extras or {}),
+        breakers={p: dict(t) for p, t in (breakers or {}).items()},
+        refits={p: list(r) for p, r in (refits or {}).items()},
     )
 
 
@@ -156,7 +168,23 @@ def render_report(report: DemoReport) -> str:
         spread = ", ".join(f"{pair} {n}" for pair, n in sorted(counts.items(), key=_by_count))
         lines.append(f"  {budget_class:9} {spread}")
     lines += [f"  error: {sample}" for sample in report.error_samples]
+    lines += _state_lines(report)
     return "\n".join(lines)
+
+
+def _state_lines(report: DemoReport) -> list[str]:
+    """Breaker transitions and refits per pair ("none" when nothing moved)."""
+    lines = ["breaker transitions per pair:"]
+    moved = {p: t for p, t in sorted(report.breakers.items()) if any(t.values())}
+    lines += [
+        f"  {pair:34} " + ", ".join(f"{to} {n}" for to, n in sorted(t.items()) if n)
+        for pair, t in moved.items()
+    ] or ["  none"]
+    lines.append("refits per pair:")
+    lines += [
+        f"  {pair:34} {line}" for pair, refits in sorted(report.refits.items()) for line in refits
+    ] or ["  none"]
+    return lines
 
 
 def _by_count(item: tuple[str, int]) -> tuple[int, str]:
@@ -174,6 +202,43 @@ def report_json(report: DemoReport) -> dict[str, Any]:
         saved_ratio=report.saved_ratio,
     )
     return data
+
+
+def breakers_from_metrics(families: Iterable[Any]) -> dict[str, dict[str, int]]:
+    """Breaker transitions per pair and state entered, from the data plane's
+    `gearbox_circuit_transitions_total{endpoint, to}` (endpoint ids are `pair#i`)."""
+    found: dict[str, dict[str, int]] = {}
+    for family in families:
+        if family.name != "gearbox_circuit_transitions":
+            continue
+        for sample in family.samples:
+            endpoint, to = sample.labels.get("endpoint"), sample.labels.get("to")
+            if not sample.name.endswith("_total") or not endpoint or not to:
+                continue
+            counts = found.setdefault(endpoint.rsplit("#", 1)[0], {})
+            counts[to] = counts.get(to, 0) + int(sample.value)
+    return found
+
+
+def refits_from_tables(tables: Iterable[Mapping[str, Any]]) -> dict[str, list[str]]:
+    """One line per pair for each table the feedback loop published (`refit` provenance):
+    the latency factors it applied, or the accuracy it demoted to."""
+    found: dict[str, list[str]] = {}
+    for table in tables:
+        refit = table.get("refit")
+        if not refit:
+            continue
+        version = table.get("version")
+        for pair, fit in refit.get("pairs", {}).items():
+            found.setdefault(pair, []).append(
+                f"v{version}: TTFT x{fit['ttft_factor']:.2f}, TPOT x{fit['tpot_factor']:.2f} "
+                f"(observed / predicted {fit['observed_e2e_ratio']:.2f} over "
+                f"{fit['samples']} samples)"
+            )
+        for pair, demoted in refit.get("demoted", {}).items():
+            accuracies = ", ".join(f"{c} {a:.3f}" for c, a in sorted(demoted.items()))
+            found.setdefault(pair, []).append(f"v{version}: accuracy demoted to {accuracies}")
+    return found
 
 
 def costs_from_metrics(families: Iterable[Any]) -> dict[str, tuple[float, float]]:

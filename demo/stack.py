@@ -112,6 +112,33 @@ async def publish_table(control_plane_url: str, token: str) -> dict[str, Any]:
     return table
 
 
+async def put_floors(control_plane_url: str, token: str, floors: dict[str, float]) -> None:
+    """PUT /v1/policy: the effective policy with these per-category floors (`min_accuracy`)."""
+    headers = {"Authorization": f"Bearer {token}"}
+    timeout = aiohttp.ClientTimeout(total=60)
+    async with aiohttp.ClientSession(timeout=timeout, headers=headers) as session:
+        async with session.get(f"{control_plane_url}/v1/policy") as response:
+            response.raise_for_status()
+            policy: dict[str, Any] = await response.json()
+        for category, floor in floors.items():
+            policy["categories"].setdefault(category, {})["min_accuracy"] = floor
+        async with session.put(f"{control_plane_url}/v1/policy", json=policy) as response:
+            if response.status != 200:
+                body = await response.text()
+                raise StartupError(f"storing the policy failed ({response.status}): {body}")
+
+
+async def fetch_json(url: str, token: str) -> Any:
+    """GET an admin-API document."""
+    headers = {"Authorization": f"Bearer {token}"}
+    async with (
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10), headers=headers) as s,
+        s.get(url) as response,
+    ):
+        response.raise_for_status()
+        return await response.json()
+
+
 async def fetch_text(url: str) -> str:
     async with (
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session,

@@ -2,9 +2,13 @@
 
 Requests come from the shipped eval sets (known answers, graded with the profiler's scorers)
 plus a few open prompts. Each carries one of four budget classes whose floors and budgets are
-derived from the table published in this run, so the demo shows routing on measured figures:
-`quality` (floor = best measured accuracy), `balanced` (floor = median), `cheap` (no floor),
-`tight` (latency budget 1.5x the fastest pair's prediction at load 1).
+derived from the table published in this run, so the demo shows routing on measured figures.
+Floors are compared with the table's lower bounds (docs/accuracy.md), so they are set from the
+bounds, as a team would set them once it has seen what its pairs prove (`team_floors`): the
+policy's per-category floor is what the middle of the fleet proves, and `balanced` and `tight`
+requests send no floor, so the policy's applies; `quality` asks for the best any pair proves,
+`cheap` for none (`X-Min-Accuracy: 0`); `tight` has a latency budget 1.5x the fastest pair's
+prediction at load 1.
 """
 
 from __future__ import annotations
@@ -61,15 +65,29 @@ def predicted_latency_s(entry: dict[str, Any], prompt: str, max_tokens: int) -> 
     return float(ttft + max_tokens * tpot)
 
 
-def accuracy_floors(table: dict[str, Any], category: str) -> dict[str, float | None]:
-    """Floors per budget class for a category, from the accuracies in the table (3 decimals)."""
-    measured = [float(e["accuracy"].get(category, 0.0)) for e in table["entries"]]
+def proven(entry: dict[str, Any], category: str) -> float:
+    """What a floor is compared with for this pair: its lower bound (the point estimate in a
+    table built without bounds; 0 for a category it was not measured on)."""
+    bounds = entry.get("accuracy_bound") or entry["accuracy"]
+    return float(bounds.get(category, 0.0))
+
+
+def team_floors(table: dict[str, Any]) -> dict[str, float]:
+    """The policy's floor per category, as a team would set it after profiling: what the
+    middle of its fleet proves (the median of the pairs' lower bounds, rounded down to two
+    decimals), so at least half the pairs meet it."""
     return {
-        "quality": floor(max(measured) * 1000) / 1000,
-        "balanced": floor(median(measured) * 1000) / 1000,
-        "cheap": None,
-        "tight": None,
+        category: floor(median(proven(e, category) for e in table["entries"]) * 100) / 100
+        for category in table["categories"]
     }
+
+
+def accuracy_floors(table: dict[str, Any], category: str) -> dict[str, float | None]:
+    """X-Min-Accuracy per budget class for a category (None: none sent, the policy's floor
+    applies): `quality` the best lower bound any pair proves (3 decimals, rounded down),
+    `cheap` 0."""
+    best = max(proven(e, category) for e in table["entries"])
+    return {"quality": floor(best * 1000) / 1000, "balanced": None, "cheap": 0.0, "tight": None}
 
 
 def _budget(

@@ -10,7 +10,15 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from demo.profiling import EVALSETS, REAL_SWEEP, SIM_SWEEP
 from demo.replay import Outcome
-from demo.report import build_report, costs_from_metrics, quantile, render_report, report_json
+from demo.report import (
+    breakers_from_metrics,
+    build_report,
+    costs_from_metrics,
+    quantile,
+    refits_from_tables,
+    render_report,
+    report_json,
+)
 from demo.workload import (
     BUDGET_CLASSES,
     OPEN_SHARE,
@@ -19,6 +27,7 @@ from demo.workload import (
     build_jobs,
     load_items,
     predicted_latency_s,
+    team_floors,
 )
 
 
@@ -41,16 +50,33 @@ def entry(pair: str, rank: int, accuracy: dict[str, float], tpot_s: float) -> di
 
 TABLE: dict[str, Any] = {
     "version": 3,
+    "categories": ["chat", "math"],
     "entries": [
         entry("g@int4", 2, {"math": 0.4, "chat": 0.5}, 0.04),
         entry("g@int8", 1, {"math": 0.6, "chat": 0.7}, 0.05),
         entry("g@bf16", 0, {"math": 0.8123, "chat": 0.9}, 0.06),
     ],
 }
+# The lower bounds floors are compared with (docs/accuracy.md), below the point estimates.
+BOUNDS = {"g@int4": {"math": 0.31, "chat": 0.42}, "g@int8": {"math": 0.517, "chat": 0.6},
+          "g@bf16": {"math": 0.7345, "chat": 0.83}}  # fmt: skip
+BOUNDED: dict[str, Any] = TABLE | {
+    "entries": [e | {"accuracy_bound": BOUNDS[e["pair"]]} for e in TABLE["entries"]]
+}
+
+
+def test_team_floors_are_what_the_middle_of_the_fleet_proves() -> None:
+    """Issue 22: the balanced floor was the median *point estimate*, which half the pairs can
+    never prove with a lower bound; the policy's floor is now the median bound, rounded down,
+    which the middle pair meets."""
+    assert team_floors(BOUNDED) == {"chat": 0.6, "math": 0.51}
+    assert team_floors(TABLE) == {"chat": 0.7, "math": 0.6}  # no bounds: the points
+    for category, floor in team_floors(BOUNDED).items():
+        assert sum(b[category] >= floor for b in BOUNDS.values()) >= 2
 
 
 def test_jobs_derive_floors_and_budgets_from_the_table() -> None:
-    jobs = build_jobs(load_items(EVALSETS), TABLE, count=40, loose_s=30.0, seed=1)
+    jobs = build_jobs(load_items(EVALSETS), BOUNDED, count=40, loose_s=30.0, seed=1)
     assert [j.budget_class for j in jobs[:4]] == list(BUDGET_CLASSES)
     assert sum(j.stream for j in jobs) == 20
     assert sum(j.item is None for j in jobs) == 40 // OPEN_SHARE
@@ -58,11 +84,11 @@ def test_jobs_derive_floors_and_budgets_from_the_table() -> None:
         headers = dict(job.headers)
         floor = headers.get("X-Min-Accuracy")
         if job.budget_class == "quality" and job.category == "math":
-            assert floor == "0.812"  # the best measured accuracy, rounded down
-        if job.budget_class == "balanced" and job.category == "math":
-            assert floor == "0.600"  # the median
-        if job.budget_class in ("cheap", "tight"):
-            assert floor is None
+            assert floor == "0.734"  # the best lower bound, rounded down: g@bf16 proves it
+        if job.budget_class == "cheap":
+            assert floor == "0.000"
+        if job.budget_class in ("balanced", "tight"):
+            assert floor is None  # the policy's floor (`team_floors`) applies
         fastest = min(predicted_latency_s(e, job.prompt, job.max_tokens) for e in TABLE["entries"])
         expected_s = fastest * TIGHT_FACTOR if job.budget_class == "tight" else 30.0
         assert job.latency_budget_s == pytest.approx(expected_s, abs=1e-3)
@@ -115,6 +141,7 @@ def test_the_report_counts_share_attainment_accuracy_and_cost() -> None:
     text = render_report(report)
     assert "saved 50%" in text
     assert "error: 503: no healthy upstream" in text
+    assert text.endswith("breaker transitions per pair:\n  none\nrefits per pair:\n  none")
     data = report_json(report)
     assert data["rows"][0]["accuracy"] == pytest.approx(0.5)
     assert data["saved_ratio"] == pytest.approx(0.5)
@@ -153,3 +180,32 @@ def test_the_demo_scores_on_items_it_did_not_profile() -> None:
     replayed = {i.prompt for i in load_items(HOLDOUT)}
     assert len(replayed) == 200
     assert not profiled & replayed
+
+
+def test_the_report_shows_breaker_transitions_and_refits_per_pair() -> None:
+    """A regression like the real-engine one (a healthy pair's breaker opened, traffic moved
+    to the dearest pair) shows in the demo's own output."""
+    registry = CollectorRegistry()
+    moved = Counter("gearbox_circuit_transitions", "t", ["endpoint", "to"], registry=registry)
+    moved.labels(endpoint="g@int8#0", to="open").inc()
+    moved.labels(endpoint="g@int8#1", to="open").inc()
+    moved.labels(endpoint="g@int8#0", to="half_open").inc()
+    moved.labels(endpoint="g@bf16#0", to="open")  # created, never moved
+    text = generate_latest(registry).decode()
+    breakers = breakers_from_metrics(text_string_to_metric_families(text))
+    assert breakers == {"g@int8": {"open": 2, "half_open": 1}, "g@bf16": {"open": 0}}
+    fit = {"samples": 290, "observed_e2e_ratio": 1.61, "ttft_factor": 1.36, "tpot_factor": 1.36}
+    tables: list[dict[str, Any]] = [
+        {"version": 2, "refit": None},
+        {"version": 3, "refit": {"pairs": {"g@int4": fit}, "demoted": {"g@int8": {"chat": 0.5}}}},
+    ]
+    refits = refits_from_tables(tables)
+    assert refits == {
+        "g@int4": ["v3: TTFT x1.36, TPOT x1.36 (observed / predicted 1.61 over 290 samples)"],
+        "g@int8": ["v3: accuracy demoted to chat 0.500"],
+    }
+    report = build_report("real", TABLE, [], {}, breakers=breakers, refits=refits)
+    text = render_report(report)
+    assert "  g@int8" + " " * 28 + " half_open 1, open 2" in text
+    assert "g@bf16" not in text.split("breaker transitions per pair:")[1].split("refits")[0]
+    assert "v3: accuracy demoted to chat 0.500" in text

@@ -35,6 +35,11 @@ def test_demo_sim_routes_a_mixed_workload_and_reports_it(tmp_path: Path) -> None
     # without a floor, the cheapest pair serves
     cheapest = report["rows"][0]["pair"]
     assert set(report["by_class"]["cheap"]) == {cheapest}
+    # the policy's floors are what the middle of the fleet proves (issue 22: the median point
+    # estimate sent every balanced request to the 70B pair): an 8B pair meets them
+    assert any(p.startswith("llama-3.1-8b") for p in report["by_class"]["balanced"])
+    assert "breaker transitions per pair:" in done.stdout
+    assert "refits per pair:" in done.stdout
     assert 0 < report["cost_usd"] <= report["baseline_cost_usd"]
     assert (out / "report.png").stat().st_size > 10_000
     assert "operator page: http://127.0.0.1:" in done.stdout
