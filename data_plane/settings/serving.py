@@ -88,7 +88,7 @@ class ProgressConfig(Group):
     factor: Annotated[float, Knob("engine_deadline_factor")] = Field(default=3.0, ge=0.0, le=100.0)
     # + this (scheduling noise, a cold connection).
     slack_s: Annotated[float, Knob("engine_deadline_slack_s")] = Field(
-        default=1.0, ge=0.0, le=600.0
+        default=0.5, ge=0.0, le=600.0
     )
     # An observed slowdown loosens the limit up to this much.
     max_pace_ratio: Annotated[float, Knob("engine_pace_max_ratio")] = Field(

@@ -73,7 +73,7 @@ async def test_a_missed_client_ttft_budget_moves_on_without_blaming_the_engine(
     make_harness: MakeHarness,
 ) -> None:
     """A feasible TTFT budget (300 ms; the table predicts 50 ms) missed by an engine that is
-    within its own limit (50 ms x 3 + 1 s): the next pair serves, the breaker stays shut."""
+    within its own limit (50 ms x 3 + 0.5 s): the next pair serves, the breaker stays shut."""
     routes = {INT4: lambda r: sse(["late"], 0.45), FP16: lambda r: sse(["fast"])}
     h = await make_harness(two_pair_table([FP16], [INT4]), routes=routes)
     for _ in range(6):  # more than the 5 consecutive failures that open a breaker
@@ -351,7 +351,7 @@ async def test_a_hung_attempt_is_abandoned_for_the_next_candidate(
     make_harness: MakeHarness,
 ) -> None:
     """Profiled at 58 ms for its 8 tokens (max_tokens): abandoned at its own limit, 58 ms x 3
-    + 1 s, while 0.8 s of the budget remain."""
+    + 0.5 s, while 1.3 s of the budget remain."""
     hung = slow_json(HANG_S)
     h = await make_harness(
         two_pair_table([FP16], [INT4]), routes={INT4: lambda r: hung, FP16: ok_json("ok")}
