@@ -30,7 +30,16 @@ from bench.timer_cost import measure_timer_cost, timer_cost_note
 from bench.value_cost import measure_value_cost, value_cost_note
 from bench.verdicts import decision_checks, memory_check, overhead_checks, uvloop_notes
 
-SECTIONS = ("overhead", "decision", "quality", "memory", "replicas", "feedback", "floors")
+SECTIONS = (
+    "overhead",
+    "decision",
+    "quality",
+    "memory",
+    "replicas",
+    "feedback",
+    "floors",
+    "hostile",
+)
 HERE = Path(__file__).parent
 
 
@@ -118,6 +127,14 @@ def _floors(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     run.checks += floor_checks(run.floors)
 
 
+def _hostile(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    from bench.hostile import run_hostile
+    from bench.hostile_report import hostile_checks
+
+    run.hostile = run_hostile(run.quick)
+    run.checks += hostile_checks(run.hostile)
+
+
 Section = Callable[[BenchRun, Pinning, Path], None]
 _RUNNERS: dict[str, Section] = {
     "overhead": _overhead,
@@ -127,6 +144,7 @@ _RUNNERS: dict[str, Section] = {
     "replicas": _replicas,
     "feedback": _feedback,
     "floors": _floors,
+    "hostile": _hostile,
 }
 
 

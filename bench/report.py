@@ -19,6 +19,8 @@ from bench.feedback_report import accuracy_drift_lines, feedback_lines
 from bench.floor_report import floor_lines
 from bench.floor_scenario import FloorScenarioResult
 from bench.herding import HerdResult, herding_lines
+from bench.hostile import HostileResult
+from bench.hostile_report import hostile_lines
 from bench.hotspots import Hotspots
 from bench.machine import MachineFacts
 from bench.memory import MemoryResult
@@ -52,6 +54,7 @@ class BenchRun:
     accuracy_drift: AccuracyDriftResult | None = None
     floors: FloorScenarioResult | None = None  # the near-floor scenario (section 3b)
     herding: list[HerdResult] | None = None
+    hostile: HostileResult | None = None  # section 7 (issue 22)
 
 
 def _num(x: float, digits: int = 2) -> str:
@@ -283,6 +286,8 @@ def _section_lines(run: BenchRun) -> list[str]:
         lines += feedback_lines(run.feedback)
     if run.accuracy_drift is not None:
         lines += accuracy_drift_lines(run.accuracy_drift)
+    if run.hostile is not None:
+        lines += hostile_lines(run.hostile)
     return lines
 
 
