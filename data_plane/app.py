@@ -197,7 +197,12 @@ def _discovery(app: web.Application, s: DataPlaneSettings) -> TableStore:
     source = TableStore()
     resolver = DnsResolver(d.dns_server_list, d.dns_timeout_s)
     app[DISCOVERY] = EndpointDiscovery(
-        source, app[STORE], resolver, app[HEALTH].probation, d.interval_s
+        source,
+        app[STORE],
+        resolver,
+        app[HEALTH].probation,
+        d.interval_s,
+        d.max_addresses_per_name,
     )
     return source
 

@@ -69,6 +69,8 @@ class DiscoverySettings(Group):
         default="", description="ADDRESS[:PORT],... ('' = the system resolver)"
     )
     dns_timeout_s: float = Field(default=2.0, gt=0.0, le=60.0)
+    # A name with more addresses is served with the first this many (address order).
+    max_addresses_per_name: int = Field(default=256, ge=1, le=10_000)
 
     @field_validator("dns_servers")
     @classmethod

@@ -5,10 +5,12 @@ the name (docs/data_plane.md, "Endpoint discovery").
 The watcher swaps tables into a *source* store; this swaps the expanded table into the store
 requests read. An endpoint `fam@q#0` at `http://vllm-fam-q.ns.svc:8000/` becomes
 `fam@q#0/10.1.2.3:8000` at `http://10.1.2.3:8000/`, one per pod, so breakers, in-flight
-counts, scrapes and power-of-two choices work per pod. A pod that disappears leaves the
-table (Health.on_table forgets its breaker and load); one that appears after its name was
+counts, scrapes and power-of-two choices work per pod. A name is resolved per (name, port):
+`engines.svc:8001` and `engines.svc:8002` are two sets of pods. A pod that disappears leaves
+the table (Health.on_table forgets its breaker and load); one that appears after its name was
 first resolved joins half-open. A name with no records falls back to the table's URL; a
-failed lookup keeps the last known pods.
+failed lookup keeps the last known pods; a name with more than `max_per_name` addresses is
+served with the first `max_per_name` of them in address order.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from data_plane.sync.endpoint_resolver import LookupFailedError, Resolver, Targe
 from data_plane.table_store import TableStore
 
 logger = logging.getLogger(__name__)
+Name = tuple[str, int]  # (host name, the URL's port): what is resolved
 
 
-def discoverable_name(url: str) -> tuple[str, int] | None:
+def discoverable_name(url: str) -> Name | None:
     """(host name, port) of an http URL whose host is a name, else None (an IP, or https:
     a certificate names the Service, not the pod)."""
     parts = urlsplit(url)
@@ -51,24 +54,24 @@ def _pod(endpoint: CompiledEndpoint, target: Target) -> CompiledEndpoint:
 
 
 def expand(
-    table: CompiledTable, resolved: Mapping[str, list[Target]]
-) -> tuple[dict[str, tuple[CompiledEndpoint, ...]], dict[str, str]]:
-    """Per pair, its endpoints with every resolved name replaced by one endpoint per target;
-    and the name each new endpoint id came from."""
+    table: CompiledTable, resolved: Mapping[Name, list[Target]]
+) -> tuple[dict[str, tuple[CompiledEndpoint, ...]], dict[str, Name]]:
+    """Per pair, its endpoints with every resolved (name, port) replaced by one endpoint per
+    target; and the (name, port) each new endpoint id came from."""
     out: dict[str, tuple[CompiledEndpoint, ...]] = {}
-    origin: dict[str, str] = {}
+    origin: dict[str, Name] = {}
     for pair in table.pairs:
         endpoints: list[CompiledEndpoint] = []
         for endpoint in pair.endpoints:
             named = discoverable_name(endpoint.url)
-            targets = resolved.get(named[0], []) if named else []
-            if not targets:
+            targets = resolved.get(named, []) if named else []
+            if not targets or named is None:
                 endpoints.append(endpoint)
                 continue
             for target in targets:
                 pod = _pod(endpoint, target)
                 endpoints.append(pod)
-                origin[pod.id] = named[0] if named else ""
+                origin[pod.id] = named
         out[pair.pair] = tuple(endpoints)
     return out, origin
 
@@ -87,12 +90,14 @@ class EndpointDiscovery:
         resolver: Resolver,
         on_new_endpoints: Callable[[Iterable[str]], None],
         interval_s: float,
+        max_per_name: int,
     ) -> None:
         self._source, self._served = source, served
         self._resolver = resolver
         self._on_new = on_new_endpoints
-        self._interval_s = interval_s
-        self._resolved: dict[str, list[Target]] = {}
+        self._interval_s, self._max_per_name = interval_s, max_per_name
+        self._resolved: dict[Name, list[Target]] = {}
+        self._capped: set[Name] = set()  # names already warned about (once each)
         self._wake = asyncio.Event()
         source.on_swap(self._on_source)
 
@@ -100,26 +105,35 @@ class EndpointDiscovery:
         self._publish(warm=set())
         self._wake.set()  # resolve the new table's names now, not at the next tick
 
-    def _names(self) -> dict[str, int]:
+    def _names(self) -> list[Name]:
         table = self._source.current
-        names: dict[str, int] = {}
+        names: dict[Name, None] = {}
         for endpoint in () if table is None else (e for p in table.pairs for e in p.endpoints):
             named = discoverable_name(endpoint.url)
             if named is not None:
-                names.setdefault(*named)
-        return names
+                names[named] = None
+        return list(names)
 
-    async def _lookup(self, name: str, port: int) -> list[Target] | None:
+    async def _lookup(self, name: Name) -> list[Target] | None:
         try:
-            return await self._resolver.resolve(name, port)
+            found = await self._resolver.resolve(*name)
         except LookupFailedError as err:
             logger.warning("endpoint discovery: %s; keeping the last known pods", err)
             return None
+        if len(found) > self._max_per_name and name not in self._capped:
+            self._capped.add(name)
+            logger.warning(
+                "endpoint discovery: %s has %d addresses; serving the first %d",
+                name[0],
+                len(found),
+                self._max_per_name,
+            )
+        return found[: self._max_per_name]
 
     async def refresh(self) -> bool:
-        """Resolve every name once; serve the result if it changed. True when it did."""
+        """Resolve every (name, port) once; serve the result if it changed. True when it did."""
         names = self._names()
-        results = await asyncio.gather(*(self._lookup(n, p) for n, p in names.items()))
+        results = await asyncio.gather(*(self._lookup(n) for n in names))
         changed = {
             name: found
             for name, found in zip(names, results, strict=True)
@@ -135,7 +149,7 @@ class EndpointDiscovery:
         self._publish(warm)
         return True
 
-    def _publish(self, warm: set[str]) -> None:
+    def _publish(self, warm: set[Name]) -> None:
         """Serve the source table with the known pods; pods new under a name that already
         had pods join half-open."""
         table = self._source.current

@@ -181,3 +181,60 @@ async def test_a_dns_outage_keeps_the_known_pods_and_no_records_fall_back(
 
     dns.serve(a=[("other.test", "127.0.0.1")])  # the Service's name has no records now
     await eventually(lambda: _served_ids(app) == {ENDPOINT}, what="fallback to the table URL")
+
+
+def _two_port_table(tmp_path: Path, dns: Dnsmasq, **overrides: Any) -> DataPlaneSettings:
+    """Two pairs on one name, told apart by the port (one Service, two engines per pod)."""
+    a, b = overrides.pop("ports")
+    table = make_table(
+        [
+            pair_entry("fam", "int4", urls=[f"http://pods.test:{a}"], usd_per_mtok=1.0),
+            pair_entry("fam", "int8", urls=[f"http://pods.test:{b}"], usd_per_mtok=2.0),
+        ]
+    )
+    snapshot = tmp_path / "table.json"
+    snapshot.write_text(table.model_dump_json(), encoding="utf-8")
+    return DataPlaneSettings(
+        redis_url="",
+        snapshot_path=snapshot,
+        endpoint_discovery_interval_s=0.1,
+        endpoint_dns_servers=dns.server,
+        endpoint_dns_timeout_s=0.5,
+        **overrides,
+    )
+
+
+async def test_one_name_on_two_ports_is_two_sets_of_pods(
+    aiohttp_client: AiohttpClient, tmp_path: Path, pods: dict[str, Pod], dns: Dnsmasq
+) -> None:
+    a, b = pods["a"], pods["b"]
+    dns.serve(a=[("pods.test", "127.0.0.1")])
+    settings = _two_port_table(tmp_path, dns, ports=(a.port, b.port))
+    client = await aiohttp_client(create_app(settings))
+    int4, int8 = f"fam@int4#0/127.0.0.1:{a.port}", f"fam@int8#0/127.0.0.1:{b.port}"
+    await eventually(lambda: _served_ids(client.app) == {int4, int8}, what="one pod per port")
+    for pinned, pod in (("fam@int4", a), ("fam@int8", b)):
+        body = json.dumps({"model": pinned, "messages": [{"role": "user", "content": "hi"}]})
+        resp = await client.post("/v1/chat/completions", data=body)
+        assert resp.status == 200
+        assert pod.hits == 1, f"{pinned} reached the engine on its own port"
+
+
+async def test_addresses_per_name_are_capped(
+    aiohttp_client: AiohttpClient,
+    tmp_path: Path,
+    dns: Dnsmasq,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    addresses = [f"127.0.0.{i}" for i in range(1, 6)]
+    dns.serve(a=[("pods.test", address) for address in addresses])
+    settings = _two_port_table(tmp_path, dns, ports=(8001, 8002), endpoint_max_addresses_per_name=2)
+    client = await aiohttp_client(create_app(settings))
+    expected = {
+        f"fam@{q}#0/{ip}:{port}"
+        for q, port in (("int4", 8001), ("int8", 8002))
+        for ip in addresses[:2]
+    }
+    await eventually(lambda: _served_ids(client.app) == expected, what="two pods per name")
+    warned = [r for r in caplog.records if "has 5 addresses; serving the first 2" in r.getMessage()]
+    assert len(warned) == 2  # once per (name, port), not once per refresh

@@ -69,16 +69,17 @@ def test_expand_replaces_a_resolved_name_and_keeps_the_rest() -> None:
     pair = table.pairs[0]
     table = with_endpoints(table, {pair.pair: (CompiledEndpoint("x#0", named),)})
     endpoints, origin = expand(
-        table, {"vllm.test": [Target("10.1.0.1", 8000), Target("10.1.0.2", 9000)]}
+        table, {("vllm.test", 8000): [Target("10.1.0.1", 8000), Target("10.1.0.2", 9000)]}
     )
     assert endpoints[pair.pair] == (
         CompiledEndpoint("x#0/10.1.0.1:8000", "http://10.1.0.1:8000/v"),
         CompiledEndpoint("x#0/10.1.0.2:9000", "http://10.1.0.2:9000/v"),
     )
-    assert origin == {"x#0/10.1.0.1:8000": "vllm.test", "x#0/10.1.0.2:9000": "vllm.test"}
+    name = ("vllm.test", 8000)
+    assert origin == {"x#0/10.1.0.1:8000": name, "x#0/10.1.0.2:9000": name}
     for other in table.pairs[1:]:
         assert endpoints[other.pair] == base[other.pair]
-    unresolved, _ = expand(table, {"vllm.test": []})
+    unresolved, _ = expand(table, {name: []})
     assert unresolved[pair.pair] == (CompiledEndpoint("x#0", named),)
 
 
@@ -96,7 +97,9 @@ class CountingResolver:
 async def test_a_new_table_is_resolved_at_once_not_at_the_next_tick() -> None:
     source, served = TableStore(), TableStore()
     resolver = CountingResolver()
-    discovery = EndpointDiscovery(source, served, resolver, lambda ids: None, interval_s=3600)
+    discovery = EndpointDiscovery(
+        source, served, resolver, lambda ids: None, interval_s=3600, max_per_name=8
+    )
     pair = fleet().pairs[0]
 
     def named(host: str) -> CompiledTable:
