@@ -135,6 +135,7 @@ def _session_limits(s: DataPlaneSettings) -> SessionLimits:
         connect_timeout_s=up.connect_timeout_s,
         read_timeout_s=up.read_timeout_s,
         total_timeout_s=s.proxy.default_timeout_s + s.proxy.grace_s,
+        max_body_bytes=up.max_body_bytes,
     )
 
 

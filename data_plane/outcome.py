@@ -54,6 +54,20 @@ class StreamBroken:
 
 
 @dataclass(frozen=True, slots=True)
+class ResponseTooLarge:
+    """The engine's response head (`part` "head") or non-streamed body ("body") passed
+    `limit_bytes` while it was being read; the connection was closed there. An engine fault:
+    a head that size is no HTTP server's answer (a broken or hostile engine). A body that
+    size may also be what the request asked for (many choices, logprobs): the body cap is a
+    setting (docs/data_plane.md, "Upstream limits") and such an answer is not retried."""
+
+    part: Literal["head", "body"]
+    limit_bytes: int
+
+    label = "response_too_large"
+
+
+@dataclass(frozen=True, slots=True)
 class Cancelled:
     """The client went away; the attempt was cancelled by us, not failed by the engine."""
 
@@ -68,4 +82,12 @@ class BudgetMissed:
     label = "ttft_budget_missed"
 
 
-Outcome = ConnectFailed | UpstreamStatus | Timeout | StreamBroken | Cancelled | BudgetMissed
+Outcome = (
+    ConnectFailed
+    | UpstreamStatus
+    | Timeout
+    | StreamBroken
+    | ResponseTooLarge
+    | Cancelled
+    | BudgetMissed
+)

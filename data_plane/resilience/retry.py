@@ -17,6 +17,7 @@ from data_plane.outcome import (
     Cancelled,
     ConnectFailed,
     Outcome,
+    ResponseTooLarge,
     Timeout,
     UpstreamStatus,
 )
@@ -48,6 +49,8 @@ def is_retryable(outcome: Outcome) -> bool:
             return code in RETRYABLE_STATUSES
         case Timeout(phase=phase):
             return phase != "read"
+        case ResponseTooLarge(part=part):  # a huge body may be what the request asked for
+            return part == "head"
         case _:  # StreamBroken (bytes already went out) or Cancelled (the client left)
             return False
 

@@ -20,7 +20,13 @@ from data_plane.errors import (
     UpstreamError,
     normalize_upstream_error,
 )
-from data_plane.outcome import BudgetMissed, ConnectFailed, Timeout, UpstreamStatus
+from data_plane.outcome import (
+    BudgetMissed,
+    ConnectFailed,
+    ResponseTooLarge,
+    Timeout,
+    UpstreamStatus,
+)
 from data_plane.serving.attempt import Failed, stream_error_event
 from data_plane.serving.usage import Usage, cost_usd
 from data_plane.serving.walk import Answer, RequestWalk
@@ -69,6 +75,10 @@ def give_up_error(failure: Failed | None, attempts: int, retry_after_s: float) -
         case Timeout(phase="first_byte"):
             return DeadlineExceeded(
                 f"no engine made progress within its own pace ({attempts} attempt(s))"
+            )
+        case ResponseTooLarge(part=part, limit_bytes=limit):
+            return UpstreamError(
+                f"the engine's response {part} exceeded {limit} bytes ({attempts} attempt(s))"
             )
         case ConnectFailed() | Timeout(phase="connect"):
             return AllUpstreamsUnavailable(

@@ -63,6 +63,11 @@ class UpstreamSettings(Group):
     connector_limit_per_host: int = Field(default=0, ge=0, description="0 = no per-host cap")
     connect_timeout_s: float = Field(default=2.0, gt=0.0, le=300.0)
     read_timeout_s: float = Field(default=120.0, gt=0.0, le=3600.0)
+    # An engine's non-streamed answer past this many bytes ends its attempt (docs/data_plane.md,
+    # "Upstream limits").
+    max_body_bytes: Annotated[int, Knob("upstream_max_body_bytes")] = Field(
+        default=64 * 1024 * 1024, ge=64 * 1024
+    )
 
 
 class ProxyConfig(Group):

@@ -62,6 +62,7 @@ class AttemptOutcome(StrEnum):
     STATUS_5XX = "status_5xx"
     STATUS_4XX = "status_4xx"
     STREAM_BROKEN = "stream_broken"
+    RESPONSE_TOO_LARGE = "response_too_large"
     CANCELLED = "cancelled"
     TTFT_BUDGET_MISSED = "ttft_budget_missed"
 

@@ -18,11 +18,19 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import AsyncGenerator
-from typing import Protocol
+from contextlib import aclosing
+from typing import Literal, Protocol
 from urllib.parse import urlsplit
 
-from data_plane.outcome import ConnectFailed, StreamBroken, Timeout
-from data_plane.upstream.http1_wire import Connection, MalformedError, ResponseHead, request_bytes
+from data_plane.outcome import ConnectFailed, ResponseTooLarge, StreamBroken, Timeout
+from data_plane.upstream.http1_wire import (
+    MAX_HEAD_BYTES,
+    Connection,
+    HeadTooLargeError,
+    MalformedError,
+    ResponseHead,
+    request_bytes,
+)
 from data_plane.upstream.port import (
     AttemptError,
     LimitReachedError,
@@ -44,6 +52,18 @@ def _target(url: str) -> _Target:
     port = parts.port or (443 if parts.scheme == "https" else 80)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     return parts.scheme, host, port, f"{host}:{port}", path
+
+
+def _too_large(part: Literal["head", "body"], limit_bytes: int) -> AttemptError:
+    return AttemptError(ResponseTooLarge(part, limit_bytes), f"response {part} too large")
+
+
+def _refused_head(err: MalformedError) -> AttemptError:
+    """A head llhttp refused (not HTTP as it reads it: counted as a failed connect), or one
+    past the head limit."""
+    if isinstance(err, HeadTooLargeError):
+        return _too_large("head", MAX_HEAD_BYTES)
+    return AttemptError(ConnectFailed(), "MalformedError")
 
 
 def _passed(until: float | None) -> bool:
@@ -123,11 +143,24 @@ class _Response:
         return self._head.content_type
 
     async def read(self) -> bytes:
+        """The whole body; AttemptError(ResponseTooLarge) as soon as more than the session's
+        `max_body_bytes` arrived (flow control keeps the rest on the socket)."""
+        cap = self._client.max_body_bytes
         body = self._conn.whole_body()
         if body is not None:
+            if len(body) > cap:
+                raise _too_large("body", cap)
             self._done = True  # the whole body is already here (the usual small answer)
             return body
-        return b"".join([piece async for piece in self._pieces(whole=True)])
+        pieces: list[bytes] = []
+        size = 0
+        async with aclosing(self._pieces(whole=True)) as stream:
+            async for piece in stream:
+                size += len(piece)
+                if size > cap:
+                    raise _too_large("body", cap)
+                pieces.append(piece)
+        return b"".join(pieces)
 
     def chunks(self) -> AsyncGenerator[bytes, None]:
         return self._pieces(whole=False)
@@ -182,6 +215,10 @@ class Http1Upstream:
         self._idle: dict[tuple[str, int], list[Connection]] = {}
         self._slots = _Slots(limits.connector_limit)
         self._host_slots: dict[tuple[str, int], _Slots] = {}
+
+    @property
+    def max_body_bytes(self) -> int:
+        return self._limits.max_body_bytes
 
     def open(self) -> None:
         self._fallback.open()
@@ -299,7 +336,7 @@ class Http1Upstream:
                 raise AttemptError(Timeout("first_byte"), "TimeoutError") from err
             except MalformedError as err:
                 conn.close()
-                raise AttemptError(ConnectFailed(), "MalformedError") from err
+                raise _refused_head(err) from err
             except BaseException:
                 conn.close()  # cancelled: the engine sees us go
                 raise

@@ -6,10 +6,13 @@ Content-Length and chunked framing, chunk sizes, trailers, keep-alive, and the r
 (Transfer-Encoding with Content-Length, duplicate lengths, bad chunk sizes) are llhttp's.
 This module only queues the body pieces llhttp hands over, with flow control (reading
 pauses above `HIGH_WATER` unread bytes and resumes as the reader takes them, whatever the
-chunk sizes), and one lazily moved timer per connection for read timeouts.
+chunk sizes), bounds what llhttp's binding accumulates (a header line is held until it
+ends, so bytes are fed in slices and at most `MAX_HEAD_BYTES` of them may pass without the
+head completing or a body piece arriving), and keeps one lazily moved timer per connection
+for read timeouts.
 
 No policy: bytes in, bytes out, and three kinds of trouble (TimeoutError, ConnectionError,
-MalformedError) that the client maps to attempt outcomes.
+MalformedError, HeadTooLargeError among them) that the client maps to attempt outcomes.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from typing import NamedTuple, cast
 
 from httptools import HttpParserError, HttpResponseParser
 
-MAX_HEAD_BYTES = 64 * 1024  # header names and values of one response
+MAX_HEAD_BYTES = 64 * 1024  # a response head (or trailers, or a chunk line) on the wire
+_SLICE_BYTES = 16 * 1024  # fed to llhttp at a time: the head check's granularity
 HIGH_WATER = 1024 * 1024  # stop reading the socket beyond this much unread body
 _LOW_WATER = HIGH_WATER // 4  # ...and read again once the reader is below this
 _FRAMING = (b"content-length", b"transfer-encoding")
@@ -29,6 +33,13 @@ _FRAMING = (b"content-length", b"transfer-encoding")
 
 class MalformedError(Exception):
     """The engine's bytes are not HTTP/1.x as llhttp reads it (or not what we asked for)."""
+
+
+class HeadTooLargeError(MalformedError):
+    """More than MAX_HEAD_BYTES arrived without the head (or trailers) ending."""
+
+    def __init__(self) -> None:
+        super().__init__(f"response head over {MAX_HEAD_BYTES} bytes")
 
 
 class ResponseHead(NamedTuple):
@@ -64,6 +75,8 @@ class Connection(asyncio.Protocol):
         self._body: deque[bytes] = deque()
         self._queued = 0
         self._head_bytes = 0
+        self._progress = 0  # heads and body pieces llhttp handed over (see `_feed`)
+        self._loose = 0  # bytes fed since the last progress
         self._fields: dict[bytes, bytes] = {}
         self._paused = False
         self._waiter: asyncio.Future[None] | None = None
@@ -83,14 +96,34 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.received = True
         try:
-            self._parser.feed_data(data)
+            if len(data) <= _SLICE_BYTES:
+                self._feed(data)
+            else:
+                view = memoryview(data)
+                for at in range(0, len(data), _SLICE_BYTES):
+                    self._feed(view[at : at + _SLICE_BYTES])
         except HttpParserError as err:
             cause = err.__context__
             self._fail(cause if isinstance(cause, MalformedError) else MalformedError(str(err)))
+        except HeadTooLargeError as err:
+            self._fail(err)
         if self._queued > HIGH_WATER and not self._paused and self.transport is not None:
             self._paused = True
             self.transport.pause_reading()
         self._wake()
+
+    def _feed(self, data: bytes | memoryview) -> None:
+        """Feed llhttp; refuse once MAX_HEAD_BYTES went in with no head or body piece coming
+        out (llhttp's binding holds an unfinished header line in memory, re-copied per feed:
+        unchecked, one endless header line costs memory and quadratic CPU)."""
+        progress = self._progress
+        self._parser.feed_data(data)
+        if self._progress != progress:
+            self._loose = 0
+            return
+        self._loose += len(data)
+        if self._loose > MAX_HEAD_BYTES:
+            raise HeadTooLargeError()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -111,12 +144,13 @@ class Connection(asyncio.Protocol):
             return  # a trailer: dropped
         self._head_bytes += len(name) + len(value)
         if self._head_bytes > MAX_HEAD_BYTES:
-            raise MalformedError("response head too large")
+            raise HeadTooLargeError()
         key = name.lower()
         if key == b"content-type" or key in _FRAMING:
             self._fields[key] = value
 
     def on_headers_complete(self) -> None:
+        self._progress += 1
         status = self._parser.get_status_code()
         if status < 200:
             return  # an interim answer (100 Continue): its end is not the response's
@@ -135,10 +169,12 @@ class Connection(asyncio.Protocol):
         return codings is None or codings.rsplit(b",", 1)[-1].strip().lower() != b"chunked"
 
     def on_body(self, body: bytes) -> None:
+        self._progress += 1
         self._body.append(body)
         self._queued += len(body)
 
     def on_message_complete(self) -> None:
+        self._progress += 1
         if self.head is None:
             return  # the end of an interim answer
         self.complete = True
@@ -151,6 +187,7 @@ class Connection(asyncio.Protocol):
         if self.closed or self.transport is None or self.transport.is_closing():
             raise ConnectionResetError("the connection is closed")
         self.received = False
+        self._loose = 0
         self.head = None
         self.complete = self.keep_alive = False
         self._awaiting = True

@@ -16,7 +16,7 @@ from typing import Literal, Protocol, TypeVar
 import aiohttp
 
 from data_plane.domain import per_request
-from data_plane.outcome import ConnectFailed, Outcome, StreamBroken, Timeout
+from data_plane.outcome import ConnectFailed, Outcome, ResponseTooLarge, StreamBroken, Timeout
 
 T = TypeVar("T")
 Method = Literal["POST", "GET"]
@@ -144,11 +144,12 @@ def _body_failure(err: BaseException) -> AttemptError:
 
 
 class _AiohttpResponse:
-    __slots__ = ("_done", "_resp")
+    __slots__ = ("_done", "_max_body_bytes", "_resp")
 
-    def __init__(self, resp: aiohttp.ClientResponse) -> None:
+    def __init__(self, resp: aiohttp.ClientResponse, max_body_bytes: int) -> None:
         self._resp = resp
         self._done = False
+        self._max_body_bytes = max_body_bytes
 
     @property
     def status(self) -> int:
@@ -159,12 +160,20 @@ class _AiohttpResponse:
         return self._resp.content_type
 
     async def read(self) -> bytes:
+        cap = self._max_body_bytes
+        pieces: list[bytes] = []
+        size = 0
         try:
-            body = await self._resp.read()
+            async for piece in self._resp.content.iter_any():
+                size += len(piece)
+                if size > cap:
+                    too_large = ResponseTooLarge("body", cap)
+                    raise AttemptError(too_large, "response body too large")
+                pieces.append(piece)
         except (aiohttp.ClientError, TimeoutError) as err:
             raise _body_failure(err) from err
         self._done = True
-        return body
+        return b"".join(pieces)
 
     async def chunks(self) -> AsyncGenerator[bytes, None]:
         content = self._resp.content
@@ -189,6 +198,9 @@ class SessionLimits:
     connect_timeout_s: float
     read_timeout_s: float
     total_timeout_s: float
+    # A non-streamed body (`read`) past this many bytes ends the attempt with
+    # ResponseTooLarge("body"); streamed bodies are relayed piece by piece instead.
+    max_body_bytes: int = 64 * 1024 * 1024
 
 
 class AiohttpUpstream:
@@ -246,6 +258,5 @@ class AiohttpUpstream:
         except aiohttp.ClientError as err:
             # Refused, reset, or closed before any response: nothing reached the client yet.
             raise AttemptError(ConnectFailed(), type(err).__name__) from err
-        if until is None:
-            return _AiohttpResponse(resp)
-        return LimitedResponse(_AiohttpResponse(resp), until)
+        answer = _AiohttpResponse(resp, self._limits.max_body_bytes)
+        return answer if until is None else LimitedResponse(answer, until)

@@ -16,9 +16,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from multidict import CIMultiDict
 
-from data_plane.outcome import ConnectFailed, StreamBroken, Timeout
+from data_plane.outcome import ConnectFailed, ResponseTooLarge, StreamBroken, Timeout
 from data_plane.upstream.http1 import Http1Upstream
-from data_plane.upstream.http1_wire import HIGH_WATER, request_bytes
+from data_plane.upstream.http1_wire import HIGH_WATER, MAX_HEAD_BYTES, request_bytes
 from data_plane.upstream.port import (
     AiohttpUpstream,
     AttemptError,
@@ -433,7 +433,6 @@ async def test_chunked_counts_only_as_the_final_transfer_coding(client: MakeClie
         b"HTTP/1.1 abc OK\r\n\r\n",
         b"SMTP 220 hi\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n",
     ],
 )
 async def test_heads_that_frame_ambiguously_or_badly_are_refused(
@@ -446,6 +445,22 @@ async def test_heads_that_frame_ambiguously_or_badly_are_refused(
             await up.send(post(url))
         assert isinstance(err.value.outcome, ConnectFailed)
         assert "MalformedError" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n",  # one line
+        b"HTTP/1.1 200 OK\r\n" + b"X-Many: aaaaaaaaaaaa\r\n" * 4000 + b"\r\n",  # many
+    ],
+)
+async def test_heads_over_the_limit_are_refused_as_too_large(
+    client: MakeClient, head: bytes
+) -> None:
+    async with raw_server(answers_with(head + b"2\r\nok\r\n0\r\n\r\n")) as url:
+        with pytest.raises(AttemptError) as err:
+            await client(read_s=1.0).send(post(url))
+        assert err.value.outcome == ResponseTooLarge("head", MAX_HEAD_BYTES)
 
 
 async def test_answers_split_across_reads_byte_by_byte(client: MakeClient) -> None:
