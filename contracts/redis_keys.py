@@ -82,7 +82,10 @@ class RedisKeys:
         return f"{self.prefix}:dp:breakers"
 
     @property
-    def in_flight_events(self) -> str:
-        """Pub/sub channel: each data plane's in-flight count per endpoint, every few hundred
-        ms (JSON `{"instance", "in_flight": {endpoint: count}}`), so replicas do not herd."""
-        return f"{self.prefix}:dp:in-flight"
+    def in_flight(self) -> tuple[str, str, str, str]:
+        """Shared in-flight counts, so replicas do not herd: a hash of each data plane's latest
+        snapshot (replica -> JSON `{endpoint: count}`), a sorted set of when each came (ms),
+        their sum per endpoint (a JSON string), and which process holds each instance id (to
+        notice two processes under one id). One hash tag: a script updates all four."""
+        tag = f"{{{self.prefix}:dp:in-flight}}"
+        return f"{tag}:snapshots", f"{tag}:seen", f"{tag}:total", f"{tag}:owners"

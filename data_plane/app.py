@@ -384,16 +384,16 @@ def _start_announcements(app: web.Application, client: aioredis.Redis) -> None:
     app[TASKS].start(_ANNOUNCEMENT_TASKS[1], announcements.listen_forever(client))
 
 
-_SHARING_TASKS = ("in_flight_publish", "in_flight_listen")
+_SHARING_TASKS = ("in_flight_sharing",)
 
 
 def _start_sharing(
     app: web.Application, client: aioredis.Redis, clock: Callable[[], float]
 ) -> None:
-    """Publish this replica's in-flight counts; merge the others' into the load."""
+    """Exchange this replica's in-flight counts for the others'; merge those into the load."""
     s, tracker = app[SETTINGS], app[HEALTH].tracker
     sharing = InFlightSharing(
-        s.redis.keys.in_flight_events,
+        s.redis.keys.in_flight,
         app[IDENTITY],
         tracker.in_flight_all,
         tracker.set_peers_in_flight,
@@ -402,8 +402,7 @@ def _start_sharing(
     )
     app[SHARING] = sharing
     interval_s = s.in_flight_share.interval_ms / 1000
-    app[TASKS].start(_SHARING_TASKS[0], sharing.publish_forever(client, interval_s))
-    app[TASKS].start(_SHARING_TASKS[1], sharing.listen_forever(client, interval_s))
+    app[TASKS].start(_SHARING_TASKS[0], sharing.run(client, interval_s))
 
 
 async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:

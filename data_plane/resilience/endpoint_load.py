@@ -87,11 +87,17 @@ class LoadTracker:
         self._refresh(endpoint_id)
 
     def set_peers_in_flight(self, peers: Mapping[str, float]) -> None:
-        """The other replicas' in-flight counts per endpoint, summed (missing = 0)."""
-        changed = set(self._peers) | set(peers)
+        """The other replicas' in-flight counts per endpoint, summed (missing = 0). Only the
+        endpoints whose count changed are recomputed."""
+        before = self._peers
         self._peers = {e: float(n) for e, n in peers.items() if n > 0}
-        for endpoint_id in changed:
-            self._refresh(endpoint_id)
+        after = self._peers
+        for endpoint_id, n in after.items():
+            if before.get(endpoint_id) != n:
+                self._refresh(endpoint_id)
+        for endpoint_id in before:
+            if endpoint_id not in after:
+                self._refresh(endpoint_id)
 
     def forget(self, keep: set[str]) -> None:
         """Drop queue depths of endpoints no longer in the table (in-flight ones drain)."""

@@ -116,7 +116,7 @@ class FeedbackSettings(Group):
 
 
 class InFlightShareSettings(Group):
-    """Replicas share their in-flight counts per endpoint over Redis pub/sub every
+    """Replicas exchange their in-flight counts per endpoint through Redis every
     `interval_ms` (docs/data_plane.md, "In-flight sharing"); each replica's snapshot counts
     for at most `ttl_s` after it arrived. 0 = off."""
 

@@ -9,14 +9,19 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pytest_aiohttp import AiohttpClient
 
 from data_plane.app import METRICS, create_app
 from data_plane.outcome import ResponseTooLarge
-from data_plane.settings import DataPlaneSettings
+from data_plane.settings import (
+    DataPlaneSettings,
+    RedisSettings,
+    ScrapeSettings,
+    TableSettings,
+    UpstreamSettings,
+)
 from data_plane.upstream.http1 import Http1Upstream
 from data_plane.upstream.http1_wire import MAX_HEAD_BYTES
 from data_plane.upstream.port import (
@@ -154,15 +159,19 @@ async def test_a_body_within_the_cap_is_read_whole() -> None:
 
 
 async def _routed(
-    aiohttp_client: AiohttpClient, tmp_path: Path, url: str, **overrides: Any
+    aiohttp_client: AiohttpClient, tmp_path: Path, url: str, body_cap: int | None = None
 ) -> tuple[int, dict[str, str], float]:
     """One request through a real app whose only engine is at `url`: (status, error, how many
     attempts ended `response_too_large`)."""
     table = make_table([pair_entry("fam", "int4", urls=[url])])
     snapshot = tmp_path / "table.json"
     snapshot.write_text(table.model_dump_json(), encoding="utf-8")
+    upstream = UpstreamSettings() if body_cap is None else UpstreamSettings(max_body_bytes=body_cap)
     settings = DataPlaneSettings(
-        redis_url="", snapshot_path=snapshot, scrape_interval_s=0.0, **overrides
+        redis=RedisSettings(url=""),
+        table=TableSettings(snapshot_path=snapshot),
+        scrape=ScrapeSettings(interval_s=0.0),
+        upstream=upstream,
     )
     app = create_app(settings)
     client = await aiohttp_client(app)
@@ -194,9 +203,7 @@ async def test_the_client_gets_a_502_naming_the_body_cap_and_it_is_not_retried(
     cap = 256 * 1024
     hostile = Hostile(b"HTTP/1.1 200 OK\r\nContent-Length: 1073741824\r\n\r\n")
     async with engine(hostile) as url:
-        status, error, attempts = await _routed(
-            aiohttp_client, tmp_path, url, upstream_max_body_bytes=cap
-        )
+        status, error, attempts = await _routed(aiohttp_client, tmp_path, url, body_cap=cap)
     assert (status, error["code"]) == (502, "upstream_error")
     assert error["message"] == f"the engine's response body exceeded {cap} bytes (1 attempt(s))"
     assert (attempts, hostile.requests) == (1.0, 1)

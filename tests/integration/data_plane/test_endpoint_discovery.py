@@ -183,9 +183,11 @@ async def test_a_dns_outage_keeps_the_known_pods_and_no_records_fall_back(
     await eventually(lambda: _served_ids(app) == {ENDPOINT}, what="fallback to the table URL")
 
 
-def _two_port_table(tmp_path: Path, dns: Dnsmasq, **overrides: Any) -> DataPlaneSettings:
+def _two_port_table(
+    tmp_path: Path, dns: Dnsmasq, ports: tuple[int, int], max_per_name: int = 256
+) -> DataPlaneSettings:
     """Two pairs on one name, told apart by the port (one Service, two engines per pod)."""
-    a, b = overrides.pop("ports")
+    a, b = ports
     table = make_table(
         [
             pair_entry("fam", "int4", urls=[f"http://pods.test:{a}"], usd_per_mtok=1.0),
@@ -194,13 +196,16 @@ def _two_port_table(tmp_path: Path, dns: Dnsmasq, **overrides: Any) -> DataPlane
     )
     snapshot = tmp_path / "table.json"
     snapshot.write_text(table.model_dump_json(), encoding="utf-8")
+    discovery = DiscoverySettings(
+        interval_s=0.1,
+        dns_servers=dns.server,
+        dns_timeout_s=0.5,
+        max_addresses_per_name=max_per_name,
+    )
     return DataPlaneSettings(
-        redis_url="",
-        snapshot_path=snapshot,
-        endpoint_discovery_interval_s=0.1,
-        endpoint_dns_servers=dns.server,
-        endpoint_dns_timeout_s=0.5,
-        **overrides,
+        redis=RedisSettings(url=""),
+        table=TableSettings(snapshot_path=snapshot),
+        discovery=discovery,
     )
 
 
@@ -209,7 +214,7 @@ async def test_one_name_on_two_ports_is_two_sets_of_pods(
 ) -> None:
     a, b = pods["a"], pods["b"]
     dns.serve(a=[("pods.test", "127.0.0.1")])
-    settings = _two_port_table(tmp_path, dns, ports=(a.port, b.port))
+    settings = _two_port_table(tmp_path, dns, (a.port, b.port))
     client = await aiohttp_client(create_app(settings))
     int4, int8 = f"fam@int4#0/127.0.0.1:{a.port}", f"fam@int8#0/127.0.0.1:{b.port}"
     await eventually(lambda: _served_ids(client.app) == {int4, int8}, what="one pod per port")
@@ -228,7 +233,7 @@ async def test_addresses_per_name_are_capped(
 ) -> None:
     addresses = [f"127.0.0.{i}" for i in range(1, 6)]
     dns.serve(a=[("pods.test", address) for address in addresses])
-    settings = _two_port_table(tmp_path, dns, ports=(8001, 8002), endpoint_max_addresses_per_name=2)
+    settings = _two_port_table(tmp_path, dns, (8001, 8002), max_per_name=2)
     client = await aiohttp_client(create_app(settings))
     expected = {
         f"fam@{q}#0/{ip}:{port}"

@@ -1,73 +1,192 @@
-"""Two replicas see each other's in-flight counts through a real redis-server
-(docs/data_plane.md, "In-flight sharing"), and a replica that goes quiet expires."""
+"""Replicas see each other's in-flight counts through a real redis-server (docs/data_plane.md,
+"In-flight sharing"): the exchange script keeps the sum right as counts change and replicas go
+quiet, and a replica's work per exchange does not grow with the number of replicas."""
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import redis.asyncio as aioredis
 
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.sync.in_flight_sharing import InFlightSharing
+from data_plane.sync.in_flight_sharing import EXCHANGE_SCRIPT, InFlightSharing
 from data_plane.sync.replica_identity import ReplicaIdentity
+from tests.support.waiting import eventually
 
-INTERVAL_S = 0.05
+INTERVAL_S = 0.02
 TTL_S = 0.5
 
 
-def _replica(keys: RedisKeys, name: str) -> tuple[LoadTracker, InFlightSharing]:
+def _replica(
+    keys: RedisKeys, name: str, clock: Callable[[], float] = time.monotonic
+) -> tuple[LoadTracker, InFlightSharing]:
     tracker = LoadTracker()
     sharing = InFlightSharing(
-        keys.in_flight_events,
+        keys.in_flight,
         ReplicaIdentity(name, lambda: None, time.monotonic),
         tracker.in_flight_all,
         tracker.set_peers_in_flight,
         TTL_S,
-        time.monotonic,
+        clock,
     )
     return tracker, sharing
 
 
-async def _until(check: Callable[[], bool], timeout_s: float = 3.0) -> float:
-    started = time.monotonic()
-    while not check():
-        assert time.monotonic() - started < timeout_s, "condition never held"
-        await asyncio.sleep(0.01)
-    return time.monotonic() - started
-
-
-async def test_two_replicas_see_each_others_in_flight(
+async def test_the_sum_follows_changes_and_a_quiet_replica_drops_out(
     redis_client: aioredis.Redis, redis_keys: RedisKeys
 ) -> None:
-    (a, share_a), (b, share_b) = _replica(redis_keys, "dp-a"), _replica(redis_keys, "dp-b")
-    tasks = [
-        asyncio.create_task(coro)
-        for s in (share_a, share_b)
-        for coro in (
-            s.publish_forever(redis_client, INTERVAL_S),
-            s.listen_forever(redis_client, INTERVAL_S),
-        )
-    ]
-    try:
-        await _until(lambda: share_a.heard > 0 and share_b.heard > 0)
-        for _ in range(3):
-            a.acquire("cheap#0")
-        b.acquire("cheap#0")
-        b.acquire("other#0")
-        seen = await _until(lambda: b.load.get("cheap#0") == 4.0 and a.load.get("cheap#0") == 4.0)
-        assert seen < 1.0  # within a few intervals, long before a 1 s scrape
-        assert a.load.get("other#0") == 1.0
-        assert b.peers_in_flight() == {"cheap#0": 3.0}
+    script = redis_client.register_script(EXCHANGE_SCRIPT)
+    (a, share_a), (b, share_b), (c, share_c) = (
+        _replica(redis_keys, f"dp-{n}") for n in ("a", "b", "c")
+    )
+    for _ in range(3):
+        a.acquire("cheap#0")
+    b.acquire("cheap#0")
+    b.acquire("other#0")
+    for sharing in (share_a, share_b, share_c, share_a):
+        await sharing.exchange(script)
+    assert a.peers_in_flight() == {"cheap#0": 1.0, "other#0": 1.0}
+    assert c.peers_in_flight() == {"cheap#0": 4.0, "other#0": 1.0}
+    assert (a.load["cheap#0"], share_a.replicas_held) == (4.0, 3)
+
+    b.release("cheap#0")  # b's snapshot changes: the sum changes by the difference
+    await share_b.exchange(script)
+    await share_a.exchange(script)
+    assert a.peers_in_flight() == {"other#0": 1.0}
+
+    # b goes quiet: after the TTL the next exchange anywhere takes its counts off.
+    await asyncio.sleep(TTL_S + 0.1)
+    await share_a.exchange(script)
+    await share_c.exchange(script)
+    assert c.peers_in_flight() == {"cheap#0": 3.0}
+    assert share_c.replicas_held == 2
+
+    for _ in range(3):
         a.release("cheap#0")
-        await _until(lambda: b.load.get("cheap#0") == 3.0)
-        await _stop(tasks[:1])  # dp-a stops publishing: its counts expire at dp-b after the TTL
-        await _until(lambda: b.load.get("cheap#0") == 1.0, timeout_s=TTL_S + 1.0)
-        assert a.load.get("cheap#0") == 3.0  # dp-b still publishes
+    await share_a.exchange(script)
+    total = redis_keys.in_flight[2]
+    assert await redis_client.get(total) == b"{}"  # nothing in flight: no count left over
+
+
+async def test_a_replica_that_gets_no_answer_drops_the_peers_after_the_ttl(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys
+) -> None:
+    script = redis_client.register_script(EXCHANGE_SCRIPT)
+    now = [0.0]
+    a, share_a = _replica(redis_keys, "dp-a", lambda: now[0])
+    b, share_b = _replica(redis_keys, "dp-b")
+    b.acquire("cheap#0")
+    await share_b.exchange(script)
+    await share_a.exchange(script)
+    assert a.load["cheap#0"] == 1.0
+    now[0] = TTL_S / 2
+    share_a.expire()  # within the TTL of the last answer: kept
+    assert a.load["cheap#0"] == 1.0
+    now[0] = TTL_S * 2
+    share_a.expire()
+    assert a.load["cheap#0"] == 0.0
+
+
+class Counting:
+    """Wraps a replica's callbacks: how often it took its own snapshot and applied the
+    others', and how many entries it was handed in all."""
+
+    def __init__(self, tracker: LoadTracker) -> None:
+        self.tracker = tracker
+        self.snapshots = self.applied = self.entries = 0
+
+    def own(self) -> Mapping[str, int]:
+        self.snapshots += 1
+        return self.tracker.in_flight_all()
+
+    def on_peers(self, peers: Mapping[str, float]) -> None:
+        self.applied += 1
+        self.entries += len(peers)
+        self.tracker.set_peers_in_flight(peers)
+
+
+async def test_work_per_exchange_does_not_grow_with_the_replicas(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys
+) -> None:
+    """With 12 replicas running, the one watched applies the others' counts once per exchange
+    of its own, each time at most one entry per endpoint (a pub/sub exchange applied every
+    message it heard: 11 per interval here, each a sum over every replica's snapshot)."""
+    endpoints = [f"pair-{i}#0" for i in range(5)]
+    watched = Counting(LoadTracker())
+    sharing = InFlightSharing(
+        redis_keys.in_flight,
+        ReplicaIdentity("dp-0", lambda: None, time.monotonic),
+        watched.own,
+        watched.on_peers,
+        TTL_S,
+        time.monotonic,
+    )
+    others = [_replica(redis_keys, f"dp-{n}") for n in range(1, 12)]
+    for tracker, _ in others:
+        for endpoint in endpoints:
+            tracker.acquire(endpoint)
+    tasks = [asyncio.create_task(s.run(redis_client, INTERVAL_S)) for _, s in others]
+    tasks.append(asyncio.create_task(sharing.run(redis_client, INTERVAL_S)))
+    try:
+        await eventually(lambda: sharing.exchanges >= 30, timeout_s=10, what="30 exchanges")
+        assert watched.tracker.peers_in_flight() == {e: 11.0 for e in endpoints}
     finally:
         await _stop(tasks)
+    assert watched.applied == sharing.exchanges
+    assert watched.snapshots == watched.applied
+    assert watched.entries <= len(endpoints) * watched.applied
+
+
+async def test_a_lone_replica_slows_down_and_speeds_up_when_another_appears(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys
+) -> None:
+    script = redis_client.register_script(EXCHANGE_SCRIPT)
+    (_, alone), (_, other) = _replica(redis_keys, "dp-a"), _replica(redis_keys, "dp-b")
+    await alone.exchange(script)
+    assert alone.replicas_held == 1  # alone: the loop waits TTL / 2 (next_wait_s)
+    await other.exchange(script)
+    await alone.exchange(script)
+    assert (alone.replicas_held, other.replicas_held) == (2, 2)
+
+
+async def test_two_processes_under_one_id_are_two_replicas_and_a_clash(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys
+) -> None:
+    """Two processes left on one INSTANCE_ID (docs/data_plane.md, "Replica identity"): each
+    counts the other's requests, and each notices the other process."""
+    script = redis_client.register_script(EXCHANGE_SCRIPT)
+    clashes = {"first": 0, "second": 0}
+    made = []
+    for which in ("first", "second"):
+        tracker = LoadTracker()
+
+        def count(which: str = which) -> None:
+            clashes[which] += 1
+
+        identity = ReplicaIdentity("dp-0", count, time.monotonic)
+        sharing = InFlightSharing(
+            redis_keys.in_flight,
+            identity,
+            tracker.in_flight_all,
+            tracker.set_peers_in_flight,
+            TTL_S,
+            time.monotonic,
+        )
+        made.append((tracker, sharing, identity))
+    (first, share_first, id_first), (second, share_second, _) = made
+    first.acquire("cheap#0")
+    second.acquire("cheap#0")
+    second.acquire("cheap#0")
+    for sharing in (share_first, share_second, share_first):
+        await sharing.exchange(script)
+    assert first.peers_in_flight() == {"cheap#0": 2.0}  # not dropped as our own echo
+    assert second.peers_in_flight() == {"cheap#0": 1.0}
+    assert clashes["first"] >= 1
+    assert clashes["second"] >= 1
+    assert id_first.warnings()
 
 
 async def _stop(tasks: list[asyncio.Task[None]]) -> None:

@@ -10,17 +10,7 @@ from pydantic import ValidationError
 
 from data_plane.resilience.endpoint_load import LoadTracker, outside_load
 from data_plane.settings import DataPlaneSettings, InFlightShareSettings
-from data_plane.sync.in_flight_sharing import (
-    InFlightSharing,
-    encode_snapshot,
-    parse_snapshot,
-    sum_fresh,
-)
-from data_plane.sync.replica_identity import ReplicaIdentity
-
-
-def _is(name: str) -> ReplicaIdentity:
-    return ReplicaIdentity(name, lambda: None, lambda: 0.0, process=f"{name}-p")
+from data_plane.sync.in_flight_sharing import next_wait_s, peers_from
 
 
 @pytest.mark.parametrize(
@@ -54,40 +44,20 @@ def test_tracker_merges_peers_with_own_and_scrape() -> None:
     assert tracker.peers_in_flight() == {}
 
 
-def test_snapshot_round_trip_and_rejects() -> None:
-    data = encode_snapshot("dp-1", "dp-1-p", {"a#0": 2, "b#0": 0})
-    assert json.loads(data) == {"instance": "dp-1", "process": "dp-1-p", "in_flight": {"a#0": 2}}
-    assert parse_snapshot(data, _is("dp-0").is_own) == ("dp-1\x1fdp-1-p", {"a#0": 2.0})
-    assert parse_snapshot(data, _is("dp-1").is_own) is None  # our own, echoed back
-    for bad in (
-        b"not json",
-        b"[1]",
-        json.dumps({"instance": "dp-1"}).encode(),
-        json.dumps({"instance": "dp-1", "in_flight": {"a#0": "2"}}).encode(),
-        json.dumps({"instance": "dp-1", "in_flight": {"a#0": True}}).encode(),
-        json.dumps({"instance": 3, "in_flight": {}}).encode(),
-    ):
-        assert parse_snapshot(bad, _is("dp-0").is_own) is None
+def test_peers_are_the_sum_less_our_own_snapshot() -> None:
+    total = json.dumps({"a#0": 5, "b#0": 1, "c#0": 2})
+    assert peers_from(total, {"a#0": 2, "c#0": 2}) == {"a#0": 3.0, "b#0": 1.0}
+    assert peers_from(total.encode(), {}) == {"a#0": 5.0, "b#0": 1.0, "c#0": 2.0}
+    assert peers_from("{}", {"a#0": 1}) == {}
+    for bad in ("not json", "[1]", json.dumps({"a#0": "2"}), json.dumps({"a#0": None})):
+        assert peers_from(bad, {}) == {}
 
 
-def test_sum_fresh_drops_stale_replicas() -> None:
-    latest = {"dp-1": (10.0, {"a#0": 2.0}), "dp-2": (9.0, {"a#0": 3.0, "b#0": 1.0})}
-    assert sum_fresh(latest, 10.5, ttl_s=1.5) == {"a#0": 5.0, "b#0": 1.0}
-    assert sum_fresh(latest, 10.5, ttl_s=0.8) == {"a#0": 2.0}
-
-
-def test_a_replica_that_stops_publishing_expires() -> None:
-    now = [0.0]
-    tracker = LoadTracker()
-    sharing = InFlightSharing(
-        "ch", _is("dp-0"), tracker.in_flight_all, tracker.set_peers_in_flight, 1.0, lambda: now[0]
-    )
-    sharing.receive(encode_snapshot("dp-1", "dp-1-p", {"a#0": 4}))
-    sharing.receive(encode_snapshot("dp-0", "dp-0-p", {"a#0": 9}))  # our own: ignored
-    assert tracker.load["a#0"] == 4.0
-    now[0] = 1.5
-    sharing.expire()
-    assert tracker.load["a#0"] == 0.0
+def test_a_lone_replica_exchanges_at_half_the_ttl() -> None:
+    assert next_wait_s(2, 0.025, 1.0) == 0.025  # someone else is heard: full rate
+    assert next_wait_s(1, 0.025, 1.0) == 0.5  # only our own snapshot: stay visible only
+    assert next_wait_s(0, 0.025, 1.0) == 0.5  # no answer (Redis down): retry slowly
+    assert next_wait_s(1, 2.0, 1.0) == 2.0  # never faster than the interval
 
 
 def test_settings_default_and_ttl_shorter_than_interval_is_refused() -> None:
