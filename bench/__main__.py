@@ -39,6 +39,7 @@ SECTIONS = (
     "feedback",
     "floors",
     "hostile",
+    "scale",
 )
 HERE = Path(__file__).parent
 
@@ -135,6 +136,19 @@ def _hostile(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     run.checks += hostile_checks(run.hostile)
 
 
+def _scale(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    from bench.scale.report import scale_checks
+    from bench.scale.section import run_scale
+
+    run.scale = run_scale(run.quick)
+    run.checks += scale_checks(run.scale)
+    if run.quick:
+        run.notes.append(
+            "quick scale run: 3 s per simulated fleet at 4 x 20, 16 x 100 and 64 x 200 only; "
+            "table builds at 6 x 500 and 200 x 30,000 only"
+        )
+
+
 Section = Callable[[BenchRun, Pinning, Path], None]
 _RUNNERS: dict[str, Section] = {
     "overhead": _overhead,
@@ -145,6 +159,7 @@ _RUNNERS: dict[str, Section] = {
     "feedback": _feedback,
     "floors": _floors,
     "hostile": _hostile,
+    "scale": _scale,
 }
 
 

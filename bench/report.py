@@ -28,6 +28,8 @@ from bench.overhead import TargetRun
 from bench.quality_report import quality_lines
 from bench.quality_types import QualityResult
 from bench.replicas import ReplicaResult, replica_lines
+from bench.scale.report import scale_lines
+from bench.scale.section import ScaleResult
 from bench.soak_types import SoakResult
 from bench.verdicts import Check
 
@@ -55,6 +57,7 @@ class BenchRun:
     floors: FloorScenarioResult | None = None  # the near-floor scenario (section 3b)
     herding: list[HerdResult] | None = None
     hostile: HostileResult | None = None  # section 7 (issue 22)
+    scale: ScaleResult | None = None  # section 8
 
 
 def _num(x: float, digits: int = 2) -> str:
@@ -282,12 +285,20 @@ def _section_lines(run: BenchRun) -> list[str]:
         lines += soak_lines(run.soak)
     if run.replicas is not None:
         lines += replica_lines(run.replicas) + herding_lines(run.herding or [])
+    return lines + _later_section_lines(run)
+
+
+def _later_section_lines(run: BenchRun) -> list[str]:
+    """Sections 6 to 8, in report order."""
+    lines: list[str] = []
     if run.feedback is not None:
         lines += feedback_lines(run.feedback)
     if run.accuracy_drift is not None:
         lines += accuracy_drift_lines(run.accuracy_drift)
     if run.hostile is not None:
         lines += hostile_lines(run.hostile)
+    if run.scale is not None:
+        lines += scale_lines(run.scale)
     return lines
 
 
