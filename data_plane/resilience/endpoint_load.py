@@ -90,14 +90,11 @@ class LoadTracker:
         """The other replicas' in-flight counts per endpoint, summed (missing = 0). Only the
         endpoints whose count changed are recomputed."""
         before = self._peers
-        self._peers = {e: float(n) for e, n in peers.items() if n > 0}
-        after = self._peers
-        for endpoint_id, n in after.items():
-            if before.get(endpoint_id) != n:
-                self._refresh(endpoint_id)
-        for endpoint_id in before:
-            if endpoint_id not in after:
-                self._refresh(endpoint_id)
+        after = self._peers = {e: float(n) for e, n in peers.items() if n > 0}
+        for endpoint_id, _ in after.items() - before.items():  # new or changed counts
+            self._refresh(endpoint_id)
+        for endpoint_id in before.keys() - after.keys():  # counts gone to zero
+            self._refresh(endpoint_id)
 
     def forget(self, keep: set[str]) -> None:
         """Drop queue depths of endpoints no longer in the table (in-flight ones drain)."""

@@ -84,7 +84,7 @@ def peers_from(total: str | bytes, mine: Mapping[str, int]) -> dict[str, float]:
     replica's own snapshot, which the sum includes. A malformed answer counts as none."""
     try:
         summed = json.loads(total)
-        return {e: float(n - mine.get(e, 0)) for e, n in summed.items() if n > mine.get(e, 0)}
+        return {e: float(rest) for e, n in summed.items() if (rest := n - mine.get(e, 0)) > 0}
     except (ValueError, TypeError, AttributeError):  # not JSON, a value not a number, not a dict
         return {}
 
