@@ -2,9 +2,9 @@
 
 Each simulated replica is the data plane's own `InFlightSharing` (or `BreakerAnnouncements`)
 with a `LoadTracker`, on a Redis connection of its own, exactly as `data_plane.app` wires it;
-only the requests are simulated (in-flight counts that change every interval). Prints one JSON
-line: CPU seconds of this process over the measured window, its wall time, and the work done
-(exchanges answered, announcements heard).
+only the requests are simulated (in-flight counts that change before every exchange). Prints
+one JSON line: CPU seconds of this process over the measured window, its wall time, and the work
+done (exchanges answered, announcements heard).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import redis.asyncio as aioredis
 
@@ -35,39 +35,43 @@ def endpoint_ids(n: int) -> list[str]:
     return [f"bench-{i // 2:03d}@awq-int4#{i % 2}" for i in range(n)]
 
 
-async def _churn(trackers: Sequence[LoadTracker], endpoints: list[str], rng: random.Random) -> None:
-    """Requests start and end: every interval a tenth of each replica's endpoints move by one."""
-    k = max(1, int(len(endpoints) * CHURN_SHARE))
-    while True:
-        for tracker in trackers:
-            for endpoint in rng.sample(endpoints, k):
-                if rng.random() < 0.5 or tracker.in_flight(endpoint) == 0:
-                    tracker.acquire(endpoint)
-                else:
-                    tracker.release(endpoint)
-        await asyncio.sleep(INTERVAL_S)
+class Churn:
+    """A replica's simulated requests: before each snapshot, a tenth of its endpoints gain or
+    lose one request in flight (tied to the exchanges, so a slowed machine does not charge
+    extra churn to each exchange)."""
+
+    def __init__(self, tracker: LoadTracker, endpoints: list[str], rng: random.Random) -> None:
+        self.tracker, self._endpoints, self._rng = tracker, endpoints, rng
+        self._k = max(1, int(len(endpoints) * CHURN_SHARE))
+
+    def own(self) -> Mapping[str, int]:
+        tracker, rng = self.tracker, self._rng
+        for endpoint in rng.sample(self._endpoints, self._k):
+            if rng.random() < 0.5 or tracker.in_flight(endpoint) == 0:
+                tracker.acquire(endpoint)
+            else:
+                tracker.release(endpoint)
+        return tracker.in_flight_all()
 
 
 async def _sharing(args: argparse.Namespace, clients: list[aioredis.Redis]) -> None:
     keys, rng = RedisKeys("bench"), random.Random(args.first)
     endpoints = endpoint_ids(args.endpoints)
-    trackers = [LoadTracker() for _ in clients]
+    churns = [Churn(LoadTracker(), endpoints, rng) for _ in clients]
     replicas = [
         InFlightSharing(
             keys.in_flight,
             f"dp-{args.first + i}",
-            t.in_flight_all,
-            t.set_peers_in_flight,
+            churn.own,
+            churn.tracker.set_peers_in_flight,
             TTL_S,
             time.monotonic,
         )
-        for i, t in enumerate(trackers)
+        for i, churn in enumerate(churns)
     ]
-    tasks = [
+    _KEEP.update(
         asyncio.create_task(r.run(c, INTERVAL_S)) for r, c in zip(replicas, clients, strict=True)
-    ]
-    tasks.append(asyncio.create_task(_churn(trackers, endpoints, rng)))
-    _KEEP.update(tasks)
+    )
     await _measure(args, lambda: sum(r.exchanges for r in replicas))
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from bench.scale.build import BuildResult, time_build
 from bench.scale.choose import REQUEST, URLS, ChooseResult, time_choose_route
+from bench.scale.exchange_profile import profile_exchange
 from bench.scale.fleet import FleetResult, Mode, measure_fleet
 from bench.scale.hostile import CASES, HostileResult, measure_hostile
 from bench.tables import synthetic_table
@@ -30,6 +31,7 @@ PAIRS = (50, 200, 1_000)
 @dataclass
 class ScaleResult:
     fleets: list[FleetResult] = field(default_factory=list)
+    exchange_profile: list[tuple[str, float]] = field(default_factory=list)  # 64 x 200, CPU
     choose: list[ChooseResult] = field(default_factory=list)
     choose_profile: list[tuple[str, float]] = field(default_factory=list)  # 200 pairs, self time
     builds: list[BuildResult] = field(default_factory=list)
@@ -65,9 +67,10 @@ def run_scale(quick: bool) -> ScaleResult:
         for n, e in FLEETS_QUICK if quick else FLEETS_FULL:
             result.fleets.append(measure_fleet(mode, n, e, seconds))
             print(f"    {mode} {n} x {e}: done", flush=True)
+    result.exchange_profile = profile_exchange(64, 200)
     for n_pairs in PAIRS:
         calls = (200 if n_pairs >= 1000 else 500) if quick else 2000
-        result.choose.append(time_choose_route(n_pairs, 5 if quick else 15, calls))
+        result.choose.append(time_choose_route(n_pairs, 9 if quick else 15, calls))
     result.choose_profile = profile_choose_route(200)
     for n_pairs, prompts in BUILDS_QUICK if quick else BUILDS_FULL:
         result.builds.append(time_build(n_pairs, prompts))

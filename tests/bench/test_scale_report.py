@@ -14,6 +14,7 @@ def _result(cpu_per_exchange_us: float, choose_us: float, build_cpu_s: float) ->
     fleet = FleetResult("sharing", 64, 200, 3.0, 0.002, 4.8, 40.0, cpu_per_exchange_us, 0.15)
     return ScaleResult(
         fleets=[fleet],
+        exchange_profile=[("redis-py", 0.4), ("data plane (sharing, load tracker)", 0.3)],
         choose=[ChooseResult(200, choose_us, choose_us, 5, 500)],
         choose_profile=[("scan (scan.py:48)", 0.6)],
         builds=[BuildResult(200, 30_000, 50.0, build_cpu_s, 0.1, 0.3, 20.0, 172, "1")],
@@ -29,6 +30,7 @@ def test_each_target_is_checked_at_the_nominal_rate_and_its_corner() -> None:
     missed = {c.name: c.passed for c in scale_checks(_result(600.0, 11.0, 31.0))}
     assert not any(v for k, v in missed.items() if "hostile" not in k)
     assert "scan (scan.py:48) 60%" in checks["choose_route median, 200 pairs"].detail
+    assert "redis-py 40%" in sharing.detail
 
 
 def test_the_tables_show_every_figure() -> None:
@@ -36,3 +38,4 @@ def test_the_tables_show_every_figure() -> None:
     assert "| sharing | 64 x 200 | 0.20% | 4.8 / 40 exchanges/s | 400 | 1.60% | 15.0% |" in text
     assert "| 200 | 30,000 | 50.0 | 25.0 | 0.10 | 0.30 | 20.0 | 172 | 1 |" in text
     assert "| head | 128 | 0.30 | 0.0625 | 0.001 | response_too_large |" in text
+    assert "| redis-py | 40.0% |" in text
