@@ -15,7 +15,7 @@ import time
 
 import redis.asyncio as aioredis
 
-from bench.scale.fleet_worker import TTL_S, Churn, endpoint_ids
+from bench.scale.fleet_worker import TTL_S, Churn, endpoint_ids, replica_identity
 from contracts.redis_keys import RedisKeys
 from control_plane.redis_launcher import private_redis
 from data_plane.resilience.endpoint_load import LoadTracker
@@ -47,7 +47,7 @@ async def _profile(url: str, replicas: int, endpoints: int, rounds: int) -> psta
     sharing = [
         InFlightSharing(
             keys.in_flight,
-            f"dp-{i}",
+            replica_identity(f"dp-{i}"),
             c.own,
             c.tracker.set_peers_in_flight,
             TTL_S * 60,

@@ -23,12 +23,17 @@ from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.in_flight_sharing import InFlightSharing
+from data_plane.sync.replica_identity import ReplicaIdentity
 
 INTERVAL_S = 0.025  # the default IN_FLIGHT_SHARE_INTERVAL_MS
 TTL_S = 1.0  # the default IN_FLIGHT_SHARE_TTL_S
 ANNOUNCE_PERIOD_S = 5.0  # every replica announces every endpoint once per default cooldown
 CHURN_SHARE = 0.1  # endpoints whose in-flight count moves per interval, per replica
 _KEEP: set[asyncio.Task[None]] = set()  # the loops run until the process exits
+
+
+def replica_identity(name: str) -> ReplicaIdentity:
+    return ReplicaIdentity(name, lambda: None, time.monotonic)
 
 
 def endpoint_ids(n: int) -> list[str]:
@@ -61,7 +66,7 @@ async def _sharing(args: argparse.Namespace, clients: list[aioredis.Redis]) -> N
     replicas = [
         InFlightSharing(
             keys.in_flight,
-            f"dp-{args.first + i}",
+            replica_identity(f"dp-{args.first + i}"),
             churn.own,
             churn.tracker.set_peers_in_flight,
             TTL_S,
@@ -92,7 +97,9 @@ async def _breakers(args: argparse.Namespace, clients: list[aioredis.Redis]) -> 
     keys = RedisKeys("bench")
     ejected: dict[str, float] = {}
     replicas = [
-        BreakerAnnouncements(keys.breaker_events, f"dp-{args.first + i}", ejected.__setitem__, 30.0)
+        BreakerAnnouncements(
+            keys.breaker_events, replica_identity(f"dp-{args.first + i}"), ejected.__setitem__, 30.0
+        )
         for i in range(len(clients))
     ]
     tasks = [
