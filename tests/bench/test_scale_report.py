@@ -5,9 +5,9 @@ from __future__ import annotations
 from bench.scale.build import BuildResult
 from bench.scale.choose import ChooseResult
 from bench.scale.fleet import FleetResult
-from bench.scale.hostile import HostileResult
 from bench.scale.report import scale_checks, scale_lines
 from bench.scale.section import ScaleResult
+from bench.scale.upstream_memory import HostileResult
 
 
 def _result(cpu_per_exchange_us: float, choose_us: float, build_cpu_s: float) -> ScaleResult:

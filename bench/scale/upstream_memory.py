@@ -1,4 +1,4 @@
-"""The upstream client's memory under a hostile engine (`python -m bench.scale.hostile`).
+"""The upstream client's memory under a hostile engine (`python -m bench.scale.upstream_memory`).
 
 Each case runs in a fresh process: a hostile engine (a bare TCP server in a child process)
 and the data plane's `Http1Upstream` with its default limits. The process warms up with one
@@ -130,7 +130,7 @@ async def _client(port: int, case: str) -> dict[str, object]:
 
 def measure_hostile(case: str) -> HostileResult:
     """One case in a fresh process (its peak RSS is its own)."""
-    args = [sys.executable, "-m", "bench.scale.hostile", case]
+    args = [sys.executable, "-m", "bench.scale.upstream_memory", case]
     done = subprocess.run(args, capture_output=True, text=True, timeout=300, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"hostile-engine case {case} failed: {done.stderr[-2000:]}")
@@ -139,7 +139,7 @@ def measure_hostile(case: str) -> HostileResult:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.scale.hostile")
+    parser = argparse.ArgumentParser(prog="python -m bench.scale.upstream_memory")
     parser.add_argument("case", choices=sorted(CASES))
     parser.add_argument("--engine-port", type=int, help="run only the hostile engine")
     args = parser.parse_args(argv)
@@ -147,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         asyncio.run(_engine(args.engine_port, args.case))
         return
     port = free_port()
-    engine_args = [sys.executable, "-m", "bench.scale.hostile", args.case, "--engine-port"]
+    engine_args = [sys.executable, "-m", "bench.scale.upstream_memory", args.case, "--engine-port"]
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "engine.log"
         with log.open("wb") as out:
