@@ -101,6 +101,23 @@ class AgreementCell(_Contract):
     agreed: int = Field(ge=0)
 
 
+class MixCell(_Contract):
+    """Decisions of one window in one cell of the traffic mix: the category routed under,
+    the floor the request had there (rounded to 0.01), and the pair chosen first. `proven`
+    counts those decided under the table's guarantee (floor and budget proven); tokens and
+    cost are the decision's estimates for the chosen pair (docs/accuracy.md, "Evidence where
+    it moves traffic")."""
+
+    category: str = Field(min_length=1, max_length=64)
+    floor: float = Field(ge=0.0, le=1.0)
+    pair: str = Field(min_length=1, max_length=200)
+    requests: int = Field(ge=1)
+    proven: int = Field(default=0, ge=0)
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0.0)
+
+
 class LatencyFeedback(_Contract):
     """One data plane's observations over [window_start, window_end) for one table version."""
 
@@ -112,3 +129,4 @@ class LatencyFeedback(_Contract):
     window_end: datetime
     cells: tuple[PairLoadFeedback, ...] = Field(default=(), max_length=MAX_CELLS)
     agreement: tuple[AgreementCell, ...] = Field(default=(), max_length=MAX_CELLS)
+    mix: tuple[MixCell, ...] = Field(default=(), max_length=MAX_CELLS)

@@ -168,7 +168,13 @@ def _build_proxy(
 def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
     """The decision step, on this replica's health and spilled demand."""
     parts = StepParts(
-        app[STORE], app[HEALTH], app[METRICS], deps.rng, app[TRACING], _demand(app, deps.clock)
+        app[STORE],
+        app[HEALTH],
+        app[METRICS],
+        deps.rng,
+        app[TRACING],
+        _demand(app, deps.clock),
+        app[FEEDBACK],
     )
     return DecisionStep(parts)
 

@@ -34,6 +34,7 @@ from data_plane.request.body import BodyKind
 from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.table_store import TableStore
 from data_plane.telemetry.demand import SpilledDemand
+from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERSION, Tracing
 
@@ -71,6 +72,7 @@ class StepParts:
     rng: random.Random
     tracing: Tracing | None = None  # the request span's attributes, when one is recorded
     demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
+    feedback: FeedbackAggregator | None = None  # the recent traffic mix (contracts.evidence)
 
 
 class DecisionStep:
@@ -157,6 +159,8 @@ class DecisionStep:
                 },
             )
         first = decision.candidates[0]
+        if p.feedback is not None:
+            p.feedback.observe_decision(table.version, decision)
         p.metrics.count_decision(
             first.pair.pair, decision.reason, decision.category, decision.complexity
         )

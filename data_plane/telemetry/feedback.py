@@ -13,12 +13,15 @@ from contracts.latency_feedback import (
     RATIO_BUCKETS,
     AgreementCell,
     LatencyFeedback,
+    MixCell,
     PairLoadFeedback,
     RatioHistogram,
     load_bucket,
     ratio_bucket,
 )
-from data_plane.domain import Candidate
+from data_plane.domain import Candidate, RouteDecision, RouteReason
+
+_PROVEN = frozenset({RouteReason.CHEAPEST_FEASIBLE, RouteReason.MOST_PRECISE_FEASIBLE})
 
 # (table version, pair, load bucket) -> [ttft, tpot, e2e] counts per ratio bucket
 _Cells = dict[tuple[int, str, int], list[list[int]]]
@@ -31,10 +34,12 @@ def _ratio(observed_s: float, predicted_s: float) -> float | None:
 class FeedbackAggregator:
     """Observations of this process since the last `drain`."""
 
-    __slots__ = ("_agreement", "_cells", "_since")
+    __slots__ = ("_agreement", "_cells", "_mix", "_since")
 
     def __init__(self, now: float) -> None:
         self._cells: _Cells = {}
+        # (version, category, floor, pair) -> [requests, proven, input, output tokens, cost]
+        self._mix: dict[tuple[int, str, float, str], list[float]] = {}
         self._agreement: dict[tuple[int, str, str], list[int]] = {}  # -> [checks, agreed]
         self._since = now
 
@@ -43,6 +48,21 @@ class FeedbackAggregator:
         counts = self._agreement.setdefault((version, pair, category), [0, 0])
         counts[0] += 1
         counts[1] += agreed
+
+    def observe_decision(self, version: int, decision: RouteDecision) -> None:
+        """One served decision in the traffic mix: its category, floor and first pair, whether
+        it was decided under the guarantee, and its estimated tokens and cost (the recent mix
+        of `contracts.evidence`)."""
+        first = decision.candidates[0]
+        key = (version, decision.category, round(decision.min_accuracy, 2), first.pair.pair)
+        row = self._mix.get(key)
+        if row is None:
+            row = self._mix[key] = [0, 0, 0, 0, 0.0]
+        row[0] += 1
+        row[1] += decision.reason in _PROVEN
+        row[2] += first.input_tokens
+        row[3] += first.output_tokens
+        row[4] += first.estimated_cost_usd
 
     def observe(
         self,
@@ -80,8 +100,11 @@ class FeedbackAggregator:
         and a fresh window from `now` (wall-clock seconds)."""
         cells, self._cells = self._cells, {}
         agreement, self._agreement = self._agreement, {}
+        mix, self._mix = self._mix, {}
         start, self._since = self._since, now
         by_version: dict[int, list[PairLoadFeedback]] = {v: [] for v, _, _ in agreement}
+        by_version.update({v: [] for v, _, _, _ in mix if v not in by_version})
+        mixed = _mix_cells(mix)
         agreed: dict[int, list[AgreementCell]] = {}
         for (version, pair, category), (checks, same) in sorted(agreement.items()):
             cell = AgreementCell(pair=pair, category=category, checks=checks, agreed=same)
@@ -104,9 +127,28 @@ class FeedbackAggregator:
                 window_end=datetime.fromtimestamp(now, UTC),
                 cells=tuple(found),
                 agreement=tuple(agreed.get(version, ())),
+                mix=tuple(mixed.get(version, ())),
             )
             for version, found in by_version.items()
         ]
+
+
+def _mix_cells(mix: dict[tuple[int, str, float, str], list[float]]) -> dict[int, list[MixCell]]:
+    out: dict[int, list[MixCell]] = {}
+    for (version, category, floor, pair), (n, proven, inp, outp, cost) in sorted(mix.items()):
+        out.setdefault(version, []).append(
+            MixCell(
+                category=category,
+                floor=floor,
+                pair=pair,
+                requests=int(n),
+                proven=int(proven),
+                input_tokens=int(inp),
+                output_tokens=int(outp),
+                cost_usd=cost,
+            )
+        )
+    return out
 
 
 def _histogram(counts: list[int]) -> RatioHistogram:

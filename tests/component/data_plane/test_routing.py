@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from data_plane.app import FEEDBACK
 from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane.conftest import CHAT_BODY, MakeHarness
 from tests.component.data_plane.fakes import (
@@ -281,3 +282,18 @@ async def test_every_endpoint_ejected_gives_503(make_harness: MakeHarness) -> No
     assert (await resp.json())["error"]["code"] == "no_healthy_upstream"
     assert h.metric("gearbox_no_route_total", reason="all_unhealthy") == 1
     assert len(h.upstream.requests) == 2
+
+
+async def test_served_decisions_are_counted_in_the_feedback_mix(make_harness: MakeHarness) -> None:
+    """The recent mix the control plane's evidence view reads (contracts/evidence.py)."""
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]), routes={FP16: ok_json(), INT4: ok_json()}
+    )
+    for floor in ("0.85", "0.85", None):
+        headers = {"X-Min-Accuracy": floor} if floor else {}
+        resp = await h.client.post("/v1/chat/completions", data=raw_body(), headers=headers)
+        assert resp.status == 200
+    (report,) = h.app[FEEDBACK].drain("dp", now=2000.0)
+    cells = {(c.floor, c.pair): (c.requests, c.proven) for c in report.mix}
+    assert cells[(0.85, "fam@fp16")] == (2, 2)
+    assert sum(c.requests for c in report.mix) == 3

@@ -13,7 +13,7 @@ from contracts.latency_feedback import (
     ratio_bucket,
 )
 from data_plane.decision.compile import compile_table
-from data_plane.domain import Candidate
+from data_plane.domain import Candidate, RouteDecision, RouteReason
 from data_plane.telemetry.feedback import FeedbackAggregator
 from tests.unit.data_plane.tables import entry, table
 
@@ -91,3 +91,25 @@ def test_feedback_and_refit_checks_are_on_by_default() -> None:
     assert DataPlaneSettings().feedback.interval_s == 10.0
     assert ControlPlaneSettings().refit_check_interval_s == 30.0
     assert STREAM_MAXLEN == 10_000
+
+
+def _decision(reason: RouteReason, floor: float, cost: float) -> RouteDecision:
+    pair = compile_table(table([entry("m", "fp16")])).pairs[0]
+    first = Candidate(pair, pair.endpoints, 30, 100, 0.1, 1.1, cost)
+    return RouteDecision([first], reason, "chat", 0.5, None, None, floor)
+
+
+def test_decisions_become_the_recent_mix_per_category_floor_and_pair() -> None:
+    """The mix `contracts.evidence` reads: counted at the decision, drained with the window."""
+    agg = FeedbackAggregator(now=100.0)
+    agg.observe_decision(3, _decision(RouteReason.CHEAPEST_FEASIBLE, 0.851, 0.002))
+    agg.observe_decision(3, _decision(RouteReason.FLOOR_RELAXED, 0.85, 0.001))
+    agg.observe_decision(3, _decision(RouteReason.CHEAPEST_FEASIBLE, 0.9, 0.002))
+    (report,) = agg.drain("dp", now=160.0)
+    assert report.cells == ()  # nothing answered yet: the mix alone makes a report
+    low, high = report.mix
+    assert (low.category, low.floor, low.pair) == ("chat", 0.85, "m@fp16")
+    assert (low.requests, low.proven, low.input_tokens, low.output_tokens) == (2, 1, 60, 200)
+    assert low.cost_usd == pytest.approx(0.003)
+    assert (high.floor, high.requests, high.proven) == (0.9, 1, 1)
+    assert agg.drain("dp", now=200.0) == []
