@@ -20,6 +20,7 @@ from contracts.policy import Policy
 from contracts.routing_table import RefitProvenance, RoutingTable
 from control_plane import accuracy_drift, drift
 from control_plane.api_context import SERVICES_KEY, SETTINGS_KEY, Handler, json_response
+from control_plane.evidence_view import EvidenceView, evidence_view
 from control_plane.services import Services
 
 MAX_REPORTS = 5_000  # feedback entries read per view (as the refit loop)
@@ -72,6 +73,7 @@ class LoopView(_View):
     refits: list[RefitRow] = Field(description="kept versions made from live traffic, newest first")
     agreement: list[AgreementRow]
     reports: int = Field(description="feedback reports in the window")
+    evidence: EvidenceView = Field(description="provable share and evidence that moves traffic")
 
 
 def loop_view(
@@ -79,6 +81,7 @@ def loop_view(
     policy: Policy,
     reports: Sequence[LatencyFeedback],
     refits: Sequence[RefitRow],
+    now: datetime,
 ) -> LoopView:
     """PURE: the drift and agreement figures of `reports` about `table`, and the refits."""
     rows, agreements = [], []
@@ -119,6 +122,7 @@ def loop_view(
         refits=list(refits),
         agreement=agreements,
         reports=len(reports),
+        evidence=evidence_view(table, reports, now, policy.refit.window_s),
     )
 
 
@@ -177,12 +181,26 @@ def loop_handler(clock: Callable[[], datetime]) -> Handler:
         keys = request.app[SETTINGS_KEY].redis.keys
         table = await services.tables.current()
         policy = (await services.policies.get()).policy
-        reports = await _reports(
-            services, keys.feedback, clock().timestamp() - policy.refit.window_s
-        )
+        now = clock()
+        reports = await _reports(services, keys.feedback, now.timestamp() - policy.refit.window_s)
         _, versions = await services.tables.history()
         kept = [v.version for v in versions[:MAX_REFITS]]
         refits = await _refits(services, kept, keys.table_version)
-        return json_response(loop_view(table, policy, reports, refits))
+        return json_response(loop_view(table, policy, reports, refits, now))
 
     return loop
+
+
+def evidence_handler(clock: Callable[[], datetime]) -> Handler:
+    """`GET /v1/evidence`: the closed-loop view's evidence part on its own."""
+
+    async def get_evidence(request: web.Request) -> web.Response:
+        services = request.app[SERVICES_KEY]
+        keys = request.app[SETTINGS_KEY].redis.keys
+        table = await services.tables.current()
+        window_s = (await services.policies.get()).policy.refit.window_s
+        now = clock()
+        reports = await _reports(services, keys.feedback, now.timestamp() - window_s)
+        return json_response(evidence_view(table, reports, now, window_s))
+
+    return get_evidence

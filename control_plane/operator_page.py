@@ -33,7 +33,7 @@ from control_plane.api_errors import bad_request, not_found
 from control_plane.api_models import TableVersionSummary
 from control_plane.fitting import fit_latency_model
 from control_plane.operator_live import LiveView, merge_live_states
-from control_plane.operator_loop import loop_handler
+from control_plane.operator_loop import evidence_handler, loop_handler
 from control_plane.operator_view import TableView, pruned_sources, table_view
 from control_plane.pricing import price_pair
 from control_plane.scoring import PairFigures
@@ -254,6 +254,17 @@ def operator_routes(clock: Clock = _utc_now) -> tuple[ApiRoute, ...]:
             "Latency drift, refit history and live agreement vs profile (the closed loop)",
             {
                 200: ResponseDoc("the closed-loop view (see docs/operator_page.md)"),
+                409: ResponseDoc("the stored table does not validate", _ERROR),
+            },
+        ),
+        ApiRoute(
+            "GET",
+            "/v1/evidence",
+            "evidence",
+            evidence_handler(clock),
+            "Provable share of the recent mix and the undecided pairs that would move it",
+            {
+                200: ResponseDoc("the evidence view (docs/accuracy.md, docs/operator_page.md)"),
                 409: ResponseDoc("the stored table does not validate", _ERROR),
             },
         ),

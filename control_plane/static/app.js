@@ -322,6 +322,25 @@ function renderLoop(loop) {
       Object.entries(cats).map(([c, v]) => `${c} ${v.toFixed(3)}`).join(", ")).join("; ") || "–")));
   if (!refits.length) refits.push(none(6, "no kept version was refit from live traffic"));
   $("loop-refits").tBodies[0].replaceChildren(...refits);
+  renderEvidence(loop.evidence);
+}
+
+function renderEvidence(ev) {
+  $("evidence-summary").textContent = ev.requests === 0
+    ? "No decisions in the feedback window yet: the data planes count them per category, floor and pair."
+    : `Provable share ${pct(ev.provable_share)} of ${ev.requests} request(s) in the last ` +
+      `${(ev.window_s / 60).toFixed(0)} min (some pair's bound meets the floor); more eval items ` +
+      `could raise it to ${pct(ev.decidable_share)}; served under the guarantee ${pct(ev.proven_share)}.`;
+  const rows = ev.rows.map((r) => el("tr", { "data-pair": r.pair, "data-category": r.category },
+    el("td", {}, r.pair), el("td", {}, r.category), el("td", { class: "num" }, `${r.right}/${r.n}`),
+    el("td", { class: "num" }, `${fmt.num(r.bound, 3)} … ${fmt.num(r.upper, 3)}`),
+    el("td", { class: "num floors" }, r.floors.map((f) => f.toFixed(2)).join(", ")),
+    el("td", { class: "num share" }, pct(r.share_moved)),
+    el("td", { class: "num usd" }, r.usd_per_day >= 0 ? fmt.usd(r.usd_per_day) : `−${fmt.usd(-r.usd_per_day)}`),
+    el("td", { class: "num items" }, r.items_needed === null ? "> 100,000" : String(r.items_needed)),
+    el("td", {}, r.likely_pass ? "passes" : "fails")));
+  if (!rows.length) rows.push(none(9, "every pair is decided against every floor of the mix"));
+  $("evidence-rows").tBodies[0].replaceChildren(...rows);
 }
 
 async function refreshLoop() {

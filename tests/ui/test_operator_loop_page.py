@@ -6,6 +6,7 @@ history, and live agreement against what the profiles imply."""
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from contracts.latency_feedback import (
     AgreementCell,
     LatencyFeedback,
+    MixCell,
     PairLoadFeedback,
     RatioHistogram,
     ratio_bucket,
@@ -148,6 +150,7 @@ async def test_page_shows_per_pair_counters_cost_and_the_closed_loop(
 ) -> None:
     await _two_instances(stack)
     version = await _refit_and_feedback(stack)
+    _, _, best = await _mix_feedback(stack)
     await browser.navigate(f"{stack.cp_url}/ui")
     await browser.wait_for("document.body.dataset.ready === 'true'")
     row = f'#live-pairs tr[data-pair="{INT4}"]'
@@ -175,7 +178,67 @@ async def test_page_shows_per_pair_counters_cost_and_the_closed_loop(
     agreement = f'#loop-agreement tr[data-pair="{INT4}"]'
     assert await _text(browser, f"{agreement} .live") == "0.500"
     assert await _text(browser, f"{agreement} .drift") == "drifting"
+    # Evidence: half the mix is provable; the best chat pair would prove the other half.
+    summary = await _text(browser, "#evidence-summary")
+    assert summary.startswith("Provable share 50.0% of 20 request(s)"), summary
+    evidence = f'#evidence-rows tr[data-pair="{best}"][data-category="chat"]'
+    assert await _text(browser, f"{evidence} .share") == "50.0%"
     await browser.evaluate("document.getElementById('pairs-live-section').scrollIntoView()")
     png = await browser.screenshot(SCREENSHOT_DIR / "operator-closed-loop.png")
     assert len(png) > 20_000
     assert browser.log.errors == []
+
+
+async def _mix_feedback(stack: Stack) -> tuple[float, float, str]:
+    """Feedback whose mix has 10 chat requests at a floor the best chat bound proves (served
+    under the guarantee by the best pair) and 10 at a floor a point above it (best effort)."""
+    raw = await stack.redis.get(stack.keys.table_version(stack.version))
+    assert raw is not None
+    table = RoutingTable.model_validate_json(raw)
+    best = max(table.entries, key=lambda e: e.accuracy_bound["chat"])
+    proven = math.floor(best.accuracy_bound["chat"] * 100) / 100
+    above = proven + 0.01
+    now = datetime.now(UTC)
+    cells = tuple(
+        MixCell(
+            category="chat",
+            floor=floor,
+            pair=best.pair,
+            requests=10,
+            proven=done,
+            input_tokens=5000,
+            output_tokens=2000,
+            cost_usd=best.cost_usd(5000, 2000),
+        )
+        for floor, done in ((proven, 10), (above, 0))
+    )
+    report = LatencyFeedback(
+        instance="ui-dp-b",
+        table_version=stack.version,
+        window_start=now - timedelta(seconds=600),
+        window_end=now,
+        mix=cells,
+    )
+    await stack.redis.xadd(stack.keys.feedback, {"report": report.model_dump_json()})
+    return proven, above, best.pair
+
+
+async def test_evidence_api_reports_the_provable_share_and_what_would_move_it(
+    stack: Stack,
+) -> None:
+    proven, above, best = await _mix_feedback(stack)
+    found = await _get(stack, "/v1/evidence")
+    assert (found["table_version"], found["requests"]) == (stack.version, 20)
+    assert found["provable_share"] == pytest.approx(0.5)  # `above` is above every bound
+    assert found["proven_share"] == pytest.approx(0.5)
+    assert found["window_s"] == pytest.approx(600, abs=5)
+    assert [c["floor"] for c in found["mix"]] == [proven, above]
+    # The best pair leaves `above` undecided (its upper bound is several points higher):
+    # deciding it would prove the 10 best-effort requests, at no saving (they are its own).
+    row = next(r for r in found["rows"] if r["pair"] == best and r["category"] == "chat")
+    assert above in row["floors"]
+    assert (row["requests_moved"], row["usd_per_day"]) == (10, pytest.approx(0.0))
+    assert row["items_needed"] is None or row["items_needed"] > 0
+    loop = await _get(stack, "/ui/api/loop")
+    assert loop["evidence"]["provable_share"] == found["provable_share"]
+    assert loop["evidence"]["rows"] == found["rows"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from contracts.policy import Policy
 from control_plane.operator_loop import loop_view, refit_row
@@ -38,6 +39,6 @@ def test_plain_builds_and_unreadable_documents_give_none() -> None:
 
 def test_no_table_means_no_figures() -> None:
     policy = Policy()
-    view = loop_view(None, policy, [], [])
+    view = loop_view(None, policy, [], [], datetime(2026, 1, 1, tzinfo=UTC))
     assert (view.table_version, view.drift, view.agreement, view.reports) == (None, [], [], 0)
     assert view.window_s == policy.refit.window_s
