@@ -33,6 +33,7 @@ from profiler.progress import Progress, SilentProgress, TqdmProgress
 from profiler.push import check_push_target, push_report
 from profiler.report import load_report, render_comparison, render_summary
 from profiler.settings import ProfilerSettings
+from profiler.traffic import load_traffic, render_evidence
 
 logger = logging.getLogger("profiler")
 
@@ -163,7 +164,10 @@ def _compare(args: argparse.Namespace) -> int:
 def _decisions(reports: Sequence[ProfileReport], args: argparse.Namespace) -> str:
     """Which pairs the floors leave undecided, per category (docs/accuracy.md)."""
     target = decision_target(args)
-    return render_undecided(undecided(reports, target), target)
+    text = render_undecided(undecided(reports, target), target)
+    if args.traffic is not None:
+        text += render_evidence(reports, load_traffic(args.traffic), target)
+    return text
 
 
 def _inprocess(

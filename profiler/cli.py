@@ -21,6 +21,7 @@ from profiler.decisions import DEFAULT_FLOORS, DecisionTarget
 from profiler.errors import InputError
 from profiler.profiling import PairPlan, builtin_evalsets
 from profiler.settings import ProfilerSettings
+from profiler.traffic import load_traffic
 from profiler.workload import build_sweep
 
 _FAMILY: TypeAdapter[str] = TypeAdapter(Family)
@@ -86,6 +87,11 @@ def _decision_args(parser: argparse.ArgumentParser, *, asking: bool) -> None:
     )  # fmt: skip
     group.add_argument("--confidence", type=float, help="one-sided confidence (default 0.90)")
     group.add_argument("--min-items", type=int, help="fewer items = unknown (default 20)")
+    group.add_argument(
+        "--traffic", type=Path, metavar="FILE",
+        help="the control plane's GET /v1/evidence body: rank undecided pairs by the traffic "
+        "deciding them would move",
+    )  # fmt: skip
     if asking:
         group.add_argument(
             "--until-decided", action="store_true",
@@ -94,6 +100,11 @@ def _decision_args(parser: argparse.ArgumentParser, *, asking: bool) -> None:
         group.add_argument(
             "--first-items", type=int, default=100, metavar="N",
             help="items per category to start with under --until-decided (default 100)",
+        )  # fmt: skip
+        group.add_argument(
+            "--item-budget", type=int, metavar="N",
+            help="under --until-decided, at most N items after the first ones, spent in "
+            "--traffic's order",
         )  # fmt: skip
 
 
@@ -124,6 +135,11 @@ def decision_target(args: argparse.Namespace) -> DecisionTarget:
         problems.append(f"--min-items {args.min_items}: must be at least 1")
     if getattr(args, "first_items", 1) < 1:
         problems.append(f"--first-items {args.first_items}: must be at least 1")
+    budget = getattr(args, "item_budget", None)
+    if budget is not None and budget < 0:
+        problems.append(f"--item-budget {budget}: must be at least 0")
+    if budget is not None and not getattr(args, "until_decided", False):
+        problems.append("--item-budget: only with --until-decided")
     if problems:
         raise InputError(problems)
     return replace(
@@ -222,9 +238,17 @@ def plan_from_args(args: argparse.Namespace, settings: ProfilerSettings, served:
 
 def asking_plan(plan: PairPlan, args: argparse.Namespace) -> PairPlan:
     """`plan` with `--until-decided` (and its target) applied, when given."""
+    target = decision_target(args)  # checks the flags either way
     if not args.until_decided:
         return plan
-    return replace(plan, decide=decision_target(args), first_items=args.first_items)
+    traffic = load_traffic(args.traffic) if args.traffic is not None else None
+    return replace(
+        plan,
+        decide=target,
+        first_items=args.first_items,
+        item_budget=args.item_budget,
+        traffic=traffic,
+    )
 
 
 def _checked(plan: PairPlan, out: Path) -> PairPlan:

@@ -33,8 +33,9 @@ from profiler.errors import EndpointError, InputError
 from profiler.progress import Progress
 from profiler.report import Measured, RunFacts, build_document, validate_report, write_document
 from profiler.runner import Calibration, LevelRecorder, LoadRunner, run_evals
-from profiler.sequential import ask_until_decided
+from profiler.sequential import Order, ask_until_decided
 from profiler.settings import ProfilerSettings
+from profiler.traffic import Traffic, category_order
 from profiler.workload import LoadLevel
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,10 @@ class PairPlan:
     # (None: every item of the eval sets, once); `first_items` per category to start with.
     decide: DecisionTarget | None = None
     first_items: int = 100
+    # `--item-budget`: items asked after the first ones, at most (None: no limit), spent
+    # first where `--traffic`'s mix says deciding moves the most (profiler/traffic.py).
+    item_budget: int | None = None
+    traffic: Traffic | None = None
 
     @property
     def pair(self) -> str:
@@ -92,6 +97,15 @@ class RunState:
     evals: list[EvalResult] = field(default_factory=list)
     tracker: FactsTracker = field(default_factory=lambda: FactsTracker([]))
     calibration: Calibration = field(default_factory=Calibration)
+
+
+def _order(plan: PairPlan) -> Order | None:
+    """The order `--traffic` gives further items: most traffic-moving category first."""
+    traffic, decide = plan.traffic, plan.decide
+    if traffic is None or decide is None:
+        return None
+    planned = DecisionTarget(decide.floors, decide.confidence, decide.min_items, MAX_LOOKS)
+    return lambda counts: category_order(plan.pair, counts, plan.prices, traffic, planned)
 
 
 def load_eval_sets(paths: Sequence[Path]) -> tuple[tuple[EvalItem, ...], str, str]:
@@ -212,6 +226,8 @@ async def _measure(
                     settings.eval_concurrency,
                     state.evals,
                     advance,
+                    plan.item_budget,
+                    _order(plan),
                 )
         runner = LoadRunner(client, state.calibration, settings.max_in_flight, settings.seed)
         total = sum(r.level.total for r in state.recorders)

@@ -9,13 +9,15 @@ records `looks = MAX_LOOKS` so the table's bound splits its error the same way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from profiler.accuracy import EvalItem, EvalResult
 from profiler.decisions import MAX_LOOKS, DecisionTarget, undecided_counts
 from profiler.runner import Advance, CompletionClient, run_evals
 
 MIN_BATCH = 10
+# category -> (right, n) so far -> the categories in the order further items go
+Order = Callable[[Mapping[str, tuple[int, int]]], list[str]]
 
 
 def by_category(items: Sequence[EvalItem]) -> dict[str, list[EvalItem]]:
@@ -45,6 +47,38 @@ def next_batch(
     return min(remaining, max(MIN_BATCH, wanted))
 
 
+def counts_by_category(results: Sequence[EvalResult]) -> dict[str, tuple[int, int]]:
+    """category -> (right, n) of the results so far."""
+    out: dict[str, tuple[int, int]] = {}
+    for r in results:
+        right, n = out.get(r.category, (0, 0))
+        out[r.category] = (right + r.correct, n + 1)
+    return out
+
+
+def plan_batch(
+    queues: Mapping[str, Sequence[EvalItem]],
+    asked: dict[str, int],
+    results: Sequence[EvalResult],
+    target: DecisionTarget,
+    budget: int | None,
+    order: Order | None,
+) -> list[EvalItem]:
+    """The next look's items: per category (in `order`'s order when given) what `next_batch`
+    asks, while `budget` (items left; None: no limit) lasts; `asked` is advanced in place."""
+    categories = list(queues) if order is None else order(counts_by_category(results))
+    categories += [c for c in queues if c not in categories]
+    batch: list[EvalItem] = []
+    for category in categories:
+        queue = queues.get(category, ())
+        more = next_batch(category, results, len(queue) - asked.get(category, 0), target)
+        if budget is not None:
+            more = min(more, budget - len(batch))
+        batch += queue[asked[category] : asked[category] + more]
+        asked[category] += more
+    return batch
+
+
 async def ask_until_decided(
     client: CompletionClient,
     items: Sequence[EvalItem],
@@ -53,21 +87,24 @@ async def ask_until_decided(
     concurrency: int,
     results: list[EvalResult],
     advance: Advance,
+    budget: int | None = None,
+    order: Order | None = None,
 ) -> None:
     """The first `first_items` of every category, then up to MAX_LOOKS - 1 further batches
-    per category while the pair is undecided there; results are appended to `results`."""
+    per category while the pair is undecided there; results are appended to `results`.
+    `budget` caps the items asked after the first ones, spent in `order` (`--item-budget`,
+    `--traffic`: the categories whose deciding moves the most traffic first)."""
     planned = DecisionTarget(target.floors, target.confidence, target.min_items, MAX_LOOKS)
     queues = by_category(items)
     asked = {c: min(first_items, len(q)) for c, q in queues.items()}
     batch = [item for c, q in queues.items() for item in q[: asked[c]]]
+    left = budget
     for look in range(1, MAX_LOOKS + 1):
         await run_evals(client, batch, concurrency, results, advance)
         if look == MAX_LOOKS:
             return
-        batch = []
-        for category, queue in queues.items():
-            more = next_batch(category, results, len(queue) - asked[category], planned)
-            batch += queue[asked[category] : asked[category] + more]
-            asked[category] += more
+        batch = plan_batch(queues, asked, results, planned, left, order)
+        if left is not None:
+            left -= len(batch)
         if not batch:
             return

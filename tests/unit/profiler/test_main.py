@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,29 @@ def test_inprocess_refuses_until_decided(capsys: pytest.CaptureFixture[str]) -> 
             "--endpoint", "http://127.0.0.1:9", "--hourly-usd", "1", "--until-decided"]  # fmt: skip
     assert main(args) == 2
     assert "--until-decided: not supported by inprocess" in capsys.readouterr().err
+
+
+def test_compare_with_traffic_ranks_undecided_pairs_by_what_they_would_move(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Chat traffic at 0.80 served as best effort: every pair undecided there would move all
+    of it; the example reports carry no explicit prices, so no dollars (docs/profiler.md)."""
+    cell = {
+        "category": "chat", "floor": 0.8, "pair": "llama-3.1-70b-instruct@fp8",
+        "requests": 50, "proven": 0, "input_tokens": 25_000, "output_tokens": 10_000,
+        "cost_usd": 1.0,
+    }  # fmt: skip
+    traffic = tmp_path / "evidence.json"
+    traffic.write_text(json.dumps({"window_s": 3600, "mix": [cell]}))
+    reports = sorted(EXAMPLES.glob("*.json"))
+    assert main(["compare", *map(str, reports), "--traffic", str(traffic)]) == 0
+    out = capsys.readouterr().out
+    section = out.split("Evidence where it moves traffic (50 requests over 3600 s)")[1]
+    rows = section.splitlines()[1:]
+    assert "249/300 floors 0.80: 100.0% of traffic, no price, ~13 more items" in rows[0]
+    assert any("@awq-int4" in r and "246/300" in r for r in rows)  # more items: later
+
+
+def test_an_item_budget_needs_until_decided(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*RUN, "--item-budget", "10"]) == 2
+    assert "--item-budget: only with --until-decided" in capsys.readouterr().err
