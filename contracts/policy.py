@@ -109,6 +109,31 @@ class AccuracyCheckPolicy(_Policy):
     )
 
 
+PriorityName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+
+
+class PriorityClass(_Policy):
+    """One `X-Priority` class (docs/data_plane.md, "Tenants, priorities and admission")."""
+
+    share: Ratio = Field(
+        default=1.0,
+        description="most of a pair's profiled concurrency this class may fill before its "
+        "sheddable requests are shed",
+    )
+    sheddable: bool = Field(
+        default=True,
+        description="may be shed (429) when load alone keeps every pair from its budget",
+    )
+
+
+def _default_priorities() -> dict[str, PriorityClass]:
+    return {
+        "critical": PriorityClass(share=1.0, sheddable=False),
+        "standard": PriorityClass(share=1.0, sheddable=True),
+        "batch": PriorityClass(share=0.5, sheddable=True),
+    }
+
+
 def _default_categories() -> dict[str, CategoryPolicy]:
     return {name: CategoryPolicy() for name in KNOWN_CATEGORIES}
 
@@ -154,6 +179,13 @@ class Policy(_Policy):
         description="quality-first: a pair stepped down under load is chosen again only when "
         "its prediction fits (1 - this) x the budget",
     )
+    priorities: dict[PriorityName, PriorityClass] = Field(
+        default_factory=_default_priorities,
+        description="X-Priority classes: share of capacity and whether sheddable",
+    )
+    default_priority: PriorityName = Field(
+        default="standard", description="the class of a request without X-Priority"
+    )
     refit: RefitPolicy = RefitPolicy()
     accuracy_check: AccuracyCheckPolicy = AccuracyCheckPolicy()
     floor_confidence: float = Field(
@@ -186,6 +218,8 @@ class Policy(_Policy):
             raise ValueError(f"default_category {self.default_category!r} is not in categories")
         if self.doubt_category is not None and self.doubt_category not in self.categories:
             raise ValueError(f"doubt_category {self.doubt_category!r} is not in categories")
+        if self.default_priority not in self.priorities:
+            raise ValueError(f"default_priority {self.default_priority!r} is not in priorities")
         return self
 
 

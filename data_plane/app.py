@@ -52,7 +52,7 @@ from data_plane.telemetry.traffic import TrafficStats
 from data_plane.upstream.collector_post import CollectorPost
 from data_plane.upstream.http1 import Http1Upstream
 from data_plane.upstream.port import AiohttpUpstream, SessionLimits, UpstreamClient
-from data_plane.wiring import new_metrics, package_version, redis_client, table_watcher
+from data_plane.wiring import admission, new_metrics, package_version, redis_client, table_watcher
 
 logger = logging.getLogger(__name__)
 
@@ -175,6 +175,7 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
         app[TRACING],
         _demand(app, deps.clock),
         app[FEEDBACK],
+        admission(app[SETTINGS]),
     )
     return DecisionStep(parts)
 

@@ -13,9 +13,10 @@ import logging
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from contracts.policy import PriorityClass
 from data_plane.decision.choose import choose_route
 from data_plane.decision.explain import explain_request
 from data_plane.decision.no_route import no_route_error
@@ -32,10 +33,13 @@ from data_plane.domain import (
 from data_plane.errors import AllUpstreamsUnavailable
 from data_plane.request.body import BodyKind
 from data_plane.request.inbound import InboundRequest, read_request
+from data_plane.request.priority import priority_of
+from data_plane.request.tenant import tenant_of
 from data_plane.table_store import TableStore
 from data_plane.telemetry.demand import SpilledDemand
 from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.tenants import TenantLabels
 from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERSION, Tracing
 
 logger = logging.getLogger(__name__)
@@ -62,6 +66,21 @@ class Decided:
     table: CompiledTable
     inbound: InboundRequest
     decision: RouteDecision
+    tenant: str = "anonymous"  # its metric label (`telemetry.tenants`)
+    priority: str = "standard"  # its priority class
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """Who a request is (settings group `admission`)."""
+
+    labels: TenantLabels
+    tenant_header: str = "x-gearbox-tenant"
+    key_salt: bytes | None = None
+
+
+def default_admission() -> Admission:
+    return Admission(TenantLabels(20))
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +92,7 @@ class StepParts:
     tracing: Tracing | None = None  # the request span's attributes, when one is recorded
     demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
     feedback: FeedbackAggregator | None = None  # the recent traffic mix (contracts.evidence)
+    admission: Admission = field(default_factory=default_admission)
 
 
 class DecisionStep:
@@ -93,11 +113,16 @@ class DecisionStep:
         gets at once (a bad body or header, an unknown model, no route outside shadow mode)."""
         table = self.table()
         inbound = read_request(raw, kind, headers, table)
-        decision = self._decision(table, inbound)
+        admission = self._p.admission
+        priority = priority_of(headers, table.policy)
+        who = tenant_of(headers, admission.tenant_header, admission.key_salt)
+        tenant = admission.labels.label(who)
+        self._p.metrics.tenant_requests.labels(tenant, priority[0]).inc()
+        decision = self._decision(table, inbound, (tenant, priority))
         doubt = inbound.facts.doubt
         if doubt is not None:
             self._p.metrics.count_abstention(doubt.routed_as)
-        return Decided(table, inbound, decision)
+        return Decided(table, inbound, decision, tenant, priority[0])
 
     def explain(self, raw: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
         """`POST /v1/route`: the decision for this body and these headers (rollout applied),
@@ -121,7 +146,12 @@ class DecisionStep:
         p.metrics.decision_duration.observe(time.perf_counter() - started)
         return result
 
-    def _decision(self, table: CompiledTable, inbound: InboundRequest) -> RouteDecision:
+    def _decision(
+        self,
+        table: CompiledTable,
+        inbound: InboundRequest,
+        who: tuple[str, tuple[str, PriorityClass]],
+    ) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
         shadow mode, where the default pair serves what the router would refuse."""
         p = self._p

@@ -25,7 +25,7 @@ from data_plane.serving.probes import Probes
 from data_plane.settings import DataPlaneSettings
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
-from data_plane.wiring import new_metrics, redis_client, table_watcher
+from data_plane.wiring import admission, new_metrics, redis_client, table_watcher
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ class GatewayProcess:
         self.store = TableStore()
         self.watcher = table_watcher(s, self.store, self.metrics, time.time)
         router = gateway_router(
-            self.store, self.metrics, rng or random.Random(), s.extproc.pair_header
+            self.store, self.metrics, rng or random.Random(), s.extproc.pair_header, admission(s)
         )
         service = ServiceConfig(_BODY_MODES[s.extproc.body_mode], s.server.max_body_bytes)
         self.processor = ExternalProcessor(router, self.metrics, service, time.monotonic)

@@ -1,7 +1,7 @@
 """The parts both composition roots wire the same way: the HTTP data plane (`app.py`) and
 gateway mode (`gateway_app.py`) report one version, follow the routing table from one Redis
 client through one table watcher, and answer `/healthz`, `/readyz` and `/metrics` with the
-same handlers (`serving/probes.py`).
+same handlers (`serving/probes.py`), and read tenants the same way.
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from importlib import metadata
 
 import redis.asyncio as aioredis
 
+from data_plane.decision_step import Admission
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.table_watcher import TableWatcher
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.tenants import TenantLabels
 
 UNKNOWN_VERSION = "0+unknown"  # not installed as a distribution (run from a source tree)
 
@@ -29,6 +31,13 @@ def package_version() -> str:
 
 def new_metrics(settings: DataPlaneSettings) -> DataPlaneMetrics:
     return DataPlaneMetrics(package_version(), settings.git_sha)
+
+
+def admission(settings: DataPlaneSettings) -> Admission:
+    """Tenants (bounded labels, the key hash's key), as configured."""
+    a = settings.admission
+    salt = None if a.tenant_key_salt is None else a.tenant_key_salt.get_secret_value().encode()
+    return Admission(TenantLabels(a.tenant_top_n), a.tenant_header, salt)
 
 
 def table_watcher(

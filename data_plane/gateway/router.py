@@ -13,7 +13,13 @@ import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from data_plane.decision_step import NO_TABLE_RETRY_AFTER_S, DecisionStep, StepParts
+from data_plane.decision_step import (
+    NO_TABLE_RETRY_AFTER_S,
+    Admission,
+    DecisionStep,
+    StepParts,
+    default_admission,
+)
 from data_plane.domain import HealthView, per_request
 from data_plane.gateway.slo import slo_headers
 from data_plane.request.body import BodyKind
@@ -91,7 +97,13 @@ class GatewayRouter:
 
 
 def gateway_router(
-    store: TableStore, metrics: DataPlaneMetrics, rng: random.Random, pair_header: str
+    store: TableStore,
+    metrics: DataPlaneMetrics,
+    rng: random.Random,
+    pair_header: str,
+    admission: Admission | None = None,
 ) -> GatewayRouter:
     """Gateway mode's router: the decision step on engines it cannot see."""
-    return GatewayRouter(DecisionStep(StepParts(store, UnseenEngines(), metrics, rng)), pair_header)
+    admission = admission or default_admission()
+    parts = StepParts(store, UnseenEngines(), metrics, rng, admission=admission)
+    return GatewayRouter(DecisionStep(parts), pair_header)

@@ -95,6 +95,8 @@ class Call:
     # max_tokens / max_completion_tokens when the client set it; None: the answer may run to
     # the context limit (what the engine's own limit allows for, `resilience.progress`).
     max_tokens: int | None = None
+    tenant: str = "anonymous"  # the tenant's metric label (`telemetry.tenants`)
+    priority: str = "standard"  # the priority class (`request.priority`)
 
 
 @per_request

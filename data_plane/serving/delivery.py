@@ -190,9 +190,13 @@ class Delivery:
             series.ttfb.observe(first_byte_s - call.started_s)
         series.latency.observe(latency_s)
         budget_s = decision.budget_latency_s
+        metrics, who = self._metrics, (call.tenant, call.priority)
         if budget_s is not None:
-            (series.budget_met if latency_s <= budget_s else series.budget_missed).inc()
+            met = latency_s <= budget_s
+            (series.budget_met if met else series.budget_missed).inc()
+            metrics.tenant_budget_outcomes.labels(*who, "met" if met else "missed").inc()
         usage = self._cost(walk.table, answer)
+        metrics.tenant_cost.labels(*who).inc(answer.cost_usd)
         first = decision.candidates[0]
         fallback = cand is not first and any(c is cand for c in decision.candidates)
         if fallback:

@@ -170,6 +170,8 @@ class Handlers:
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
             max_tokens=facts.max_output_tokens,
+            tenant=decided.tenant,
+            priority=decided.priority,
         )
         sink = AiohttpSink(request)
         try:

@@ -18,6 +18,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from contracts.knobs import FlatEnvSource, fold
+from data_plane.settings.admission import AdmissionSettings
 from data_plane.settings.serving import (
     BreakerConfig,
     EngineKeySettings,
@@ -42,6 +43,7 @@ from data_plane.settings.sync import (
 from data_plane.settings.tracing import OtelSettings
 
 __all__ = [
+    "AdmissionSettings",
     "AnnouncementSettings",
     "BreakerConfig",
     "DataPlaneSettings",
@@ -112,6 +114,7 @@ class DataPlaneSettings(BaseSettings):
     announcements: AnnouncementSettings = Field(default_factory=AnnouncementSettings)
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     in_flight_share: InFlightShareSettings = Field(default_factory=InFlightShareSettings)
+    admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -125,6 +125,7 @@ class DataPlaneMetrics:
         self._reliability_metrics(r)
         self._demand_metrics(r)
         self._category_metrics(r)
+        self._tenant_metrics(r)
 
     def _pair_metrics(self, r: Exposition) -> None:
         def hist(name: str, doc: str) -> Family[HistogramChild]:
@@ -374,6 +375,22 @@ class DataPlaneMetrics:
     def count_abstention(self, routed_as: str) -> None:
         """One request routed under the strictest plausible category (docs/classifier.md)."""
         self.category_abstentions.labels(routed_as).inc()
+
+    # --- tenants and priorities (docs/METRICS.md, "Tenants and priorities") -----------------
+
+    def _tenant_metrics(self, r: Exposition) -> None:
+        """Tenant labels are bounded (`telemetry.tenants`); priorities are the policy's."""
+        self.tenant_requests = r.counter(
+            "gearbox_tenant_requests_total", "Requests decided", ["tenant", "priority"]
+        )
+        self.tenant_budget_outcomes = r.counter(
+            "gearbox_tenant_budget_outcomes_total",
+            "Latency budget attainment of served requests",
+            ["tenant", "priority", "outcome"],
+        )
+        self.tenant_cost = r.counter(
+            "gearbox_tenant_cost_usd_total", "Cost of served requests", ["tenant", "priority"]
+        )
 
     def _fleet_metrics(self, r: Exposition) -> None:
         """Savings against the fleet-wide baseline (the most precise pair of the most

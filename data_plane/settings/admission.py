@@ -1,0 +1,35 @@
+"""The knobs of admission: who a request is (its tenant, a label for metrics and fairness, not
+an identity check; docs/data_plane.md, "Tenants, priorities and admission")."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field, SecretStr, field_validator
+
+from contracts.knobs import Group
+
+_HEADER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
+
+
+class AdmissionSettings(Group):
+    """Tenant header and label count, the key of the API-key hash."""
+
+    knob_prefix = ""
+    tenant_header: str = Field(
+        default="x-gearbox-tenant",
+        description="header naming the tenant (llm-d's x-llm-d-inference-fairness-id is read too)",
+    )
+    tenant_top_n: int = Field(
+        default=20, ge=1, le=1000, description="tenants with their own metric label; rest: other"
+    )
+    # Keys the hash of a client's API key (one value across replicas, so labels agree).
+    tenant_key_salt: SecretStr | None = None
+
+    @field_validator("tenant_header")
+    @classmethod
+    def _header_name(cls, value: str) -> str:
+        name = value.strip().lower()
+        if not _HEADER_NAME.match(name):
+            raise ValueError("must be a header name: letters, digits and '-', at most 64")
+        return name
