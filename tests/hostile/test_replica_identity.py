@@ -23,8 +23,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from contracts.redis_keys import RedisKeys
-from control_plane.publisher import Publisher, PublisherOptions
+from control_plane.publisher import Publisher
 from control_plane.redis_launcher import free_port
+from control_plane.settings import PublisherOptions
 from data_plane.app import HEALTH, STORE, AppDeps, create_app
 from simulator import SimFleetConfig, run_fleet
 from tests.reliability.stack import (
