@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import torch  # type: ignore[import-not-found, unused-ignore]
-from datasets import Dataset  # type: ignore[import-not-found, unused-ignore]
+from datasets import Dataset  # type: ignore[import-not-found, import-untyped, unused-ignore]
 from llmcompressor import oneshot  # type: ignore[import-not-found, unused-ignore]
 from llmcompressor.modifiers.quantization import (  # type: ignore[import-not-found, unused-ignore]
     GPTQModifier,
