@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from contracts.policy import PriorityClass
+from data_plane.decision.admission import admit
 from data_plane.decision.choose import choose_route
 from data_plane.decision.explain import explain_request
 from data_plane.decision.no_route import no_route_error
@@ -30,7 +31,7 @@ from data_plane.domain import (
     RouteRequest,
     per_request,
 )
-from data_plane.errors import AllUpstreamsUnavailable
+from data_plane.errors import AllUpstreamsUnavailable, Shed
 from data_plane.request.body import BodyKind
 from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.request.priority import priority_of
@@ -72,11 +73,12 @@ class Decided:
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """Who a request is (settings group `admission`)."""
+    """Who a request is and whether load may shed it (settings group `admission`)."""
 
     labels: TenantLabels
     tenant_header: str = "x-gearbox-tenant"
     key_salt: bytes | None = None
+    shed: bool = True  # ADMISSION_SHED
 
 
 def default_admission() -> Admission:
@@ -153,13 +155,19 @@ class DecisionStep:
         who: tuple[str, tuple[str, PriorityClass]],
     ) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
-        shadow mode, where the default pair serves what the router would refuse."""
+        shadow mode, where the default pair serves what the router would refuse, and `Shed`
+        when admission sheds it (never in shadow mode: traffic flows as without the router)."""
         p = self._p
         req = RouteRequest(inbound.facts, inbound.budget)
         health = p.health.view()
         result = self._route(table, req, health)
         if p.demand is not None:
             p.demand.observe(table, req, health, result)
+        if p.admission.shed and not table.policy.shadow.enabled:
+            shed = admit(table, req, health, result, who[1], p.rng)
+            if shed is not None:
+                p.metrics.tenant_shed.labels(who[0], who[1][0]).inc()
+                raise Shed(shed.detail, retry_after_s=shed.retry_after_s)
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
             shadow = shadow_without_route(result, table, req)

@@ -19,6 +19,7 @@ INVALID_REQUEST = "invalid_request_error"
 SERVER_ERROR = "server_error"
 _MAX_MESSAGE_CHARS = 2000
 _NO_RETRY = ("x-should-retry", "false")  # honoured by the openai SDKs (Python and Node)
+_RETRY = ("x-should-retry", "true")
 
 
 class RouterError(Exception):
@@ -118,6 +119,15 @@ class Overloaded(_RetryAfter):
     status = 429
     error_type = "rate_limit_error"
     default_code = "router_overloaded"
+
+
+class Shed(Overloaded):
+    """Refused by admission (`decision.admission`) before any engine was called: load alone
+    keeps the budget out of reach now; `x-should-retry: true` has the OpenAI SDKs retry
+    after Retry-After (gateway mode adds llm-d's dropped-reason header)."""
+
+    def headers(self) -> tuple[tuple[str, str], ...]:
+        return (*super().headers(), _RETRY)
 
 
 class UpstreamError(RouterError):

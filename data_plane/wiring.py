@@ -1,7 +1,7 @@
 """The parts both composition roots wire the same way: the HTTP data plane (`app.py`) and
 gateway mode (`gateway_app.py`) report one version, follow the routing table from one Redis
 client through one table watcher, and answer `/healthz`, `/readyz` and `/metrics` with the
-same handlers (`serving/probes.py`), and read tenants the same way.
+same handlers (`serving/probes.py`), and read tenants and shed requests the same way.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ def new_metrics(settings: DataPlaneSettings) -> DataPlaneMetrics:
 
 
 def admission(settings: DataPlaneSettings) -> Admission:
-    """Tenants (bounded labels, the key hash's key), as configured."""
+    """Tenants (bounded labels, the key hash's key) and shedding, as configured."""
     a = settings.admission
     salt = None if a.tenant_key_salt is None else a.tenant_key_salt.get_secret_value().encode()
-    return Admission(TenantLabels(a.tenant_top_n), a.tenant_header, salt)
+    return Admission(TenantLabels(a.tenant_top_n), a.tenant_header, salt, a.admission_shed)
 
 
 def table_watcher(

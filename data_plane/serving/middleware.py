@@ -34,6 +34,7 @@ _PROTECTED_PREFIX = "/v1/"
 _ROUTES = {r.value: r for r in Route}
 _OUTCOMES: tuple[tuple[type[errors.RouterError], RequestOutcome], ...] = (
     (errors.BudgetInfeasible, RequestOutcome.BUDGET_INFEASIBLE),
+    (errors.Shed, RequestOutcome.SHED),
     (errors.Unauthorized, RequestOutcome.UNAUTHORIZED),
     (errors.ModelNotFound, RequestOutcome.NO_ROUTE),
     (errors.Overloaded, RequestOutcome.OVERLOADED),

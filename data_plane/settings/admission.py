@@ -1,5 +1,6 @@
 """The knobs of admission: who a request is (its tenant, a label for metrics and fairness, not
-an identity check; docs/data_plane.md, "Tenants, priorities and admission")."""
+an identity check) and whether a request the fleet cannot serve in budget because of its load
+is shed (docs/data_plane.md, "Tenants, priorities and admission")."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ _HEADER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 
 class AdmissionSettings(Group):
-    """Tenant header and label count, the key of the API-key hash."""
+    """Tenant header and label count, the key of the API-key hash, shedding on or off."""
 
     knob_prefix = ""
     tenant_header: str = Field(
@@ -25,6 +26,9 @@ class AdmissionSettings(Group):
     )
     # Keys the hash of a client's API key (one value across replicas, so labels agree).
     tenant_key_salt: SecretStr | None = None
+    admission_shed: bool = Field(
+        default=True, description="shed sheddable requests only load keeps from their budget"
+    )
 
     @field_validator("tenant_header")
     @classmethod

@@ -47,6 +47,7 @@ class RequestOutcome(StrEnum):
     UNAVAILABLE = "unavailable"
     DEADLINE_EXCEEDED = "deadline_exceeded"
     OVERLOADED = "overloaded"
+    SHED = "shed"  # refused by admission before any engine was called
     CANCELLED = "cancelled"
     STREAM_ERROR = "stream_error"
     INTERNAL_ERROR = "internal_error"
@@ -382,6 +383,11 @@ class DataPlaneMetrics:
         """Tenant labels are bounded (`telemetry.tenants`); priorities are the policy's."""
         self.tenant_requests = r.counter(
             "gearbox_tenant_requests_total", "Requests decided", ["tenant", "priority"]
+        )
+        self.tenant_shed = r.counter(
+            "gearbox_tenant_shed_total",
+            "Requests shed (429 router_overloaded)",
+            ["tenant", "priority"],
         )
         self.tenant_budget_outcomes = r.counter(
             "gearbox_tenant_budget_outcomes_total",
