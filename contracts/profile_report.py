@@ -149,6 +149,29 @@ class EngineFacts(_Contract):
     max_requests_running: int | None = Field(default=None, ge=0)
 
 
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class SourceFile(_Contract):
+    """One file a part was read from: its name (no folders) and its content's SHA-256."""
+
+    name: str = Field(min_length=1, max_length=300)
+    sha256: Sha256
+
+
+class PartSource(_Contract):
+    """Where one part of a report (its latency levels or its accuracy) was measured, when
+    not by the profiler run the rest of `Provenance` describes (docs/profiler.md, "Importing
+    lm-eval and GuideLLM results")."""
+
+    part: Literal["latency", "accuracy"]
+    tool: Literal["gearbox-profiler", "lm-eval", "guidellm"]
+    tool_version: str | None = Field(default=None, max_length=100)
+    model: str | None = Field(default=None, max_length=300, description="the name it asked for")
+    files: tuple[SourceFile, ...] = Field(default=(), max_length=1000)
+    imported_at: datetime | None = None
+
+
 class Provenance(_Contract):
     engine: str = Field(min_length=1, max_length=100, description="e.g. 'vllm'")
     engine_version: str = Field(min_length=1, max_length=100)
@@ -161,11 +184,20 @@ class Provenance(_Contract):
     started_at: datetime
     finished_at: datetime
     partial: bool = Field(default=False, description="the run was interrupted; data is incomplete")
+    sources: tuple[PartSource, ...] = Field(
+        default=(),
+        max_length=2,
+        description="where each part came from when it was imported; empty: this profiler "
+        "run measured both",
+    )
 
     @model_validator(mode="after")
     def _times(self) -> Provenance:
         if self.finished_at < self.started_at:
             raise ValueError("finished_at must not be before started_at")
+        parts = [s.part for s in self.sources]
+        if len(set(parts)) != len(parts):
+            raise ValueError("sources names a part more than once")
         return self
 
 
