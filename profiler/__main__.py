@@ -21,6 +21,7 @@ import aiohttp
 from pydantic import ValidationError
 
 from contracts.profile_report import ProfileReport
+from profiler import importing
 from profiler.accuracy import format_loc
 from profiler.cli import asking_plan, build_parser, decision_target, plan_from_args
 from profiler.decisions import render_undecided, undecided
@@ -239,6 +240,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return asyncio.run(_fleet(args, settings, progress, origin))
             case "compare":
                 return _compare(args)
+            case "import-lm-eval":
+                return importing.import_lm_eval(args)
+            case "import-guidellm":
+                return importing.import_guidellm(args)
             case _:
                 return _inprocess(args, settings, progress, origin)
     except ProfilerError as err:

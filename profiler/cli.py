@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from contracts.names import Family, HttpUrl, Quantization
 from contracts.policy import PolicyError, load_policy
 from contracts.profile_report import Hardware, Prices
-from profiler import PROFILER_VERSION
+from profiler import PROFILER_VERSION, importing
 from profiler.accuracy import format_loc
 from profiler.decisions import DEFAULT_FLOORS, DecisionTarget
 from profiler.errors import InputError
@@ -186,6 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--enforce-eager", action="store_true", help="skip torch.compile (faster start)"
     )
     _pair_args(inproc)
+    importing.add_parsers(commands)
     return parser
 
 
