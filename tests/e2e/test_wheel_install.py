@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -42,7 +43,7 @@ class Installed:
     work: Path  # the cwd of every command: outside the source tree
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+        env = _clean_env()
         env["PATH"] = f"{self.venv / 'bin'}:{env.get('PATH', '')}"
         return env
 
@@ -68,17 +69,29 @@ def _source_files() -> list[Path]:
     return [Path(p) for p in listed.split("\0") if p and (REPO / p).is_file()]
 
 
+def _clean_env() -> dict[str, str]:
+    """This environment without PYTHONPATH: a source tree on it (with a stray
+    gearbox.egg-info) makes pip think gearbox is already installed, and skip it."""
+    return {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
+
+
 def _pip(python: Path, *args: str) -> None:
     done = subprocess.run(
         [str(python), "-m", "pip", "--disable-pip-version-check", *args],
-        capture_output=True, text=True, timeout=600, check=False,
+        env=_clean_env(), capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    root = tmp_path_factory.mktemp("wheel")
+def installed() -> Iterator[Installed]:
+    # Not pytest's tmp_path: other pytest sessions of the same user prune its older folders,
+    # and this one lives for minutes.
+    with tempfile.TemporaryDirectory(prefix="gearbox-wheel-") as tmp:
+        yield _install(Path(tmp))
+
+
+def _install(root: Path) -> Installed:
     src = root / "src"  # a copy: an in-tree build would reuse a stale build/ folder
     for rel in _source_files():
         (src / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -89,6 +102,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     _pip(venv / "bin" / "python", "install", "--quiet", str(wheel))
     (site,) = (venv / "lib").glob("python3.*/site-packages")
+    assert (site / "gearbox-0.1.0.dist-info").is_dir(), "pip did not install the wheel"
     work = root / "work"
     work.mkdir()
     return Installed(venv, site, work)
