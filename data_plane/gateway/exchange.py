@@ -137,9 +137,13 @@ class Exchange:
         routed = self._router.route(self._kind, self._headers, b"".join(self._chunks))
         self._phase, self.outcome = Phase.DONE, RequestOutcome.OK
         headers = [*routed.headers, ("content-length", str(len(routed.body)))]
+        remove = routed.remove
         if self._mode == BUFFERED:
-            return [messages.routed_buffered_body(headers, routed.body)]
-        return [messages.routed_headers(headers), messages.routed_streamed_body(routed.body)]
+            return [messages.routed_buffered_body(headers, routed.body, remove)]
+        return [
+            messages.routed_headers(headers, remove),
+            messages.routed_streamed_body(routed.body),
+        ]
 
     def _answer(self, err: RouterError) -> list[ProcessingResponse]:
         self._phase, self.error = Phase.DONE, err

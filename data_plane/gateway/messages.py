@@ -10,14 +10,17 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from data_plane.errors import RouterError, to_openai_error
+from data_plane.errors import RouterError, Shed, to_openai_error
 from data_plane.gateway import protos as ext_proc
 
 ProcessingResponse = Any  # ext_proc.ProcessingResponse: classes built at run time, no stubs
 _OVERWRITE = ext_proc.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
+# llm-d's header on a request its router dropped (a 429 for a sheddable request).
+DROPPED_REASON_HEADER = "x-llm-d-request-dropped-reason"
 
 
-def header_mutation(headers: Sequence[tuple[str, str]]) -> Any:
+def header_mutation(headers: Sequence[tuple[str, str]], remove: Sequence[str] = ()) -> Any:
+    """Set `headers` (overwriting the client's values) and remove the `remove` names."""
     return ext_proc.HeaderMutation(
         set_headers=[
             ext_proc.HeaderValueOption(
@@ -25,7 +28,8 @@ def header_mutation(headers: Sequence[tuple[str, str]]) -> Any:
                 append_action=_OVERWRITE,
             )
             for name, value in headers
-        ]
+        ],
+        remove_headers=list(remove),
     )
 
 
@@ -63,19 +67,24 @@ def continue_trailers() -> ProcessingResponse:
     return ext_proc.ProcessingResponse(request_trailers=ext_proc.TrailersResponse())
 
 
-def routed_headers(headers: Sequence[tuple[str, str]]) -> ProcessingResponse:
-    """Full-duplex mode: the held request headers, with ours set and the route re-picked."""
+def routed_headers(
+    headers: Sequence[tuple[str, str]], remove: Sequence[str] = ()
+) -> ProcessingResponse:
+    """Full-duplex mode: the held request headers, with ours set (the client's copies of
+    those we do not set removed) and the route re-picked."""
     common = ext_proc.CommonResponse(
-        header_mutation=header_mutation(headers), clear_route_cache=True
+        header_mutation=header_mutation(headers, remove), clear_route_cache=True
     )
     return ext_proc.ProcessingResponse(request_headers=ext_proc.HeadersResponse(response=common))
 
 
-def routed_buffered_body(headers: Sequence[tuple[str, str]], body: bytes) -> ProcessingResponse:
+def routed_buffered_body(
+    headers: Sequence[tuple[str, str]], body: bytes, remove: Sequence[str] = ()
+) -> ProcessingResponse:
     """Buffered mode: the body replaced, and (allowed while the body is buffered) the headers
-    set and the route re-picked."""
+    set, the client's copies of those we do not set removed, and the route re-picked."""
     common = ext_proc.CommonResponse(
-        header_mutation=header_mutation(headers),
+        header_mutation=header_mutation(headers, remove),
         body_mutation=ext_proc.BodyMutation(body=body),
         clear_route_cache=True,
     )
@@ -88,9 +97,12 @@ def routed_streamed_body(body: bytes) -> ProcessingResponse:
 
 
 def immediate_error(err: RouterError) -> ProcessingResponse:
-    """Envoy answers the client at once with the OpenAI-style error; no upstream is called."""
+    """Envoy answers the client at once with the OpenAI-style error; no upstream is called.
+    A shed request (429) also says so in llm-d's dropped-reason header."""
     answer = to_openai_error(err)
     headers = [("content-type", "application/json"), *((k.lower(), v) for k, v in answer.headers)]
+    if isinstance(err, Shed):
+        headers.append((DROPPED_REASON_HEADER, err.code))
     return ext_proc.ProcessingResponse(
         immediate_response=ext_proc.ImmediateResponse(
             status=ext_proc.HttpStatus(code=answer.status),

@@ -21,7 +21,7 @@ from data_plane.decision_step import (
     default_admission,
 )
 from data_plane.domain import HealthView, per_request
-from data_plane.gateway.slo import slo_headers
+from data_plane.gateway.slo import SLO_HEADERS, slo_headers
 from data_plane.request.body import BodyKind
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -44,6 +44,9 @@ class Routed:
     pair: str
     body: bytes  # the client's body with only `model` rewritten to the served name
     headers: tuple[tuple[str, str], ...]  # set on the request before the route is re-picked
+    # Headers Gearbox sets that this answer does not: the client's copies are removed, so
+    # the endpoint picker never reads a value the client made up (an SLO, a pair).
+    remove: tuple[str, ...] = ()
 
 
 class UnseenEngines:
@@ -93,7 +96,11 @@ class GatewayRouter:
             (VERSION_HEADER, str(decided.table.version)),
             *slo_headers(decision, first),
         ]
-        return Routed(pair.pair, decided.inbound.body_for(pair.served_model_name), tuple(out))
+        managed = (self.pair_header, REASON_HEADER, VERSION_HEADER, *SLO_HEADERS)
+        set_here = {name for name, _ in out}
+        remove = tuple(name for name in managed if name not in set_here)
+        body = decided.inbound.body_for(pair.served_model_name)
+        return Routed(pair.pair, body, tuple(out), remove)
 
 
 def gateway_router(

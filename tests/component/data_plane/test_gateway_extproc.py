@@ -14,8 +14,10 @@ import grpc
 import pytest
 
 from data_plane.decision.compile import compile_table
+from data_plane.decision_step import DecisionStep, StepParts
+from data_plane.domain import CompiledTable, HealthView
 from data_plane.gateway import protos as ext_proc
-from data_plane.gateway.router import gateway_router
+from data_plane.gateway.router import GatewayRouter, gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -169,9 +171,10 @@ async def test_latency_budget_becomes_the_slo_headers(gateway: Gateway) -> None:
         gateway, [headers_message(budget), body_message(json.dumps(CHAT).encode(), True)]
     )
     headers = set_headers(responses[0].request_headers.response)
-    assert headers["x-slo-ttft-ms"] == "500"
+    # llm-d's names, and the same values under the deprecated x-slo-* aliases
+    assert headers["x-llm-d-slo-ttft-ms"] == headers["x-slo-ttft-ms"] == "500"
     # (2.0 s - 0.5 s for the first token) over max_tokens = 100 output tokens
-    assert headers["x-slo-tpot-ms"] == "15"
+    assert headers["x-llm-d-slo-tpot-ms"] == headers["x-slo-tpot-ms"] == "15"
 
 
 async def test_no_budget_sends_no_slo_header(gateway: Gateway) -> None:
@@ -179,8 +182,37 @@ async def test_no_budget_sends_no_slo_header(gateway: Gateway) -> None:
         gateway, [headers_message({}), body_message(json.dumps(CHAT).encode(), True)]
     )
     headers = set_headers(responses[0].request_headers.response)
-    assert "x-slo-ttft-ms" not in headers
-    assert "x-slo-tpot-ms" not in headers
+    assert not {"x-slo-ttft-ms", "x-slo-tpot-ms", "x-llm-d-slo-ttft-ms"} & set(headers)
+
+
+@pytest.mark.parametrize("mode", [BUFFERED, FULL_DUPLEX])
+async def test_client_copies_of_the_headers_gearbox_sets_never_reach_the_picker(
+    gateway: Gateway, mode: int
+) -> None:
+    """On the old code a client's own x-slo-* (or x-gearbox-pair) went on to the endpoint
+    picker whenever Gearbox set none: now every such name Gearbox does not set is removed."""
+    forged = {
+        "x-slo-ttft-ms": "1",
+        "x-llm-d-slo-tpot-ms": "1",
+        "x-gearbox-route-reason": "forged",
+    }
+    responses = await exchange(
+        gateway,
+        [headers_message(forged, mode=mode), body_message(json.dumps(CHAT).encode(), True)],
+    )
+    routed = responses[-1] if mode == BUFFERED else responses[0]
+    common = (routed.request_body if mode == BUFFERED else routed.request_headers).response
+    removed = set(common.header_mutation.remove_headers)
+    assert {
+        "x-slo-ttft-ms",
+        "x-slo-tpot-ms",
+        "x-llm-d-slo-ttft-ms",
+        "x-llm-d-slo-tpot-ms",
+    } <= removed
+    set_here = set_headers(common)
+    assert set_here["x-gearbox-route-reason"] != "forged"  # set: overwritten, not removed
+    assert PAIR_HEADER in set_here
+    assert PAIR_HEADER not in removed
 
 
 @pytest.mark.parametrize(
@@ -336,3 +368,50 @@ async def test_a_table_swap_reaches_the_next_stream(gateway: Gateway) -> None:
     responses = await exchange(gateway, [headers_message({}), body_message(body, True)])
     headers = set_headers(responses[0].request_headers.response)
     assert (headers["x-gearbox-table-version"], headers[PAIR_HEADER]) == ("42", "qwen@bf16")
+
+
+class LoadedEngines:
+    """A health source whose engines are all busy (gateway mode itself sees no load: this
+    is how a door that does see it sheds through ext_proc)."""
+
+    def __init__(self, table: CompiledTable, load: float) -> None:
+        ids = (e.id for p in table.pairs for e in p.endpoints)
+        self._view = HealthView(load=dict.fromkeys(ids, load))
+
+    def view(self) -> HealthView:
+        return self._view
+
+    def set_ladder(self, state: frozenset[tuple[str, str]]) -> None:
+        pass
+
+    def retry_after_s(self) -> float:
+        return 1.0
+
+
+async def test_a_shed_request_is_a_429_with_llm_ds_dropped_reason() -> None:
+    # llama@fp8 with 100 output tokens: 1.25 s + 0.11 s per request in flight; 2 s fits
+    # unloaded, not beside 20 in flight.
+    store, metrics = TableStore(), DataPlaneMetrics("test", "test")
+    store.swap(busy := fleet())
+    step = DecisionStep(StepParts(store, LoadedEngines(busy, 20.0), metrics, random.Random(7)))
+    processor = ExternalProcessor(
+        GatewayRouter(step, PAIR_HEADER), metrics, ServiceConfig(BUFFERED, 64 * 1024)
+    )
+    server, port = await start_server(processor, "127.0.0.1", 0)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    gw = Gateway(ExternalProcessorStub(channel), store, metrics)
+    body = json.dumps(CHAT).encode()
+    try:
+        budget = {"x-latency-budget-ms": "2000"}
+        responses = await exchange(gw, [headers_message(budget), body_message(body, True)])
+        status, error, headers = error_of(responses[-1])
+        assert (status, error["error"]["code"]) == (429, "router_overloaded")
+        assert headers["x-llm-d-request-dropped-reason"] == "router_overloaded"
+        assert int(headers["retry-after"]) >= 1
+        assert headers["x-should-retry"] == "true"
+        critical = {**budget, "x-priority": "critical"}
+        responses = await exchange(gw, [headers_message(critical), body_message(body, True)])
+        assert set_headers(responses[0].request_headers.response)[PAIR_HEADER] == "llama@fp8"
+    finally:
+        await channel.close()
+        await server.stop(None)
