@@ -3,8 +3,9 @@
 Written by data planes at an interval (a bounded summary, never per request) to the Redis
 stream `RedisKeys.feedback`, merged by the control plane, which refits the table when the
 observed latency at the table's quantile drifts from the prediction (docs/control_plane.md
-"Latency feedback"). Observations are ratios observed / predicted, kept per pair and load
-bucket in fixed log-spaced histograms, so a report's size does not grow with traffic.
+"Latency feedback"). Observations are ratios observed / predicted, kept per pair, load
+bucket and size bucket in fixed log-spaced histograms, so a report's size does not grow with
+traffic.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ STEPS_PER_OCTAVE = 8  # bucket width: a factor 2^(1/8) ~ 1.09
 MIN_EXPONENT = -4 * STEPS_PER_OCTAVE  # ratios below 1/16 land in bucket 0
 RATIO_BUCKETS = 10 * STEPS_PER_OCTAVE  # up to 64x; above lands in the last bucket
 LOAD_BUCKETS = 7  # loads 1, 2-3, 4-7, ..., 32-63, 64+
-MAX_CELLS = 4096  # pairs x load buckets per report
+SIZE_BUCKETS = 6  # completion tokens 0-15, 16-63, 64-255, 256-1023, 1024-4095, 4096+
+MAX_CELLS = 4096  # pairs x load buckets x size buckets per report
 
 
 class _Contract(BaseModel):
@@ -45,6 +47,14 @@ def load_bucket(load: float) -> int:
     if load < 2.0:
         return 0
     return min(int(math.log2(load)), LOAD_BUCKETS - 1)
+
+
+def size_bucket(completion_tokens: int) -> int:
+    """The size bucket of an answer by the completion tokens its engine reported: one bucket
+    per factor 4 from 16 (0-15, 16-63, ...), the last open-ended."""
+    if completion_tokens < 16:
+        return 0
+    return min(int(math.log2(completion_tokens) // 2) - 1, SIZE_BUCKETS - 1)
 
 
 class RatioHistogram(_Contract):
@@ -79,17 +89,24 @@ def merge_histograms(histograms: Iterable[RatioHistogram]) -> RatioHistogram:
 
 
 class PairLoadFeedback(_Contract):
-    """One pair at one load bucket: observed / predicted ratios of the requests it served.
+    """One pair at one load and size bucket: observed / predicted ratios of the answers it
+    served, each against the prediction for the tokens its engine reported in `usage` (prompt
+    and completion) at the load the request met.
 
     `ttft` and `tpot` come from streams only (a non-streamed answer shows no first token);
-    `e2e` from every answer, against the prediction for the output tokens actually produced.
+    `e2e` from every answer. `budget_met` / `budget_missed` count the answers with a latency
+    budget (the refit watch compares them before and after a refit). Added fields default to
+    what an older writer meant: one size bucket, no budget counts.
     """
 
     pair: str = Field(min_length=1, max_length=200)
     load_bucket: int = Field(ge=0, lt=LOAD_BUCKETS)
+    size_bucket: int = Field(default=0, ge=0, lt=SIZE_BUCKETS)
     ttft: RatioHistogram = RatioHistogram()
     tpot: RatioHistogram = RatioHistogram()
     e2e: RatioHistogram = RatioHistogram()
+    budget_met: int = Field(default=0, ge=0)
+    budget_missed: int = Field(default=0, ge=0)
 
 
 class AgreementCell(_Contract):

@@ -94,6 +94,44 @@ class RefitPolicy(_Policy):
     pinned_version: int | None = Field(
         default=None, ge=1, description="while this version is current, never refit"
     )
+    # Evidence (added in policy 1.x; docs/control_plane.md "Latency feedback"): what a refit
+    # needs before it is published, and what makes the loop take it back.
+    outlier_share: float = Field(
+        default=0.1,
+        ge=0.0,
+        lt=0.5,
+        description="share of a cell's samples that cannot move its drift: slower needs the "
+        "ratio at quantile q - this above 1 + threshold, faster the one at q + this below "
+        "1 - threshold",
+    )
+    min_cell_samples: int = Field(
+        default=50, ge=1, description="samples a load x size cell needs to count"
+    )
+    consensus_share: float = Field(
+        default=0.75,
+        gt=0.5,
+        le=1.0,
+        description="share of the counted samples whose cells drift the same way",
+    )
+    max_client_share: float = Field(
+        default=0.25,
+        gt=0.0,
+        le=1.0,
+        description="most of a pair's samples one identified client supplies (per data plane "
+        "and feedback window)",
+    )
+    watch_min_samples: int = Field(
+        default=100, ge=1, description="answers on a refit table before the watch judges it"
+    )
+    revert_drop_ratio: float = Field(
+        default=0.02,
+        ge=0.0,
+        lt=1.0,
+        description="revert a refit when budget attainment on its pairs falls more than this",
+    )
+    revert_hold_s: float = Field(
+        default=1800.0, ge=0.0, description="no refit while a revert younger than this is current"
+    )
 
 
 class AccuracyCheckPolicy(_Policy):

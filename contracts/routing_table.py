@@ -178,6 +178,8 @@ class RefitProvenance(_Contract):
     pairs: dict[str, PairRefit]
     # pair -> category -> the accuracy live agreement implies (set by an accuracy demotion)
     demoted: dict[str, dict[Category, Ratio]] = Field(default_factory=dict)
+    # Set on a revert: the refit table this one undid (its predictions are the base's again).
+    reverted_version: int | None = Field(default=None, ge=1)
 
 
 class RoutingTable(_Contract):
@@ -241,14 +243,36 @@ def canonical_json(data: Any) -> str:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+# Refit policy fields added after the refit policy itself: each is left out of the hash at
+# its default first, so a refit policy written before them hashes as it did.
+_REFIT_ADDED: dict[str, Any] = {
+    name: value
+    for name, value in RefitPolicy().model_dump(mode="json").items()
+    if name
+    in (
+        "outlier_share",
+        "min_cell_samples",
+        "consensus_share",
+        "max_client_share",
+        "watch_min_samples",
+        "revert_drop_ratio",
+        "revert_hold_s",
+    )
+}
+_REFIT_1_0 = {
+    k: v for k, v in RefitPolicy().model_dump(mode="json").items() if k not in _REFIT_ADDED
+}
+
 # Fields added after schema 1.0, with their defaults (as JSON). A field holding its default is
 # left out of the hash, so a table written before the field existed keeps its hash when a newer
 # reader fills the default in ("writers can add fields first"); a set value is hashed.
 _ADDED_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("refit",), None),
+    (("refit", "reverted_version"), None),
     (("policy", "objective"), "cost"),
     (("policy", "ladder_hysteresis_ratio"), 0.1),
-    (("policy", "refit"), RefitPolicy().model_dump(mode="json")),
+    *((("policy", "refit", name), value) for name, value in _REFIT_ADDED.items()),
+    (("policy", "refit"), _REFIT_1_0),
     (("policy", "accuracy_check"), AccuracyCheckPolicy().model_dump(mode="json")),
     (("classifier",), None),
     (("policy", "category_confidence"), 0.6),
@@ -285,11 +309,17 @@ def _without_added_defaults(data: dict[str, Any]) -> dict[str, Any]:
         for key in path[:-1]:
             parent = parent.get(key) if isinstance(parent, dict) else None
         if isinstance(parent, dict) and path[-1] in parent and parent[path[-1]] == default:
-            if parent is not data:
-                parent = dict(parent)
-                data[path[0]] = parent  # one level deep: copy before editing
-            del parent[path[-1]]
+            _delete_copied(data, path)
     return data
+
+
+def _delete_copied(data: dict[str, Any], path: tuple[str, ...]) -> None:
+    """Delete `path` from `data`, copying each dict on the way (the caller's stay intact)."""
+    parent = data
+    for key in path[:-1]:
+        parent[key] = dict(parent[key])
+        parent = parent[key]
+    del parent[path[-1]]
 
 
 def content_payload(table: RoutingTable | dict[str, Any]) -> dict[str, Any]:

@@ -1,10 +1,13 @@
 """The refit loop: read the data planes' latency feedback, export drift, publish refit tables.
 
-Adapter (Redis in, publisher out) around the pure `drift` and `refit` modules. Every check
-reads the feedback stream's window (XRANGE by time; never per request), merges the reports
-about the current table, sets the drift gauges, and, when the effective policy's `refit`
-allows it (enabled, current version not pinned, the last refit older than `min_interval_s`),
-publishes the refit table through the same publisher as `POST /v1/tables`.
+Adapter (Redis in, publisher out) around the pure `drift`, `validation`, `watch` and `refit`
+modules. Every check reads the feedback stream's window (XRANGE by time; never per request),
+merges the reports about the current table, sets the drift gauges, and, when the effective
+policy's `refit` allows it (enabled, current version not pinned): reverts the current refit
+when budget attainment fell after it (`watch.py`); else publishes the refit of the pairs that
+drift and whose correction predicts held-out samples better (`validation.py`), when the last
+refit is older than `min_interval_s` (and a revert older than `revert_hold_s`), through the
+same publisher as `POST /v1/tables`.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pydantic import ValidationError
 from redis.exceptions import RedisError
 
 from contracts.latency_feedback import LatencyFeedback
-from contracts.policy import Policy
+from contracts.policy import Policy, RefitPolicy
 from contracts.routing_table import RoutingTable
 from control_plane.accuracy_drift import PairAgreement, demotions, merge_agreement
 from control_plane.drift import PairDrift, RefitCheck, merge_feedback, plan_corrections
@@ -27,6 +30,8 @@ from control_plane.publisher import PublishError, PublishOutcome
 from control_plane.refit import apply_demotions, apply_refit
 from control_plane.services import Services
 from control_plane.stored_data import StoredDataError
+from control_plane.validation import validate
+from control_plane.watch import apply_revert, revert_reason
 
 logger = logging.getLogger(__name__)
 MAX_REPORTS = 5_000  # stream entries read per check
@@ -84,13 +89,41 @@ class FeedbackLoop:
             return RefitCheck.DISABLED
         if policy.pinned_version == table.version:
             return RefitCheck.PINNED
-        found = _next_table(table, drifts, agreements, effective, now)
+        reverted = await self._revert(table, reports, policy, now)
+        if reverted is not None:
+            return reverted
+        found = self._next_table(table, drifts, agreements, effective, reports, now)
         if found is None:
             return RefitCheck.NO_DRIFT
+        if found[1] is RefitCheck.NOT_BETTER:
+            return RefitCheck.NOT_BETTER
         age_s = (now - table.created_at).total_seconds()
-        if table.refit is not None and age_s < policy.min_interval_s:
+        refit = table.refit
+        hold_s = policy.revert_hold_s if refit and refit.reverted_version else policy.min_interval_s
+        if refit is not None and age_s < hold_s:
             return RefitCheck.RATE_LIMITED
         return await self._publish(*found, now)
+
+    async def _revert(
+        self,
+        table: RoutingTable,
+        reports: Sequence[LatencyFeedback],
+        policy: RefitPolicy,
+        now: datetime,
+    ) -> RefitCheck | None:
+        """Publish the base table again when the current refit lowered budget attainment
+        (`watch.py`); None when it is kept (or its base is no longer stored)."""
+        reason = revert_reason(table, reports, policy)
+        if reason is None or table.refit is None:
+            return None
+        base = await self._s.tables.get(table.refit.base_version)
+        if base is None:
+            logger.warning("refit v%s not reverted: its base is gone (%s)", table.version, reason)
+            return None
+        revert = apply_revert(base, table, reason, policy.window_s, now)
+        outcome = await self._publish(revert, RefitCheck.REVERTED, now)
+        logger.warning("refit v%s reverted: %s", table.version, reason)
+        return outcome
 
     async def _publish(self, table: RoutingTable, outcome: RefitCheck, now: datetime) -> RefitCheck:
         result = await self._s.publisher.publish(table)
@@ -112,24 +145,36 @@ class FeedbackLoop:
             await asyncio.sleep(interval_s)
             await self.check_once()
 
-
-def _next_table(
-    table: RoutingTable,
-    drifts: Mapping[str, PairDrift],
-    agreements: Sequence[PairAgreement],
-    policy: Policy,
-    now: datetime,
-) -> tuple[RoutingTable, RefitCheck] | None:
-    """The table to publish: a latency refit first; else, with `accuracy_check.demote`, the
-    accuracy demotion; None when neither is due."""
-    corrections = plan_corrections(drifts, policy.refit)
-    if corrections:
-        return apply_refit(table, corrections, policy.refit.window_s, now), RefitCheck.PUBLISHED
-    demoted = (
-        demotions(agreements, policy.accuracy_check, table) if policy.accuracy_check.demote else {}
-    )
-    if not demoted:
-        return None
-    checks = sum(a.checks for a in agreements if a.pair in demoted)
-    made = apply_demotions(table, demoted, checks, policy.refit.window_s, now)
-    return made, RefitCheck.DEMOTED
+    def _next_table(
+        self,
+        table: RoutingTable,
+        drifts: Mapping[str, PairDrift],
+        agreements: Sequence[PairAgreement],
+        policy: Policy,
+        reports: Sequence[LatencyFeedback],
+        now: datetime,
+    ) -> tuple[RoutingTable, RefitCheck] | None:
+        """The table to publish: a latency refit first (its held-out validated corrections;
+        NOT_BETTER with the current table when none validates); else, with
+        `accuracy_check.demote`, the accuracy demotion; None when neither is due."""
+        planned = plan_corrections(drifts, policy.refit)
+        q = table.policy.latency_quantile
+        corrections, rejected = validate(planned, reports, table.version, q, policy.refit)
+        for r in rejected:
+            self._metrics.refits_rejected.labels(reason=r.reason.value).inc()
+            logger.info("refit of %s not published: %s", r.pair, r.detail, extra={"pair": r.pair})
+        if corrections:
+            made = apply_refit(table, corrections, policy.refit.window_s, now)
+            return made, RefitCheck.PUBLISHED
+        if rejected:
+            return table, RefitCheck.NOT_BETTER
+        demoted = (
+            demotions(agreements, policy.accuracy_check, table)
+            if policy.accuracy_check.demote
+            else {}
+        )
+        if not demoted:
+            return None
+        checks = sum(a.checks for a in agreements if a.pair in demoted)
+        made = apply_demotions(table, demoted, checks, policy.refit.window_s, now)
+        return made, RefitCheck.DEMOTED

@@ -13,6 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from control_plane.accuracy_drift import PairAgreement
 from control_plane.drift import PairDrift, RefitCheck
 from control_plane.publisher import PublishOutcome
+from control_plane.validation import Rejection
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -69,6 +70,14 @@ class ControlPlaneMetrics:
         )
         for check in RefitCheck:
             self.refit_checks.labels(outcome=check.value)
+        self.refits_rejected = Counter(
+            "gearbox_cp_refits_rejected",
+            "Pairs whose refit was not published, by why (control_plane/validation.py)",
+            ["reason"],
+            registry=reg,
+        )
+        for rejection in Rejection:
+            self.refits_rejected.labels(reason=rejection.value)
         self.live_agreement = Gauge(
             "gearbox_cp_live_agreement_ratio",
             "Share of shadow re-asks that agreed with the reference pair, in the window",

@@ -35,7 +35,7 @@ from data_plane.errors import AllUpstreamsUnavailable, Shed
 from data_plane.request.body import BodyKind
 from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.request.priority import priority_of
-from data_plane.request.tenant import tenant_of
+from data_plane.request.tenant import ANONYMOUS, tenant_of
 from data_plane.table_store import TableStore
 from data_plane.telemetry.demand import SpilledDemand
 from data_plane.telemetry.feedback import FeedbackAggregator
@@ -69,6 +69,7 @@ class Decided:
     decision: RouteDecision
     tenant: str = "anonymous"  # its metric label (`telemetry.tenants`)
     priority: str = "standard"  # its priority class
+    client: str | None = None  # its tenant itself when named (None: anonymous), for evidence
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +125,8 @@ class DecisionStep:
         doubt = inbound.facts.doubt
         if doubt is not None:
             self._p.metrics.count_abstention(doubt.routed_as)
-        return Decided(table, inbound, decision, tenant, priority[0])
+        client = None if who == ANONYMOUS else who
+        return Decided(table, inbound, decision, tenant, priority[0], client)
 
     def explain(self, raw: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
         """`POST /v1/route`: the decision for this body and these headers (rollout applied),

@@ -97,6 +97,9 @@ class Call:
     max_tokens: int | None = None
     tenant: str = "anonymous"  # the tenant's metric label (`telemetry.tenants`)
     priority: str = "standard"  # the priority class (`request.priority`)
+    # who sent it, when anyone is named (`request.tenant`, not its metric label): caps one
+    # client's share of the latency feedback; None = anonymous
+    client: str | None = None
 
 
 @per_request

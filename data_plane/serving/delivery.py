@@ -181,6 +181,32 @@ class Delivery:
         series.tokens_out.inc(usage.output_tokens)
         return usage
 
+    def _observe(
+        self,
+        walk: RequestWalk,
+        answer: Answer,
+        timing: tuple[float, float | None],
+        met: bool | None,
+    ) -> None:
+        """Latency feedback: only the first choice's clean answers (a fallback's latency
+        includes the failed attempts before it), judged on the tokens the engine reported (an
+        answer without `usage` says nothing about its engine's pace); `timing` = (latency,
+        monotonic time of the first byte)."""
+        found = answer.engine_usage
+        if self._feedback is None or found is None:
+            return
+        call, served = walk.call, answer.served
+        latency_s, first_byte_s = timing
+        ttft_s = first_byte_s - call.started_s if served.streamed and first_byte_s else None
+        self._feedback.observe(
+            walk.table.version,
+            answer.cand,
+            (latency_s, ttft_s),
+            (found.input_tokens, found.output_tokens),
+            met,
+            (call.client, walk.table.policy.refit.max_client_share),
+        )
+
     def _account(self, walk: RequestWalk, answer: Answer, first_byte_s: float | None) -> None:
         call, decision, cand, served = walk.call, walk.decision, answer.cand, answer.served
         pair = cand.pair
@@ -191,8 +217,8 @@ class Delivery:
         series.latency.observe(latency_s)
         budget_s = decision.budget_latency_s
         metrics, who = self._metrics, (call.tenant, call.priority)
-        if budget_s is not None:
-            met = latency_s <= budget_s
+        met = None if budget_s is None else latency_s <= budget_s
+        if met is not None:
             (series.budget_met if met else series.budget_missed).inc()
             metrics.tenant_budget_outcomes.labels(*who, "met" if met else "missed").inc()
         usage = self._cost(walk.table, answer)
@@ -201,14 +227,11 @@ class Delivery:
         fallback = cand is not first and any(c is cand for c in decision.candidates)
         if fallback:
             self._metrics.fallbacks.labels(first.pair.pair, pair.pair).inc()
-        elif self._feedback is not None and served.outcome is None:
-            # Latency feedback: only the first choice's clean answers (a fallback's latency
-            # includes the failed attempts before it).
-            ttft_s = first_byte_s - call.started_s if served.streamed and first_byte_s else None
-            self._feedback.observe(walk.table.version, cand, latency_s, ttft_s, usage.output_tokens)
+        elif served.outcome is None:
+            self._observe(walk, answer, (latency_s, first_byte_s), met)
         self._traffic.served(pair.pair, fallback)
         totals = self._traffic.pair(pair.pair, pair.family)
-        totals.answered(latency_s, predicted_e2e_s(cand, usage.output_tokens), budget_s)
+        totals.answered(latency_s, predicted_e2e_s(cand, usage), budget_s)
         totals.errors += served.outcome is not None  # broke off mid-stream
         if logger.isEnabledFor(logging.DEBUG):
             logger.debug(

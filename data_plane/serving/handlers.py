@@ -172,6 +172,7 @@ class Handlers:
             max_tokens=facts.max_output_tokens,
             tenant=decided.tenant,
             priority=decided.priority,
+            client=decided.client,
         )
         sink = AiohttpSink(request)
         try:

@@ -50,21 +50,28 @@ class Answer:
     decision's token estimates) and its cost, worked out once, when first asked for (after
     the answer went out, unless the quality guard needs it before)."""
 
-    __slots__ = ("_usage", "cand", "served")
+    __slots__ = ("_found", "_usage", "cand", "served")
 
     def __init__(self, cand: Candidate, served: Served) -> None:
         self.cand = cand
         self.served = served
         self._usage: Usage | None = None
+        self._found: Usage | None = None
 
     @property
     def usage(self) -> Usage:
         if self._usage is None:
             cand = self.cand
             served = self.served  # a non-streamed answer's usage was read in the attempt
-            found = served.usage if served.usage is not None else find_usage(served.body)
-            self._usage = found or Usage(cand.input_tokens, cand.output_tokens)
+            self._found = served.usage if served.usage is not None else find_usage(served.body)
+            self._usage = self._found or Usage(cand.input_tokens, cand.output_tokens)
         return self._usage
+
+    @property
+    def engine_usage(self) -> Usage | None:
+        """The usage the engine reported in its answer; None when it reported none."""
+        _ = self.usage
+        return self._found
 
     @property
     def cost_usd(self) -> float:

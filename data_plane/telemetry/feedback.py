@@ -1,8 +1,10 @@
-"""Latency feedback: per pair and load bucket, observed latency against the prediction routed on.
+"""Latency feedback: per pair, load and size bucket, observed latency against the prediction
+for what the engine was asked to do.
 
 Counting only (no I/O): `observe` adds three ratios to fixed histograms in memory, O(1) per
 request; `drain` hands the window's summaries to the writer (`sync/feedback_writer.py`) and
-starts a new window. Memory is bounded by table versions x pairs x load buckets x buckets.
+starts a new window. Memory is bounded by table versions x pairs x buckets x ratio buckets, plus
+one count per identified client and pair in the window (at most MAX_CLIENTS per pair).
 """
 
 from __future__ import annotations
@@ -18,30 +20,44 @@ from contracts.latency_feedback import (
     RatioHistogram,
     load_bucket,
     ratio_bucket,
+    size_bucket,
 )
-from data_plane.domain import Candidate, RouteDecision, RouteReason
+from data_plane.domain import Candidate, CompiledPair, RouteDecision, RouteReason
 
 _PROVEN = frozenset({RouteReason.CHEAPEST_FEASIBLE, RouteReason.MOST_PRECISE_FEASIBLE})
 
-# (table version, pair, load bucket) -> [ttft, tpot, e2e] counts per ratio bucket
-_Cells = dict[tuple[int, str, int], list[list[int]]]
+MAX_CLIENTS = 10_000  # clients counted per pair and window; further ones go uncounted
+# (table version, pair, load bucket, size bucket) -> [ttft, tpot, e2e] counts per ratio
+# bucket, then [budget met, budget missed]
+_Cells = dict[tuple[int, str, int, int], list[list[int]]]
 
 
 def _ratio(observed_s: float, predicted_s: float) -> float | None:
     return observed_s / predicted_s if predicted_s > 0.0 and observed_s >= 0.0 else None
 
 
+def predicted_lines(pair: CompiledPair, load: float, input_tokens: int) -> tuple[float, float]:
+    """(TTFT, TPOT) the table predicts for `input_tokens` prompt tokens at `load`, in seconds:
+    the same lines routing uses (`decision/feasibility.predict`), fed the engine's own counts."""
+    ttft_s = pair.ttft_base_s + pair.ttft_per_input_token_s * input_tokens
+    ttft_s += pair.ttft_per_load_s * load
+    return ttft_s, pair.tpot_base_s + pair.tpot_per_load_s * load
+
+
 class FeedbackAggregator:
     """Observations of this process since the last `drain`."""
 
-    __slots__ = ("_agreement", "_cells", "_mix", "_since")
+    __slots__ = ("_agreement", "_cells", "_clients", "_mix", "_since", "capped")
 
     def __init__(self, now: float) -> None:
         self._cells: _Cells = {}
         # (version, category, floor, pair) -> [requests, proven, input, output tokens, cost]
         self._mix: dict[tuple[int, str, float, str], list[float]] = {}
         self._agreement: dict[tuple[int, str, str], list[int]] = {}  # -> [checks, agreed]
+        # (table version, pair) -> (samples taken, client -> samples taken from it)
+        self._clients: dict[tuple[int, str], tuple[list[int], dict[str, int]]] = {}
         self._since = now
+        self.capped = 0  # samples left out because their client had its share (since start)
 
     def observe_agreement(self, version: int, pair: str, category: str, agreed: bool) -> None:
         """One shadow re-ask of `pair`'s answer on its reference pair."""
@@ -64,30 +80,55 @@ class FeedbackAggregator:
         row[3] += first.output_tokens
         row[4] += first.estimated_cost_usd
 
+    def _admit(self, version: int, pair: str, client: str | None, max_share: float) -> bool:
+        """Whether a sample from `client` fits its share of `pair`'s samples in this window:
+        taken from it + 1 <= max_share x (taken + 1) + 1 (each client may give one sample to
+        a window whatever its share). Unknown clients (None) are not capped: nothing tells
+        them apart (docs/control_plane.md "Latency feedback")."""
+        taken, by_client = self._clients.setdefault((version, pair), ([0], {}))
+        if client is not None and (client in by_client or len(by_client) < MAX_CLIENTS):
+            mine = by_client.get(client, 0)
+            if mine + 1 > max_share * (taken[0] + 1) + 1:
+                self.capped += 1
+                return False
+            by_client[client] = mine + 1
+        taken[0] += 1
+        return True
+
     def observe(
         self,
         version: int,
         cand: Candidate,
-        latency_s: float,
-        ttft_s: float | None,
-        output_tokens: int,
+        timing: tuple[float, float | None],
+        tokens: tuple[int, int],
+        budget_met: bool | None = None,
+        client: tuple[str | None, float] = (None, 1.0),
     ) -> None:
-        """One answer served by `cand` in `latency_s` (first token after `ttft_s` when it
-        was streamed) with `output_tokens` tokens. The predictions are the candidate's, at
-        the load it was routed on; e2e is compared with the prediction for the tokens the
-        engine actually produced (answers often stop before max_tokens)."""
-        planned = max(cand.output_tokens, 1)
-        tpot_pred = (cand.predicted_latency_s - cand.predicted_ttft_s) / planned
-        key = (version, cand.pair.pair, load_bucket(cand.load))
+        """One answer served by `cand`: `timing` = (latency, TTFT when it was streamed, else
+        None), `tokens` = the (prompt, completion) tokens its engine reported in `usage`;
+        `budget_met` None when the request had no latency budget; `client` = (who sent it,
+        the policy's max share of one client). Each ratio is against the prediction for those
+        tokens at the load the request met (answers stop before max_tokens; prompts hold
+        images and tools the request's character count misses)."""
+        client_id, max_share = client
+        pair = cand.pair
+        if not self._admit(version, pair.pair, client_id, max_share):
+            return
+        latency_s, ttft_s = timing
+        input_tokens, output_tokens = tokens
+        ttft_pred, tpot_pred = predicted_lines(pair, cand.load, input_tokens)
+        key = (version, pair.pair, load_bucket(cand.load), size_bucket(output_tokens))
         cell = self._cells.get(key)
         if cell is None:
-            cell = self._cells[key] = [[0] * RATIO_BUCKETS for _ in range(3)]
-        e2e = _ratio(latency_s, cand.predicted_ttft_s + output_tokens * tpot_pred)
+            cell = self._cells[key] = [[0] * RATIO_BUCKETS for _ in range(3)] + [[0, 0]]
+        if budget_met is not None:
+            cell[3][0 if budget_met else 1] += 1
+        e2e = _ratio(latency_s, ttft_pred + output_tokens * tpot_pred)
         if e2e is not None:
             cell[2][ratio_bucket(e2e)] += 1
         if ttft_s is None:
             return
-        ttft = _ratio(ttft_s, cand.predicted_ttft_s)
+        ttft = _ratio(ttft_s, ttft_pred)
         if ttft is not None:
             cell[0][ratio_bucket(ttft)] += 1
         if output_tokens > 1:
@@ -101,6 +142,7 @@ class FeedbackAggregator:
         cells, self._cells = self._cells, {}
         agreement, self._agreement = self._agreement, {}
         mix, self._mix = self._mix, {}
+        self._clients = {}
         start, self._since = self._since, now
         by_version: dict[int, list[PairLoadFeedback]] = {v: [] for v, _, _ in agreement}
         by_version.update({v: [] for v, _, _, _ in mix if v not in by_version})
@@ -109,14 +151,17 @@ class FeedbackAggregator:
         for (version, pair, category), (checks, same) in sorted(agreement.items()):
             cell = AgreementCell(pair=pair, category=category, checks=checks, agreed=same)
             agreed.setdefault(version, []).append(cell)
-        for (version, pair, bucket), (ttft, tpot, e2e) in sorted(cells.items()):
+        for (version, pair, load, size), (ttft, tpot, e2e, budget) in sorted(cells.items()):
             by_version.setdefault(version, []).append(
                 PairLoadFeedback(
                     pair=pair,
-                    load_bucket=bucket,
+                    load_bucket=load,
+                    size_bucket=size,
                     ttft=_histogram(ttft),
                     tpot=_histogram(tpot),
                     e2e=_histogram(e2e),
+                    budget_met=budget[0],
+                    budget_missed=budget[1],
                 )
             )
         return [

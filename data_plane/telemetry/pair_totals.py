@@ -8,16 +8,29 @@ the fixed log-spaced buckets of `contracts.latency_feedback`, so memory stays bo
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from contracts.latency_feedback import ratio_bucket
 from contracts.live_state import PairCounters
 from data_plane.domain import Candidate
+from data_plane.telemetry.feedback import predicted_lines
 
 
-def predicted_e2e_s(cand: Candidate, output_tokens: int) -> float:
-    """The candidate's end-to-end prediction for the tokens the engine actually produced
-    (answers often stop before max_tokens), as the latency feedback compares it."""
-    tpot_s = (cand.predicted_latency_s - cand.predicted_ttft_s) / max(cand.output_tokens, 1)
-    return cand.predicted_ttft_s + output_tokens * tpot_s
+class Tokens(Protocol):
+    """Prompt and completion tokens of one answer (`serving.usage.Usage`)."""
+
+    @property
+    def input_tokens(self) -> int: ...
+    @property
+    def output_tokens(self) -> int: ...
+
+
+def predicted_e2e_s(cand: Candidate, usage: Tokens) -> float:
+    """The candidate's end-to-end prediction for the tokens the answer counted (prompt and
+    completion; answers often stop before max_tokens) at the load it met, as the latency
+    feedback compares it."""
+    ttft_s, tpot_s = predicted_lines(cand.pair, cand.load, usage.input_tokens)
+    return ttft_s + usage.output_tokens * tpot_s
 
 
 class PairTotals:

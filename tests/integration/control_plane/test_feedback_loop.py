@@ -43,15 +43,30 @@ def _table() -> RoutingTable:
     return build_table(reports, Policy(), datetime(2026, 1, 1, tzinfo=UTC))
 
 
-async def _feedback(redis: aioredis.Redis, keys: RedisKeys, version: int, ratio: float) -> None:
-    cell = PairLoadFeedback(
-        pair=PAIR, load_bucket=0, e2e=RatioHistogram(counts={ratio_bucket(ratio): 300})
-    )
+async def _feedback(
+    redis: aioredis.Redis,
+    keys: RedisKeys,
+    version: int,
+    ratio: float,
+    later: float | None = None,
+    met: tuple[int, int] = (0, 0),
+) -> None:
+    """Two windows of 150 answers each about `version` (a refit is validated on held-out
+    windows): ratio `ratio`, then `later` (default the same); `met` = budget met, missed
+    in each."""
     now = datetime.now(UTC)
-    report = LatencyFeedback(
-        instance="dp", table_version=version, window_start=now, window_end=now, cells=(cell,)
-    )
-    await redis.xadd(keys.feedback, {"report": report.model_dump_json()})
+    for each in (ratio, ratio if later is None else later):
+        cell = PairLoadFeedback(
+            pair=PAIR,
+            load_bucket=0,
+            e2e=RatioHistogram(counts={ratio_bucket(each): 150}),
+            budget_met=met[0],
+            budget_missed=met[1],
+        )
+        report = LatencyFeedback(
+            instance="dp", table_version=version, window_start=now, window_end=now, cells=(cell,)
+        )
+        await redis.xadd(keys.feedback, {"report": report.model_dump_json()})
 
 
 @pytest.fixture
@@ -117,7 +132,7 @@ async def test_switches_pin_and_rate_limit(
     }
     assert checks == {
         "published": 2, "no_drift": 1, "disabled": 1, "pinned": 1, "rate_limited": 1,
-        "no_table": 1, "failed": 0, "demoted": 0,
+        "no_table": 1, "failed": 0, "demoted": 0, "not_better": 0, "reverted": 0,
     }  # fmt: skip
 
 
@@ -131,3 +146,50 @@ async def test_a_healthy_pair_is_left_alone(
     await _feedback(redis_client, redis_keys, v1, 1.1)
     assert await loop.check_once() is RefitCheck.NO_DRIFT
     assert await services.tables.current_version() == v1
+
+
+async def test_a_refit_that_does_not_predict_held_out_windows_better_is_not_published(
+    parts: tuple[Services, FeedbackLoop, ControlPlaneMetrics, Clock],
+    redis_client: aioredis.Redis,
+    redis_keys: RedisKeys,
+) -> None:
+    """One slow window and one healthy one: the pooled window drifts, but a correction
+    computed from either window predicts the other worse than the table does."""
+    services, loop, metrics, _ = parts
+    v1 = (await services.publisher.publish(_table())).version
+    await _feedback(redis_client, redis_keys, v1, 3.0, later=1.0)
+    assert await loop.check_once() is RefitCheck.NOT_BETTER
+    assert await services.tables.current_version() == v1
+    rejected = metrics.registry.get_sample_value(
+        "gearbox_cp_refits_rejected_total", {"reason": "held_out_worse"}
+    )
+    assert rejected == 1
+
+
+async def test_a_refit_that_lowers_budget_attainment_is_reverted(
+    parts: tuple[Services, FeedbackLoop, ControlPlaneMetrics, Clock],
+    redis_client: aioredis.Redis,
+    redis_keys: RedisKeys,
+) -> None:
+    services, loop, _, _ = parts
+    await _policy(services, min_interval_s=0, revert_hold_s=600)
+    v1 = (await services.publisher.publish(_table())).version
+    await _feedback(redis_client, redis_keys, v1, 3.0, met=(140, 10))
+    assert await loop.check_once() is RefitCheck.PUBLISHED
+    v2 = await services.tables.current_version()
+    assert v2 == v1 + 1
+    await _feedback(redis_client, redis_keys, v2, 1.0, met=(100, 50))  # 66.7% < 93.3%
+    assert await loop.check_once() is RefitCheck.REVERTED
+    back = await services.tables.current()
+    assert back is not None
+    assert back.version == v2 + 1
+    assert back.refit is not None
+    assert back.refit.reverted_version == v2
+    assert back.refit.note.startswith(f"reverted refit v{v2}: budget attainment on its pairs")
+    base = await services.tables.get(v1)
+    assert base is not None
+    assert back.entries == base.entries  # the base table's predictions again
+    await _feedback(redis_client, redis_keys, back.version, 3.0)
+    assert await loop.check_once() is RefitCheck.RATE_LIMITED  # held after a revert
+    await _policy(services, min_interval_s=0, revert_hold_s=0)  # the hold is over
+    assert await loop.check_once() is RefitCheck.PUBLISHED

@@ -18,9 +18,18 @@ from data_plane.telemetry.feedback import FeedbackAggregator
 from tests.unit.data_plane.tables import entry, table
 
 
-def _candidate(load: float = 1.0) -> Candidate:
-    pair = compile_table(table([entry("m", "fp16")])).pairs[0]
-    # predicted: TTFT 0.1 s, TPOT 0.01 s for 100 planned tokens = 1.1 s
+def _candidate(load: float = 1.0, per_input_token_s: float = 0.0) -> Candidate:
+    flat = entry(
+        "m",
+        "fp16",
+        ttft_base_s=0.1,
+        ttft_per_input_token_s=per_input_token_s,
+        ttft_per_load_s=0.0,
+        tpot_base_s=0.01,
+        tpot_per_load_s=0.0,
+    )
+    pair = compile_table(table([flat])).pairs[0]
+    # predicted: TTFT 0.1 s (+ per_input_token_s per prompt token), TPOT 0.01 s
     return Candidate(pair, pair.endpoints, 10, 100, 0.1, 1.1, 0.0, load)
 
 
@@ -57,13 +66,14 @@ def test_observations_become_ratios_per_pair_and_load_bucket() -> None:
     c = _candidate(load=5)
     # Streamed, 21 tokens: prediction for them = 0.1 + 21 x 0.01 = 0.31 s; observed 0.62 s,
     # first token after 0.3 s (3x), then 0.32 s / 20 = 0.016 s per token (1.6x).
-    agg.observe(7, c, 0.62, 0.3, 21)
-    agg.observe(7, _candidate(load=1), 1.1, None, 100)  # not streamed: e2e only, ratio 1
-    agg.observe(8, c, 0.31, None, 21)
+    agg.observe(7, c, (0.62, 0.3), (10, 21))
+    agg.observe(7, _candidate(load=1), (1.1, None), (10, 100))  # not streamed: e2e only, ratio 1
+    agg.observe(8, c, (0.31, None), (10, 21))
     first = agg.drain("dp-a", now=110.0)
     assert [(r.table_version, r.instance) for r in first] == [(7, "dp-a"), (8, "dp-a")]
     v7 = {cell.load_bucket: cell for cell in first[0].cells}
     assert set(v7) == {0, 2}
+    assert {c.size_bucket for c in first[0].cells} == {1, 2}  # 21 and 100 tokens
     assert v7[2].e2e.quantile(0.5) == pytest.approx(2.0, rel=0.05)
     assert v7[2].ttft.quantile(0.5) == pytest.approx(3.0, rel=0.05)
     assert v7[2].tpot.quantile(0.5) == pytest.approx(1.6, rel=0.05)
@@ -77,7 +87,7 @@ def test_a_report_stays_small_whatever_the_traffic() -> None:
     agg = FeedbackAggregator(now=0.0)
     c = _candidate()
     for i in range(20_000):
-        agg.observe(1, c, 1.1 * (1 + (i % 7) / 10), 0.1, 100)
+        agg.observe(1, c, (1.1 * (1 + (i % 7) / 10), 0.1), (10, 100))
     (report,) = agg.drain("dp", now=1.0)
     assert report.cells[0].e2e.n == 20_000
     assert len(report.model_dump_json()) < 1_000
@@ -113,3 +123,36 @@ def test_decisions_become_the_recent_mix_per_category_floor_and_pair() -> None:
     assert low.cost_usd == pytest.approx(0.003)
     assert (high.floor, high.requests, high.proven) == (0.9, 1, 1)
     assert agg.drain("dp", now=200.0) == []
+
+
+def test_the_prediction_is_for_the_tokens_the_engine_reported() -> None:
+    """A prompt whose images and tools the request's characters missed: the engine's usage
+    says 2,000 prompt tokens, so its slower first token is what the table predicts."""
+    agg = FeedbackAggregator(now=0.0)
+    c = _candidate(per_input_token_s=0.0001)  # TTFT for 2,000 tokens: 0.1 + 0.2 = 0.3 s
+    agg.observe(1, c, (0.3 + 10 * 0.01, 0.3), (2000, 11), budget_met=True)
+    agg.observe(1, c, (0.8, 0.3), (2000, 11), budget_met=False)
+    (report,) = agg.drain("dp", now=1.0)
+    (cell,) = report.cells
+    assert cell.ttft.quantile(0.5) == pytest.approx(1.0, rel=0.05)
+    assert cell.e2e.quantile(0.01) == pytest.approx(1.0, rel=0.05)
+    assert (cell.budget_met, cell.budget_missed) == (1, 1)
+
+
+def test_no_one_client_supplies_more_than_its_share_of_a_pairs_samples() -> None:
+    agg = FeedbackAggregator(now=0.0)
+    c = _candidate()
+    for i in range(400):
+        agg.observe(1, c, (1.1, None), (10, 100), client=(f"k:{i % 8}", 0.25))  # 8 alike
+    for _ in range(400):
+        agg.observe(1, c, (9.9, None), (10, 100), client=("t:noisy", 0.25))
+    (report,) = agg.drain("dp", now=1.0)
+    e2e = report.cells[0].e2e
+    slow = sum(n for b, n in e2e.counts.items() if b > ratio_bucket(2.0))
+    assert slow <= 0.25 * e2e.n + 1
+    assert e2e.n - slow == 400  # the eight ordinary clients are all counted
+    assert agg.capped == 400 - slow
+    for _ in range(50):  # requests that name no client are not capped
+        agg.observe(1, c, (1.1, None), (10, 100), client=(None, 0.25))
+    (report,) = agg.drain("dp", now=2.0)
+    assert report.cells[0].e2e.n == 50
