@@ -43,6 +43,9 @@ class ApiError(Exception):
         return {"error": {**info, "code": self.status}}
 
 
+IMAGE_TOKENS = 576  # prompt tokens per image part (a 336 px image in LLaVA-style models)
+
+
 class Route(StrEnum):
     COMPLETIONS = "completions"
     CHAT = "chat_completions"
@@ -77,6 +80,7 @@ class ChatMessage(_Body):
 class ChatRequest(_Request):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: int | None = Field(default=None, ge=1)
+    tools: list[Any] | None = None
 
 
 R = TypeVar("R", bound=_Request)
@@ -124,10 +128,22 @@ def _completion_prompt(req: CompletionRequest, config: SimPairConfig) -> tuple[i
     return count_tokens(len(text), config.chars_per_token), text.strip()
 
 
+def _image_parts(content: Any) -> int:
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for p in content if isinstance(p, dict) and p.get("type") == "image_url")
+
+
 def _chat_prompt(req: ChatRequest, config: SimPairConfig) -> tuple[int, str | None]:
+    """Prompt tokens as vLLM counts them: the text of every turn, each image part as
+    IMAGE_TOKENS, and the `tools` schema's JSON (the chat template renders it into the
+    prompt)."""
     chars = sum(len(content_text(m.content)) for m in req.messages)
+    chars += len(json.dumps(req.tools)) if req.tools else 0
+    images = sum(_image_parts(m.content) for m in req.messages)
     dumped = [m.model_dump() for m in req.messages]
-    return count_tokens(chars, config.chars_per_token), last_user_text(dumped)
+    tokens = count_tokens(chars, config.chars_per_token) + images * IMAGE_TOKENS
+    return tokens, last_user_text(dumped)
 
 
 def parse_request(route: Route, raw: bytes, config: SimPairConfig) -> RequestFacts:

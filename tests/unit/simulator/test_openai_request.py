@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simulator.config import SimPairConfig
-from simulator.openai_request import ApiError, RequestFacts, Route, parse_request
+from simulator.openai_request import IMAGE_TOKENS, ApiError, RequestFacts, Route, parse_request
 
 CONFIG = SimPairConfig(
     name="served", family="f", quantization="q", ttft_base_s=0, tpot_base_s=0,
@@ -41,6 +42,20 @@ def test_chat_counts_every_message_and_keys_on_the_last_user_turn() -> None:
     assert facts.prompt_tokens == 3  # ceil(12 / 4)
     assert facts.lookup_text == "hi"
     assert (facts.max_tokens, facts.stream, facts.include_usage) == (5, True, True)
+
+
+def test_images_and_tools_count_as_prompt_tokens_as_in_vllm() -> None:
+    big = SimPairConfig.model_validate({**CONFIG.model_dump(), "context_length": 4096})
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    body = {
+        "model": "served",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "abcd"}, image]}],
+        "tools": tools,
+        "max_tokens": 5,
+    }
+    facts = parse_request(Route.CHAT, json.dumps(body).encode(), big)
+    assert facts.prompt_tokens == math.ceil((4 + len(json.dumps(tools))) / 4) + IMAGE_TOKENS
 
 
 @pytest.mark.parametrize(
