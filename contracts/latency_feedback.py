@@ -21,7 +21,7 @@ STEPS_PER_OCTAVE = 8  # bucket width: a factor 2^(1/8) ~ 1.09
 MIN_EXPONENT = -4 * STEPS_PER_OCTAVE  # ratios below 1/16 land in bucket 0
 RATIO_BUCKETS = 10 * STEPS_PER_OCTAVE  # up to 64x; above lands in the last bucket
 LOAD_BUCKETS = 7  # loads 1, 2-3, 4-7, ..., 32-63, 64+
-SIZE_BUCKETS = 6  # completion tokens 0-15, 16-63, 64-255, 256-1023, 1024-4095, 4096+
+SIZE_BUCKETS = 6  # prompt + completion tokens 0-63, 64-255, ..., 4096-16383, 16384+
 MAX_CELLS = 4096  # pairs x load buckets x size buckets per report
 
 
@@ -49,12 +49,13 @@ def load_bucket(load: float) -> int:
     return min(int(math.log2(load)), LOAD_BUCKETS - 1)
 
 
-def size_bucket(completion_tokens: int) -> int:
-    """The size bucket of an answer by the completion tokens its engine reported: one bucket
-    per factor 4 from 16 (0-15, 16-63, ...), the last open-ended."""
-    if completion_tokens < 16:
+def size_bucket(tokens: int) -> int:
+    """The size bucket of an answer by the tokens its engine reported (prompt + completion):
+    one bucket per factor 4 from 64 (0-63, 64-255, ...), the last open-ended. A long prompt
+    and a long answer both land in a larger bucket than a short chat turn."""
+    if tokens < 64:
         return 0
-    return min(int(math.log2(completion_tokens) // 2) - 1, SIZE_BUCKETS - 1)
+    return min(int(math.log2(tokens) // 2) - 2, SIZE_BUCKETS - 1)
 
 
 class RatioHistogram(_Contract):

@@ -114,11 +114,11 @@ class RefitPolicy(_Policy):
         description="share of the counted samples whose cells drift the same way",
     )
     max_client_share: float = Field(
-        default=0.25,
+        default=0.1,
         gt=0.0,
         le=1.0,
         description="most of a pair's samples one identified client supplies (per data plane "
-        "and feedback window)",
+        "and feedback window); at most outlier_share, one client cannot move a cell",
     )
     watch_min_samples: int = Field(
         default=100, ge=1, description="answers on a refit table before the watch judges it"

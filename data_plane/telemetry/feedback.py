@@ -117,7 +117,12 @@ class FeedbackAggregator:
         latency_s, ttft_s = timing
         input_tokens, output_tokens = tokens
         ttft_pred, tpot_pred = predicted_lines(pair, cand.load, input_tokens)
-        key = (version, pair.pair, load_bucket(cand.load), size_bucket(output_tokens))
+        key = (
+            version,
+            pair.pair,
+            load_bucket(cand.load),
+            size_bucket(input_tokens + output_tokens),
+        )
         cell = self._cells.get(key)
         if cell is None:
             cell = self._cells[key] = [[0] * RATIO_BUCKETS for _ in range(3)] + [[0, 0]]
