@@ -175,7 +175,7 @@ async def test_best_effort_sending_long_requests_to_one_pair_is_not_a_slower_eng
     every long-prompt request no pair can answer in budget, and those run slower than its
     (short-prompt) fit predicts. One kind of request is off, not the engine: no refit."""
     long_prompt = "x " * 4000  # 2,000 tokens
-    for window in range(2):
+    for _window in range(2):
         for i in range(50):
             if i % 10 < 3:  # fastest pair by the table: fam@fp16; none meets 150 ms
                 assert await replay.send(chat(long_prompt), 150) == "fam@fp16"
@@ -199,7 +199,7 @@ async def test_a_few_slow_outliers_from_one_client_move_nothing(
     """Issue 22: 11 of 200 answers (5.5%), all from one client, 4x slower (the engine was
     slow for them: a tenant's own odd requests, a hiccup); the other 189 as profiled."""
     sent = 0
-    for window in range(2):
+    for _window in range(2):
         for i in range(100):
             hostile = i % 18 == 5
             if hostile:
@@ -224,7 +224,7 @@ async def test_one_client_cannot_supply_most_of_a_pairs_samples(
 ) -> None:
     """Issue 22: one tenant sends half of a pair's traffic, every answer 3x slower; ten other
     clients see the engine as profiled. That tenant's samples count up to its share only."""
-    for window in range(2):
+    for _window in range(2):
         for i in range(100):
             hostile = i % 2 == 0
             engines.set_faults(CHEAP, FaultConfig(slowdown_factor=3.0 if hostile else 1.0))
@@ -253,7 +253,7 @@ async def test_image_and_tool_heavy_prompts_are_judged_on_the_engines_token_coun
         for i in range(4)
     ]
     heavy = [{"type": "text", "text": "Describe"}, image, image]
-    for window in range(2):
+    for _window in range(2):
         for i in range(100):
             body = chat(heavy, tools=tools) if i % 5 < 2 else chat("Hi")
             assert await replay.send(body, 2000, key=f"key-{i % 10}") == "fam@int4"
