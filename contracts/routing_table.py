@@ -180,6 +180,9 @@ class RefitProvenance(_Contract):
     demoted: dict[str, dict[Category, Ratio]] = Field(default_factory=dict)
     # Set on a revert: the refit table this one undid (its predictions are the base's again).
     reverted_version: int | None = Field(default=None, ge=1)
+    # pair -> how much slower than its profile the refits so far made it (product of the e2e
+    # factors, kept while above 1): data planes probe these pairs so they can come back.
+    slowed: dict[str, PosFloat] = Field(default_factory=dict)
 
 
 class RoutingTable(_Contract):
@@ -269,6 +272,7 @@ _REFIT_1_0 = {
 _ADDED_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("refit",), None),
     (("refit", "reverted_version"), None),
+    (("refit", "slowed"), {}),
     (("policy", "objective"), "cost"),
     (("policy", "ladder_hysteresis_ratio"), 0.1),
     *((("policy", "refit", name), value) for name, value in _REFIT_ADDED.items()),

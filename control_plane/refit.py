@@ -63,6 +63,7 @@ def apply_refit(
             "base_version": table.version,
             "samples": samples,
             "window_s": window_s,
+            "slowed": slowed_after(table, corrections),
             "pairs": {
                 c.pair: {
                     "samples": c.samples,
@@ -75,6 +76,25 @@ def apply_refit(
         },
     )
     return stamp_table(data)
+
+
+SLOWED_MIN_FACTOR = 1.05  # below this a pair counts as back to its profile
+
+
+def slowed_after(table: RoutingTable, corrections: Sequence[Correction]) -> dict[str, float]:
+    """pair -> how much slower than its profile `table` with `corrections` predicts it: the
+    product of every refit's e2e factor since the profiles, kept while above
+    SLOWED_MIN_FACTOR (data planes probe those pairs, docs/control_plane.md "Latency
+    feedback")."""
+    slowed = dict(table.refit.slowed) if table.refit is not None else {}
+    for c in corrections:
+        factor = c.e2e_factor or (c.ttft_factor * c.tpot_factor) ** 0.5
+        total = slowed.get(c.pair, 1.0) * factor
+        if total > SLOWED_MIN_FACTOR:
+            slowed[c.pair] = round_sig(total)
+        else:
+            slowed.pop(c.pair, None)
+    return dict(sorted(slowed.items()))
 
 
 def demotion_note(checks: int, window_s: float) -> str:
@@ -109,6 +129,7 @@ def apply_demotions(
             "window_s": window_s,
             "pairs": {},
             "demoted": {p: dict(c) for p, c in demoted.items()},
+            "slowed": slowed_after(table, ()),
         },
     )
     return stamp_table(data)

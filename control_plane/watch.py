@@ -87,6 +87,7 @@ def apply_revert(
             "pairs": {},
             "demoted": kept,
             "reverted_version": refit.version,
+            "slowed": dict(base.refit.slowed) if base.refit is not None else {},
         },
     )
     return stamp_table(data)

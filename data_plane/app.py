@@ -30,6 +30,7 @@ from data_plane.serving.accuracy_check import AccuracyChecker
 from data_plane.serving.attempt import AttemptRunner
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.handlers import Handlers
+from data_plane.serving.latency_probe import LatencyProbe
 from data_plane.serving.middleware import ApiKeys, make_gateway
 from data_plane.serving.proxy import Proxy, ProxyParts
 from data_plane.settings import DataPlaneSettings
@@ -122,6 +123,7 @@ DISCOVERY = web.AppKey("gearbox_discovery", EndpointDiscovery)
 ANNOUNCEMENTS = web.AppKey("gearbox_announcements", BreakerAnnouncements)
 FEEDBACK = web.AppKey("gearbox_feedback", FeedbackAggregator)
 CHECKER = web.AppKey("gearbox_accuracy_checker", AccuracyChecker)
+PROBE = web.AppKey("gearbox_latency_probe", LatencyProbe)
 SHARING = web.AppKey("gearbox_in_flight_sharing", InFlightSharing)
 IDENTITY = web.AppKey("gearbox_replica_identity", ReplicaIdentity)
 
@@ -260,6 +262,14 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     else:
         upstream = deps.upstream
     app[CHECKER] = AccuracyChecker(upstream, app[FEEDBACK], metrics, deps.rng, deps.clock)
+    app[PROBE] = LatencyProbe(
+        upstream,
+        store,
+        app[FEEDBACK],
+        app[HEALTH].view,
+        deps.clock,
+        EngineKeys.load(settings.engine_keys.api_key, settings.engine_keys.api_keys_file),
+    )
     step = _decision_step(app, deps)
     proxy = _build_proxy(settings, deps, upstream, app)
     handlers = Handlers(
@@ -325,6 +335,9 @@ def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
         if tracing.enabled:
             app[TASKS].start("trace_export", tracing.run())
         app[TASKS].start("accuracy_check", app[CHECKER].run())
+        if app[SETTINGS].feedback.probe_interval_s > 0:
+            probe = app[PROBE].run(app[SETTINGS].feedback.probe_interval_s)
+            app[TASKS].start("latency_probe", probe)
         app[WATCHER].load_snapshot()
         logger.info(
             "data plane up (instance %s)",

@@ -180,6 +180,8 @@ class CompiledTable:
     accuracy_by_category: Mapping[str, tuple[float, ...]]  # the bounds floors compare with
     classifier: CategoryScorer  # the table's category classifier, else the built-in one
     fleet_baseline: CompiledPair | None = None  # the fleet's best pair, for savings
+    # pairs refits made slower than their profile; data planes probe them (latency_probe)
+    slowed_pairs: tuple[CompiledPair, ...] = ()
 
 
 # --- health and load ----------------------------------------------------------------------

@@ -240,4 +240,7 @@ def compile_table(table: RoutingTable) -> CompiledTable:
         ),
         classifier=BUILTIN if table.classifier is None else compile_classifier(table.classifier),
         fleet_baseline=by_name.get(table.fleet_baseline or ""),
+        slowed_pairs=tuple(
+            by_name[p] for p in (table.refit.slowed if table.refit else {}) if p in by_name
+        ),
     )

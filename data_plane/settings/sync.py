@@ -109,10 +109,15 @@ class AnnouncementSettings(Group):
 
 
 class FeedbackSettings(Group):
-    """Latency feedback summaries to Redis every `interval_s` (0 = off)."""
+    """Latency feedback summaries to Redis every `interval_s` (0 = off); probes of the pairs
+    refits made slower every `probe_interval_s` (0 = off; docs/control_plane.md "Latency
+    feedback")."""
 
     knob_prefix = "feedback_"
     interval_s: float = Field(default=10.0, ge=0.0, le=3600.0)
+    probe_interval_s: Annotated[float, Knob("latency_probe_interval_s")] = Field(
+        default=2.0, ge=0.0, le=3600.0
+    )
 
 
 class InFlightShareSettings(Group):

@@ -16,12 +16,14 @@ import redis.asyncio as aioredis
 from contracts.policy import Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
-from control_plane.drift import RefitCheck
+from control_plane.drift import Correction, RefitCheck
 from control_plane.feedback_loop import FeedbackLoop
 from control_plane.metrics import ControlPlaneMetrics
 from control_plane.published_tables import PublishedTables
+from control_plane.refit import apply_refit
 from control_plane.services import make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
+from data_plane.app import PROBE
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from tests.component.data_plane.fakes import make_table, pair_entry
 from tests.integration.data_plane.conftest import MakePlane, Plane
@@ -146,3 +148,43 @@ async def test_a_slowed_pair_is_refit_and_traffic_moves_away(
     assert refit_s < moved_s < 40
     assert {await traffic.one() for _ in range(20)} == {"fam@fp16"}  # and it stays moved
     print(f"first refit {refit_s:.1f} s, traffic moved {moved_s:.1f} s after the slowdown")
+
+
+async def test_a_pair_refit_slower_is_probed_and_refit_back(
+    make_plane: MakePlane,
+    engines: Fleet,
+    redis_client: aioredis.Redis,
+    redis_keys: RedisKeys,
+    redis_server: RedisProcess,
+) -> None:
+    """Refits go both ways: a refit made the cheap pair 3x slower than its (healthy) engine,
+    so no budgeted request goes to it and no client answer can show it recovered. The data
+    plane probes it (`refit.slowed`), the feedback shows it faster than the table, and the
+    loop refits it back until traffic returns."""
+    plane = await make_plane(feedback_interval_s=0.2, latency_probe_interval_s=0.02)
+    v1 = await plane.publisher.publish(profiled_table(engines))
+    await eventually(lambda: plane.version == v1, what="table loaded")
+    base = await Publishing.tables(redis_client, redis_keys).get(v1)
+    assert base is not None
+    slower = Correction("fam@int4", 100, 3.0, 3.0, 3.0, e2e_factor=3.0)
+    v2 = await plane.publisher.publish(apply_refit(base, [slower], 60.0, datetime.now(UTC)))
+    await eventually(lambda: plane.version == v2, what="slower refit loaded")
+    traffic = Traffic(plane)
+    assert await traffic.one() == "fam@fp16"  # 0.36 s predicted: over the 250 ms budget
+    loop = control_plane_loop(redis_client, redis_keys, redis_server.url)
+    refits = asyncio.create_task(loop.run(0.25))
+    try:
+        await eventually(lambda: (plane.version or 0) > v2, timeout_s=20, what="refit back")
+        for _ in range(200):  # bounded: a few refits may be needed to come all the way
+            if await traffic.one() == "fam@int4":
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        refits.cancel()
+        await asyncio.gather(refits, return_exceptions=True)
+    assert traffic.served[-1][1] == "fam@int4"
+    back = await Publishing.tables(redis_client, redis_keys).get(v2 + 1)
+    assert back is not None
+    assert back.refit is not None
+    assert back.refit.pairs["fam@int4"].observed_e2e_ratio < 0.75  # faster than the table
+    assert plane.app[PROBE].sent > 0

@@ -7,20 +7,22 @@ import pytest
 from contracts.latency_feedback import ratio_bucket
 from data_plane.decision.compile import compile_table
 from data_plane.domain import Candidate
+from data_plane.serving.usage import Usage
 from data_plane.telemetry.pair_totals import PairTotals, predicted_e2e_s
 from data_plane.telemetry.traffic import TrafficStats
 from tests.unit.data_plane.tables import entry, table
 
 
 def _candidate() -> Candidate:
-    pair = compile_table(table([entry("m", "fp16")])).pairs[0]
-    # predicted: TTFT 0.1 s, TPOT 0.01 s for 100 planned tokens = 1.1 s
-    return Candidate(pair, pair.endpoints, 10, 100, 0.1, 1.1, 0.0, 1.0)
+    pair = compile_table(table([entry("m", "fp16", ttft_base_s=0.09, tpot_per_load_s=0.0)]))
+    # the lines: TTFT 0.09 + 0.0001 per prompt token + 0.01 per load, TPOT 0.01 s
+    return Candidate(pair.pairs[0], pair.pairs[0].endpoints, 10, 100, 0.1, 1.1, 0.0, 1.0)
 
 
-def test_the_prediction_is_for_the_tokens_produced() -> None:
-    assert predicted_e2e_s(_candidate(), 100) == pytest.approx(1.1)
-    assert predicted_e2e_s(_candidate(), 20) == pytest.approx(0.3)
+def test_the_prediction_is_for_the_tokens_the_engine_counted() -> None:
+    assert predicted_e2e_s(_candidate(), Usage(0, 100)) == pytest.approx(1.1)
+    assert predicted_e2e_s(_candidate(), Usage(0, 20)) == pytest.approx(0.3)
+    assert predicted_e2e_s(_candidate(), Usage(1000, 20)) == pytest.approx(0.4)
 
 
 def test_answers_count_budget_and_latency() -> None:
