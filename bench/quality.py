@@ -22,6 +22,7 @@ from pathlib import Path
 from bench import quality_fleet as qf
 from bench.machine import Cores, Pinning, pinned
 from bench.processes import ProcessFailedError, free_port, running
+from bench.quality_loop import CHECK_INTERVAL_S, FEEDBACK_INTERVAL_S, run_loop_rows
 from bench.quality_score import grade
 from bench.quality_types import QUALITY_FIRST, PairFacts, PolicyOutcome, QualityResult
 from bench.replay import request_parts
@@ -239,6 +240,9 @@ def run_quality(pinning: Pinning, workdir: Path, quick: bool) -> QualityResult:
                     outcome = grade(policy, load, NOMINAL_RPS * load, trace, results, prices)
                     outcomes.append(replace(outcome, client_max_lag_ms=round(lag_ms, 1)))
         outcomes += replay_ladder(workdir / "ladder", reports, evalsets, prices, pinning, quick)
+        loop = run_loop_rows(
+            workdir / "loop", table, trace, LOADS[:2], NOMINAL_RPS, prices, pinning
+        )
     notes = (
         "Simulated time runs ~10x faster than GPUs (outputs of 8-64 tokens, ms-scale TPOT); "
         "requests carry X-Latency-Budget-Ms, X-Min-Accuracy and X-Task-Category; budgets "
@@ -253,5 +257,11 @@ def run_quality(pinning: Pinning, workdir: Path, quick: bool) -> QualityResult:
         cheapest_pair=qf.CHEAPEST,
         pairs=_pair_facts(table),
         outcomes=tuple(outcomes),
-        notes=notes,
+        notes=(
+            *notes,
+            "Refit loop rows: the gearbox replay again on a data plane in Redis mode, loop off "
+            f"(table v1), then on (checks every {CHECK_INTERVAL_S:g} s, feedback every "
+            f"{FEEDBACK_INTERVAL_S:g} s, the table's refit policy); engines unchanged.",
+        ),
+        loop=loop,
     )

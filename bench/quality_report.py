@@ -58,5 +58,18 @@ def quality_lines(q: QualityResult) -> list[str]:
             f"| {p.pair} | {p.input_usd_per_mtok:.4f} | {p.output_usd_per_mtok:.4f} "
             f"| {prof} | {sim} |"
         )
+    if q.loop:
+        lines += [
+            "",
+            "Latency refit loop on a fleet whose engines never change (gearbox policy):",
+            "",
+            "| load | requests | budget attainment, loop off | loop on | refits published |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r.load:g}x | {r.requests} | {r.attainment_off * 100:.1f}% "
+            f"| {r.attainment_on * 100:.1f}% | {r.refits} |"
+            for r in q.loop
+        ]
     lines += [""] + [f"- {n}" for n in q.notes] + [""]
     return lines

@@ -62,6 +62,17 @@ class PairFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class LoopRow:
+    """Gearbox at one load with the latency refit loop off, then on (`bench.quality_loop`)."""
+
+    load: float
+    requests: int
+    attainment_off: float  # budget attainment, loop off (table v1 throughout)
+    attainment_on: float  # the same replay with the loop on
+    refits: int  # tables the loop published during the loop-on replay
+
+
+@dataclass(frozen=True, slots=True)
 class QualityResult:
     seed: int
     trace_requests: int
@@ -71,6 +82,7 @@ class QualityResult:
     pairs: tuple[PairFacts, ...]
     outcomes: tuple[PolicyOutcome, ...]
     notes: tuple[str, ...] = ()
+    loop: tuple[LoopRow, ...] = ()  # gearbox with the latency refit loop off and on
 
     def outcome(self, policy: str, load: float) -> PolicyOutcome | None:
         return next((o for o in self.outcomes if o.policy == policy and o.load == load), None)

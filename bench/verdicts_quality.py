@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from bench.quality_types import PolicyOutcome, QualityResult
+from bench.quality_types import LoopRow, PolicyOutcome, QualityResult
 from bench.soak_types import SoakResult
 from bench.stats import ratio
 from bench.verdicts import Check
@@ -113,6 +113,35 @@ def quality_checks(q: QualityResult) -> list[Check]:
         _cost(q),
         _attainment(q, 2.0, 0.95),
         _collapse(q, 2.0),
+        *(check for row in q.loop for check in _loop(row)),
+    ]
+
+
+def _loop(row: LoopRow) -> list[Check]:
+    """Issue 27: on unchanged engines the refit loop publishes nothing and costs nothing."""
+    gap = (row.attainment_on - row.attainment_off) * 100
+    return [
+        Check(
+            "quality",
+            f"refits published during the {row.load:g}x replay, engines unchanged (loop on)",
+            row.refits,
+            0,
+            math.nan,
+            "tables",
+            "0",
+            row.refits == 0,
+        ),
+        Check(
+            "quality",
+            f"budget attainment at {row.load:g}x, refit loop on vs off",
+            row.attainment_on * 100,
+            row.attainment_off * 100,
+            ratio(row.attainment_on, row.attainment_off),
+            "%",
+            "within 1 point",
+            abs(gap) <= 1.0,
+            f"baseline = loop off; {gap:+.1f} points",
+        ),
     ]
 
 

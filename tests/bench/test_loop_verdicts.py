@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from bench.feedback import FeedbackResult, Phase
 from bench.feedback_report import feedback_checks, feedback_lines
-from bench.quality_types import QUALITY_FIRST, PolicyOutcome, QualityResult
+from bench.quality_report import quality_lines
+from bench.quality_types import QUALITY_FIRST, LoopRow, PolicyOutcome, QualityResult
 from bench.verdicts_ladder import ladder_checks, mean_rung
+from bench.verdicts_quality import quality_checks
 
 FP16, FP8, INT8, INT4 = (f"m@{q}" for q in ("fp16", "fp8", "int8-w8a8", "awq-int4"))
 
@@ -75,3 +78,19 @@ def test_accuracy_drift_checks_need_detection_and_the_move() -> None:
     assert "2.0 s after the drop" in "\n".join(accuracy_drift_lines(good))
     missed = AccuracyDriftResult(0.25, math.nan, math.nan, 10, 0.0, math.nan, 0.873)
     assert not any(c.passed for c in accuracy_drift_checks(missed))
+
+
+def test_the_refit_loop_rows_need_no_refit_and_the_same_attainment() -> None:
+    quiet = LoopRow(1.0, 1500, attainment_off=0.95, attainment_on=0.946, refits=0)
+    refitting = LoopRow(2.0, 1500, attainment_off=0.913, attainment_on=0.895, refits=1)
+    checks = quality_checks(replace(result(), loop=(quiet, refitting)))
+    loop = {c.name: c.passed for c in checks if "refit" in c.name}
+    assert loop == {
+        "refits published during the 1x replay, engines unchanged (loop on)": True,
+        "budget attainment at 1x, refit loop on vs off": True,
+        "refits published during the 2x replay, engines unchanged (loop on)": False,
+        "budget attainment at 2x, refit loop on vs off": False,
+    }
+    assert "| 2x | 1500 | 91.3% | 89.5% | 1 |" in quality_lines(
+        replace(result(), loop=(refitting,))
+    )
