@@ -44,9 +44,12 @@ class LatencyModel(_Contract):
     `load` is the number of requests the endpoint would be serving, this one included
     (in-flight + queued + 1), i.e. the closed-loop concurrency level the profiler measured.
 
-        ttft_s(n_in, load) = ttft_base_s + ttft_per_input_token_s * n_in + ttft_per_load_s * load
-        tpot_s(load)       = tpot_base_s + tpot_per_load_s * load
+        ttft_s(n_in, load) = ttft_base_s + ttft_per_input_token_s * n_in + ttft_load(load)
+        tpot_s(load)       = tpot_base_s + tpot_load(load)
         latency_s          = ttft_s(n_in, load) + n_out * tpot_s(load)
+
+    where a load term is interpolated between its values at `load_levels` (the per-load
+    coefficient beyond the last), or, in a table without them, per-load coefficient x load.
 
     All coefficients are non-negative (latency never improves with more load or tokens).
     """
@@ -67,16 +70,52 @@ class LatencyModel(_Contract):
     # prediction is then taken as exact. Scale-free, so a refit that scales the line keeps it.
     ttft_log_spread: NonNegFloat = 0.0
     tpot_log_spread: NonNegFloat = 0.0
+    # The load terms measured at each profiled level (docs/control_plane.md "Latency model"):
+    # with them, the load term at a load is interpolated between the levels around it (the
+    # per-load coefficient beyond the last), in place of per-load x load.
+    load_levels: tuple[int, ...] | None = None
+    ttft_load_s: tuple[NonNegFloat, ...] | None = None
+    tpot_load_s: tuple[NonNegFloat, ...] | None = None
+
+    @model_validator(mode="after")
+    def _levels(self) -> LatencyModel:
+        found = (self.load_levels, self.ttft_load_s, self.tpot_load_s)
+        if any(f is not None for f in found):
+            if any(f is None for f in found) or len({len(f or ()) for f in found}) != 1:
+                raise ValueError("load_levels, ttft_load_s and tpot_load_s go together")
+            levels = self.load_levels or ()
+            if not levels or list(levels) != sorted(set(levels)) or levels[0] < 1:
+                raise ValueError("load_levels must be increasing loads >= 1")
+        return self
+
+    def _load_term(self, load: float, terms: tuple[float, ...] | None, slope: float) -> float:
+        levels = self.load_levels
+        if levels is None or terms is None:
+            return slope * load
+        if load <= levels[0]:
+            return terms[0]
+        for (lo, a), (hi, b) in zip(
+            zip(levels, terms, strict=True), zip(levels[1:], terms[1:], strict=True), strict=False
+        ):
+            if load <= hi:
+                return a + (b - a) * (load - lo) / (hi - lo)
+        return terms[-1] + slope * (load - levels[-1])
+
+    def ttft_load_at(self, load: float) -> float:
+        """TTFT's load term at `load` (seconds)."""
+        return self._load_term(load, self.ttft_load_s, self.ttft_per_load_s)
+
+    def tpot_load_at(self, load: float) -> float:
+        """TPOT's load term at `load` (seconds per token)."""
+        return self._load_term(load, self.tpot_load_s, self.tpot_per_load_s)
 
     def ttft_s(self, input_tokens: int, load: float) -> float:
         return (
-            self.ttft_base_s
-            + self.ttft_per_input_token_s * input_tokens
-            + (self.ttft_per_load_s * load)
+            self.ttft_base_s + self.ttft_per_input_token_s * input_tokens + self.ttft_load_at(load)
         )
 
     def tpot_s(self, load: float) -> float:
-        return self.tpot_base_s + self.tpot_per_load_s * load
+        return self.tpot_base_s + self.tpot_load_at(load)
 
     def latency_s(self, input_tokens: int, output_tokens: int, load: float) -> float:
         return self.ttft_s(input_tokens, load) + output_tokens * self.tpot_s(load)
@@ -286,22 +325,31 @@ _ADDED_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("policy", "precision_formats"), {}),
     (("fleet_baseline",), None),
 )
-# The same for fields added to each entry.
+# The same for fields added to each entry, and to its latency model.
 _ADDED_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("accuracy_right", {}),
     ("accuracy_bound", {}),
     ("precision_format", None),
 )
+_ADDED_LATENCY_DEFAULTS = {"load_levels": None, "ttft_load_s": None, "tpot_load_s": None}
 
 
 def _entry_without_added_defaults(entry: Any) -> Any:
     if not isinstance(entry, dict):
         return entry
-    return {
+    kept = {
         k: v
         for k, v in entry.items()
         if not any(k == name and v == default for name, default in _ADDED_ENTRY_DEFAULTS)
     }
+    latency = kept.get("latency")
+    if isinstance(latency, dict):
+        kept["latency"] = {
+            k: v
+            for k, v in latency.items()
+            if not (k in _ADDED_LATENCY_DEFAULTS and v == _ADDED_LATENCY_DEFAULTS[k])
+        }
+    return kept
 
 
 def _without_added_defaults(data: dict[str, Any]) -> dict[str, Any]:

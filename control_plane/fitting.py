@@ -3,10 +3,12 @@
 PURE: numpy/scipy arithmetic over contract types; no I/O. The model form is the one
 `contracts.routing_table.LatencyModel` documents:
 
-    ttft_s(n_in, load) = ttft_base_s + ttft_per_input_token_s * n_in + ttft_per_load_s * load
-    tpot_s(load)       = tpot_base_s + tpot_per_load_s * load
+    ttft_s(n_in, load) = ttft_base_s + ttft_per_input_token_s * n_in + ttft_load(load)
+    tpot_s(load)       = tpot_base_s + tpot_load(load)
 
-fitted at the policy's quantile, where load is the sample's closed-loop concurrency level.
+fitted at the policy's quantile, where load is the sample's closed-loop concurrency level and
+each load term is measured at the profiled levels (interpolated between them; the per-load
+coefficient of the line fitted to all samples beyond the last).
 """
 
 from __future__ import annotations
@@ -53,11 +55,31 @@ def fit_nonnegative(columns: Sequence[Sequence[float]], target: Sequence[float])
     return coef
 
 
-def _rmse(
-    columns: Sequence[Sequence[float]], coef: Sequence[float], target: Sequence[float]
-) -> float:
-    predicted = np.asarray(columns, dtype=float).T @ np.asarray(coef, dtype=float)
-    return float(np.sqrt(np.mean((predicted - np.asarray(target, dtype=float)) ** 2)))
+def _level_fit(
+    load: Sequence[float], n_in: Sequence[float] | None, y: Sequence[float]
+) -> tuple[float, float, tuple[float, ...], tuple[float, ...]]:
+    """(base, per input token, the profiled levels, the load term at each): `y` fitted as
+    per_input x n_in + a constant per load level (non-negative least squares; no input term
+    when `n_in` is None or constant), the level constants made non-decreasing in load (latency
+    never improves with load); base = the first level's, the terms are the rest above it."""
+    levels = sorted(set(load))
+    onehot = [[1.0 if ld == level else 0.0 for ld in load] for level in levels]
+    with_input = n_in is not None and np.ptp(np.asarray(n_in, dtype=float)) > 0.0
+    columns = [*onehot, list(n_in)] if with_input and n_in is not None else onehot
+    matrix = np.asarray(columns, dtype=float).T
+    scale = np.max(np.abs(matrix), axis=0)
+    scale[scale == 0.0] = 1.0
+    solved = lsq_linear(matrix / scale, np.asarray(y, dtype=float), bounds=(0.0, np.inf))
+    coef = [max(0.0, float(c)) for c in solved.x / scale]
+    per_input = coef[-1] if with_input else 0.0
+    constants = list(np.maximum.accumulate(coef[: len(levels)]))
+    base = constants[0]
+    return (
+        round_sig(base),
+        round_sig(per_input),
+        tuple(float(v) for v in levels),
+        tuple(round_sig(c - base) for c in constants),
+    )
 
 
 def log_spread(quantiles: Sequence[Quantiles]) -> float:
@@ -86,16 +108,34 @@ def fit_latency_model(samples: Sequence[LatencySample], quantile: float) -> Late
     tpot_cols = [ones, load]
     ttft_coef = [round_sig(c) for c in fit_nonnegative(ttft_cols, ttft)]
     tpot_coef = [round_sig(c) for c in fit_nonnegative(tpot_cols, tpot)]
+    # The lines' slopes in load say little where queueing bends the curve (past the batch
+    # size): the load term is taken at each profiled level instead, and the error left is
+    # what the prompt-length term misses at a level. The lines' per-load slopes extrapolate.
+    ttft_base, per_input, levels, ttft_terms = _level_fit(load, n_in, ttft)
+    tpot_base, _, _, tpot_terms = _level_fit(load, None, tpot)
+    ttft_fit = [
+        ttft_base + per_input * n + ttft_terms[levels.index(ld)]
+        for n, ld in zip(n_in, load, strict=True)
+    ]
+    tpot_fit = [tpot_base + tpot_terms[levels.index(ld)] for ld in load]
     return LatencyModel(
         quantile=quantile,
-        ttft_base_s=ttft_coef[0],
-        ttft_per_input_token_s=ttft_coef[1],
+        ttft_base_s=ttft_base,
+        ttft_per_input_token_s=per_input,
         ttft_per_load_s=ttft_coef[2],
-        tpot_base_s=tpot_coef[0],
+        tpot_base_s=tpot_base,
         tpot_per_load_s=tpot_coef[1],
         max_profiled_load=max(s.concurrency for s in ordered),
-        ttft_rmse_s=round_sig(_rmse(ttft_cols, ttft_coef, ttft)),
-        tpot_rmse_s=round_sig(_rmse(tpot_cols, tpot_coef, tpot)),
+        ttft_rmse_s=round_sig(_rms(ttft_fit, ttft)),
+        tpot_rmse_s=round_sig(_rms(tpot_fit, tpot)),
+        load_levels=tuple(int(v) for v in levels),
+        ttft_load_s=ttft_terms,
+        tpot_load_s=tpot_terms,
         ttft_log_spread=round_sig(log_spread([s.ttft_s for s in ordered])),
         tpot_log_spread=round_sig(log_spread([s.tpot_s for s in ordered])),
     )
+
+
+def _rms(fitted: Sequence[float], measured: Sequence[float]) -> float:
+    diff = np.asarray(fitted, dtype=float) - np.asarray(measured, dtype=float)
+    return float(np.sqrt(np.mean(diff**2)))

@@ -1,10 +1,10 @@
 """A refit table: the current table with live-traffic corrections applied to latency lines.
 
-PURE. Each corrected pair's TTFT line (base, per input token, per load, RMSE) is multiplied
-by its TTFT factor and its TPOT line by its TPOT factor, so every prediction the data plane
-makes from it (widened by the RMSE, docs/data_plane.md "Predictions") scales by the same
-factor. Prices, accuracy, utility, order and pruning are the current table's: a refit moves
-traffic through feasibility (latency budgets), not through a new build. A rebuild from
+PURE. Each corrected pair's TTFT model (base, per input token, per load, load terms, RMSE)
+is multiplied by its TTFT factor and its TPOT model by its TPOT factor, so every prediction
+the data plane makes from it (widened by the RMSE, docs/data_plane.md "Predictions") scales by
+the same factor. Prices, accuracy, utility, order and pruning are the current table's: a
+refit moves traffic through feasibility (latency budgets), not through a new build. A rebuild from
 profiles (`POST /v1/tables`) starts from the profiles again.
 """
 
@@ -32,6 +32,12 @@ def _scaled(latency: dict[str, Any], correction: Correction) -> dict[str, Any]:
         out[name] = round_sig(latency[name] * correction.ttft_factor)
     for name in _TPOT:
         out[name] = round_sig(latency[name] * correction.tpot_factor)
+    for name, factor in (
+        ("ttft_load_s", correction.ttft_factor),
+        ("tpot_load_s", correction.tpot_factor),
+    ):
+        if latency.get(name) is not None:
+            out[name] = tuple(round_sig(t * factor) for t in latency[name])
     return out
 
 

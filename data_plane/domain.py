@@ -120,6 +120,26 @@ class CompiledPair:
     ttft_log_spread: float = 0.0
     tpot_log_spread: float = 0.0
     latency_z: float = 0.0
+    # The TTFT and TPOT load terms at loads 0, 1, ..., max_profiled_load (`load_terms`);
+    # empty: per-load coefficient x load.
+    ttft_by_load: tuple[float, ...] = ()
+    tpot_by_load: tuple[float, ...] = ()
+
+
+def load_terms(pair: CompiledPair, at: float) -> tuple[float, float]:
+    """(TTFT, TPOT) load terms at load `at`: interpolated between the compiled terms at the
+    whole loads around it, the per-load coefficients beyond the last (PURE; `scan` inlines the
+    in-range case)."""
+    ttl, tpl = pair.ttft_by_load, pair.tpot_by_load
+    if not ttl:
+        return pair.ttft_per_load_s * at, pair.tpot_per_load_s * at
+    top = len(ttl) - 1
+    f = int(at)
+    if f < top:
+        w = at - f
+        return ttl[f] + (ttl[f + 1] - ttl[f]) * w, tpl[f] + (tpl[f + 1] - tpl[f]) * w
+    extra = at - top
+    return ttl[top] + pair.ttft_per_load_s * extra, tpl[top] + pair.tpot_per_load_s * extra
 
 
 class ScanRow(NamedTuple):
@@ -141,6 +161,8 @@ class ScanRow(NamedTuple):
     tpot_base_s: float
     tpot_per_load_s: float
     max_profiled_load: float  # beyond it no latency promise (feasibility.latency_violation)
+    ttft_by_load: tuple[float, ...] = ()  # = pair.ttft_by_load (`load_terms`)
+    tpot_by_load: tuple[float, ...] = ()
 
 
 class CostFloor(NamedTuple):

@@ -32,10 +32,10 @@ _PER_TOKEN = 1e-6  # prices in the table are per million tokens
 
 
 def widened_intercepts(latency: LatencyModel) -> tuple[float, float]:
-    """(TTFT, TPOT) intercepts widened by the fit's error at the table's quantile q: the fit
-    runs through the measured q-quantile points and its residual RMSE is their spread around
-    it, so z_q x RMSE is added (z_0.95 = 1.645; z_0.5 = 0, no widening). See
-    docs/data_plane.md "Predictions"."""
+    """(TTFT, TPOT) intercepts widened by the fit's error at the table's quantile q: the model
+    runs through the measured q-quantiles level by level and its residual RMSE is what it
+    misses within a level, so z_q x RMSE is added (z_0.95 = 1.645; z_0.5 = 0, no widening).
+    See docs/data_plane.md "Predictions"."""
     z = max(0.0, NormalDist().inv_cdf(latency.quantile))
     return (
         latency.ttft_base_s + z * latency.ttft_rmse_s,
@@ -114,6 +114,8 @@ def compile_pair(
         ttft_log_spread=latency.ttft_log_spread,
         tpot_log_spread=latency.tpot_log_spread,
         latency_z=NormalDist().inv_cdf(latency.quantile),
+        ttft_by_load=tuple(latency.ttft_load_at(n) for n in range(latency.max_profiled_load + 1)),
+        tpot_by_load=tuple(latency.tpot_load_at(n) for n in range(latency.max_profiled_load + 1)),
     )
 
 
@@ -192,6 +194,8 @@ def scan_row(p: CompiledPair) -> ScanRow:
         tpot_base_s=p.tpot_base_s,
         tpot_per_load_s=p.tpot_per_load_s,
         max_profiled_load=p.max_profiled_load,
+        ttft_by_load=p.ttft_by_load,
+        tpot_by_load=p.tpot_by_load,
     )
 
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from data_plane.decision.chain import FeasibleRow
 from data_plane.decision.feasibility import Limits, order_endpoints
-from data_plane.domain import CompiledEndpoint, CostFloor, HealthView, ScanRow
+from data_plane.domain import CompiledEndpoint, CostFloor, HealthView, ScanRow, load_terms
 
 _INF = math.inf
 _ceil = math.ceil
@@ -77,9 +77,25 @@ def scan(
     for k, row in enumerate(rows):
         if best_usd < _INF and floors and _beyond(floors[k], input_chars, out, best_usd):
             return k, feasible, missed
-        i, pair, endpoints, ids, swapped, cpt, ctx, in_usd, out_usd, tb, tpi, tpl, pb, ppl, top = (
-            row
-        )
+        (
+            i,
+            pair,
+            endpoints,
+            ids,
+            swapped,
+            cpt,
+            ctx,
+            in_usd,
+            out_usd,
+            tb,
+            tpi,
+            _,
+            pb,
+            _,
+            top,
+            ttl,
+            ptl,
+        ) = row
         if accuracy[i] < floor:
             continue
         tokens = _ceil(input_chars / cpt)
@@ -96,8 +112,14 @@ def scan(
             if picked is None:
                 continue
             at, ordered = picked[0] + 1.0, picked[1]
-        ttft = tb + tpi * tokens + tpl * at
-        latency = ttft + out * (pb + ppl * at)
+        f = int(at)
+        if f < len(ttl) - 1:  # = load_terms, inlined for the usual in-range case
+            w = at - f
+            lt, lp = ttl[f] + (ttl[f + 1] - ttl[f]) * w, ptl[f] + (ptl[f + 1] - ptl[f]) * w
+        else:
+            lt, lp = load_terms(pair, at)
+        ttft = tb + tpi * tokens + lt
+        latency = ttft + out * (pb + lp)
         cost = tokens * in_usd + out * out_usd
         found = (cost, latency, i, pair, ordered, tokens, ttft, at)
         if latency > latency_cap or ttft > ttft_cap or cost > cost_cap or (budgeted and at > top):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from data_plane.domain import CompiledPair
+from data_plane.domain import CompiledPair, load_terms
 from data_plane.settings import ProgressConfig
 
 PACE_RECOVERY = 0.1  # share of the gap to a faster answer closed per answer
@@ -29,9 +29,9 @@ PACE_RECOVERY = 0.1  # share of the gap to a faster answer closed per answer
 def engine_time_s(pair: CompiledPair, input_tokens: int, output_tokens: int, load: float) -> float:
     """The pair's profiled time for this much work at `load` (requests at the endpoint, this
     one included): TTFT(input, load) + output x TPOT(load)."""
-    ttft_s = pair.ttft_base_s + pair.ttft_per_input_token_s * input_tokens
-    ttft_s += pair.ttft_per_load_s * load
-    return ttft_s + output_tokens * (pair.tpot_base_s + pair.tpot_per_load_s * load)
+    ttft_load_s, tpot_load_s = load_terms(pair, load)
+    ttft_s = pair.ttft_base_s + pair.ttft_per_input_token_s * input_tokens + ttft_load_s
+    return ttft_s + output_tokens * (pair.tpot_base_s + tpot_load_s)
 
 
 def output_cap(pair: CompiledPair, input_tokens: int, max_tokens: int | None) -> int:
