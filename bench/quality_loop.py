@@ -34,7 +34,7 @@ from control_plane.feedback_loop import FeedbackLoop
 from control_plane.metrics import ControlPlaneMetrics
 from control_plane.redis_launcher import private_redis
 from control_plane.services import Services, make_services
-from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import ControlPlaneSettings, RedisSettings
 
 FEEDBACK_INTERVAL_S = 2.0
 CHECK_INTERVAL_S = 5.0  # the default is 30 s; checks this often give the loop every chance
@@ -43,7 +43,7 @@ KEY_PREFIX = "bench-loop"
 
 def _services(redis_url: str, table: RoutingTable) -> tuple[aioredis.Redis, Services]:
     redis = aioredis.Redis.from_url(redis_url)
-    settings = ControlPlaneSettings(redis_url=redis_url, redis_key_prefix=KEY_PREFIX)
+    settings = ControlPlaneSettings(redis=RedisSettings(url=redis_url, key_prefix=KEY_PREFIX))
     return redis, make_services(redis, settings, lambda: datetime.now(UTC), table.policy)
 
 

@@ -29,7 +29,7 @@ from control_plane.drift import RefitCheck
 from control_plane.feedback_loop import FeedbackLoop
 from control_plane.metrics import ControlPlaneMetrics
 from control_plane.services import make_services
-from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import ControlPlaneSettings, RedisSettings
 from data_plane.app import FEEDBACK
 from data_plane.sync.feedback_writer import FeedbackWriter
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
@@ -156,7 +156,7 @@ async def refit_check(
     redis: aioredis.Redis, keys: RedisKeys, server: RedisProcess
 ) -> tuple[RefitCheck, int | None]:
     """One check of the control plane's refit loop; (its outcome, the current version)."""
-    settings = ControlPlaneSettings(redis_url=server.url, redis_key_prefix=keys.prefix)
+    settings = ControlPlaneSettings(redis=RedisSettings(url=server.url, key_prefix=keys.prefix))
     services = make_services(redis, settings, lambda: datetime.now(UTC), Policy(refit=REFIT))
     loop = FeedbackLoop(
         services, keys.feedback, ControlPlaneMetrics("test"), lambda: datetime.now(UTC)
