@@ -35,6 +35,9 @@ class FaultConfig(_Config):
     break_stream_rate: Ratio = 0.0
     break_after_chunks: int = Field(default=1, ge=0, le=1_000_000)
     refuse_connections: bool = False
+    # Every answer goes silent (connection open, no bytes) after this many stream chunks, or
+    # after half its body when not streamed, until the client leaves; None = never.
+    stall_after_chunks: int | None = Field(default=None, ge=0, le=1_000_000)
     # Every request's prefill and per-token times multiplied by this (a slower engine at run
     # time: noisy neighbour, new engine version); 1 = as configured.
     slowdown_factor: float = Field(default=1.0, ge=1.0, le=100.0, allow_inf_nan=False)

@@ -97,13 +97,16 @@ async def _whole(
     ident = ResponseIdentity.new(facts.route, int(time.time()), engine.config.name)
     used = usage(facts.prompt_tokens, len(plan.tokens))
     body = json.dumps(full_response(ident, plan.text, plan.finish_reason, used)).encode()
-    if not draw.break_stream:
+    stall = engine.faults.stall_after_chunks is not None
+    if not draw.break_stream and not stall:
         engine.counters.completed += 1
         return web.Response(body=body, content_type="application/json")
     resp = web.StreamResponse(headers={"Content-Type": "application/json"})
     resp.content_length = len(body)
     await resp.prepare(request)
     await resp.write(body[: len(body) // 2])
+    if stall:
+        await _hang_forever()
     return _drop(request, engine, resp)
 
 
@@ -131,9 +134,13 @@ async def _stream(
     last = len(plan.tokens) - 1
     break_at = engine.faults.break_after_chunks if draw.break_stream else None
 
+    stall_at = engine.faults.stall_after_chunks
+
     async def write(index: int, token: str) -> None:
         if index == break_at:
             raise _BrokenStreamError
+        if index == stall_at:
+            await _hang_forever()
         if index == 0 and facts.route is Route.CHAT:
             await resp.write(sse(token_chunk(ident, "", None, role=True)))
         finish = plan.finish_reason if index == last else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import socket
 import time
 
@@ -114,6 +115,29 @@ async def test_broken_stream_has_no_done(http: aiohttp.ClientSession) -> None:
                 await resp.read()
         stats = fleet.stats(NAME)
     assert (stats.streams_broken, stats.completed) == (2, 0)
+
+
+async def test_a_stalled_answer_goes_silent_with_the_connection_open(
+    http: aiohttp.ClientSession,
+) -> None:
+    """`stall_after_chunks`: two token chunks, then nothing (no [DONE], no close) until the
+    client gives up; a non-streamed answer stops halfway through its body."""
+    config = pair_config(NAME, faults={"stall_after_chunks": 2})
+    async with run_fleet(SimFleetConfig(pairs=[config])) as fleet:
+        url = fleet.url(NAME) + "/v1/completions"
+        async with http.post(url, json={**BODY, "max_tokens": 10, "stream": True}) as resp:
+            got = [await resp.content.readuntil(b"\n\n") for _ in range(2)]
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(resp.content.readuntil(b"\n\n"), 0.5)
+        assert [json.loads(g[len(b"data: ") :])["choices"][0]["text"] for g in got] == [
+            " the",
+            " quick",
+        ]
+        async with http.post(url, json=BODY) as resp:
+            assert resp.status == 200
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(resp.read(), 0.5)
+        assert fleet.stats(NAME).completed == 0
 
 
 async def test_refuse_connections_and_stop_start_pair(http: aiohttp.ClientSession) -> None:
