@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-TimeoutPhase = Literal["connect", "first_byte", "read"]
+TimeoutPhase = Literal["connect", "first_byte", "gap", "read"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +37,11 @@ class Timeout:
     """`connect`: no connection; `first_byte`: no first byte (streams) or no answer
     (non-streams) within the engine's own limit, its profiled pace for the work at its load
     times its observed slowdown and a margin (`resilience.progress`; nothing sent to the
-    client yet); `read`: the stream stalled after bytes went out."""
+    client yet); `gap`: the engine went silent mid-answer (after a stream's first byte, or
+    while a non-streamed body was read) for longer than its own gap limit, its profiled time
+    per token at its load times the same slowdown and margin, at least a floor
+    (`resilience.progress`; lack of progress, an engine fault); `read`: no byte for the
+    transport's read timeout (`READ_TIMEOUT_S`, the backstop when no gap limit applies)."""
 
     phase: TimeoutPhase
 

@@ -14,6 +14,14 @@ the other replicas' in-flight included), the output is capped by the request's `
 or else by the context left after the prompt (the longest answer the engine can give), and
 the margin covers the rest. Slower than predicted but inside this limit is a latency fact
 (load, feedback), never an ejection.
+
+After the first byte (streams) or the head (non-streams) the engine's progress is its bytes:
+`gap_s` is how long it may go silent, its profiled time per output token at the load the
+attempt started at, times the same slowdown and margin, never under a floor. The observation
+is "no byte for many times this engine's time per token"; what else could explain it: a
+batch stalled by other requests' prefills or a preemption under memory pressure (the floor
+covers those), or a client slow to read (never counted: the silence is timed only while we
+wait for the engine, not while we write to the client, `UpstreamRequest.gap_s`).
 """
 
 from __future__ import annotations
@@ -32,6 +40,11 @@ def engine_time_s(pair: CompiledPair, input_tokens: int, output_tokens: int, loa
     ttft_load_s, tpot_load_s = load_terms(pair, load)
     ttft_s = pair.ttft_base_s + pair.ttft_per_input_token_s * input_tokens + ttft_load_s
     return ttft_s + output_tokens * (pair.tpot_base_s + tpot_load_s)
+
+
+def engine_tpot_s(pair: CompiledPair, load: float) -> float:
+    """The pair's profiled time per output token at `load`."""
+    return pair.tpot_base_s + pair.tpot_per_load_s * load
 
 
 def output_cap(pair: CompiledPair, input_tokens: int, max_tokens: int | None) -> int:
@@ -83,6 +96,16 @@ class EnginePace:
         if cfg.factor <= 0:
             return None
         return profile_s * self.ratio(endpoint_id) * cfg.factor + cfg.slack_s
+
+    def gap_s(self, endpoint_id: str, tpot_s: float) -> float | None:
+        """How long the engine may go without a byte mid-answer, for a profiled time per
+        token of `tpot_s`: that x its observed slowdown x the margin, at least `gap_floor_s`
+        (None: no engine limit, `factor` 0)."""
+        cfg = self._config
+        if cfg.factor <= 0:
+            return None
+        paced = tpot_s * self.ratio(endpoint_id) * cfg.factor + cfg.slack_s
+        return max(cfg.gap_floor_s, paced)
 
     def retain(self, endpoint_ids: Iterable[str]) -> None:
         """Forget endpoints no longer in the table."""

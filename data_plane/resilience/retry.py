@@ -87,9 +87,11 @@ def breaker_success(outcome: Outcome | None) -> bool | None:
     said it failed or is full), broken or stalled streams, and lack of progress within the
     engine's own limit (`resilience.progress`: its profiled pace for the work at its load, its
     observed slowdown and a margin; what else could explain that is a queue or an answer
-    beyond what the limit allows for, which the margin covers). None for what the client
-    explains: a cancel, a missed client TTFT budget, the request's deadline (never an
-    outcome here), and other 4xx (the request's own fault)."""
+    beyond what the limit allows for, which the margin covers), including silence mid-answer
+    past its gap limit (`Timeout("gap")`: a batch stalled by other prefills or a preemption
+    could explain a short one, which the floor covers; a slow client is never timed). None
+    for what the client explains: a cancel, a missed client TTFT budget, the request's
+    deadline (never an outcome here), and other 4xx (the request's own fault)."""
     match outcome:
         case None:
             return True

@@ -21,7 +21,7 @@ from data_plane.domain import Candidate, CompiledEndpoint, per_request
 from data_plane.engine_keys import EngineKeys
 from data_plane.outcome import BudgetMissed, Cancelled, Outcome, Timeout, UpstreamStatus
 from data_plane.resilience.health import Health
-from data_plane.resilience.progress import EnginePace, engine_time_s, output_cap
+from data_plane.resilience.progress import EnginePace, engine_time_s, engine_tpot_s, output_cap
 from data_plane.serving.usage import SSE_TAIL_BYTES, Usage, find_usage
 from data_plane.settings import ProgressConfig
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -133,11 +133,15 @@ class AttemptLimit:
     `Timeout("first_byte")`), False = the client's TTFT budget (a miss is `BudgetMissed`: next
     candidate, no blame). `limit_s` None = no limit of its own (the request deadline still
     applies, and a request deadline is never an engine fault). `load` = requests at the
-    endpoint when the attempt started, this one included (what its pace is measured at)."""
+    endpoint when the attempt started, this one included (what its pace is measured at).
+    `gap_s`: the engine's gap limit, how long it may go silent after a stream's first byte or
+    while a non-streamed body is read (`UpstreamRequest.gap_s`; a miss is `Timeout("gap")`,
+    an engine fault, whoever's limit `limit_s` is); None = the read timeout only."""
 
     limit_s: float | None = None
     engine: bool = True
     load: float = 1.0
+    gap_s: float | None = None
 
     def missed(self) -> AttemptError:
         if self.engine:
@@ -183,12 +187,15 @@ class AttemptRunner:
         """The engine's own limit for an attempt at `endpoint` now: its profiled time for the
         first byte (streams) or for the longest answer the request allows (non-streams:
         `max_tokens`, else the context left), at its load now, x its observed slowdown x the
-        margin (`resilience.progress`). Never our prediction for this request."""
+        margin (`resilience.progress`); and its gap limit, from its profiled time per token
+        at that load, the same slowdown and margin, at least the floor. Never our prediction
+        for this request."""
         load = self._health.tracker.load.get(endpoint.id, 0.0) + 1.0
         pair = cand.pair
         output = 0 if call.stream else output_cap(pair, cand.input_tokens, call.max_tokens)
         profile_s = engine_time_s(pair, cand.input_tokens, output, load)
-        return AttemptLimit(self.pace.limit_s(endpoint.id, profile_s), load=load)
+        gap_s = self.pace.gap_s(endpoint.id, engine_tpot_s(pair, load))
+        return AttemptLimit(self.pace.limit_s(endpoint.id, profile_s), load=load, gap_s=gap_s)
 
     def _observe_pace(
         self, cand: Candidate, endpoint_id: str, limit: AttemptLimit, result: Served, took_s: float
@@ -253,7 +260,7 @@ class AttemptRunner:
         transport deadline: the http1 client moves its connection's one timer, so no timer
         is armed per attempt); its expiry becomes the limit's outcome."""
         try:
-            return await self._exchange(call, cand, target, sink, span, limit.limit_s)
+            return await self._exchange(call, cand, target, sink, span, limit)
         except LimitReachedError as err:
             raise limit.missed() from err
 
@@ -264,7 +271,7 @@ class AttemptRunner:
         target: tuple[CompiledEndpoint, int],
         sink: ClientSink,
         span: AnySpan,
-        limit_s: float | None,
+        limit: AttemptLimit,
     ) -> Served | Failed:
         endpoint, number = target
         headers = {
@@ -278,7 +285,8 @@ class AttemptRunner:
             if auth is not None:
                 headers["Authorization"] = auth
         body = call.bodies(cand.pair.served_model_name)
-        request = UpstreamRequest(endpoint.url + call.path, body, headers, limit_s)
+        url = endpoint.url + call.path
+        request = UpstreamRequest(url, body, headers, limit.limit_s, gap_s=limit.gap_s)
         resp = await self._upstream.send(request)
         try:
             if call.stream and resp.status == 200:
@@ -300,7 +308,8 @@ class AttemptRunner:
         sink: ClientSink,
     ) -> Served | Failed:
         """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk
-        (the attempt's limit covers the first chunk only)."""
+        (the attempt's limit covers the first chunk only; the gap limit each later wait for
+        the engine, never the time `sink.write` spends on a slow client)."""
         async with aclosing(resp.chunks()) as chunks:
             first = await anext(chunks, b"")
             if not first:
@@ -316,11 +325,10 @@ class AttemptRunner:
                     tail = (tail + chunk)[-SSE_TAIL_BYTES:]
             except AttemptError as err:
                 self._metrics.pair(cand.pair.pair).stream_errors.inc()
-                await sink.write(
-                    stream_error_event(
-                        "the engine stream broke; the answer is incomplete", "stream_broken"
-                    )
-                )
+                silent = isinstance(err.outcome, Timeout)  # the gap limit (or read timeout)
+                what = "went silent" if silent else "stream broke"
+                message = f"the engine {what}; the answer is incomplete"
+                await sink.write(stream_error_event(message, "stream_broken"))
                 await sink.finish()
                 return Served(200, tail, "text/event-stream", True, first_byte_s, err.outcome)
         await sink.finish()

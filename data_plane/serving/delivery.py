@@ -76,6 +76,10 @@ def give_up_error(failure: Failed | None, attempts: int, retry_after_s: float) -
             return DeadlineExceeded(
                 f"no engine made progress within its own pace ({attempts} attempt(s))"
             )
+        case Timeout(phase="gap"):
+            return UpstreamError(
+                f"the engine went silent mid-answer, past its own pace ({attempts} attempt(s))"
+            )
         case ResponseTooLarge(part=part, limit_bytes=limit):
             return UpstreamError(
                 f"the engine's response {part} exceeded {limit} bytes ({attempts} attempt(s))"

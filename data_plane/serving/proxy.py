@@ -99,7 +99,8 @@ class Proxy:
     ) -> AttemptLimit:
         """The attempt's own limit: the engine's (its own pace for the work at its load now,
         with a margin: `AttemptRunner.engine_limit`), or the client's TTFT budget when that is
-        sooner and still in force (not relaxed by best-effort). Shadow traffic gets neither."""
+        sooner and still in force (not relaxed by best-effort); the engine's gap limit either
+        way. Shadow traffic gets none."""
         reason = decision.reason
         if reason is RouteReason.SHADOW:
             return NO_LIMIT
@@ -107,7 +108,7 @@ class Proxy:
         engine_s = engine.limit_s
         client_s = None if reason.startswith("best_effort") else call.ttft_budget_s
         if client_s is not None and (engine_s is None or client_s < engine_s):
-            return AttemptLimit(client_s, engine=False, load=engine.load)
+            return AttemptLimit(client_s, engine=False, load=engine.load, gap_s=engine.gap_s)
         return engine
 
     async def serve(

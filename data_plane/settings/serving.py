@@ -87,7 +87,9 @@ class ProgressConfig(Group):
     `resilience.progress`): the pair's profiled time for the first byte (streams) or for the
     longest answer the request allows (non-streams: max_tokens, else the context left) at the
     endpoint's load now, x its observed slowdown (at most `max_pace_ratio`) x `factor` +
-    `slack_s`. Missing it is lack of progress, an engine fault; the next candidate is tried."""
+    `slack_s`. Missing it is lack of progress, an engine fault; the next candidate is tried.
+    After the first byte, the engine may go silent for its profiled time per token at that
+    load x the same slowdown x `factor` + `slack_s`, at least `gap_floor_s`."""
 
     # x the engine's pace for the work; 0 = no engine limit at all.
     factor: Annotated[float, Knob("engine_deadline_factor")] = Field(default=3.0, ge=0.0, le=100.0)
@@ -99,6 +101,9 @@ class ProgressConfig(Group):
     max_pace_ratio: Annotated[float, Knob("engine_pace_max_ratio")] = Field(
         default=8.0, ge=1.0, le=100.0
     )
+    # The least silence mid-answer that counts as lack of progress (a batch stalled by other
+    # requests' prefills or a preemption is not a hung engine).
+    gap_floor_s: Annotated[float, Knob("engine_gap_floor_s")] = Field(default=5.0, ge=0.0, le=600.0)
 
 
 class RetryBudgetSettings(Group):

@@ -38,6 +38,7 @@ from data_plane.upstream.port import (
     UpstreamClient,
     UpstreamRequest,
     UpstreamResponse,
+    gap_error,
     limit_until,
     within,
 )
@@ -112,6 +113,7 @@ class _Response:
         "_client",
         "_conn",
         "_done",
+        "_gap_s",
         "_head",
         "_key",
         "_read_s",
@@ -127,10 +129,12 @@ class _Response:
         head: ResponseHead,
         read_s: float,
         until: float | None,
+        gap_s: float | None = None,
     ) -> None:
         self._client, self._key, self._conn, self._head = client, key, conn, head
         self._read_s = read_s
         self._until = until  # the attempt's limit: the whole body, or a stream's first chunk
+        self._gap_s = gap_s  # the engine's gap limit (`UpstreamRequest.gap_s`)
         self._done = False
         self._released = False
 
@@ -167,16 +171,22 @@ class _Response:
 
     async def _pieces(self, whole: bool) -> AsyncGenerator[bytes, None]:
         """The body as it arrives; the attempt's limit holds for all of it (`whole`) or for
-        the first piece."""
-        conn, read_s, until = self._conn, self._read_s, self._until
+        the first piece, the gap limit for every wait after a stream's first piece (all of a
+        whole body's). Silence is timed only inside `conn.piece`, while we wait for the
+        engine: pieces that came while the caller wrote to its client are there at once."""
+        conn, read_s, until, gap_s = self._conn, self._read_s, self._until, self._gap_s
+        quiet_s = read_s if gap_s is None else min(read_s, gap_s)
+        wait_s = quiet_s if whole else read_s
         try:
-            while (piece := await conn.piece(read_s, until)) is not None:
+            while (piece := await conn.piece(wait_s, until)) is not None:
                 if not whole:
-                    until = None
+                    until, wait_s = None, quiet_s
                 yield piece
         except TimeoutError as err:
             if _passed(until):
                 raise LimitReachedError() from err
+            if wait_s < read_s:
+                raise gap_error() from err
             raise AttemptError(Timeout("read"), "TimeoutError") from err
         except (MalformedError, ConnectionError) as err:
             raise AttemptError(StreamBroken(), type(err).__name__) from err
@@ -306,12 +316,14 @@ class Http1Upstream:
         until = limit_until(request.limit_s)
         await self._acquire(key, until)
         try:
-            return await self._exchange(key, data, until)
+            return await self._exchange(key, data, until, request.gap_s)
         except BaseException:
             self.release(key)
             raise
 
-    async def _exchange(self, key: tuple[str, int], data: bytes, until: float | None) -> _Response:
+    async def _exchange(
+        self, key: tuple[str, int], data: bytes, until: float | None, gap_s: float | None
+    ) -> _Response:
         """Send on a pooled connection (once more on a fresh one when the pooled one turns out
         closed before any answer: the engine never saw the request), wait for the head."""
         limits = self._limits
@@ -340,5 +352,5 @@ class Http1Upstream:
             except BaseException:
                 conn.close()  # cancelled: the engine sees us go
                 raise
-            return _Response(self, key, conn, head, limits.read_timeout_s, until)
+            return _Response(self, key, conn, head, limits.read_timeout_s, until, gap_s)
         raise AssertionError("unreachable: the fresh connection either answers or raises")

@@ -30,13 +30,19 @@ class UpstreamRequest:
     `limit_s`: the attempt's own limit (docs/reliability.md), seconds from `send` until the
     answer: its head and whole body when `read`, its first chunk when streamed by `chunks`.
     Past it the client raises `LimitReachedError`; None = no limit of its own. A transport
-    deadline, so a client with a timer per connection needs no timer per attempt."""
+    deadline, so a client with a timer per connection needs no timer per attempt.
+
+    `gap_s`: the engine's gap limit, seconds without a body piece after a stream's first
+    chunk or while a whole body is `read`, timed only while the caller waits for the next
+    piece (a caller busy writing to a slow client is not the engine's silence). Past it the
+    client raises AttemptError(Timeout("gap")); None = only the session's read timeout."""
 
     url: str
     body: bytes
     headers: Mapping[str, str]
     limit_s: float | None = None
     method: Method = "POST"
+    gap_s: float | None = None
 
 
 class LimitReachedError(Exception):
@@ -69,6 +75,11 @@ class AttemptError(Exception):
     def __init__(self, outcome: Outcome, detail: str = "") -> None:
         super().__init__(f"{outcome.label}: {detail}" if detail else outcome.label)
         self.outcome = outcome
+
+
+def gap_error() -> AttemptError:
+    """No body piece within the engine's gap limit (`UpstreamRequest.gap_s`)."""
+    return AttemptError(Timeout("gap"), "no bytes within the engine's gap limit")
 
 
 class UpstreamResponse(Protocol):
@@ -144,12 +155,25 @@ def _body_failure(err: BaseException) -> AttemptError:
 
 
 class _AiohttpResponse:
-    __slots__ = ("_done", "_max_body_bytes", "_resp")
+    __slots__ = ("_done", "_gap_s", "_max_body_bytes", "_resp")
 
-    def __init__(self, resp: aiohttp.ClientResponse, max_body_bytes: int) -> None:
+    def __init__(
+        self, resp: aiohttp.ClientResponse, max_body_bytes: int, gap_s: float | None = None
+    ) -> None:
         self._resp = resp
         self._done = False
         self._max_body_bytes = max_body_bytes
+        self._gap_s = gap_s  # `UpstreamRequest.gap_s`
+
+    async def _piece(self, gapped: bool) -> bytes:
+        """The next piece of the body (b"" at its end), within the gap limit when `gapped`."""
+        piece = self._resp.content.readany()
+        if not gapped or self._gap_s is None:
+            return await piece
+        try:
+            return await within(limit_until(self._gap_s), piece)
+        except LimitReachedError as err:
+            raise gap_error() from err
 
     @property
     def status(self) -> int:
@@ -164,7 +188,7 @@ class _AiohttpResponse:
         pieces: list[bytes] = []
         size = 0
         try:
-            async for piece in self._resp.content.iter_any():
+            while piece := await self._piece(gapped=True):
                 size += len(piece)
                 if size > cap:
                     too_large = ResponseTooLarge("body", cap)
@@ -176,10 +200,13 @@ class _AiohttpResponse:
         return b"".join(pieces)
 
     async def chunks(self) -> AsyncGenerator[bytes, None]:
-        content = self._resp.content
+        """The first chunk within the attempt's limit (`LimitedResponse`), later ones each
+        within the gap limit of being asked for."""
         try:
-            async for chunk in content.iter_any():
+            chunk = await self._piece(gapped=False)
+            while chunk:
                 yield chunk
+                chunk = await self._piece(gapped=True)
         except (aiohttp.ClientError, TimeoutError) as err:
             raise _body_failure(err) from err
         self._done = True
@@ -258,5 +285,5 @@ class AiohttpUpstream:
         except aiohttp.ClientError as err:
             # Refused, reset, or closed before any response: nothing reached the client yet.
             raise AttemptError(ConnectFailed(), type(err).__name__) from err
-        answer = _AiohttpResponse(resp, self._limits.max_body_bytes)
+        answer = _AiohttpResponse(resp, self._limits.max_body_bytes, request.gap_s)
         return answer if until is None else LimitedResponse(answer, until)

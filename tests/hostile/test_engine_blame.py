@@ -175,3 +175,82 @@ async def test_a_hung_engine_is_still_ejected_within_k_attempts(
             assert blamed(app, CHEAP_EP) == K  # then the breaker kept requests away
             assert opened(app, CHEAP_EP) == 1
             assert metric(app, "gearbox_circuit_state", endpoint=CHEAP_EP) == 2
+
+
+def gaps(app: web.Application, endpoint: str) -> float:
+    return metric(app, "gearbox_upstream_attempts_total", endpoint=endpoint, outcome="timeout_gap")
+
+
+# The gap floor off: what stops a stall, or lets a slow engine through, is its own pace.
+NO_FLOOR = {"engine_gap_floor_s": 0.0}
+
+
+async def test_a_stream_that_goes_silent_mid_answer_is_cut_and_blamed(tmp_path: Path) -> None:
+    """A stream that stops after 3 chunks with its connection open. On 8507f4b only the 120 s
+    read timeout applied after the first byte: the client waited (here: past its 20 s
+    timeout). Now the silence passes the engine's gap limit (its profiled 6 ms per token x 3
+    + 0.5 s), the stream ends with one SSE error event, the attempt is counted against the
+    engine, and K of them open its breaker: the next stream is the dearer pair's."""
+    stalls = FaultConfig(stall_after_chunks=3)
+    config = SimFleetConfig(pairs=[sim_pair(CHEAP, **AS_PROFILED, faults=stalls), sim_pair(PRICEY)])
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path, **NO_FLOOR) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as session,
+        ):
+            body = chat("Say hello.", max_tokens=20, stream=True)
+            for _ in range(K):
+                status, pair, raw = await post(session, url, body)
+                assert (status, pair) == (200, pair_of(CHEAP)), raw[:300]
+                assert raw.count(b'"error"') == 1, raw[-300:]
+                assert b"went silent" in raw
+                assert not raw.endswith(b"data: [DONE]\n\n")
+            status, pair, raw = await post(session, url, body)
+            assert (status, pair) == (200, pair_of(PRICEY)), raw[:300]
+            assert raw.endswith(b"data: [DONE]\n\n")
+            assert gaps(app, CHEAP_EP) == K
+            assert opened(app, CHEAP_EP) == 1
+
+
+async def test_a_body_that_goes_silent_before_the_client_saw_it_is_retried(
+    tmp_path: Path,
+) -> None:
+    """A non-streamed answer without max_tokens that stops halfway through its body. Its
+    engine limit runs to the context limit (tens of seconds here), so on 8507f4b the request
+    waited for its deadline and got a 504. The gap limit ends the attempt as an engine fault
+    with nothing sent to the client, and the next pair answers it inside the budget."""
+    stalls = FaultConfig(stall_after_chunks=0)
+    config = SimFleetConfig(pairs=[sim_pair(CHEAP, **AS_PROFILED, faults=stalls), sim_pair(PRICEY)])
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path, **NO_FLOOR) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as session,
+        ):
+            status, pair, raw = await post(session, url, chat("Say hello."), 5000)
+            assert (status, pair) == (200, pair_of(PRICEY)), raw[:300]
+            assert json.loads(raw)["choices"][0]["message"]["content"]
+            assert gaps(app, CHEAP_EP) == 1
+
+
+async def test_an_engine_that_keeps_emitting_slowly_is_not_cut(tmp_path: Path) -> None:
+    """The other direction: an engine 10x slower than its profile (60 ms a token where the
+    profile says 6 ms) keeps making progress. Its gap limit follows the slowdown it showed at
+    its first byte (about 8 x 6 ms x 3 + 0.5 s), so its streams run to the end."""
+    slow = FaultConfig(slowdown_factor=10.0)
+    config = SimFleetConfig(pairs=[sim_pair(CHEAP, **AS_PROFILED, faults=slow), sim_pair(PRICEY)])
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path, **NO_FLOOR) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=20)) as session,
+        ):
+            body = chat("Say hello.", max_tokens=25, stream=True)
+            for _ in range(2):
+                status, pair, raw = await post(session, url, body)
+                assert (status, pair) == (200, pair_of(CHEAP)), raw[:300]
+                assert raw.endswith(b"data: [DONE]\n\n")
+                assert b'"error"' not in raw
+            assert gaps(app, CHEAP_EP) == 0
+            assert opened(app, CHEAP_EP) == 0

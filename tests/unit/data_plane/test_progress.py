@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from data_plane.decision.compile import compile_table
-from data_plane.resilience.progress import EnginePace, engine_time_s, output_cap
+from data_plane.resilience.progress import EnginePace, engine_time_s, engine_tpot_s, output_cap
 from data_plane.settings import ProgressConfig
 from tests.component.data_plane.fakes import make_table, pair_entry
 
@@ -62,6 +62,20 @@ def test_the_observed_slowdown_is_bounded_and_never_below_the_profile() -> None:
     assert fast.ratio("e") == 1.0
 
 
+def test_the_gap_limit_is_the_time_per_token_times_the_same_slowdown_and_margin() -> None:
+    """Silence mid-answer: the profiled time per token at the load (1 ms here), x the
+    endpoint's observed slowdown x 3 + 1 s, never under the floor."""
+    assert engine_tpot_s(PAIR, 4.0) == pytest.approx(0.001)
+    pace = EnginePace(CONFIG.model_copy(update={"gap_floor_s": 0.0}), RECOVERY)
+    assert pace.gap_s("e", 0.1) == pytest.approx(0.1 * 3 + 1)
+    pace.observe("e", took_s=2.0, profile_s=0.5)  # 4x slower than profiled
+    assert pace.gap_s("e", 0.1) == pytest.approx(0.1 * 4 * 3 + 1)
+    floored = EnginePace(CONFIG.model_copy(update={"gap_floor_s": 5.0}), RECOVERY)
+    assert floored.gap_s("e", 0.1) == 5.0
+    assert floored.gap_s("e", 2.0) == pytest.approx(2.0 * 3 + 1)
+    assert EnginePace(ProgressConfig(factor=0.0)).gap_s("e", 0.1) is None
+
+
 def test_retain_forgets_endpoints_that_left_the_table() -> None:
     pace = EnginePace(CONFIG, RECOVERY)
     pace.observe("a", 1.0, 0.5)
@@ -70,7 +84,9 @@ def test_retain_forgets_endpoints_that_left_the_table() -> None:
     assert (pace.ratio("a"), pace.ratio("b")) == (2.0, 1.0)
 
 
-@pytest.mark.parametrize("kwargs", [{"factor": -1.0}, {"slack_s": -0.1}, {"max_pace_ratio": 0.5}])
+@pytest.mark.parametrize(
+    "kwargs", [{"factor": -1.0}, {"slack_s": -0.1}, {"max_pace_ratio": 0.5}, {"gap_floor_s": -1.0}]
+)
 def test_bad_configs_are_refused(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValidationError, match="greater than or equal"):
         ProgressConfig(**kwargs)

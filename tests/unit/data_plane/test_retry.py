@@ -42,6 +42,9 @@ class FakeClock:
         # first_byte: the engine's OWN deadline (its predicted latency with the policy
         # margin) passed: an engine fault. The client's TTFT budget is BudgetMissed below.
         (Timeout("first_byte"), True, "timeout_first_byte", False),
+        # gap: silence past the engine's gap limit; as a failed attempt nothing reached the
+        # client yet (a non-streamed body), so the next candidate may answer.
+        (Timeout("gap"), True, "timeout_gap", False),
         (Timeout("read"), False, "timeout_read", False),
         (UpstreamStatus(429), True, "status_429", False),
         (UpstreamStatus(502), True, "status_5xx", False),
