@@ -59,6 +59,27 @@ def provable_pair(table: CompiledTable, req: TraceRequest) -> str | None:
     return result.candidates[0].pair.pair if isinstance(result, RouteDecision) else None
 
 
+def provable_oracle(
+    table: CompiledTable, trace: Sequence[TraceRequest], pairs: Mapping[str, TruePair]
+) -> tuple[float, int]:
+    """(cost per 1,000 requests, requests nothing proves) of the cheapest-provable oracle: per
+    request, the pair a strict decision on the idle table gives it under its TRUE category,
+    priced on the estimated tokens as the truth oracle is. No router that keeps the table's
+    guarantee on every request can pay less with this table, whatever it knows of the
+    category. A request nothing proves is priced at the truth oracle's pair (a lower figure)."""
+    truth = list(pairs.values())
+    cost, unprovable = 0.0, 0
+    for req in trace:
+        tokens = request_tokens(req, None)
+        cheapest = provable_pair(table, req)
+        if cheapest is None:
+            unprovable += 1
+            cost += oracle_pair(truth, req, *tokens)[0].cost_usd(*tokens)
+        else:
+            cost += pairs[cheapest].cost_usd(*tokens)
+    return (cost / len(trace) * 1000 if trace else math.nan), unprovable
+
+
 @dataclass(frozen=True, slots=True)
 class CalibrationBin:
     low: float
@@ -84,6 +105,8 @@ class EdgeOutcome:
     provable_cost_ratio: float  # Gearbox / cheapest provable, on provable requests
     calibration: tuple[CalibrationBin, ...] = ()
     share_by_reason: dict[str, float] = field(default_factory=dict)
+    mode: str = "explicit floors"  # with the category sent, or not ("..., no header")
+    load: float = 1.0
 
 
 def _calibration(stated: Sequence[tuple[float, bool]]) -> tuple[CalibrationBin, ...]:
@@ -111,8 +134,11 @@ def grade_edge(
     results: Sequence[Mapping[str, Any]],
     pairs: Mapping[str, TruePair],
     provable: Mapping[int, str | None],
+    mode: str = "explicit floors",
+    load: float = 1.0,
 ) -> EdgeOutcome:
-    """`provable`: request id -> the cheapest provable pair (None: nothing provable)."""
+    """`provable`: request id -> the cheapest provable pair under the request's TRUE category
+    (None: nothing provable); `mode` and `load` name the run."""
     by_id = {int(r["id"]): r for r in results}
     truth = list(pairs.values())
     counts = {"provable_met": 0, "feasible": 0, "feasible_met": 0, "guaranteed": 0, "held": 0}
@@ -166,4 +192,6 @@ def grade_edge(
         provable_cost_ratio=mine_provable / cheapest_provable if cheapest_provable else math.nan,
         calibration=_calibration(stated),
         share_by_reason={k: v / n for k, v in sorted(reasons.items())} if n else {},
+        mode=mode,
+        load=load,
     )

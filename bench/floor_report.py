@@ -5,7 +5,14 @@ from __future__ import annotations
 import math
 
 from bench import targets as t
-from bench.floor_scenario import HEADER, NO_HEADER, UNTIL_DECIDED, FloorScenarioResult
+from bench.floor_edge import EdgeOutcome
+from bench.floor_scenario import (
+    EXPLICIT_NO_HEADER,
+    HEADER,
+    NO_HEADER,
+    UNTIL_DECIDED,
+    FloorScenarioResult,
+)
 from bench.floor_score import TruthOutcome
 from bench.stats import ratio
 from bench.verdicts import Check
@@ -86,8 +93,74 @@ def _cost(r: FloorScenarioResult, mode: str = NO_HEADER) -> Check:
         "USD",
         target,
         x <= t.FLOOR_COST_VS_ORACLE,
-        f"the table's bound at {r.floor_confidence:.0%} on {data}",
+        f"the table's bound at {r.floor_confidence:.0%} on {data}"
+        + _provable_note(r, "--until-decided" if mode == UNTIL_DECIDED else "100 items", o),
     )
+
+
+def _provable_note(r: FloorScenarioResult, table: str, o: TruthOutcome) -> str:
+    """The cheapest-provable oracle of this table against the truth oracle: what any router
+    keeping the guarantee on every request pays at least (bench/floor_edge.py)."""
+    found = r.provable_oracle.get(table)
+    if found is None:
+        return ""
+    cost, unprovable = found
+    return (
+        f"; cheapest-provable oracle {cost:.4f} $/1k = "
+        f"{ratio(cost, r.oracle.cost_usd_per_1k):.3f}x the truth oracle "
+        f"({unprovable} requests nothing proves), Gearbox {ratio(o.cost_usd_per_1k, cost):.3f}x it"
+    )
+
+
+def _edge_no_header(r: FloorScenarioResult) -> list[Check]:
+    """The explicit-floor trace without X-Task-Category: overall SLO at 1x and 2x, and cost on
+    provable requests against the cheapest provable pair at 1x."""
+    checks = []
+    for load in (1.0, 2.0):
+        name = f"explicit floors: SLO attainment without X-Task-Category at {load:g}x"
+        target = f">= {t.EDGE_NO_HEADER_SLO * 100:g}%"
+        e = _edge_run(r, EXPLICIT_NO_HEADER, load)
+        if e is None:
+            checks.append(_missing(name, target))
+            continue
+        detail = (
+            f"provable {e.provable_slo * 100:.1f}%, truth-feasible unprovable "
+            f"{e.unprovable_feasible_slo * 100:.1f}%; floor attainment under the guarantee "
+            f"{e.guaranteed_floor * 100:.1f}%"
+        )
+        checks.append(
+            Check(
+                SECTION,
+                name,
+                e.slo_attainment * 100,
+                math.nan,
+                math.nan,
+                "%",
+                target,
+                e.slo_attainment >= t.EDGE_NO_HEADER_SLO,
+                detail,
+            )
+        )
+    name = "explicit floors: cost on provable requests vs the cheapest provable pair, without "
+    name += "X-Task-Category at 1x"
+    target = f"<= {t.EDGE_COST_VS_PROVABLE:g}x"
+    e = _edge_run(r, EXPLICIT_NO_HEADER, 1.0)
+    if e is None:
+        return [*checks, _missing(name, target)]
+    x = e.provable_cost_ratio
+    detail = (
+        f"whole trace {e.cost_usd_per_1k:.4f} $/1k req = "
+        f"{ratio(e.cost_usd_per_1k, e.oracle_cost_usd_per_1k):.2f}x the truth oracle's "
+        f"{e.oracle_cost_usd_per_1k:.4f}"
+    )
+    return [
+        *checks,
+        Check(SECTION, name, x, 1.0, x, "x", target, x <= t.EDGE_COST_VS_PROVABLE, detail),
+    ]
+
+
+def _edge_run(r: FloorScenarioResult, mode: str, load: float) -> EdgeOutcome | None:
+    return next((e for e in r.edge_runs if e.mode == mode and e.load == load), None)
 
 
 def _edge(r: FloorScenarioResult) -> list[Check]:
@@ -147,6 +220,7 @@ def floor_checks(r: FloorScenarioResult) -> list[Check]:
         _slo(r, HEADER, 1.0, t.FLOOR_SLO_WITH_HEADER),
         _cost(r, UNTIL_DECIDED),
         *_edge(r),
+        *_edge_no_header(r),
     ]
 
 
@@ -182,7 +256,27 @@ def edge_lines(r: FloorScenarioResult) -> list[str]:
         f"| {b.low:.1f}-{b.high:.1f} | {b.requests} | {b.predicted:.2f} | {b.observed:.2f} |"
         for b in e.calibration
     ]
-    return lines
+    return lines + _edge_table((e, *r.edge_runs))
+
+
+def _edge_table(runs: tuple[EdgeOutcome, ...]) -> list[str]:
+    """The explicit-floor trace per run: with the category sent, and without it at 1x, 2x."""
+    lines = [
+        "",
+        "The explicit-floor trace per run (provable: under the request's true category):",
+        "",
+        "| run | load | SLO | on provable | on truth-feasible unprovable | floor under the "
+        "guarantee | cost $/1k req | vs truth oracle | vs cheapest provable (provable requests) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    return lines + [
+        f"| {e.mode} | {e.load:g}x | {e.slo_attainment * 100:.1f}% | {e.provable_slo * 100:.1f}% "
+        f"| {e.unprovable_feasible_slo * 100:.1f}% ({e.unprovable_feasible}) "
+        f"| {e.guaranteed_floor * 100:.1f}% ({e.guaranteed}) | {e.cost_usd_per_1k:.4f} "
+        f"| {ratio(e.cost_usd_per_1k, e.oracle_cost_usd_per_1k):.2f}x "
+        f"| {e.provable_cost_ratio:.2f}x |"
+        for e in runs
+    ]
 
 
 def _row(o: TruthOutcome) -> str:
@@ -249,6 +343,20 @@ def floor_lines(r: FloorScenarioResult) -> list[str]:
                 for c in r.floors
             )
             lines.append(f"| {p.pair} | {cells} |")
+    if r.provable_oracle:
+        lines += [
+            "",
+            "Cheapest-provable oracle of this trace (per request, the cheapest pair the table "
+            "proves for floor and budget under the TRUE category, idle, priced on estimated "
+            "tokens as the truth oracle): "
+            + "; ".join(
+                f"{name} table {cost:.4f} $/1k req = "
+                f"{ratio(cost, r.oracle.cost_usd_per_1k):.3f}x the truth oracle "
+                f"({unprovable} requests nothing proves)"
+                for name, (cost, unprovable) in r.provable_oracle.items()
+            )
+            + ". No router that keeps the table's guarantee on every request pays less.",
+        ]
     lines += edge_lines(r)
     lines += [
         "",

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from bench import floor_attainment as fa
 from bench import quality_fleet as qf
-from bench.floor_edge import EdgeOutcome, edge_floors, grade_edge, provable_pair
+from bench.floor_edge import EdgeOutcome, edge_floors, grade_edge, provable_oracle, provable_pair
 from bench.floor_evalsets import (
     eval_files,
     hand_written_files,
@@ -67,11 +67,15 @@ RUNS = ((NO_HEADER, 1.0), (NO_HEADER, 2.0), (HEADER, 1.0))
 # Another trace, with explicit X-Min-Accuracy floors 1-3 points under some pairs' truths and
 # the category sent (`bench.floor_edge`), on the 100-item table at 1x.
 EXPLICIT = "explicit floors"
+# The explicit-floor trace again without X-Task-Category (the floor header still sent).
+EXPLICIT_NO_HEADER = "explicit floors, no header"
+EDGE_RUNS = ((EXPLICIT, 1.0), (EXPLICIT_NO_HEADER, 1.0), (EXPLICIT_NO_HEADER, 2.0))
 OMITTED = {
     NO_HEADER: ("X-Min-Accuracy", "X-Task-Category"),
     HEADER: ("X-Min-Accuracy",),
     UNTIL_DECIDED: ("X-Min-Accuracy", "X-Task-Category"),
     EXPLICIT: (),
+    EXPLICIT_NO_HEADER: ("X-Task-Category",),
 }
 
 
@@ -99,6 +103,10 @@ class FloorScenarioResult:
     oracle: TruthOutcome
     decided_pairs: tuple[PairTruth, ...] = ()  # the --until-decided table's pairs
     edge: EdgeOutcome | None = None  # the explicit-floor trace (`bench.floor_edge`)
+    edge_runs: tuple[EdgeOutcome, ...] = ()  # the same trace without X-Task-Category, 1x, 2x
+    # The cheapest-provable oracle of the near-floor trace on each table ("100 items",
+    # "--until-decided"): cost per 1,000 requests, and the requests nothing proves.
+    provable_oracle: dict[str, tuple[float, int]] = field(default_factory=dict)
 
     def outcome(self, mode: str, load: float) -> TruthOutcome | None:
         return next((o for o in self.outcomes if o.mode == mode and o.load == load), None)
@@ -205,15 +213,20 @@ def _serve_and_grade(
 
 def _serve_edge(
     workdir: Path, table: RoutingTable, trace: Sequence[TraceRequest], pinning: Pinning
-) -> EdgeOutcome:
+) -> list[EdgeOutcome]:
+    """The explicit-floor trace with the category sent at 1x, then without it at 1x and 2x;
+    `provable` is under each request's true category either way."""
     workdir.mkdir(parents=True, exist_ok=True)
     compiled = compile_table(table)
     provable = {req.id: provable_pair(compiled, req) for req in trace}
+    outcomes = []
     with data_plane(workdir, table, pinning.proxy) as url:
         check_serving(url, trace[0])
-        print(f"     replay the explicit-floor trace ({len(trace)} requests) at 1x", flush=True)
-        results = _replay(workdir, url, trace, EXPLICIT, 1.0, pinning.aux)
-    return grade_edge(trace, results, true_pairs(), provable)
+        for mode, load in EDGE_RUNS:
+            print(f"     replay the {mode} trace ({len(trace)} requests) at {load:g}x", flush=True)
+            results = _replay(workdir, url, trace, mode, load, pinning.aux)
+            outcomes.append(grade_edge(trace, results, true_pairs(), provable, mode, load))
+    return outcomes
 
 
 def run_floor_scenario(pinning: Pinning, workdir: Path, quick: bool) -> FloorScenarioResult:
@@ -232,7 +245,7 @@ def run_floor_scenario(pinning: Pinning, workdir: Path, quick: bool) -> FloorSce
         outcomes = _serve_and_grade(workdir / "fixed", table, trace, RUNS, pinning)
         explicit = edge_floors(list(true_pairs().values()), qf.CATEGORIES)
         edge_trace = make_trace(items, explicit, len(trace), NOMINAL_RPS, SEED + 24)
-        edge = _serve_edge(workdir / "edge", table, edge_trace, pinning)
+        edge, *edge_runs = _serve_edge(workdir / "edge", table, edge_trace, pinning)
         print("     profiling it again with --until-decided from a larger eval file", flush=True)
         decided = _profile_and_build(workdir / "decided", urls, larger, quick, until_decided)
         runs = ((UNTIL_DECIDED, 1.0),)
@@ -251,4 +264,9 @@ def run_floor_scenario(pinning: Pinning, workdir: Path, quick: bool) -> FloorSce
         oracle=grade_oracle(trace, list(true_pairs().values())),
         decided_pairs=_pair_truths(decided, true_pairs()),
         edge=edge,
+        edge_runs=tuple(edge_runs),
+        provable_oracle={
+            "100 items": provable_oracle(compile_table(table), trace, true_pairs()),
+            "--until-decided": provable_oracle(compile_table(decided), trace, true_pairs()),
+        },
     )

@@ -288,3 +288,4 @@ EDGE_PROVABLE_SLO = 0.99  # SLO attainment on the requests some pair provably se
 EDGE_UNPROVABLE_SLO = 0.70  # ... on those some pair truly meets but none provably does
 EDGE_GUARANTEED_FLOOR = 0.99  # floor attainment of answers served under the guarantee
 EDGE_COST_VS_PROVABLE = 1.1  # cost on provable requests vs the cheapest provable pair
+EDGE_NO_HEADER_SLO = 0.95  # overall SLO attainment without X-Task-Category, at 1x and 2x

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.floor_edge import edge_floors, grade_edge
+from bench.floor_edge import edge_floors, grade_edge, provable_oracle
 from bench.floor_evalsets import (
     eval_files,
     hand_written_files,
@@ -19,6 +19,7 @@ from bench.floor_evalsets import (
 )
 from bench.floor_report import floor_checks, floor_lines
 from bench.floor_scenario import (
+    EXPLICIT_NO_HEADER,
     FLOORS,
     HEADER,
     NO_HEADER,
@@ -28,6 +29,8 @@ from bench.floor_scenario import (
 )
 from bench.floor_score import TruePair, grade_oracle, grade_truth, oracle_pair
 from bench.trace import TraceRequest
+from data_plane.decision.compile import compile_table
+from tests.support.routing_tables import entry, table
 
 
 def _pair(name: str, usd: float, ms_per_token: float, math_truth: float) -> TruePair:
@@ -148,6 +151,10 @@ def test_checks_fail_when_the_targets_are_missed_and_when_nothing_was_measured()
         "explicit floors: SLO attainment on truth-feasible, unprovable requests": False,
         "explicit floors: floor attainment of answers served under the guarantee": False,
         "explicit floors: cost on provable requests vs the cheapest provable pair": False,
+        "explicit floors: SLO attainment without X-Task-Category at 1x": False,
+        "explicit floors: SLO attainment without X-Task-Category at 2x": False,
+        "explicit floors: cost on provable requests vs the cheapest provable pair, without "
+        "X-Task-Category at 1x": False,
     }
     text = "\n".join(floor_lines(result))
     assert "| no header | 2x | 2/2 | 50.0% | 100.0% | 50.0% |" in text
@@ -210,3 +217,56 @@ def test_the_explicit_floor_trace_is_graded_by_provability_truth_and_stated_chan
 def test_explicit_floors_sit_one_to_three_points_under_some_truth() -> None:
     floors = edge_floors([MID_FAST, DEAR], ["math"])
     assert floors == {"math": [0.69, 0.7, 0.71, 0.85, 0.86, 0.87]}
+
+
+def test_the_cheapest_provable_oracle_pays_for_what_the_table_cannot_prove() -> None:
+    """m@int4 truly meets 0.70 (the truth oracle uses it) but its table accuracy, 0.65, proves
+    nothing; m@fp16 proves it at 3x the price: no router keeping the guarantee pays less."""
+    compiled = compile_table(
+        table(
+            [
+                entry("m", "int4", accuracy=0.65, input_usd_per_mtok=0.1, output_usd_per_mtok=0.4),
+                entry("m", "fp16", accuracy=0.9, input_usd_per_mtok=0.3, output_usd_per_mtok=1.2),
+            ]
+        )
+    )
+    truths = {
+        "m@int4": TruePair("m@int4", 0.1, 0.4, 0.01, 0.0, 0.001, {"math": 0.72}),
+        "m@fp16": TruePair("m@fp16", 0.3, 1.2, 0.01, 0.0, 0.001, {"math": 0.9}),
+    }
+    trace = [_req(i, budget_ms=100_000) for i in range(3)]
+    cost, unprovable = provable_oracle(compiled, trace, truths)
+    oracle = grade_oracle(trace, list(truths.values()))
+    assert unprovable == 0
+    assert cost == pytest.approx(3 * oracle.cost_usd_per_1k)
+    result = FloorScenarioResult(
+        1, 3, 3, {"math": 100}, 30.0, {"math": 0.70}, 0.9, 0.9, (), (), oracle,
+        provable_oracle={"100 items": (cost, unprovable)},
+    )  # fmt: skip
+    assert "100 items table" in "\n".join(floor_lines(result))
+    assert "= 3.000x the truth oracle (0 requests nothing proves)" in "\n".join(floor_lines(result))
+
+
+def test_the_explicit_floor_trace_without_the_header_is_checked_at_1x_and_2x() -> None:
+    trace = [_req(0), _req(1)]
+    results = [
+        {**_answer(0, "mid-fast", 0.05), "reason": "cheapest_feasible"},
+        {**_answer(1, "mid-fast", 0.05), "reason": "cheapest_feasible"},
+    ]
+    provable = {0: "mid-fast", 1: "mid-fast"}
+    runs = tuple(
+        grade_edge(trace, results, PAIRS_BY_NAME, provable, EXPLICIT_NO_HEADER, load)
+        for load in (1.0, 2.0)
+    )
+    oracle = grade_oracle(trace, list(PAIRS_BY_NAME.values()))
+    result = FloorScenarioResult(
+        1, 2, 2, {"math": 100}, 30.0, {"math": 0.70}, 0.9, 0.9, (), (), oracle,
+        edge_runs=runs,
+    )  # fmt: skip
+    verdicts = {c.name: c.passed for c in floor_checks(result)}
+    assert verdicts["explicit floors: SLO attainment without X-Task-Category at 1x"]
+    assert verdicts["explicit floors: SLO attainment without X-Task-Category at 2x"]
+    assert verdicts[
+        "explicit floors: cost on provable requests vs the cheapest provable pair, without "
+        "X-Task-Category at 1x"
+    ]
