@@ -25,12 +25,14 @@ from data_plane.decision.choose import choose_route
 from data_plane.domain import (
     Budget,
     BudgetMode,
+    CategoryDoubt,
     CompiledTable,
     HealthView,
     RequestFacts,
     RouteDecision,
     RouteRequest,
 )
+from data_plane.request.category import classify_text, decide_category
 
 POINTS_UNDER = (0.01, 0.02, 0.03)
 _P_MEET = re.compile(r"p_meet ([0-9.]+)")
@@ -45,18 +47,55 @@ def edge_floors(pairs: Sequence[TruePair], categories: Sequence[str]) -> dict[st
     }
 
 
-def provable_pair(table: CompiledTable, req: TraceRequest) -> str | None:
+def provable_pair(
+    table: CompiledTable, req: TraceRequest, doubt: CategoryDoubt | None = None
+) -> str | None:
     """The pair a strict decision on the idle table gives the request (its category sent),
-    i.e. the cheapest pair proven to meet floor and budget; None when none is."""
-    facts = RequestFacts("auto", req.category, 0.5, len(req.prompt), req.max_tokens)
+    i.e. the cheapest pair proven to meet floor and budget; None when none is. With `doubt`
+    (the classifier's, no header): under the category it routes as, every plausible floor."""
+    category = req.category if doubt is None else doubt.routed_as
+    facts = RequestFacts("auto", category, 0.5, len(req.prompt), req.max_tokens, doubt=doubt)
     budget = Budget(
         latency_s=req.budget_ms / 1000,
-        min_accuracy=req.min_accuracy,
+        min_accuracy=req.min_accuracy if doubt is None else None,
         mode=BudgetMode.STRICT,
-        category=req.category,
+        category=req.category if doubt is None else None,
     )
     result = choose_route(table, RouteRequest(facts, budget), HealthView(), random.Random(0))
     return result.candidates[0].pair.pair if isinstance(result, RouteDecision) else None
+
+
+def doubt_of(table: CompiledTable, req: TraceRequest) -> CategoryDoubt | None:
+    """The table classifier's doubt about the request's prompt (the data plane's own code)."""
+    scorer = table.classifier
+    probabilities, _ = classify_text(scorer, req.prompt)
+    policy = table.policy
+    return decide_category(
+        scorer.categories,
+        probabilities,
+        table.categories,
+        policy.category_confidence,
+        policy.doubt_category,
+    )[1]
+
+
+def doubt_costs(
+    table: CompiledTable, trace: Sequence[TraceRequest], pairs: Mapping[str, TruePair]
+) -> dict[tuple[tuple[str, ...], str], tuple[int, float]]:
+    """For the requests the classifier abstains on: (plausible categories, the pair a strict
+    idle decision under doubt gives) -> (requests, their cost on estimated tokens); the pair
+    is "none" when nothing proves every plausible floor."""
+    out: dict[tuple[tuple[str, ...], str], tuple[int, float]] = {}
+    for req in trace:
+        doubt = doubt_of(table, req)
+        if doubt is None:
+            continue
+        pair = provable_pair(table, req, doubt) or "none"
+        tokens = request_tokens(req, None)
+        key = (tuple(sorted(doubt.plausible)), pair)
+        n, cost = out.get(key, (0, 0.0))
+        out[key] = (n + 1, cost + (pairs[pair].cost_usd(*tokens) if pair in pairs else 0.0))
+    return out
 
 
 def provable_oracle(

@@ -357,6 +357,16 @@ def floor_lines(r: FloorScenarioResult) -> list[str]:
             )
             + ". No router that keeps the table's guarantee on every request pays less.",
         ]
+    for name, rows in r.doubt_mix.items():
+        parts = "; ".join(
+            f"{plausible} -> {pair} {n} ({cost:.4f} $/1k)" for plausible, pair, n, cost in rows
+        )
+        lines += [
+            "",
+            f"Under doubt on the {name} table (a strict idle decision that meets every "
+            f"plausible category's floor; plausible -> pair, requests, their share of the "
+            f"trace's cost per 1,000 requests): {parts or 'no abstention'}.",
+        ]
     lines += edge_lines(r)
     lines += [
         "",

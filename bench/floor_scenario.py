@@ -21,7 +21,14 @@ from typing import Any
 
 from bench import floor_attainment as fa
 from bench import quality_fleet as qf
-from bench.floor_edge import EdgeOutcome, edge_floors, grade_edge, provable_oracle, provable_pair
+from bench.floor_edge import (
+    EdgeOutcome,
+    doubt_costs,
+    edge_floors,
+    grade_edge,
+    provable_oracle,
+    provable_pair,
+)
 from bench.floor_evalsets import (
     eval_files,
     hand_written_files,
@@ -107,6 +114,10 @@ class FloorScenarioResult:
     # The cheapest-provable oracle of the near-floor trace on each table ("100 items",
     # "--until-decided"): cost per 1,000 requests, and the requests nothing proves.
     provable_oracle: dict[str, tuple[float, int]] = field(default_factory=dict)
+    # The requests the classifier abstains on, per table: (plausible categories joined by
+    # "+", the pair a strict idle decision under doubt gives, requests, their cost per 1,000
+    # requests of the trace).
+    doubt_mix: dict[str, tuple[tuple[str, str, int, float], ...]] = field(default_factory=dict)
 
     def outcome(self, mode: str, load: float) -> TruthOutcome | None:
         return next((o for o in self.outcomes if o.mode == mode and o.load == load), None)
@@ -269,4 +280,19 @@ def run_floor_scenario(pinning: Pinning, workdir: Path, quick: bool) -> FloorSce
             "100 items": provable_oracle(compile_table(table), trace, true_pairs()),
             "--until-decided": provable_oracle(compile_table(decided), trace, true_pairs()),
         },
+        doubt_mix={
+            "100 items": _doubt_mix(table, trace),
+            "--until-decided": _doubt_mix(decided, trace),
+        },
+    )
+
+
+def _doubt_mix(
+    table: RoutingTable, trace: Sequence[TraceRequest]
+) -> tuple[tuple[str, str, int, float], ...]:
+    found = doubt_costs(compile_table(table), trace, true_pairs())
+    n = max(len(trace), 1)
+    return tuple(
+        ("+".join(plausible), pair, count, cost / n * 1000)
+        for (plausible, pair), (count, cost) in sorted(found.items())
     )
