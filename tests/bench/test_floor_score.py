@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.floor_edge import edge_floors, grade_edge, provable_oracle
+from bench.floor_edge import edge_floors, grade_edge, provable_oracle, provable_pair
 from bench.floor_evalsets import (
     eval_files,
     hand_written_files,
@@ -30,6 +30,7 @@ from bench.floor_scenario import (
 from bench.floor_score import TruePair, grade_oracle, grade_truth, oracle_pair
 from bench.trace import TraceRequest
 from data_plane.decision.compile import compile_table
+from data_plane.domain import CategoryDoubt
 from tests.support.routing_tables import entry, table
 
 
@@ -270,3 +271,27 @@ def test_the_explicit_floor_trace_without_the_header_is_checked_at_1x_and_2x() -
         "explicit floors: cost on provable requests vs the cheapest provable pair, without "
         "X-Task-Category at 1x"
     ]
+
+
+def test_under_doubt_the_idle_pair_meets_every_plausible_floor() -> None:
+    """The bench's doubt breakdown (bench/floor_edge.py): a pair proving math but not
+    reasoning does not serve a request that may be either; the dearer one proving both does."""
+    accuracy = dict.fromkeys(("chat", "extraction", "code"), 0.9)
+    floors = {"chat": 0.5, "extraction": 0.5, "code": 0.5, "math": 0.7, "reasoning": 0.6}
+    policy = {"categories": {c: {"min_accuracy": f} for c, f in floors.items()}}
+    compiled = compile_table(
+        table(
+            [
+                entry("m", "int4", accuracy={**accuracy, "math": 0.74, "reasoning": 0.597}),
+                entry(
+                    "m", "fp16", accuracy={**accuracy, "math": 0.81, "reasoning": 0.74},
+                    input_usd_per_mtok=0.3, output_usd_per_mtok=1.2,
+                ),
+            ],
+            policy=policy,
+        )
+    )  # fmt: skip
+    req = _req(0, budget_ms=100_000)
+    doubt = CategoryDoubt("math", 0.5, ("math", "reasoning"), "math")
+    assert provable_pair(compiled, req) == "m@int4"  # math sent: its floor alone
+    assert provable_pair(compiled, req, doubt) == "m@fp16"
