@@ -120,7 +120,7 @@ class DecisionStep:
         priority = priority_of(headers, table.policy)
         who = tenant_of(headers, admission.tenant_header, admission.key_salt)
         tenant = admission.labels.label(who)
-        self._p.metrics.tenant_requests.labels(tenant, priority[0]).inc()
+        self._p.metrics.tenant(tenant, priority[0])[0].inc()
         decision = self._decision(table, inbound, (tenant, priority))
         doubt = inbound.facts.doubt
         if doubt is not None:
@@ -168,7 +168,7 @@ class DecisionStep:
         if p.admission.shed and not table.policy.shadow.enabled:
             shed = admit(table, req, health, result, who[1], p.rng)
             if shed is not None:
-                p.metrics.tenant_shed.labels(who[0], who[1][0]).inc()
+                p.metrics.tenant(who[0], who[1][0])[1].inc()
                 raise Shed(shed.detail, retry_after_s=shed.retry_after_s)
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()

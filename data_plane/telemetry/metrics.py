@@ -389,6 +389,7 @@ class DataPlaneMetrics:
             "Requests shed (429 router_overloaded)",
             ["tenant", "priority"],
         )
+        self._tenants: dict[tuple[str, str], tuple[CounterChild, CounterChild]] = {}
         self.tenant_budget_outcomes = r.counter(
             "gearbox_tenant_budget_outcomes_total",
             "Latency budget attainment of served requests",
@@ -397,6 +398,16 @@ class DataPlaneMetrics:
         self.tenant_cost = r.counter(
             "gearbox_tenant_cost_usd_total", "Cost of served requests", ["tenant", "priority"]
         )
+
+    def tenant(self, tenant: str, priority: str) -> tuple[CounterChild, CounterChild]:
+        """(requests, shed) children of a tenant label and priority class, both created on
+        its first request (its shed count at 0 until one is shed)."""
+        key = (tenant, priority)
+        series = self._tenants.get(key)
+        if series is None:
+            series = (self.tenant_requests.labels(*key), self.tenant_shed.labels(*key))
+            self._tenants[key] = series
+        return series
 
     def _fleet_metrics(self, r: Exposition) -> None:
         """Savings against the fleet-wide baseline (the most precise pair of the most

@@ -103,6 +103,10 @@ def test_panels_fit_the_grid_without_overlapping() -> None:
         "gearbox_cp_live_agreement_ratio",  # live agreement ...
         "gearbox_cp_expected_agreement_ratio",  # ... vs the profile
         "gearbox_accuracy_check_cost_usd_total",  # what the re-asks cost
+        "gearbox_tenant_shed_total",  # admission: shed share per priority class
+        "gearbox_tenant_requests_total",  # traffic per tenant
+        "gearbox_tenant_budget_outcomes_total",  # attainment per tenant
+        "gearbox_tenant_cost_usd_total",  # cost per tenant
     ],
 )
 def test_dashboard_covers_the_operator_questions(metric: str) -> None:
