@@ -25,6 +25,7 @@ from data_plane.domain import (
 )
 from data_plane.errors import DeadlineExceeded
 from data_plane.resilience.health import Health
+from data_plane.resilience.progress import output_cap
 from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
 from data_plane.serving.accuracy_check import AccuracyChecker
 from data_plane.serving.attempt import (
@@ -58,6 +59,16 @@ class ProxyParts:
     checker: AccuracyChecker | None = None  # shadow re-asks, after the client's answer
     # Request deadlines on one shared timer (a timer per request costs ~2 us more).
     deadlines: Deadlines = field(default_factory=Deadlines)
+
+
+def _reask_output(call: Call, answer: Answer) -> int:
+    """Output tokens a re-ask of `answer` is predicted to write: as many as the answer it
+    replaces (its `usage`; the same prompt, and a degenerate answer often ran to its bound),
+    else the longest the request allows (`max_tokens`, else the context left)."""
+    usage, cand = answer.served.usage, answer.cand  # read once in the attempt
+    if usage is not None:
+        return usage.output_tokens
+    return output_cap(cand.pair, cand.input_tokens, call.max_tokens)
 
 
 def _with_reason(call: Call, reason: RouteReason) -> Call:
@@ -230,7 +241,9 @@ class Proxy:
         answer), or None to keep it: the answer is fine, the request is shadow traffic, the
         attempt limit is reached, the `model` field or the breakers exclude the pair, the time
         left does not cover its predicted latency, or both answers together would exceed
-        X-Max-Cost-Usd."""
+        X-Max-Cost-Usd. Latency and cost are predicted for an answer as long as the one re-asked
+        (`_reask_output`), not the category's typical output: a long answer's re-ask that
+        cannot finish in the time left would turn an answer in hand into a 504."""
         p = self._p
         cand, decision, table = answer.cand, walk.decision, walk.table
         better = table.more_precise.get(cand.pair.pair)
@@ -250,7 +263,8 @@ class Proxy:
         if not live:
             return None
         ordered = order_endpoints(live, health.load, p.rng)
-        target = predict(better, ordered, decision.input_chars, cand.output_tokens, health.load)
+        output = _reask_output(walk.call, answer)
+        target = predict(better, ordered, decision.input_chars, output, health.load)
         if walk.remaining_s(p.clock()) < target.predicted_latency_s:
             return None
         cap = decision.max_cost_usd

@@ -254,3 +254,31 @@ async def test_an_engine_that_keeps_emitting_slowly_is_not_cut(tmp_path: Path) -
                 assert b'"error"' not in raw
             assert gaps(app, CHEAP_EP) == 0
             assert opened(app, CHEAP_EP) == 0
+
+
+async def test_the_quality_guard_keeps_a_long_answer_it_has_no_time_to_re_ask(
+    tmp_path: Path,
+) -> None:
+    """The cheap pair writes 700 filler tokens (about 4.2 s, a runaway repetition the guard
+    would re-ask) for a request without max_tokens under a 7 s budget. The dearer pair would
+    write as much (about 5.4 s). On the old guard the re-ask was predicted for the category's
+    typical 256 tokens (about 2 s), fit the 2.8 s left, and ran into the deadline: the client
+    got a 504 instead of the answer in hand. Predicted for the answer's own 700 tokens it does
+    not fit, so the first answer goes out."""
+    config = SimFleetConfig(
+        pairs=[
+            sim_pair(CHEAP, **AS_PROFILED, default_max_tokens=700),
+            sim_pair(PRICEY, ttft_base_s=0.03, tpot_base_s=0.0077, default_max_tokens=700),
+        ]
+    )
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+        ):
+            essay = chat("Write an essay about the history of the bicycle.")
+            status, pair, raw = await post(session, url, essay, 7000)
+            assert (status, pair) == (200, pair_of(CHEAP)), raw[:300]
+            assert json.loads(raw)["usage"]["completion_tokens"] == 700
+            assert fleet.stats(served_name(PRICEY)).received == 0  # no re-ask was sent
