@@ -45,6 +45,9 @@ from data_plane.settings import ProxyConfig
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import Tracing
 
+# A re-ask ends this long before the request's deadline, leaving time to send the first answer.
+REASK_MARGIN_S = 0.05
+
 
 @dataclass(frozen=True, slots=True)
 class ProxyParts:
@@ -272,10 +275,23 @@ class Proxy:
             return None
         return target, problem
 
+    def _reask_limit(
+        self, walk: RequestWalk, target: Candidate, endpoint: CompiledEndpoint
+    ) -> AttemptLimit:
+        """The re-ask's attempt limit: the engine's, or the time left before the request's
+        deadline (less `REASK_MARGIN_S`) when that is sooner, so a re-ask slower than predicted
+        ends as a missed budget (no blame) and the answer in hand goes out, not a 504."""
+        limit = self.attempt_limit(walk.call, walk.decision, target, endpoint)
+        left_s = max(0.0, walk.remaining_s(self._p.clock()) - REASK_MARGIN_S)
+        if limit.limit_s is not None and limit.limit_s <= left_s:
+            return limit
+        return replace(limit, limit_s=left_s, engine=False)
+
     async def _guard(self, walk: RequestWalk, answer: Answer) -> Answer:
         """Quality guard: re-ask a degenerate answer ONCE on the family's next more precise
         pair (`_reask_target` says when); the re-ask spends the retry budget and counts as an
-        attempt. Both answers are costed; the first is kept if the re-ask fails."""
+        attempt. Both answers are costed; the first is kept if the re-ask fails, including
+        when it would outlast the request's deadline (`_reask_limit`)."""
         p = self._p
         found = self._reask_target(walk, answer)
         if found is None:
@@ -290,7 +306,7 @@ class Proxy:
             return answer
         p.metrics.quality_escalations.labels(answer.cand.pair.pair, problem).inc()
         walk.attempt += 1
-        limit = self.attempt_limit(walk.call, walk.decision, target, endpoint)
+        limit = self._reask_limit(walk, target, endpoint)
         result = await p.runner.run(walk.call, target, endpoint, walk.attempt, walk.sink, limit)
         if isinstance(result, Served):
             reask = Answer(target, result)

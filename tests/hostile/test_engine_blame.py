@@ -282,3 +282,35 @@ async def test_the_quality_guard_keeps_a_long_answer_it_has_no_time_to_re_ask(
             assert (status, pair) == (200, pair_of(CHEAP)), raw[:300]
             assert json.loads(raw)["usage"]["completion_tokens"] == 700
             assert fleet.stats(served_name(PRICEY)).received == 0  # no re-ask was sent
+
+
+async def test_a_re_ask_slower_than_predicted_ends_before_the_deadline(tmp_path: Path) -> None:
+    """The re-ask fits the time left as predicted (200 tokens: about 1.5 s of the 2.3 s left
+    under a 3 s budget) but the dearer engine is 3x slower than its profile today (about
+    4.6 s). Before, the re-ask ran into the request's deadline and the client got a 504
+    although a whole answer was in hand; now the re-ask's limit ends it just before the
+    deadline, as a missed budget (no blame), and the first answer goes out."""
+    config = SimFleetConfig(
+        pairs=[
+            sim_pair(CHEAP, **AS_PROFILED, default_max_tokens=200),
+            sim_pair(
+                PRICEY,
+                ttft_base_s=0.03,
+                tpot_base_s=0.0077,
+                default_max_tokens=200,
+                faults=FaultConfig(slowdown_factor=3.0),
+            ),
+        ]
+    )
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
+        ):
+            status, pair, raw = await post(session, url, chat("Tell me a story."), 3000)
+            assert (status, pair) == (200, pair_of(CHEAP)), raw[:300]
+            assert fleet.stats(served_name(PRICEY)).received == 1  # the re-ask went out
+            assert opened(app, PRICEY_EP) == 0
+            missed = {"endpoint": PRICEY_EP, "outcome": "ttft_budget_missed"}
+            assert metric(app, "gearbox_upstream_attempts_total", **missed) == 1
