@@ -14,7 +14,7 @@ from typing import Any
 from bench.quality_types import CategoryOutcome, FloorGroup, PolicyOutcome
 from bench.stats import quantile
 from bench.trace import TraceRequest
-from profiler.scoring import Scorer, score
+from contracts.answer_scoring import Scorer, score
 
 Z_95_ONE_SIDED = 1.645
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import openai
 from openai import AsyncOpenAI
 
+from contracts.answer_scoring import score
 from demo.workload import Job
-from profiler.scoring import score
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from contracts.answer_scoring import Scorer, score
 from contracts.category_model import LabelledPrompt, prompt_window
 from contracts.names import Category
 from contracts.profile_report import CategoryAccuracy
-from profiler.scoring import Scorer, score
 from profiler.stats import wilson_interval
 
 

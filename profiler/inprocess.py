@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any, Protocol
 
+from contracts.answer_scoring import score
 from contracts.profile_report import EngineFacts, Memory, ProfileReport
 from profiler.accuracy import EvalItem, EvalResult
 from profiler.engine_facts import EndpointInfo, FactsTracker
@@ -31,7 +32,6 @@ from profiler.profiling import (
 )
 from profiler.progress import Progress
 from profiler.runner import Advance, Calibration, LevelRecorder
-from profiler.scoring import score
 from profiler.stats import TimedStream, extract_timing
 from profiler.workload import make_prompt, request_seed
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from contracts.answer_scoring import score
 from contracts.profile_report import LatencySample
 from profiler.accuracy import EvalItem, EvalResult
 from profiler.client import RequestFailedError
-from profiler.scoring import score
 from profiler.stats import (
     RequestTiming,
     TimedStream,

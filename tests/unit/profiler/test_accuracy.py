@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts.answer_scoring import Scorer, score
 from contracts.names import KNOWN_CATEGORIES
 from profiler.accuracy import (
     EvalItem,
@@ -19,7 +20,6 @@ from profiler.accuracy import (
     summarize_accuracy,
 )
 from profiler.profiling import builtin_evalsets
-from profiler.scoring import Scorer, score
 
 GOOD = [
     {"prompt": "12 + 7 =", "expected": 19, "category": "math", "scorer": "numeric"},

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from profiler.scoring import Scorer, score
+from contracts.answer_scoring import Scorer, score
 from simulator.answer_key import WRONG_ANSWER, index_lines, parse_lines, render_expected
 
 EVALSETS = sorted((Path(__file__).resolve().parents[3] / "profiler" / "evalsets").glob("*.jsonl"))

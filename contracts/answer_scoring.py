@@ -1,5 +1,7 @@
 """Scorers: does a model's answer match the expected one? exact | contains | regex | numeric | json.
 
+Shared by the profiler (eval items) and the data plane (accuracy checks, `agreement.py`).
+
 PURE: stdlib only. Answers are completion-style continuations ("The capital of France is" ->
 " Paris. It is..."), so each scorer looks for the answer at the start of, or inside, the text.
 """

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from profiler.scoring import Scorer, first_json_object, first_number, score
+from contracts.answer_scoring import Scorer, first_json_object, first_number, score
 
 
 @pytest.mark.parametrize(
