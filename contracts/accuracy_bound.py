@@ -101,3 +101,30 @@ def better_than_reference(gains: int, losses: int, confidence: float) -> bool:
         return False
     p_value = float(binom.sf(gains - 1, discordant, 0.5))
     return p_value < 1.0 - confidence and not math.isnan(p_value)
+
+
+def agreement_bounds(
+    agreed: int, checks: int, reference_right: int, reference_n: int, confidence: float
+) -> tuple[float, float]:
+    """(lower, upper): what `agreed` of `checks` live comparisons with the family's reference
+    pair, whose profile answered `reference_right` of `reference_n` items, say about a pair's
+    accuracy `a`, each holding with probability >= `confidence` (docs/accuracy.md "Live
+    checks"). No assumption about how the two pairs' errors go together:
+
+    - both right => they agree, so agreement g >= P(both right) >= a + r - 1: a <= g + 1 - r;
+    - they agree only when both are right or the reference is wrong: g <= a + (1 - r):
+      a >= g + r - 1.
+
+    g and r enter through one-sided Clopper-Pearson bounds, each at 1 - (1 - confidence)/2
+    (Bonferroni), so either end of the pair fails at most 1 - confidence of the time.
+
+    >>> [round(x, 3) for x in agreement_bounds(70, 100, 380, 400, 0.99)]
+    [0.484, 0.896]
+    """
+    _check(agreed, checks, confidence)
+    _check(reference_right, reference_n, confidence)
+    each = 1.0 - (1.0 - confidence) / 2.0
+    r_low = lower_bound(reference_right, reference_n, each)
+    lower = lower_bound(agreed, checks, each) + r_low - 1.0
+    upper = upper_bound(agreed, checks, each) + 1.0 - r_low
+    return max(0.0, lower), min(1.0, upper)

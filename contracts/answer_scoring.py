@@ -42,6 +42,11 @@ def first_number(answer: str) -> float | None:
     return float(match.group().replace(",", ""))
 
 
+def numbers(answer: str) -> list[float]:
+    """Every decimal number in `answer`, in order (as `first_number` reads them)."""
+    return [float(m.group().replace(",", "")) for m in _NUMBER.finditer(answer)]
+
+
 def first_json_object(answer: str) -> dict[str, Any] | None:
     """The first JSON object that parses, starting at any '{' in the answer; None if none."""
     decoder = json.JSONDecoder()

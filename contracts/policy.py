@@ -141,7 +141,24 @@ class AccuracyCheckPolicy(_Policy):
         default=0.0, description="share of lower-precision answers re-asked (0 = off)"
     )
     max_checks_per_hour: int = Field(default=600, ge=0, description="per data plane")
+    max_usd_per_hour: float = Field(
+        default=1.0,
+        ge=0.0,
+        allow_inf_nan=False,
+        description="re-asks' spend per data plane per hour, at the pairs' prices (reserved "
+        "before sending at the cap's worst case, settled from the answers' usage)",
+    )
+    max_tokens: int = Field(
+        default=256, ge=1, description="max_tokens of a re-ask, whatever the client asked"
+    )
     min_checks: int = Field(default=100, ge=1, description="checks of a pair and category")
+    confidence: float = Field(
+        default=0.99,
+        gt=0.5,
+        lt=1.0,
+        description="a demotion needs the live evidence to contradict the pair's bound at "
+        "this confidence, and publishes a lower bound that holds at it (docs/accuracy.md)",
+    )
     demote: bool = Field(
         default=False, description="publish a table with the live accuracy of a drifting pair"
     )

@@ -224,6 +224,19 @@ class RefitProvenance(_Contract):
     slowed: dict[str, PosFloat] = Field(default_factory=dict)
 
 
+class Demotion(_Contract):
+    """An accuracy demotion in force (docs/accuracy.md "Live checks"): the entry's accuracy
+    and bound in this category were lowered from the profile's values kept here, on the live
+    evidence counted here. Lifted when fresh checks no longer contradict the profile's bound;
+    a rebuild from profiles carries it onto the new build."""
+
+    profile_accuracy: Ratio
+    profile_bound: Ratio | None = Field(description="None: the entry had no bounds")
+    checks: int = Field(ge=1)
+    agreed: int = Field(ge=0)
+    base_version: int = Field(ge=1, description="the table the checks were about")
+
+
 class RoutingTable(_Contract):
     schema_version: str = Field(default=SCHEMA_VERSION, pattern=r"^\d+\.\d+$")
     kind: Literal["RoutingTable"] = "RoutingTable"
@@ -242,6 +255,9 @@ class RoutingTable(_Contract):
         "data planes use their built-in model",
     )
     refit: RefitProvenance | None = None  # set only on tables refit from latency feedback
+    demotions: dict[str, dict[Category, Demotion]] = Field(
+        default_factory=dict, description="pair -> category -> the accuracy demotion in force"
+    )
     fleet_baseline: str | None = Field(
         default=None,
         description="the most precise pair of the most accurate family (fleet-wide savings)",
@@ -324,6 +340,10 @@ _ADDED_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("policy", "min_eval_items"), DEFAULT_MIN_EVAL_ITEMS),
     (("policy", "precision_formats"), {}),
     (("fleet_baseline",), None),
+    (("demotions",), {}),
+    (("policy", "accuracy_check", "max_usd_per_hour"), 1.0),
+    (("policy", "accuracy_check", "max_tokens"), 256),
+    (("policy", "accuracy_check", "confidence"), 0.99),
 )
 # The same for fields added to each entry, and to its latency model.
 _ADDED_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (

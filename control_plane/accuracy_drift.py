@@ -1,26 +1,29 @@
-"""Accuracy drift: live agreement with the reference pair against what the profiles imply.
+"""Accuracy drift: what live agreement with the reference pair says about a pair's accuracy.
 
 PURE. Data planes re-ask a sample of a lower-precision pair's answers on its family's
-reference (baseline) pair and count agreements per pair and category
-(`contracts.latency_feedback.AgreementCell`). With independent errors, two pairs of accuracy a
-and r agree at least a x r of the time (both right; two wrong answers may agree too), so a x r
-from the table is the agreement the profiles imply. A pair drifts in a category when, with at
-least `min_checks` checks, the one-sided 95% upper Wilson bound of its live agreement is below
-that. Its demoted accuracy is what the live agreement implies under the same assumption,
-agreement / r, never above the table's value.
+reference pair, in the categories whose scorer decides an answer, and count agreements per
+pair and category (`contracts.latency_feedback.AgreementCell`). `agreement_bounds` turns the
+counts and the reference's profile counts into bounds on the pair's accuracy that hold whatever
+the two pairs' errors have in common (docs/accuracy.md "Live checks").
+
+A pair drifts in a category when, with at least `min_checks` checks, the upper bound is below
+the bound its profile gave: the live evidence contradicts the table. What else could explain
+that observation: live requests of the category unlike the eval items (a new kind of prompt the
+pair handles worse, but so might the reference), or a reference that got worse (then the pair
+is blamed for the reference's errors: the bounds count the reference's profile accuracy, not
+its live one). A demotion in force is lifted when fresh checks, as many, no longer contradict
+the profile's bound.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from contracts.accuracy_bound import agreement_bounds, lower_bound, upper_bound
 from contracts.latency_feedback import LatencyFeedback
 from contracts.policy import AccuracyCheckPolicy
 from contracts.routing_table import PairEntry, RoutingTable
-
-Z_ONE_SIDED_95 = 1.6448536269514722
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,20 +32,17 @@ class PairAgreement:
     category: str
     checks: int
     agreed: int
-    upper: float  # one-sided 95% upper bound of the agreement
-    expected: float  # accuracy(pair) x accuracy(reference), from the table
-    reference_accuracy: float
+    upper: float  # upper confidence bound of the agreement
+    expected: float  # the least agreement the profile's bound implies (bound + r_low - 1)
+    accuracy_lower: float  # lower bound of the pair's accuracy, from this evidence
+    accuracy_upper: float  # upper bound of the pair's accuracy, from this evidence
+    profile_bound: float  # what the profiles say (before any demotion in force)
+    implied: float  # agreement / reference accuracy: the point estimate, for reading
+    demoted: bool  # a demotion of this pair and category is in force
 
     @property
     def ratio(self) -> float:
         return self.agreed / self.checks
-
-
-def wilson_upper(agreed: int, n: int, z: float = Z_ONE_SIDED_95) -> float:
-    p = agreed / n
-    centre = p + z * z / (2 * n)
-    spread = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return min(1.0, (centre + spread) / (1 + z * z / n))
 
 
 def reference_of(table: RoutingTable, family: str) -> PairEntry | None:
@@ -55,50 +55,99 @@ def reference_of(table: RoutingTable, family: str) -> PairEntry | None:
     return min(members, key=lambda e: e.precision_rank) if members else None
 
 
-def merge_agreement(reports: Iterable[LatencyFeedback], table: RoutingTable) -> list[PairAgreement]:
-    """Agreement per (pair, category) over the reports about `table` (others are ignored)."""
-    counts: dict[tuple[str, str], list[int]] = {}
+def counts(entry: PairEntry, category: str) -> tuple[int, int] | None:
+    """(right, n) of the entry's profile in `category`; None when it was not measured."""
+    n = entry.accuracy_n.get(category, 0)
+    if n < 1:
+        return None
+    accuracy = entry.accuracy.get(category, 0.0)
+    return min(n, entry.accuracy_right.get(category, round(accuracy * n))), n
+
+
+def profile_bound(table: RoutingTable, entry: PairEntry, category: str) -> float:
+    """The number the profiles gave floors to compare with (a demotion in force keeps it)."""
+    demotion = table.demotions.get(entry.pair, {}).get(category)
+    if demotion is not None:
+        kept = demotion.profile_bound
+        return demotion.profile_accuracy if kept is None else kept
+    if entry.accuracy_bound:
+        return entry.accuracy_bound.get(category, 0.0)
+    return entry.accuracy.get(category, 0.0)
+
+
+def _merged_counts(
+    reports: Iterable[LatencyFeedback], version: int
+) -> dict[tuple[str, str], tuple[int, int]]:
+    found: dict[tuple[str, str], tuple[int, int]] = {}
     for report in reports:
-        if report.table_version != table.version:
+        if report.table_version != version:
             continue
         for cell in report.agreement:
-            found = counts.setdefault((cell.pair, cell.category), [0, 0])
-            found[0] += cell.checks
-            found[1] += cell.agreed
+            checks, agreed = found.get((cell.pair, cell.category), (0, 0))
+            found[(cell.pair, cell.category)] = (checks + cell.checks, agreed + cell.agreed)
+    return found
+
+
+def merge_agreement(
+    reports: Iterable[LatencyFeedback], table: RoutingTable, confidence: float
+) -> list[PairAgreement]:
+    """Agreement per (pair, category) over the reports about `table` (others are ignored),
+    with its bounds at `confidence`."""
     result = []
-    for (pair, category), (checks, agreed) in sorted(counts.items()):
+    for (pair, category), (checks, agreed) in sorted(
+        _merged_counts(reports, table.version).items()
+    ):
         entry = table.entry(pair)
         reference = reference_of(table, entry.family) if entry else None
-        if entry is None or reference is None:
+        ref_counts = counts(reference, category) if reference else None
+        if entry is None or ref_counts is None or checks < 1:
             continue
-        ref_accuracy = reference.accuracy.get(category, 0.0)
+        agreed = min(agreed, checks)
+        low, high = agreement_bounds(agreed, checks, *ref_counts, confidence)
+        each = 1.0 - (1.0 - confidence) / 2.0
+        bound = profile_bound(table, entry, category)
+        r_low = lower_bound(*ref_counts, each)
+        r_accuracy = ref_counts[0] / ref_counts[1]
+        implied = agreed / checks / r_accuracy if r_accuracy > 0 else 0.0
         result.append(
             PairAgreement(
-                pair,
-                category,
-                checks,
-                min(agreed, checks),
-                wilson_upper(min(agreed, checks), checks),
-                entry.accuracy.get(category, 0.0) * ref_accuracy,
-                ref_accuracy,
+                pair=pair,
+                category=category,
+                checks=checks,
+                agreed=agreed,
+                upper=upper_bound(agreed, checks, each),
+                expected=max(0.0, bound + r_low - 1.0),
+                accuracy_lower=low,
+                accuracy_upper=high,
+                profile_bound=bound,
+                implied=min(1.0, implied),
+                demoted=category in table.demotions.get(pair, {}),
             )
         )
     return result
 
 
 def drifting(a: PairAgreement, policy: AccuracyCheckPolicy) -> bool:
-    return a.checks >= policy.min_checks and a.upper < a.expected
+    """The live evidence contradicts the profile's bound (at the policy's confidence)."""
+    return a.checks >= policy.min_checks and a.accuracy_upper < a.profile_bound
 
 
-def demotions(
-    agreements: Iterable[PairAgreement], policy: AccuracyCheckPolicy, table: RoutingTable
-) -> dict[str, dict[str, float]]:
-    """pair -> category -> the accuracy live agreement implies, for the drifting ones."""
-    found: dict[str, dict[str, float]] = {}
+@dataclass(frozen=True, slots=True)
+class DemotionPlan:
+    demote: tuple[PairAgreement, ...]  # drifting, not yet demoted
+    lift: tuple[PairAgreement, ...]  # demoted, and as many fresh checks no longer contradict
+
+    def __bool__(self) -> bool:
+        return bool(self.demote or self.lift)
+
+
+def plan_demotions(
+    agreements: Iterable[PairAgreement], policy: AccuracyCheckPolicy
+) -> DemotionPlan:
+    demote, lift = [], []
     for a in agreements:
-        entry = table.entry(a.pair)
-        if entry is None or not drifting(a, policy) or a.reference_accuracy <= 0.0:
-            continue
-        implied = min(entry.accuracy.get(a.category, 0.0), a.ratio / a.reference_accuracy)
-        found.setdefault(a.pair, {})[a.category] = round(implied, 6)
-    return found
+        if a.demoted and a.checks >= policy.min_checks and not drifting(a, policy):
+            lift.append(a)
+        elif not a.demoted and drifting(a, policy):
+            demote.append(a)
+    return DemotionPlan(tuple(demote), tuple(lift))

@@ -42,6 +42,7 @@ class RefitCheck(StrEnum):
     DEMOTED = "demoted"  # an accuracy demotion was published (accuracy_drift.py)
     NOT_BETTER = "not_better"  # a refit did not predict held-out samples better (validation.py)
     REVERTED = "reverted"  # a refit lowered budget attainment and was taken back (watch.py)
+    LIFTED = "lifted"  # a demotion the fresh evidence no longer supports was lifted
 
 
 @dataclass(frozen=True, slots=True)

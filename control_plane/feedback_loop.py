@@ -7,7 +7,9 @@ policy's `refit` allows it (enabled, current version not pinned): reverts the cu
 when budget attainment fell after it (`watch.py`); else publishes the refit of the pairs that
 drift and whose correction predicts held-out samples better (`validation.py`), when the last
 refit is older than `min_interval_s` (and a revert older than `revert_hold_s`), through the
-same publisher as `POST /v1/tables`.
+same publisher as `POST /v1/tables`, compare-and-set on the table it was computed from: when
+another table was published meanwhile, the check is recomputed on that one (at most
+`PUBLISH_TRIES` times), never published over it.
 """
 
 from __future__ import annotations
@@ -23,11 +25,17 @@ from redis.exceptions import RedisError
 from contracts.latency_feedback import LatencyFeedback
 from contracts.policy import Policy, RefitPolicy
 from contracts.routing_table import RoutingTable
-from control_plane.accuracy_drift import PairAgreement, demotions, merge_agreement
+from control_plane.accuracy_drift import PairAgreement, merge_agreement, plan_demotions
+from control_plane.demotion import apply_demotions
 from control_plane.drift import PairDrift, RefitCheck, merge_feedback, plan_corrections
 from control_plane.metrics import ControlPlaneMetrics
-from control_plane.publisher import PublishError, PublishOutcome
-from control_plane.refit import apply_demotions, apply_refit
+from control_plane.publisher import (
+    BaseMovedError,
+    PublishConflictError,
+    PublishError,
+    PublishOutcome,
+)
+from control_plane.refit import apply_refit
 from control_plane.services import Services
 from control_plane.stored_data import StoredDataError
 from control_plane.validation import validate
@@ -35,6 +43,7 @@ from control_plane.watch import apply_revert, revert_reason
 
 logger = logging.getLogger(__name__)
 MAX_REPORTS = 5_000  # stream entries read per check
+PUBLISH_TRIES = 3  # recomputations when another table was published under a check
 
 
 class FeedbackLoop:
@@ -66,12 +75,21 @@ class FeedbackLoop:
     async def check_once(self) -> RefitCheck:
         """One check; Redis or publish failures come back as FAILED (logged), never raised."""
         try:
-            outcome = await self._check()
+            outcome = await self._check_until_published()
         except (RedisError, OSError, StoredDataError, PublishError) as err:
             logger.warning("refit check failed: %s", type(err).__name__)
             outcome = RefitCheck.FAILED
         self._metrics.refit_checks.labels(outcome=outcome.value).inc()
         return outcome
+
+    async def _check_until_published(self) -> RefitCheck:
+        """`_check`, recomputed on the new current table when one was published meanwhile."""
+        for _ in range(PUBLISH_TRIES - 1):
+            try:
+                return await self._check()
+            except (BaseMovedError, PublishConflictError):
+                logger.info("the current table moved under a refit check; recomputing")
+        return await self._check()
 
     async def _check(self) -> RefitCheck:
         table = await self._s.tables.current()
@@ -83,7 +101,7 @@ class FeedbackLoop:
         reports = await self._reports(now.timestamp() - policy.window_s)
         drifts = merge_feedback(reports, table.version, table.policy.latency_quantile)
         self._metrics.set_drift(drifts.values())
-        agreements = merge_agreement(reports, table)
+        agreements = merge_agreement(reports, table, effective.accuracy_check.confidence)
         self._metrics.set_agreement(agreements)
         if not policy.enabled:
             return RefitCheck.DISABLED
@@ -102,7 +120,7 @@ class FeedbackLoop:
         hold_s = policy.revert_hold_s if refit and refit.reverted_version else policy.min_interval_s
         if refit is not None and age_s < hold_s:
             return RefitCheck.RATE_LIMITED
-        return await self._publish(*found, now)
+        return await self._publish(*found, now, base=table.version)
 
     async def _revert(
         self,
@@ -121,12 +139,14 @@ class FeedbackLoop:
             logger.warning("refit v%s not reverted: its base is gone (%s)", table.version, reason)
             return None
         revert = apply_revert(base, table, reason, policy.window_s, now)
-        outcome = await self._publish(revert, RefitCheck.REVERTED, now)
+        outcome = await self._publish(revert, RefitCheck.REVERTED, now, base=table.version)
         logger.warning("refit v%s reverted: %s", table.version, reason)
         return outcome
 
-    async def _publish(self, table: RoutingTable, outcome: RefitCheck, now: datetime) -> RefitCheck:
-        result = await self._s.publisher.publish(table)
+    async def _publish(
+        self, table: RoutingTable, outcome: RefitCheck, now: datetime, base: int
+    ) -> RefitCheck:
+        result = await self._s.publisher.publish(table, base=base)
         self._metrics.count_publish(result.outcome)
         if result.outcome is not PublishOutcome.PUBLISHED:
             return RefitCheck.NO_DRIFT
@@ -156,7 +176,7 @@ class FeedbackLoop:
     ) -> tuple[RoutingTable, RefitCheck] | None:
         """The table to publish: a latency refit first (its held-out validated corrections;
         NOT_BETTER with the current table when none validates); else, with
-        `accuracy_check.demote`, the accuracy demotion; None when neither is due."""
+        `accuracy_check.demote`, the accuracy demotions and lifts; None when neither is due."""
         planned = plan_corrections(drifts, policy.refit)
         q = table.policy.latency_quantile
         corrections, rejected = validate(planned, reports, table.version, q, policy.refit)
@@ -168,13 +188,10 @@ class FeedbackLoop:
             return made, RefitCheck.PUBLISHED
         if rejected:
             return table, RefitCheck.NOT_BETTER
-        demoted = (
-            demotions(agreements, policy.accuracy_check, table)
-            if policy.accuracy_check.demote
-            else {}
-        )
-        if not demoted:
+        if not policy.accuracy_check.demote:
             return None
-        checks = sum(a.checks for a in agreements if a.pair in demoted)
-        made = apply_demotions(table, demoted, checks, policy.refit.window_s, now)
-        return made, RefitCheck.DEMOTED
+        plan = plan_demotions(agreements, policy.accuracy_check)
+        if not plan:
+            return None
+        made = apply_demotions(table, plan, policy.refit.window_s, now)
+        return made, RefitCheck.DEMOTED if plan.demote else RefitCheck.LIFTED

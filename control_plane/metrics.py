@@ -86,13 +86,13 @@ class ControlPlaneMetrics:
         )
         self.live_agreement_upper = Gauge(
             "gearbox_cp_live_agreement_upper_ratio",
-            "One-sided 95% upper bound of the live agreement",
+            "Upper bound of the live agreement (accuracy_check.confidence)",
             ["pair", "category"],
             registry=reg,
         )
         self.expected_agreement = Gauge(
             "gearbox_cp_expected_agreement_ratio",
-            "Agreement the table's accuracies imply (pair x reference)",
+            "The least agreement the pair's profile bound implies (docs/accuracy.md)",
             ["pair", "category"],
             registry=reg,
         )

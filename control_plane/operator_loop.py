@@ -57,9 +57,24 @@ class AgreementRow(_View):
     checks: int
     agreed: int
     agreement: float
-    upper: float = Field(description="one-sided 95% upper Wilson bound")
-    expected: float = Field(description="accuracy(pair) x accuracy(reference) from the table")
+    upper: float = Field(description="upper bound of the agreement (policy confidence)")
+    expected: float = Field(
+        description="the least agreement the pair's profile bound implies (docs/accuracy.md)"
+    )
     drifting: bool
+    demoted: bool = Field(description="a demotion of this pair and category is in force")
+
+
+class DemotionRow(_View):
+    """An accuracy demotion in force in the current table."""
+
+    pair: str
+    category: str
+    profile_bound: float = Field(description="what the profiles gave (restored on lifting)")
+    bound: float = Field(description="what floors compare with now: the live lower bound")
+    checks: int
+    agreed: int
+    base_version: int = Field(description="the table the checks were about")
 
 
 class LoopView(_View):
@@ -72,6 +87,7 @@ class LoopView(_View):
     drift: list[DriftRow]
     refits: list[RefitRow] = Field(description="kept versions made from live traffic, newest first")
     agreement: list[AgreementRow]
+    demotions: list[DemotionRow] = Field(description="accuracy demotions in force")
     reports: int = Field(description="feedback reports in the window")
     evidence: EvidenceView = Field(description="provable share and evidence that moves traffic")
 
@@ -108,8 +124,11 @@ def loop_view(
                 upper=a.upper,
                 expected=a.expected,
                 drifting=accuracy_drift.drifting(a, policy.accuracy_check),
+                demoted=a.demoted,
             )
-            for a in accuracy_drift.merge_agreement(reports, table)
+            for a in accuracy_drift.merge_agreement(
+                reports, table, policy.accuracy_check.confidence
+            )
         ]
     return LoopView(
         table_version=None if table is None else table.version,
@@ -121,9 +140,34 @@ def loop_view(
         drift=rows,
         refits=list(refits),
         agreement=agreements,
+        demotions=[] if table is None else demotion_rows(table),
         reports=len(reports),
         evidence=evidence_view(table, reports, now, policy.refit.window_s),
     )
+
+
+def demotion_rows(table: RoutingTable) -> list[DemotionRow]:
+    """PURE: the demotions in force in `table`, with the number floors compare with now."""
+    rows = []
+    for pair, categories in sorted(table.demotions.items()):
+        entry = table.entry(pair)
+        if entry is None:
+            continue
+        basis = entry.accuracy_bound or entry.accuracy
+        for category, d in sorted(categories.items()):
+            kept = d.profile_accuracy if d.profile_bound is None else d.profile_bound
+            rows.append(
+                DemotionRow(
+                    pair=pair,
+                    category=category,
+                    profile_bound=kept,
+                    bound=basis.get(category, 0.0),
+                    checks=d.checks,
+                    agreed=d.agreed,
+                    base_version=d.base_version,
+                )
+            )
+    return rows
 
 
 def refit_row(version: int, raw: bytes | str | None) -> RefitRow | None:

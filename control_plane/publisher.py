@@ -5,6 +5,11 @@ Adapter. Publish = `v = INCR seq`; `SET table:v:{v} <json> NX` (immutable); then
 a short lock, and the final transaction WATCHes the pointer too, so even a publisher whose lock
 expired cannot move the pointer past another's: the pointer only ever names a fully written
 version. Same content as the current table publishes nothing.
+
+Compare-and-set: a table derived from the current one (a refit, a demotion, a rebuild that
+carries demotions) names that one as its `base`; it publishes only while `base` is still the
+current version, checked under the same WATCH, so it never reverts a table published after it
+was computed (`BaseMovedError`: the caller recomputes on the new current one).
 """
 
 from __future__ import annotations
@@ -62,6 +67,10 @@ class PublishConflictError(PublishError):
     """The pointer moved while we published (a publisher whose lock had expired)."""
 
 
+class BaseMovedError(PublishError):
+    """The table was computed from a version that is no longer current; nothing published."""
+
+
 class VersionNotFoundError(PublishError):
     """Rollback to a version that was never published or has been trimmed."""
 
@@ -96,15 +105,18 @@ class Publisher:
         self._clock = clock
         self._lock = lock or self._redis_lock
 
-    async def publish(self, table: RoutingTable) -> PublishResult:
-        """Publish `table` as a new version, or report it unchanged. Raises PublishError or
-        RedisError on failure, with the previous table still current."""
+    async def publish(self, table: RoutingTable, base: int | None = None) -> PublishResult:
+        """Publish `table` as a new version, or report it unchanged. With `base`, only while
+        version `base` is current (else BaseMovedError; `base` 0: while no table is). Raises
+        PublishError or RedisError on failure, with the previous table still current."""
         try:
             async with self._lock():
-                result = await self._publish_locked(table)
+                result = await self._publish_locked(table, base)
                 if result.outcome is PublishOutcome.PUBLISHED:
                     await self._trim()
                     await self._trim_orphans()
+        except BaseMovedError:
+            raise  # not a failure: the caller recomputes on the new current table
         except (PublishError, RedisError) as err:
             await self._record({"last_outcome": PublishOutcome.FAILED, "last_error": str(err)})
             raise
@@ -144,11 +156,15 @@ class Publisher:
         """Note a table that failed to build (bad reports or policy); nothing was published."""
         await self._record({"last_outcome": PublishOutcome.REJECTED, "last_error": reason})
 
-    async def _publish_locked(self, table: RoutingTable) -> PublishResult:
+    async def _publish_locked(self, table: RoutingTable, base: int | None) -> PublishResult:
         keys = self._keys
         async with self._redis.pipeline(transaction=True) as pipe:
             await pipe.watch(keys.table_current)
             previous = as_version(await pipe.get(keys.table_current))
+            if base is not None and (previous or 0) != base:
+                raise BaseMovedError(
+                    f"built on version {base}, but version {previous} is current; recompute"
+                )
             if previous is not None and await self._sha_of(pipe, previous) == table.content_sha256:
                 return PublishResult(
                     PublishOutcome.UNCHANGED, previous, table.content_sha256, previous

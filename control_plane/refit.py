@@ -10,7 +10,7 @@ profiles (`POST /v1/tables`) starts from the profiles again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -101,41 +101,3 @@ def slowed_after(table: RoutingTable, corrections: Sequence[Correction]) -> dict
         else:
             slowed.pop(c.pair, None)
     return dict(sorted(slowed.items()))
-
-
-def demotion_note(checks: int, window_s: float) -> str:
-    return f"accuracy demoted from live agreement: {checks} checks over {window_s / 60:.0f} minutes"
-
-
-def apply_demotions(
-    table: RoutingTable,
-    demoted: Mapping[str, Mapping[str, float]],
-    checks: int,
-    window_s: float,
-    created_at: datetime,
-) -> RoutingTable:
-    """The current table with the demoted pairs' accuracy lowered per category (version 0,
-    to be published); floors above the new accuracy no longer select the pair."""
-    if not demoted:
-        raise ValueError("a demotion needs at least one pair")
-    data = table.model_dump(mode="python")
-    for entry in data["entries"]:
-        for category, accuracy in demoted.get(entry["pair"], {}).items():
-            entry["accuracy"][category] = accuracy
-            bounds = entry.get("accuracy_bound") or {}
-            if category in bounds:  # the bound floors route on never exceeds the accuracy
-                bounds[category] = min(bounds[category], accuracy)
-    data.update(
-        version=0,
-        created_at=created_at,
-        refit={
-            "note": demotion_note(checks, window_s),
-            "base_version": table.version,
-            "samples": checks,
-            "window_s": window_s,
-            "pairs": {},
-            "demoted": {p: dict(c) for p, c in demoted.items()},
-            "slowed": slowed_after(table, ()),
-        },
-    )
-    return stamp_table(data)

@@ -38,11 +38,12 @@ def make_services(
     publisher = Publisher(redis, keys, settings.publish, clock=lambda: clock().timestamp())
     profiles = ProfileStore(redis, keys)
     policies = PolicyStore(redis, keys, file_policy)
+    tables = PublishedTables(redis, keys)
     return Services(
         redis=redis,
         profiles=profiles,
         policies=policies,
-        tables=PublishedTables(redis, keys),
+        tables=tables,
         publisher=publisher,
-        table_service=TableService(profiles, policies, publisher, settings.build, clock),
+        table_service=TableService(profiles, policies, (tables, publisher), settings.build, clock),
     )

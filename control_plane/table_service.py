@@ -1,7 +1,10 @@
 """Build-and-publish flows shared by the admin API and the CLI (one place for the sequence).
 
 Adapter glue: reads stored profiles and policy, runs the pure build off the event loop, hands
-the table to the publisher, and notes rejected builds in the status hash.
+the table to the publisher, and notes rejected builds in the status hash. A build carries the
+accuracy demotions in force in the current table (`demotion.carry_demotions`) and publishes
+compare-and-set on that table; when another was published meanwhile, the carry is redone on
+it (a rebuild never drops a demotion published while it was building).
 """
 
 from __future__ import annotations
@@ -16,14 +19,17 @@ from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
 from contracts.routing_table import PrunedPair
 from control_plane.category_training import training_summary
+from control_plane.demotion import carry_demotions
 from control_plane.policy_store import PolicyStore
 from control_plane.profile_store import ProfileStore
-from control_plane.publisher import Publisher, PublishResult
+from control_plane.published_tables import PublishedTables
+from control_plane.publisher import BaseMovedError, PublishConflictError, Publisher, PublishResult
 from control_plane.settings import BuildOptions
 from control_plane.stored_data import StoredDataError
 from control_plane.table import BuildError, TableBuild, build
 
 logger = logging.getLogger(__name__)
+PUBLISH_TRIES = 3  # carries redone when another table was published under a build
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +47,13 @@ class TableService:
         self,
         profiles: ProfileStore,
         policies: PolicyStore,
-        publisher: Publisher,
+        published: tuple[PublishedTables, Publisher],
         options: BuildOptions,
         clock: Callable[[], datetime],
     ) -> None:
         self._profiles = profiles
         self._policies = policies
-        self._publisher = publisher
+        self._tables, self._publisher = published
         self._options = options
         self._clock = clock
 
@@ -74,8 +80,23 @@ class TableService:
         made = await self.build(reports, policy)
         if made.table.classifier is not None:
             logger.info("%s", training_summary(made.table.classifier))
-        result = await self._publisher.publish(made.table)
+        result = await self._publish_carrying(made)
         return Rebuild(result, len(made.table.entries), made.table.pruned, made.warnings)
+
+    async def _publish_carrying(self, made: TableBuild) -> PublishResult:
+        """Publish `made` with the current table's demotions, on that table (compare-and-set),
+        carrying again when another table was published meanwhile."""
+        for _ in range(PUBLISH_TRIES - 1):
+            try:
+                return await self._publish_on_current(made)
+            except (BaseMovedError, PublishConflictError):
+                logger.info("the current table moved under a build; carrying again")
+        return await self._publish_on_current(made)
+
+    async def _publish_on_current(self, made: TableBuild) -> PublishResult:
+        current = await self._tables.current()
+        table = carry_demotions(made.table, current)
+        return await self._publisher.publish(table, base=current.version if current else 0)
 
     async def build(self, reports: Sequence[ProfileReport], policy: Policy) -> TableBuild:
         """The pure build, in a worker thread (scipy fits take milliseconds per pair)."""

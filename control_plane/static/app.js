@@ -310,9 +310,16 @@ function renderLoop(loop) {
   const agreement = loop.agreement.map((a) => el("tr", { "data-pair": a.pair, "data-category": a.category },
     el("td", {}, a.pair), el("td", {}, a.category), el("td", { class: "num" }, String(a.checks)),
     el("td", { class: "num live" }, fmt.num(a.agreement, 3)), el("td", { class: "num" }, fmt.num(a.upper, 3)),
-    el("td", { class: "num expected" }, fmt.num(a.expected, 3)), el("td", { class: "drift" }, flag(a.drifting))));
+    el("td", { class: "num expected" }, fmt.num(a.expected, 3)),
+    el("td", { class: "drift" }, a.demoted ? el("span", { class: "pill open" }, "demoted") : flag(a.drifting))));
   if (!agreement.length) agreement.push(none(7, "no accuracy checks about the current table"));
   $("loop-agreement").tBodies[0].replaceChildren(...agreement);
+  const demotions = loop.demotions.map((d) => el("tr", { "data-pair": d.pair, "data-category": d.category },
+    el("td", {}, d.pair), el("td", {}, d.category), el("td", { class: "num" }, fmt.num(d.profile_bound, 3)),
+    el("td", { class: "num demoted" }, fmt.num(d.bound, 3)),
+    el("td", { class: "num" }, `${d.agreed} / ${d.checks}`), el("td", {}, `v${d.base_version}`)));
+  if (!demotions.length) demotions.push(none(6, "no accuracy demotion in force"));
+  $("loop-demotions").tBodies[0].replaceChildren(...demotions);
   const refits = loop.refits.map((r) => el("tr", { "data-version": String(r.version) },
     el("td", {}, `v${r.version}`), el("td", {}, fmt.when(r.created_at)), el("td", {}, `v${r.base_version}`),
     el("td", { class: "note" }, r.note),

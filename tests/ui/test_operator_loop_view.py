@@ -42,3 +42,38 @@ def test_no_table_means_no_figures() -> None:
     view = loop_view(None, policy, [], [], datetime(2026, 1, 1, tzinfo=UTC))
     assert (view.table_version, view.drift, view.agreement, view.reports) == (None, [], [], 0)
     assert view.window_s == policy.refit.window_s
+
+
+def test_a_demotion_in_force_is_listed_with_what_floors_compare_with() -> None:
+    from datetime import UTC, datetime
+
+    from contracts.latency_feedback import AgreementCell, LatencyFeedback
+    from contracts.routing_table import with_version
+    from control_plane.accuracy_drift import merge_agreement, plan_demotions
+    from control_plane.demotion import apply_demotions
+    from control_plane.operator_loop import demotion_rows
+    from control_plane.table import build_table
+    from tests.unit.control_plane.factories import make_report
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    reports = [
+        make_report("fam", "fp16", accuracy={"math": 0.95}),
+        make_report("fam", "awq-int4", accuracy={"math": 0.9}),
+    ]
+    table = with_version(build_table(reports, Policy(), now, prune=False), 3)
+    cell = AgreementCell(pair="fam@awq-int4", category="math", checks=400, agreed=260)
+    feedback = LatencyFeedback(
+        instance="dp", table_version=3, window_start=now, window_end=now, agreement=(cell,)
+    )
+    plan = plan_demotions(merge_agreement([feedback], table, 0.99), Policy().accuracy_check)
+    demoted = with_version(apply_demotions(table, plan, 600.0, now), 4)
+    (row,) = demotion_rows(demoted)
+    entry = demoted.entry("fam@awq-int4")
+    assert entry is not None
+    assert (row.pair, row.category, row.checks, row.agreed, row.base_version) == (
+        "fam@awq-int4", "math", 400, 260, 3,
+    )  # fmt: skip
+    assert row.bound == entry.accuracy_bound["math"] < row.profile_bound
+    assert demotion_rows(table) == []
+    view = loop_view(demoted, Policy(), [], [])
+    assert view.demotions == [row]

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from contracts.accuracy_bound import (
+    agreement_bounds,
     better_than_reference,
     decides,
     items_to_decide,
@@ -103,3 +104,40 @@ def test_the_wilson_bound_would_be_over_confident_where_clopper_pearson_is_not()
     exact_miss = max(float(binom.pmf(ks, n, p)[exact > p].sum()) for p in grid)
     assert wilson_miss > 0.15
     assert exact_miss <= 0.1
+
+
+def _agreement(joint: str, a: float, r: float) -> float:
+    """P(the pair's answer agrees with the reference's) for a pair of accuracy `a` beside a
+    reference of accuracy `r`, for three ways their errors can go together."""
+    if joint == "nested_same_wrong":  # the pair is wrong wherever the reference is, the same way
+        return a + (1.0 - r)  # the lower bound a >= g + r - 1 is tight here
+    if joint == "disjoint":  # never both wrong
+        return a + r - 1.0  # the upper bound a <= g + 1 - r is tight here
+    return a * r + 0.3 * (1.0 - a) * (1.0 - r)  # independent; 30% of shared errors agree
+
+
+@pytest.mark.parametrize("joint", ["nested_same_wrong", "disjoint", "independent"])
+@pytest.mark.parametrize(("a", "r"), [(0.75, 0.95), (0.9, 0.95), (0.6, 0.8)])
+@pytest.mark.parametrize("checks", [100, 400])
+@pytest.mark.parametrize("confidence", [0.9, 0.99])
+def test_agreement_bounds_cover_the_true_accuracy_over_simulated_checks(
+    joint: str, a: float, r: float, checks: int, confidence: float
+) -> None:
+    """Over many simulated reference profiles (200 items) and windows of live checks, the
+    pair's true accuracy is below the lower bound, and above the upper bound, each no more
+    often than 1 - confidence (within three standard errors), including where the bounds are
+    tight (docs/accuracy.md "Live checks")."""
+    rng = np.random.default_rng(7 + checks)
+    draws, ref_n = 20_000, 200
+    agreed = rng.binomial(checks, _agreement(joint, a, r), size=draws)
+    ref_right = rng.binomial(ref_n, r, size=draws)
+    memo: dict[tuple[int, int], tuple[float, float]] = {}
+    lows, highs = np.empty(draws), np.empty(draws)
+    for i, key in enumerate(zip(agreed.tolist(), ref_right.tolist(), strict=True)):
+        if key not in memo:
+            memo[key] = agreement_bounds(key[0], checks, key[1], ref_n, confidence)
+        lows[i], highs[i] = memo[key]
+    alpha = 1.0 - confidence
+    slack = 3.0 * math.sqrt(alpha * confidence / draws)
+    assert float(np.mean(lows > a)) <= alpha + slack
+    assert float(np.mean(highs < a)) <= alpha + slack

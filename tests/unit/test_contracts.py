@@ -67,6 +67,23 @@ def test_redis_keys_prefix() -> None:
         RedisKeys("bad prefix")
 
 
+def test_a_table_written_before_the_accuracy_check_budget_keeps_its_hash() -> None:
+    """`max_usd_per_hour`, `max_tokens` and `confidence` came after `accuracy_check`: a table
+    whose accuracy checks were set without them (an older writer's) keeps its hash."""
+    import json
+
+    from contracts.routing_table import RoutingTable, compute_content_sha256
+    from tests.unit.data_plane.tables import entry, table
+
+    checks = {"sample_rate": 0.25, "max_checks_per_hour": 600, "min_checks": 100, "demote": True}
+    current = table([entry("m", "fp16")], policy={"accuracy_check": checks})
+    old = json.loads(current.model_dump_json())
+    old["policy"]["accuracy_check"] = checks
+    del old["demotions"]
+    old["content_sha256"] = compute_content_sha256(old)  # what that writer stamped
+    assert RoutingTable.model_validate(old).content_sha256 == current.content_sha256
+
+
 def test_a_table_written_before_the_added_fields_keeps_its_hash() -> None:
     """Objective, ladder hysteresis, refit policy, refit provenance and the classifier (and its
     policy) came after 1.0: a table without them (an older writer's) still validates, and
@@ -91,7 +108,7 @@ def test_a_table_written_before_the_added_fields_keeps_its_hash() -> None:
         "precision_formats",
     ):
         del old["policy"][key]
-    for key in ("refit", "classifier", "fleet_baseline"):
+    for key in ("refit", "classifier", "fleet_baseline", "demotions"):
         del old[key]
     for item in old["entries"]:
         for key in ("accuracy_right", "accuracy_bound", "precision_format"):

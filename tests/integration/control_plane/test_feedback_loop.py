@@ -132,7 +132,7 @@ async def test_switches_pin_and_rate_limit(
     }
     assert checks == {
         "published": 2, "no_drift": 1, "disabled": 1, "pinned": 1, "rate_limited": 1,
-        "no_table": 1, "failed": 0, "demoted": 0, "not_better": 0, "reverted": 0,
+        "no_table": 1, "failed": 0, "demoted": 0, "not_better": 0, "reverted": 0, "lifted": 0,
     }  # fmt: skip
 
 
