@@ -26,7 +26,7 @@ from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
 from data_plane.resilience.progress import EnginePace
 from data_plane.resilience.retry import RetryBudget
-from data_plane.serving.accuracy_check import AccuracyChecker
+from data_plane.serving.accuracy_check import AccuracyChecker, CheckerConfig, CheckerParts
 from data_plane.serving.attempt import AttemptRunner
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.handlers import Handlers
@@ -142,19 +142,11 @@ def _session_limits(s: DataPlaneSettings) -> SessionLimits:
 
 
 def _build_proxy(
-    s: DataPlaneSettings, deps: AppDeps, upstream: UpstreamClient, app: web.Application
+    s: DataPlaneSettings, deps: AppDeps, runner: AttemptRunner, app: web.Application
 ) -> Proxy:
     metrics, health, tracing = app[METRICS], app[HEALTH], app[TRACING]
     parts = ProxyParts(
-        runner=AttemptRunner(
-            upstream,
-            health,
-            metrics,
-            tracing,
-            deps.clock,
-            engine_keys=EngineKeys.load(s.engine_keys.api_key, s.engine_keys.api_keys_file),
-            pace=_engine_pace(s, app),
-        ),
+        runner=runner,
         delivery=Delivery(metrics, app[TRAFFIC], deps.clock, app[FEEDBACK]),
         health=health,
         retry_budget=RetryBudget(deps.clock, **s.retry_budget.model_dump()),
@@ -261,7 +253,21 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         upstream = adapter = _upstream_adapter(settings)
     else:
         upstream = deps.upstream
-    app[CHECKER] = AccuracyChecker(upstream, app[FEEDBACK], metrics, deps.rng, deps.clock)
+    runner = AttemptRunner(
+        upstream,
+        health,
+        metrics,
+        tracing,
+        deps.clock,
+        engine_keys=EngineKeys.load(
+            settings.engine_keys.api_key, settings.engine_keys.api_keys_file
+        ),
+        pace=_engine_pace(settings, app),
+    )
+    app[CHECKER] = AccuracyChecker(
+        CheckerParts(runner, health, app[FEEDBACK], metrics, deps.rng, deps.clock),
+        CheckerConfig(settings.proxy.default_timeout_s),
+    )
     app[PROBE] = LatencyProbe(
         upstream,
         store,
@@ -271,7 +277,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         EngineKeys.load(settings.engine_keys.api_key, settings.engine_keys.api_keys_file),
     )
     step = _decision_step(app, deps)
-    proxy = _build_proxy(settings, deps, upstream, app)
+    proxy = _build_proxy(settings, deps, runner, app)
     handlers = Handlers(
         store,
         step,

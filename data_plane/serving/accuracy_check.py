@@ -1,27 +1,35 @@
-"""Shadow re-asks: a sampled share of lower-precision answers asked again on the family's
+"""Accuracy checks: a sampled share of lower-precision answers asked again on the family's
 reference pair, in the background, and the two answers compared (`agreement`).
 
 Runs after the client has its answer and never changes or delays it: `offer` only queues
-(bounded; a full queue drops the check), one worker task sends. Limited by the table policy's
-`accuracy_check` (sample rate, checks per hour per process). Agreement counts go into the
-latency feedback summaries (`telemetry/feedback.py`); checks and their cost are metrics.
+(bounded; a full queue drops the check), one worker task sends. Only categories whose scorer
+decides an answer are checked (`agreement.checked`); the re-ask is greedy, one answer, capped
+at the policy's `max_tokens` (`reask`), and when the client's own request was not, the checked
+pair is re-asked with the same body too. Re-asks go the way client attempts go
+(`AttemptRunner`: the engine's API key, breakers, in-flight load, the engine's deadline), and
+are limited by the table policy's `accuracy_check`: sample rate, checks per hour, and dollars
+per hour per process (reserved at the worst case before queueing, settled from the answers'
+`usage`). Agreement counts go into the feedback summaries (`telemetry/feedback.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from data_plane.domain import Candidate, CompiledPair, CompiledTable
-from data_plane.serving.agreement import answer_text, answers_agree
-from data_plane.serving.attempt import Call, Served
-from data_plane.serving.usage import cost_usd, find_usage
+from data_plane.decision.choose import order_endpoints, predict
+from data_plane.domain import Candidate, CompiledEndpoint, CompiledPair, CompiledTable
+from data_plane.resilience.health import Health
+from data_plane.serving.agreement import answer_text, checked, verdict
+from data_plane.serving.attempt import AttemptLimit, AttemptRunner, Call, CallState, Served
+from data_plane.serving.reask import Reask, reask
+from data_plane.serving.usage import Usage, cost_usd, find_usage
 from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics
-from data_plane.upstream.port import AttemptError, UpstreamClient, UpstreamRequest
 
 logger = logging.getLogger(__name__)
 QUEUE_SIZE = 64
@@ -29,47 +37,89 @@ _HOUR_S = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
+class CheckerConfig:
+    """A re-ask's own limit is the engine's, as client attempts get it
+    (`AttemptRunner.engine_limit`); `timeout_s` bounds it when that is off (factor 0), and a
+    miss of that is no engine fault."""
+
+    timeout_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class CheckerParts:
+    runner: AttemptRunner
+    health: Health
+    feedback: FeedbackAggregator
+    metrics: DataPlaneMetrics
+    rng: random.Random
+    clock: Callable[[], float]  # monotonic seconds
+
+
+@dataclass(frozen=True, slots=True)
 class _Job:
     version: int
-    pair: str
     category: str
+    checked: CompiledPair
     reference: CompiledPair
-    url: str
-    body: bytes
-    answer: str
+    path: str
+    ask: Reask
+    input_chars: int
+    answer: str | None  # the served answer when it stands for the checked pair's
+    reserved_usd: float
+
+
+class _NoClient:
+    """The sink of a re-ask: nobody waits for it (non-streamed, so never written to)."""
+
+    started = False
+
+    async def send(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
+        return None
+
+    async def start(self, status: int, headers: Mapping[str, str]) -> None:
+        return None
+
+    async def write(self, chunk: bytes) -> None:
+        return None
+
+    async def finish(self) -> None:
+        return None
+
+
+class HourlyLimits:
+    """Checks and dollars per clock hour (a fixed window from the first use)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._started = clock()
+        self.checks = 0
+        self.spent_usd = 0.0
+
+    def reserve(self, usd: float, max_checks: int, max_usd: float) -> bool:
+        if self._clock() - self._started >= _HOUR_S:
+            self._started, self.checks, self.spent_usd = self._clock(), 0, 0.0
+        if self.checks >= max_checks or self.spent_usd + usd > max_usd:
+            return False
+        self.checks += 1
+        self.spent_usd += usd
+        return True
+
+    def settle(self, reserved_usd: float, spent_usd: float) -> None:
+        self.spent_usd = max(0.0, self.spent_usd - reserved_usd + spent_usd)
 
 
 class AccuracyChecker:
-    def __init__(
-        self,
-        upstream: UpstreamClient,
-        feedback: FeedbackAggregator,
-        metrics: DataPlaneMetrics,
-        rng: random.Random,
-        clock: Callable[[], float],
-    ) -> None:
-        self._upstream = upstream
-        self._feedback = feedback
-        self._metrics = metrics
-        self._rng = rng
-        self._clock = clock
+    def __init__(self, parts: CheckerParts, config: CheckerConfig) -> None:
+        self._p = parts
+        self._config = config
         self._queue: asyncio.Queue[_Job] = asyncio.Queue(QUEUE_SIZE)
-        self._hour_started = clock()
-        self._this_hour = 0
-
-    def _budget_allows(self, per_hour: int) -> bool:
-        now = self._clock()
-        if now - self._hour_started >= _HOUR_S:
-            self._hour_started, self._this_hour = now, 0
-        if self._this_hour >= per_hour:
-            return False
-        self._this_hour += 1
-        return True
+        self.limits = HourlyLimits(parts.clock)
+        self._ids = itertools.count(1)
 
     def offer(
         self, call: Call, table: CompiledTable, category: str, cand: Candidate, served: Served
     ) -> None:
-        """Maybe queue a re-ask of this served answer (never raises, never waits)."""
+        """Maybe queue a check of this served answer (never raises, never waits)."""
         policy = table.policy.accuracy_check
         reference = table.baselines.get(cand.pair.family)
         if (
@@ -78,52 +128,97 @@ class AccuracyChecker:
             or served.status != 200
             or reference is None
             or reference.pair == cand.pair.pair
-            or self._rng.random() >= policy.sample_rate
+            or not checked(category)
+            or self._p.rng.random() >= policy.sample_rate
         ):
             return
         answer = answer_text(served.body)
-        if answer is None or not self._budget_allows(policy.max_checks_per_hour):
+        ask = reask(call.bodies(cand.pair.served_model_name), policy.max_tokens)
+        if answer is None or ask is None:
             return
-        job = _Job(
-            table.version,
-            cand.pair.pair,
-            category,
-            reference,
-            reference.endpoints[0].url + call.path,
-            call.bodies(reference.served_model_name),
-            answer,
-        )
+        asked = (reference,) if ask.reusable else (reference, cand.pair)
+        usd = sum(cost_usd(p, Usage(cand.input_tokens, ask.max_tokens)) for p in asked)
+        if not self.limits.reserve(usd, policy.max_checks_per_hour, policy.max_usd_per_hour):
+            self._count(cand.pair.pair, category, "over_budget")
+            return
+        chars = round(cand.input_tokens * cand.pair.chars_per_token)
+        kept = answer if ask.reusable else None
+        job = _Job(table.version, category, cand.pair, reference, call.path, ask, chars, kept, usd)
         try:
             self._queue.put_nowait(job)
         except asyncio.QueueFull:
-            self._metrics.accuracy_checks.labels(cand.pair.pair, category, "dropped").inc()
+            self.limits.settle(usd, 0.0)
+            self._count(cand.pair.pair, category, "dropped")
+
+    def _count(self, pair: str, category: str, outcome: str) -> None:
+        self._p.metrics.accuracy_checks.labels(pair, category, outcome).inc()
 
     async def check(self, job: _Job) -> str:
-        """Re-ask `job` on its reference pair; returns the outcome counted."""
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        try:
-            resp = await self._upstream.send(UpstreamRequest(job.url, job.body, headers))
-            try:
-                body = await resp.read()
-            finally:
-                resp.close()
-        except AttemptError:
-            body, outcome = b"", "error"
-        else:
-            outcome = "error" if resp.status != 200 else ""
-        usage = find_usage(body)
-        if usage is not None:
-            self._metrics.accuracy_check_cost.labels(job.pair).inc(cost_usd(job.reference, usage))
-        second = answer_text(body) if not outcome else None
-        if second is None:
+        """Ask `job` on the reference pair (and the checked pair when its served answer
+        cannot stand for it); returns the outcome counted."""
+        spent = [0.0]
+        second = await self._ask(job, job.reference, spent)
+        first = job.answer
+        if first is None and second is not None:
+            first = await self._ask(job, job.checked, spent)
+        self.limits.settle(job.reserved_usd, spent[0])
+        self._p.metrics.accuracy_check_cost.labels(job.checked.pair).inc(spent[0])
+        agreed = None if first is None or second is None else verdict(job.category, first, second)
+        if first is None or second is None:
             outcome = "error"
+        elif agreed is None:
+            outcome = "undecided"
         else:
-            agreed = answers_agree(job.category, job.answer, second)
             outcome = "agree" if agreed else "disagree"
-            self._feedback.observe_agreement(job.version, job.pair, job.category, agreed)
-        self._metrics.accuracy_checks.labels(job.pair, job.category, outcome).inc()
+            self._p.feedback.observe_agreement(job.version, job.checked.pair, job.category, agreed)
+        self._count(job.checked.pair, job.category, outcome)
         return outcome
+
+    def _limit(self, call: Call, target: Candidate, endpoint: CompiledEndpoint) -> AttemptLimit:
+        engine = self._p.runner.engine_limit(call, target, endpoint)
+        if engine.limit_s is None:
+            return AttemptLimit(self._config.timeout_s, engine=False, load=engine.load)
+        return engine
+
+    async def _ask(self, job: _Job, pair: CompiledPair, spent: list[float]) -> str | None:
+        """One re-ask on `pair` through the attempt path; its answer, None when none came
+        (no endpoint the breakers allow, or the attempt failed). Adds its cost to `spent`."""
+        p = self._p
+        health = p.health.view()
+        live = tuple(e for e in pair.endpoints if e.id not in health.open_endpoints)
+        if not live:
+            return None
+        ordered = order_endpoints(live, health.load, p.rng)
+        target = predict(pair, ordered, job.input_chars, job.ask.max_tokens, health.load)
+        endpoint = next((e for e in target.endpoints if p.health.allow(e.id)), None)
+        if endpoint is None:
+            return None
+        call = Call(
+            request_id=f"accuracy-check-{next(self._ids)}",
+            path=job.path,
+            stream=False,
+            wants_json=False,
+            started_s=p.clock(),
+            ttft_budget_s=None,
+            bodies=job.ask.for_model,
+            headers_for=lambda _cand, _n: {},
+            state=CallState(),
+            trace_headers={},
+            max_tokens=job.ask.max_tokens,
+        )
+        limit = self._limit(call, target, endpoint)
+        result = await p.runner.run(call, target, endpoint, 1, _NoClient(), limit)
+        if not isinstance(result, Served):
+            return None
+        usage = find_usage(result.body)
+        if usage is not None:
+            spent[0] += cost_usd(pair, usage)
+        return answer_text(result.body)
 
     async def run(self) -> None:
         while True:
-            await self.check(await self._queue.get())
+            job = await self._queue.get()
+            try:
+                await self.check(job)
+            except Exception:  # a check must never end the worker
+                logger.exception("accuracy check failed")

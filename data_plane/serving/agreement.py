@@ -1,22 +1,26 @@
-"""Do two answers agree? The comparison behind shadow re-asks (docs/control_plane.md
-"Accuracy drift").
+"""Does a pair's answer give its reference pair's answer? The comparison behind accuracy
+checks (docs/accuracy.md "Live checks").
 
-PURE. By category: `math` compares the last number of each answer (numeric); `extraction`
-the first JSON object of each (JSON-equal; answers without one fall back to text); `code` the
-text with whitespace collapsed (operators matter); every other category the normalised text
-(lower case, punctuation dropped, whitespace collapsed).
+PURE. Only where the category's scorer decides, with the profiler's scorers
+(`contracts.answer_scoring`), taking the reference's answer as the expected one:
+
+- `math`: the numeric scorer. The reference's answer must hold exactly one number (else there
+  is no one answer to expect: undecided); the pair agrees when its answer's last number is
+  that one (its only number, or the result after a worked line such as "12 + 7 = 19"), and
+  disagrees when it has none.
+- `extraction`: the json scorer, both ways (the two first JSON objects hold the same keys and
+  values); undecided when the reference's answer has no JSON object.
+
+Every other category is free text (chat, code, reasoning): two right answers may share no
+words, and no judge we could defend decides them, so they are not checked at all (`None`).
 """
 
 from __future__ import annotations
 
 import json
-import math
-import re
-from typing import Any
+from collections.abc import Callable
 
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_PUNCT = re.compile(r"[^\w\s]")
-_SPACE = re.compile(r"\s+")
+from contracts.answer_scoring import Scorer, first_json_object, numbers, score
 
 
 def answer_text(body: bytes) -> str | None:
@@ -30,34 +34,36 @@ def answer_text(body: bytes) -> str | None:
     return text if isinstance(text, str) else None
 
 
-def _normalised(text: str) -> str:
-    return _SPACE.sub(" ", _PUNCT.sub(" ", text.lower())).strip()
+def _numeric(answer: str, reference: str) -> bool | None:
+    expected = numbers(reference)
+    if len(expected) != 1:
+        return None
+    found = numbers(answer)
+    return bool(found) and score(str(found[-1]), expected[0], Scorer.NUMERIC)
 
 
-def _last_number(text: str) -> float | None:
-    found = _NUMBER.findall(text.replace(",", ""))
-    return float(found[-1]) if found else None
+def _json(answer: str, reference: str) -> bool | None:
+    expected = first_json_object(reference)
+    if expected is None:
+        return None
+    found = first_json_object(answer)
+    return (
+        found is not None
+        and score(answer, expected, Scorer.JSON)
+        and score(reference, found, Scorer.JSON)
+    )
 
 
-def _first_json(text: str) -> Any:
-    start = text.find("{")
-    while start != -1:
-        try:
-            return json.JSONDecoder().raw_decode(text[start:])[0]
-        except ValueError:
-            start = text.find("{", start + 1)
-    return None
+_DECIDERS: dict[str, Callable[[str, str], bool | None]] = {"math": _numeric, "extraction": _json}
 
 
-def answers_agree(category: str, first: str, second: str) -> bool:
-    if category == "math":
-        a, b = _last_number(first), _last_number(second)
-        if a is not None and b is not None:
-            return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
-    elif category == "extraction":
-        a_doc, b_doc = _first_json(first), _first_json(second)
-        if a_doc is not None and b_doc is not None:
-            return bool(a_doc == b_doc)
-    elif category == "code":
-        return _SPACE.sub(" ", first).strip() == _SPACE.sub(" ", second).strip()
-    return _normalised(first) == _normalised(second)
+def checked(category: str) -> bool:
+    """True for the categories whose scorer can decide an answer (worth a re-ask)."""
+    return category in _DECIDERS
+
+
+def verdict(category: str, answer: str, reference: str) -> bool | None:
+    """True when `answer` gives `reference`'s answer, False when it does not, None when the
+    category's scorer cannot say (free text, or a reference answer it cannot read)."""
+    decide = _DECIDERS.get(category)
+    return None if decide is None else decide(answer, reference)

@@ -21,7 +21,12 @@ from control_plane.feedback_loop import FeedbackLoop
 from control_plane.metrics import ControlPlaneMetrics
 from control_plane.publisher import Publisher, PublishResult
 from control_plane.services import Services, make_services
-from control_plane.settings import BuildOptions, ControlPlaneSettings, PublisherOptions
+from control_plane.settings import (
+    BuildOptions,
+    ControlPlaneSettings,
+    PublisherOptions,
+    RedisSettings,
+)
 from control_plane.table import build_table
 from control_plane.table_service import TableService
 from tests.support.redis_server import RedisProcess
@@ -68,7 +73,9 @@ class RacingPublisher(Publisher):
 def _parts(
     redis_client: aioredis.Redis, redis_keys: RedisKeys, redis_server: RedisProcess
 ) -> tuple[Services, RacingPublisher, FeedbackLoop]:
-    settings = ControlPlaneSettings(redis_url=redis_server.url, redis_key_prefix=redis_keys.prefix)
+    settings = ControlPlaneSettings(
+        redis=RedisSettings(url=redis_server.url, key_prefix=redis_keys.prefix)
+    )
     plain = make_services(redis_client, settings, _now, None)
     racing = RacingPublisher(redis_client, redis_keys)
     services = replace(plain, publisher=racing)

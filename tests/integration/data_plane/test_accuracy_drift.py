@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import pytest
 import redis.asyncio as aioredis
 
+from contracts.accuracy_bound import lower_bound
 from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
@@ -29,7 +30,7 @@ from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
-PROMPTS = [f"Compute {a} + {a * 7 % 31} (item {a})." for a in range(400)]
+PROMPTS = [f"Compute {a} + {a * 7 % 31} (item {a})." for a in range(800)]
 ANSWERS = {p: KnownAnswer("math", str(a + a * 7 % 31)) for a, p in enumerate(PROMPTS)}
 CHECKS = AccuracyCheckPolicy(
     sample_rate=1.0, max_checks_per_hour=100_000, min_checks=60, demote=True
@@ -60,12 +61,19 @@ def _table(fleet: Fleet) -> RoutingTable:
         pair_entry("fam", "int8", urls=[fleet.url("sim-int8")], accuracy=0.9, precision_rank=1,
                    served_model_name="sim-int8"),
     ]  # fmt: skip
+    for e in entries:  # profiled on 400 items: the reference's error rate is known to ~3 points
+        e["accuracy_n"] = dict.fromkeys(e["accuracy_n"], 400)
     policy = Policy(accuracy_check=CHECKS, refit=NO_LATENCY_REFITS)
     return make_table(entries, policy=policy.model_dump(mode="json"))
 
 
 async def _ask(plane: Plane, prompt: str) -> str:
-    body = {"model": "auto", "max_tokens": 8, "messages": [{"role": "user", "content": prompt}]}
+    body = {
+        "model": "auto",
+        "max_tokens": 8,
+        "temperature": 0,  # as a check asks: the served answer stands for the pair's
+        "messages": [{"role": "user", "content": prompt}],
+    }
     headers = {"X-Task-Category": "math", "X-Min-Accuracy": "0.85"}
     resp = await plane.client.post("/v1/chat/completions", data=json.dumps(body), headers=headers)
     assert resp.status == 200, await resp.text()
@@ -80,7 +88,8 @@ def _checks(plane: Plane) -> float:
             "gearbox_accuracy_checks_total", {"pair": "fam@int8", "category": "math", "outcome": o}
         )
         or 0.0
-        for o in ("agree", "disagree")
+        # undecided: the reference said no number; dropped: the check queue was full
+        for o in ("agree", "disagree", "undecided", "dropped", "error", "over_budget")
     )
 
 
@@ -115,18 +124,19 @@ async def test_a_pair_losing_accuracy_is_caught_and_demoted(
 
         async def healthy_in_window() -> bool:
             assert await loop.check_once() is RefitCheck.NO_DRIFT
-            return gauge("gearbox_cp_accuracy_checks") >= 100
+            return gauge("gearbox_cp_accuracy_checks") >= 90  # the decided ones
 
         await eventually(healthy_in_window, what="the healthy checks reach the control plane")
         healthy_upper = gauge("gearbox_cp_live_agreement_upper_ratio")
         expected = gauge("gearbox_cp_expected_agreement_ratio")
-        assert expected == pytest.approx(0.9 * 0.97)
+        r_low = lower_bound(388, 400, 0.995)  # the reference's profile, half the error each
+        assert expected == pytest.approx(0.9 + r_low - 1.0)  # the least a healthy pair agrees
         assert healthy_upper >= expected
 
         fleet.set_faults("sim-int8", FaultConfig(accuracy_drop=0.15))
-        for p in PROMPTS[100:400]:
+        for p in PROMPTS[100:800]:
             assert await _ask(plane, p) == "fam@int8"
-        await eventually(lambda: _checks(plane) == 400, timeout_s=10, what="re-asks done")
+        await eventually(lambda: _checks(plane) == 800, timeout_s=20, what="re-asks done")
         cost = plane.metric("gearbox_accuracy_check_cost_usd_total", pair="fam@int8")
         assert cost > 0.0
         outcome = RefitCheck.NO_DRIFT
@@ -140,6 +150,6 @@ async def test_a_pair_losing_accuracy_is_caught_and_demoted(
         assert demoted is not None
         assert demoted.refit is not None
         assert demoted.refit.note.startswith("accuracy demoted from live agreement: ")
-        assert demoted.refit.demoted["fam@int8"]["math"] < 0.85
+        assert demoted.refit.demoted["fam@int8"]["math"] < 0.75  # a bound: below the truth
         await eventually(lambda: plane.version == demoted.version, what="demoted table loaded")
         assert {await _ask(plane, p) for p in PROMPTS[:20]} == {"fam@fp16"}
