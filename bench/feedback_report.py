@@ -65,16 +65,29 @@ def accuracy_drift_lines(r: AccuracyDriftResult) -> list[str]:
     return [
         "## 5b. Accuracy drift: a pair losing 15 points at run time is caught and demoted",
         "",
-        f"Sample rate {r.sample_rate:g}: the agreement's upper bound ({r.upper_at_detection:.3f}) "
-        f"fell below what the profiles imply ({r.expected:.3f}) {r.detected_s:.1f} s after the "
-        f"drop; floor-0.85 traffic left the pair {r.demoted_s:.1f} s after it (demoted table). "
-        f"Re-asks: {r.checks}, costing ${r.check_cost_usd:.4f} at the reference pair's prices.",
+        f"Sample rate {r.sample_rate:g}: while the pair was healthy (10 s, checked every 0.5 s) "
+        f"{r.healthy_demotions} demotion(s) were published. The agreement's upper bound "
+        f"({r.upper_at_detection:.3f}) fell below the least agreement the profile's bound implies "
+        f"({r.expected:.3f}) {r.detected_s:.1f} s after the drop; floor-0.85 traffic left the "
+        f"pair {r.demoted_s:.1f} s after it (demoted table). Checks: {r.checks}, costing "
+        f"${r.check_cost_usd:.4f} at the asked pairs' prices.",
         "",
     ]
 
 
 def accuracy_drift_checks(r: AccuracyDriftResult) -> list[Check]:
     return [
+        Check(
+            "feedback",
+            "accuracy demotions while the checked pair is healthy",
+            float(r.healthy_demotions),
+            0.0,
+            math.nan,
+            "",
+            "0",
+            r.healthy_demotions == 0,
+            "10 s of checks every 0.5 s before the drop",
+        ),
         Check(
             "feedback",
             f"a pair losing 15 points: seconds until detected (sample rate {r.sample_rate:g})",

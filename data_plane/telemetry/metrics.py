@@ -268,12 +268,12 @@ class DataPlaneMetrics:
     def _accuracy_check_metrics(self, r: Exposition) -> None:
         self.accuracy_checks = r.counter(
             "gearbox_accuracy_checks_total",
-            "Shadow re-asks on the reference pair",
+            "Accuracy checks of a pair's answers against its reference pair",
             ["pair", "category", "outcome"],
         )
         self.accuracy_check_cost = r.counter(
             "gearbox_accuracy_check_cost_usd_total",
-            "Cost of the shadow re-asks (reference pair prices)",
+            "Cost of the accuracy checks' re-asks (the asked pairs' prices)",
             ["pair"],
         )
 

@@ -76,8 +76,8 @@ def test_accuracy_drift_checks_need_detection_and_the_move() -> None:
     good = AccuracyDriftResult(0.25, 2.0, 4.0, 2750, 0.12, 0.866, 0.873)
     assert all(c.passed for c in accuracy_drift_checks(good))
     assert "2.0 s after the drop" in "\n".join(accuracy_drift_lines(good))
-    missed = AccuracyDriftResult(0.25, math.nan, math.nan, 10, 0.0, math.nan, 0.873)
-    assert not any(c.passed for c in accuracy_drift_checks(missed))
+    missed = AccuracyDriftResult(0.25, math.nan, math.nan, 10, 0.0, math.nan, 0.873, 1)
+    assert not any(c.passed for c in accuracy_drift_checks(missed))  # a healthy demotion too
 
 
 def test_the_refit_loop_rows_need_no_refit_and_the_same_attainment() -> None:

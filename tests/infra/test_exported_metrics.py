@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from contracts.redis_keys import RedisKeys
 from data_plane.app import STORE
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
+from simulator.answer_key import KnownAnswer
 from tests.infra.metric_names import documented_metrics, metric_names_in_infra
 from tests.support.redis_server import RedisProcess
 from tests.support.waiting import eventually
@@ -27,6 +28,7 @@ FALLBACK_PAIR = "llama-3.1-70b-instruct@awq-int4"
 BREAKING_PAIR = "llama-3.1-8b-instruct@awq-int4"  # streams break after two chunks
 SHADOW_PAIR = PRECISE_PAIR = "llama-3.1-8b-instruct@fp16"  # the family's most precise
 CHECKED = "llama-3.1-8b-instruct@fp8"  # re-asked on PRECISE_PAIR
+CHECKED_PROMPT = "What is 6 * 7?"  # math: a category whose scorer decides (docs/accuracy.md)
 BOTH = "gearbox_build_info"
 # Legitimately zero after this traffic: no retry was refused, every table load worked,
 # nothing is queued or in flight when /metrics is scraped, and no pair saturated, so no
@@ -64,6 +66,7 @@ def _sim_pair(pair: str, report: Mapping[str, Any]) -> SimPairConfig:
         ttft_base_s=0.002,
         tpot_base_s=0.0005,
         context_length=report["context_length"],
+        accuracy={"math": 1.0},  # the accuracy check's reference answers CHECKED_PROMPT
     )
 
 
@@ -187,7 +190,7 @@ async def _shadow_traffic(stack: Stack) -> None:
 
 async def _accuracy_check_traffic(stack: Stack) -> None:
     """Publish a table that re-asks every lower-precision answer on the reference pair, then
-    route one request to a lower-precision pair (shadow off again)."""
+    route one math request to a lower-precision pair (shadow off again)."""
     async with client(ADMIN) as admin:
         async with admin.get(f"{stack.cp_url}/v1/policy") as resp:
             policy = await resp.json()
@@ -200,7 +203,9 @@ async def _accuracy_check_traffic(stack: Stack) -> None:
             version = (await resp.json())["version"]
     await eventually(lambda: stack.dp_app[STORE].version == version, timeout_s=30)
     async with client() as s:
-        status, headers, _ = await _call(s, f"{stack.dp_url}/v1/chat/completions", _chat(CHECKED))
+        body = {**_chat(CHECKED), "messages": [{"role": "user", "content": CHECKED_PROMPT}]}
+        url = f"{stack.dp_url}/v1/chat/completions"
+        status, headers, _ = await _call(s, url, body, **{"X-Task-Category": "math"})
     assert (status, headers["X-Route-Pair"]) == (200, CHECKED)
 
 
@@ -222,7 +227,7 @@ async def scraped(
 ) -> AsyncIterator[Scraped]:
     reports = example_reports()
     config = SimFleetConfig(pairs=[_sim_pair(p, r) for p, r in reports.items()])
-    async with run_fleet(config, answers={}) as fleet:
+    async with run_fleet(config, answers={CHECKED_PROMPT: KnownAnswer("math", "42")}) as fleet:
         stack = await start_stack(
             aiohttp_server,
             redis_server.url,
