@@ -75,5 +75,5 @@ def test_a_demotion_in_force_is_listed_with_what_floors_compare_with() -> None:
     )  # fmt: skip
     assert row.bound == entry.accuracy_bound["math"] < row.profile_bound
     assert demotion_rows(table) == []
-    view = loop_view(demoted, Policy(), [], [])
+    view = loop_view(demoted, Policy(), [], [], now)
     assert view.demotions == [row]
