@@ -274,7 +274,7 @@ async def test_the_quality_guard_keeps_a_long_answer_it_has_no_time_to_re_ask(
     async with run_fleet(config, answers={}) as fleet:
         urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
         async with (
-            data_plane(urls, tmp_path) as (url, app),
+            data_plane(urls, tmp_path) as (url, _app),
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
         ):
             essay = chat("Write an essay about the history of the bicycle.")
