@@ -37,8 +37,8 @@ class Timeout:
     """`connect`: no connection; `first_byte`: no first byte (streams) or no answer
     (non-streams) within the engine's own limit, its profiled pace for the work at its load
     times its observed slowdown and a margin (`resilience.progress`; nothing sent to the
-    client yet); `gap`: the engine went silent mid-answer (after a stream's first byte, or
-    while a non-streamed body was read) for longer than its own gap limit, its profiled time
+    client yet); `gap`: the engine went silent mid-answer (after the first bytes of a stream
+    or of a non-streamed body) for longer than its own gap limit, its profiled time
     per token at its load times the same slowdown and margin, at least a floor
     (`resilience.progress`; lack of progress, an engine fault); `read`: no byte for the
     transport's read timeout (`READ_TIMEOUT_S`, the backstop when no gap limit applies)."""

@@ -15,7 +15,7 @@ or else by the context left after the prompt (the longest answer the engine can 
 the margin covers the rest. Slower than predicted but inside this limit is a latency fact
 (load, feedback), never an ejection.
 
-After the first byte (streams) or the head (non-streams) the engine's progress is its bytes:
+After the first bytes of its answer (streamed or not) the engine's progress is its bytes:
 `gap_s` is how long it may go silent, its profiled time per output token at the load the
 attempt started at, times the same slowdown and margin, never under a floor. The observation
 is "no byte for many times this engine's time per token"; what else could explain it: a

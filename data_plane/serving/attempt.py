@@ -135,7 +135,7 @@ class AttemptLimit:
     applies, and a request deadline is never an engine fault). `load` = requests at the
     endpoint when the attempt started, this one included (what its pace is measured at).
     `gap_s`: the engine's gap limit, how long it may go silent after a stream's first byte or
-    while a non-streamed body is read (`UpstreamRequest.gap_s`; a miss is `Timeout("gap")`,
+    after a non-streamed body's first bytes (`UpstreamRequest.gap_s`; a miss is `Timeout("gap")`,
     an engine fault, whoever's limit `limit_s` is); None = the read timeout only."""
 
     limit_s: float | None = None

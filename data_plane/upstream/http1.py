@@ -171,16 +171,16 @@ class _Response:
 
     async def _pieces(self, whole: bool) -> AsyncGenerator[bytes, None]:
         """The body as it arrives; the attempt's limit holds for all of it (`whole`) or for
-        the first piece, the gap limit for every wait after a stream's first piece (all of a
-        whole body's). Silence is timed only inside `conn.piece`, while we wait for the
+        the first piece, the gap limit for every wait after the first piece. Silence is timed only inside `conn.piece`, while we wait for the
         engine: pieces that came while the caller wrote to its client are there at once."""
         conn, read_s, until, gap_s = self._conn, self._read_s, self._until, self._gap_s
         quiet_s = read_s if gap_s is None else min(read_s, gap_s)
-        wait_s = quiet_s if whole else read_s
+        wait_s = read_s  # the first piece: an engine may send its head before it works
         try:
             while (piece := await conn.piece(wait_s, until)) is not None:
+                wait_s = quiet_s
                 if not whole:
-                    until, wait_s = None, quiet_s
+                    until = None
                 yield piece
         except TimeoutError as err:
             if _passed(until):

@@ -32,8 +32,8 @@ class UpstreamRequest:
     Past it the client raises `LimitReachedError`; None = no limit of its own. A transport
     deadline, so a client with a timer per connection needs no timer per attempt.
 
-    `gap_s`: the engine's gap limit, seconds without a body piece after a stream's first
-    chunk or while a whole body is `read`, timed only while the caller waits for the next
+    `gap_s`: the engine's gap limit, seconds without a body piece after the body's first
+    piece (streamed or `read` whole), timed only while the caller waits for the next
     piece (a caller busy writing to a slow client is not the engine's silence). Past it the
     client raises AttemptError(Timeout("gap")); None = only the session's read timeout."""
 
@@ -187,8 +187,10 @@ class _AiohttpResponse:
         cap = self._max_body_bytes
         pieces: list[bytes] = []
         size = 0
+        gapped = False  # the first piece: an engine may send its head before it works
         try:
-            while piece := await self._piece(gapped=True):
+            while piece := await self._piece(gapped):
+                gapped = True
                 size += len(piece)
                 if size > cap:
                     too_large = ResponseTooLarge("body", cap)

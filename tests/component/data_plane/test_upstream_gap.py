@@ -1,5 +1,5 @@
 """The engine's gap limit in both upstream clients (`UpstreamRequest.gap_s`): silence after a
-stream's first chunk, or in a body being read, ends the attempt as `Timeout("gap")`; silence
+body's first piece (streamed or read whole) ends the attempt as `Timeout("gap")`; silence
 while the caller is busy elsewhere (writing to a slow client) is never the engine's.
 
 Raw servers on loopback write exact bytes; the read timeout is far away (5 s) throughout.
@@ -93,6 +93,26 @@ async def test_silence_in_a_body_being_read_is_a_gap(upstream: UpstreamClient) -
             await resp.read()
         resp.close()
     assert caught.value.outcome == Timeout("gap")
+
+
+async def test_an_engine_that_sends_its_head_before_it_works_is_not_cut(
+    upstream: UpstreamClient,
+) -> None:
+    """The head at once, the body 0.4 s later (a server that flushes its head before the
+    answer is ready): the wait for the first piece is the read timeout's, not the gap's."""
+
+    async def late(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n")
+        await writer.drain()
+        await asyncio.sleep(0.4)
+        writer.write(b"ok")
+        await writer.drain()
+
+    async with raw_server(late) as url:
+        resp = await upstream.send(gapped(url, 0.1))
+        assert await resp.read() == b"ok"
+        resp.close()
 
 
 async def test_a_slow_reader_is_not_an_engine_gap(upstream: UpstreamClient) -> None:
