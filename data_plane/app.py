@@ -26,6 +26,7 @@ from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
 from data_plane.resilience.progress import EnginePace
 from data_plane.resilience.retry import RetryBudget
+from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.serving.accuracy_check import AccuracyChecker, CheckerConfig, CheckerParts
 from data_plane.serving.attempt import AttemptRunner
 from data_plane.serving.delivery import Delivery
@@ -160,7 +161,7 @@ def _build_proxy(
 
 
 def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
-    """The decision step, on this replica's health and spilled demand."""
+    """The decision step, on this replica's health, spilled demand and tenants in flight."""
     parts = StepParts(
         app[STORE],
         app[HEALTH],
@@ -170,6 +171,7 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
         _demand(app, deps.clock),
         app[FEEDBACK],
         admission(app[SETTINGS]),
+        TenantLoad(),
     )
     return DecisionStep(parts)
 

@@ -14,12 +14,13 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from contracts.policy import PriorityClass
 from data_plane.decision.admission import admit
 from data_plane.decision.choose import choose_route
 from data_plane.decision.explain import explain_request
+from data_plane.decision.fair_share import over_fair_share
 from data_plane.decision.no_route import no_route_error
 from data_plane.decision.rollout import apply_rollout, shadow_without_route
 from data_plane.domain import (
@@ -36,6 +37,7 @@ from data_plane.request.body import BodyKind
 from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.request.priority import priority_of
 from data_plane.request.tenant import ANONYMOUS, tenant_of
+from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.table_store import TableStore
 from data_plane.telemetry.demand import SpilledDemand
 from data_plane.telemetry.feedback import FeedbackAggregator
@@ -70,6 +72,16 @@ class Decided:
     tenant: str = "anonymous"  # its metric label (`telemetry.tenants`)
     priority: str = "standard"  # its priority class
     client: str | None = None  # its tenant itself when named (None: anonymous), for evidence
+    held: str | None = None  # the pair its tenant's fair share counts it at (`finished` ends it)
+
+
+class _Who(NamedTuple):
+    """A request's tenant (itself, for fair shares; its metric label) and priority class."""
+
+    tenant: str
+    label: str
+    priority: str
+    klass: PriorityClass
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +108,9 @@ class StepParts:
     demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
     feedback: FeedbackAggregator | None = None  # the recent traffic mix (contracts.evidence)
     admission: Admission = field(default_factory=default_admission)
+    # This process's requests in flight per pair and tenant, for fair shares (None: not
+    # judged; gateway mode does not see requests end).
+    tenant_load: TenantLoad | None = None
 
 
 class DecisionStep:
@@ -121,12 +136,21 @@ class DecisionStep:
         who = tenant_of(headers, admission.tenant_header, admission.key_salt)
         tenant = admission.labels.label(who)
         self._p.metrics.tenant(tenant, priority[0])[0].inc()
-        decision = self._decision(table, inbound, (tenant, priority))
+        decision = self._decision(table, inbound, _Who(who, tenant, *priority))
         doubt = inbound.facts.doubt
         if doubt is not None:
             self._p.metrics.count_abstention(doubt.routed_as)
         client = None if who == ANONYMOUS else who
-        return Decided(table, inbound, decision, tenant, priority[0], client)
+        held = None
+        if self._p.tenant_load is not None:
+            held = decision.candidates[0].pair.pair
+            self._p.tenant_load.start(held, who)
+        return Decided(table, inbound, decision, tenant, priority[0], client, held)
+
+    def finished(self, decided: Decided) -> None:
+        """The request is over (answered, failed or cancelled): its tenant's share is free."""
+        if decided.held is not None and self._p.tenant_load is not None:
+            self._p.tenant_load.end(decided.held, decided.client or ANONYMOUS)
 
     def explain(self, raw: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
         """`POST /v1/route`: the decision for this body and these headers (rollout applied),
@@ -154,7 +178,7 @@ class DecisionStep:
         self,
         table: CompiledTable,
         inbound: InboundRequest,
-        who: tuple[str, tuple[str, PriorityClass]],
+        who: _Who,
     ) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
         shadow mode, where the default pair serves what the router would refuse, and `Shed`
@@ -166,10 +190,7 @@ class DecisionStep:
         if p.demand is not None:
             p.demand.observe(table, req, health, result)
         if p.admission.shed and not table.policy.shadow.enabled:
-            shed = admit(table, req, health, result, who[1], p.rng)
-            if shed is not None:
-                p.metrics.tenant(who[0], who[1][0])[1].inc()
-                raise Shed(shed.detail, retry_after_s=shed.retry_after_s)
+            self._admit(table, req, health, result, who)
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
             shadow = shadow_without_route(result, table, req)
@@ -182,6 +203,38 @@ class DecisionStep:
             decision = apply_rollout(result, table, p.rng.random())
         self._count(table, decision, result)
         return decision
+
+    def _admit(
+        self,
+        table: CompiledTable,
+        req: RouteRequest,
+        health: HealthView,
+        result: RouteDecision | NoRoute,
+        who: _Who,
+    ) -> None:
+        """Raise `Shed` when admission sheds the request: load keeps it from its budget
+        (`decision.admission`), or its tenant holds its fair share of a saturated pair
+        (`decision.fair_share`); a class that is not sheddable never is."""
+        p = self._p
+        shed = admit(table, req, health, result, (who.priority, who.klass), p.rng)
+        if shed is not None:
+            retry_s, detail = shed.retry_after_s, shed.detail
+        elif (
+            who.klass.sheddable and p.tenant_load is not None and isinstance(result, RouteDecision)
+        ):
+            first = result.candidates[0]
+            over = over_fair_share(first, health, who.tenant, p.tenant_load.at(first.pair.pair))
+            if over is None:
+                return
+            retry_s = over.retry_after_s
+            detail = (
+                f"pair {over.pair} is at its sustainable concurrency and tenant {who.label!r} "
+                f"holds {over.held} of it, its fair share being {over.share:.1f}"
+            )
+        else:
+            return
+        p.metrics.tenant(who.label, who.priority)[1].inc()
+        raise Shed(detail, retry_after_s=retry_s)
 
     def _count(
         self, table: CompiledTable, decision: RouteDecision, result: RouteDecision | NoRoute

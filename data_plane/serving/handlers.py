@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
-from data_plane.decision_step import DecisionStep
+from data_plane.decision_step import Decided, DecisionStep
 from data_plane.domain import Candidate, CategoryDoubt, CompiledTable, RouteDecision
 from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, RouterError
 from data_plane.request.body import BodyKind
@@ -151,9 +151,17 @@ class Handlers:
         self, request: web.Request, kind: BodyKind, path: str
     ) -> web.StreamResponse:
         started = self._clock()
-        exchange = request[EXCHANGE]
         raw = await self._read(request)
         decided = self._step.decide(raw, kind, request.headers)
+        try:
+            return await self._serve(request, decided, started, path)
+        finally:  # answered, failed or cancelled: the tenant's fair share is free again
+            self._step.finished(decided)
+
+    async def _serve(
+        self, request: web.Request, decided: Decided, started: float, path: str
+    ) -> web.StreamResponse:
+        exchange = request[EXCHANGE]
         table, inbound, decision = decided.table, decided.inbound, decided.decision
         facts = inbound.facts
         stream = facts.stream

@@ -3,11 +3,21 @@ priorities and admission"): per-tenant counters, bounded labels, precise 400s.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+from contracts.routing_table import RoutingTable
 from data_plane.request.tenant import key_tenant
 from tests.component.data_plane.conftest import CHAT_BODY, MakeHarness
-from tests.component.data_plane.fakes import ok_json, two_pair_table
+from tests.component.data_plane.fakes import (
+    FakeResponse,
+    chat_json,
+    make_table,
+    ok_json,
+    pair_entry,
+    two_pair_table,
+)
+from tests.support.waiting import eventually
 
 FP16, INT4 = "http://fp16-a", "http://int4-a"
 ROUTES = {FP16: ok_json(), INT4: ok_json()}
@@ -65,3 +75,43 @@ async def test_an_unknown_priority_or_a_bad_tenant_is_a_400_naming_the_header(
         assert resp.status == 400
         assert (await resp.json())["error"]["param"] == param
     assert h.upstream.requests == []
+
+
+def one_pair_of_capacity(capacity: int) -> RoutingTable:
+    """One pair whose engine was profiled up to `capacity` requests at once."""
+    entry = pair_entry("fam", "fp16", urls=[FP16])
+    entry["latency"]["max_profiled_load"] = capacity
+    return make_table([entry])
+
+
+async def test_a_bursting_tenant_gets_its_fair_share_of_a_saturated_pair_and_no_more(
+    make_harness: MakeHarness,
+) -> None:
+    """Four requests of one tenant fill the pair (profiled to 4 at once) without limit: no
+    other tenant is there. Then a steady tenant's request goes in (its fair share is 2 of
+    the 4), and the bursting tenant's fifth is shed: it holds 4, twice its share. Both
+    sheddable (the default class): only the fair share tells them apart."""
+    hold = {FP16: lambda r: FakeResponse(body=chat_json(), delays_s={0: 1.0})}
+    h = await make_harness(one_pair_of_capacity(4), routes=hold, engine_deadline_factor=0)
+    bursty, steady = {"x-gearbox-tenant": "bursty"}, {"x-gearbox-tenant": "steady"}
+
+    async def ask(headers: dict[str, str]) -> tuple[int, dict[str, str]]:
+        resp = await h.client.post("/v1/chat/completions", data=BODY, headers=headers)
+        await resp.read()
+        return resp.status, dict(resp.headers)
+
+    burst = [asyncio.create_task(ask(bursty)) for _ in range(4)]
+    await eventually(lambda: len(h.upstream.requests) == 4, what="the burst holds the engine")
+    steady_task = asyncio.create_task(ask(steady))
+    await eventually(lambda: len(h.upstream.requests) == 5, what="the steady request goes in")
+    status, headers = await ask(bursty)
+    assert status == 429
+    assert int(headers["Retry-After"]) >= 1
+    assert headers["x-should-retry"] == "true"
+    assert (await steady_task)[0] == 200
+    assert [s for s, _ in await asyncio.gather(*burst)] == [200] * 4
+    assert h.metric("gearbox_tenant_shed_total", tenant="bursty", priority="standard") == 1
+    assert h.metric("gearbox_tenant_shed_total", tenant="steady", priority="standard") == 0
+    # Work-conserving: once the others left, a lone tenant may fill the pair again.
+    again = await asyncio.gather(*(ask(bursty) for _ in range(5)))
+    assert [s for s, _ in again] == [200] * 5
