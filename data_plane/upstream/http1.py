@@ -171,8 +171,9 @@ class _Response:
 
     async def _pieces(self, whole: bool) -> AsyncGenerator[bytes, None]:
         """The body as it arrives; the attempt's limit holds for all of it (`whole`) or for
-        the first piece, the gap limit for every wait after the first piece. Silence is timed only inside `conn.piece`, while we wait for the
-        engine: pieces that came while the caller wrote to its client are there at once."""
+        the first piece, the gap limit for every wait after the first piece. Silence is timed
+        only inside `conn.piece`, while we wait for the engine: pieces that came while the
+        caller wrote to its client are there at once."""
         conn, read_s, until, gap_s = self._conn, self._read_s, self._until, self._gap_s
         quiet_s = read_s if gap_s is None else min(read_s, gap_s)
         wait_s = read_s  # the first piece: an engine may send its head before it works
