@@ -53,6 +53,18 @@ class PairCounters(_Contract):
     ratio_counts: dict[int, int] = Field(default_factory=dict)
 
 
+class ClassCounters(_Contract):
+    """One tenant label's or priority class's counters since the instance started
+    (docs/data_plane.md, "Tenants, priorities and admission"): requests decided, of which
+    shed; answers with a latency budget met or missed; cost of the answers."""
+
+    requests: int = Field(default=0, ge=0)
+    shed: int = Field(default=0, ge=0)
+    budget_met: int = Field(default=0, ge=0)
+    budget_missed: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0.0)
+
+
 class DataPlaneState(_Contract):
     schema_version: str = "1.0"
     kind: Literal["DataPlaneState"] = "DataPlaneState"
@@ -67,4 +79,10 @@ class DataPlaneState(_Contract):
     fallbacks_total: int = Field(default=0, ge=0)
     pairs: dict[str, PairCounters] = Field(
         default_factory=dict, description="per-pair counters since start"
+    )
+    tenants: dict[str, ClassCounters] = Field(
+        default_factory=dict, description="per tenant label (bounded) since start"
+    )
+    priorities: dict[str, ClassCounters] = Field(
+        default_factory=dict, description="per priority class since start"
     )

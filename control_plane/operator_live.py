@@ -6,13 +6,19 @@ ids, never URLs (the states carry none).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from contracts.latency_feedback import RatioHistogram
-from contracts.live_state import BREAKER_STATE_LEVEL, BreakerState, DataPlaneState, PairCounters
+from contracts.live_state import (
+    BREAKER_STATE_LEVEL,
+    BreakerState,
+    ClassCounters,
+    DataPlaneState,
+    PairCounters,
+)
 
 
 class _View(BaseModel):
@@ -73,6 +79,19 @@ class CostView(_View):
     fleet_cost_saved_usd: float
 
 
+class ClassLiveView(_View):
+    """One tenant label or priority class, summed over instances."""
+
+    name: str
+    requests: int
+    shed: int
+    shed_rate: float | None = Field(description="shed / requests")
+    budget_met: int
+    budget_missed: int
+    budget_attainment: float | None
+    cost_usd: float
+
+
 class LiveView(_View):
     generated_at: datetime
     current_table_version: int | None
@@ -84,6 +103,8 @@ class LiveView(_View):
     pairs: list[PairLiveView] = Field(default_factory=list, description="per pair")
     fleet_cost: CostView | None = Field(default=None, description="all pairs")
     family_cost: dict[str, CostView] = Field(default_factory=dict, description="per family")
+    tenants: list[ClassLiveView] = Field(default_factory=list, description="per tenant label")
+    priorities: list[ClassLiveView] = Field(default_factory=list, description="per priority class")
 
 
 def _instance(state: DataPlaneState, current: int | None, now: datetime) -> InstanceView:
@@ -195,6 +216,31 @@ def merge_pair_counters(states: Sequence[DataPlaneState]) -> list[PairLiveView]:
     return [_pair_view(pair, _sum_counters(found)) for pair, found in sorted(by_pair.items())]
 
 
+def merge_class_counters(rows: Sequence[Mapping[str, ClassCounters]]) -> list[ClassLiveView]:
+    """Per tenant label (or priority class), every instance's counters summed."""
+    summed: dict[str, list[ClassCounters]] = {}
+    for row in rows:
+        for name, counters in row.items():
+            summed.setdefault(name, []).append(counters)
+    views = []
+    for name, found in sorted(summed.items()):
+        requests, shed = sum(c.requests for c in found), sum(c.shed for c in found)
+        met, missed = sum(c.budget_met for c in found), sum(c.budget_missed for c in found)
+        views.append(
+            ClassLiveView(
+                name=name,
+                requests=requests,
+                shed=shed,
+                shed_rate=_rate(shed, requests),
+                budget_met=met,
+                budget_missed=missed,
+                budget_attainment=_rate(met, met + missed),
+                cost_usd=sum(c.cost_usd for c in found),
+            )
+        )
+    return views
+
+
 def cost_by_family(views: Sequence[PairLiveView]) -> dict[str, CostView]:
     families: dict[str, list[PairLiveView]] = {}
     for v in views:
@@ -242,4 +288,6 @@ def merge_live_states(
         pairs=pairs,
         fleet_cost=_cost(pairs) if pairs else None,
         family_cost=cost_by_family(pairs),
+        tenants=merge_class_counters([s.tenants for s in ordered]),
+        priorities=merge_class_counters([s.priorities for s in ordered]),
     )

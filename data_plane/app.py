@@ -374,7 +374,9 @@ def _redis_ctx(deps: AppDeps) -> CleanupCtx:
 
         def state() -> Any:
             now = deps.wall_clock()
-            return build_state(s.instance_id, store, health.tracker, health.state, traffic, now)
+            classes = app[METRICS].tenant_totals()
+            tracker = health.tracker
+            return build_state(s.instance_id, store, tracker, health.state, traffic, now, classes)
 
         keys, live = s.redis.keys, s.live_state
         writer = LiveStateWriter(client, keys, app[IDENTITY], live.ttl_s, state)

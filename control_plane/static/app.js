@@ -289,6 +289,20 @@ function renderPairsLive(live) {
     el("td", { class: "num fleet-saved" }, fmt.usd(c.fleet_cost_saved_usd))));
   if (!cost.length) cost.push(none(7, "no cost counted yet"));
   $("live-cost").tBodies[0].replaceChildren(...cost);
+  renderClasses("live-priorities", live.priorities || [], "data-priority");
+  renderClasses("live-tenants", live.tenants || [], "data-tenant");
+}
+
+function renderClasses(id, rows, key) {
+  const body = rows.map((c) => el("tr", { [key]: c.name },
+    el("td", {}, c.name),
+    el("td", { class: "num requests" }, String(c.requests)),
+    el("td", { class: "num shed", title: `${c.shed} shed` }, `${c.shed} (${pct(c.shed_rate)})`),
+    el("td", { class: "num attainment", title: `${c.budget_met} met, ${c.budget_missed} missed` },
+      pct(c.budget_attainment)),
+    el("td", { class: "num cost" }, fmt.usd(c.cost_usd))));
+  if (!body.length) body.push(none(5, "no requests counted yet"));
+  $(id).tBodies[0].replaceChildren(...body);
 }
 
 function flag(drifting) {

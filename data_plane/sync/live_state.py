@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from contracts.live_state import BreakerState, DataPlaneState, EndpointState
+from contracts.live_state import BreakerState, ClassCounters, DataPlaneState, EndpointState
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.replica_identity import ReplicaIdentity
@@ -34,6 +34,7 @@ def build_state(
     breaker_state: Callable[[str], str],
     traffic: TrafficStats,
     now: float,
+    classes: tuple[Mapping[str, ClassCounters], Mapping[str, ClassCounters]] = ({}, {}),
 ) -> DataPlaneState:
     """The state of every endpoint of the served table, as of wall-clock `now`."""
     table = store.current
@@ -57,6 +58,8 @@ def build_state(
         requests_by_pair=dict(traffic.requests_by_pair),
         fallbacks_total=traffic.fallbacks,
         pairs={name: totals.snapshot() for name, totals in sorted(traffic.pairs.items())},
+        tenants=dict(classes[0]),
+        priorities=dict(classes[1]),
     )
 
 

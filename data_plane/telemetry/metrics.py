@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from contracts.live_state import ClassCounters
 from contracts.names import KNOWN_CATEGORIES
 from data_plane.telemetry.series import CounterChild, Exposition, Family, HistogramChild
 
@@ -409,6 +410,25 @@ class DataPlaneMetrics:
             self._tenants[key] = series
         return series
 
+    def tenant_totals(self) -> tuple[dict[str, ClassCounters], dict[str, ClassCounters]]:
+        """(per tenant label, per priority class) totals of the tenant counters since start,
+        for the live state the operator page reads."""
+        rows: dict[tuple[str, str], dict[str, float]] = {}
+        families = (
+            (self.tenant_requests, "requests"),
+            (self.tenant_shed, "shed"),
+            (self.tenant_cost, "cost_usd"),
+        )
+        for family, field in families:
+            for key, value in _values(family):
+                row = rows.setdefault((key[0], key[1]), {})
+                row[field] = row.get(field, 0.0) + value
+        for key, value in _values(self.tenant_budget_outcomes):
+            row = rows.setdefault((key[0], key[1]), {})
+            field = "budget_met" if key[2] == "met" else "budget_missed"
+            row[field] = row.get(field, 0.0) + value
+        return _totals(rows, 0), _totals(rows, 1)
+
     def _fleet_metrics(self, r: Exposition) -> None:
         """Savings against the fleet-wide baseline (the most precise pair of the most
         accurate family, `RoutingTable.fleet_baseline`), beside the per-family baseline."""
@@ -450,3 +470,33 @@ class _DemandCollector(Collector):
             for family, value in zip(families, values, strict=True):
                 family.add_metric([row.pair], value)
         yield from families
+
+
+def _totals(
+    rows: Mapping[tuple[str, str], Mapping[str, float]], by: int
+) -> dict[str, ClassCounters]:
+    """Rows keyed by (tenant, priority) summed by one of the two."""
+    summed: dict[str, dict[str, float]] = {}
+    for key, row in rows.items():
+        into = summed.setdefault(key[by], {})
+        for field, value in row.items():
+            into[field] = into.get(field, 0.0) + value
+    return {
+        name: ClassCounters(
+            requests=int(row.get("requests", 0)),
+            shed=int(row.get("shed", 0)),
+            budget_met=int(row.get("budget_met", 0)),
+            budget_missed=int(row.get("budget_missed", 0)),
+            cost_usd=row.get("cost_usd", 0.0),
+        )
+        for name, row in sorted(summed.items())
+    }
+
+
+def _values(family: Family[CounterChild]) -> Iterator[tuple[list[str], float]]:
+    """(label values, value) of each child once (a child may sit under two keys)."""
+    seen: set[int] = set()
+    for key, child in family.children.items():
+        if id(child) not in seen:
+            seen.add(id(child))
+            yield [str(v) for v in key], child.value

@@ -17,7 +17,13 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from pydantic import SecretStr
 
-from contracts.live_state import BreakerState, DataPlaneState, EndpointState, PairCounters
+from contracts.live_state import (
+    BreakerState,
+    ClassCounters,
+    DataPlaneState,
+    EndpointState,
+    PairCounters,
+)
 from contracts.redis_keys import RedisKeys
 from control_plane.app import AppDeps as CpDeps
 from control_plane.app import create_app as create_cp_app
@@ -144,9 +150,10 @@ async def write_state(
     table_version: int | None,
     fallbacks: int = 0,
     pairs: Mapping[str, PairCounters] | None = None,
+    classes: tuple[Mapping[str, ClassCounters], Mapping[str, ClassCounters]] = ({}, {}),
 ) -> DataPlaneState:
     """Write one instance's live state as a data plane would (`endpoint id -> (pair, breaker,
-    in flight)`), with a TTL."""
+    in flight)`) and its (tenant, priority class) counters, with a TTL."""
     state = DataPlaneState(
         instance=instance,
         table_version=table_version,
@@ -158,6 +165,8 @@ async def write_state(
         requests_by_pair=dict(requests_by_pair),
         fallbacks_total=fallbacks,
         pairs=dict(pairs or {}),
+        tenants=dict(classes[0]),
+        priorities=dict(classes[1]),
     )
     await redis.set(keys.data_plane_state(instance), state.model_dump_json(), ex=60)
     return state

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
+from contracts.live_state import ClassCounters
 from contracts.redis_keys import RedisKeys
 from tests.support.redis_server import RedisProcess
 from tests.ui.browser import Browser
@@ -111,6 +112,22 @@ async def test_page_loads_with_table_chart_and_live_state(stack: Stack, browser:
     assert browser.log.errors == []
     assert browser.log.requested, "the page made no requests"
     assert all(url.startswith(stack.cp_url) for url in browser.log.requested), browser.log.requested
+
+
+async def test_live_rows_per_priority_class_and_tenant(stack: Stack, browser: Browser) -> None:
+    batch = ClassCounters(requests=40, shed=4, budget_met=30, budget_missed=6, cost_usd=0.5)
+    classes = ({"team-a": batch}, {"batch": batch, "critical": ClassCounters(requests=5)})
+    await write_state(stack.redis, stack.keys, "ui-dp-c", {}, {}, stack.version, classes=classes)
+    await _open(browser, stack)
+    await browser.wait_for("document.querySelector('#live-priorities tr[data-priority=\"batch\"]')")
+    assert await _texts(browser, "#live-priorities tbody tr", "data-priority") == [
+        "batch",
+        "critical",
+    ]
+    shed = await _texts(browser, '#live-priorities tr[data-priority="batch"] td.shed')
+    assert shed == ["4 (10.0%)"]
+    assert await _texts(browser, "#live-tenants tbody tr", "data-tenant") == ["team-a"]
+    assert browser.log.errors == []
 
 
 async def _dp_route(stack: Stack, body: dict[str, Any], headers: dict[str, str]) -> Any:
