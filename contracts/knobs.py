@@ -6,7 +6,8 @@ A knob's flat name is its environment variable after the plane's prefix
 and the key a caller may pass (`DataPlaneSettings(breaker_cooldown_s=5)`). In a group it is the
 group's `knob_prefix` plus the field's name, unless the field says otherwise with `Knob`: other
 names, or standard variables read without the plane's prefix (`OTEL_TRACES_SAMPLER`).
-A settings class reads them with `FlatEnvSource` and folds flat keys with `fold`.
+A settings class derives from `KnobSettings`, which reads them with `FlatEnvSource` and folds
+flat keys with `fold`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource
 
@@ -132,3 +133,24 @@ class FlatEnvSource(PydanticBaseSettingsSource):
                 found[spec.flat] = value
         folded: dict[str, Any] = fold(self.settings_cls, found)
         return folded
+
+
+class KnobSettings(BaseSettings):
+    """A process's settings: keys given win over the environment, which is read by each
+    knob's flat name; flat keys are folded into their groups."""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, FlatEnvSource(settings_cls)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_keys(cls, data: Any) -> Any:
+        return fold(cls, data)

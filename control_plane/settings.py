@@ -10,12 +10,12 @@ environment.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import SettingsConfigDict
 
-from contracts.knobs import FlatEnvSource, Group, Knob, fold
+from contracts.knobs import Group, Knob, KnobSettings
 from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -80,7 +80,7 @@ class BuildOptions(Group):
     prune: Annotated[bool, Knob("prune_dominated")] = True
 
 
-class ControlPlaneSettings(BaseSettings):
+class ControlPlaneSettings(KnobSettings):
     """Everything the control plane is configured with (seconds and bytes in the names)."""
 
     model_config = SettingsConfigDict(
@@ -100,20 +100,3 @@ class ControlPlaneSettings(BaseSettings):
     redis: RedisSettings = Field(default_factory=RedisSettings)
     publish: PublisherOptions = Field(default_factory=PublisherOptions)
     build: BuildOptions = Field(default_factory=BuildOptions)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Keys given win over the environment, read by each knob's flat name."""
-        return init_settings, FlatEnvSource(settings_cls)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _flat_keys(cls, data: Any) -> Any:
-        return fold(cls, data)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from typing import Any, Literal
+from typing import Literal
 
-from pydantic import Field, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
 
-from contracts.knobs import FlatEnvSource, fold
+from contracts.knobs import KnobSettings
 from data_plane.settings.admission import AdmissionSettings
 from data_plane.settings.serving import (
     BreakerConfig,
@@ -76,7 +76,7 @@ def default_instance_id() -> str:
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
-class DataPlaneSettings(BaseSettings):
+class DataPlaneSettings(KnobSettings):
     """Everything a data plane is configured with (units in the names; seconds unless `_ms`)."""
 
     model_config = SettingsConfigDict(
@@ -115,20 +115,3 @@ class DataPlaneSettings(BaseSettings):
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     in_flight_share: InFlightShareSettings = Field(default_factory=InFlightShareSettings)
     admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
-
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Keys given win over the environment, read by each knob's flat name."""
-        return init_settings, FlatEnvSource(settings_cls)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _flat_keys(cls, data: Any) -> Any:
-        return fold(cls, data)
