@@ -189,8 +189,11 @@ class DecisionStep:
         result = self._route(table, req, health)
         if p.demand is not None:
             p.demand.observe(table, req, health, result)
-        if p.admission.shed and not table.policy.shadow.enabled:
-            self._admit(table, req, health, result, who)
+        shedding = p.admission.shed and not table.policy.shadow.enabled
+        if shedding:
+            shed = admit(table, req, health, result, (who.priority, who.klass), p.rng)
+            if shed is not None:
+                self._shed(who, shed.retry_after_s, shed.detail)
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
             shadow = shadow_without_route(result, table, req)
@@ -201,40 +204,30 @@ class DecisionStep:
             if result.ladder is not None:  # quality-first: its hysteresis state for the next one
                 p.health.set_ladder(result.ladder)
             decision = apply_rollout(result, table, p.rng.random())
+            if shedding:  # on the pair that serves (a canary's baseline, else the choice)
+                self._fair_share(decision, health, who)
         self._count(table, decision, result)
         return decision
 
-    def _admit(
-        self,
-        table: CompiledTable,
-        req: RouteRequest,
-        health: HealthView,
-        result: RouteDecision | NoRoute,
-        who: _Who,
-    ) -> None:
-        """Raise `Shed` when admission sheds the request: load keeps it from its budget
-        (`decision.admission`), or its tenant holds its fair share of a saturated pair
-        (`decision.fair_share`); a class that is not sheddable never is."""
-        p = self._p
-        shed = admit(table, req, health, result, (who.priority, who.klass), p.rng)
-        if shed is not None:
-            retry_s, detail = shed.retry_after_s, shed.detail
-        elif (
-            who.klass.sheddable and p.tenant_load is not None and isinstance(result, RouteDecision)
-        ):
-            first = result.candidates[0]
-            over = over_fair_share(first, health, who.tenant, p.tenant_load.at(first.pair.pair))
-            if over is None:
-                return
-            retry_s = over.retry_after_s
+    def _fair_share(self, decision: RouteDecision, health: HealthView, who: _Who) -> None:
+        """Shed a sheddable request whose tenant holds its fair share of the saturated pair
+        that would serve it (`decision.fair_share`); HTTP data plane only."""
+        load = self._p.tenant_load
+        if load is None or not who.klass.sheddable:
+            return
+        first = decision.candidates[0]
+        over = over_fair_share(first, health, who.tenant, load.at(first.pair.pair))
+        if over is not None:
             detail = (
                 f"pair {over.pair} is at its sustainable concurrency and tenant {who.label!r} "
                 f"holds {over.held} of it, its fair share being {over.share:.1f}"
             )
-        else:
-            return
-        p.metrics.tenant(who.label, who.priority)[1].inc()
-        raise Shed(detail, retry_after_s=retry_s)
+            self._shed(who, over.retry_after_s, detail)
+
+    def _shed(self, who: _Who, retry_after_s: float, detail: str) -> None:
+        """Count and raise the 429 (`errors.Shed`)."""
+        self._p.metrics.tenant(who.label, who.priority)[1].inc()
+        raise Shed(detail, retry_after_s=retry_after_s)
 
     def _count(
         self, table: CompiledTable, decision: RouteDecision, result: RouteDecision | NoRoute

@@ -115,3 +115,32 @@ async def test_a_bursting_tenant_gets_its_fair_share_of_a_saturated_pair_and_no_
     # Work-conserving: once the others left, a lone tenant may fill the pair again.
     again = await asyncio.gather(*(ask(bursty) for _ in range(5)))
     assert [s for s, _ in again] == [200] * 5
+
+
+async def test_the_fair_share_is_judged_on_the_pair_that_serves(make_harness: MakeHarness) -> None:
+    """Outside the canary fraction (0 here) the family baseline, fam@fp16, serves: its
+    capacity (4) is what the tenants share, not that of the cheap pair the router would
+    have chosen (64, never saturated here)."""
+    fp16 = pair_entry("fam", "fp16", urls=[FP16], accuracy=0.9, usd_per_mtok=4.0)
+    fp16["latency"]["max_profiled_load"] = 4
+    int4 = pair_entry("fam", "int4", urls=[INT4], accuracy=0.6, precision_rank=1)
+    routes = {
+        url: lambda r: FakeResponse(body=chat_json(), delays_s={0: 1.0}) for url in (FP16, INT4)
+    }
+    table = make_table([fp16, int4], policy={"canary_fraction": 0.0})
+    h = await make_harness(table, routes=routes, engine_deadline_factor=0)
+
+    async def ask(tenant: str) -> int:
+        headers = {"x-gearbox-tenant": tenant}
+        resp = await h.client.post("/v1/chat/completions", data=BODY, headers=headers)
+        await resp.read()
+        assert resp.status != 200 or resp.headers["X-Route-Pair"] == "fam@fp16"
+        return resp.status
+
+    burst = [asyncio.create_task(ask("bursty")) for _ in range(4)]
+    await eventually(lambda: len(h.upstream.requests) == 4, what="the burst holds fp16")
+    steady = asyncio.create_task(ask("steady"))
+    await eventually(lambda: len(h.upstream.requests) == 5, what="the steady request goes in")
+    assert await ask("bursty") == 429
+    assert await steady == 200
+    assert await asyncio.gather(*burst) == [200] * 4
