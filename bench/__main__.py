@@ -40,6 +40,7 @@ SECTIONS = (
     "floors",
     "hostile",
     "scale",
+    "admission",
 )
 HERE = Path(__file__).parent
 
@@ -149,6 +150,14 @@ def _scale(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
         )
 
 
+def _admission(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    from bench.admission import run_admission
+    from bench.admission_report import admission_checks
+
+    run.admission = run_admission(run.quick)
+    run.checks += admission_checks(run.admission)
+
+
 Section = Callable[[BenchRun, Pinning, Path], None]
 _RUNNERS: dict[str, Section] = {
     "overhead": _overhead,
@@ -160,6 +169,7 @@ _RUNNERS: dict[str, Section] = {
     "floors": _floors,
     "hostile": _hostile,
     "scale": _scale,
+    "admission": _admission,
 }
 
 

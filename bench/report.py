@@ -13,6 +13,8 @@ from typing import Any
 
 from bench.ab import ABRow, Share, ab_rows, verdicts
 from bench.accuracy_drift import AccuracyDriftResult
+from bench.admission import AdmissionResult
+from bench.admission_report import admission_lines
 from bench.decision import SpeedResult
 from bench.feedback import FeedbackResult
 from bench.feedback_report import accuracy_drift_lines, feedback_lines
@@ -58,6 +60,7 @@ class BenchRun:
     herding: list[HerdResult] | None = None
     hostile: HostileResult | None = None  # section 7 (issue 22)
     scale: ScaleResult | None = None  # section 8
+    admission: AdmissionResult | None = None  # section 9 (issue 23)
 
 
 def _num(x: float, digits: int = 2) -> str:
@@ -289,7 +292,7 @@ def _section_lines(run: BenchRun) -> list[str]:
 
 
 def _later_section_lines(run: BenchRun) -> list[str]:
-    """Sections 6 to 8, in report order."""
+    """Sections 6 to 9, in report order."""
     lines: list[str] = []
     if run.feedback is not None:
         lines += feedback_lines(run.feedback)
@@ -299,6 +302,8 @@ def _later_section_lines(run: BenchRun) -> list[str]:
         lines += hostile_lines(run.hostile)
     if run.scale is not None:
         lines += scale_lines(run.scale)
+    if run.admission is not None:
+        lines += admission_lines(run.admission)
     return lines
 
 
