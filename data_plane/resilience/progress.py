@@ -64,7 +64,7 @@ class EnginePace:
     ejection of an engine that then hangs, by at most `max_pace_ratio`.
     """
 
-    __slots__ = ("_config", "_ratio", "_recovery")
+    __slots__ = ("_config", "_progress", "_ratio", "_recovery")
 
     def __init__(self, config: ProgressConfig, recovery: float = PACE_RECOVERY) -> None:
         if not 0 < recovery <= 1:
@@ -72,6 +72,7 @@ class EnginePace:
         self._config = config
         self._recovery = recovery
         self._ratio: dict[str, float] = {}
+        self._progress: dict[str, float] = {}
 
     @property
     def config(self) -> ProgressConfig:
@@ -89,6 +90,18 @@ class EnginePace:
         old = self._ratio.get(endpoint_id, 1.0)
         recovered = old + (sample - old) * self._recovery
         self._ratio[endpoint_id] = sample if sample >= old else recovered
+
+    def progressed(self, endpoint_id: str, now: float) -> None:
+        """The endpoint made progress at `now`: a first byte or a whole answer, any attempt."""
+        if now > self._progress.get(endpoint_id, now - 1.0):
+            self._progress[endpoint_id] = now
+
+    def progressed_since(self, endpoint_id: str, since: float) -> bool:
+        """Has the endpoint made progress on any attempt after `since`? An attempt that
+        passed its first-byte limit while this holds waited in a queue of an engine that is
+        working (slower than its profile, or busy with longer answers): a latency fact, not
+        lack of progress. A hung or dead engine progresses on nothing."""
+        return self._progress.get(endpoint_id, float("-inf")) > since
 
     def limit_s(self, endpoint_id: str, profile_s: float) -> float | None:
         """The engine's limit for work the profile puts at `profile_s` (None: no limit)."""
@@ -112,3 +125,5 @@ class EnginePace:
         keep = set(endpoint_ids)
         for endpoint_id in [e for e in self._ratio if e not in keep]:
             del self._ratio[endpoint_id]
+        for endpoint_id in [e for e in self._progress if e not in keep]:
+            del self._progress[endpoint_id]

@@ -197,6 +197,20 @@ class AttemptRunner:
         gap_s = self.pace.gap_s(endpoint.id, engine_tpot_s(pair, load))
         return AttemptLimit(self.pace.limit_s(endpoint.id, profile_s), load=load, gap_s=gap_s)
 
+    def _blame(
+        self, endpoint_id: str, outcome: Outcome | None, started_s: float, limit: AttemptLimit
+    ) -> bool:
+        """Whether a failed attempt counts against the endpoint's breaker: not when it passed
+        its first-byte limit while the endpoint made progress on another attempt (a first byte
+        or a whole answer after this one started). That engine is working, only slower than
+        this limit allowed for (its queue, other clients' long answers, cores shared with other
+        engines): a latency fact for load and feedback. A hung or dead engine progresses on
+        nothing and is blamed as before; silence mid-answer (`gap`) is judged on its own."""
+        overran = limit.limit_s is not None and self._clock() - started_s >= limit.limit_s
+        if overran and isinstance(outcome, Timeout) and outcome.phase == "first_byte":
+            return not self.pace.progressed_since(endpoint_id, started_s)
+        return True
+
     def _observe_pace(
         self, cand: Candidate, endpoint_id: str, limit: AttemptLimit, result: Served, took_s: float
     ) -> None:
@@ -237,11 +251,13 @@ class AttemptRunner:
                     done_s = result.first_byte_s
                     done_s = self._clock() if done_s is None else done_s
                     self._observe_pace(cand, endpoint.id, limit, result, done_s - started)
+                    self.pace.progressed(endpoint.id, self._clock())
             except AttemptError as err:
                 outcome = err.outcome
                 result = Failed(err.outcome)
             finally:
-                self._health.release(endpoint.id, outcome)
+                blame = self._blame(endpoint.id, outcome, started, limit)
+                self._health.release(endpoint.id, outcome, blame)
                 label = "ok" if outcome is None else outcome.label
                 span.set_attribute(ATTR_OUTCOME, label)
                 self._metrics.observe_attempt(endpoint.id, label, self._clock() - started)
@@ -290,7 +306,7 @@ class AttemptRunner:
         resp = await self._upstream.send(request)
         try:
             if call.stream and resp.status == 200:
-                return await self._relay(call, cand, number, resp, sink)
+                return await self._relay(call, (cand, endpoint.id), number, resp, sink)
             data = await resp.read()
         finally:
             resp.close()
@@ -302,7 +318,7 @@ class AttemptRunner:
     async def _relay(
         self,
         call: Call,
-        cand: Candidate,
+        target: tuple[Candidate, str],
         number: int,
         resp: UpstreamResponse,
         sink: ClientSink,
@@ -310,6 +326,7 @@ class AttemptRunner:
         """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk
         (the attempt's limit covers the first chunk only; the gap limit each later wait for
         the engine, never the time `sink.write` spends on a slow client)."""
+        cand, endpoint_id = target
         async with aclosing(resp.chunks()) as chunks:
             first = await anext(chunks, b"")
             if not first:
@@ -317,6 +334,7 @@ class AttemptRunner:
             await sink.start(200, {**SSE_HEADERS, **call.headers_for(cand, number)})
             call.state.streaming_pair = cand.pair.pair
             first_byte_s = self._clock()
+            self.pace.progressed(endpoint_id, first_byte_s)
             await sink.write(first)
             tail = first[-SSE_TAIL_BYTES:]
             try:

@@ -151,6 +151,37 @@ async def test_an_engine_slower_than_profiled_is_slow_not_ejected(tmp_path: Path
             assert opened(app, CHEAP_EP) == 0
 
 
+async def test_an_engine_working_on_other_requests_is_not_blamed_for_a_late_one(
+    tmp_path: Path,
+) -> None:
+    """Cores shared with other engines (the real-engine demo) make a long answer overrun the
+    engine's own limit, computed before its pace was known: here K long answers on an engine
+    3.5x its profile (400 tokens, about 8.5 s, limit 3 x 2.43 + 0.5 = 7.8 s) while short
+    streams on the same engine keep completing. Each overrun is abandoned and served by the
+    next pair, but the engine was working all along: its breaker counts none of them and stays
+    closed (it opened after the K-th before the progress rule)."""
+    slow = FaultConfig(slowdown_factor=3.5)
+    config = SimFleetConfig(pairs=[sim_pair(CHEAP, **AS_PROFILED, faults=slow), sim_pair(PRICEY)])
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        ):
+            long_body = chat("Write an essay.", max_tokens=400)
+            short_body = chat("Say hello.", max_tokens=8, stream=True, model=pair_of(CHEAP))
+            longs = [asyncio.create_task(post(session, url, long_body)) for _ in range(K)]
+            await asyncio.sleep(0.2)  # the long answers' limits are set before any pace is seen
+            while not all(task.done() for task in longs):
+                status, _, raw = await post(session, url, short_body)
+                assert status == 200, raw[:300]
+            for status, _pair, raw in [task.result() for task in longs]:
+                assert status == 200, raw[:300]
+            assert blamed(app, CHEAP_EP) == K  # each overrun was abandoned at the limit
+            assert opened(app, CHEAP_EP) == 0  # and none counted against the engine
+            assert metric(app, "gearbox_circuit_state", endpoint=CHEAP_EP) == 0
+
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_a_hung_engine_is_still_ejected_within_k_attempts(
     tmp_path: Path, stream: bool

@@ -92,3 +92,16 @@ def test_bad_configs_are_refused(kwargs: dict[str, float]) -> None:
         ProgressConfig(**kwargs)
     with pytest.raises(ValueError, match="recovery"):
         EnginePace(CONFIG, recovery=0.0)
+
+
+def test_progress_elsewhere_is_seen_only_after_the_attempt_started() -> None:
+    pace = EnginePace(CONFIG, RECOVERY)
+    assert not pace.progressed_since("e", 0.0)  # nothing seen yet: a hung engine looks so
+    pace.progressed("e", 10.0)
+    assert pace.progressed_since("e", 9.5)  # another attempt's first byte while it waited
+    assert not pace.progressed_since("e", 10.0)  # progress before it started says nothing
+    assert not pace.progressed_since("f", 0.0)  # per endpoint
+    pace.progressed("e", 8.0)  # an older answer arriving late does not move it back
+    assert pace.progressed_since("e", 9.5)
+    pace.retain(["f"])
+    assert not pace.progressed_since("e", 0.0)
