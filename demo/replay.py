@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import openai
 from openai import AsyncOpenAI
@@ -127,20 +127,61 @@ async def _send_stream(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
     )
 
 
+SHED_RETRIES = 2  # as the OpenAI SDKs' default: a shed 429 says when to come back
+MAX_RETRY_AFTER_S = 5.0
+
+
+def _retry_after_s(err: openai.APIStatusError) -> float | None:
+    """How long a shed request (429 with `x-should-retry: true`) is told to wait, else None."""
+    headers = err.response.headers
+    if err.status_code != 429 or headers.get("x-should-retry") != "true":
+        return None
+    try:
+        return min(max(float(headers.get("retry-after", "1")), 0.0), MAX_RETRY_AFTER_S)
+    except ValueError:
+        return 1.0
+
+
 async def send(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
-    """One job; an API error becomes an Outcome with its status and message, never a raise."""
+    """One job; an API error becomes an Outcome with its status and message, never a raise.
+    A request the router sheds is sent again after its `Retry-After`, at most `SHED_RETRIES`
+    times, as the SDKs do (their other retries stay off: the router retries engines itself);
+    its latency counts from the first send."""
+    start = time.perf_counter()
+    for retry in range(SHED_RETRIES + 1):
+        waited_s = time.perf_counter() - start
+        try:
+            outcome = await _send_once(client, job, model)
+        except openai.APIStatusError as err:
+            wait_s = _retry_after_s(err)
+            if wait_s is None or retry == SHED_RETRIES:
+                return _failed(job, err, time.perf_counter() - start)
+            await asyncio.sleep(wait_s)
+            continue
+        if not retry:
+            return outcome
+        ttft_s = None if outcome.ttft_s is None else outcome.ttft_s + waited_s
+        return replace(outcome, latency_s=outcome.latency_s + waited_s, ttft_s=ttft_s)
+    raise AssertionError("unreachable: the last try returns")
+
+
+async def _send_once(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
     start = time.perf_counter()
     try:
         if job.stream:
             return await _send_stream(client, job, model)
         return await _send_plain(client, job, model)
-    except openai.APIStatusError as err:
-        pair = err.response.headers.get("x-route-pair")
-        return Outcome(job, err.status_code, pair, None, time.perf_counter() - start, None, "",
-                       0, 0, None, error=f"{err.status_code}: {err.message}")  # fmt: skip
+    except openai.APIStatusError:
+        raise
     except openai.APIError as err:
         return Outcome(job, 0, None, None, time.perf_counter() - start, None, "", 0, 0, None,
                        error=f"{type(err).__name__}: {err.message}")  # fmt: skip
+
+
+def _failed(job: Job, err: openai.APIStatusError, elapsed_s: float) -> Outcome:
+    pair = err.response.headers.get("x-route-pair")
+    return Outcome(job, err.status_code, pair, None, elapsed_s, None, "", 0, 0, None,
+                   error=f"{err.status_code}: {err.message}")  # fmt: skip
 
 
 async def replay(
