@@ -17,18 +17,18 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from bench import litellm_proxy
-from bench.decision import run_decision_speed
-from bench.hotspots import profile_data_plane
-from bench.machine import Pinning, choose_pinning, read_facts, tool_version
-from bench.memory import run_memory
-from bench.metric_cost import measure_metric_cost, metric_cost_note
-from bench.overhead import OverheadSettings, run_overhead
+from bench.common import litellm_proxy
+from bench.common.machine import Pinning, choose_pinning, read_facts, tool_version
+from bench.common.targets import AB_ROWS
+from bench.overhead.decision import run_decision_speed
+from bench.overhead.hotspots import profile_data_plane
+from bench.overhead.memory import run_memory
+from bench.overhead.metric_cost import measure_metric_cost, metric_cost_note
+from bench.overhead.section import OverheadSettings, run_overhead
+from bench.overhead.timer_cost import measure_timer_cost, timer_cost_note
+from bench.overhead.value_cost import measure_value_cost, value_cost_note
+from bench.overhead.verdicts import decision_checks, memory_check, overhead_checks, uvloop_notes
 from bench.report import BenchRun, write_report
-from bench.targets import AB_ROWS
-from bench.timer_cost import measure_timer_cost, timer_cost_note
-from bench.value_cost import measure_value_cost, value_cost_note
-from bench.verdicts import decision_checks, memory_check, overhead_checks, uvloop_notes
 
 SECTIONS = (
     "overhead",
@@ -79,9 +79,9 @@ def _decision(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
 
 
 def _quality(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
-    from bench.quality import run_quality
-    from bench.verdicts_ladder import ladder_checks
-    from bench.verdicts_quality import quality_checks
+    from bench.quality.ladder_verdicts import ladder_checks
+    from bench.quality.section import run_quality
+    from bench.quality.verdicts import quality_checks
 
     run.quality = run_quality(pinning, workdir / "quality", run.quick)
     run.checks += quality_checks(run.quality)
@@ -95,25 +95,25 @@ def _memory(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
 
 
 def _replicas(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
-    from bench.herding import run_herding
-    from bench.replicas import run_replicas
+    from bench.replicas.herding import run_herding
+    from bench.replicas.section import run_replicas
 
     run.replicas = run_replicas(pinning, workdir / "replicas", run.quick)
     run.herding = run_herding(pinning, workdir / "herding", run.quick)
 
 
 def _soak(run: BenchRun, pinning: Pinning, workdir: Path, duration_s: float) -> None:
-    from bench.soak import run_soak
-    from bench.verdicts_quality import soak_checks
+    from bench.quality.verdicts import soak_checks
+    from bench.soak.section import run_soak
 
     run.soak = run_soak(pinning, workdir / "soak", duration_s)
     run.checks += soak_checks(run.soak)
 
 
 def _feedback(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
-    from bench.accuracy_drift import run_accuracy_drift
-    from bench.feedback import run_feedback
-    from bench.feedback_report import accuracy_drift_checks, feedback_checks
+    from bench.feedback.accuracy_drift import run_accuracy_drift
+    from bench.feedback.report import accuracy_drift_checks, feedback_checks
+    from bench.feedback.section import run_feedback
 
     run.feedback = run_feedback()
     run.checks += feedback_checks(run.feedback)
@@ -122,16 +122,16 @@ def _feedback(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
 
 
 def _floors(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
-    from bench.floor_report import floor_checks
-    from bench.floor_scenario import run_floor_scenario
+    from bench.floors.report import floor_checks
+    from bench.floors.section import run_floor_scenario
 
     run.floors = run_floor_scenario(pinning, workdir / "floors", run.quick)
     run.checks += floor_checks(run.floors)
 
 
 def _hostile(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
-    from bench.hostile import run_hostile
-    from bench.hostile_report import hostile_checks
+    from bench.hostile.report import hostile_checks
+    from bench.hostile.section import run_hostile
 
     run.hostile = run_hostile(run.quick)
     run.checks += hostile_checks(run.hostile)
@@ -151,8 +151,8 @@ def _scale(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
 
 
 def _admission(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
-    from bench.admission import run_admission
-    from bench.admission_report import admission_checks
+    from bench.admission.report import admission_checks
+    from bench.admission.section import run_admission
 
     run.admission = run_admission(run.quick)
     run.checks += admission_checks(run.admission)

@@ -11,29 +11,29 @@ from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.ab import ABRow, Share, ab_rows, verdicts
-from bench.accuracy_drift import AccuracyDriftResult
-from bench.admission import AdmissionResult
-from bench.admission_report import admission_lines
-from bench.decision import SpeedResult
-from bench.feedback import FeedbackResult
-from bench.feedback_report import accuracy_drift_lines, feedback_lines
-from bench.floor_report import floor_lines
-from bench.floor_scenario import FloorScenarioResult
-from bench.herding import HerdResult, herding_lines
-from bench.hostile import HostileResult
-from bench.hostile_report import hostile_lines
-from bench.hotspots import Hotspots
-from bench.machine import MachineFacts
-from bench.memory import MemoryResult
-from bench.overhead import TargetRun
-from bench.quality_report import quality_lines
-from bench.quality_types import QualityResult
-from bench.replicas import ReplicaResult, replica_lines
+from bench.admission.report import admission_lines
+from bench.admission.section import AdmissionResult
+from bench.common.check import Check
+from bench.common.machine import MachineFacts
+from bench.feedback.accuracy_drift import AccuracyDriftResult
+from bench.feedback.report import accuracy_drift_lines, feedback_lines
+from bench.feedback.section import FeedbackResult
+from bench.floors.report import floor_lines
+from bench.floors.section import FloorScenarioResult
+from bench.hostile.report import hostile_lines
+from bench.hostile.section import HostileResult
+from bench.overhead.ab import ABRow, Share, ab_rows, verdicts
+from bench.overhead.decision import SpeedResult
+from bench.overhead.hotspots import Hotspots
+from bench.overhead.memory import MemoryResult
+from bench.overhead.section import TargetRun
+from bench.quality.report import quality_lines
+from bench.quality.results import QualityResult
+from bench.replicas.herding import HerdResult, herding_lines
+from bench.replicas.section import ReplicaResult, replica_lines
 from bench.scale.report import scale_lines
 from bench.scale.section import ScaleResult
-from bench.soak_types import SoakResult
-from bench.verdicts import Check
+from bench.soak.results import SoakResult
 
 
 @dataclass
@@ -113,7 +113,7 @@ def _share(share: Share | None) -> str:
 
 
 def ab_lines(rows: list[ABRow]) -> list[str]:
-    """Each hand-written piece against the library it replaces (bench/ab.py)."""
+    """Each hand-written piece against the library it replaces (bench/overhead/ab.py)."""
     if not rows:
         return []
     lines = [

@@ -77,7 +77,7 @@ def new_event_loop(kind: str) -> asyncio.AbstractEventLoop:
 
 
 def main(argv: Sequence[str] | None = None, deps: AppDeps | None = None) -> int:
-    """`deps`: what `bench.dp_variant` swaps in for its A/B rows (None in production)."""
+    """`deps`: what `bench.common.dp_variant` swaps in for its A/B rows (None in production)."""
     args = build_parser().parse_args(argv)
     try:
         settings = load_settings(args)

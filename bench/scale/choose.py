@@ -1,7 +1,7 @@
 """`choose_route` on large tables (50, 200, 1,000 pairs): median microseconds per decision.
 
 The same synthetic tables, health view and request as the decision-speed section
-(`bench/test_decision_speed.py`), timed in batches with the garbage collector off.
+(`bench/overhead/test_decision_speed.py`), timed in batches with the garbage collector off.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import statistics
 import time
 from dataclasses import dataclass
 
-from bench.tables import synthetic_table
+from bench.common.tables import synthetic_table
 from data_plane.decision.choose import choose_route
 from data_plane.decision.compile import compile_table
 from data_plane.domain import Budget, HealthView, RequestFacts, RouteDecision, RouteRequest

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from bench.common.check import Check
 from bench.scale.section import ScaleResult
-from bench.verdicts import Check
 
 SHARING_TARGET_RATIO = 0.02  # of a core per replica, at 64 replicas x 200 endpoints
 CHOOSE_TARGET_US = 10.0  # at 200 pairs

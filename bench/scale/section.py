@@ -11,12 +11,12 @@ import pstats
 import random
 from dataclasses import dataclass, field
 
+from bench.common.tables import synthetic_table
 from bench.scale.build import BuildResult, time_build
 from bench.scale.choose import REQUEST, URLS, ChooseResult, time_choose_route
 from bench.scale.exchange_profile import profile_exchange
 from bench.scale.fleet import FleetResult, Mode, measure_fleet
 from bench.scale.upstream_memory import CASES, HostileResult, measure_hostile
-from bench.tables import synthetic_table
 from data_plane.decision.choose import choose_route
 from data_plane.decision.compile import compile_table
 from data_plane.domain import HealthView

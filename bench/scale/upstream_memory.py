@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.processes import free_port, wait_for_port
+from bench.common.processes import free_port, wait_for_port
 from data_plane.upstream.http1 import Http1Upstream
 from data_plane.upstream.http1_wire import HIGH_WATER, MAX_HEAD_BYTES
 from data_plane.upstream.port import AiohttpUpstream, AttemptError, SessionLimits, UpstreamRequest

@@ -1,7 +1,7 @@
 """Request deadlines on one shared timer: `asyncio.timeout`'s contract, no timer per request.
 
 `asyncio.timeout` arms a loop timer when a request starts and cancels it when the request
-ends: about 3.5 us per request under uvloop (`python -m bench.timer_cost`), for a deadline
+ends: about 3.5 us per request under uvloop (`python -m bench.overhead.timer_cost`), for a deadline
 that almost never fires. Here every request's deadline registers with the app's `Deadlines`,
 which keeps ONE timer, armed at the soonest deadline and moved only when a sooner one
 arrives; when it fires it cancels the tasks whose deadline has passed and re-arms for the

@@ -9,15 +9,20 @@ import pytest
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client import generate_latest
 
-from bench.ab import ab_rows, verdicts
-from bench.dp_variant import PlainExposition, variant_deps
-from bench.metric_cost import measure_metric_cost, metric_cost_note, one_request
-from bench.overhead import TargetRun
+from bench.common.dp_variant import PlainExposition, variant_deps
+from bench.common.targets import AB_ROWS
+from bench.overhead.ab import ab_rows, verdicts
+from bench.overhead.metric_cost import measure_metric_cost, metric_cost_note, one_request
+from bench.overhead.section import TargetRun
+from bench.overhead.value_cost import (
+    REQUEST_VALUES,
+    _frozen_twin,
+    measure_value_cost,
+    value_cost_note,
+)
+from bench.overhead.verdicts import overhead_checks, p99_at_one_connection, throughput_vs_minimal
+from bench.overhead.wrk import ClosedLoopResult
 from bench.report import overhead_lines
-from bench.targets import AB_ROWS
-from bench.value_cost import REQUEST_VALUES, _frozen_twin, measure_value_cost, value_cost_note
-from bench.verdicts import overhead_checks, p99_at_one_connection, throughput_vs_minimal
-from bench.wrk import ClosedLoopResult
 from data_plane.telemetry.metrics import DataPlaneMetrics
 
 

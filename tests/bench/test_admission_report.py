@@ -1,4 +1,4 @@
-"""Target checks and tables of the admission section (`bench/admission_report.py`)."""
+"""Target checks and tables of the admission section (`bench/admission/report.py`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from bench.admission import AdmissionResult, Run, Sample, capacity_rps, schedule
-from bench.admission_report import admission_checks, admission_lines, summarise
+from bench.admission.report import admission_checks, admission_lines, summarise
+from bench.admission.section import AdmissionResult, Run, Sample, capacity_rps, schedule
 
 BUDGET_S = 0.4
 

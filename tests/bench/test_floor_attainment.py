@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.floor_attainment import main, run
+from bench.floors.attainment import main, run
 from contracts.policy import Policy
 
 

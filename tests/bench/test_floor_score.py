@@ -1,5 +1,5 @@
 """The near-floor scenario's pure scoring: the oracle, and floor / budget / SLO attainment
-against the simulator's true accuracy (bench/floor_score.py)."""
+against the simulator's true accuracy (bench/floors/score.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,17 @@ from typing import Any
 
 import pytest
 
-from bench.floor_edge import edge_floors, grade_edge, provable_oracle, provable_pair
-from bench.floor_evalsets import (
+from bench.floors.edge import edge_floors, grade_edge, provable_oracle, provable_pair
+from bench.floors.evalsets import (
     eval_files,
     hand_written_files,
     holdout_files,
     larger_evalsets,
     trace_items,
 )
-from bench.floor_report import floor_checks, floor_lines
-from bench.floor_scenario import (
+from bench.floors.report import floor_checks, floor_lines
+from bench.floors.score import TruePair, grade_oracle, grade_truth, oracle_pair
+from bench.floors.section import (
     EXPLICIT_NO_HEADER,
     FLOORS,
     HEADER,
@@ -27,8 +28,7 @@ from bench.floor_scenario import (
     FloorScenarioResult,
     true_pairs,
 )
-from bench.floor_score import TruePair, grade_oracle, grade_truth, oracle_pair
-from bench.trace import TraceRequest
+from bench.quality.trace import TraceRequest
 from data_plane.decision.compile import compile_table
 from data_plane.domain import CategoryDoubt
 from tests.support.routing_tables import entry, table
@@ -274,7 +274,7 @@ def test_the_explicit_floor_trace_without_the_header_is_checked_at_1x_and_2x() -
 
 
 def test_under_doubt_the_idle_pair_meets_every_plausible_floor() -> None:
-    """The bench's doubt breakdown (bench/floor_edge.py): a pair proving math but not
+    """The bench's doubt breakdown (bench/floors/edge.py): a pair proving math but not
     reasoning does not serve a request that may be either; the dearer one proving both does."""
     accuracy = dict.fromkeys(("chat", "extraction", "code"), 0.9)
     floors = {"chat": 0.5, "extraction": 0.5, "code": 0.5, "math": 0.7, "reasoning": 0.6}

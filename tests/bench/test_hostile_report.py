@@ -1,4 +1,4 @@
-"""Target checks of the hostile-tenant section (`bench/hostile_report.py`)."""
+"""Target checks of the hostile-tenant section (`bench/hostile/report.py`)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from bench.hostile import HostileResult, Run
-from bench.hostile_report import hostile_checks, hostile_lines
+from bench.hostile.report import hostile_checks, hostile_lines
+from bench.hostile.section import HostileResult, Run
 
 CLOSED = {"fam@int4#0": 0, "fam@fp16#0": 0}
 

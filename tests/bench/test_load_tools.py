@@ -11,11 +11,11 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from bench.backend import CHAT_BODY, SSE_BODY, nginx_conf
-from bench.minimal_proxy import create_app
-from bench.openloop import run_open_loop
-from bench.stats import quantile, ratio
-from bench.wrk import lua_script, parse_wrk_output
+from bench.common.backend import CHAT_BODY, SSE_BODY, nginx_conf
+from bench.common.minimal_proxy import create_app
+from bench.common.stats import quantile, ratio
+from bench.overhead.openloop import run_open_loop
+from bench.overhead.wrk import lua_script, parse_wrk_output
 
 ServerFactory = Callable[[web.Application], Awaitable[TestServer]]
 ClientFactory = Callable[[web.Application], Awaitable[TestClient[web.Request, web.Application]]]
@@ -91,7 +91,7 @@ async def test_open_loop_generator_reads_json_and_chunked_answers(
 
 
 async def test_open_loop_counts_refused_connections_as_errors() -> None:
-    from bench.processes import free_port
+    from bench.common.processes import free_port
 
     url = f"http://127.0.0.1:{free_port()}/v1/chat/completions"  # nothing listens there
     result = await run_open_loop(url, b"{}", {}, rate_rps=100, duration_s=0.2, warmup_s=0.0)
@@ -132,7 +132,7 @@ def test_quantile_and_ratio() -> None:
 async def test_replay_lag_watch_records_wakeups_until_stopped() -> None:
     import asyncio
 
-    from bench.replay import watch_lag
+    from bench.quality.replay import watch_lag
 
     stop = asyncio.Event()
     lags: list[float] = []

@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from bench.feedback import FeedbackResult, Phase
-from bench.feedback_report import feedback_checks, feedback_lines
-from bench.quality_report import quality_lines
-from bench.quality_types import QUALITY_FIRST, LoopRow, PolicyOutcome, QualityResult
-from bench.verdicts_ladder import ladder_checks, mean_rung
-from bench.verdicts_quality import quality_checks
+from bench.feedback.report import feedback_checks, feedback_lines
+from bench.feedback.section import FeedbackResult, Phase
+from bench.quality.ladder_verdicts import ladder_checks, mean_rung
+from bench.quality.report import quality_lines
+from bench.quality.results import QUALITY_FIRST, LoopRow, PolicyOutcome, QualityResult
+from bench.quality.verdicts import quality_checks
 
 FP16, FP8, INT8, INT4 = (f"m@{q}" for q in ("fp16", "fp8", "int8-w8a8", "awq-int4"))
 
@@ -70,8 +70,8 @@ def test_feedback_checks_need_a_timely_refit_and_the_traffic_gone() -> None:
 
 
 def test_accuracy_drift_checks_need_detection_and_the_move() -> None:
-    from bench.accuracy_drift import AccuracyDriftResult
-    from bench.feedback_report import accuracy_drift_checks, accuracy_drift_lines
+    from bench.feedback.accuracy_drift import AccuracyDriftResult
+    from bench.feedback.report import accuracy_drift_checks, accuracy_drift_lines
 
     good = AccuracyDriftResult(0.25, 2.0, 4.0, 2750, 0.12, 0.866, 0.873)
     assert all(c.passed for c in accuracy_drift_checks(good))

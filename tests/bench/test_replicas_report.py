@@ -1,8 +1,9 @@
-"""bench/replicas.py: the RESULTS.md section for 1, 2 and 4 replicas (docs/benchmarks.md)."""
+"""bench/replicas/section.py: the RESULTS.md section for 1, 2 and 4 replicas
+(docs/benchmarks.md)."""
 
 from __future__ import annotations
 
-from bench.replicas import ReplicaResult, replica_lines
+from bench.replicas.section import ReplicaResult, replica_lines
 
 
 def test_replica_section_shows_every_figure() -> None:

@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from bench.machine import Cores, MachineFacts, Pinning, choose_pinning, pinned
-from bench.openloop import OpenLoopResult
-from bench.overhead import TargetRun
-from bench.quality_fleet import FLOORS, PAIRS, read_items, write_evalsets
-from bench.quality_score import floor_met, grade
+from bench.common.machine import Cores, MachineFacts, Pinning, choose_pinning, pinned
+from bench.overhead.openloop import OpenLoopResult
+from bench.overhead.section import TargetRun
+from bench.overhead.verdicts import overhead_checks
+from bench.overhead.wrk import ClosedLoopResult
+from bench.quality.fleet import FLOORS, PAIRS, read_items, write_evalsets
+from bench.quality.score import floor_met, grade
+from bench.quality.static_router import choose_tier, complexity_score
+from bench.quality.trace import make_trace
 from bench.report import BenchRun, render_markdown, write_report
-from bench.soak import sum_metrics
-from bench.static_router import choose_tier, complexity_score
-from bench.trace import make_trace
-from bench.verdicts import overhead_checks
-from bench.wrk import ClosedLoopResult
+from bench.soak.section import sum_metrics
 
 TIERS = ("t0", "t1", "t2", "t3")
 

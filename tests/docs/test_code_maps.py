@@ -15,6 +15,7 @@ MAPS = {
     "control_plane": "docs/control_plane.md",
     "profiler": "docs/profiler.md",
     "simulator": "docs/simulator.md",
+    "bench": "docs/benchmarks.md",
 }
 _NAMED = re.compile(r"`([\w/]+\.py)`")
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.machine import Pinning
-from bench.soak import run_soak
-from bench.verdicts_quality import soak_checks
+from bench.common.machine import Pinning
+from bench.quality.verdicts import soak_checks
+from bench.soak.section import run_soak
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from bench.backend import load_balancer_conf
+from bench.common.backend import load_balancer_conf
 from tests.support.redis_server import free_port
 
 

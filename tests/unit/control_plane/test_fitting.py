@@ -108,7 +108,7 @@ def test_the_log_spread_is_read_from_p50_and_p95() -> None:
 
 
 def _queueing_report() -> dict[str, Any]:
-    """A profile like the simulated fleet's (bench/quality_fleet.py): TTFT about 9-13 ms up to
+    """A profile like the simulated fleet's (bench/quality/fleet.py): TTFT about 9-13 ms up to
     the batch size (16), then a request waits for a slot, ~150 ms at 24 and 32 streams; TPOT
     grows with the batch, then stays. 40 requests per level; p90 / p99 at 0.93 / 1.1 x p95."""
     data = report_data(loads=(1, 4, 8, 16, 24, 32), inputs=(64, 256))

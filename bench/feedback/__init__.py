@@ -1,0 +1,1 @@
+"""Section 6 (`python -m bench feedback`): latency feedback and accuracy drift close the loop."""
