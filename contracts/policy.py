@@ -165,6 +165,10 @@ class AccuracyCheckPolicy(_Policy):
 
 
 PriorityName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+# The name of an InferenceObjective (a Kubernetes object name: a DNS-1123 subdomain).
+ObjectiveName = Annotated[
+    str, Field(pattern=r"^[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?$", max_length=253)
+]
 
 
 class PriorityClass(_Policy):
@@ -241,6 +245,11 @@ class Policy(_Policy):
     default_priority: PriorityName = Field(
         default="standard", description="the class of a request without X-Priority"
     )
+    objectives: dict[ObjectiveName, PriorityName] = Field(
+        default_factory=dict,
+        description="llm-d InferenceObjective name -> priority class, for a request without "
+        "X-Priority that names its objective (x-llm-d-inference-objective)",
+    )
     refit: RefitPolicy = RefitPolicy()
     accuracy_check: AccuracyCheckPolicy = AccuracyCheckPolicy()
     floor_confidence: float = Field(
@@ -275,6 +284,9 @@ class Policy(_Policy):
             raise ValueError(f"doubt_category {self.doubt_category!r} is not in categories")
         if self.default_priority not in self.priorities:
             raise ValueError(f"default_priority {self.default_priority!r} is not in priorities")
+        for objective, priority in self.objectives.items():
+            if priority not in self.priorities:
+                raise ValueError(f"objectives.{objective}: {priority!r} is not in priorities")
         return self
 
 

@@ -1,7 +1,11 @@
-"""A request's priority class: `X-Priority` naming one of the policy's classes, else the
-policy's default (docs/data_plane.md, "Tenants, priorities and admission").
+"""A request's priority class: `X-Priority` naming one of the policy's classes, else the class
+the policy maps llm-d's objective header to, else the policy's default (docs/data_plane.md,
+"Tenants, priorities and admission").
 
-PURE. An unknown class is a 400 naming the header and the classes there are.
+PURE. An unknown `X-Priority` class is a 400 naming the header and the classes there are. An
+objective the policy does not map gets the default class: objectives are the cluster's
+InferenceObjective objects (docs/gateway.md, "Priority from the objective header"), and a
+request the endpoint picker serves must not be refused for naming one the policy leaves out.
 """
 
 from __future__ import annotations
@@ -12,12 +16,18 @@ from contracts.policy import Policy, PriorityClass
 from data_plane.errors import InvalidRequest
 
 PRIORITY_HEADER = "X-Priority"
+# llm-d's objective header (its router v1.0 name), then the Gateway API Inference Extension's
+# older name that llm-d still reads as a deprecated alias; the first present counts.
+OBJECTIVE_HEADERS = ("x-llm-d-inference-objective", "x-gateway-inference-objective")
 
 
 def priority_of(headers: Mapping[str, str], policy: Policy) -> tuple[str, PriorityClass]:
     """(class name, class) of a request under `policy`."""
     value = headers.get(PRIORITY_HEADER)
-    name = policy.default_priority if value is None else value.strip().lower()
+    if value is not None:
+        name = value.strip().lower()
+    else:
+        name = _objective_class(headers, policy) or policy.default_priority
     found = policy.priorities.get(name)
     if found is None:
         known = ", ".join(sorted(policy.priorities))
@@ -27,3 +37,15 @@ def priority_of(headers: Mapping[str, str], policy: Policy) -> tuple[str, Priori
             code="invalid_priority",
         )
     return name, found
+
+
+def _objective_class(headers: Mapping[str, str], policy: Policy) -> str | None:
+    """The class `policy.objectives` maps the request's objective to (None: no objective
+    header, or one the policy does not map)."""
+    if not policy.objectives:
+        return None
+    for header in OBJECTIVE_HEADERS:
+        objective = headers.get(header)
+        if objective is not None:
+            return policy.objectives.get(objective.strip())
+    return None

@@ -415,3 +415,34 @@ async def test_a_shed_request_is_a_429_with_llm_ds_dropped_reason() -> None:
     finally:
         await channel.close()
         await server.stop(None)
+
+
+async def test_llm_ds_objective_header_sets_the_class_admission_judges() -> None:
+    # As above: 2 s misses beside 20 in flight. The objective mapped to `critical` is routed,
+    # an objective the policy does not map gets the default class and is shed.
+    store, metrics = TableStore(), DataPlaneMetrics("test", "test")
+    store.swap(busy := fleet(policy={"objectives": {"premium-traffic": "critical"}}))
+    step = DecisionStep(StepParts(store, LoadedEngines(busy, 20.0), metrics, random.Random(7)))
+    processor = ExternalProcessor(
+        GatewayRouter(step, PAIR_HEADER), metrics, ServiceConfig(BUFFERED, 64 * 1024)
+    )
+    server, port = await start_server(processor, "127.0.0.1", 0)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    gw = Gateway(ExternalProcessorStub(channel), store, metrics)
+    body = json.dumps(CHAT).encode()
+    budget = {"x-latency-budget-ms": "2000"}
+    try:
+        premium = {**budget, "x-llm-d-inference-objective": "premium-traffic"}
+        responses = await exchange(gw, [headers_message(premium), body_message(body, True)])
+        common = responses[0].request_headers.response
+        assert set_headers(common)[PAIR_HEADER] == "llama@fp8"
+        assert "x-llm-d-inference-objective" not in common.header_mutation.remove_headers
+        old_name = {**budget, "x-gateway-inference-objective": "premium-traffic"}
+        responses = await exchange(gw, [headers_message(old_name), body_message(body, True)])
+        assert set_headers(responses[0].request_headers.response)[PAIR_HEADER] == "llama@fp8"
+        other = {**budget, "x-llm-d-inference-objective": "someone-elses"}
+        responses = await exchange(gw, [headers_message(other), body_message(body, True)])
+        assert error_of(responses[-1])[0] == 429
+    finally:
+        await channel.close()
+        await server.stop(None)

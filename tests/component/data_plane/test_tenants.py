@@ -50,6 +50,18 @@ async def test_an_api_key_is_its_own_tenant_by_hash_and_the_key_is_not_exported(
     assert key not in scrape
 
 
+async def test_llm_ds_objective_header_gives_the_class_the_policy_maps_it_to(
+    make_harness: MakeHarness,
+) -> None:
+    policy = {"objectives": {"premium-traffic": "critical"}}
+    h = await make_harness(two_pair_table([FP16], [INT4], policy=policy), routes=ROUTES)
+    headers = {"x-gearbox-tenant": "team-a", "x-llm-d-inference-objective": "premium-traffic"}
+    resp = await h.client.post("/v1/chat/completions", data=BODY, headers=headers)
+    assert resp.status == 200
+    critical = {"tenant": "team-a", "priority": "critical"}
+    assert h.metric("gearbox_tenant_requests_total", **critical) == 1
+
+
 async def test_tenant_labels_stay_bounded(make_harness: MakeHarness) -> None:
     h = await make_harness(two_pair_table([FP16], [INT4]), routes=ROUTES, tenant_top_n=2)
     for i in range(12):
