@@ -38,7 +38,6 @@ from data_plane.settings import DataPlaneSettings
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver
-from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
 from data_plane.sync.feedback_writer import FeedbackWriter
 from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.live_state import LiveStateWriter, build_state
@@ -54,7 +53,16 @@ from data_plane.telemetry.traffic import TrafficStats
 from data_plane.upstream.collector_post import CollectorPost
 from data_plane.upstream.http1 import Http1Upstream
 from data_plane.upstream.port import AiohttpUpstream, SessionLimits, UpstreamClient
-from data_plane.wiring import admission, new_metrics, package_version, redis_client, table_watcher
+from data_plane.wiring import (
+    admission,
+    engine_client,
+    engine_scraper,
+    new_metrics,
+    package_version,
+    redis_client,
+    scrape_client,
+    table_watcher,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -303,33 +311,9 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
 CleanupCtx = Callable[[web.Application], AsyncIterator[None]]
 
 
-def _engine_client(
-    settings: DataPlaneSettings, limits: SessionLimits
-) -> AiohttpUpstream | Http1Upstream:
-    """A client to engines of the kind `upstream_client` names: lean HTTP/1.1 (aiohttp for
-    https), or aiohttp for everything (the upstream-client A/B row of `make bench`)."""
-    if settings.upstream.client == "aiohttp":
-        return AiohttpUpstream(limits)
-    return Http1Upstream(limits, AiohttpUpstream(limits))
-
-
 def _upstream_adapter(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream:
     """The client of engine calls."""
-    return _engine_client(settings, _session_limits(settings))
-
-
-def _scrape_client(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream:
-    """The engine scrape's client: a pool of its own, every step bounded by the scrape
-    timeout."""
-    timeout_s = settings.scrape.timeout_s
-    limits = SessionLimits(
-        connector_limit=100,  # aiohttp's default connector limit, which the scrape had
-        connector_limit_per_host=0,
-        connect_timeout_s=timeout_s,
-        read_timeout_s=timeout_s,
-        total_timeout_s=timeout_s,
-    )
-    return _engine_client(settings, limits)
+    return engine_client(settings, _session_limits(settings))
 
 
 def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
@@ -441,23 +425,9 @@ async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:
     if s.scrape.interval_s <= 0:
         yield
         return
-    metrics, store = app[METRICS], app[STORE]
-    client = _scrape_client(s)
+    client = scrape_client(s)
     client.open()
-
-    def endpoints() -> list[ScrapeTarget]:
-        table = store.current
-        if table is None:
-            return []
-        return [ScrapeTarget(e, p.served_model_name) for p in table.pairs for e in p.endpoints]
-
-    scraper = EngineScraper(
-        client,
-        endpoints,
-        app[HEALTH].tracker,
-        lambda eid, depth: metrics.queue_depth.labels(eid).set(depth),
-        s.scrape.timeout_s,
-    )
+    scraper = engine_scraper(s, app[STORE], app[HEALTH].tracker, app[METRICS], client)
     app[TASKS].start("engine_scrape", scraper.run(s.scrape.interval_s))
     yield
     await app[TASKS].stop("engine_scrape")

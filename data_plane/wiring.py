@@ -1,7 +1,8 @@
 """The parts both composition roots wire the same way: the HTTP data plane (`app.py`) and
 gateway mode (`gateway_app.py`) report one version, follow the routing table from one Redis
 client through one table watcher, and answer `/healthz`, `/readyz` and `/metrics` with the
-same handlers (`serving/probes.py`), and read tenants and shed requests the same way.
+same handlers (`serving/probes.py`), read tenants and shed requests the same way, and scrape
+the engines' queues with the same scraper on a client of its own.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ from importlib import metadata
 import redis.asyncio as aioredis
 
 from data_plane.decision_step import Admission
+from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.settings import DataPlaneSettings
+from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
 from data_plane.sync.table_watcher import TableWatcher
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.tenants import TenantLabels
+from data_plane.upstream.http1 import Http1Upstream
+from data_plane.upstream.port import AiohttpUpstream, SessionLimits
 
 UNKNOWN_VERSION = "0+unknown"  # not installed as a distribution (run from a source tree)
 
@@ -57,4 +62,53 @@ def redis_client(settings: DataPlaneSettings) -> aioredis.Redis:
         socket_timeout=redis.timeout_s,
         socket_connect_timeout=redis.timeout_s,
         decode_responses=False,
+    )
+
+
+def engine_client(
+    settings: DataPlaneSettings, limits: SessionLimits
+) -> AiohttpUpstream | Http1Upstream:
+    """A client to engines of the kind `upstream_client` names: lean HTTP/1.1 (aiohttp for
+    https), or aiohttp for everything (the upstream-client A/B row of `make bench`)."""
+    if settings.upstream.client == "aiohttp":
+        return AiohttpUpstream(limits)
+    return Http1Upstream(limits, AiohttpUpstream(limits))
+
+
+def scrape_client(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream:
+    """The engine scrape's client: a pool of its own, every step bounded by the scrape
+    timeout."""
+    timeout_s = settings.scrape.timeout_s
+    limits = SessionLimits(
+        connector_limit=100,  # aiohttp's default connector limit, which the scrape had
+        connector_limit_per_host=0,
+        connect_timeout_s=timeout_s,
+        read_timeout_s=timeout_s,
+        total_timeout_s=timeout_s,
+    )
+    return engine_client(settings, limits)
+
+
+def engine_scraper(
+    settings: DataPlaneSettings,
+    store: TableStore,
+    tracker: LoadTracker,
+    metrics: DataPlaneMetrics,
+    client: AiohttpUpstream | Http1Upstream,
+) -> EngineScraper:
+    """The scrape of every endpoint of `store`'s current table into `tracker` (and
+    `gearbox_engine_queue_depth`)."""
+
+    def endpoints() -> list[ScrapeTarget]:
+        table = store.current
+        if table is None:
+            return []
+        return [ScrapeTarget(e, p.served_model_name) for p in table.pairs for e in p.endpoints]
+
+    return EngineScraper(
+        client,
+        endpoints,
+        tracker,
+        lambda eid, depth: metrics.queue_depth.labels(eid).set(depth),
+        settings.scrape.timeout_s,
     )
