@@ -52,7 +52,7 @@ NO_TABLE_RETRY_AFTER_S = 1.0
 
 class HealthSource(Protocol):
     """What a door knows about the engines when it decides (`resilience.health.Health` in the
-    HTTP data plane; gateway mode sees no engine, `gateway.router.UnseenEngines`)."""
+    HTTP data plane; gateway mode sees only scraped queues, `gateway.router.ScrapedEngines`)."""
 
     def view(self) -> HealthView: ...
 

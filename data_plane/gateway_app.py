@@ -1,8 +1,10 @@
 """The composition root of gateway mode, `python -m data_plane extproc` (docs/gateway.md).
 
 The ext_proc gRPC service on `extproc_port`, fed by the same table watcher as the HTTP data
-plane (Redis, or the snapshot file alone), and a small HTTP side on `port` for `/healthz`,
-`/readyz` and `/metrics`. No engine client, breakers or retries: those are the gateway's.
+plane (Redis, or the snapshot file alone), the engines' queues scraped from their `/metrics`
+as the data plane scrapes them (the only load gateway mode sees: docs/gateway.md, "Load and
+shedding"), and a small HTTP side on `port` for `/healthz`, `/readyz` and `/metrics`. No engine
+calls, breakers or retries: those are the gateway's.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import random
 import signal
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import grpc
 import redis.asyncio as aioredis
@@ -21,11 +24,21 @@ from aiohttp import web
 from data_plane.gateway.protos import ProcessingMode
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
+from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.serving.probes import Probes
 from data_plane.settings import DataPlaneSettings
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
-from data_plane.wiring import admission, new_metrics, redis_client, table_watcher
+from data_plane.upstream.http1 import Http1Upstream
+from data_plane.upstream.port import AiohttpUpstream
+from data_plane.wiring import (
+    admission,
+    engine_scraper,
+    new_metrics,
+    redis_client,
+    scrape_client,
+    table_watcher,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +64,14 @@ class GatewayProcess:
         self.metrics = new_metrics(s)
         self.store = TableStore()
         self.watcher = table_watcher(s, self.store, self.metrics, time.time)
+        self.tracker = LoadTracker()
         router = gateway_router(
-            self.store, self.metrics, rng or random.Random(), s.extproc.pair_header, admission(s)
+            self.store,
+            self.metrics,
+            rng or random.Random(),
+            s.extproc.pair_header,
+            admission(s),
+            self.tracker,
         )
         service = ServiceConfig(_BODY_MODES[s.extproc.body_mode], s.server.max_body_bytes)
         self.processor = ExternalProcessor(router, self.metrics, service, time.monotonic)
@@ -66,6 +85,7 @@ class GatewayProcess:
         self.watcher.load_snapshot()
         client = redis_client(s) if s.redis.url else None
         watch = None if client is None else asyncio.create_task(self.watcher.run(client))
+        scrape = self._start_scrape()
         host = s.server.host
         server, grpc_port = await start_server(self.processor, host, s.extproc.port)
         runner = web.AppRunner(_side_app(self.store, self.metrics), access_log=None)
@@ -80,7 +100,29 @@ class GatewayProcess:
         try:
             await self._stopped.wait()
         finally:
+            if scrape is not None:
+                await scrape.stop()
             await _shutdown(server, runner, watch, client, s.server.shutdown_timeout_s)
+
+    def _start_scrape(self) -> _Scrape | None:
+        """The engine scrape into `tracker`, every `SCRAPE_INTERVAL_S` (None when 0: off)."""
+        s = self.settings
+        if s.scrape.interval_s <= 0:
+            return None
+        client = scrape_client(s)
+        client.open()
+        scraper = engine_scraper(s, self.store, self.tracker, self.metrics, client)
+        return _Scrape(client, asyncio.create_task(scraper.run(s.scrape.interval_s)))
+
+
+class _Scrape(NamedTuple):
+    client: AiohttpUpstream | Http1Upstream
+    task: asyncio.Task[None]
+
+    async def stop(self) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        await self.client.close()
 
 
 async def _shutdown(

@@ -23,6 +23,7 @@ from data_plane.decision_step import (
 from data_plane.domain import HealthView, per_request
 from data_plane.gateway.slo import SLO_HEADERS, slo_headers
 from data_plane.request.body import BodyKind
+from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 
@@ -49,23 +50,25 @@ class Routed:
     remove: tuple[str, ...] = ()
 
 
-class UnseenEngines:
-    """What gateway mode knows about the engines: nothing (it sees neither their answers nor
-    their queues), so every decision reads no load and no ejected endpoint; only the
-    precision ladder's state is kept from one decision to the next, as the data plane's
-    `Health` keeps it."""
+class ScrapedEngines:
+    """What gateway mode knows about the engines: their queues as scraped from their
+    `/metrics` (`sync/engine_scrape.py`, every `SCRAPE_INTERVAL_S`), and nothing else. It
+    sends no request to an engine itself, so its own in-flight counts stay 0 and the load a
+    decision reads is the scraped waiting + running count alone; it sees no answers, so no
+    endpoint is ever ejected. The precision ladder's state is kept from one decision to the
+    next, as the data plane's `Health` keeps it."""
 
     __slots__ = ("_view",)
 
-    def __init__(self) -> None:
-        self._view = HealthView()
+    def __init__(self, tracker: LoadTracker) -> None:
+        self._view = HealthView(load=tracker.load)
 
     def view(self) -> HealthView:
         return self._view
 
     def set_ladder(self, state: frozenset[tuple[str, str]]) -> None:
         if state is not self._view.ladder:
-            self._view = HealthView(ladder=state)
+            self._view = HealthView(load=self._view.load, ladder=state)
 
     def retry_after_s(self) -> float:
         return NO_TABLE_RETRY_AFTER_S
@@ -109,8 +112,11 @@ def gateway_router(
     rng: random.Random,
     pair_header: str,
     admission: Admission | None = None,
+    tracker: LoadTracker | None = None,
 ) -> GatewayRouter:
-    """Gateway mode's router: the decision step on engines it cannot see."""
+    """Gateway mode's router: the decision step on the engines' scraped load (`tracker`,
+    which the scrape fills; without one, no load is ever seen)."""
     admission = admission or default_admission()
-    parts = StepParts(store, UnseenEngines(), metrics, rng, admission=admission)
+    engines = ScrapedEngines(tracker or LoadTracker())
+    parts = StepParts(store, engines, metrics, rng, admission=admission)
     return GatewayRouter(DecisionStep(parts), pair_header)

@@ -14,11 +14,12 @@ import grpc
 import pytest
 
 from data_plane.decision.compile import compile_table
-from data_plane.decision_step import DecisionStep, StepParts
+from data_plane.decision_step import DecisionStep, StepParts, default_admission
 from data_plane.domain import CompiledTable, HealthView
 from data_plane.gateway import protos as ext_proc
 from data_plane.gateway.router import GatewayRouter, gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
+from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from tests.support.extproc_client import ExternalProcessorStub
@@ -371,8 +372,8 @@ async def test_a_table_swap_reaches_the_next_stream(gateway: Gateway) -> None:
 
 
 class LoadedEngines:
-    """A health source whose engines are all busy (gateway mode itself sees no load: this
-    is how a door that does see it sheds through ext_proc)."""
+    """A health source whose engines are all busy (gateway mode's own reads the scrape:
+    `test_the_requests_it_routes_count_only_once_a_scrape_shows_them`)."""
 
     def __init__(self, table: CompiledTable, load: float) -> None:
         ids = (e.id for p in table.pairs for e in p.endpoints)
@@ -442,6 +443,34 @@ async def test_llm_ds_objective_header_sets_the_class_admission_judges() -> None
         assert set_headers(responses[0].request_headers.response)[PAIR_HEADER] == "llama@fp8"
         other = {**budget, "x-llm-d-inference-objective": "someone-elses"}
         responses = await exchange(gw, [headers_message(other), body_message(body, True)])
+        assert error_of(responses[-1])[0] == 429
+    finally:
+        await channel.close()
+        await server.stop(None)
+
+
+async def test_the_requests_it_routes_count_only_once_a_scrape_shows_them() -> None:
+    """Gateway mode's load is the scrape alone: 20 requests routed to llama@fp8 leave it
+    unloaded for the next decision; a scrape of 20 in flight at its endpoint sheds."""
+    store, metrics, tracker = TableStore(), DataPlaneMetrics("test", "test"), LoadTracker()
+    store.swap(table_ := fleet())
+    router = gateway_router(
+        store, metrics, random.Random(7), PAIR_HEADER, default_admission(), tracker
+    )
+    processor = ExternalProcessor(router, metrics, ServiceConfig(BUFFERED, 64 * 1024))
+    server, port = await start_server(processor, "127.0.0.1", 0)
+    channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
+    gw = Gateway(ExternalProcessorStub(channel), store, metrics)
+    body = json.dumps(CHAT).encode()
+    budget = {"x-latency-budget-ms": "2000"}
+    try:
+        for _ in range(20):
+            responses = await exchange(gw, [headers_message(budget), body_message(body, True)])
+            assert set_headers(responses[0].request_headers.response)[PAIR_HEADER] == "llama@fp8"
+        (fp8,) = (p for p in table_.pairs if p.pair == "llama@fp8")
+        for endpoint in fp8.endpoints:
+            tracker.set_queue_depth(endpoint.id, 20.0)
+        responses = await exchange(gw, [headers_message(budget), body_message(body, True)])
         assert error_of(responses[-1])[0] == 429
     finally:
         await channel.close()
