@@ -58,7 +58,7 @@ demo-sim: venv system-deps
 
 # The control plane alone on the sample profiles (the README tour).
 demo-cp: venv system-deps
-	@$(BIN)/python -m control_plane.demo
+	@$(BIN)/python -m demo.control_plane_tour
 
 # Real vLLM CPU engines: venvs, converted and quantized checkpoints (idempotent).
 engines:
@@ -75,7 +75,7 @@ soak: venv system-deps bench-deps
 
 # The built-in category model data planes use for tables that carry no classifier.
 calibrate: venv
-	@$(BIN)/python -m control_plane.category_training --out data_plane/request/category_model.json
+	@$(BIN)/python -m control_plane.build.category_training --out data_plane/request/category_model.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

@@ -54,7 +54,7 @@ class CategoryPolicy(_Policy):
 
 
 class UtilityWeights(_Policy):
-    """Weights of the utility score (see control_plane/scoring.py for the formula)."""
+    """Weights of the utility score (see control_plane/build/scoring.py for the formula)."""
 
     accuracy: float = Field(default=1.0, ge=0.0, le=100.0)
     cost: float = Field(default=0.5, ge=0.0, le=100.0)

@@ -20,16 +20,8 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from contracts.policy import Policy
-from control_plane import (
-    api_auth,
-    api_ops,
-    api_policy,
-    api_profiles,
-    api_tables,
-    operator_explainer,
-    operator_page,
-)
-from control_plane.api_context import (
+from control_plane.api import auth, ops, policy, profiles, tables
+from control_plane.api.context import (
     METRICS_KEY,
     OPENAPI_KEY,
     ROUTES_KEY,
@@ -38,26 +30,27 @@ from control_plane.api_context import (
     ApiRoute,
     Handler,
 )
-from control_plane.api_errors import ApiError, is_redis_outage, to_api_error, unauthorized
-from control_plane.api_models import ErrorDetail, ErrorEnvelope
-from control_plane.documents import load_policy_file
-from control_plane.feedback_loop import FeedbackLoop
-from control_plane.metrics import ControlPlaneMetrics
-from control_plane.openapi import build_openapi, needs_token
-from control_plane.redis_connection import make_redis
-from control_plane.services import make_services
+from control_plane.api.errors import ApiError, is_redis_outage, to_api_error, unauthorized
+from control_plane.api.models import ErrorDetail, ErrorEnvelope
+from control_plane.api.openapi import build_openapi, needs_token
+from control_plane.build.documents import load_policy_file
+from control_plane.runtime.feedback_loop import FeedbackLoop
+from control_plane.runtime.metrics import ControlPlaneMetrics
+from control_plane.runtime.services import make_services
 from control_plane.settings import ControlPlaneSettings
+from control_plane.store.redis_connection import make_redis
+from control_plane.ui import explainer, page
 
 logger = logging.getLogger(__name__)
 REQUEST_ID_HEADER = "X-Request-Id"
 _REQUEST_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,128}$")
 CORE_ROUTES: tuple[ApiRoute, ...] = (
-    *api_profiles.ROUTES,
-    *api_tables.ROUTES,
-    *api_policy.ROUTES,
-    *api_ops.ROUTES,
-    *operator_page.ROUTES,
-    *api_auth.ROUTES,
+    *profiles.ROUTES,
+    *tables.ROUTES,
+    *policy.ROUTES,
+    *ops.ROUTES,
+    *page.ROUTES,
+    *auth.ROUTES,
 )
 
 
@@ -179,5 +172,5 @@ def create_app(settings: ControlPlaneSettings, deps: AppDeps | None = None) -> w
         handler = _guarded(route, token, server.protect_reads)
         app.router.add_route(route.method, route.path, handler, name=route.name)
     app.cleanup_ctx.append(_services_ctx(settings, deps, file_policy))
-    app.cleanup_ctx.append(operator_explainer.client_ctx)
+    app.cleanup_ctx.append(explainer.client_ctx)
     return app

@@ -21,15 +21,15 @@ from redis.exceptions import RedisError
 from contracts.knobs import knob_name
 from contracts.policy import Policy
 from control_plane.admin_client import AdminApiError, AdminClient
-from control_plane.classifier_report import classifier_report, render_classifier
-from control_plane.documents import DocumentError, load_policy_file, load_report_file
-from control_plane.publisher import PublishError, PublishOutcome
-from control_plane.redis_connection import make_redis
+from control_plane.api.classifier_report import classifier_report, render_classifier
+from control_plane.build.documents import DocumentError, load_policy_file, load_report_file
+from control_plane.build.table import BuildError, build
 from control_plane.render import render_history, render_table
-from control_plane.services import Services, make_services
+from control_plane.runtime.services import Services, make_services
 from control_plane.settings import ControlPlaneSettings
-from control_plane.stored_data import StoredDataError
-from control_plane.table import BuildError, build
+from control_plane.store.publisher import PublishError, PublishOutcome
+from control_plane.store.redis_connection import make_redis
+from control_plane.store.stored_data import StoredDataError
 
 EXPECTED_ERRORS = (DocumentError, BuildError, PublishError, StoredDataError, RedisError,
                    AdminApiError, aiohttp.ClientError, ValueError, OSError)  # fmt: skip

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from contracts.routing_table import PairEntry, RoutingTable
-from control_plane.published_tables import VersionInfo
+from control_plane.store.published_tables import VersionInfo
 
 
 def _row(entry: PairEntry, table: RoutingTable, width: int) -> str:

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import yaml
 
-from control_plane.redis_launcher import free_port
 from demo.processes import StartupError, rss_bytes, start_child, wait_http_ok
+from demo.redis_launcher import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES_CLI = ROOT / "infra" / "engines" / "engines.py"

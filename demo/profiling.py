@@ -37,7 +37,7 @@ class Sweep:
 
 
 # Two prompt lengths at least: with one, TTFT per input token cannot be told from the intercept
-# and the fit sets it to 0 (control_plane/fitting.py).
+# and the fit sets it to 0 (control_plane/build/fitting.py).
 REAL_SWEEP = Sweep("1,4", "32,128", "16", requests_per_level=8, warmup=1, parallel=1)
 SIM_SWEEP = Sweep("1,8,32", "128,512", "32", requests_per_level=32, warmup=2, parallel=5)
 

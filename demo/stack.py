@@ -17,8 +17,8 @@ from typing import Any
 
 import aiohttp
 
-from control_plane.redis_launcher import free_port, redis_server_argv, wait_until_listening
 from demo.processes import Child, StartupError, start_child, wait_http_ok
+from demo.redis_launcher import free_port, redis_server_argv, wait_until_listening
 
 KEY_PREFIX = "demo"
 STARTUP_TIMEOUT_S = 60.0

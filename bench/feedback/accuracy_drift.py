@@ -28,12 +28,12 @@ from bench.feedback.section import data_plane_server
 from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable, stamp_table, with_version
-from control_plane.drift import RefitCheck
-from control_plane.feedback_loop import FeedbackLoop
-from control_plane.metrics import ControlPlaneMetrics
-from control_plane.redis_launcher import private_redis
-from control_plane.services import Services, make_services
+from control_plane.loop.drift import RefitCheck
+from control_plane.runtime.feedback_loop import FeedbackLoop
+from control_plane.runtime.metrics import ControlPlaneMetrics
+from control_plane.runtime.services import Services, make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
+from demo.redis_launcher import private_redis
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from simulator.answer_key import KnownAnswer
 

@@ -28,10 +28,9 @@ from bench.common.processes import free_port
 from contracts.policy import Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable, stamp_table, with_version
-from control_plane.feedback_loop import FeedbackLoop
-from control_plane.metrics import ControlPlaneMetrics
-from control_plane.redis_launcher import private_redis
-from control_plane.services import make_services
+from control_plane.runtime.feedback_loop import FeedbackLoop
+from control_plane.runtime.metrics import ControlPlaneMetrics
+from control_plane.runtime.services import make_services
 from control_plane.settings import ControlPlaneSettings
 from control_plane.settings import RedisSettings as ControlPlaneRedis
 from data_plane.app import create_app
@@ -42,6 +41,7 @@ from data_plane.settings import (
     ServerSettings,
     TableSettings,
 )
+from demo.redis_launcher import private_redis
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 
 SLOWED, OTHER = "fam@int4", "fam@fp16"

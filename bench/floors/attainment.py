@@ -9,7 +9,7 @@ eval items per category; a family's reference answers each right with its true a
 each quantized variant shares its reference's answers except for a few flips (the paired
 structure real quantized variants have). Per draw and category the router picks the cheapest
 pair that meets the floor, (a) by the measured point estimate (the old rule) and (b) by the
-table's bound (`control_plane.floor_bounds`, docs/accuracy.md). Reported: the share of
+table's bound (`control_plane.build.floor_bounds`, docs/accuracy.md). Reported: the share of
 decisions whose pair is truly at or above the floor (floor attainment), and the mean price
 relative to an oracle that knows the true accuracies.
 """
@@ -24,7 +24,7 @@ from typing import Any
 
 from contracts.policy import Policy
 from contracts.profile_report import CategoryAccuracy, ProfileReport
-from control_plane.floor_bounds import floor_bounds
+from control_plane.build.floor_bounds import floor_bounds
 
 CATEGORIES = ("chat", "extraction", "code", "math", "reasoning")
 FLOORS = {"chat": 0.80, "extraction": 0.85, "code": 0.65, "math": 0.70, "reasoning": 0.60}

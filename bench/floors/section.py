@@ -42,7 +42,7 @@ from bench.quality.section import check_serving, data_plane, profile_fleet, run_
 from bench.quality.trace import TraceRequest, make_trace
 from contracts.policy import load_policy
 from contracts.routing_table import RoutingTable
-from control_plane.table import build_table
+from control_plane.build.table import build_table
 from data_plane.decision.compile import compile_table
 from data_plane.request.category import classify_text, decide_category
 

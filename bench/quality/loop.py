@@ -30,11 +30,11 @@ from bench.quality.score import grade
 from bench.quality.trace import TraceRequest
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
-from control_plane.feedback_loop import FeedbackLoop
-from control_plane.metrics import ControlPlaneMetrics
-from control_plane.redis_launcher import private_redis
-from control_plane.services import Services, make_services
+from control_plane.runtime.feedback_loop import FeedbackLoop
+from control_plane.runtime.metrics import ControlPlaneMetrics
+from control_plane.runtime.services import Services, make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
+from demo.redis_launcher import private_redis
 
 FEEDBACK_INTERVAL_S = 2.0
 CHECK_INTERVAL_S = 5.0  # the default is 30 s; checks this often give the loop every chance

@@ -32,7 +32,7 @@ from bench.quality.trace import TraceRequest, make_trace
 from contracts.policy import load_policy
 from contracts.profile_report import ProfileReport
 from contracts.routing_table import RoutingTable
-from control_plane.table import build_table
+from control_plane.build.table import build_table
 
 SEED = 20261122
 NOMINAL_RPS = 30.0

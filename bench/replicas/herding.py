@@ -43,9 +43,9 @@ from bench.replicas.section import (
 from bench.soak.section import KEY_PREFIX, N_PAIRS, sim_fleet, soak_table
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable, stamp_table
-from control_plane.publisher import Publisher
-from control_plane.redis_launcher import private_redis
 from control_plane.settings import PublisherOptions
+from control_plane.store.publisher import Publisher
+from demo.redis_launcher import private_redis
 
 CHEAP_CONCURRENCY = 4
 # The cheap engine: 0.05 s prefill, 20 ms a token plus 10 ms per other running request; 16

@@ -31,9 +31,9 @@ from bench.common.processes import free_port, running
 from bench.common.targets import gearbox_environment
 from bench.soak.section import KEY_PREFIX, soak_simulator, soak_table
 from contracts.redis_keys import RedisKeys
-from control_plane.publisher import Publisher
-from control_plane.redis_launcher import private_redis
 from control_plane.settings import PublisherOptions
+from control_plane.store.publisher import Publisher
+from demo.redis_launcher import private_redis
 
 REPLICA_COUNTS = (1, 2, 4)
 BUDGET_MS = 1000

@@ -1,4 +1,4 @@
-"""Table build time on large fleets: `control_plane.table.build` from synthetic ProfileReports
+"""Table build time on large fleets: `control_plane.build.table.build` from synthetic ProfileReports
 (pairs = families x fp16 / fp8 / int8-w8a8 / awq-int4) and an eval set of P prompts.
 
 Every pair is evaluated on the same P items (P / 5 per category, with per-item outcomes, so the
@@ -20,10 +20,10 @@ from typing import Any
 from contracts.names import KNOWN_CATEGORIES
 from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
-from control_plane.category_training import classifier_for
-from control_plane.fitting import fit_latency_model
-from control_plane.floor_bounds import floor_bounds
-from control_plane.table import build
+from control_plane.build.category_training import classifier_for
+from control_plane.build.fitting import fit_latency_model
+from control_plane.build.floor_bounds import floor_bounds
+from control_plane.build.table import build
 
 QUANTS = (
     ("fp16", 1.0, 0.0),

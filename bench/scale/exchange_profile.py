@@ -17,9 +17,9 @@ import redis.asyncio as aioredis
 
 from bench.scale.fleet_worker import TTL_S, Churn, endpoint_ids, replica_identity
 from contracts.redis_keys import RedisKeys
-from control_plane.redis_launcher import private_redis
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.in_flight_sharing import EXCHANGE_SCRIPT, InFlightSharing
+from demo.redis_launcher import private_redis
 
 _GROUPS = (
     ("data_plane/", "data plane (sharing, load tracker)"),

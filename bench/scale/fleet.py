@@ -19,7 +19,7 @@ from typing import Literal
 import redis
 
 from bench.scale.fleet_worker import ANNOUNCE_PERIOD_S, INTERVAL_S, TTL_S
-from control_plane.redis_launcher import private_redis
+from demo.redis_launcher import private_redis
 
 PER_WORKER = 8
 Mode = Literal["sharing", "breakers"]

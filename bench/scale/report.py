@@ -144,7 +144,7 @@ def scale_lines(r: ScaleResult) -> list[str]:
     lines += [f"| `{name}` | {share * 100:.1f}% |" for name, share in r.choose_profile]
     lines += [
         "",
-        "### Table build (`control_plane.table.build`)",
+        "### Table build (`control_plane.build.table.build`)",
         "",
         "| pairs | eval prompts | build wall s | build CPU s | fits s | bounds s | classifier s "
         "| entries | BLAS threads |",

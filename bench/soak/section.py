@@ -28,9 +28,9 @@ from bench.common.targets import gearbox_environment
 from bench.soak.results import SoakResult
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable, stamp_table
-from control_plane.publisher import Publisher, PublishOutcome
-from control_plane.redis_launcher import private_redis
 from control_plane.settings import PublisherOptions
+from control_plane.store.publisher import Publisher, PublishOutcome
+from demo.redis_launcher import private_redis
 
 N_PAIRS = 4
 KEY_PREFIX = "soak"

@@ -1,7 +1,7 @@
 """A request's category: the table's classifier (or the built-in one), with doubt made explicit.
 
 PURE apart from reading the built-in model once at import (`category_model.json` next to this
-file, written by `python -m control_plane.category_training`). Classifies with the shipped
+file, written by `python -m control_plane.build.category_training`). Classifies with the shipped
 arrays and the shared `prompt_terms` (contracts/category_model.py), never with scikit-learn, so
 every replica fed one table decides alike. Doubt: docs/classifier.md.
 """

@@ -40,8 +40,8 @@ def test_the_body_kinds_have_one_alias() -> None:
 
 
 def test_a_table_history_row_has_one_model() -> None:
-    from control_plane.api_models import TableHistory, TableVersionSummary
-    from control_plane.operator_page import Overview
+    from control_plane.api.models import TableHistory, TableVersionSummary
+    from control_plane.ui.page import Overview
 
     rows = {
         TableHistory.model_fields["versions"].annotation,

@@ -21,12 +21,12 @@ from contracts.latency_feedback import AgreementCell, LatencyFeedback
 from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import PairEntry, RoutingTable
-from control_plane.drift import RefitCheck
-from control_plane.feedback_loop import FeedbackLoop
-from control_plane.metrics import ControlPlaneMetrics
-from control_plane.services import Services, make_services
+from control_plane.build.table import build_table
+from control_plane.loop.drift import RefitCheck
+from control_plane.runtime.feedback_loop import FeedbackLoop
+from control_plane.runtime.metrics import ControlPlaneMetrics
+from control_plane.runtime.services import Services, make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
-from control_plane.table import build_table
 from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane import conftest as component
 from tests.component.data_plane.conftest import MakeHarness

@@ -25,10 +25,10 @@ import redis.asyncio as aioredis
 from contracts.policy import Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
-from control_plane.drift import RefitCheck
-from control_plane.feedback_loop import FeedbackLoop
-from control_plane.metrics import ControlPlaneMetrics
-from control_plane.services import make_services
+from control_plane.loop.drift import RefitCheck
+from control_plane.runtime.feedback_loop import FeedbackLoop
+from control_plane.runtime.metrics import ControlPlaneMetrics
+from control_plane.runtime.services import make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
 from data_plane.app import FEEDBACK
 from data_plane.sync.feedback_writer import FeedbackWriter

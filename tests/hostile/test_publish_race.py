@@ -17,18 +17,18 @@ from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
 from contracts.profile_report import ProfileReport
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
-from control_plane.feedback_loop import FeedbackLoop
-from control_plane.metrics import ControlPlaneMetrics
-from control_plane.publisher import Publisher, PublishResult
-from control_plane.services import Services, make_services
+from control_plane.build.table import build_table
+from control_plane.runtime.feedback_loop import FeedbackLoop
+from control_plane.runtime.metrics import ControlPlaneMetrics
+from control_plane.runtime.services import Services, make_services
+from control_plane.runtime.table_service import TableService
 from control_plane.settings import (
     BuildOptions,
     ControlPlaneSettings,
     PublisherOptions,
     RedisSettings,
 )
-from control_plane.table import build_table
-from control_plane.table_service import TableService
+from control_plane.store.publisher import Publisher, PublishResult
 from tests.support.redis_server import RedisProcess
 from tests.unit.control_plane.factories import make_report
 

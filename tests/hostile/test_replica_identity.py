@@ -23,10 +23,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from contracts.redis_keys import RedisKeys
-from control_plane.publisher import Publisher
-from control_plane.redis_launcher import free_port
 from control_plane.settings import PublisherOptions
+from control_plane.store.publisher import Publisher
 from data_plane.app import HEALTH, STORE, AppDeps, create_app
+from demo.redis_launcher import free_port
 from simulator import SimFleetConfig, run_fleet
 from tests.reliability.stack import (
     CHEAP,

@@ -17,8 +17,8 @@ from pydantic import SecretStr
 from contracts.redis_keys import RedisKeys
 from control_plane.app import AppDeps as CpDeps
 from control_plane.app import create_app as create_cp_app
-from control_plane.publisher import Publisher
 from control_plane.settings import ControlPlaneSettings, PublisherOptions
+from control_plane.store.publisher import Publisher
 from data_plane.app import STORE, AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
 from tests.reliability.processes import Child

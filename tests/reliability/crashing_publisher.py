@@ -19,8 +19,8 @@ from redis.asyncio.client import Pipeline
 
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
-from control_plane.publisher import Publisher
 from control_plane.settings import PublisherOptions
+from control_plane.store.publisher import Publisher
 
 LOCK_TTL_S = 1.0  # the lock a crashed publisher leaves behind expires after this
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import aiohttp
 
-from control_plane.redis_launcher import RedisTls, free_port, redis_server_argv
+from demo.redis_launcher import RedisTls, free_port, redis_server_argv
 from simulator import FaultConfig, SimFleetConfig, SimPairConfig
 
 START_TIMEOUT_S = 30.0

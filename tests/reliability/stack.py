@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
 from contracts.routing_table import RoutingTable
-from control_plane.table import build_table
+from control_plane.build.table import build_table
 from data_plane.app import METRICS
 from data_plane.settings import DataPlaneSettings
 from simulator import SimPairConfig

@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from contracts.redis_keys import RedisKeys
-from control_plane.publisher import Publisher
+from control_plane.store.publisher import Publisher
 from simulator import FaultConfig, SimFleetConfig, run_fleet
 from tests.reliability.conftest import StartDataPlane
 from tests.reliability.processes import Child, SimProcess

@@ -15,9 +15,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from contracts.redis_keys import RedisKeys
-from control_plane.publisher import Publisher
-from control_plane.redis_connection import make_redis
 from control_plane.settings import PublisherOptions
+from control_plane.store.publisher import Publisher
+from control_plane.store.redis_connection import make_redis
 from simulator import Fleet, SimFleetConfig, run_fleet
 from tests.reliability.admin import AdminClient
 from tests.reliability.conftest import (

@@ -20,8 +20,8 @@ from aiohttp import web
 from contracts.redis_keys import RedisKeys
 from control_plane.app import AppDeps as CpDeps
 from control_plane.app import create_app as create_cp_app
-from control_plane.publisher import Publisher
 from control_plane.settings import PublisherOptions
+from control_plane.store.publisher import Publisher
 from data_plane.app import STORE, AppDeps, create_app
 from simulator import SimFleetConfig, run_fleet
 from tests.reliability.conftest import ADMIN_TOKEN, cp_settings

@@ -15,7 +15,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from contracts.redis_keys import RedisKeys
-from control_plane.publisher import Publisher
+from control_plane.store.publisher import Publisher
 from simulator import FaultConfig, Fleet, SimFleetConfig, run_fleet
 from tests.reliability.conftest import LiveDataPlane, ServerFactory, StartDataPlane
 from tests.reliability.stack import (

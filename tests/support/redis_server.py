@@ -1,8 +1,8 @@
 """A real redis-server on a free loopback port, for tests (never a fake).
 
-The launcher itself is `control_plane.redis_launcher`, shared with the demo and the benchmarks.
+The launcher itself is `demo.redis_launcher`, shared with the demo and the benchmarks.
 """
 
-from control_plane.redis_launcher import RedisProcess, free_port, running_redis
+from demo.redis_launcher import RedisProcess, free_port, running_redis
 
 __all__ = ["RedisProcess", "free_port", "running_redis"]

@@ -12,8 +12,8 @@ from aiohttp import web
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
 from control_plane.app import AppDeps, create_app
-from control_plane.operator_view import pareto_front
-from control_plane.scoring import category_workload
+from control_plane.build.scoring import category_workload
+from control_plane.ui.view import pareto_front
 from tests.support.redis_server import RedisProcess, free_port, running_redis
 from tests.support.waiting import eventually
 from tests.ui.stack import (

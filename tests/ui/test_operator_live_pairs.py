@@ -9,7 +9,7 @@ import pytest
 
 from contracts.latency_feedback import ratio_bucket
 from contracts.live_state import DataPlaneState, PairCounters
-from control_plane.operator_live import merge_live_states, merge_pair_counters
+from control_plane.ui.live import merge_live_states, merge_pair_counters
 
 NOW = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
 

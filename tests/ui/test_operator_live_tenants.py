@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from contracts.live_state import ClassCounters, DataPlaneState
-from control_plane.operator_live import merge_live_states
+from control_plane.ui.live import merge_live_states
 from data_plane.decision.compile import compile_table
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.live_state import build_state

@@ -22,10 +22,10 @@ from contracts.latency_feedback import (
 )
 from contracts.live_state import PairCounters
 from contracts.routing_table import RoutingTable
-from control_plane.drift import Correction
-from control_plane.publisher import Publisher
-from control_plane.refit import apply_refit
+from control_plane.loop.drift import Correction
+from control_plane.loop.refit import apply_refit
 from control_plane.settings import PublisherOptions
+from control_plane.store.publisher import Publisher
 from tests.ui.browser import Browser
 from tests.ui.conftest import SCREENSHOT_DIR
 from tests.ui.stack import ADMIN, Stack, client, write_state

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 
 from contracts.policy import Policy
-from control_plane.operator_loop import loop_view, refit_row
+from control_plane.ui.loop import loop_view, refit_row
 
 PROVENANCE = {
     "note": "refit from live traffic: 250 samples over 10 minutes",
@@ -49,10 +49,10 @@ def test_a_demotion_in_force_is_listed_with_what_floors_compare_with() -> None:
 
     from contracts.latency_feedback import AgreementCell, LatencyFeedback
     from contracts.routing_table import with_version
-    from control_plane.accuracy_drift import merge_agreement, plan_demotions
-    from control_plane.demotion import apply_demotions
-    from control_plane.operator_loop import demotion_rows
-    from control_plane.table import build_table
+    from control_plane.build.table import build_table
+    from control_plane.loop.accuracy_drift import merge_agreement, plan_demotions
+    from control_plane.loop.demotion import apply_demotions
+    from control_plane.ui.loop import demotion_rows
     from tests.unit.control_plane.factories import make_report
 
     now = datetime(2026, 1, 1, tzinfo=UTC)

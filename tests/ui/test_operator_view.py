@@ -14,9 +14,9 @@ from contracts.live_state import BreakerState, DataPlaneState, EndpointState
 from contracts.policy import load_policy
 from contracts.profile_report import ProfileReport
 from contracts.routing_table import RoutingTable
-from control_plane.operator_live import merge_live_states
-from control_plane.operator_view import entry_figures, pareto_front, pruned_sources, table_view
-from control_plane.table import build_table
+from control_plane.build.table import build_table
+from control_plane.ui.live import merge_live_states
+from control_plane.ui.view import entry_figures, pareto_front, pruned_sources, table_view
 from tests.ui.stack import EXAMPLE_POLICY, example_reports
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

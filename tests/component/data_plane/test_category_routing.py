@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from contracts.routing_table import RoutingTable, stamp_table, with_version
-from control_plane.category_training import (
+from control_plane.build.category_training import (
     BUILTIN_SOURCE,
     Source,
     builtin_prompts,

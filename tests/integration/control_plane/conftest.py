@@ -14,8 +14,8 @@ from aiohttp.web import Application
 from pydantic import BaseModel, SecretStr
 
 from contracts.redis_keys import RedisKeys
+from control_plane.api.openapi import SCHEMA_MODELS, build_openapi
 from control_plane.app import AppDeps, create_app
-from control_plane.openapi import SCHEMA_MODELS, build_openapi
 from control_plane.settings import ControlPlaneSettings
 from tests.integration.control_plane.tables import NOW
 from tests.support.redis_server import RedisProcess

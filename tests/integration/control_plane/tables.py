@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from contracts.policy import Policy
 from contracts.routing_table import RoutingTable
-from control_plane.table import build_table
+from control_plane.build.table import build_table
 from tests.unit.control_plane.factories import make_report
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)

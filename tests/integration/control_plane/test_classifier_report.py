@@ -39,7 +39,7 @@ async def test_the_classifier_report_follows_the_pushed_eval_prompts(
 
     pushed = _with_eval_prompts("llama-3.1-8b-instruct@fp16")
     assert (await client.post("/v1/profiles", json=pushed, headers=AUTH)).status == 200  # replaced
-    with caplog.at_level(logging.INFO, logger="control_plane.table_service"):
+    with caplog.at_level(logging.INFO, logger="control_plane.runtime.table_service"):
         built = await (await client.post("/v1/tables", headers=AUTH)).json()
     assert any(w.startswith("classifier: trained on 417 prompts") for w in built["warnings"])
     assert "classifier: trained on 417 prompts (292 builtin, 125 profiles)" in caplog.text

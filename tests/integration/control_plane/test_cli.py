@@ -85,7 +85,10 @@ async def test_push_sends_reports_and_reports_failures(
 
 def test_demo_runs_end_to_end() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "control_plane.demo"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "demo.control_plane_tour"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     assert "published v1" in done.stdout

@@ -17,12 +17,12 @@ from contracts.latency_feedback import (
 from contracts.policy import Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
-from control_plane.drift import RefitCheck
-from control_plane.feedback_loop import FeedbackLoop
-from control_plane.metrics import ControlPlaneMetrics
-from control_plane.services import Services, make_services
+from control_plane.build.table import build_table
+from control_plane.loop.drift import RefitCheck
+from control_plane.runtime.feedback_loop import FeedbackLoop
+from control_plane.runtime.metrics import ControlPlaneMetrics
+from control_plane.runtime.services import Services, make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
-from control_plane.table import build_table
 from tests.support.redis_server import RedisProcess
 from tests.unit.control_plane.factories import make_report
 

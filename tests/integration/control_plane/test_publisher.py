@@ -16,16 +16,16 @@ from redis.asyncio.client import Pipeline
 
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
-from control_plane.published_tables import PublishedTables
-from control_plane.publisher import (
+from control_plane.settings import PublisherOptions
+from control_plane.store.published_tables import PublishedTables
+from control_plane.store.publisher import (
     PublishConflictError,
     Publisher,
     PublishError,
     PublishOutcome,
     VersionNotFoundError,
 )
-from control_plane.settings import PublisherOptions
-from control_plane.stored_data import StoredDataError
+from control_plane.store.stored_data import StoredDataError
 from tests.integration.control_plane.tables import table
 from tests.support.redis_server import RedisProcess
 

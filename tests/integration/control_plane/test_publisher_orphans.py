@@ -8,8 +8,8 @@ import redis.asyncio as aioredis
 
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import with_version
-from control_plane.publisher import Publisher
 from control_plane.settings import PublisherOptions
+from control_plane.store.publisher import Publisher
 from tests.integration.control_plane.tables import table
 
 pytestmark = pytest.mark.integration

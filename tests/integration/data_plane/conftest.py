@@ -16,8 +16,8 @@ from pytest_aiohttp import AiohttpClient
 
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
-from control_plane.publisher import Publisher, PublishOutcome
 from control_plane.settings import PublisherOptions
+from control_plane.store.publisher import Publisher, PublishOutcome
 from data_plane.app import METRICS, STORE, AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
 from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet

@@ -15,10 +15,10 @@ from contracts.accuracy_bound import lower_bound
 from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
-from control_plane.drift import RefitCheck
-from control_plane.feedback_loop import FeedbackLoop
-from control_plane.metrics import ControlPlaneMetrics
-from control_plane.services import make_services
+from control_plane.loop.drift import RefitCheck
+from control_plane.runtime.feedback_loop import FeedbackLoop
+from control_plane.runtime.metrics import ControlPlaneMetrics
+from control_plane.runtime.services import make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
 from data_plane.app import METRICS
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet

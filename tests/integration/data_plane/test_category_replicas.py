@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from contracts.routing_table import RoutingTable, stamp_table
-from control_plane.category_training import (
+from control_plane.build.category_training import (
     BUILTIN_SOURCE,
     Source,
     builtin_prompts,

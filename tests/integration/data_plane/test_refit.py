@@ -16,13 +16,13 @@ import redis.asyncio as aioredis
 from contracts.policy import Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
-from control_plane.drift import Correction, RefitCheck
-from control_plane.feedback_loop import FeedbackLoop
-from control_plane.metrics import ControlPlaneMetrics
-from control_plane.published_tables import PublishedTables
-from control_plane.refit import apply_refit
-from control_plane.services import make_services
+from control_plane.loop.drift import Correction, RefitCheck
+from control_plane.loop.refit import apply_refit
+from control_plane.runtime.feedback_loop import FeedbackLoop
+from control_plane.runtime.metrics import ControlPlaneMetrics
+from control_plane.runtime.services import make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
+from control_plane.store.published_tables import PublishedTables
 from data_plane.app import PROBE
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from tests.component.data_plane.fakes import make_table, pair_entry

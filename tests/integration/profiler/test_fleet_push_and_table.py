@@ -20,7 +20,7 @@ from aiohttp import web
 
 from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
-from control_plane.table import build_table
+from control_plane.build.table import build_table
 from profiler.errors import PushError
 from profiler.fleet import run_fleet as profile_fleet
 from profiler.profiling import Runtime, profile_pair

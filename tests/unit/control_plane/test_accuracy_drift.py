@@ -11,9 +11,9 @@ from contracts.accuracy_bound import lower_bound
 from contracts.latency_feedback import AgreementCell, LatencyFeedback
 from contracts.policy import AccuracyCheckPolicy, Policy
 from contracts.routing_table import RoutingTable, with_version
-from control_plane.accuracy_drift import drifting, merge_agreement, plan_demotions
-from control_plane.demotion import apply_demotions, carry_demotions
-from control_plane.table import build_table
+from control_plane.build.table import build_table
+from control_plane.loop.accuracy_drift import drifting, merge_agreement, plan_demotions
+from control_plane.loop.demotion import apply_demotions, carry_demotions
 from tests.unit.control_plane.factories import make_report
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

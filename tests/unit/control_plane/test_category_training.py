@@ -12,7 +12,7 @@ from sklearn.model_selection import StratifiedKFold
 from contracts.category_model import LabelledPrompt, parameters_sha256
 from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
-from control_plane.category_training import (
+from control_plane.build.category_training import (
     BUILTIN_SOURCE,
     Source,
     TrainingError,
@@ -20,7 +20,7 @@ from control_plane.category_training import (
     builtin_prompts,
     train_category_model,
 )
-from control_plane.table import build
+from control_plane.build.table import build
 from tests.support.team_prompts import LEGAL_HELD_OUT, TEAM_CATEGORIES, legal_prompts
 from tests.unit.control_plane.factories import report_data
 
@@ -99,7 +99,8 @@ def test_categories_outside_the_policy_are_not_learned() -> None:
 
 
 def test_the_builtin_model_is_a_fresh_fit_of_the_builtin_prompts() -> None:
-    """data_plane/request/category_model.json = `python -m control_plane.category_training`."""
+    """data_plane/request/category_model.json is what
+    `python -m control_plane.build.category_training` writes."""
     shipped = json.loads((REPO / "data_plane/request/category_model.json").read_text())
     categories = ("chat", "extraction", "code", "math", "reasoning")
     model = train_category_model([Source(BUILTIN_SOURCE, builtin_prompts())], categories)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from contracts.policy import Policy
-from control_plane.documents import (
+from control_plane.build.documents import (
     DocumentError,
     field_path,
     load_policy_file,

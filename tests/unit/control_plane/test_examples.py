@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from pathlib import Path
 
-from control_plane.documents import load_policy_file, load_report_file
-from control_plane.table import build
+from control_plane.build.documents import load_policy_file, load_report_file
+from control_plane.build.table import build
 
 EIGHT_B, SEVENTY_B = "llama-3.1-8b-instruct", "llama-3.1-70b-instruct"
 

@@ -11,8 +11,8 @@ import pytest
 
 from contracts.policy import Policy
 from contracts.profile_report import LatencySample, ProfileReport
-from control_plane.fitting import fit_latency_model, fit_nonnegative, round_sig
-from control_plane.table import build_table
+from control_plane.build.fitting import fit_latency_model, fit_nonnegative, round_sig
+from control_plane.build.table import build_table
 from data_plane.decision.compile import compile_table
 from data_plane.decision.feasibility import predict
 from tests.unit.control_plane.factories import QUANTILE_FACTOR, make_report, report_data, sample

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from contracts.accuracy_bound import lower_bound
 from contracts.policy import Policy
 from contracts.profile_report import CategoryAccuracy, ProfileReport
-from control_plane.floor_bounds import floor_bounds, paired_counts
-from control_plane.table import build_table
+from control_plane.build.floor_bounds import floor_bounds, paired_counts
+from control_plane.build.table import build_table
 from data_plane.decision.choose import choose_route
 from data_plane.decision.compile import compile_table
 from data_plane.domain import (

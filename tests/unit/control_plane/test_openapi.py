@@ -8,8 +8,8 @@ from typing import Any
 from pydantic import SecretStr
 
 from contracts.schemas_export import SCHEMA_DIR
+from control_plane.api.openapi import build_openapi
 from control_plane.app import CORE_ROUTES, create_app
-from control_plane.openapi import build_openapi
 from control_plane.settings import ControlPlaneSettings, ServerSettings
 
 SETTINGS = ControlPlaneSettings(server=ServerSettings(admin_token=SecretStr("x" * 32)))

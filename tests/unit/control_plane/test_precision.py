@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from control_plane.precision import (
+from control_plane.build.precision import (
     Precision,
     declared_format,
     precision_of,

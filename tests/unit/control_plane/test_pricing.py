@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.profile_report import ProfileReport
-from control_plane.pricing import DERIVED_INPUT_PRICE_RATIO, price_pair
+from control_plane.build.pricing import DERIVED_INPUT_PRICE_RATIO, price_pair
 from tests.unit.control_plane.factories import make_report, report_data, sample
 
 

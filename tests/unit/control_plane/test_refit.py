@@ -14,9 +14,9 @@ from contracts.latency_feedback import (
 )
 from contracts.policy import Policy, RefitPolicy
 from contracts.routing_table import RoutingTable, with_version
-from control_plane.drift import Correction, merge_feedback, plan_corrections
-from control_plane.refit import apply_refit
-from control_plane.table import build_table
+from control_plane.build.table import build_table
+from control_plane.loop.drift import Correction, merge_feedback, plan_corrections
+from control_plane.loop.refit import apply_refit
 from tests.unit.control_plane.factories import make_report
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

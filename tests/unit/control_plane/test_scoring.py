@@ -6,7 +6,7 @@ import pytest
 
 from contracts.policy import Policy, UtilityWeights
 from contracts.routing_table import LatencyModel
-from control_plane.scoring import PairFigures, dominates, prune_dominated, utility_scores
+from control_plane.build.scoring import PairFigures, dominates, prune_dominated, utility_scores
 
 CATS = ("chat", "code")
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from contracts.policy import Policy, ShadowPolicy
 from contracts.profile_report import ProfileReport
 from contracts.routing_table import RoutingTable, compute_content_sha256
-from control_plane.table import BuildError, build, build_table, report_sha256
+from control_plane.build.table import BuildError, build, build_table, report_sha256
 from tests.unit.control_plane.factories import make_report, report_data
 
 NOW = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)

@@ -15,7 +15,7 @@ from contracts.category_model import (
     parameters_sha256,
     prompt_terms,
 )
-from control_plane.category_training import (
+from control_plane.build.category_training import (
     BUILTIN_SOURCE,
     COMPLEXITY_C,
     Source,

@@ -1,0 +1,1 @@
+"""The admin API: handlers, bodies, errors, the OpenAPI document."""

@@ -1,0 +1,1 @@
+"""Redis adapters: profiles, the policy, published tables, atomic publishing."""
