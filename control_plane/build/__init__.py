@@ -1,0 +1,1 @@
+"""PURE: the table build (reports + policy -> RoutingTable) and the documents it reads."""
