@@ -37,10 +37,11 @@ def test_every_module_a_code_map_names_exists(package: str) -> None:
     assert sorted(named - _modules(package)) == []
 
 
-def test_the_data_plane_map_groups_modules_by_folder() -> None:
+@pytest.mark.parametrize("package", ["data_plane", "control_plane"])
+def test_the_map_groups_modules_by_folder(package: str) -> None:
     """Sub-package modules are named with their folder, so the map shows each one's layer."""
-    text = section(REPO_ROOT / MAPS["data_plane"], "Code map")
-    folders = {p.split("/")[0] for p in _modules("data_plane") if "/" in p}
-    assert folders, "data_plane has no sub-packages"
+    text = section(REPO_ROOT / MAPS[package], "Code map")
+    folders = {p.split("/")[0] for p in _modules(package) if "/" in p}
+    assert folders, f"{package} has no sub-packages"
     for folder in sorted(folders):
         assert f"**`{folder}/`**" in text, f"no group for {folder}/"
