@@ -37,7 +37,6 @@ from data_plane.serving.proxy import Proxy, ProxyParts
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
-from data_plane.sync.endpoint_resolver import DnsResolver
 from data_plane.sync.feedback_writer import FeedbackWriter
 from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.live_state import LiveStateWriter, build_state
@@ -55,6 +54,7 @@ from data_plane.upstream.http1 import Http1Upstream
 from data_plane.upstream.port import AiohttpUpstream, SessionLimits, UpstreamClient
 from data_plane.wiring import (
     admission,
+    endpoint_discovery,
     engine_client,
     engine_scraper,
     new_metrics,
@@ -203,19 +203,9 @@ def _demand(app: web.Application, clock: Callable[[], float]) -> SpilledDemand:
 def _discovery(app: web.Application, s: DataPlaneSettings) -> TableStore:
     """With endpoint discovery on, the watcher fills a source store and discovery serves it
     expanded to one endpoint per pod in the app's store; else the watcher fills that store."""
-    d = s.discovery
-    if d.interval_s <= 0:
-        return app[STORE]
-    source = TableStore()
-    resolver = DnsResolver(d.dns_server_list, d.dns_timeout_s)
-    app[DISCOVERY] = EndpointDiscovery(
-        source,
-        app[STORE],
-        resolver,
-        app[HEALTH].probation,
-        d.interval_s,
-        d.max_addresses_per_name,
-    )
+    source, discovery = endpoint_discovery(s, app[STORE], app[HEALTH].probation)
+    if discovery is not None:
+        app[DISCOVERY] = discovery
     return source
 
 

@@ -2,12 +2,13 @@
 gateway mode (`gateway_app.py`) report one version, follow the routing table from one Redis
 client through one table watcher, and answer `/healthz`, `/readyz` and `/metrics` with the
 same handlers (`serving/probes.py`), read tenants and shed requests the same way, and scrape
-the engines' queues with the same scraper on a client of its own.
+the engines' queues with the same scraper on a client of its own, per pod when endpoint
+discovery is on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib import metadata
 
 import redis.asyncio as aioredis
@@ -15,6 +16,8 @@ import redis.asyncio as aioredis
 from data_plane.decision_step import Admission
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.settings import DataPlaneSettings
+from data_plane.sync.endpoint_discovery import EndpointDiscovery
+from data_plane.sync.endpoint_resolver import DnsResolver
 from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
 from data_plane.sync.table_watcher import TableWatcher
 from data_plane.table_store import TableStore
@@ -112,3 +115,21 @@ def engine_scraper(
         lambda eid, depth: metrics.queue_depth.labels(eid).set(depth),
         settings.scrape.timeout_s,
     )
+
+
+def endpoint_discovery(
+    settings: DataPlaneSettings,
+    served: TableStore,
+    on_new_endpoints: Callable[[Iterable[str]], None],
+) -> tuple[TableStore, EndpointDiscovery | None]:
+    """With endpoint discovery on: a source store for the watcher to fill, and the discovery
+    that serves it in `served` expanded to one endpoint per pod. Off: `served` itself, None."""
+    d = settings.discovery
+    if d.interval_s <= 0:
+        return served, None
+    source = TableStore()
+    resolver = DnsResolver(d.dns_server_list, d.dns_timeout_s)
+    discovery = EndpointDiscovery(
+        source, served, resolver, on_new_endpoints, d.interval_s, d.max_addresses_per_name
+    )
+    return source, discovery
