@@ -1,10 +1,11 @@
 """The composition root of gateway mode, `python -m data_plane extproc` (docs/gateway.md).
 
 The ext_proc gRPC service on `extproc_port`, fed by the same table watcher as the HTTP data
-plane (Redis, or the snapshot file alone), the engines' queues scraped from their `/metrics`
-as the data plane scrapes them (the only load gateway mode sees: docs/gateway.md, "Load and
-shedding"), and a small HTTP side on `port` for `/healthz`, `/readyz` and `/metrics`. No engine
-calls, breakers or retries: those are the gateway's.
+plane (Redis, or the snapshot file alone); the engines' queues scraped from their `/metrics`
+as the data plane scrapes them, one endpoint per pod when endpoint discovery is on (the only
+load gateway mode sees: docs/gateway.md, "Load and shedding"); and a small HTTP side on `port`
+for `/healthz`, `/readyz` and `/metrics`. No engine calls, breakers or retries: those are the
+gateway's.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from data_plane.upstream.http1 import Http1Upstream
 from data_plane.upstream.port import AiohttpUpstream
 from data_plane.wiring import (
     admission,
+    endpoint_discovery,
     engine_scraper,
     new_metrics,
     redis_client,
@@ -63,7 +65,9 @@ class GatewayProcess:
         self.settings = s = settings
         self.metrics = new_metrics(s)
         self.store = TableStore()
-        self.watcher = table_watcher(s, self.store, self.metrics, time.time)
+        # Pods join routable at once: gateway mode keeps no breakers (the picker owns them).
+        source, self.discovery = endpoint_discovery(s, self.store, lambda _: None)
+        self.watcher = table_watcher(s, source, self.metrics, time.time)
         self.tracker = LoadTracker()
         router = gateway_router(
             self.store,
@@ -86,6 +90,7 @@ class GatewayProcess:
         client = redis_client(s) if s.redis.url else None
         watch = None if client is None else asyncio.create_task(self.watcher.run(client))
         scrape = self._start_scrape()
+        discover = None if self.discovery is None else asyncio.create_task(self.discovery.run())
         host = s.server.host
         server, grpc_port = await start_server(self.processor, host, s.extproc.port)
         runner = web.AppRunner(_side_app(self.store, self.metrics), access_log=None)
@@ -100,6 +105,9 @@ class GatewayProcess:
         try:
             await self._stopped.wait()
         finally:
+            if discover is not None:
+                discover.cancel()
+                await asyncio.gather(discover, return_exceptions=True)
             if scrape is not None:
                 await scrape.stop()
             await _shutdown(server, runner, watch, client, s.server.shutdown_timeout_s)

@@ -1,9 +1,11 @@
 """Endpoints are pods (docs/data_plane.md, "Endpoint discovery"), against a real DNS server:
 dnsmasq on loopback answers the SRV records of a headless Service whose pods are loopback
-HTTP servers; the records change during the test (a pod leaves, another joins)."""
+HTTP servers; the records change during the test (a pod leaves, another joins). Gateway mode
+discovers and scrapes pods the same way."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -15,6 +17,7 @@ from aiohttp.test_utils import TestClient
 from pytest_aiohttp import AiohttpClient
 
 from data_plane.app import HEALTH, METRICS, STORE, create_app
+from data_plane.gateway_app import GatewayProcess
 from data_plane.resilience.breaker import BreakerState
 from data_plane.settings import (
     DataPlaneSettings,
@@ -25,6 +28,7 @@ from data_plane.settings import (
 )
 from tests.component.data_plane.fakes import chat_json, make_table, pair_entry
 from tests.support.dns_server import Dnsmasq, running_dnsmasq
+from tests.support.redis_server import free_port
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -243,3 +247,45 @@ async def test_addresses_per_name_are_capped(
     await eventually(lambda: _served_ids(client.app) == expected, what="two pods per name")
     warned = [r for r in caplog.records if "has 5 addresses; serving the first 2" in r.getMessage()]
     assert len(warned) == 2  # once per (name, port), not once per refresh
+
+
+async def test_gateway_mode_scrapes_each_pod(
+    tmp_path: Path, pods: dict[str, Pod], dns: Dnsmasq
+) -> None:
+    """Gateway mode (docs/gateway.md, "Load and shedding") discovers pods as the data plane
+    does, so its only load signal, the scrape, is per pod too."""
+    a, b = pods["a"], pods["b"]
+    dns.serve(**_records(a, b))
+    table = make_table([pair_entry("fam", "int4", urls=[f"http://{SERVICE}:8000"])])
+    snapshot = tmp_path / "table.json"
+    snapshot.write_text(table.model_dump_json(), encoding="utf-8")
+    flat: dict[str, Any] = {  # the flat setting names, as flags and the environment spell them
+        "host": "127.0.0.1",
+        "port": free_port(),
+        "extproc_port": free_port(),
+        "redis_url": "",
+        "snapshot_path": snapshot,
+        "endpoint_discovery_interval_s": 0.1,
+        "endpoint_dns_servers": dns.server,
+        "endpoint_dns_timeout_s": 0.5,
+        "scrape_interval_s": 0.1,
+    }
+    settings = DataPlaneSettings(**flat)
+    process = GatewayProcess(settings)
+    running = asyncio.create_task(process.run())
+    try:
+        served = {a.endpoint_id, b.endpoint_id}
+
+        def ids() -> set[str]:
+            current = process.store.current
+            return set() if current is None else {e.id for p in current.pairs for e in p.endpoints}
+
+        await eventually(lambda: ids() == served, what="two pods served")
+        load = process.tracker.load
+        await eventually(
+            lambda: load.get(a.endpoint_id) == 1.0 and load.get(b.endpoint_id) == 2.0,
+            what="per-pod load from the scrape",
+        )
+    finally:
+        process.stop()
+        await asyncio.wait_for(running, timeout=30)
