@@ -21,27 +21,13 @@ import asyncio
 import random
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import aiohttp
-from aiohttp import web
 
-from bench.common.processes import free_port
-from contracts.routing_table import RoutingTable, stamp_table, with_version
-from data_plane.app import create_app
-from data_plane.settings import (
-    AdmissionSettings,
-    DataPlaneSettings,
-    RedisSettings,
-    ScrapeSettings,
-    ServerSettings,
-    TableSettings,
-)
+from bench.common.in_process import Profiled, int4_fp16_table, static_data_plane
+from data_plane.settings import AdmissionSettings
 from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet
 
 BUDGET_MS = 400
@@ -95,60 +81,13 @@ def capacity_rps() -> float:
     return ENGINES * fit / engine_latency_s(fit)
 
 
-def _entry(quant: str, url: str, price: float) -> dict[str, Any]:
-    pair = f"fam@{quant}"
-    categories = ("chat", "extraction", "code", "math", "reasoning")
-    return {
-        "pair": pair, "family": "fam", "quantization": quant,
-        "served_model_name": f"sim-{quant}",
-        "endpoints": [{"id": f"{pair}#0", "url": url}],
-        "context_length": 8192, "chars_per_token": 4.0,
-        "input_usd_per_mtok": price, "output_usd_per_mtok": price * 2,
-        "price_source": "explicit", "sustained_output_tokens_per_s": 1000.0,
-        "latency": {  # at load L (this request included): TPOT_S + per-running x (L - 1)
-            "quantile": 0.95, "ttft_base_s": TTFT_S, "ttft_per_input_token_s": 0.0,
-            "ttft_per_load_s": 0.0, "tpot_base_s": TPOT_S - TPOT_PER_RUNNING_S,
-            "tpot_per_load_s": TPOT_PER_RUNNING_S, "max_profiled_load": MAX_RUNNING,
-        },
-        "accuracy": dict.fromkeys(categories, 0.9),
-        "accuracy_n": dict.fromkeys(categories, 200),
-        "utility": dict.fromkeys(categories, 1.0),
-        "precision_rank": 0 if quant == "fp16" else 1,
-        "reference_cost_usd": (512 * price + 256 * price * 2) / 1e6,
-    }  # fmt: skip
-
-
-def profiled_table(fleet: Fleet) -> RoutingTable:
-    entries = [
-        _entry("int4", fleet.url("sim-int4"), 1.0),
-        _entry("fp16", fleet.url("sim-fp16"), 4.0),
-    ]
-    data = {
-        "version": 0, "created_at": datetime.now(UTC), "policy": {}, "entries": entries,
-        "baselines": {}, "categories": ["chat", "extraction", "code", "math", "reasoning"],
-    }  # fmt: skip
-    return with_version(stamp_table(data), 1)
-
-
-@asynccontextmanager
-async def data_plane(fleet: Fleet, folder: Path, shed: bool) -> AsyncIterator[str]:
-    """A fresh data plane (static mode), shedding or not."""
-    snapshot = folder / f"table-{time.monotonic_ns()}.json"
-    snapshot.write_text(profiled_table(fleet).model_dump_json())
-    port = free_port()
-    settings = DataPlaneSettings(
-        server=ServerSettings(host="127.0.0.1", port=port),
-        redis=RedisSettings(url=""), table=TableSettings(snapshot_path=snapshot),
-        instance_id="bench-admission", log_level="WARNING", scrape=ScrapeSettings(interval_s=0.0),
-        admission=AdmissionSettings(admission_shed=shed),
-    )  # fmt: skip
-    runner = web.AppRunner(create_app(settings))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
-        yield f"http://127.0.0.1:{port}/v1/chat/completions"
-    finally:
-        await runner.cleanup()
+# At load L (this request included): TPOT_S + per-running x (L - 1).
+PROFILED = Profiled(
+    ttft_base_s=TTFT_S,
+    tpot_base_s=TPOT_S - TPOT_PER_RUNNING_S,
+    tpot_per_load_s=TPOT_PER_RUNNING_S,
+    max_profiled_load=MAX_RUNNING,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +167,9 @@ async def _replay(url: str, arrivals: list[Arrival]) -> tuple[Sample, ...]:
 
 
 async def _run(name: str, fleet: Fleet, folder: Path, arrivals: list[Arrival], shed: bool) -> Run:
-    async with data_plane(fleet, folder, shed) as url:
+    table = int4_fp16_table(fleet, PROFILED)
+    admission = AdmissionSettings(admission_shed=shed)
+    async with static_data_plane(table, folder, "bench-admission", admission) as (url, _):
         return Run(name, await _replay(url, arrivals))
 
 

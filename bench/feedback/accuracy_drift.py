@@ -17,17 +17,17 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
 
 import aiohttp
 import redis.asyncio as aioredis
 
+from bench.common.in_process import Profiled, family_entry, family_table
 from bench.feedback.section import data_plane_server
 from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
-from contracts.routing_table import RoutingTable, stamp_table, with_version
+from contracts.routing_table import RoutingTable
 from control_plane.loop.drift import RefitCheck
 from control_plane.runtime.feedback_loop import FeedbackLoop
 from control_plane.runtime.metrics import ControlPlaneMetrics
@@ -62,38 +62,15 @@ class AccuracyDriftResult:
     healthy_demotions: int = 0  # demotions published while int8 was healthy
 
 
-def _entry(quant: str, url: str, price: float, accuracy: float) -> dict[str, Any]:
-    pair = f"fam@{quant}"
-    categories = ("chat", "extraction", "code", "math", "reasoning")
-    return {
-        "pair": pair, "family": "fam", "quantization": quant, "served_model_name": f"sim-{quant}",
-        "endpoints": [{"id": f"{pair}#0", "url": url}], "context_length": 8192,
-        "chars_per_token": 4.0, "input_usd_per_mtok": price, "output_usd_per_mtok": price * 2,
-        "price_source": "explicit", "sustained_output_tokens_per_s": 1000.0,
-        "latency": {
-            "quantile": 0.95, "ttft_base_s": 0.05, "ttft_per_input_token_s": 0.0,
-            "ttft_per_load_s": 0.0, "tpot_base_s": 0.001, "tpot_per_load_s": 0.0,
-            "max_profiled_load": 64,
-        },
-        "accuracy": dict.fromkeys(categories, accuracy),
-        "accuracy_n": dict.fromkeys(categories, 400),
-        "utility": dict.fromkeys(categories, 1.0),
-        "precision_rank": 0 if quant == "fp16" else 1,
-        "reference_cost_usd": (512 * price + 256 * price * 2) / 1e6,
-    }  # fmt: skip
+PROFILED = Profiled(ttft_base_s=0.05, tpot_base_s=0.001, accuracy_n=400)
 
 
 def _table(fleet: Fleet) -> RoutingTable:
     entries = [
-        _entry("int8", fleet.url("sim-int8"), 1.0, 0.90),
-        _entry("fp16", fleet.url("sim-fp16"), 4.0, 0.97),
+        family_entry("int8", fleet.url("sim-int8"), 1.0, replace(PROFILED, accuracy=0.90)),
+        family_entry("fp16", fleet.url("sim-fp16"), 4.0, replace(PROFILED, accuracy=0.97)),
     ]
-    data = {
-        "version": 0, "created_at": datetime.now(UTC), "policy": POLICY, "entries": entries,
-        "baselines": {"fam": REFERENCE},
-        "categories": ["chat", "extraction", "code", "math", "reasoning"],
-    }  # fmt: skip
-    return with_version(stamp_table(data), 1)
+    return family_table(entries, policy=POLICY, baselines={"fam": REFERENCE})
 
 
 class Clients:

@@ -18,22 +18,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import aiohttp
 import redis.asyncio as aioredis
-from aiohttp import web
 
+from bench.common.in_process import Profiled, data_plane, int4_fp16_table
 from bench.common.processes import free_port
 from contracts.policy import Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
-from contracts.routing_table import RoutingTable, stamp_table, with_version
 from control_plane.runtime.feedback_loop import FeedbackLoop
 from control_plane.runtime.metrics import ControlPlaneMetrics
 from control_plane.runtime.services import make_services
 from control_plane.settings import ControlPlaneSettings
 from control_plane.settings import RedisSettings as ControlPlaneRedis
-from data_plane.app import create_app
 from data_plane.settings import (
     DataPlaneSettings,
     FeedbackSettings,
@@ -70,40 +67,8 @@ class FeedbackResult:
     notes: tuple[str, ...] = field(default=())
 
 
-def _entry(quant: str, url: str, price: float) -> dict[str, Any]:
-    pair = f"fam@{quant}"
-    categories = ("chat", "extraction", "code", "math", "reasoning")
-    return {
-        "pair": pair, "family": "fam", "quantization": quant,
-        "served_model_name": f"sim-{quant}",
-        "endpoints": [{"id": f"{pair}#0", "url": url}],
-        "context_length": 8192, "chars_per_token": 4.0,
-        "input_usd_per_mtok": price, "output_usd_per_mtok": price * 2,
-        "price_source": "explicit", "sustained_output_tokens_per_s": 1000.0,
-        "latency": {
-            "quantile": 0.95, "ttft_base_s": 0.025, "ttft_per_input_token_s": 0.0,
-            "ttft_per_load_s": 0.0, "tpot_base_s": 0.0095, "tpot_per_load_s": 0.0,
-            "max_profiled_load": 64,
-        },
-        "accuracy": dict.fromkeys(categories, 0.9),
-        "accuracy_n": dict.fromkeys(categories, 200),
-        "utility": dict.fromkeys(categories, 1.0),
-        "precision_rank": 0 if quant == "fp16" else 1,
-        "reference_cost_usd": (512 * price + 256 * price * 2) / 1e6,
-    }  # fmt: skip
-
-
-def profiled_table(fleet: Fleet) -> RoutingTable:
-    """What a profile of the healthy engines says: 0.025 + 10 x 0.0095 = 0.12 s."""
-    entries = [
-        _entry("int4", fleet.url("sim-int4"), 1.0),
-        _entry("fp16", fleet.url("sim-fp16"), 4.0),
-    ]
-    data = {
-        "version": 0, "created_at": datetime.now(UTC), "policy": {}, "entries": entries,
-        "baselines": {}, "categories": ["chat", "extraction", "code", "math", "reasoning"],
-    }  # fmt: skip
-    return with_version(stamp_table(data), 1)
+# What a profile of the healthy engines says: 0.025 + 10 x 0.0095 = 0.12 s.
+PROFILED = Profiled(ttft_base_s=0.025, tpot_base_s=0.0095)
 
 
 @asynccontextmanager
@@ -115,13 +80,8 @@ async def data_plane_server(url: str, keys: RedisKeys) -> AsyncIterator[str]:
         instance_id="bench-dp", table=TableSettings(poll_interval_s=0.5),
         feedback=FeedbackSettings(interval_s=FEEDBACK_INTERVAL_S), log_level="WARNING",
     )  # fmt: skip
-    runner = web.AppRunner(create_app(settings))
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
+    async with data_plane(settings):
         yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
 
 
 class Clients:
@@ -176,7 +136,7 @@ async def _measure(fleet: Fleet, url: str, timeout_s: float) -> FeedbackResult:
         services, keys.feedback, ControlPlaneMetrics("bench"), lambda: datetime.now(UTC)
     )
     try:
-        await services.publisher.publish(profiled_table(fleet))
+        await services.publisher.publish(int4_fp16_table(fleet, PROFILED))
         async with data_plane_server(url, keys) as dp, aiohttp.ClientSession() as session:
             clients = Clients(dp)
             while not (clients.version_seen and clients.version_seen[-1][1] == "1"):

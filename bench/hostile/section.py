@@ -25,23 +25,14 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
-from bench.common.processes import free_port
-from contracts.routing_table import RoutingTable, stamp_table, with_version
-from data_plane.app import METRICS, create_app
-from data_plane.settings import (
-    DataPlaneSettings,
-    RedisSettings,
-    ScrapeSettings,
-    ServerSettings,
-    TableSettings,
-)
+from bench.common.in_process import Profiled, int4_fp16_table, static_data_plane
+from data_plane.app import METRICS
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 
 CHEAP, PRICEY = "fam@int4", "fam@fp16"
@@ -72,61 +63,16 @@ class HostileResult:
     notes: tuple[str, ...] = field(default=())
 
 
-def _entry(quant: str, url: str, price: float) -> dict[str, Any]:
-    pair = f"fam@{quant}"
-    categories = ("chat", "extraction", "code", "math", "reasoning")
-    return {
-        "pair": pair, "family": "fam", "quantization": quant,
-        "served_model_name": f"sim-{quant}",
-        "endpoints": [{"id": f"{pair}#0", "url": url}],
-        "context_length": 8192, "chars_per_token": 4.0,
-        "input_usd_per_mtok": price, "output_usd_per_mtok": price * 2,
-        "price_source": "explicit", "sustained_output_tokens_per_s": 1000.0,
-        "latency": {
-            "quantile": 0.95, "ttft_base_s": TTFT_S, "ttft_per_input_token_s": 0.0,
-            "ttft_per_load_s": 0.0, "tpot_base_s": TPOT_S, "tpot_per_load_s": 0.0,
-            "max_profiled_load": 64,
-        },
-        "accuracy": dict.fromkeys(categories, 0.9),
-        "accuracy_n": dict.fromkeys(categories, 200),
-        "utility": dict.fromkeys(categories, 1.0),
-        "precision_rank": 0 if quant == "fp16" else 1,
-        "reference_cost_usd": (512 * price + 256 * price * 2) / 1e6,
-    }  # fmt: skip
-
-
-def profiled_table(fleet: Fleet) -> RoutingTable:
-    """The engines as profiled: 30 ms to the first token, 6 ms per token."""
-    entries = [
-        _entry("int4", fleet.url("sim-int4"), 1.0),
-        _entry("fp16", fleet.url("sim-fp16"), 4.0),
-    ]
-    data = {
-        "version": 0, "created_at": datetime.now(UTC), "policy": {}, "entries": entries,
-        "baselines": {}, "categories": ["chat", "extraction", "code", "math", "reasoning"],
-    }  # fmt: skip
-    return with_version(stamp_table(data), 1)
+# As profiled: 30 ms to the first token, 6 ms per token.
+PROFILED = Profiled(ttft_base_s=TTFT_S, tpot_base_s=TPOT_S)
 
 
 @asynccontextmanager
 async def data_plane(fleet: Fleet, folder: Path) -> AsyncIterator[tuple[str, web.Application]]:
     """A fresh data plane (static mode: the table from a snapshot file)."""
-    snapshot = folder / f"table-{time.monotonic_ns()}.json"
-    snapshot.write_text(profiled_table(fleet).model_dump_json())
-    port = free_port()
-    settings = DataPlaneSettings(
-        server=ServerSettings(host="127.0.0.1", port=port),
-        redis=RedisSettings(url=""), table=TableSettings(snapshot_path=snapshot),
-        instance_id="bench-hostile", log_level="WARNING", scrape=ScrapeSettings(interval_s=0.0),
-    )  # fmt: skip
-    app = create_app(settings)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    try:
-        yield f"http://127.0.0.1:{port}/v1/chat/completions", app
-    finally:
-        await runner.cleanup()
+    table = int4_fp16_table(fleet, PROFILED)
+    async with static_data_plane(table, folder, "bench-hostile") as served:
+        yield served
 
 
 def _body(content: str, **fields: Any) -> dict[str, Any]:
