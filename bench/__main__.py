@@ -193,6 +193,15 @@ def _run_section(name: str, fn: Callable[[], None], run: BenchRun) -> None:
     print(f"    {name} took {time.monotonic() - started:.0f} s", flush=True)
 
 
+def report_dir(command: str, quick: bool, out_dir: Path | None) -> Path:
+    """Where RESULTS.md and results.json go: `--out-dir` when given; bench/ itself for a full
+    `all` run (`make bench` refreshes the committed report); bench/out/ for a single section or
+    a `--quick` run, so a smoke run never replaces the full report."""
+    if out_dir is not None:
+        return out_dir
+    return HERE if command == "all" and not quick else HERE / "out"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("command", choices=(*SECTIONS, "all", "soak"))
@@ -207,8 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     pinning = choose_pinning()
-    full_report = args.command == "all" and not args.quick
-    out_dir = args.out_dir or (HERE if full_report else HERE / "out")
+    out_dir = report_dir(args.command, args.quick, args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
     run = BenchRun(read_facts(pinning), command.strip(), args.quick, tools=_tools())
