@@ -130,10 +130,16 @@ def _floors(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
 
 
 def _hostile(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
+    from bench.feedback.accuracy_drift import run_accuracy_drift
+    from bench.feedback.section import run_feedback
     from bench.hostile.report import hostile_checks
-    from bench.hostile.section import run_hostile
+    from bench.hostile.section import caught_from, run_hostile
 
-    run.hostile = run_hostile(run.quick)
+    # A truly slowed engine and a true accuracy drop: section 5's and 5b's runs when this
+    # bench run made them, else the same scenarios run now.
+    feedback = run.feedback or run_feedback()
+    drift = run.accuracy_drift or run_accuracy_drift()
+    run.hostile = run_hostile(run.quick, caught_from(feedback, drift))
     run.checks += hostile_checks(run.hostile)
 
 

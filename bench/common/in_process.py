@@ -44,6 +44,7 @@ class Profiled:
     ttft_base_s: float
     tpot_base_s: float
     tpot_per_load_s: float = 0.0
+    ttft_per_input_token_s: float = 0.0  # prefill, added to ttft_base_s per prompt token
     max_profiled_load: int = 64
     accuracy: float = 0.9
     accuracy_n: int = 200
@@ -61,7 +62,8 @@ def family_entry(quant: str, url: str, price: float, profiled: Profiled) -> dict
         "input_usd_per_mtok": price, "output_usd_per_mtok": price * 2,
         "price_source": "explicit", "sustained_output_tokens_per_s": 1000.0,
         "latency": {
-            "quantile": 0.95, "ttft_base_s": profiled.ttft_base_s, "ttft_per_input_token_s": 0.0,
+            "quantile": 0.95, "ttft_base_s": profiled.ttft_base_s,
+            "ttft_per_input_token_s": profiled.ttft_per_input_token_s,
             "ttft_per_load_s": 0.0, "tpot_base_s": profiled.tpot_base_s,
             "tpot_per_load_s": profiled.tpot_per_load_s,
             "max_profiled_load": profiled.max_profiled_load,

@@ -5,77 +5,140 @@ from __future__ import annotations
 import math
 
 from bench.common.check import Check
-from bench.hostile.section import HostileResult, Run
+from bench.feedback.accuracy_drift import CHECKS
+from bench.feedback.report import DETECT_WITHIN_S, REFIT_WITHIN_S
+from bench.hostile.section import Caught, HostileResult, Run
 
 ATTAINMENT_POINTS = 1.0  # the other clients' budget attainment, with against without
 HUNG_DETECT_S = 10.0
 
 
-def _essays(run: Run) -> str:
-    return ", ".join(f"{n} x {s}" for s, n in sorted(run.essays.items())) or "-"
+def _statuses(statuses: dict[int, int]) -> str:
+    return ", ".join(f"{n} x {s}" for s, n in sorted(statuses.items())) or "-"
+
+
+def _hostile(run: Run) -> str:
+    return "; ".join(f"{kind}: {_statuses(s)}" for kind, s in run.hostile.items()) or "-"
+
+
+def _seconds(s: float) -> str:
+    return "never" if math.isnan(s) else f"{s:.1f} s"
+
+
+def _run_row(run: Run) -> str:
+    openings = ", ".join(f"{e} {n}" for e, n in run.breaker_openings.items())
+    loop = ", ".join(f"{o} {n}" for o, n in run.loop.items()) or "-"
+    return (
+        f"| {run.name} | {run.normal} | {run.attainment * 100:.1f}% "
+        f"| {run.cheap_share * 100:.0f}% | {openings} | {run.refits} | {run.demotions} "
+        f"| {run.checks} / {run.checks_unsent} / ${run.check_usd:.4f} | {run.capped} | {loop} |"
+    )
+
+
+def _caught_rows(r: HostileResult) -> list[str]:
+    c = r.caught
+    return [
+        "| fault | caught | target | measured by |",
+        "|---|---|---|---|",
+        f"| the cheap engine hangs (no headers ever) | breaker open {_seconds(r.hung_detect_s)} "
+        f"after the first request; {r.hung_served * 100:.1f}% of the normal requests answered "
+        f"meanwhile | <= {HUNG_DETECT_S:g} s | this section |",
+        f"| an engine slowed 3x | refit table served {_seconds(c.slowed_refit_s)} after the "
+        f"slowdown; traffic left it after {_seconds(c.slowed_moved_s)} "
+        f"| <= {REFIT_WITHIN_S:g} s | section 5's scenario |",
+        f"| a pair losing 15 points of accuracy | detected {_seconds(c.drop_detect_s)} after the "
+        f"drop; floor traffic left it (demoted) after {_seconds(c.drop_demoted_s)} "
+        f"| <= {DETECT_WITHIN_S:g} s | section 5b's scenario |",
+    ]
 
 
 def hostile_lines(r: HostileResult) -> list[str]:
-    lines = [
-        "## 7. A hostile tenant: long answers without max_tokens as 10% of the load",
+    return [
+        "## 7. A hostile tenant: one client's legal but odd requests as 10% of the load",
         "",
-        "| run | normal answers | their budget attainment | essays (status) | breaker openings |",
-        "|---|---|---|---|---|",
-    ]
-    for run in (r.without, r.with_hostile):
-        openings = ", ".join(f"{e} {n}" for e, n in run.breaker_openings.items())
-        lines.append(
-            f"| {run.name} | {run.normal} | {run.attainment * 100:.1f}% | {_essays(run)} "
-            f"| {openings} |"
-        )
-    detect = "never" if math.isnan(r.hung_detect_s) else f"{r.hung_detect_s:.1f} s"
-    lines += [
+        "| run | normal answers | their budget attainment | served by the cheap pair "
+        "| breaker openings | refits | demotions | accuracy checks decided / unsent / cost "
+        "| latency samples capped | loop checks |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        _run_row(r.without),
+        _run_row(r.with_hostile),
         "",
-        f"A truly hung engine (no headers ever): its breaker opened {detect} after the first "
-        f"request; {r.hung_served * 100:.1f}% of the normal requests were answered (by the "
-        "other pair, after the hung attempt reached its limit) meanwhile.",
+        f"The hostile client's requests (kind: count x status): {_hostile(r.with_hostile)}.",
+        "",
+        "Still caught, beside the hostile traffic's figures:",
+        "",
+        *_caught_rows(r),
         "",
         *(f"- {n}" for n in r.notes),
         "",
     ]
-    return lines
+
+
+def _zero(name: str, total: int, detail: str, ok: bool) -> Check:
+    return Check("hostile", name, float(total), 0.0, math.nan, "", "0", total == 0 and ok, detail)
+
+
+def _healthy_checks(r: HostileResult) -> list[Check]:
+    w, h = r.without, r.with_hostile
+    openings = sum(w.breaker_openings.values()) + sum(h.breaker_openings.values())
+    return [
+        _zero(
+            "hostile client (10% odd requests): breaker openings of healthy engines",
+            openings,
+            f"without {sum(w.breaker_openings.values())}, with "
+            f"{sum(h.breaker_openings.values())}; hostile requests: {_hostile(h)}",
+            h.normal > 0,
+        ),
+        _zero(
+            "hostile client: latency refits of engines as fast as ever",
+            w.refits + h.refits,
+            f"without {w.refits}, with {h.refits}; {h.capped} samples capped",
+            h.normal > 0,
+        ),
+        _zero(
+            "hostile client: accuracy demotions of pairs as accurate as ever",
+            w.demotions + h.demotions,
+            f"without {w.demotions}, with {h.demotions}; checks decided: without {w.checks}, "
+            f"with {h.checks} (a demotion needs {CHECKS.min_checks})",
+            min(w.checks, h.checks) >= CHECKS.min_checks,
+        ),
+    ]
+
+
+def _caught_checks(r: HostileResult, c: Caught) -> list[Check]:
+    def within(name: str, s: float, limit: float, detail: str = "", also: bool = True) -> Check:
+        ok = not math.isnan(s) and s <= limit and also
+        return Check("hostile", name, s, limit, s / limit, "s", f"<= {limit:g} s", ok, detail)
+
+    return [
+        within("a hung engine: seconds until its breaker opens", r.hung_detect_s, HUNG_DETECT_S),
+        within(
+            "an engine slowed 3x: seconds until its refit table is served (section 5's run)",
+            c.slowed_refit_s,
+            REFIT_WITHIN_S,
+            f"traffic left it after {_seconds(c.slowed_moved_s)}",
+        ),
+        within(
+            "a pair losing 15 points: seconds until detected (section 5b's run)",
+            c.drop_detect_s,
+            DETECT_WITHIN_S,
+            f"demoted, traffic left it after {_seconds(c.drop_demoted_s)}",
+            also=not math.isnan(c.drop_demoted_s),
+        ),
+    ]
 
 
 def hostile_checks(r: HostileResult) -> list[Check]:
-    openings = sum(r.with_hostile.breaker_openings.values())
     delta = (r.without.attainment - r.with_hostile.attainment) * 100
-    return [
-        Check(
-            "hostile",
-            "hostile client (10% long answers): breaker openings of healthy engines",
-            float(openings),
-            0.0,
-            math.nan,
-            "",
-            "0",
-            openings == 0 and r.with_hostile.normal > 0,
-            f"essays: {_essays(r.with_hostile)}",
-        ),
-        Check(
-            "hostile",
-            "hostile client: other clients' budget attainment, points below the run without it",
-            delta,
-            ATTAINMENT_POINTS,
-            delta / ATTAINMENT_POINTS,
-            "points",
-            f"<= {ATTAINMENT_POINTS:g} point",
-            r.with_hostile.normal > 0 and delta <= ATTAINMENT_POINTS,
-            f"without {r.without.attainment * 100:.1f}%, with "
-            f"{r.with_hostile.attainment * 100:.1f}%",
-        ),
-        Check(
-            "hostile",
-            "a hung engine: seconds until its breaker opens",
-            r.hung_detect_s,
-            HUNG_DETECT_S,
-            r.hung_detect_s / HUNG_DETECT_S,
-            "s",
-            f"<= {HUNG_DETECT_S:g} s",
-            not math.isnan(r.hung_detect_s) and r.hung_detect_s <= HUNG_DETECT_S,
-        ),
-    ]
+    attainment = Check(
+        "hostile",
+        "hostile client: other clients' budget attainment, points below the run without it",
+        delta,
+        ATTAINMENT_POINTS,
+        delta / ATTAINMENT_POINTS,
+        "points",
+        f"<= {ATTAINMENT_POINTS:g} point",
+        r.with_hostile.normal > 0 and delta <= ATTAINMENT_POINTS,
+        f"without {r.without.attainment * 100:.1f}%, with {r.with_hostile.attainment * 100:.1f}%",
+    )
+    return [*_healthy_checks(r), attainment, *_caught_checks(r, r.caught)]

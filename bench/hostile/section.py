@@ -1,19 +1,25 @@
-"""Section 7: a hostile tenant beside normal clients (issue 22): what one client's long answers
-do to the breakers and to everyone else, and that a truly hung engine is still caught.
+"""Section 7: a hostile tenant beside normal clients (issue 22): what one client's legal but odd
+requests (`bench.hostile.traffic`) do to the breakers, the latency refits, the accuracy
+demotions and everyone else's budgets; and that a truly hung engine is still caught.
 
-In one process and event loop, no Redis: two simulated engines of one family (`int4`, cheap,
-and `fp16`, four times the price), profiled as they run, and a data plane from `create_app`
-serving the table from a snapshot file. Closed-loop normal clients send short requests
-(`max_tokens` 10, a 500 ms budget; the engines answer in about 0.1 s). Three runs, each on a
-fresh data plane:
-- without the hostile client;
-- with it: after every nine normal answers one non-streamed "essay" without `max_tokens`
-  (10% of the requests; asked of the cheap pair by name; the engine writes 700 tokens, about
-  4.3 s, inside the essay's 6 s budget). Reported: breaker openings of the (healthy)
-  engines, the essays' statuses, and the normal clients' budget attainment against the run
-  without it;
-- the cheap engine hangs (no headers ever): seconds from the first request until its breaker
-  opens, while the normal clients go on being served by the other pair.
+In one process and event loop: a private redis-server, two simulated engines of one family
+(`int4`, cheap, 0.90 right on the math key; `fp16`, the reference, four times the price, 0.97),
+profiled as they run but for prefill (the engines take twice the profile's time per input
+token: a fit made on short prompts), a data plane from `create_app` and the control plane's
+`FeedbackLoop` checking every second, with section 5's refit policy and section 5b's accuracy
+checks (sample rate 0.25, demotion on). Four closed-loop normal clients ask math questions
+(`max_tokens` 10, a 500 ms budget; the engines answer in about 0.1 s). Runs, each on a fresh
+data plane and Redis prefix:
+- without the hostile client, then with it (10% of the requests). Reported for both: breaker
+  openings of the (healthy) engines, refits and demotions published, the normal clients'
+  budget attainment, and the hostile requests' statuses by kind;
+- the cheap engine hangs (no headers ever; the table from a snapshot file, no Redis): seconds
+  from the first request until its breaker opens, while the normal clients are served by the
+  other pair.
+A truly slowed engine (time to refit) and a true 15-point accuracy drop (time to detect and to
+demote) come from sections 5 and 5b's scenarios (`bench.feedback.section`,
+`bench.feedback.accuracy_drift`), under the same policies, and are reported here beside them
+(`Caught`).
 """
 
 from __future__ import annotations
@@ -25,23 +31,54 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import redis.asyncio as aioredis
 from aiohttp import web
 
-from bench.common.in_process import Profiled, int4_fp16_table, static_data_plane
-from data_plane.app import METRICS
+from bench.common.in_process import (
+    CHAT_PATH,
+    Profiled,
+    data_plane,
+    family_entry,
+    family_table,
+    static_data_plane,
+)
+from bench.common.processes import free_port
+from bench.feedback.accuracy_drift import CHECKS, AccuracyDriftResult
+from bench.feedback.section import REFIT, FeedbackResult
+from bench.hostile.traffic import ANSWERS, BUDGET_MS, CHEAP, ESSAY_TOKENS, PRICEY, Traffic
+from contracts.policy import Policy
+from contracts.redis_keys import RedisKeys
+from contracts.routing_table import RoutingTable
+from control_plane.loop.drift import RefitCheck
+from control_plane.runtime.feedback_loop import FeedbackLoop
+from control_plane.runtime.metrics import ControlPlaneMetrics
+from control_plane.runtime.services import Services, make_services
+from control_plane.settings import ControlPlaneSettings
+from control_plane.settings import RedisSettings as ControlPlaneRedis
+from data_plane.app import FEEDBACK, METRICS
+from data_plane.settings import (
+    DataPlaneSettings,
+    FeedbackSettings,
+    RedisSettings,
+    ScrapeSettings,
+    ServerSettings,
+    TableSettings,
+)
+from demo.redis_launcher import private_redis
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 
-CHEAP, PRICEY = "fam@int4", "fam@fp16"
 ENDPOINTS = (f"{CHEAP}#0", f"{PRICEY}#0")
-BUDGET_MS, ESSAY_BUDGET_MS = 500, 6000
 CLIENTS = 4
-ESSAY_EVERY = 9  # normal answers per essay: essays are 10% of the requests
-ESSAY_TOKENS = 700  # what the engine writes without max_tokens
 TTFT_S, TPOT_S = 0.03, 0.006
+PREFILL_S = 0.0001  # the engines' time per input token; their profile says half
+CHECK_INTERVAL_S = 1.0
+POLICY = Policy(refit=REFIT, accuracy_check=CHECKS)
+DECIDED = ("agree", "disagree")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,8 +86,27 @@ class Run:
     name: str
     normal: int  # normal answers
     attainment: float  # share of normal requests answered 200 within their budget
-    essays: dict[int, int]  # essay status -> count (empty without the hostile client)
+    hostile: dict[str, dict[int, int]]  # hostile kind -> status -> count (empty without it)
     breaker_openings: dict[str, int]  # endpoint -> transitions to open
+    refits: int = 0  # latency refit tables published by the control plane's loop
+    demotions: int = 0  # accuracy demotions published by it
+    cheap_share: float = 0.0  # share of the normal answers served by the cheap pair
+    checks: int = 0  # accuracy checks of the cheap pair's math answers decided
+    checks_unsent: int = 0  # checks of the cheap pair left unsent (queue full, budget spent)
+    check_usd: float = 0.0  # the re-asks' cost
+    capped: int = 0  # latency samples left out because their client had its share
+    loop: dict[str, int] = field(default_factory=dict)  # the loop's check outcomes
+
+
+@dataclass(frozen=True, slots=True)
+class Caught:
+    """Sections 5 and 5b's figures (nan: never), under the same refit and check policies."""
+
+    slowed_refit_s: float  # a pair slowed 3x -> its refit table served
+    slowed_moved_s: float  # -> traffic left it
+    drop_detect_s: float  # a pair losing 15 points -> the alert's condition
+    drop_demoted_s: float  # -> floor traffic left it (demoted table)
+    healthy_demotions: int  # 5b's demotions while its pair was healthy
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,62 +116,52 @@ class HostileResult:
     with_hostile: Run
     hung_detect_s: float  # first request -> the hung engine's breaker open (nan: never)
     hung_served: float  # share of normal requests answered (200) meanwhile
+    caught: Caught
     notes: tuple[str, ...] = field(default=())
 
 
-# As profiled: 30 ms to the first token, 6 ms per token.
-PROFILED = Profiled(ttft_base_s=TTFT_S, tpot_base_s=TPOT_S)
+def caught_from(feedback: FeedbackResult, drift: AccuracyDriftResult) -> Caught:
+    return Caught(
+        feedback.refit_s,
+        feedback.moved_s,
+        drift.detected_s,
+        drift.demoted_s,
+        drift.healthy_demotions,
+    )
+
+
+def profiled_table(fleet: Fleet) -> RoutingTable:
+    """The engines as profiled: 30 ms to the first token plus half their true prefill time
+    per input token, 6 ms per token; accuracy as the math key answers; fp16 the reference."""
+
+    def entry(quant: str, price: float, accuracy: float) -> dict[str, Any]:
+        profiled = Profiled(
+            TTFT_S, TPOT_S, ttft_per_input_token_s=PREFILL_S / 2, accuracy=accuracy, accuracy_n=400
+        )
+        return family_entry(quant, fleet.url(f"sim-{quant}"), price, profiled)
+
+    entries = [entry("int4", 1.0, 0.90), entry("fp16", 4.0, 0.97)]
+    return family_table(entries, policy=POLICY, baselines={"fam": PRICEY})
 
 
 @asynccontextmanager
-async def data_plane(fleet: Fleet, folder: Path) -> AsyncIterator[tuple[str, web.Application]]:
-    """A fresh data plane (static mode: the table from a snapshot file)."""
-    table = int4_fp16_table(fleet, PROFILED)
-    async with static_data_plane(table, folder, "bench-hostile") as served:
-        yield served
-
-
-def _body(content: str, **fields: Any) -> dict[str, Any]:
-    return {"model": "auto", "messages": [{"role": "user", "content": content}]} | fields
-
-
-class Traffic:
-    """Closed-loop normal clients and, when `hostile`, one essay after every ESSAY_EVERY
-    normal answers (sent without waiting for it)."""
-
-    def __init__(self, url: str, session: aiohttp.ClientSession, hostile: bool) -> None:
-        self.url, self.session, self.hostile = url, session, hostile
-        self.normal: list[bool] = []  # met the budget
-        self.answered: list[bool] = []  # got a 200, in budget or not
-        self.essays: Counter[int] = Counter()
-        self._pending: set[asyncio.Task[None]] = set()
-
-    async def _post(self, body: dict[str, Any], budget_ms: int) -> tuple[int, float]:
-        started = time.monotonic()
-        headers = {"X-Latency-Budget-Ms": str(budget_ms)}
-        async with self.session.post(self.url, json=body, headers=headers) as resp:
-            await resp.read()
-            return resp.status, time.monotonic() - started
-
-    async def _essay(self) -> None:
-        # By pair name: the simulator's filler essay would otherwise be re-asked by the
-        # quality guard on the dearer pair (its re-ask budget assumes the typical length).
-        essay = _body("Write an essay about bicycles.", model=CHEAP)
-        status, _ = await self._post(essay, ESSAY_BUDGET_MS)
-        self.essays[status] += 1
-
-    async def client(self) -> None:
-        while True:
-            status, took_s = await self._post(_body("Hi", max_tokens=10), BUDGET_MS)
-            self.normal.append(status == 200 and took_s <= BUDGET_MS / 1000)
-            self.answered.append(status == 200)
-            if self.hostile and len(self.normal) % ESSAY_EVERY == 0:
-                task = asyncio.create_task(self._essay())
-                self._pending.add(task)
-                task.add_done_callback(self._pending.discard)
-
-    async def drain(self) -> None:
-        await asyncio.gather(*self._pending, return_exceptions=True)
+async def redis_data_plane(redis: RedisSettings) -> AsyncIterator[tuple[str, web.Application]]:
+    """A fresh data plane following the table in Redis (feedback every second), once its
+    first table is in (bounded: 10 s)."""
+    port = free_port()
+    settings = DataPlaneSettings(
+        server=ServerSettings(host="127.0.0.1", port=port), redis=redis,
+        table=TableSettings(poll_interval_s=0.5), feedback=FeedbackSettings(interval_s=1.0),
+        instance_id="bench-hostile", log_level="WARNING", scrape=ScrapeSettings(interval_s=0.0),
+    )  # fmt: skip
+    base = f"http://127.0.0.1:{port}"
+    async with data_plane(settings) as app, aiohttp.ClientSession() as session:
+        for _ in range(200):
+            async with session.get(base + "/readyz") as resp:
+                if resp.status == 200:
+                    break
+            await asyncio.sleep(0.05)
+        yield base + CHAT_PATH, app
 
 
 def _openings(app: web.Application) -> dict[str, int]:
@@ -127,8 +173,37 @@ def _openings(app: web.Application) -> dict[str, int]:
     }  # fmt: skip
 
 
-async def _run(name: str, fleet: Fleet, folder: Path, seconds: float, hostile: bool) -> Run:
-    async with data_plane(fleet, folder) as (url, app), aiohttp.ClientSession() as session:
+def _check_counts(app: web.Application) -> tuple[int, int, float]:
+    """The cheap pair's accuracy checks: (decided on math, left unsent because the queue was
+    full or the budget spent, dollars spent on re-asks)."""
+    decided, unsent, usd = 0, 0, 0.0
+    for metric in app[METRICS].registry.collect():
+        for sample in metric.samples:
+            if sample.labels.get("pair") != CHEAP:
+                continue
+            if sample.name == "gearbox_accuracy_checks_total":
+                outcome = sample.labels["outcome"]
+                math_decided = sample.labels["category"] == "math" and outcome in DECIDED
+                decided += int(sample.value) if math_decided else 0
+                unsent += int(sample.value) if outcome in ("dropped", "over_budget") else 0
+            elif sample.name == "gearbox_accuracy_check_cost_usd_total":
+                usd += sample.value
+    return decided, unsent, usd
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _checks(loop: FeedbackLoop, outcomes: Counter[RefitCheck]) -> None:
+    while True:
+        outcomes[await loop.check_once()] += 1
+        await asyncio.sleep(CHECK_INTERVAL_S)
+
+
+async def _traffic(url: str, seconds: float, hostile: bool) -> Traffic:
+    """The normal clients (and the hostile one) for `seconds`; its last requests answered."""
+    async with aiohttp.ClientSession() as session:
         traffic = Traffic(url, session, hostile)
         tasks = [asyncio.create_task(traffic.client()) for _ in range(CLIENTS)]
         await asyncio.sleep(seconds)
@@ -136,9 +211,54 @@ async def _run(name: str, fleet: Fleet, folder: Path, seconds: float, hostile: b
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await traffic.drain()
-        n = len(traffic.normal)
-        attainment = sum(traffic.normal) / n if n else 0.0
-        return Run(name, n, attainment, dict(traffic.essays), _openings(app))
+    return traffic
+
+
+def _control_plane(
+    redis: aioredis.Redis, url: str, keys: RedisKeys
+) -> tuple[Services, FeedbackLoop]:
+    settings = ControlPlaneSettings(redis=ControlPlaneRedis(url=url, key_prefix=keys.prefix))
+    services = make_services(redis, settings, _now, None)
+    return services, FeedbackLoop(services, keys.feedback, ControlPlaneMetrics("bench"), _now)
+
+
+async def _run(name: str, fleet: Fleet, redis_url: str, seconds: float, hostile: bool) -> Run:
+    keys = RedisKeys(f"bench-hostile-{int(hostile)}")
+    redis = aioredis.Redis.from_url(redis_url)
+    services, loop = _control_plane(redis, redis_url, keys)
+    outcomes: Counter[RefitCheck] = Counter()
+    try:
+        await services.policies.put(POLICY)
+        await services.publisher.publish(profiled_table(fleet))
+        dp_redis = RedisSettings(url=redis_url, key_prefix=keys.prefix)
+        async with redis_data_plane(dp_redis) as (url, app):
+            checks = asyncio.create_task(_checks(loop, outcomes))
+            try:
+                traffic = await _traffic(url, seconds, hostile)
+                await asyncio.sleep(1.5)  # the data plane's last feedback window
+            finally:
+                checks.cancel()
+                await asyncio.gather(checks, return_exceptions=True)
+            outcomes[await loop.check_once()] += 1
+            openings, counts, capped = _openings(app), _check_counts(app), app[FEEDBACK].capped
+    finally:
+        await redis.aclose()
+    n = len(traffic.normal)
+    return Run(
+        name,
+        n,
+        sum(traffic.normal) / n if n else 0.0,
+        {kind: dict(statuses) for kind, statuses in sorted(traffic.kinds.items())},
+        openings,
+        refits=outcomes[RefitCheck.PUBLISHED],
+        demotions=outcomes[RefitCheck.DEMOTED],
+        cheap_share=traffic.served[CHEAP] / n if n else 0.0,
+        checks=counts[0],
+        checks_unsent=counts[1],
+        check_usd=counts[2],
+        capped=capped,
+        loop={str(outcome): count for outcome, count in outcomes.most_common()},
+    )
 
 
 async def _hung(fleet: Fleet, folder: Path, timeout_s: float) -> tuple[float, float]:
@@ -146,7 +266,9 @@ async def _hung(fleet: Fleet, folder: Path, timeout_s: float) -> tuple[float, fl
     clients' requests answered (200, by the other pair) meanwhile."""
     fleet.set_faults("sim-int4", FaultConfig(hang_rate=1.0))
     try:
-        async with data_plane(fleet, folder) as (url, app), aiohttp.ClientSession() as session:
+        table = profiled_table(fleet)
+        async with static_data_plane(table, folder, "bench-hostile") as (url, app), \
+                aiohttp.ClientSession() as session:  # fmt: skip
             traffic = Traffic(url, session, hostile=False)
             started = time.monotonic()
             tasks = [asyncio.create_task(traffic.client()) for _ in range(CLIENTS)]
@@ -165,33 +287,35 @@ async def _hung(fleet: Fleet, folder: Path, timeout_s: float) -> tuple[float, fl
     return detected, (sum(answered) / len(answered) if answered else 0.0)
 
 
-async def _measure(seconds: float) -> HostileResult:
+async def _measure(seconds: float, caught: Caught) -> HostileResult:
     pairs = [
         SimPairConfig(name=f"sim-{q}", family="fam", quantization=q, ttft_base_s=TTFT_S,
-                      tpot_base_s=TPOT_S, max_running=64, default_max_tokens=ESSAY_TOKENS,
-                      context_length=8192)
-        for q in ("int4", "fp16")
+                      ttft_per_input_token_s=PREFILL_S, tpot_base_s=TPOT_S, max_running=64,
+                      default_max_tokens=ESSAY_TOKENS, context_length=8192,
+                      accuracy={"math": acc}, seed=seed)
+        for q, acc, seed in (("int4", 0.90, 2), ("fp16", 0.97, 1))
     ]  # fmt: skip
-    with tempfile.TemporaryDirectory(prefix="gearbox-hostile-") as tmp:
-        folder = Path(tmp)
-        async with run_fleet(SimFleetConfig(pairs=pairs), answers={}) as fleet:
-            without = await _run("without the hostile client", fleet, folder, seconds, False)
-            with_hostile = await _run("with the hostile client", fleet, folder, seconds, True)
-            detect_s, served = await _hung(fleet, folder, timeout_s=30.0)
+    with tempfile.TemporaryDirectory(prefix="gearbox-hostile-") as tmp, private_redis() as url:
+        async with run_fleet(SimFleetConfig(pairs=pairs), answers=ANSWERS) as fleet:
+            without = await _run("without the hostile client", fleet, url, seconds, False)
+            for name in ("sim-int4", "sim-fp16"):
+                fleet.reset(name)  # the same answers in the same order
+            with_hostile = await _run("with the hostile client", fleet, url, seconds, True)
+            detect_s, served = await _hung(fleet, Path(tmp), timeout_s=30.0)
     return HostileResult(
-        seconds,
-        without,
-        with_hostile,
-        detect_s,
-        served,
+        seconds, without, with_hostile, detect_s, served, caught,
         notes=(
-            f"{CLIENTS} closed-loop clients, max_tokens 10, budget {BUDGET_MS} ms; essays: no "
-            f"max_tokens ({ESSAY_TOKENS} tokens written), budget {ESSAY_BUDGET_MS} ms, one "
-            f"per {ESSAY_EVERY} normal answers; engines profiled at TTFT {TTFT_S * 1000:g} ms, "
-            f"TPOT {TPOT_S * 1000:g} ms; breaker opens after 5 consecutive failures.",
+            f"{CLIENTS} closed-loop normal clients (math questions, max_tokens 10, budget "
+            f"{BUDGET_MS} ms, 12 API keys); the hostile client (one key) sends one request per "
+            "9 normal answers; engines profiled at TTFT 30 ms + half their true prefill, "
+            f"TPOT {TPOT_S * 1000:g} ms; refit policy of section 5 (min_samples "
+            f"{REFIT.min_samples}, max_client_share {REFIT.max_client_share:g}), accuracy "
+            f"checks of section 5b (sample rate {CHECKS.sample_rate:g}, min_checks "
+            f"{CHECKS.min_checks}, demotion on); the loop checks every {CHECK_INTERVAL_S:g} s; "
+            "a breaker opens after 5 consecutive failures.",
         ),
-    )
+    )  # fmt: skip
 
 
-def run_hostile(quick: bool) -> HostileResult:
-    return asyncio.run(_measure(5.0 if quick else 30.0))
+def run_hostile(quick: bool, caught: Caught) -> HostileResult:
+    return asyncio.run(_measure(10.0 if quick else 30.0, caught))
