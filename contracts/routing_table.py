@@ -44,12 +44,14 @@ class LatencyModel(_Contract):
     `load` is the number of requests the endpoint would be serving, this one included
     (in-flight + queued + 1), i.e. the closed-loop concurrency level the profiler measured.
 
-        ttft_s(n_in, load) = ttft_base_s + ttft_per_input_token_s * n_in + ttft_load(load)
+        ttft_s(n_in, load) = ttft_base_s + ttft_per_input(load) * n_in + ttft_load(load)
         tpot_s(load)       = tpot_base_s + tpot_load(load)
         latency_s          = ttft_s(n_in, load) + n_out * tpot_s(load)
 
     where a load term is interpolated between its values at `load_levels` (the per-load
-    coefficient beyond the last), or, in a table without them, per-load coefficient x load.
+    coefficient beyond the last), or, in a table without them, per-load coefficient x load;
+    ttft_per_input(load) is `ttft_per_input_token_s` plus `ttft_per_input_load_s` interpolated
+    the same way (held at the last level's beyond it; 0 in a table without it).
 
     All coefficients are non-negative (latency never improves with more load or tokens).
     """
@@ -76,6 +78,13 @@ class LatencyModel(_Contract):
     load_levels: tuple[int, ...] | None = None
     ttft_load_s: tuple[NonNegFloat, ...] | None = None
     tpot_load_s: tuple[NonNegFloat, ...] | None = None
+    # Per profiled level too (docs/control_plane.md "Latency model"): the TTFT seconds per
+    # input token above `ttft_per_input_token_s` (a prompt waits for the prompts queued ahead
+    # of it), and the RMSE of the fit's residuals at that level, which the data plane adds
+    # (x z_q) at that load in place of the pooled `ttft_rmse_s` / `tpot_rmse_s`.
+    ttft_per_input_load_s: tuple[NonNegFloat, ...] | None = None
+    ttft_rmse_load_s: tuple[NonNegFloat, ...] | None = None
+    tpot_rmse_load_s: tuple[NonNegFloat, ...] | None = None
 
     @model_validator(mode="after")
     def _levels(self) -> LatencyModel:
@@ -86,7 +95,18 @@ class LatencyModel(_Contract):
             levels = self.load_levels or ()
             if not levels or list(levels) != sorted(set(levels)) or levels[0] < 1:
                 raise ValueError("load_levels must be increasing loads >= 1")
+        per_level = (self.ttft_per_input_load_s, self.ttft_rmse_load_s, self.tpot_rmse_load_s)
+        for terms in per_level:
+            if terms is not None and len(terms) != len(self.load_levels or ()):
+                raise ValueError(
+                    "ttft_per_input_load_s, ttft_rmse_load_s and tpot_rmse_load_s need "
+                    "load_levels and one value per level"
+                )
         return self
+
+    def _held(self, load: float, terms: tuple[float, ...] | None) -> float:
+        """`terms` at `load`: interpolated between the levels, held flat outside them."""
+        return 0.0 if terms is None else self._load_term(load, terms, 0.0)
 
     def _load_term(self, load: float, terms: tuple[float, ...] | None, slope: float) -> float:
         levels = self.load_levels
@@ -109,9 +129,26 @@ class LatencyModel(_Contract):
         """TPOT's load term at `load` (seconds per token)."""
         return self._load_term(load, self.tpot_load_s, self.tpot_per_load_s)
 
+    def ttft_per_input_at(self, load: float) -> float:
+        """TTFT seconds per input token at `load`."""
+        return self.ttft_per_input_token_s + self._held(load, self.ttft_per_input_load_s)
+
+    def ttft_rmse_at(self, load: float) -> float:
+        """What the TTFT fit misses at `load`: its residuals' RMSE at the profiled levels
+        (interpolated, held flat outside them), or the pooled `ttft_rmse_s` without them."""
+        if self.ttft_rmse_load_s is None:
+            return self.ttft_rmse_s
+        return self._held(load, self.ttft_rmse_load_s)
+
+    def tpot_rmse_at(self, load: float) -> float:
+        """What the TPOT fit misses at `load` (as `ttft_rmse_at`)."""
+        if self.tpot_rmse_load_s is None:
+            return self.tpot_rmse_s
+        return self._held(load, self.tpot_rmse_load_s)
+
     def ttft_s(self, input_tokens: int, load: float) -> float:
         return (
-            self.ttft_base_s + self.ttft_per_input_token_s * input_tokens + self.ttft_load_at(load)
+            self.ttft_base_s + self.ttft_per_input_at(load) * input_tokens + self.ttft_load_at(load)
         )
 
     def tpot_s(self, load: float) -> float:
@@ -351,7 +388,17 @@ _ADDED_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("accuracy_bound", {}),
     ("precision_format", None),
 )
-_ADDED_LATENCY_DEFAULTS = {"load_levels": None, "ttft_load_s": None, "tpot_load_s": None}
+_ADDED_LATENCY_DEFAULTS = {
+    name: None
+    for name in (
+        "load_levels",
+        "ttft_load_s",
+        "tpot_load_s",
+        "ttft_per_input_load_s",
+        "ttft_rmse_load_s",
+        "tpot_rmse_load_s",
+    )
+}
 
 
 def _entry_without_added_defaults(entry: Any) -> Any:

@@ -43,7 +43,8 @@ def render_table(table: RoutingTable) -> str:
     lines.append(
         f"(m$ ref = milli-USD for {policy.reference_input_tokens} in + "
         f"{policy.reference_output_tokens} out tokens; latencies in ms at load 1 and at the "
-        "highest profiled load; accuracy in %; * = baseline)"
+        f"highest profiled load, TTFT for {policy.reference_input_tokens} input tokens; "
+        "accuracy in %; * = baseline)"
     )
     lines += [f"pruned: {p.pair} (dominated by {p.dominated_by})" for p in table.pruned]
     return "\n".join(lines)

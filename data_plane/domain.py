@@ -124,22 +124,35 @@ class CompiledPair:
     # empty: per-load coefficient x load.
     ttft_by_load: tuple[float, ...] = ()
     tpot_by_load: tuple[float, ...] = ()
+    # TTFT's seconds per input token above `ttft_per_input_token_s` at the same loads (a
+    # prompt waits for the prompts queued ahead of it); empty: none (filled with zeros).
+    ttft_per_input_by_load: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.ttft_by_load and not self.ttft_per_input_by_load:
+            zeros = (0.0,) * len(self.ttft_by_load)
+            object.__setattr__(self, "ttft_per_input_by_load", zeros)
+        if len(self.ttft_per_input_by_load) != len(self.ttft_by_load):
+            raise ValueError("ttft_per_input_by_load needs one value per ttft_by_load")
 
 
-def load_terms(pair: CompiledPair, at: float) -> tuple[float, float]:
-    """(TTFT, TPOT) load terms at load `at`: interpolated between the compiled terms at the
-    whole loads around it, the per-load coefficients beyond the last (PURE; `scan` inlines the
-    in-range case)."""
-    ttl, tpl = pair.ttft_by_load, pair.tpot_by_load
+def load_terms(pair: CompiledPair, at: float, input_tokens: int) -> tuple[float, float]:
+    """(TTFT, TPOT) load terms at load `at` for a prompt of `input_tokens`: interpolated
+    between the compiled terms at the whole loads around it, the per-load coefficients beyond
+    the last (the per-token cost held at the last) (PURE; `scan` inlines the in-range case)."""
+    ttl, tpl, itl = pair.ttft_by_load, pair.tpot_by_load, pair.ttft_per_input_by_load
     if not ttl:
         return pair.ttft_per_load_s * at, pair.tpot_per_load_s * at
     top = len(ttl) - 1
     f = int(at)
     if f < top:
         w = at - f
-        return ttl[f] + (ttl[f + 1] - ttl[f]) * w, tpl[f] + (tpl[f + 1] - tpl[f]) * w
+        per_input = itl[f] + (itl[f + 1] - itl[f]) * w
+        ttft = ttl[f] + (ttl[f + 1] - ttl[f]) * w + per_input * input_tokens
+        return ttft, tpl[f] + (tpl[f + 1] - tpl[f]) * w
     extra = at - top
-    return ttl[top] + pair.ttft_per_load_s * extra, tpl[top] + pair.tpot_per_load_s * extra
+    ttft = ttl[top] + pair.ttft_per_load_s * extra + itl[top] * input_tokens
+    return ttft, tpl[top] + pair.tpot_per_load_s * extra
 
 
 class ScanRow(NamedTuple):
@@ -163,6 +176,7 @@ class ScanRow(NamedTuple):
     max_profiled_load: float  # beyond it no latency promise (feasibility.latency_violation)
     ttft_by_load: tuple[float, ...] = ()  # = pair.ttft_by_load (`load_terms`)
     tpot_by_load: tuple[float, ...] = ()
+    ttft_per_input_by_load: tuple[float, ...] = ()  # = pair.ttft_per_input_by_load
 
 
 class CostFloor(NamedTuple):

@@ -1,6 +1,6 @@
 """A refit table: the current table with live-traffic corrections applied to latency lines.
 
-PURE. Each corrected pair's TTFT model (base, per input token, per load, load terms, RMSE)
+PURE. Each corrected pair's TTFT model (base, per input token, per load, level terms, RMSEs)
 is multiplied by its TTFT factor and its TPOT model by its TPOT factor, so every prediction
 the data plane makes from it (widened by the RMSE, docs/data_plane.md "Predictions") scales by
 the same factor. Prices, accuracy, utility, order and pruning are the current table's: a
@@ -34,7 +34,10 @@ def _scaled(latency: dict[str, Any], correction: Correction) -> dict[str, Any]:
         out[name] = round_sig(latency[name] * correction.tpot_factor)
     for name, factor in (
         ("ttft_load_s", correction.ttft_factor),
+        ("ttft_per_input_load_s", correction.ttft_factor),
+        ("ttft_rmse_load_s", correction.ttft_factor),
         ("tpot_load_s", correction.tpot_factor),
+        ("tpot_rmse_load_s", correction.tpot_factor),
     ):
         if latency.get(name) is not None:
             out[name] = tuple(round_sig(t * factor) for t in latency[name])

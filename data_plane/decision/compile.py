@@ -31,16 +31,41 @@ AUTO_ALIAS = "auto"
 _PER_TOKEN = 1e-6  # prices in the table are per million tokens
 
 
+def _z(latency: LatencyModel) -> float:
+    return max(0.0, NormalDist().inv_cdf(latency.quantile))
+
+
 def widened_intercepts(latency: LatencyModel) -> tuple[float, float]:
-    """(TTFT, TPOT) intercepts widened by the fit's error at the table's quantile q: the model
-    runs through the measured q-quantiles level by level and its residual RMSE is what it
-    misses within a level, so z_q x RMSE is added (z_0.95 = 1.645; z_0.5 = 0, no widening).
-    See docs/data_plane.md "Predictions"."""
-    z = max(0.0, NormalDist().inv_cdf(latency.quantile))
+    """(TTFT, TPOT) intercepts widened by the fit's pooled error at the table's quantile q, for
+    a table without the error per level (`LatencyModel.ttft_rmse_load_s`; with it, the
+    widening is in the load terms, `widened_load_terms`). The model runs through the measured
+    q-quantiles level by level and its residual RMSE is what it misses within a level, so
+    z_q x RMSE is added (z_0.95 = 1.645; z_0.5 = 0, no widening). See docs/data_plane.md
+    "Predictions"."""
+    if latency.ttft_rmse_load_s is not None:
+        return latency.ttft_base_s, latency.tpot_base_s
+    z = _z(latency)
     return (
         latency.ttft_base_s + z * latency.ttft_rmse_s,
         latency.tpot_base_s + z * latency.tpot_rmse_s,
     )
+
+
+def widened_load_terms(
+    latency: LatencyModel,
+) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """(TTFT, TPOT load terms, TTFT's extra seconds per input token) at loads 0, 1, ...,
+    max_profiled_load, for `domain.load_terms`: a load term plus z_q x the fit's error at that
+    load when the table has it per level (`widened_intercepts` otherwise), so a prediction at
+    load 1 is widened by what the fit misses at load 1, not by the queueing at the highest
+    level."""
+    loads = range(latency.max_profiled_load + 1)
+    z = _z(latency) if latency.ttft_rmse_load_s is not None else 0.0
+    ttft = tuple(latency.ttft_load_at(n) + z * latency.ttft_rmse_at(n) for n in loads)
+    tpot = tuple(latency.tpot_load_at(n) + z * latency.tpot_rmse_at(n) for n in loads)
+    base = latency.ttft_per_input_token_s
+    per_input = tuple(latency.ttft_per_input_at(n) - base for n in loads)
+    return ttft, tpot, per_input
 
 
 def routing_accuracy(entry: PairEntry) -> dict[str, float]:
@@ -86,6 +111,7 @@ def compile_pair(
     posteriors when not given)."""
     latency = entry.latency
     ttft_base_s, tpot_base_s = widened_intercepts(latency)
+    ttft_by_load, tpot_by_load, per_input_by_load = widened_load_terms(latency)
     if tails is None:
         tails = accuracy_tails([entry], min_items)[entry.pair]
     return CompiledPair(
@@ -114,8 +140,9 @@ def compile_pair(
         ttft_log_spread=latency.ttft_log_spread,
         tpot_log_spread=latency.tpot_log_spread,
         latency_z=NormalDist().inv_cdf(latency.quantile),
-        ttft_by_load=tuple(latency.ttft_load_at(n) for n in range(latency.max_profiled_load + 1)),
-        tpot_by_load=tuple(latency.tpot_load_at(n) for n in range(latency.max_profiled_load + 1)),
+        ttft_by_load=ttft_by_load,
+        tpot_by_load=tpot_by_load,
+        ttft_per_input_by_load=per_input_by_load,
     )
 
 
@@ -196,6 +223,7 @@ def scan_row(p: CompiledPair) -> ScanRow:
         max_profiled_load=p.max_profiled_load,
         ttft_by_load=p.ttft_by_load,
         tpot_by_load=p.tpot_by_load,
+        ttft_per_input_by_load=p.ttft_per_input_by_load,
     )
 
 

@@ -153,7 +153,7 @@ def predict(
     """Tokens, latency and cost of serving this request on `pair` via `endpoints[0]`."""
     tokens = input_tokens(pair, input_chars)
     at_load = load.get(endpoints[0].id, 0.0) + 1.0
-    ttft_load_s, tpot_load_s = load_terms(pair, at_load)
+    ttft_load_s, tpot_load_s = load_terms(pair, at_load, tokens)
     ttft_s = pair.ttft_base_s + pair.ttft_per_input_token_s * tokens + ttft_load_s
     tpot_s = pair.tpot_base_s + tpot_load_s
     return Candidate(

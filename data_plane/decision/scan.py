@@ -95,6 +95,7 @@ def scan(
             top,
             ttl,
             ptl,
+            itl,
         ) = row
         if accuracy[i] < floor:
             continue
@@ -115,9 +116,10 @@ def scan(
         f = int(at)
         if f < len(ttl) - 1:  # = load_terms, inlined for the usual in-range case
             w = at - f
-            lt, lp = ttl[f] + (ttl[f + 1] - ttl[f]) * w, ptl[f] + (ptl[f + 1] - ptl[f]) * w
+            lt = ttl[f] + (ttl[f + 1] - ttl[f]) * w + (itl[f] + (itl[f + 1] - itl[f]) * w) * tokens
+            lp = ptl[f] + (ptl[f + 1] - ptl[f]) * w
         else:
-            lt, lp = load_terms(pair, at)
+            lt, lp = load_terms(pair, at, tokens)
         ttft = tb + tpi * tokens + lt
         latency = ttft + out * (pb + lp)
         cost = tokens * in_usd + out * out_usd

@@ -37,7 +37,7 @@ PACE_RECOVERY = 0.1  # share of the gap to a faster answer closed per answer
 def engine_time_s(pair: CompiledPair, input_tokens: int, output_tokens: int, load: float) -> float:
     """The pair's profiled time for this much work at `load` (requests at the endpoint, this
     one included): TTFT(input, load) + output x TPOT(load)."""
-    ttft_load_s, tpot_load_s = load_terms(pair, load)
+    ttft_load_s, tpot_load_s = load_terms(pair, load, input_tokens)
     ttft_s = pair.ttft_base_s + pair.ttft_per_input_token_s * input_tokens + ttft_load_s
     return ttft_s + output_tokens * (pair.tpot_base_s + tpot_load_s)
 

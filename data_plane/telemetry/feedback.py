@@ -39,7 +39,7 @@ def _ratio(observed_s: float, predicted_s: float) -> float | None:
 def predicted_lines(pair: CompiledPair, load: float, input_tokens: int) -> tuple[float, float]:
     """(TTFT, TPOT) the table predicts for `input_tokens` prompt tokens at `load`, in seconds:
     the same lines routing uses (`decision/feasibility.predict`), fed the engine's own counts."""
-    ttft_load_s, tpot_load_s = load_terms(pair, load)
+    ttft_load_s, tpot_load_s = load_terms(pair, load, input_tokens)
     ttft_s = pair.ttft_base_s + pair.ttft_per_input_token_s * input_tokens + ttft_load_s
     return ttft_s, pair.tpot_base_s + tpot_load_s
 

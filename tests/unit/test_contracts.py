@@ -113,7 +113,14 @@ def test_a_table_written_before_the_added_fields_keeps_its_hash() -> None:
     for item in old["entries"]:
         for key in ("accuracy_right", "accuracy_bound", "precision_format"):
             del item[key]
-        for key in ("load_levels", "ttft_load_s", "tpot_load_s"):
+        for key in (
+            "load_levels",
+            "ttft_load_s",
+            "tpot_load_s",
+            "ttft_per_input_load_s",
+            "ttft_rmse_load_s",
+            "tpot_rmse_load_s",
+        ):
             del item["latency"][key]
     payload = {k: v for k, v in old.items() if k not in {"version", "created_at", "content_sha256"}}
     old["content_sha256"] = hashlib.sha256(canonical_json(payload).encode()).hexdigest()

@@ -13,11 +13,12 @@ from contracts.latency_feedback import (
     ratio_bucket,
 )
 from contracts.policy import Policy, RefitPolicy
+from contracts.profile_report import ProfileReport
 from contracts.routing_table import RoutingTable, with_version
 from control_plane.build.table import build_table
 from control_plane.loop.drift import Correction, merge_feedback, plan_corrections
 from control_plane.loop.refit import apply_refit
-from tests.unit.control_plane.factories import make_report
+from tests.unit.control_plane.factories import make_report, report_data
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -120,3 +121,29 @@ def test_a_refit_needs_known_pairs() -> None:
         apply_refit(_table(), [Correction("x@y", 1, 2.0, 2.0, 2.0)], 60.0, NOW)
     with pytest.raises(ValueError, match="at least one"):
         apply_refit(_table(), [], 60.0, NOW)
+
+
+def test_a_refit_scales_the_per_level_prompt_cost_and_errors_too() -> None:
+    # TTFT's cost per prompt token grows with load, TPOT depends on the prompt at load 4 (a
+    # level's residual): every per-level term scales with its line's factor.
+    data = report_data("m", "fp16", loads=(1, 4), inputs=(32, 128))
+    for s in data["latency"]:
+        for key, grow in (
+            ("ttft_s", 0.01 * s["input_tokens"]),
+            ("tpot_s", 0.001 * s["input_tokens"]),
+        ):
+            factor = 1.0 + grow * (s["concurrency"] - 1)
+            s[key] = {k: v * factor if k != "n" else v for k, v in s[key].items()}
+    table = with_version(build_table([ProfileReport.model_validate(data)], Policy(), NOW), 4)
+    c = Correction("m@fp16", samples=600, e2e_ratio=3.0, ttft_factor=2.5, tpot_factor=2.0)
+    before = table.entries[0].latency
+    after = apply_refit(table, [c], window_s=600.0, created_at=NOW).entries[0].latency
+    assert before.ttft_per_input_load_s is not None
+    assert before.ttft_per_input_load_s[-1] > 0.0
+    assert before.tpot_rmse_at(4) > 0.0
+    for load in (1, 2, 4, 6):
+        for n_in in (32, 128, 512):
+            assert after.ttft_s(n_in, load) == pytest.approx(2.5 * before.ttft_s(n_in, load))
+        assert after.tpot_s(load) == pytest.approx(2.0 * before.tpot_s(load))
+        assert after.ttft_rmse_at(load) == pytest.approx(2.5 * before.ttft_rmse_at(load))
+        assert after.tpot_rmse_at(load) == pytest.approx(2.0 * before.tpot_rmse_at(load))
