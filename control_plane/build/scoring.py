@@ -17,9 +17,10 @@ as accuracy 0, and a ratio whose maximum is 0 counts as 0. Scores lie in
 
 Dominance: b dominates a when they are of the same family (a request may pin a family), b has at
 least a's context length, and for every request b is at least as cheap (input and output price),
-as fast (TTFT and TPOT at load 1 and their growth per load and per input token, hence at every
-load) and as accurate in every category (both the measured accuracy and the bound floors are
-compared with), and strictly better in one of these. A dominated pair is never the cheapest
+as fast (TTFT of an empty prompt, TTFT per input token and TPOT at each whole load up to the
+higher of their profiled loads, and the growth per load beyond, hence at every load) and as
+accurate in every category (both the measured accuracy and the bound floors are compared with),
+and strictly better in one of these. A dominated pair is never the cheapest
 feasible choice at equal load, so the table drops it.
 """
 
@@ -87,16 +88,26 @@ def utility_scores(
     return scores
 
 
-def _lower_is_better(p: PairFigures, categories: Sequence[str]) -> list[float]:
-    m = p.latency
+def _speed(m: LatencyModel, top: int) -> list[float]:
+    """The model's TTFT of an empty prompt, TTFT per input token and TPOT at each whole load
+    1..top, then the per-load slopes that extend it: the model is linear between whole loads
+    (its profiled levels are whole loads), so no worse at each of them is no worse at every
+    load."""
+    at = range(1, top + 1)
+    return [
+        *(m.ttft_s(0, load) for load in at),
+        *(m.ttft_per_input_at(load) for load in at),
+        *(m.tpot_s(load) for load in at),
+        m.ttft_per_load_s,
+        m.tpot_per_load_s,
+    ]
+
+
+def _lower_is_better(p: PairFigures, categories: Sequence[str], top: int) -> list[float]:
     return [
         p.input_usd_per_mtok,
         p.output_usd_per_mtok,
-        m.ttft_base_s + m.ttft_per_load_s,  # TTFT of an empty prompt at load 1
-        m.ttft_per_input_token_s,
-        m.ttft_per_load_s,
-        m.tpot_base_s + m.tpot_per_load_s,  # TPOT at load 1
-        m.tpot_per_load_s,
+        *_speed(p.latency, top),
         -float(p.context_length),
         *(-p.accuracy_in(c) for c in categories),
         *(-p.bound.get(c, 0.0) for c in categories),
@@ -107,7 +118,8 @@ def dominates(b: PairFigures, a: PairFigures, categories: Sequence[str]) -> bool
     """True when `b` dominates `a` (definition in the module docstring)."""
     if a.family != b.family or a.pair == b.pair:
         return False
-    fb, fa = _lower_is_better(b, categories), _lower_is_better(a, categories)
+    top = max(a.latency.max_profiled_load, b.latency.max_profiled_load)
+    fb, fa = _lower_is_better(b, categories, top), _lower_is_better(a, categories, top)
     no_worse = all(x <= y for x, y in zip(fb, fa, strict=True))
     return no_worse and any(x < y for x, y in zip(fb, fa, strict=True))
 

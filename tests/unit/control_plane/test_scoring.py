@@ -86,6 +86,35 @@ def test_a_pair_better_in_one_respect_is_not_dominated(name: str, challenger: Pa
     assert not dominates(figures("a", price=1.0), challenger, CATS), name
 
 
+def leveled(ttft_at_8: float = 0.01, per_tok_at_8: float = 1e-5) -> LatencyModel:
+    """A model measured at loads 1, 8 and 16: the middle level's TTFT load term and extra
+    cost per prompt token as given."""
+    return model().model_copy(
+        update={
+            "load_levels": (1, 8, 16),
+            "ttft_load_s": (0.0, ttft_at_8, 0.02),
+            "tpot_load_s": (0.0, 0.001, 0.002),
+            "ttft_per_input_load_s": (0.0, per_tok_at_8, 2e-5),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "challenger"),
+    [
+        ("faster at a profiled level", figures("b", price=1.5, latency=leveled(ttft_at_8=0.005))),
+        ("faster on long prompts under load", figures("b", price=1.5, latency=leveled(5e-6))),
+    ],
+)
+def test_a_pair_faster_at_one_profiled_level_is_not_dominated(
+    name: str, challenger: PairFigures
+) -> None:
+    assert not dominates(figures("a", price=1.0, latency=leveled()), challenger, CATS), name
+    assert dominates(
+        figures("a", latency=leveled()), figures("b", price=1.5, latency=leveled()), CATS
+    )
+
+
 def test_identical_pairs_do_not_dominate_each_other() -> None:
     a, b = figures("a"), figures("b")
     assert not dominates(a, b, CATS)
