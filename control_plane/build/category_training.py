@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import sklearn
@@ -23,6 +24,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import confusion_matrix
 from sklearn.model_selection import StratifiedKFold
 from sklearn.pipeline import Pipeline
+from threadpoolctl import threadpool_limits
 
 from contracts.category_model import (
     BUILTIN_PROMPTS_PATH,
@@ -41,6 +43,12 @@ COMPLEXITY_C = 10.0  # the same for the complexity head (5-fold on the built-in 
 FOLDS = 5  # cross-validation folds for the reported accuracy (fewer when a category is small)
 SIGNIFICANT_DIGITS = 6  # exported floats are rounded: a smaller table, the same decisions
 BUILTIN_SOURCE = "builtin"
+# BLAS and OpenMP threads while training (docs/classifier.md "Threads"): the fits are small
+# sparse products, and with one thread per core each pool spins against the others and
+# against whatever else the machine runs (500 prompts: 0.4 s at 1 thread, 24-45 s with two
+# cores' threads on a loaded two-core machine).
+TRAINING_THREADS = 1
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,10 +154,21 @@ def train_category_model(sources: Sequence[Source], categories: Sequence[str]) -
     return _train(tuple(sorted(seen.items())))
 
 
+def with_training_threads(work: Callable[[], _T], threads: int = TRAINING_THREADS) -> _T:
+    """`work()` with every BLAS and OpenMP pool of the process limited to `threads`, restored
+    afterwards (threadpoolctl, which scikit-learn itself depends on)."""
+    with threadpool_limits(limits=threads):
+        return work()
+
+
 @lru_cache(maxsize=8)
 def _train(items: tuple[tuple[tuple[str, str], str], ...]) -> CategoryModel:
     """Memoised on the exact training set: rebuilding a table from the same prompts (every
-    push and feedback refit does) reuses the fit."""
+    push and feedback refit does) reuses the fit. Trained with TRAINING_THREADS."""
+    return with_training_threads(lambda: _train_now(items))
+
+
+def _train_now(items: tuple[tuple[tuple[str, str], str], ...]) -> CategoryModel:
     texts = [text for (text, _), _ in items]
     labels = [category for (_, category), _ in items]
     learned = sorted(set(labels))

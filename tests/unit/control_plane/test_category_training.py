@@ -8,17 +8,20 @@ from pathlib import Path
 
 import pytest
 from sklearn.model_selection import StratifiedKFold
+from threadpoolctl import threadpool_info
 
 from contracts.category_model import LabelledPrompt, parameters_sha256
 from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
 from control_plane.build.category_training import (
     BUILTIN_SOURCE,
+    TRAINING_THREADS,
     Source,
     TrainingError,
     _fit,
     builtin_prompts,
     train_category_model,
+    with_training_threads,
 )
 from control_plane.build.table import build
 from tests.support.team_prompts import LEGAL_HELD_OUT, TEAM_CATEGORIES, legal_prompts
@@ -138,3 +141,13 @@ def test_a_team_category_generalises_to_new_prompts() -> None:
         [p.category for s in model_sources for p in s.prompts],
     )
     assert list(fitted.predict(list(LEGAL_HELD_OUT))) == ["legal"] * len(LEGAL_HELD_OUT)
+
+
+def test_training_limits_every_blas_and_openmp_pool_and_restores_them() -> None:
+    """One thread per pool while the classifier trains (docs/classifier.md "Threads"); the
+    rest of the process keeps its pools as they were."""
+    before = {(p["filepath"], p["num_threads"]) for p in threadpool_info()}
+    inside = with_training_threads(threadpool_info)
+    assert {p["internal_api"] for p in inside} >= {"openblas", "openmp"}  # numpy's, sklearn's
+    assert {p["num_threads"] for p in inside} == {TRAINING_THREADS}
+    assert {(p["filepath"], p["num_threads"]) for p in threadpool_info()} == before
