@@ -44,6 +44,11 @@ class FaultConfig(_Config):
     # Subtracted from every category's configured accuracy (a checkpoint that degrades on
     # production inputs); 0 = as configured.
     accuracy_drop: Ratio = 0.0
+    # Requests whose prompt text contains this marker wait `slow_prompt_s` longer for their
+    # first token (a kind of request one client sends that the engine is slow on, e.g. guided
+    # decoding or a LoRA swap, while its other requests are as fast as ever); None = none.
+    slow_prompt_marker: str | None = Field(default=None, min_length=1, max_length=200)
+    slow_prompt_s: Seconds = 0.0
 
 
 class SimPairConfig(_Config):

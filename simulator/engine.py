@@ -219,6 +219,11 @@ class Engine:
         finally:
             ticket.close()
 
+    def _slow_prompt_s(self, facts: RequestFacts) -> float:
+        marker = self.faults.slow_prompt_marker
+        text = facts.lookup_text
+        return self.faults.slow_prompt_s if marker and text and marker in text else 0.0
+
     async def _decode(
         self,
         facts: RequestFacts,
@@ -232,8 +237,9 @@ class Engine:
         try:
             slow = self.faults.slowdown_factor
             prefill = self.latency.ttft_s(facts.prompt_tokens, self._rng.random()) * slow
-            due = self._clock() + prefill + slow_first_token_s
-            await asyncio.sleep(prefill + slow_first_token_s)
+            prefill += slow_first_token_s + self._slow_prompt_s(facts)
+            due = self._clock() + prefill
+            await asyncio.sleep(prefill)
             last = self._clock()
             self.metrics.ttft.observe(last - arrival)
             for index, token in enumerate(plan.tokens):

@@ -259,6 +259,28 @@ async def test_slowdown_factor_slows_every_request_at_run_time(
     assert slowed > 2.2 * normal
 
 
+async def test_a_slow_prompt_marker_slows_only_the_prompts_that_carry_it(
+    http: aiohttp.ClientSession,
+) -> None:
+    config = pair_config(NAME, ttft_base_s=0.02, tpot_base_s=0.01)
+    faults = FaultConfig(slow_prompt_marker="[slow path]", slow_prompt_s=0.3)
+
+    async def timed(prompt: str) -> float:
+        started = time.perf_counter()
+        body = {**BODY, "prompt": prompt}
+        async with http.post(fleet.url(NAME) + "/v1/completions", json=body) as resp:
+            assert resp.status == 200
+            await resp.read()
+        return time.perf_counter() - started
+
+    async with run_fleet(SimFleetConfig(pairs=[config])) as fleet:
+        fleet.set_faults(NAME, faults)
+        plain = min([await timed("hello") for _ in range(3)])  # 0.02 + 3 x 0.01 = 0.05 s
+        marked = min([await timed("hello [slow path]") for _ in range(3)])  # 0.35 s
+    assert plain < 0.2
+    assert marked >= 0.3
+
+
 async def test_accuracy_drop_lowers_the_share_of_right_answers(http: aiohttp.ClientSession) -> None:
     prompts = [f"What is {i} + 1?" for i in range(200)]
     answers = {p: KnownAnswer("math", str(i + 1)) for i, p in enumerate(prompts)}
