@@ -62,6 +62,7 @@ def hostile_lines(r: HostileResult) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|",
         _run_row(r.without),
         _run_row(r.with_hostile),
+        _run_row(r.unguarded),
         "",
         f"The hostile client's requests (kind: count x status): {_hostile(r.with_hostile)}.",
         "",

@@ -4,12 +4,13 @@ demotions and everyone else's budgets; and that a truly hung engine is still cau
 
 In one process and event loop: a private redis-server, two simulated engines of one family
 (`int4`, cheap, 0.90 right on the math key; `fp16`, the reference, four times the price, 0.97),
-profiled as they run but for prefill (the engines take twice the profile's time per input
-token: a fit made on short prompts), a data plane from `create_app` and the control plane's
-`FeedbackLoop` checking every second, with section 5's refit policy and section 5b's accuracy
-checks (sample rate 0.25, demotion on). Four closed-loop normal clients ask math questions
-(`max_tokens` 10, a 500 ms budget; the engines answer in about 0.1 s). Runs, each on a fresh
-data plane and Redis prefix:
+profiled as they run (prefill included, so image and tool prompts are as predicted when judged
+on the engine's own token count) but for one kind of request: a prompt carrying the traffic's
+`SLOW_MARKER` waits `SLOW_S` more for its first token; a data plane from `create_app` and the
+control plane's `FeedbackLoop` checking every second, with section 5's refit policy and section
+5b's accuracy checks (sample rate 0.25, demotion on). Four closed-loop normal clients ask math
+questions (`max_tokens` 10, a 500 ms budget; the engines answer in about 0.1 s). Runs, each on
+a fresh data plane and Redis prefix:
 - without the hostile client, then with it (10% of the requests). Reported for both: breaker
   openings of the (healthy) engines, refits and demotions published, the normal clients'
   budget attainment, and the hostile requests' statuses by kind;
@@ -50,7 +51,16 @@ from bench.common.in_process import (
 from bench.common.processes import free_port
 from bench.feedback.accuracy_drift import CHECKS, AccuracyDriftResult
 from bench.feedback.section import REFIT, FeedbackResult
-from bench.hostile.traffic import ANSWERS, BUDGET_MS, CHEAP, ESSAY_TOKENS, PRICEY, Traffic
+from bench.hostile.traffic import (
+    ANSWERS,
+    BUDGET_MS,
+    CHEAP,
+    ESSAY_TOKENS,
+    PRICEY,
+    SLOW_MARKER,
+    SLOW_S,
+    Traffic,
+)
 from contracts.policy import Policy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
@@ -75,9 +85,24 @@ from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fle
 ENDPOINTS = (f"{CHEAP}#0", f"{PRICEY}#0")
 CLIENTS = 4
 TTFT_S, TPOT_S = 0.03, 0.006
-PREFILL_S = 0.0001  # the engines' time per input token; their profile says half
+PREFILL_S = 0.0001  # the engines' time per input token, as profiled
 CHECK_INTERVAL_S = 1.0
+SLOW_PATH = FaultConfig(slow_prompt_marker=SLOW_MARKER, slow_prompt_s=SLOW_S)
 POLICY = Policy(refit=REFIT, accuracy_check=CHECKS)
+# For contrast: the refit evidence rules off (every sample counts at the table quantile, one
+# client may supply all of them, a cell of one sample counts, a bare majority decides).
+UNGUARDED = POLICY.model_copy(
+    update={
+        "refit": REFIT.model_copy(
+            update={
+                "outlier_share": 0.0,
+                "max_client_share": 1.0,
+                "min_cell_samples": 1,
+                "consensus_share": 0.51,
+            }
+        )
+    }
+)
 DECIDED = ("agree", "disagree")
 
 
@@ -114,6 +139,7 @@ class HostileResult:
     seconds: float  # per run
     without: Run
     with_hostile: Run
+    unguarded: Run  # with the hostile client, the refit evidence rules off (no target)
     hung_detect_s: float  # first request -> the hung engine's breaker open (nan: never)
     hung_served: float  # share of normal requests answered (200) meanwhile
     caught: Caught
@@ -130,18 +156,18 @@ def caught_from(feedback: FeedbackResult, drift: AccuracyDriftResult) -> Caught:
     )
 
 
-def profiled_table(fleet: Fleet) -> RoutingTable:
-    """The engines as profiled: 30 ms to the first token plus half their true prefill time
-    per input token, 6 ms per token; accuracy as the math key answers; fp16 the reference."""
+def profiled_table(fleet: Fleet, policy: Policy = POLICY) -> RoutingTable:
+    """The engines as profiled: 30 ms to the first token plus 0.1 ms per input token, 6 ms
+    per token; accuracy as the math key answers; fp16 the reference."""
 
     def entry(quant: str, price: float, accuracy: float) -> dict[str, Any]:
         profiled = Profiled(
-            TTFT_S, TPOT_S, ttft_per_input_token_s=PREFILL_S / 2, accuracy=accuracy, accuracy_n=400
+            TTFT_S, TPOT_S, ttft_per_input_token_s=PREFILL_S, accuracy=accuracy, accuracy_n=400
         )
         return family_entry(quant, fleet.url(f"sim-{quant}"), price, profiled)
 
     entries = [entry("int4", 1.0, 0.90), entry("fp16", 4.0, 0.97)]
-    return family_table(entries, policy=POLICY, baselines={"fam": PRICEY})
+    return family_table(entries, policy=policy, baselines={"fam": PRICEY})
 
 
 @asynccontextmanager
@@ -222,14 +248,16 @@ def _control_plane(
     return services, FeedbackLoop(services, keys.feedback, ControlPlaneMetrics("bench"), _now)
 
 
-async def _run(name: str, fleet: Fleet, redis_url: str, seconds: float, hostile: bool) -> Run:
-    keys = RedisKeys(f"bench-hostile-{int(hostile)}")
+async def _run(
+    name: str, fleet: Fleet, redis_url: str, seconds: float, hostile: bool, policy: Policy = POLICY
+) -> Run:
+    keys = RedisKeys(f"bench-hostile-{name.replace(' ', '-')}")
     redis = aioredis.Redis.from_url(redis_url)
     services, loop = _control_plane(redis, redis_url, keys)
     outcomes: Counter[RefitCheck] = Counter()
     try:
-        await services.policies.put(POLICY)
-        await services.publisher.publish(profiled_table(fleet))
+        await services.policies.put(policy)
+        await services.publisher.publish(profiled_table(fleet, policy))
         dp_redis = RedisSettings(url=redis_url, key_prefix=keys.prefix)
         async with redis_data_plane(dp_redis) as (url, app):
             checks = asyncio.create_task(_checks(loop, outcomes))
@@ -292,29 +320,40 @@ async def _measure(seconds: float, caught: Caught) -> HostileResult:
         SimPairConfig(name=f"sim-{q}", family="fam", quantization=q, ttft_base_s=TTFT_S,
                       ttft_per_input_token_s=PREFILL_S, tpot_base_s=TPOT_S, max_running=64,
                       default_max_tokens=ESSAY_TOKENS, context_length=8192,
-                      accuracy={"math": acc}, seed=seed)
+                      accuracy={"math": acc}, seed=seed, faults=SLOW_PATH)
         for q, acc, seed in (("int4", 0.90, 2), ("fp16", 0.97, 1))
     ]  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="gearbox-hostile-") as tmp, private_redis() as url:
         async with run_fleet(SimFleetConfig(pairs=pairs), answers=ANSWERS) as fleet:
-            without = await _run("without the hostile client", fleet, url, seconds, False)
-            for name in ("sim-int4", "sim-fp16"):
-                fleet.reset(name)  # the same answers in the same order
-            with_hostile = await _run("with the hostile client", fleet, url, seconds, True)
+            runs: list[Run] = []
+            for name, hostile, policy in RUNS:
+                for pair in ("sim-int4", "sim-fp16"):
+                    fleet.reset(pair)  # the same answers in the same order
+                runs.append(await _run(name, fleet, url, seconds, hostile, policy))
             detect_s, served = await _hung(fleet, Path(tmp), timeout_s=30.0)
     return HostileResult(
-        seconds, without, with_hostile, detect_s, served, caught,
+        seconds, runs[0], runs[1], runs[2], detect_s, served, caught,
         notes=(
             f"{CLIENTS} closed-loop normal clients (math questions, max_tokens 10, budget "
             f"{BUDGET_MS} ms, 12 API keys); the hostile client (one key) sends one request per "
-            "9 normal answers; engines profiled at TTFT 30 ms + half their true prefill, "
-            f"TPOT {TPOT_S * 1000:g} ms; refit policy of section 5 (min_samples "
+            f"9 normal answers, 5 of each 10 carrying the slow marker (+{SLOW_S:g} s); engines "
+            f"profiled at TTFT 30 ms + 0.1 ms per prompt token, TPOT {TPOT_S * 1000:g} ms; "
+            "refit policy of section 5 (min_samples "
             f"{REFIT.min_samples}, max_client_share {REFIT.max_client_share:g}), accuracy "
             f"checks of section 5b (sample rate {CHECKS.sample_rate:g}, min_checks "
             f"{CHECKS.min_checks}, demotion on); the loop checks every {CHECK_INTERVAL_S:g} s; "
             "a breaker opens after 5 consecutive failures.",
+            "Refit evidence rules off (the last run, for contrast; no target): outlier_share 0, "
+            "max_client_share 1, min_cell_samples 1, consensus_share 0.51.",
         ),
     )  # fmt: skip
+
+
+RUNS = (
+    ("without the hostile client", False, POLICY),
+    ("with the hostile client", True, POLICY),
+    ("with it, refit evidence rules off", True, UNGUARDED),
+)
 
 
 def run_hostile(quick: bool, caught: Caught) -> HostileResult:

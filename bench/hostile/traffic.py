@@ -1,10 +1,11 @@
 """The hostile-tenant section's traffic (issue 22): normal clients asking short math questions
 from an answer key, and one client whose requests are legal but odd, as 10% of the load.
 
-The hostile client's requests come in a fixed cycle of ten (`HOSTILE_CYCLE`): five long
-prompts, which the engines prefill twice as slowly as their profile says (a fit made on short
-prompts), so they are answered slower than predicted (5% of all requests: one client's slow
-outliers); two essays without `max_tokens` (the engine writes `ESSAY_TOKENS`); one
+The hostile client's requests come in a fixed cycle of ten (`HOSTILE_CYCLE`): five short
+requests carrying `SLOW_MARKER`, which the engines answer `SLOW_S` later than their profile
+says (the simulator's `slow_prompt_marker` fault: a kind of request the engine is slow on; 5%
+of all requests, one client's slow outliers, in the same size bucket as the normal requests);
+two essays without `max_tokens` (the engine writes `ESSAY_TOKENS`); one
 high-temperature free-text request; one math question with a huge `max_tokens`; one prompt
 heavy with images and tool schemas. Normal requests come from `NORMAL_KEYS` API keys, the
 hostile ones from one key, so the data plane tells the clients apart (docs/data_plane.md,
@@ -27,7 +28,7 @@ BUDGET_MS = 500  # normal requests
 NORMAL_KEYS = 12  # API keys the normal clients' requests rotate over
 HOSTILE_EVERY = 9  # normal answers per hostile request: the hostile client sends 10%
 ESSAY_TOKENS = 700  # what the engine writes without max_tokens
-LONG_PROMPT_TOKENS = 4000
+SLOW_MARKER, SLOW_S = "[slow path]", 0.3
 PROMPTS = [f"Compute {a} * 3 + {a % 17} (case {a})." for a in range(5000)]
 ANSWERS = {p: KnownAnswer("math", str(a * 3 + a % 17)) for a, p in enumerate(PROMPTS)}
 _IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
@@ -38,15 +39,15 @@ _TOOLS = [
 
 
 HOSTILE_CYCLE = (
-    "long prompt",
+    "slow outlier",
     "essay, no max_tokens",
-    "long prompt",
+    "slow outlier",
     "temperature 1.8 free text",
-    "long prompt",
+    "slow outlier",
     "essay, no max_tokens",
-    "long prompt",
+    "slow outlier",
     "max_tokens 8000",
-    "long prompt",
+    "slow outlier",
     "images and tools",
 )
 
@@ -59,9 +60,9 @@ def hostile_request(i: int) -> tuple[str, dict[str, Any], dict[str, str]]:
     """The hostile client's i-th request: (kind, body, headers besides its key)."""
     kind = HOSTILE_CYCLE[i % len(HOSTILE_CYCLE)]
     math_headers = {"X-Task-Category": "math"}
-    if kind == "long prompt":
-        words = "lorem " * (LONG_PROMPT_TOKENS * 4 // 6)  # 4 characters a token
-        return kind, _body("Summarise: " + words, max_tokens=10), {"X-Latency-Budget-Ms": "3000"}
+    if kind == "slow outlier":
+        slow = _body(f"Look up record {i} {SLOW_MARKER}.", max_tokens=10)
+        return kind, slow, {"X-Latency-Budget-Ms": "2000"}
     if kind == "essay, no max_tokens":
         # By pair name: the quality guard would otherwise re-ask the filler essay on the
         # dearer pair (its re-ask budget assumes the category's typical length).

@@ -23,7 +23,8 @@ def run(name: str, **fields: object) -> Run:
 
 
 def result(with_hostile: Run, hung_s: float = 2.0, caught: Caught = CAUGHT) -> HostileResult:
-    return HostileResult(30.0, run("without"), with_hostile, hung_s, 1.0, caught)
+    unguarded = run("unguarded", hostile=HOSTILE, refits=1)  # no target: never fails
+    return HostileResult(30.0, run("without"), with_hostile, unguarded, hung_s, 1.0, caught)
 
 
 def test_a_quiet_run_with_caught_faults_meets_every_target() -> None:
