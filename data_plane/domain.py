@@ -218,6 +218,9 @@ class CompiledTable:
     fleet_baseline: CompiledPair | None = None  # the fleet's best pair, for savings
     # pairs refits made slower than their profile; data planes probe them (latency_probe)
     slowed_pairs: tuple[CompiledPair, ...] = ()
+    # category -> pairs an accuracy demotion in force lowered in it, in cost order; data planes
+    # check them on other pairs' traffic so the demotion can be lifted (`check_sampling`)
+    demoted: Mapping[str, tuple[CompiledPair, ...]] = field(default_factory=dict)
 
 
 # --- health and load ----------------------------------------------------------------------

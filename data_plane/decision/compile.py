@@ -172,6 +172,16 @@ def _more_precise(pairs: tuple[CompiledPair, ...]) -> dict[str, CompiledPair]:
     return result
 
 
+def _demoted(
+    table: RoutingTable, pairs: tuple[CompiledPair, ...]
+) -> dict[str, tuple[CompiledPair, ...]]:
+    """Category -> the pairs demoted in it (`table.demotions`), in cost order."""
+    found: dict[str, tuple[CompiledPair, ...]] = {}
+    for category in {c for kept in table.demotions.values() for c in kept}:
+        found[category] = tuple(p for p in pairs if category in table.demotions.get(p.pair, {}))
+    return found
+
+
 def _baselines(table: RoutingTable, by_name: Mapping[str, CompiledPair]) -> dict[str, CompiledPair]:
     """family -> baseline pair: the table's choice, else the family's most precise pair."""
     result: dict[str, CompiledPair] = {}
@@ -275,4 +285,5 @@ def compile_table(table: RoutingTable) -> CompiledTable:
         slowed_pairs=tuple(
             by_name[p] for p in (table.refit.slowed if table.refit else {}) if p in by_name
         ),
+        demoted=MappingProxyType(_demoted(table, pairs)),
     )
