@@ -266,7 +266,9 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     )
     app[CHECKER] = AccuracyChecker(
         CheckerParts(runner, health, app[FEEDBACK], metrics, deps.rng, deps.clock),
-        CheckerConfig(settings.proxy.default_timeout_s),
+        CheckerConfig(
+            settings.proxy.default_timeout_s, settings.feedback.accuracy_probe_interval_s
+        ),
     )
     app[PROBE] = LatencyProbe(
         upstream,

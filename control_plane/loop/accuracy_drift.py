@@ -12,7 +12,11 @@ that observation: live requests of the category unlike the eval items (a new kin
 pair handles worse, but so might the reference), or a reference that got worse (then the pair
 is blamed for the reference's errors: the bounds count the reference's profile accuracy, not
 its live one). A demotion in force is lifted when fresh checks, as many, no longer contradict
-the profile's bound.
+the profile's bound; they come from the data planes' probes of the demoted pair on requests
+other pairs answered (the demotion took its own traffic), so the lift does not wait for client
+traffic that the demotion itself withholds. What else could explain checks that stop
+contradicting the profile: live requests of the category that changed back (or were never
+the pair's weakness), which is what a lift assumes anyway.
 """
 
 from __future__ import annotations

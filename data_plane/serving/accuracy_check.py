@@ -9,7 +9,12 @@ pair is re-asked with the same body too. Re-asks go the way client attempts go
 (`AttemptRunner`: the engine's API key, breakers, in-flight load, the engine's deadline), and
 are limited by the table policy's `accuracy_check`: sample rate, checks per hour, and dollars
 per hour per process (reserved at the worst case before queueing, settled from the answers'
-`usage`). Agreement counts go into the feedback summaries (`telemetry/feedback.py`).
+`usage`), and no identified client supplies more than `refit.max_client_share` of one pair's
+checks (`check_sampling`). A pair demoted in the request's category is probed the same way on
+the answers other pairs gave (its demotion took its traffic away): the sampled request is asked
+on it, and on its reference unless the reference's served answer can stand, at most once per
+`probe_interval_s` per pair and category. Agreement counts go into the feedback summaries
+(`telemetry/feedback.py`).
 """
 
 from __future__ import annotations
@@ -19,13 +24,20 @@ import itertools
 import logging
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from data_plane.decision.choose import order_endpoints, predict
-from data_plane.domain import Candidate, CompiledEndpoint, CompiledPair, CompiledTable
+from data_plane.domain import (
+    Candidate,
+    CompiledEndpoint,
+    CompiledPair,
+    CompiledTable,
+    RouteDecision,
+)
 from data_plane.resilience.health import Health
 from data_plane.serving.agreement import answer_text, checked, verdict
 from data_plane.serving.attempt import AttemptLimit, AttemptRunner, Call, CallState, Served
+from data_plane.serving.check_sampling import ClientShares, ProbeSlots, probe_targets
 from data_plane.serving.reask import Reask, reask
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 from data_plane.telemetry.feedback import FeedbackAggregator
@@ -43,6 +55,8 @@ class CheckerConfig:
     miss of that is no engine fault."""
 
     timeout_s: float = 30.0
+    # The least time between two probes of one demoted (pair, category); 0 = no probes.
+    probe_interval_s: float = 2.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +80,7 @@ class _Job:
     input_chars: int
     answer: str | None  # the served answer when it stands for the checked pair's
     reserved_usd: float
+    reference_answer: str | None = None  # the served answer when it stands for the reference's
 
 
 class _NoClient:
@@ -115,20 +130,38 @@ class AccuracyChecker:
         self._queue: asyncio.Queue[_Job] = asyncio.Queue(QUEUE_SIZE)
         self.limits = HourlyLimits(parts.clock)
         self._ids = itertools.count(1)
+        self.shares = ClientShares(parts.clock)
+        self.probes = ProbeSlots(parts.clock, config.probe_interval_s)
 
     def offer(
+        self,
+        call: Call,
+        table: CompiledTable,
+        decision: RouteDecision,
+        cand: Candidate,
+        served: Served,
+    ) -> None:
+        """Maybe queue a check of this served answer, and a probe of a pair demoted in its
+        category (never raises, never waits)."""
+        policy = table.policy.accuracy_check
+        if policy.sample_rate <= 0.0 or served.status != 200 or not checked(decision.category):
+            return
+        if not served.streamed:
+            self._offer_check(call, table, decision.category, cand, served)
+        targets = probe_targets(table, decision.alias, decision.category, cand.pair.pair)
+        target = self.probes.first_open(targets, decision.category) if targets else None
+        if target is not None and self._p.rng.random() < policy.sample_rate:
+            self._offer_probe(call, table, decision.category, (cand, served), target)
+
+    def _offer_check(
         self, call: Call, table: CompiledTable, category: str, cand: Candidate, served: Served
     ) -> None:
-        """Maybe queue a check of this served answer (never raises, never waits)."""
+        """The ordinary check: the served pair's answer against its reference's."""
         policy = table.policy.accuracy_check
         reference = table.baselines.get(cand.pair.family)
         if (
-            policy.sample_rate <= 0.0
-            or served.streamed
-            or served.status != 200
-            or reference is None
+            reference is None
             or reference.pair == cand.pair.pair
-            or not checked(category)
             or self._p.rng.random() >= policy.sample_rate
         ):
             return
@@ -136,28 +169,76 @@ class AccuracyChecker:
         ask = reask(call.bodies(cand.pair.served_model_name), policy.max_tokens)
         if answer is None or ask is None:
             return
-        asked = (reference,) if ask.reusable else (reference, cand.pair)
-        usd = sum(cost_usd(p, Usage(cand.input_tokens, ask.max_tokens)) for p in asked)
-        if not self.limits.reserve(usd, policy.max_checks_per_hour, policy.max_usd_per_hour):
-            self._count(cand.pair.pair, category, "over_budget")
-            return
-        chars = round(cand.input_tokens * cand.pair.chars_per_token)
         kept = answer if ask.reusable else None
-        job = _Job(table.version, category, cand.pair, reference, call.path, ask, chars, kept, usd)
+        asked = (reference,) if ask.reusable else (reference, cand.pair)
+        job = _Job(table.version, category, cand.pair, reference, call.path, ask, 0, kept, 0.0)
+        self._queue_job(call, table, job, (cand, asked))
+
+    def _offer_probe(
+        self,
+        call: Call,
+        table: CompiledTable,
+        category: str,
+        answered: tuple[Candidate, Served],
+        target: CompiledPair,
+    ) -> None:
+        """A probe of demoted `target` on this request: asked on `target`, and on its
+        reference unless the reference served it with an answer that can stand."""
+        cand, served = answered
+        reference = table.baselines[target.family]  # probe_targets checked it is there
+        cap = table.policy.accuracy_check.max_tokens
+        ask = reask(call.bodies(cand.pair.served_model_name), cap)
+        if ask is None:
+            return
+        stands = ask.reusable and not served.streamed and reference.pair == cand.pair.pair
+        kept = answer_text(served.body) if stands else None
+        asked = (target,) if kept is not None else (reference, target)
+        job = _Job(table.version, category, target, reference, call.path, ask, 0, None, 0.0, kept)
+        if self._queue_job(call, table, job, (cand, asked)):
+            self.probes.take(target.pair, category)
+
+    def _queue_job(
+        self,
+        call: Call,
+        table: CompiledTable,
+        job: _Job,
+        sent: tuple[Candidate, tuple[CompiledPair, ...]],
+    ) -> bool:
+        """Queue `job` when its client has not had its share of the checked pair's checks and
+        the hourly limits allow the re-asks of `sent` (the served candidate, the pairs to ask)
+        at the cap's worst case; counts why not otherwise."""
+        cand, asked = sent
+        policy, pair, category = table.policy.accuracy_check, job.checked.pair, job.category
+        max_share = table.policy.refit.max_client_share
+        if not self.shares.admit((table.version, pair, category), call.client, max_share):
+            self._count(pair, category, "client_capped")
+            return False
+        chars = round(cand.input_tokens * cand.pair.chars_per_token)
+        usd = sum(
+            cost_usd(p, Usage(round(chars / p.chars_per_token), job.ask.max_tokens)) for p in asked
+        )
+        if not self.limits.reserve(usd, policy.max_checks_per_hour, policy.max_usd_per_hour):
+            self._count(pair, category, "over_budget")
+            return False
         try:
-            self._queue.put_nowait(job)
+            self._queue.put_nowait(replace(job, input_chars=chars, reserved_usd=usd))
         except asyncio.QueueFull:
             self.limits.settle(usd, 0.0)
-            self._count(cand.pair.pair, category, "dropped")
+            self._count(pair, category, "dropped")
+            return False
+        return True
 
     def _count(self, pair: str, category: str, outcome: str) -> None:
         self._p.metrics.accuracy_checks.labels(pair, category, outcome).inc()
 
     async def check(self, job: _Job) -> str:
-        """Ask `job` on the reference pair (and the checked pair when its served answer
-        cannot stand for it); returns the outcome counted."""
+        """Ask `job` on the reference pair (unless its served answer stands for the
+        reference's) and on the checked pair (unless its served answer stands for the checked
+        pair's); returns the outcome counted."""
         spent = [0.0]
-        second = await self._ask(job, job.reference, spent)
+        second = job.reference_answer
+        if second is None:
+            second = await self._ask(job, job.reference, spent)
         first = job.answer
         if first is None and second is not None:
             first = await self._ask(job, job.checked, spent)

@@ -232,8 +232,7 @@ class Proxy:
                 walk.answered()
             outcome = await p.delivery.deliver(walk, answer)
             if p.checker is not None:
-                category = walk.decision.category
-                p.checker.offer(walk.call, walk.table, category, answer.cand, answer.served)
+                p.checker.offer(walk.call, walk.table, walk.decision, answer.cand, answer.served)
             return outcome
         return None
 

@@ -111,12 +111,20 @@ class AnnouncementSettings(Group):
 class FeedbackSettings(Group):
     """Latency feedback summaries to Redis every `interval_s` (0 = off); probes of the pairs
     refits made slower every `probe_interval_s` (0 = off; docs/control_plane.md "Latency
-    feedback")."""
+    feedback"); accuracy probes of a demoted (pair, category) at most every
+    `accuracy_probe_interval_s` (0 = off; docs/accuracy.md "Live checks")."""
 
     knob_prefix = "feedback_"
     interval_s: float = Field(default=10.0, ge=0.0, le=3600.0)
     probe_interval_s: Annotated[float, Knob("latency_probe_interval_s")] = Field(
         default=2.0, ge=0.0, le=3600.0
+    )
+    accuracy_probe_interval_s: Annotated[float, Knob("accuracy_probe_interval_s")] = Field(
+        default=2.0,
+        ge=0.0,
+        le=3600.0,
+        description="least time between two accuracy checks of one demoted pair and category "
+        "on requests other pairs answered (0 = off)",
     )
 
 

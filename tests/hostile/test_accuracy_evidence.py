@@ -29,10 +29,11 @@ from control_plane.runtime.services import Services, make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
 from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane import conftest as component
-from tests.component.data_plane.conftest import MakeHarness
+from tests.component.data_plane.conftest import Harness, MakeHarness
 from tests.component.data_plane.fakes import (
     FakeResponse,
     chat_json,
+    demoted_table,
     make_table,
     ok_json,
     pair_entry,
@@ -197,6 +198,47 @@ async def test_reasks_stay_within_the_dollar_budget(make_harness: MakeHarness) -
     assert metric("agree") >= 1
     assert metric("over_budget") >= 1
     assert h.metric("gearbox_accuracy_check_cost_usd_total", pair="fam@int4") <= budget
+
+
+def _int4_checks(h: Harness, outcome: str, category: str = "math") -> float:
+    return h.metric(
+        "gearbox_accuracy_checks_total", pair="fam@int4", category=category, outcome=outcome
+    )
+
+
+def _probe_body() -> str:
+    return _body("What is 12 + 7?", model="auto", temperature=0, max_tokens=16)
+
+
+async def test_one_client_cannot_supply_a_pairs_checks(make_harness: MakeHarness) -> None:
+    """A client that sends most of a category's traffic gives at most its share
+    (`refit.max_client_share`, 0.1, plus one) of a pair's checks: of the ordinary checks of
+    the pair that served it, and of the probes of a pair demoted there."""
+    h = await make_harness(
+        demoted_table(), routes={FP16: ok_json("19"), INT4: ok_json("19")}, tenant_header="x-t"
+    )
+    steer = {"X-Task-Category": "math", "X-Min-Accuracy": "0.5", "x-t": "steer"}
+    for _ in range(20):  # answered by fp16; int4 is demoted below the floor
+        resp = await h.client.post("/v1/chat/completions", data=_probe_body(), headers=steer)
+        assert resp.headers["X-Route-Pair"] == "fam@fp16"
+        h.clock.advance(2.0)  # a probe slot open for every request
+    served = {"X-Task-Category": "extraction", "x-t": "steer"}  # int4 serves, 0.6 >= 0.5
+    for _ in range(20):
+        data = _body('{"a": 1}', temperature=0, max_tokens=16)
+        assert (await h.client.post("/v1/chat/completions", data=data, headers=served)).ok
+    await eventually(
+        lambda: (
+            _int4_checks(h, "client_capped") == 19
+            and _int4_checks(h, "client_capped", "extraction") == 19
+        ),
+        what="the rest capped",
+    )
+    assert _int4_checks(h, "agree") == 1  # its one probe
+    others = [{**steer, "x-t": f"client-{i}"} for i in range(10)]
+    for headers in others:
+        assert (await h.client.post("/v1/chat/completions", headers=headers, data=_probe_body())).ok
+        h.clock.advance(2.0)
+    await eventually(lambda: _int4_checks(h, "agree") == 11, what="each other client probed")
 
 
 # --- the control plane: what a demotion publishes, and when it ends --------------------------

@@ -9,7 +9,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from contracts.routing_table import RoutingTable, with_version
+from contracts.routing_table import RoutingTable, stamp_table, with_version
 from data_plane.outcome import ConnectFailed, StreamBroken
 from data_plane.upstream.port import (
     AttemptError,
@@ -80,6 +80,30 @@ def two_pair_table(
         ],
         **kw,
     )
+
+
+def demoted_table(policy: dict[str, Any] | None = None) -> RoutingTable:
+    """`two_pair_table` (accuracy checks on, every answer sampled) with `fam@int4` demoted in
+    math from 0.6 to 0.3: below a 0.5 floor, such requests all go to fp16."""
+    data = two_pair_table(
+        ["http://fp16-a"],
+        ["http://int4-a"],
+        policy=policy or {"accuracy_check": {"sample_rate": 1.0}},
+    ).model_dump(mode="python")
+    int4 = next(e for e in data["entries"] if e["pair"] == "fam@int4")
+    int4["accuracy"]["math"] = 0.3
+    data["demotions"] = {
+        "fam@int4": {
+            "math": {
+                "profile_accuracy": 0.6,
+                "profile_bound": None,
+                "checks": 100,
+                "agreed": 30,
+                "base_version": 1,
+            }
+        }
+    }
+    return with_version(stamp_table(data), 2)
 
 
 def chat_json(content: str = "hello", prompt_tokens: int = 7, completion_tokens: int = 3) -> bytes:
