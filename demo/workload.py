@@ -21,6 +21,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
+from contracts.routing_table import LatencyModel
 from profiler.accuracy import EvalItem, parse_eval_set
 
 BUDGET_CLASSES = ("quality", "balanced", "cheap", "tight")
@@ -57,12 +58,12 @@ def load_items(evalsets: Sequence[Path]) -> list[EvalItem]:
 
 
 def predicted_latency_s(entry: dict[str, Any], prompt: str, max_tokens: int) -> float:
-    """The table's latency model at load 1 for this prompt (tokens estimated as the router does)."""
-    model = entry["latency"]
+    """The table's latency model at load 1 for this prompt (tokens estimated as the router
+    does): the contract's own `LatencyModel`, so the demo's budgets follow the model routing
+    uses (per-level prompt cost included), not a second copy of it."""
+    model = LatencyModel.model_validate(entry["latency"])
     n_in = ceil(len(prompt) / entry["chars_per_token"])
-    ttft = model["ttft_base_s"] + model["ttft_per_input_token_s"] * n_in + model["ttft_per_load_s"]
-    tpot = model["tpot_base_s"] + model["tpot_per_load_s"]
-    return float(ttft + max_tokens * tpot)
+    return model.latency_s(n_in, max_tokens, 1.0)
 
 
 def proven(entry: dict[str, Any], category: str) -> float:

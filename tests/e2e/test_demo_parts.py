@@ -38,6 +38,10 @@ def entry(pair: str, rank: int, accuracy: dict[str, float], tpot_s: float) -> di
         "ttft_per_load_s": 0.01,
         "tpot_base_s": tpot_s,
         "tpot_per_load_s": 0.0,
+        "ttft_rmse_s": 0.0,
+        "tpot_rmse_s": 0.0,
+        "quantile": 0.95,
+        "max_profiled_load": 8,
     }
     return {
         "pair": pair,
