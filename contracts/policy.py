@@ -176,8 +176,9 @@ class PriorityClass(_Policy):
 
     share: Ratio = Field(
         default=1.0,
-        description="most of a pair's profiled concurrency this class may fill before its "
-        "sheddable requests are shed",
+        description="most of a pair's sustainable concurrency (for the request's budget) this "
+        "class may fill while the pairs that could serve it are overloaded; the rest is kept "
+        "for the classes above it (a sheddable class's requests past it are shed)",
     )
     sheddable: bool = Field(
         default=True,
@@ -188,7 +189,7 @@ class PriorityClass(_Policy):
 def _default_priorities() -> dict[str, PriorityClass]:
     return {
         "critical": PriorityClass(share=1.0, sheddable=False),
-        "standard": PriorityClass(share=1.0, sheddable=True),
+        "standard": PriorityClass(share=0.75, sheddable=True),
         "batch": PriorityClass(share=0.5, sheddable=True),
     }
 

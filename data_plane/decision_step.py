@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from contracts.policy import PriorityClass
+from data_plane.decision.admission import Shed as ShedVerdict
 from data_plane.decision.admission import admit
+from data_plane.decision.capacity import Fleet, Seen, calm, fleet_of, pair_fleet
 from data_plane.decision.choose import choose_route
 from data_plane.decision.explain import explain_request
 from data_plane.decision.fair_share import over_fair_share
@@ -37,6 +39,7 @@ from data_plane.request.body import BodyKind
 from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.request.priority import priority_of
 from data_plane.request.tenant import ANONYMOUS, tenant_of
+from data_plane.resilience.arrivals import Arrivals
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.table_store import TableStore
 from data_plane.telemetry.demand import SpilledDemand
@@ -48,6 +51,7 @@ from data_plane.telemetry.tracing import ATTR_PAIR, ATTR_REASON, ATTR_TABLE_VERS
 logger = logging.getLogger(__name__)
 
 NO_TABLE_RETRY_AFTER_S = 1.0
+_FEASIBLE = frozenset({RouteReason.CHEAPEST_FEASIBLE, RouteReason.MOST_PRECISE_FEASIBLE})
 
 
 class HealthSource(Protocol):
@@ -84,6 +88,16 @@ class _Who(NamedTuple):
     klass: PriorityClass
 
 
+class _Asked(NamedTuple):
+    """One request as admission judges it: the table, the request, the health it was
+    decided on, and who sent it."""
+
+    table: CompiledTable
+    req: RouteRequest
+    health: HealthView
+    who: _Who
+
+
 @dataclass(frozen=True, slots=True)
 class Admission:
     """Who a request is and whether load may shed it (settings group `admission`)."""
@@ -108,9 +122,11 @@ class StepParts:
     demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
     feedback: FeedbackAggregator | None = None  # the recent traffic mix (contracts.evidence)
     admission: Admission = field(default_factory=default_admission)
-    # This process's requests in flight per pair and tenant, for fair shares (None: not
-    # judged; gateway mode does not see requests end).
+    # This process's requests in flight per pair and tenant, for fair shares, and the work
+    # it sent per pair, for overload (None, as in gateway mode, which sends no request and
+    # does not see requests end: no fair shares, and overload is the load alone).
     tenant_load: TenantLoad | None = None
+    arrivals: Arrivals | None = None
 
 
 class DecisionStep:
@@ -189,11 +205,15 @@ class DecisionStep:
         result = self._route(table, req, health)
         if p.demand is not None:
             p.demand.observe(table, req, health, result)
-        shedding = p.admission.shed and not table.policy.shadow.enabled
-        if shedding:
-            shed = admit(table, req, health, result, (who.priority, who.klass), p.rng)
-            if shed is not None:
-                self._shed(who, shed.retry_after_s, shed.detail)
+        asked = _Asked(table, req, health, who)
+        seen = self._seen(table, result, who)
+        fleet = None if seen is None else self._fleet(asked, result, seen)
+        if fleet is not None:
+            verdict = admit(table, req, health, result, (who.priority, who.klass), fleet)
+            if isinstance(verdict, ShedVerdict):
+                self._arrived(result)
+                raise self._shed(who, verdict.retry_after_s, verdict.detail)
+            result = verdict
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
             shadow = shadow_without_route(result, table, req)
@@ -204,30 +224,73 @@ class DecisionStep:
             if result.ladder is not None:  # quality-first: its hysteresis state for the next one
                 p.health.set_ladder(result.ladder)
             decision = apply_rollout(result, table, p.rng.random())
-            if shedding:  # on the pair that serves (a canary's baseline, else the choice)
-                self._fair_share(decision, health, who)
+            self._arrived(decision)
+            if seen is not None:
+                self._fair_share(asked, decision, fleet, seen)
         self._count(table, decision, result)
         return decision
 
-    def _fair_share(self, decision: RouteDecision, health: HealthView, who: _Who) -> None:
-        """Shed a sheddable request whose tenant holds its fair share of the saturated pair
-        that would serve it (`decision.fair_share`); HTTP data plane only."""
-        load = self._p.tenant_load
-        if load is None or not who.klass.sheddable:
+    def _fleet(self, asked: _Asked, result: RouteDecision | NoRoute, seen: Seen) -> Fleet | None:
+        """The request's fleet (`decision.capacity`), or None when `calm` says it cannot be
+        overloaded (or no pair meets the request unloaded)."""
+        table, req, health, _ = asked
+        if (
+            isinstance(result, RouteDecision)
+            and result.reason in _FEASIBLE
+            and calm(table, req, health, result.candidates[0], seen)
+        ):
+            return None
+        return fleet_of(table, req, health, self._p.rng, seen)
+
+    def _arrived(self, result: RouteDecision | NoRoute) -> None:
+        """Count the work arriving at the pair that serves `result` (or would have: a shed
+        one), its predicted seconds there."""
+        if self._p.arrivals is not None and isinstance(result, RouteDecision):
+            first = result.candidates[0]
+            self._p.arrivals.arrived(first.pair.pair, first.predicted_latency_s)
+
+    def _seen(
+        self, table: CompiledTable, result: RouteDecision | NoRoute, who: _Who
+    ) -> Seen | None:
+        """What admission reads when the request may be shed (a sheddable class, shedding on,
+        outside shadow mode), else None."""
+        p = self._p
+        if not who.klass.sheddable or not p.admission.shed or table.policy.shadow.enabled:
+            return None
+        if isinstance(result, RouteDecision) and result.reason is RouteReason.SHADOW:
+            return None
+        tenants = None if p.tenant_load is None else p.tenant_load.by_pair()
+        if p.arrivals is None:
+            return Seen(tenants, None, 0.0)
+        arrivals = p.arrivals
+        return Seen(tenants, arrivals.raw(), arrivals.now(), arrivals.all_pairs())
+
+    def _fair_share(
+        self, asked: _Asked, decision: RouteDecision, fleet: Fleet | None, seen: Seen
+    ) -> None:
+        """Shed a sheddable request whose tenant holds its fair share of the overloaded fleet
+        (`decision.fair_share`; a canary's baseline is judged on its own pair alone; HTTP data
+        plane only: gateway mode does not see requests end)."""
+        table, req, health, who = asked
+        serving = decision.candidates[0]
+        adaptive = decision.adaptive
+        if adaptive is not None and adaptive.candidates[0].pair is not serving.pair:
+            fleet = pair_fleet(table, req, health, serving, seen)
+        if fleet is None or seen.tenants is None:
             return
-        first = decision.candidates[0]
-        over = over_fair_share(first, health, who.tenant, load.at(first.pair.pair))
+        over = over_fair_share(fleet, who.tenant, seen.tenants)
         if over is not None:
             detail = (
-                f"pair {over.pair} is at its sustainable concurrency and tenant {who.label!r} "
-                f"holds {over.held} of it, its fair share being {over.share:.1f}"
+                f"the {over.pairs} pairs that meet this request are overloaded and tenant "
+                f"{who.label!r} holds {over.held} of their requests, its fair share being "
+                f"{over.share:.1f}"
             )
-            self._shed(who, over.retry_after_s, detail)
+            raise self._shed(who, over.retry_after_s, detail)
 
-    def _shed(self, who: _Who, retry_after_s: float, detail: str) -> None:
-        """Count and raise the 429 (`errors.Shed`)."""
+    def _shed(self, who: _Who, retry_after_s: float, detail: str) -> Shed:
+        """Count the shed request; the 429 to raise (`errors.Shed`)."""
         self._p.metrics.tenant(who.label, who.priority)[1].inc()
-        raise Shed(detail, retry_after_s=retry_after_s)
+        return Shed(detail, retry_after_s=retry_after_s)
 
     def _count(
         self, table: CompiledTable, decision: RouteDecision, result: RouteDecision | NoRoute

@@ -1,18 +1,21 @@
-"""Admission by budget: shed a sheddable request that only the fleet's current load keeps
-from its budget (docs/data_plane.md, "Tenants, priorities and admission").
+"""Admission by budget: shed a sheddable request only while its fleet is overloaded, and then
+before it eats the headroom kept for the classes above it (docs/data_plane.md, "Tenants,
+priorities and admission").
 
-PURE, beside `choose_route` and called after it. A request is shed (429 with a Retry-After)
-only when all of these hold:
+PURE, beside `choose_route` and called after it with the request's fleet
+(`capacity.fleet_of`). A request is served as decided unless all of these hold:
 
-- its priority class is sheddable;
-- no pair meets the request at the load now (the decision is best-effort or a strict
-  NoRoute), yet some pair meets it with the same healthy endpoints at zero load: the budget
-  is missed *because of load*, and a later retry can succeed. A request no pair meets even at
-  zero load keeps today's handling (best effort or a 400 naming the binding rule); a request
-  some pair meets now is never shed for latency (spare capacity exists);
-- or, for a class whose `share` is below 1: every feasible candidate's endpoint would carry
-  more than `share` x the pair's profiled concurrency with this request (the rest of that
-  concurrency is kept for the other classes).
+- its priority class is sheddable (a class that is not, critical by default, is never shed);
+- some pair meets it unloaded (a request no pair meets even at zero load keeps today's
+  handling: best effort, or a 400 naming the binding rule);
+- its fleet is overloaded: this replica's recent arrivals at those pairs exceed what they
+  sustain within the budget. Without overload nothing is shed: a moment at full concurrency
+  drains by itself, and the request is served as decided (best effort if it must);
+
+and then it is shed when no pair meets its budget at the load now (*because of load*), or
+when every pair that does would carry more than the class's `share` of its sustainable
+concurrency with this request: the rest is kept for the classes above it. A pair within the
+class's share is preferred to a cheaper one past it (the decision's candidates reordered).
 
 Retry-After is the predicted drain time: for the pair's endpoints, how long until enough of
 the requests in flight finish for this one to fit (`drain_s`). What else could explain a
@@ -23,13 +26,12 @@ so a stale scrape or share can over- or under-state the load for up to their int
 from __future__ import annotations
 
 import math
-import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 
 from contracts.policy import PriorityClass
-from data_plane.decision.choose import choose_route
-from data_plane.decision.feasibility import Limits, effective_limits, input_tokens
+from data_plane.decision.capacity import FLEET_PAIRS, Fleet, predicted_at
+from data_plane.decision.feasibility import Limits, effective_limits
 from data_plane.domain import (
     Candidate,
     CompiledTable,
@@ -59,90 +61,65 @@ def admit(
     health: HealthView,
     result: RouteDecision | NoRoute,
     priority: tuple[str, PriorityClass],
-    rng: random.Random,
-) -> Shed | None:
-    """None to serve `result` as decided, or the `Shed` (see the module docstring)."""
+    fleet: Fleet | None,
+) -> Shed | RouteDecision | NoRoute:
+    """`result` (or it with its candidates reordered) to serve, or the `Shed` (see the module
+    docstring). `fleet`: the request's fleet, None when no pair meets it unloaded."""
     name, klass = priority
-    if not klass.sheddable:
-        return None
-    if isinstance(result, RouteDecision) and result.reason in _FEASIBLE:
-        return _over_share(table, req, health, result, name, klass.share)
-    if isinstance(result, NoRoute) and result.reason is not NoRouteReason.BUDGET_INFEASIBLE:
-        return None
-    if isinstance(result, RouteDecision) and not result.reason.startswith("best_effort"):
-        return None
-    idle = HealthView(open_endpoints=health.open_endpoints, ladder=health.ladder)
-    at_rest = choose_route(table, req, idle, rng)
-    if not isinstance(at_rest, RouteDecision) or at_rest.reason not in _FEASIBLE:
-        return None  # inherent: no pair meets it even unloaded
+    if not klass.sheddable or fleet is None or not fleet.overloaded:
+        return result
     limits = effective_limits(table, req)
     chars = req.facts.input_chars
-    cands = list(islice(at_rest.candidates, _DRAIN_CANDIDATES))
-    wait_s = min(drain_s(c, limits, chars, health, _fits_budget(c, limits, chars)) for c in cands)
+    if isinstance(result, RouteDecision) and result.reason in _FEASIBLE:
+        return _within_share(result, limits, chars, health, fleet, (name, klass.share))
+    if isinstance(result, NoRoute) and result.reason is not NoRouteReason.BUDGET_INFEASIBLE:
+        return result
+    if isinstance(result, RouteDecision) and not result.reason.startswith("best_effort"):
+        return result
+    wait_s = min(
+        drain_s(p.candidate, limits, chars, health, p.per_endpoint - 1.0)
+        for p in islice(fleet.pairs, _DRAIN_CANDIDATES)
+    )
     return Shed(
         wait_s,
         f"the fleet is overloaded: no pair meets this request's budget at its load now "
-        f"({len(at_rest.candidates)} would unloaded); priority class {name!r} is sheddable",
+        f"({len(fleet.pairs)} would unloaded); priority class {name!r} is sheddable",
     )
 
 
-def _over_share(
-    table: CompiledTable,
-    req: RouteRequest,
-    health: HealthView,
+def _within_share(
     decision: RouteDecision,
-    name: str,
-    share: float,
-) -> Shed | None:
-    """Shed when every feasible candidate is past the class's share of its pair's profiled
-    concurrency (only a class with share < 1; the first candidate is checked first, cheaply)."""
-    if share >= 1.0 or decision.candidates[0].load <= _cap(decision.candidates[0], share):
-        return None
-    if any(c.load <= _cap(c, share) for c in decision.candidates):
-        return None
-    limits = effective_limits(table, req)
-    chars = req.facts.input_chars
-    cands = list(islice(decision.candidates, _DRAIN_CANDIDATES))
-    wait_s = min(drain_s(c, limits, chars, health, math.floor(_cap(c, share)) - 1) for c in cands)
+    limits: Limits,
+    chars: int,
+    health: HealthView,
+    fleet: Fleet,
+    klass: tuple[str, float],
+) -> Shed | RouteDecision:
+    """The decision with the candidates within the class's share of their sustainable
+    concurrency first (unchanged when the first is), or the Shed when none is."""
+    name, share = klass
+    first = decision.candidates[0]
+    if first.load <= share * fleet.sustainable(first.pair.pair):
+        return decision  # the common case: no other candidate is built
+    cands = decision.candidates[:FLEET_PAIRS]  # past the fleet a pair has no sustainable figure
+    lines = [share * fleet.sustainable(c.pair.pair) for c in cands]
+    within = [c for c, line in zip(cands, lines, strict=True) if c.load <= line]
+    if within:
+        rest = [c for c in decision.candidates if all(c is not w for w in within)]
+        return replace(decision, candidates=(*within, *rest))
+    wait_s = min(
+        drain_s(c, limits, chars, health, math.floor(line) - 1.0)
+        for c, line in islice(zip(cands, lines, strict=True), _DRAIN_CANDIDATES)
+    )
     return Shed(
         wait_s,
-        f"priority class {name!r} may use {share:.0%} of a pair's profiled concurrency, and "
-        "every pair that meets this request is past it",
+        f"the fleet is overloaded and priority class {name!r} may fill {share:.0%} of a "
+        "pair's sustainable concurrency: every pair that meets this request is past it",
     )
-
-
-def _cap(cand: Candidate, share: float) -> float:
-    return share * cand.pair.max_profiled_load
-
-
-def _fits_budget(cand: Candidate, limits: Limits, input_chars: int) -> int:
-    """The most requests in flight at one endpoint of `cand`'s pair beside which this one
-    still meets its latency and TTFT budgets (the linear model of `feasibility.predict`
-    solved for the load, capped by the highest profiled load); -1 when none."""
-    pair = cand.pair
-    ttft0 = pair.ttft_base_s + pair.ttft_per_input_token_s * input_tokens(pair, input_chars)
-    out = limits.output_tokens
-    most = pair.max_profiled_load - 1.0
-    if limits.latency_s is not None:
-        fixed = ttft0 + out * pair.tpot_base_s
-        most = min(
-            most,
-            _solve(limits.latency_s - fixed, pair.ttft_per_load_s + out * pair.tpot_per_load_s),
-        )
-    if limits.ttft_s is not None:
-        most = min(most, _solve(limits.ttft_s - ttft0, pair.ttft_per_load_s))
-    return -1 if most < 0 else int(min(most, 1e9))
-
-
-def _solve(room_s: float, per_load_s: float) -> float:
-    """Largest outstanding count k with per_load_s x (k + 1) <= room_s."""
-    if per_load_s <= 0:
-        return math.inf if room_s >= 0 else -1.0
-    return math.floor(room_s / per_load_s) - 1.0
 
 
 def drain_s(
-    cand: Candidate, limits: Limits, input_chars: int, health: HealthView, fits: int
+    cand: Candidate, limits: Limits, input_chars: int, health: HealthView, fits: float
 ) -> float:
     """Predicted seconds until one of `cand`'s endpoints has at most `fits` requests in
     flight: the excess over the endpoints' present service rate (Little's law: L requests in
@@ -150,18 +127,12 @@ def drain_s(
     second). Its assumptions: nothing new arrives meanwhile, and answers run to their cap."""
     if fits < 0:
         return math.inf
-    pair, out = cand.pair, limits.output_tokens
-    ttft0 = pair.ttft_base_s + pair.ttft_per_input_token_s * input_tokens(pair, input_chars)
     best = math.inf
     for endpoint in cand.endpoints:
         now = health.load.get(endpoint.id, 0.0)
         excess = now - fits
         if excess <= 0:
             return 0.0
-        w = (
-            ttft0
-            + pair.ttft_per_load_s * now
-            + out * (pair.tpot_base_s + pair.tpot_per_load_s * now)
-        )
+        w = predicted_at(cand.pair, limits, input_chars, now)
         best = min(best, excess * w / now)
     return best

@@ -35,3 +35,7 @@ class TenantLoad:
         del tenants[tenant]
         if not tenants:
             del self._by_pair[pair]
+
+    def by_pair(self) -> Mapping[str, Mapping[str, int]]:
+        """Every pair's tenants in flight (read-only; for one decision)."""
+        return self._by_pair

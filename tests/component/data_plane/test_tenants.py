@@ -89,20 +89,30 @@ async def test_an_unknown_priority_or_a_bad_tenant_is_a_400_naming_the_header(
     assert h.upstream.requests == []
 
 
+# Every class may fill the whole sustainable concurrency: only the fair share tells the
+# tenants apart here (the critical headroom is decision/admission.py's, tested there).
+FLAT_SHARES = {
+    "priorities": {"critical": {"sheddable": False}, "standard": {"share": 1.0}},
+}
+
+
 def one_pair_of_capacity(capacity: int) -> RoutingTable:
-    """One pair whose engine was profiled up to `capacity` requests at once."""
-    entry = pair_entry("fam", "fp16", urls=[FP16])
+    """One pair whose engine was profiled up to `capacity` requests at once, predicted to take
+    about a second: it sustains `capacity` requests a second, and the harness's clock stands
+    still, so each request counts as 2 a second (the rates' half-second window) for good."""
+    entry = pair_entry("fam", "fp16", urls=[FP16], ttft_base_s=1.0)
     entry["latency"]["max_profiled_load"] = capacity
-    return make_table([entry])
+    return make_table([entry], policy=FLAT_SHARES)
 
 
-async def test_a_bursting_tenant_gets_its_fair_share_of_a_saturated_pair_and_no_more(
+async def test_a_bursting_tenant_gets_its_fair_share_of_an_overloaded_pair_and_no_more(
     make_harness: MakeHarness,
 ) -> None:
-    """Four requests of one tenant fill the pair (profiled to 4 at once) without limit: no
-    other tenant is there. Then a steady tenant's request goes in (its fair share is 2 of
-    the 4), and the bursting tenant's fifth is shed: it holds 4, twice its share. Both
-    sheddable (the default class): only the fair share tells them apart."""
+    """Two requests of one tenant go in alone (no other tenant to protect), then a steady
+    tenant's; by now 3 arrivals count as 6 a second at a pair that sustains 4: overloaded.
+    The bursting tenant's third is shed (it holds 2, its fair share of the 4), the steady
+    tenant's second goes in. Both sheddable (the default class): only the fair share tells
+    them apart."""
     hold = {FP16: lambda r: FakeResponse(body=chat_json(), delays_s={0: 1.0})}
     h = await make_harness(one_pair_of_capacity(4), routes=hold, engine_deadline_factor=0)
     bursty, steady = {"x-gearbox-tenant": "bursty"}, {"x-gearbox-tenant": "steady"}
@@ -112,34 +122,35 @@ async def test_a_bursting_tenant_gets_its_fair_share_of_a_saturated_pair_and_no_
         await resp.read()
         return resp.status, dict(resp.headers)
 
-    burst = [asyncio.create_task(ask(bursty)) for _ in range(4)]
-    await eventually(lambda: len(h.upstream.requests) == 4, what="the burst holds the engine")
+    burst = [asyncio.create_task(ask(bursty)) for _ in range(2)]
+    await eventually(lambda: len(h.upstream.requests) == 2, what="the burst holds the engine")
     steady_task = asyncio.create_task(ask(steady))
-    await eventually(lambda: len(h.upstream.requests) == 5, what="the steady request goes in")
+    await eventually(lambda: len(h.upstream.requests) == 3, what="the steady request goes in")
     status, headers = await ask(bursty)
     assert status == 429
     assert int(headers["Retry-After"]) >= 1
     assert headers["x-should-retry"] == "true"
-    assert (await steady_task)[0] == 200
-    assert [s for s, _ in await asyncio.gather(*burst)] == [200] * 4
+    second = asyncio.create_task(ask(steady))
+    await eventually(lambda: len(h.upstream.requests) == 4, what="the steady tenant's second")
+    assert [s for s, _ in await asyncio.gather(steady_task, second, *burst)] == [200] * 4
     assert h.metric("gearbox_tenant_shed_total", tenant="bursty", priority="standard") == 1
     assert h.metric("gearbox_tenant_shed_total", tenant="steady", priority="standard") == 0
     # Work-conserving: once the others left, a lone tenant may fill the pair again.
-    again = await asyncio.gather(*(ask(bursty) for _ in range(5)))
-    assert [s for s, _ in again] == [200] * 5
+    again = await asyncio.gather(*(ask(bursty) for _ in range(4)))
+    assert [s for s, _ in again] == [200] * 4
 
 
 async def test_the_fair_share_is_judged_on_the_pair_that_serves(make_harness: MakeHarness) -> None:
     """Outside the canary fraction (0 here) the family baseline, fam@fp16, serves: its
-    capacity (4) is what the tenants share, not that of the cheap pair the router would
-    have chosen (64, never saturated here)."""
-    fp16 = pair_entry("fam", "fp16", urls=[FP16], accuracy=0.9, usd_per_mtok=4.0)
+    capacity (4) is what the tenants share, not the fleet of the cheap pair the router would
+    have chosen (64 more, never overloaded here)."""
+    fp16 = pair_entry("fam", "fp16", urls=[FP16], accuracy=0.9, usd_per_mtok=4.0, ttft_base_s=1.0)
     fp16["latency"]["max_profiled_load"] = 4
     int4 = pair_entry("fam", "int4", urls=[INT4], accuracy=0.6, precision_rank=1)
     routes = {
         url: lambda r: FakeResponse(body=chat_json(), delays_s={0: 1.0}) for url in (FP16, INT4)
     }
-    table = make_table([fp16, int4], policy={"canary_fraction": 0.0})
+    table = make_table([fp16, int4], policy={"canary_fraction": 0.0, **FLAT_SHARES})
     h = await make_harness(table, routes=routes, engine_deadline_factor=0)
 
     async def ask(tenant: str) -> int:
@@ -149,10 +160,10 @@ async def test_the_fair_share_is_judged_on_the_pair_that_serves(make_harness: Ma
         assert resp.status != 200 or resp.headers["X-Route-Pair"] == "fam@fp16"
         return resp.status
 
-    burst = [asyncio.create_task(ask("bursty")) for _ in range(4)]
-    await eventually(lambda: len(h.upstream.requests) == 4, what="the burst holds fp16")
+    burst = [asyncio.create_task(ask("bursty")) for _ in range(2)]
+    await eventually(lambda: len(h.upstream.requests) == 2, what="the burst holds fp16")
     steady = asyncio.create_task(ask("steady"))
-    await eventually(lambda: len(h.upstream.requests) == 5, what="the steady request goes in")
+    await eventually(lambda: len(h.upstream.requests) == 3, what="the steady request goes in")
     assert await ask("bursty") == 429
     assert await steady == 200
-    assert await asyncio.gather(*burst) == [200] * 4
+    assert await asyncio.gather(*burst) == [200] * 2

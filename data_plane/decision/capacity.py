@@ -1,0 +1,209 @@
+"""What the pairs that could serve a request sustain within its budget, and whether the
+work offered to them exceeds it (docs/data_plane.md, "Tenants, priorities and admission").
+
+PURE. A pair's *sustainable concurrency* for a request is the largest whole load (this
+request included) at which the table's prediction for it still meets its latency and TTFT
+budgets, at most the highest profiled load. The request's *fleet* is the pairs that would
+serve it unloaded (the zero-load decision's candidates, the first `FLEET_PAIRS`); it is
+*overloaded* when the concurrency offered to them exceeds this replica's part of their
+summed sustainable concurrency. Offered concurrency is Little's law on recent arrivals:
+each request this replica sent (or shed) there counts its predicted seconds, and the seconds
+arriving a second, averaged over about `WORK_WINDOW_S`, are the requests that traffic keeps
+in flight. Only an overloaded fleet sheds (`admission`, `fair_share`): a moment at full
+concurrency under a lighter load drains by itself, and its request is served as decided.
+What else could explain an overload: predictions slower than the engines now are (a table
+to refit), which overstate both the work and the load it causes.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from data_plane.decision.choose import choose_route
+from data_plane.decision.feasibility import Limits, effective_limits, input_tokens
+from data_plane.domain import (
+    Candidate,
+    CompiledPair,
+    CompiledTable,
+    HealthView,
+    RouteDecision,
+    RouteReason,
+    RouteRequest,
+    load_terms,
+)
+
+FLEET_PAIRS = 8  # the cheapest pairs that meet a request unloaded, taken as its fleet
+WORK_WINDOW_S = 0.5  # time constant of the offered work (`resilience.arrivals`)
+_FEASIBLE = frozenset({RouteReason.CHEAPEST_FEASIBLE, RouteReason.MOST_PRECISE_FEASIBLE})
+
+
+def predicted_at(pair: CompiledPair, limits: Limits, input_chars: int, load: float) -> float:
+    """Predicted seconds for the whole answer at `load` (this request included)."""
+    tokens = input_tokens(pair, input_chars)
+    ttft_load, tpot_load = load_terms(pair, load, tokens)
+    ttft0 = pair.ttft_base_s + pair.ttft_per_input_token_s * tokens
+    return ttft0 + ttft_load + limits.output_tokens * (pair.tpot_base_s + tpot_load)
+
+
+def _meets(pair: CompiledPair, limits: Limits, prompt: tuple[float, int], load: int) -> bool:
+    """Whether the prediction at `load` meets the budgets; `prompt`: (TTFT at no load for
+    the prompt, its tokens)."""
+    ttft0_s, tokens = prompt
+    ttft_load, tpot_load = load_terms(pair, load, tokens)
+    ttft = ttft0_s + ttft_load
+    if limits.ttft_s is not None and ttft > limits.ttft_s:
+        return False
+    total = ttft + limits.output_tokens * (pair.tpot_base_s + tpot_load)
+    return limits.latency_s is None or total <= limits.latency_s
+
+
+def sustainable_load(pair: CompiledPair, limits: Limits, input_chars: int) -> float:
+    """The largest whole load per endpoint (this request included) at which `pair` meets the
+    request's budgets, at most `max_profiled_load`; 0 when even an idle endpoint misses them,
+    the profiled maximum (inf when unknown) for a request without latency or TTFT budget.
+    The per-load coefficients' line gives a first guess, which steps of one load correct to
+    the tabulated terms (they grow with load: a profile's latency does not fall as
+    concurrency rises)."""
+    top = pair.max_profiled_load
+    if limits.latency_s is None and limits.ttft_s is None:
+        return top
+    top = top if math.isfinite(top) else float(1 << 16)
+    tokens = input_tokens(pair, input_chars)
+    ttft0 = pair.ttft_base_s + pair.ttft_per_input_token_s * tokens
+    guess = top
+    if limits.latency_s is not None:
+        per = pair.ttft_per_load_s + limits.output_tokens * pair.tpot_per_load_s
+        room = limits.latency_s - ttft0 - limits.output_tokens * pair.tpot_base_s
+        guess = min(guess, room / per if per > 0 else top)
+    if limits.ttft_s is not None and pair.ttft_per_load_s > 0:
+        guess = min(guess, (limits.ttft_s - ttft0) / pair.ttft_per_load_s)
+    load = int(max(0.0, min(top, guess)))
+    while load > 0 and not _meets(pair, limits, (ttft0, tokens), load):
+        load -= 1
+    while load < top and _meets(pair, limits, (ttft0, tokens), load + 1):
+        load += 1
+    return float(load)
+
+
+@dataclass(frozen=True, slots=True)
+class FleetPair:
+    """One pair of a request's fleet and its sustainable concurrency per live endpoint."""
+
+    candidate: Candidate  # as the zero-load decision predicts it (its live endpoints)
+    per_endpoint: float
+
+    @property
+    def pair(self) -> str:
+        return self.candidate.pair.pair
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The request's fleet now (see the module docstring)."""
+
+    pairs: tuple[FleetPair, ...]
+    capacity: float  # this replica's part of the summed sustainable concurrency
+    load: float  # requests in flight at the fleet's live endpoints (all replicas, queues)
+    part: float  # this replica's part: (its own in flight + 1) / (load + 1), at most 1
+    offered: float  # concurrency the work this replica saw arrive there asks for
+    overloaded: bool
+    latency_now_s: float  # the first pair's predicted latency at its first endpoint's load
+
+    def sustainable(self, pair: str) -> float:
+        """The per-endpoint sustainable concurrency of `pair` (0: not in the fleet)."""
+        return next((p.per_endpoint for p in self.pairs if p.pair == pair), 0.0)
+
+
+class Seen(NamedTuple):
+    """What this replica saw for one decision: its requests in flight per pair and tenant,
+    and per pair the work arriving (`resilience.arrivals`), read at `now`. A door that sends
+    no request itself (gateway mode) sees neither: the offered concurrency is then the load,
+    this request included, and its part of the fleet the whole."""
+
+    tenants: Mapping[str, Mapping[str, int]] | None
+    work: Mapping[str, tuple[float, float]] | None
+    now: float
+    all_work: tuple[float, float] | None = None  # summed over every pair (`calm`)
+
+
+def decayed(raw: tuple[float, float] | None, now: float) -> float:
+    """An exponentially weighted rate (value, at) read at `now` (`resilience.arrivals`)."""
+    if raw is None:
+        return 0.0
+    value, at = raw
+    return value * math.exp(-max(0.0, now - at) / WORK_WINDOW_S)
+
+
+def calm(
+    table: CompiledTable, req: RouteRequest, health: HealthView, result: Candidate, seen: Seen
+) -> bool:
+    """True when the work this replica sends to every pair together is within what the pair
+    `result` chose (meeting the budget now) sustains alone for its part: no fleet holding that
+    pair can then be overloaded (unless this replica's part of another pair is much smaller),
+    and the fleet is not worth computing. A few microseconds; False when it cannot tell."""
+    if seen.all_work is None or seen.tenants is None:
+        return False
+    pair = result.pair
+    per = sustainable_load(pair, effective_limits(table, req), req.facts.input_chars)
+    load = sum(health.load.get(e.id, 0.0) for e in result.endpoints)
+    mine = sum(seen.tenants.get(pair.pair, {}).values())
+    part = min(1.0, (mine + 1.0) / (load + 1.0))
+    return decayed(seen.all_work, seen.now) <= per * len(result.endpoints) * part
+
+
+def fleet_of(
+    table: CompiledTable,
+    req: RouteRequest,
+    health: HealthView,
+    rng: random.Random,
+    seen: Seen,
+) -> Fleet | None:
+    """The request's fleet, or None when no pair meets it even unloaded (a miss no load
+    explains)."""
+    idle = HealthView(open_endpoints=health.open_endpoints, ladder=health.ladder)
+    at_rest = choose_route(table, req, idle, rng)
+    if not isinstance(at_rest, RouteDecision) or at_rest.reason not in _FEASIBLE:
+        return None
+    cands = tuple(at_rest.candidates[:FLEET_PAIRS])
+    return _assemble(cands, effective_limits(table, req), req, health, seen)
+
+
+def pair_fleet(
+    table: CompiledTable, req: RouteRequest, health: HealthView, cand: Candidate, seen: Seen
+) -> Fleet:
+    """A fleet of the one pair `cand` (a canary's baseline: the router does not choose it)."""
+    return _assemble((cand,), effective_limits(table, req), req, health, seen)
+
+
+def _assemble(
+    cands: tuple[Candidate, ...],
+    limits: Limits,
+    req: RouteRequest,
+    health: HealthView,
+    seen: Seen,
+) -> Fleet:
+    tenants, work, now, _ = seen
+    chars = req.facts.input_chars
+    pairs: list[FleetPair] = []
+    total = load = mine = offered = 0.0
+    for cand in cands:
+        pairs.append(FleetPair(cand, sustainable_load(cand.pair, limits, chars)))
+        total += pairs[-1].per_endpoint * len(cand.endpoints)
+        load += sum(health.load.get(e.id, 0.0) for e in cand.endpoints)
+        if tenants is not None:
+            mine += sum(tenants.get(cand.pair.pair, {}).values())
+        if work is not None:
+            offered += decayed(work.get(cand.pair.pair), now)
+    # This request counted as this replica's own.
+    part = 1.0 if tenants is None else min(1.0, (mine + 1.0) / (load + 1.0))
+    if work is None:
+        offered = load + 1.0
+    first = cands[0]
+    now_s = predicted_at(
+        first.pair, limits, chars, health.load.get(first.endpoints[0].id, 0.0) + 1.0
+    )
+    return Fleet(tuple(pairs), total * part, load, part, offered, offered > total * part, now_s)

@@ -1,0 +1,119 @@
+"""decision/capacity.py: sustainable concurrency for the budget in play, and overload as the
+offered concurrency past what the fleet sustains (not a moment at full concurrency)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from data_plane.decision.capacity import Seen, calm, decayed, fleet_of, sustainable_load
+from data_plane.decision.choose import choose_route
+from data_plane.decision.feasibility import Limits
+from data_plane.domain import Budget, BudgetMode, HealthView, RouteDecision
+from data_plane.resilience.arrivals import Arrivals
+from tests.unit.data_plane.admission_fleet import (
+    BURST,
+    ONE_X,
+    bench_fleet,
+    fleet,
+    request,
+)
+
+
+def limits(latency_s: float | None, ttft_s: float | None = None) -> Limits:
+    return Limits("chat", 15, latency_s, ttft_s, 0.0, None, BudgetMode.BEST_EFFORT)
+
+
+def test_sustainable_concurrency_is_the_largest_load_that_meets_the_budget() -> None:
+    pair = bench_fleet().pairs[0]
+    assert sustainable_load(pair, limits(0.4), 8) == 8  # 0.39 s at 8, 0.42 s at 9
+    assert sustainable_load(pair, limits(0.6), 8) == 15
+    assert sustainable_load(pair, limits(0.1), 8) == 0  # 0.18 s even alone
+    assert sustainable_load(pair, limits(None, ttft_s=0.02), 8) == 0
+    # No latency budget in play: the profile's highest measured load, not the budget's.
+    assert sustainable_load(pair, limits(None), 8) == 64
+
+
+def test_the_fleet_is_the_pairs_that_meet_the_request_unloaded() -> None:
+    found = fleet({}, 0.0)
+    assert found is not None
+    assert [(p.pair, p.per_endpoint) for p in found.pairs] == [("fam@int4", 8), ("fam@fp16", 8)]
+    assert found.capacity == 16
+
+
+@pytest.mark.parametrize(("offered", "overloaded"), [(ONE_X, False), (15.9, False), (16.5, True)])
+def test_overload_is_offered_concurrency_past_the_sustainable(
+    offered: float, overloaded: bool
+) -> None:
+    # Full concurrency on both pairs does not by itself make an overload.
+    found = fleet({"fam@int4#0": 8, "fam@fp16#0": 8}, offered)
+    assert found is not None
+    assert found.overloaded is overloaded
+
+
+def test_an_ejected_pair_leaves_the_fleet() -> None:
+    health = HealthView(open_endpoints=frozenset({"fam@fp16#0"}))
+    arrived = Seen({}, {"fam@int4": (9.0, 0.0)}, 0.0)  # all of it sent to int4 now
+    found = fleet_of(bench_fleet(), request(), health, random.Random(1), arrived)
+    assert found is not None
+    assert [p.pair for p in found.pairs] == ["fam@int4"]
+    assert found.overloaded  # 9 in flight asked of the 8 one pair sustains
+
+
+def test_no_fleet_when_no_pair_meets_the_request_even_unloaded() -> None:
+    assert fleet({}, BURST, budget=Budget(latency_s=0.1)) is None
+
+
+def test_a_replica_counts_its_own_part_of_the_fleet() -> None:
+    # 16 in flight, 3 of them this replica's: with this request its part is 4 / 17 of the
+    # 16 the fleet sustains, 3.8, which the 4.5 its traffic asks for exceeds.
+    tenants = {"fam@int4": {"a": 3}}
+    found = fleet({"fam@int4#0": 8, "fam@fp16#0": 8}, 4.5, tenants)
+    assert found is not None
+    assert found.part == pytest.approx(4 / 17)
+    assert found.capacity == pytest.approx(16 * 4 / 17)
+    assert found.overloaded
+
+
+def test_offered_work_settles_at_rate_times_duration_and_decays_when_it_stops() -> None:
+    now = [0.0]
+    arrivals = Arrivals(lambda: now[0])
+    for _ in range(100):  # 20 a second for 5 s, 0.3 s each: 6 in flight by Little's law
+        arrivals.arrived("p", 0.3)
+        now[0] += 0.05
+    assert 5.7 <= decayed(arrivals.raw()["p"], now[0]) <= 6.31
+    assert decayed(arrivals.raw()["p"], now[0] + 5.0) < 0.01
+    assert decayed(None, 0.0) == 0.0
+
+
+def test_a_door_that_sends_nothing_itself_takes_the_load_as_the_offered_concurrency() -> None:
+    # Gateway mode: Envoy sends the requests; the scraped load, this request included, is all
+    # the offered concurrency it sees, and its part of the fleet is the whole.
+    def gateway(load: dict[str, float]) -> bool:
+        health = HealthView(load=load)
+        found = fleet_of(bench_fleet(), request(), health, random.Random(1), Seen(None, None, 0))
+        assert found is not None
+        assert (found.part, found.capacity) == (1.0, 16)
+        return found.overloaded
+
+    assert gateway({"fam@int4#0": 8, "fam@fp16#0": 8})  # 17 asked of 16
+    assert not gateway({"fam@int4#0": 7, "fam@fp16#0": 8})
+
+
+def test_calm_when_all_the_work_sent_fits_the_chosen_pair_alone() -> None:
+    """The fleet is computed only when it could be overloaded: not while everything this
+    replica sends (all pairs together) would fit the pair just chosen (8 in flight)."""
+    t, req = bench_fleet(), request()
+    health = HealthView(load={"fam@int4#0": 3})
+    chosen = choose_route(t, req, health, random.Random(1))
+    assert isinstance(chosen, RouteDecision)
+    mine = {"fam@int4": {"a": 3}}
+
+    def seen_with(all_work: tuple[float, float] | None) -> Seen:
+        return Seen(mine, {}, 0.0, all_work)
+
+    assert calm(t, req, health, chosen.candidates[0], seen_with((7.9, 0.0)))
+    assert not calm(t, req, health, chosen.candidates[0], seen_with((8.1, 0.0)))
+    assert calm(t, req, health, chosen.candidates[0], seen_with((30.0, -5.0)))  # decayed
+    assert not calm(t, req, health, chosen.candidates[0], seen_with(None))  # cannot tell
