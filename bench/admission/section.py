@@ -108,11 +108,13 @@ def _poisson(rng: random.Random, rate: float, start: float, end: float) -> list[
         times.append(t)
 
 
-def schedule(seconds: float, tenants: dict[str, float], burst_rps: float) -> list[Arrival]:
+def schedule(
+    seconds: float, tenants: dict[str, float], burst_rps: float, seed: int = SEED
+) -> list[Arrival]:
     """Poisson arrivals per tenant (name -> requests/s); the `bursty` tenant, when present and
     `burst_rps` > 0, sends `burst_rps` instead during the middle third. Seeded: every run with
     the same arguments gets the same schedule."""
-    rng = random.Random(SEED)
+    rng = random.Random(seed)
     lo, hi = seconds / 3, 2 * seconds / 3
     arrivals: list[tuple[float, str]] = []
     for tenant, rate in tenants.items():

@@ -1,0 +1,145 @@
+"""What any router could reach on section 9's fleet and schedule: a token-level simulation of
+the two engines under routers that see exact in-flight counts, pay no overhead and never shed
+a critical request (`python -m bench.admission.bound`; docs/benchmarks.md, section 9).
+
+Each engine decodes every running request one token per TPOT_S + TPOT_PER_RUNNING_S x (the
+others decoding) after TTFT_S, as the simulator does (checked against `engine_latency_s` in
+tests/bench/test_admission_bound.py). The routers differ only in whom they shed and where
+they place: they bound the section's targets from above, since the data plane's admission
+decides with less (predictions, not the engines' progress) and pays its own overhead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from bench.admission.section import (
+    BURST_TIMES,
+    BURSTY_SHARE,
+    MAX_TOKENS,
+    STEADY_SHARE,
+    TPOT_PER_RUNNING_S,
+    TPOT_S,
+    TTFT_S,
+    Arrival,
+    capacity_rps,
+    engine_latency_s,
+    schedule,
+)
+
+STEP_S = 0.001
+SLOTS = max(n for n in range(1, 65) if engine_latency_s(n) <= 0.4)  # 8: in budget beside 7
+
+# (arrival, in-flight count per engine, during the burst run) -> engine index, or None: shed.
+Router = Callable[[Arrival, list[int], bool], int | None]
+
+
+@dataclass
+class _Job:
+    arrival: Arrival
+    decoding_from_s: float
+    tokens_left: float
+
+
+def simulate(router: Router, arrivals: list[Arrival], burst: bool) -> list[tuple[Arrival, bool]]:
+    """Each arrival and whether it was answered within the budget (False when shed)."""
+    engines: list[list[_Job]] = [[], []]
+    met: list[tuple[Arrival, bool]] = []
+    t, i = 0.0, 0
+    while i < len(arrivals) or any(engines):
+        t += STEP_S
+        for jobs in engines:
+            decoding = sum(1 for j in jobs if t >= j.decoding_from_s)
+            per_token_s = TPOT_S + TPOT_PER_RUNNING_S * (max(decoding, 1) - 1)
+            for j in jobs:
+                if t >= j.decoding_from_s:
+                    j.tokens_left -= STEP_S / per_token_s
+            for j in [j for j in jobs if j.tokens_left <= 0]:
+                jobs.remove(j)
+                met.append((j.arrival, t - j.arrival.at_s <= 0.4 + 1e-9))
+        while i < len(arrivals) and arrivals[i].at_s <= t:
+            a = arrivals[i]
+            i += 1
+            target = router(a, [len(e) for e in engines], burst)
+            if target is None:
+                met.append((a, False))
+            else:
+                engines[target].append(_Job(a, a.at_s + TTFT_S, float(MAX_TOKENS)))
+    return met
+
+
+def router(shed: Callable[[Arrival], bool], least_loaded: bool, full_sheds: bool) -> Router:
+    """Sheds the sheddable arrivals `shed` picks during the burst run; places on the first
+    engine with a slot in budget (cheapest first, or the least loaded); when both are full, a
+    critical request (and, unless `full_sheds`, any other) goes to the less loaded one."""
+
+    def decide(a: Arrival, loads: list[int], burst: bool) -> int | None:
+        if a.priority != "critical" and burst and shed(a):
+            return None
+        order = sorted(range(2), key=lambda k: loads[k]) if least_loaded else [0, 1]
+        room = [k for k in order if loads[k] + 1 <= SLOTS]
+        if room:
+            return room[0]
+        if full_sheds and a.priority != "critical":
+            return None
+        return 0 if loads[0] <= loads[1] else 1
+
+    return decide
+
+
+ROUTERS: dict[str, Router] = {
+    "shed exactly the bursty tenant's sheddable requests in its burst, cheapest engine first,"
+    " best effort when both are full": router(lambda a: a.tenant == "bursty", False, False),
+    "the same, shedding a sheddable request when both are full": router(
+        lambda a: a.tenant == "bursty", False, True
+    ),
+    "the same, least-loaded engine first": router(lambda a: a.tenant == "bursty", True, True),
+    "shed every sheddable request in the burst window, cheapest engine first": router(
+        lambda a: a.in_burst, False, True
+    ),
+    "shed every sheddable request in the burst window, least-loaded engine first": router(
+        lambda a: a.in_burst, True, True
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    router: str
+    steady_points_below_solo: float
+    critical_in_burst: float  # attainment of the critical requests sent in the burst window
+    critical_requests: int
+
+
+def bounds(seconds: float = 45.0, seeds: int = 5) -> list[Bound]:
+    cap = capacity_rps()
+    steady, bursty = STEADY_SHARE * cap, BURSTY_SHARE * cap
+    out = []
+    for name, route in ROUTERS.items():
+        solo_met = solo_n = burst_met = burst_n = crit_met = crit_n = 0
+        for seed in range(seeds):
+            solo = simulate(route, schedule(seconds, {"steady": steady}, 0.0, seed), False)
+            both = {"steady": steady, "bursty": bursty}
+            run = simulate(route, schedule(seconds, both, BURST_TIMES * cap, seed), True)
+            solo_n += len(solo)
+            solo_met += sum(ok for _, ok in solo)
+            mine = [ok for a, ok in run if a.tenant == "steady"]
+            burst_n, burst_met = burst_n + len(mine), burst_met + sum(mine)
+            crit = [ok for a, ok in run if a.priority == "critical" and a.in_burst]
+            crit_n, crit_met = crit_n + len(crit), crit_met + sum(crit)
+        points = 100 * (solo_met / solo_n - burst_met / burst_n)
+        out.append(Bound(name, points, crit_met / crit_n, crit_n))
+    return out
+
+
+def main() -> None:
+    for b in bounds():
+        print(
+            f"{b.router}: steady tenant {b.steady_points_below_solo:.1f} points below solo; "
+            f"critical in the burst window {b.critical_in_burst:.1%} of {b.critical_requests}"
+        )
+
+
+if __name__ == "__main__":
+    main()
