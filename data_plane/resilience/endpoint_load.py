@@ -13,7 +13,7 @@ those replicas made up at scrape time (`outside_load`), so neither is counted tw
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 
 def outside_load(scraped_others: float | None, peers_at_scrape: float, peers_now: float) -> float:
@@ -32,22 +32,16 @@ def outside_load(scraped_others: float | None, peers_at_scrape: float, peers_now
 class LoadTracker:
     """In-flight counts (this process) and queue depths (scraped) per endpoint id."""
 
-    __slots__ = (
-        "_in_flight",
-        "_load",
-        "_others",
-        "_peers",
-        "_peers_at_scrape",
-        "_queue",
-        "_scraped",
-    )
+    __slots__ = ("_beyond", "_in_flight", "_load", "_others", "_peers", "_queue")
 
     def __init__(self) -> None:
         self._in_flight: dict[str, int] = {}
         self._queue: dict[str, float] = {}
-        self._scraped: dict[str, float] = {}  # the scraped count less this process's share
         self._peers: dict[str, float] = {}  # the other replicas' shared in-flight, latest
-        self._peers_at_scrape: dict[str, float] = {}
+        # The last scrape's count beyond this process's and the peers' requests then (other
+        # clients' work): outside_load(scraped, peers at scrape, 0). outside_load grows one
+        # for one with the peers' count now, so outside load = peers now + this.
+        self._beyond: dict[str, float] = {}
         self._others: dict[str, float] = {}  # outside_load(...), kept for the hot path
         self._load: dict[str, float] = {}
 
@@ -82,36 +76,36 @@ class LoadTracker:
         already in the in-flight count, so load = in flight + max(0, depth - own)."""
         mine = self._in_flight.get(endpoint_id, 0) if own is None else own
         self._queue[endpoint_id] = depth
-        self._scraped[endpoint_id] = max(0.0, depth - mine)
-        self._peers_at_scrape[endpoint_id] = self._peers.get(endpoint_id, 0.0)
-        self._refresh(endpoint_id)
+        peers = self._peers.get(endpoint_id, 0.0)
+        self._beyond[endpoint_id] = outside_load(max(0.0, depth - mine), peers, 0.0)
+        self._refresh((endpoint_id,))
 
     def set_peers_in_flight(self, peers: Mapping[str, float]) -> None:
         """The other replicas' in-flight counts per endpoint, summed (missing = 0). Only the
         endpoints whose count changed are recomputed."""
         before = self._peers
-        after = self._peers = {e: float(n) for e, n in peers.items() if n > 0}
-        for endpoint_id, _ in after.items() - before.items():  # new or changed counts
-            self._refresh(endpoint_id)
-        for endpoint_id in before.keys() - after.keys():  # counts gone to zero
-            self._refresh(endpoint_id)
+        after = self._peers = {e: n for e, n in peers.items() if n > 0}
+        changed = [e for e, n in after.items() if before.get(e) != n]  # new or changed counts
+        changed += before.keys() - after.keys()  # counts gone to zero
+        self._refresh(changed)
 
     def forget(self, keep: set[str]) -> None:
         """Drop queue depths of endpoints no longer in the table (in-flight ones drain)."""
-        for endpoint_id in [e for e in self._queue if e not in keep]:
+        gone = [e for e in self._queue if e not in keep]
+        for endpoint_id in gone:
             del self._queue[endpoint_id]
-            del self._scraped[endpoint_id]
-            self._peers_at_scrape.pop(endpoint_id, None)
-            self._refresh(endpoint_id)
+            del self._beyond[endpoint_id]
+        self._refresh(gone)
 
-    def _refresh(self, endpoint_id: str) -> None:
-        others = outside_load(
-            self._scraped.get(endpoint_id),
-            self._peers_at_scrape.get(endpoint_id, 0.0),
-            self._peers.get(endpoint_id, 0.0),
-        )
-        self._others[endpoint_id] = others
-        self._load[endpoint_id] = self._in_flight.get(endpoint_id, 0) + others
+    def _refresh(self, endpoint_ids: Iterable[str]) -> None:
+        """Recompute the outside load and the load of these endpoints (one pass: a sharing
+        exchange in a busy fleet changes most endpoints at once)."""
+        peers, beyond, in_flight = self._peers, self._beyond, self._in_flight
+        others_of, load = self._others, self._load
+        for endpoint_id in endpoint_ids:
+            others = peers.get(endpoint_id, 0.0) + beyond.get(endpoint_id, 0.0)
+            others_of[endpoint_id] = others
+            load[endpoint_id] = in_flight.get(endpoint_id, 0) + others
 
     def _set_in_flight(self, endpoint_id: str, count: int) -> None:
         self._in_flight[endpoint_id] = count

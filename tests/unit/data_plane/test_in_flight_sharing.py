@@ -4,6 +4,7 @@ the other replicas' counts with the scraped depth (pure), the message format and
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 from pydantic import ValidationError
@@ -42,6 +43,39 @@ def test_tracker_merges_peers_with_own_and_scrape() -> None:
     tracker.set_peers_in_flight({})  # every peer's snapshot expired or drained
     assert tracker.load["a#0"] == 2.0 + 2.0
     assert tracker.peers_in_flight() == {}
+
+
+def test_tracker_load_is_own_plus_outside_load_after_any_sequence() -> None:
+    """The tracker refreshes only what changed, in one pass: after random acquires, releases,
+    scrapes, shared counts and forgets, every endpoint's load is still own in flight +
+    outside_load(the last scrape less own then, the peers then, the peers now)."""
+    rng = random.Random(5)
+    endpoints = [f"p{i}#0" for i in range(6)]
+    tracker = LoadTracker()
+    peers: dict[str, float] = {}
+    scraped: dict[str, tuple[float, float]] = {}  # endpoint -> (scrape less own, peers then)
+    for _ in range(2000):
+        endpoint, step = rng.choice(endpoints), rng.randrange(5)
+        if step == 0:
+            tracker.acquire(endpoint)
+        elif step == 1:
+            tracker.release(endpoint)
+        elif step == 2:
+            depth = float(rng.randrange(8))
+            tracker.set_queue_depth(endpoint, depth)
+            own = tracker.in_flight(endpoint)
+            scraped[endpoint] = (max(0.0, depth - own), peers.get(endpoint, 0.0))
+        elif step == 3:
+            peers = {e: float(rng.randrange(4)) for e in rng.sample(endpoints, 3)}
+            tracker.set_peers_in_flight(peers)
+        else:
+            keep = set(rng.sample(endpoints, 4))
+            tracker.forget(keep)
+            scraped = {e: v for e, v in scraped.items() if e in keep}
+        for e in endpoints:
+            at = scraped.get(e)
+            outside = outside_load(at and at[0], at[1] if at else 0.0, peers.get(e, 0.0))
+            assert tracker.load.get(e, 0.0) == tracker.in_flight(e) + outside, e
 
 
 def test_peers_are_the_sum_less_our_own_snapshot() -> None:
