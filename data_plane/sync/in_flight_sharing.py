@@ -9,10 +9,12 @@ many replicas it holds. The replica takes its own counts off and hands the rest 
 tracker. So one replica's work per interval is one round trip plus work in proportion to the
 endpoints, whatever the number of replicas (a pub/sub exchange, where every replica parsed every
 other's message, cost each replica work in proportion to replicas x endpoints per interval). A
-replica that holds no other replica's snapshot exchanges every `ttl_s` / 2 only, enough to stay
-visible. No Redis I/O on the request path; with Redis unreachable, the peers' counts are
-dropped `ttl_s` after the last answer, and each replica falls back to its own in-flight plus
-the scrape.
+snapshot that did not change since Redis last took one is not sent (Redis only notes that the
+replica is alive), and a sum that did not change is not applied again, so an idle fleet costs a
+round trip per interval. A replica that holds no other replica's snapshot exchanges every
+`ttl_s` / 2 only, enough to stay visible. No Redis I/O on the request path; with Redis
+unreachable, the peers' counts are dropped `ttl_s` after the last answer, and each replica
+falls back to its own in-flight plus the scrape.
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ logger = logging.getLogger(__name__)
 # KEYS: snapshots (hash replica -> JSON counts), seen (zset replica -> ms), total (string: JSON
 # endpoint -> summed count), owners (hash instance id -> process token). A replica is
 # "instance id \x1f process token": two processes under one id are two replicas. ARGV: instance
-# id, process token, ttl ms, JSON counts, key lifetime ms. Replies {replicas held, the total's
-# JSON (one string: clients parse it in C), the token of another process heard within the TTL
-# under our instance id, or nil}. The sum lives as JSON, decoded and re-encoded once per call:
-# cheaper for Redis than a hash read back whole each time. Time is Redis's own (replicas'
-# clocks may differ); scripts replicate their effects (Redis >= 5), so TIME before writes is
-# allowed.
+# id, process token, ttl ms, JSON counts (empty: unchanged since the last exchange, keep the
+# held snapshot), key lifetime ms. Replies {replicas held, the total's JSON (one string: clients
+# parse it in C), the token of another process heard within the TTL under our instance id or
+# nil, 1 when an empty ARGV[4] found no held snapshot (expired or lost: send it whole) or nil}.
+# The sum lives as JSON, decoded and re-encoded only when a snapshot changed or a replica went
+# quiet: cheaper for Redis than a hash read back whole each time. Time is Redis's own
+# (replicas' clocks may differ); scripts replicate their effects (Redis >= 5), so TIME before
+# writes is allowed.
 EXCHANGE_SCRIPT = """
 local snaps, seen, total, owners = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local instance, process, ttl_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
@@ -46,8 +50,9 @@ local me = instance .. '\31' .. process
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local stored = redis.call('GET', total)
-local sums = stored and cjson.decode(stored) or {}
+local sums = nil
 local function add(counts, sign)
+  sums = sums or (stored and cjson.decode(stored) or {})
   for endpoint, n in pairs(counts) do
     local v = (sums[endpoint] or 0) + sign * n
     if v > 0 then sums[endpoint] = v else sums[endpoint] = nil end
@@ -67,15 +72,25 @@ if owner and owner ~= process and redis.call('ZSCORE', seen, instance .. '\31' .
   clash = owner
 end
 local held = redis.call('HGET', snaps, me)
-if held then add(cjson.decode(held), -1) end
-add(cjson.decode(ARGV[4]), 1)
-local encoded = cjson.encode(sums)
-redis.call('SET', total, encoded, 'PX', ARGV[5])
-redis.call('HSET', snaps, me, ARGV[4])
+local resend = false
+if ARGV[4] ~= '' then
+  if held then add(cjson.decode(held), -1) end
+  add(cjson.decode(ARGV[4]), 1)
+  redis.call('HSET', snaps, me, ARGV[4])
+elseif not held then
+  resend = 1
+end
+local encoded = stored or '{}'
+if sums or not stored then
+  encoded = cjson.encode(sums or {})
+  redis.call('SET', total, encoded, 'PX', ARGV[5])
+else
+  redis.call('PEXPIRE', total, ARGV[5])
+end
 redis.call('ZADD', seen, now, me)
 redis.call('HSET', owners, instance, process)
 for _, key in ipairs({snaps, seen, owners}) do redis.call('PEXPIRE', key, ARGV[5]) end
-return {redis.call('ZCARD', seen), encoded, clash}
+return {redis.call('ZCARD', seen), encoded, clash, resend}
 """
 
 
@@ -84,7 +99,8 @@ def peers_from(total: str | bytes, mine: Mapping[str, int]) -> dict[str, float]:
     replica's own snapshot, which the sum includes. A malformed answer counts as none."""
     try:
         summed = json.loads(total)
-        return {e: float(rest) for e, n in summed.items() if (rest := n - mine.get(e, 0)) > 0}
+        get = mine.get
+        return {e: rest for e, n in summed.items() if (rest := n - get(e, 0)) > 0}
     except (ValueError, TypeError, AttributeError):  # not JSON, a value not a number, not a dict
         return {}
 
@@ -96,7 +112,12 @@ def next_wait_s(replicas_held: int, interval_s: float, ttl_s: float) -> float:
 
 
 class InFlightSharing:
-    """Exchanges `own()` for the others' sum every interval; applies it through `on_peers`."""
+    """Exchanges `own()` for the others' sum every interval; applies it through `on_peers`.
+
+    A snapshot equal to the last one Redis took is not sent again (Redis keeps it and only
+    notes that this replica is alive), and an answer equal to the last one applied, with our
+    snapshot unchanged, is not applied again: an idle fleet costs each replica one round trip
+    per interval and Redis no decoding."""
 
     def __init__(
         self,
@@ -110,29 +131,49 @@ class InFlightSharing:
         self._keys, self._identity = keys, identity
         self._own, self._on_peers = own, on_peers
         self._ttl_s, self._clock = ttl_s, clock
+        self._head = (identity.instance_id, identity.process, int(ttl_s * 1000))
+        self._keep_ms = int(ttl_s * 4000)
+        self._sent: dict[str, int] | None = None  # own() as Redis last took it; None: unknown
+        self._mine: dict[str, int] = {}  # its positive counts, which the sum includes
+        self._applied: str | bytes | None = None  # the answer last handed to on_peers
         self._answered_at: float | None = None  # clock time of the last answer
         self.replicas_held = 0  # replicas in the last answer, this one included
         self.exchanges = 0  # answered exchanges (tests and logs)
+        self.snapshots_sent = 0  # answered exchanges that carried a changed snapshot
 
     async def exchange(self, script: AsyncScript) -> None:
-        """One round trip: send our snapshot, apply the others' sum."""
-        mine = {e: n for e, n in self._own().items() if n > 0}
-        ttl_ms, keep_ms = int(self._ttl_s * 1000), int(self._ttl_s * 4000)
-        me = self._identity
-        args = (me.instance_id, me.process, ttl_ms, json.dumps(mine), keep_ms)
-        held, total, clash = await script(keys=self._keys, args=args)
+        """One round trip: send our snapshot if it changed, apply the others' sum if it did."""
+        own = self._own()
+        changed = own != self._sent
+        sent, snapshot = self._sent, ""
+        if changed:
+            sent, self._sent = dict(own), None  # after an error Redis may hold either one
+            self._mine = {e: n for e, n in sent.items() if n > 0}
+            snapshot = json.dumps(self._mine)
+        args = (*self._head, snapshot, self._keep_ms)
+        held, total, clash, resend = await script(keys=self._keys, args=args)
+        if resend is not None:  # Redis no longer holds our snapshot: send it whole, now
+            self._sent = None
+            await self.exchange(script)
+            return
         if clash is not None:  # another process exchanges under our id: said out loud there
+            me = self._identity
             me.is_own(me.instance_id, clash.decode() if isinstance(clash, bytes) else clash)
         self._answered_at = self._clock()
         self.replicas_held = int(held)
         self.exchanges += 1
-        self._on_peers(peers_from(total, mine))
+        if changed:
+            self._sent, self.snapshots_sent = sent, self.snapshots_sent + 1
+        if changed or total != self._applied:
+            self._applied = total
+            self._on_peers(peers_from(total, self._mine))
 
     def expire(self) -> None:
         """No answer within `ttl_s`: the others' counts are unknown; drop them."""
         if self._answered_at is not None and self._clock() - self._answered_at > self._ttl_s:
             self._answered_at = None
             self.replicas_held = 0
+            self._applied = None
             self._on_peers({})
 
     async def run(self, client: aioredis.Redis, interval_s: float) -> None:

@@ -88,6 +88,8 @@ async def test_a_replica_that_gets_no_answer_drops_the_peers_after_the_ttl(
     now[0] = TTL_S * 2
     share_a.expire()
     assert a.load["cheap#0"] == 0.0
+    await share_a.exchange(script)  # answered again: the same sum is applied again
+    assert a.load["cheap#0"] == 1.0
 
 
 class Counting:
@@ -111,9 +113,10 @@ class Counting:
 async def test_work_per_exchange_does_not_grow_with_the_replicas(
     redis_client: aioredis.Redis, redis_keys: RedisKeys
 ) -> None:
-    """With 12 replicas running, the one watched applies the others' counts once per exchange
-    of its own, each time at most one entry per endpoint (a pub/sub exchange applied every
-    message it heard: 11 per interval here, each a sum over every replica's snapshot)."""
+    """With 12 replicas running, the one watched applies the others' counts at most once per
+    exchange of its own (only when they changed), each time at most one entry per endpoint (a
+    pub/sub exchange applied every message it heard: 11 per interval here, each a sum over
+    every replica's snapshot)."""
     endpoints = [f"pair-{i}#0" for i in range(5)]
     watched = Counting(LoadTracker())
     sharing = InFlightSharing(
@@ -135,9 +138,70 @@ async def test_work_per_exchange_does_not_grow_with_the_replicas(
         assert watched.tracker.peers_in_flight() == {e: 11.0 for e in endpoints}
     finally:
         await _stop(tasks)
-    assert watched.applied == sharing.exchanges
-    assert watched.snapshots == watched.applied
+    assert 1 <= watched.applied <= sharing.exchanges
+    assert watched.snapshots == sharing.exchanges
     assert watched.entries <= len(endpoints) * watched.applied
+
+
+async def test_an_unchanged_snapshot_is_not_sent_and_an_unchanged_sum_not_applied(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys
+) -> None:
+    """An idle replica keeps its counts in the sum without sending them again, past the TTL;
+    a change anywhere still reaches the others at their next exchange."""
+    script = redis_client.register_script(EXCHANGE_SCRIPT)
+    a, share_a = _replica(redis_keys, "dp-a")
+    watched = Counting(LoadTracker())
+    share_b = InFlightSharing(
+        redis_keys.in_flight,
+        ReplicaIdentity("dp-b", lambda: None, time.monotonic),
+        watched.own,
+        watched.on_peers,
+        TTL_S,
+        time.monotonic,
+    )
+    a.acquire("cheap#0")
+    watched.tracker.acquire("other#0")
+    for sharing in (share_a, share_b):
+        await sharing.exchange(script)
+    assert (share_a.snapshots_sent, share_b.snapshots_sent, watched.applied) == (1, 1, 1)
+    snapshots = await redis_client.hgetall(redis_keys.in_flight[0])
+
+    for _ in range(8):  # twice the TTL with nothing changed anywhere
+        await asyncio.sleep(TTL_S / 4)
+        for sharing in (share_a, share_b):
+            await sharing.exchange(script)
+    assert (share_a.snapshots_sent, share_b.snapshots_sent, watched.applied) == (1, 1, 1)
+    assert await redis_client.hgetall(redis_keys.in_flight[0]) == snapshots  # not rewritten
+    assert watched.tracker.peers_in_flight() == {"cheap#0": 1.0}  # a is still counted
+    assert a.peers_in_flight() == {"other#0": 1.0}
+
+    a.acquire("cheap#0")  # a change: sent at a's next exchange, applied at b's
+    await share_a.exchange(script)
+    await share_b.exchange(script)
+    assert (share_a.snapshots_sent, watched.applied) == (2, 2)
+    assert watched.tracker.peers_in_flight() == {"cheap#0": 2.0}
+    watched.tracker.release("other#0")  # b's own change alone: re-applied, own part taken off
+    await share_b.exchange(script)
+    assert (share_b.snapshots_sent, watched.applied) == (2, 3)
+    assert watched.tracker.peers_in_flight() == {"cheap#0": 2.0}
+
+
+async def test_a_replica_whose_snapshot_expired_sends_it_whole_again(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys
+) -> None:
+    """A replica silent past the TTL (a stalled loop) is taken off the sum; its next exchange,
+    though its counts did not change, puts them back."""
+    script = redis_client.register_script(EXCHANGE_SCRIPT)
+    (a, share_a), (b, share_b) = _replica(redis_keys, "dp-a"), _replica(redis_keys, "dp-b")
+    a.acquire("cheap#0")
+    await share_a.exchange(script)
+    await asyncio.sleep(TTL_S + 0.1)
+    await share_b.exchange(script)  # takes a's snapshot off
+    assert b.peers_in_flight() == {}
+    await share_a.exchange(script)  # unchanged: sent empty, told to send it whole, does
+    assert share_a.snapshots_sent == 2
+    await share_b.exchange(script)
+    assert b.peers_in_flight() == {"cheap#0": 1.0}
 
 
 async def test_a_lone_replica_slows_down_and_speeds_up_when_another_appears(
