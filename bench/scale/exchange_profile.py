@@ -19,6 +19,7 @@ from bench.scale.fleet_worker import TTL_S, Churn, endpoint_ids, replica_identit
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.in_flight_sharing import EXCHANGE_SCRIPT, InFlightSharing
+from data_plane.sync.script_link import ScriptLink
 from demo.redis_launcher import private_redis
 
 _GROUPS = (
@@ -42,7 +43,7 @@ def _group(filename: str, function: str) -> str:
 
 async def _profile(url: str, replicas: int, endpoints: int, rounds: int) -> pstats.Stats:
     client = aioredis.Redis.from_url(url)
-    script = client.register_script(EXCHANGE_SCRIPT)
+    script = ScriptLink(client, EXCHANGE_SCRIPT)  # as InFlightSharing.run calls it
     keys, rng, ids = RedisKeys("bench"), random.Random(3), endpoint_ids(endpoints)
     churns = [Churn(LoadTracker(), ids, rng) for _ in range(replicas)]
     sharing = [
@@ -64,6 +65,7 @@ async def _profile(url: str, replicas: int, endpoints: int, rounds: int) -> psta
     for _ in range(rounds):
         await sharing[0].exchange(script)
     profile.disable()
+    await script.close()
     await client.aclose()
     return pstats.Stats(profile)
 

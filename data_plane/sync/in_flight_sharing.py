@@ -22,13 +22,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 import redis.asyncio as aioredis
-from redis.commands.core import AsyncScript
 from redis.exceptions import RedisError
 
 from data_plane.sync.replica_identity import ReplicaIdentity
+from data_plane.sync.script_link import ScriptLink
+
+# The exchange script, callable with keys and args: a `ScriptLink` (what `run` uses), or
+# redis-py's `AsyncScript` (tests).
+Script = Callable[..., Awaitable[Any]]
 
 logger = logging.getLogger(__name__)
 
@@ -141,7 +146,7 @@ class InFlightSharing:
         self.exchanges = 0  # answered exchanges (tests and logs)
         self.snapshots_sent = 0  # answered exchanges that carried a changed snapshot
 
-    async def exchange(self, script: AsyncScript) -> None:
+    async def exchange(self, script: Script) -> None:
         """One round trip: send our snapshot if it changed, apply the others' sum if it did."""
         own = self._own()
         changed = own != self._sent
@@ -177,13 +182,17 @@ class InFlightSharing:
             self._on_peers({})
 
     async def run(self, client: aioredis.Redis, interval_s: float) -> None:
-        """Exchange forever; after a Redis error, retry at the lone rate (counts expire)."""
-        script = client.register_script(EXCHANGE_SCRIPT)
-        while True:
-            try:
-                await self.exchange(script)
-            except (RedisError, OSError) as err:
-                logger.debug("in-flight sharing unavailable: %s", err)
-                self.replicas_held = 0
-                self.expire()
-            await asyncio.sleep(next_wait_s(self.replicas_held, interval_s, self._ttl_s))
+        """Exchange forever on a connection of its own; after a Redis error, retry at the lone
+        rate (counts expire)."""
+        script = ScriptLink(client, EXCHANGE_SCRIPT)
+        try:
+            while True:
+                try:
+                    await self.exchange(script)
+                except (RedisError, OSError) as err:
+                    logger.debug("in-flight sharing unavailable: %s", err)
+                    self.replicas_held = 0
+                    self.expire()
+                await asyncio.sleep(next_wait_s(self.replicas_held, interval_s, self._ttl_s))
+        finally:
+            await script.close()

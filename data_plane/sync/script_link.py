@@ -1,0 +1,57 @@
+"""One Lua script run again and again over a Redis connection of its own.
+
+A loop that calls one script every few milliseconds (in-flight sharing: 40 times a second by
+default, docs/data_plane.md "In-flight sharing") spent about a third of its CPU in redis-py's
+client layer: taking a connection from the pool and giving it back, the retry wrapper, the
+response callbacks. A `ScriptLink` keeps one connection, made by the client's pool with the
+client's settings (address, credentials, TLS, timeouts), and sends `EVALSHA` on it directly.
+A script missing from Redis's cache (a restart, `SCRIPT FLUSH`) is run once with `EVAL`, which
+caches it again. After any other failure the connection is closed (a reply may still be on
+its way) and the next call opens a new one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import NoScriptError, ResponseError
+
+Arg = str | bytes | int | float
+
+
+class ScriptLink:
+    """Calls `script` with keys and args, as `AsyncScript` does, on a connection of its own."""
+
+    def __init__(self, client: aioredis.Redis, script: str) -> None:
+        self._pool = client.connection_pool
+        self._script = script
+        self._sha = hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()
+        self._conn: AbstractConnection | None = None
+
+    async def __call__(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = self._pool.make_connection()  # type: ignore[no-untyped-call]
+        try:
+            try:
+                await conn.send_command("EVALSHA", self._sha, len(keys), *keys, *args)
+                return await conn.read_response()
+            except NoScriptError:
+                await conn.send_command("EVAL", self._script, len(keys), *keys, *args)
+                return await conn.read_response()
+        except ResponseError:
+            raise  # the script failed in Redis; the connection is in step
+        except BaseException:  # an error or a cancel: a reply may still be on its way
+            self._conn = None
+            await conn.disconnect(nowait=True)
+            raise
+
+    async def close(self) -> None:
+        """Close the connection (the next call opens another)."""
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.disconnect()
