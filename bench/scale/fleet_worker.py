@@ -1,7 +1,8 @@
 """One worker process of simulated replicas on a real Redis (`python -m bench.scale.fleet_worker`).
 
 Each simulated replica is the data plane's own `InFlightSharing` (or `BreakerAnnouncements`)
-with a `LoadTracker`, on a Redis connection of its own, exactly as `data_plane.app` wires it;
+with a `LoadTracker`, on a Redis connection of its own, exactly as `data_plane.app` wires it, on
+the event loop the data plane runs by default (uvloop; `--loop asyncio` for the plain one);
 only the requests are simulated (in-flight counts that change before every exchange). Prints
 one JSON line: CPU seconds of this process over the measured window, its wall time, and the work
 done (exchanges answered, announcements heard).
@@ -20,7 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 import redis.asyncio as aioredis
 
 from contracts.redis_keys import RedisKeys
+from data_plane.__main__ import new_event_loop
 from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.settings import DataPlaneSettings
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.replica_identity import ReplicaIdentity
@@ -142,7 +145,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--endpoints", type=int, required=True)
     parser.add_argument("--warmup-s", type=float, default=1.5)
     parser.add_argument("--seconds", type=float, default=5.0)
-    asyncio.run(_main(parser.parse_args(argv)))
+    default_loop = DataPlaneSettings.model_fields["event_loop"].default
+    parser.add_argument("--loop", choices=("uvloop", "asyncio"), default=default_loop)
+    args = parser.parse_args(argv)
+    with asyncio.Runner(loop_factory=lambda: new_event_loop(args.loop)) as runner:
+        runner.run(_main(args))
 
 
 if __name__ == "__main__":
