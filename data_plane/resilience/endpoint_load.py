@@ -81,10 +81,11 @@ class LoadTracker:
         self._refresh((endpoint_id,))
 
     def set_peers_in_flight(self, peers: Mapping[str, float]) -> None:
-        """The other replicas' in-flight counts per endpoint, summed (missing = 0). Only the
-        endpoints whose count changed are recomputed."""
+        """The other replicas' in-flight counts per endpoint, summed: positive counts, a
+        missing endpoint has none (`peers_from` answers so). Only the endpoints whose count
+        changed are recomputed."""
         before = self._peers
-        after = self._peers = {e: n for e, n in peers.items() if n > 0}
+        after = self._peers = dict(peers)
         changed = [e for e, n in after.items() if before.get(e) != n]  # new or changed counts
         changed += before.keys() - after.keys()  # counts gone to zero
         self._refresh(changed)
