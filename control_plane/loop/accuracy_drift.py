@@ -11,12 +11,22 @@ the bound its profile gave: the live evidence contradicts the table. What else c
 that observation: live requests of the category unlike the eval items (a new kind of prompt the
 pair handles worse, but so might the reference), or a reference that got worse (then the pair
 is blamed for the reference's errors: the bounds count the reference's profile accuracy, not
-its live one). A demotion in force is lifted when fresh checks, as many, no longer contradict
-the profile's bound; they come from the data planes' probes of the demoted pair on requests
-other pairs answered (the demotion took its own traffic), so the lift does not wait for client
-traffic that the demotion itself withholds. What else could explain checks that stop
-contradicting the profile: live requests of the category that changed back (or were never
-the pair's weakness), which is what a lift assumes anyway.
+its live one).
+
+A demotion in force is lifted only on evidence that supports the profile, not on evidence that
+merely stops contradicting it (docs/accuracy.md "Demote and lift: hysteresis"). Both rules
+compare the live agreement with one threshold, `expected` = bound + r_low - 1, the least
+agreement a pair at its profile bound can show whatever its errors share with the
+reference's: demote when the agreement's upper confidence bound is below it, lift when its
+lower confidence bound is at or above it, with `min_checks` fresh checks of the demoted table.
+So one window's checks never both lift and demote (lower <= upper), a pair whose agreement
+is below the threshold is lifted at a look with probability at most (1 - confidence)/2, and
+a lift proves the pair's accuracy at least bound - (1 - r) - (1 - r_low): a pair degraded by
+more than the reference's error band stays demoted. The lift's checks come from the data
+planes' probes of the demoted pair on requests other pairs answered (the demotion took its
+own traffic). What else could explain checks that support the profile: live requests of the
+category that changed back (or were never the pair's weakness), which is what a lift assumes
+anyway; or a pair inside the band, whose agreement alone cannot tell it from a healthy one.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ class PairAgreement:
     checks: int
     agreed: int
     upper: float  # upper confidence bound of the agreement
+    lower: float  # lower confidence bound of the agreement (what a lift needs at `expected`)
     expected: float  # the least agreement the profile's bound implies (bound + r_low - 1)
     accuracy_lower: float  # lower bound of the pair's accuracy, from this evidence
     accuracy_upper: float  # upper bound of the pair's accuracy, from this evidence
@@ -120,6 +131,7 @@ def merge_agreement(
                 checks=checks,
                 agreed=agreed,
                 upper=upper_bound(agreed, checks, each),
+                lower=lower_bound(agreed, checks, each),
                 expected=max(0.0, bound + r_low - 1.0),
                 accuracy_lower=low,
                 accuracy_upper=high,
@@ -132,14 +144,22 @@ def merge_agreement(
 
 
 def drifting(a: PairAgreement, policy: AccuracyCheckPolicy) -> bool:
-    """The live evidence contradicts the profile's bound (at the policy's confidence)."""
+    """The live evidence contradicts the profile's bound (at the policy's confidence): the
+    band's upper end is below it, i.e. the agreement's upper bound is below `expected`."""
     return a.checks >= policy.min_checks and a.accuracy_upper < a.profile_bound
+
+
+def supporting(a: PairAgreement, policy: AccuracyCheckPolicy) -> bool:
+    """The live evidence supports the profile's bound as far as agreement can: the
+    agreement's lower bound is at or above `expected` (the band's lower end at or above the
+    bound minus 2(1 - r_low)). Never true of the checks `drifting` is true of."""
+    return a.checks >= policy.min_checks and a.lower >= a.expected
 
 
 @dataclass(frozen=True, slots=True)
 class DemotionPlan:
     demote: tuple[PairAgreement, ...]  # drifting, not yet demoted
-    lift: tuple[PairAgreement, ...]  # demoted, and as many fresh checks no longer contradict
+    lift: tuple[PairAgreement, ...]  # demoted, and as many fresh checks support the profile
 
     def __bool__(self) -> bool:
         return bool(self.demote or self.lift)
@@ -148,9 +168,11 @@ class DemotionPlan:
 def plan_demotions(
     agreements: Iterable[PairAgreement], policy: AccuracyCheckPolicy
 ) -> DemotionPlan:
+    """Demote the drifting pairs not demoted yet, lift the demoted ones whose fresh checks
+    support their profile; a demoted pair between the two stays demoted (hysteresis)."""
     demote, lift = [], []
     for a in agreements:
-        if a.demoted and a.checks >= policy.min_checks and not drifting(a, policy):
+        if a.demoted and supporting(a, policy):
             lift.append(a)
         elif not a.demoted and drifting(a, policy):
             demote.append(a)

@@ -4,7 +4,7 @@ A client's own sampling and limits must not become evidence about an engine: fre
 high temperature is not checked at all, a huge `max_tokens` / `n` is not replayed on the
 dearest pair, re-asks go the way client attempts go (engine key, breakers) within a dollar
 budget. On the control plane: a demotion publishes a number that is a lower bound, and it is
-lifted when fresh checks no longer contradict the profile.
+lifted only when fresh checks support the profile (docs/accuracy.md "Demote and lift: hysteresis").
 """
 
 from __future__ import annotations
