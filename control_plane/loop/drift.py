@@ -190,6 +190,13 @@ def direction(drift: PairDrift, policy: RefitPolicy) -> int:
     return 0
 
 
+def pooled_direction(drift: PairDrift, policy: RefitPolicy, samples: int) -> int:
+    """+1 / -1 / 0 as one cell of all the pair's answers pooled reads, with at least `samples`
+    of them (0 with fewer): coarser than `direction`, for as many answers as the watch judges."""
+    e2e = merge_histograms(c.e2e for c in (drift.cells or {}).values())
+    return _cell_direction(e2e, drift.quantile, policy) if e2e.n >= samples else 0
+
+
 def drifting(drift: PairDrift, policy: RefitPolicy) -> bool:
     """Enough counted samples, and a consensus of their cells drifting one way."""
     return direction(drift, policy) != 0

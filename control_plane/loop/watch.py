@@ -10,11 +10,19 @@ What else could explain a fall: the load rose since the base table's answers (bo
 see it, and the revert returns to predictions that did no better), or the engines changed
 again; the revert table says which refit it undid and the loop holds further refits for
 `revert_hold_s`, so a true change is refit again after the hold.
+
+The base table's answers are older: when an engine slowed while the base was current, they
+are mostly from before the slowdown, and a refit that under-corrected (band edge, blend: the
+pair still wins, docs/control_plane.md "Latency feedback") reads a lower attainment than the
+healthy engine gave, caused by the engine, not by the refit. So a refit is kept while one of
+its pairs, judged on the refit table's own answers pooled (as many as the watch needs), still
+reads the way the refit corrected it: the base predicts that pair further from what its engine does
+than the refit, and the loop refits it further instead (`under_corrected`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -22,6 +30,7 @@ from contracts.latency_feedback import LatencyFeedback
 from contracts.policy import RefitPolicy
 from contracts.routing_table import RoutingTable, stamp_table
 from control_plane.build.fitting import round_sig
+from control_plane.loop.drift import PairDrift, pooled_direction
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,25 @@ def revert_reason(
                 f"from {before.ratio:.1%} of {before.answered} on v{refit.base_version}"
             )
     return None
+
+
+def under_corrected(
+    table: RoutingTable, drifts: Mapping[str, PairDrift], policy: RefitPolicy
+) -> list[str]:
+    """The pairs of refit `table` that, on its own answers (`drifts`, about `table.version`),
+    still drift the way the refit corrected them (slower after a slower refit, faster after a
+    faster one): its answers pooled, `watch_min_samples` of them as the watch itself judges
+    (drift.pooled_direction: a share `outlier_share` of outliers cannot move it)."""
+    refit = table.refit
+    if refit is None:
+        return []
+    found = []
+    for pair, made in sorted(refit.pairs.items()):
+        way = 1 if made.observed_e2e_ratio > 1.0 else -1
+        drift = drifts.get(pair)
+        if drift is not None and pooled_direction(drift, policy, policy.watch_min_samples) == way:
+            found.append(pair)
+    return found
 
 
 def apply_revert(

@@ -4,7 +4,8 @@ Adapter (Redis in, publisher out) around the pure `drift`, `validation`, `watch`
 modules. Every check reads the feedback stream's window (XRANGE by time; never per request),
 merges the reports about the current table, sets the drift gauges, and, when the effective
 policy's `refit` allows it (enabled, current version not pinned): reverts the current refit
-when budget attainment fell after it (`watch.py`); else publishes the refit of the pairs that
+when budget attainment fell after it and its pairs no longer drift the way it corrected them
+(`watch.py`); else publishes the refit of the pairs that
 drift and whose correction predicts held-out samples better (`validation.py`), when the last
 refit is older than `min_interval_s` (and a revert older than `revert_hold_s`), through the
 same publisher as `POST /v1/tables`, compare-and-set on the table it was computed from: when
@@ -30,7 +31,7 @@ from control_plane.loop.demotion import apply_demotions
 from control_plane.loop.drift import PairDrift, RefitCheck, merge_feedback, plan_corrections
 from control_plane.loop.refit import apply_refit
 from control_plane.loop.validation import validate
-from control_plane.loop.watch import apply_revert, revert_reason
+from control_plane.loop.watch import apply_revert, revert_reason, under_corrected
 from control_plane.runtime.metrics import ControlPlaneMetrics
 from control_plane.runtime.services import Services
 from control_plane.store.publisher import (
@@ -107,7 +108,7 @@ class FeedbackLoop:
             return RefitCheck.DISABLED
         if policy.pinned_version == table.version:
             return RefitCheck.PINNED
-        reverted = await self._revert(table, reports, policy, now)
+        reverted = await self._revert(table, reports, drifts, policy, now)
         if reverted is not None:
             return reverted
         found = self._next_table(table, drifts, agreements, effective, reports, now)
@@ -126,13 +127,24 @@ class FeedbackLoop:
         self,
         table: RoutingTable,
         reports: Sequence[LatencyFeedback],
+        drifts: Mapping[str, PairDrift],
         policy: RefitPolicy,
         now: datetime,
     ) -> RefitCheck | None:
         """Publish the base table again when the current refit lowered budget attainment
-        (`watch.py`); None when it is kept (or its base is no longer stored)."""
+        (`watch.py`); None when it is kept: its pairs still drift the way it corrected them
+        (under-corrected: refit further), or its base is no longer stored."""
         reason = revert_reason(table, reports, policy)
         if reason is None or table.refit is None:
+            return None
+        still = under_corrected(table, drifts, policy)
+        if still:
+            logger.info(
+                "refit v%s kept (%s): still read the way it corrected them: %s",
+                table.version,
+                reason,
+                ", ".join(still),
+            )
             return None
         base = await self._s.tables.get(table.refit.base_version)
         if base is None:

@@ -50,8 +50,9 @@ async def _feedback(
     ratio: float,
     later: float | None = None,
     met: tuple[int, int] = (0, 0),
+    n: int = 150,
 ) -> None:
-    """Two windows of 150 answers each about `version` (a refit is validated on held-out
+    """Two windows of `n` answers each about `version` (a refit is validated on held-out
     windows): ratio `ratio`, then `later` (default the same); `met` = budget met, missed
     in each."""
     now = datetime.now(UTC)
@@ -59,7 +60,7 @@ async def _feedback(
         cell = PairLoadFeedback(
             pair=PAIR,
             load_bucket=0,
-            e2e=RatioHistogram(counts={ratio_bucket(each): 150}),
+            e2e=RatioHistogram(counts={ratio_bucket(each): n}),
             budget_met=met[0],
             budget_missed=met[1],
         )
@@ -193,3 +194,36 @@ async def test_a_refit_that_lowers_budget_attainment_is_reverted(
     assert await loop.check_once() is RefitCheck.RATE_LIMITED  # held after a revert
     await _policy(services, min_interval_s=0, revert_hold_s=0)  # the hold is over
     assert await loop.check_once() is RefitCheck.PUBLISHED
+
+
+async def test_a_refit_that_under_corrected_a_slowdown_is_refit_further_not_reverted(
+    parts: tuple[Services, FeedbackLoop, ControlPlaneMetrics, Clock],
+    redis_client: aioredis.Redis,
+    redis_keys: RedisKeys,
+) -> None:
+    """The base table's answers are from before the engine slowed (93.3% in budget); the
+    refit's, on the slowed engine, miss it. The fall is the engine's, not the refit's: the
+    pair still reads 2x slower on the refit table, so the refit is kept (on the 120 answers
+    the watch judges, fewer than a refit needs) and then refit further, instead of reverted
+    to predictions even further off (the bench's "traffic never moved" run)."""
+    services, loop, _, _ = parts
+    await _policy(services, min_interval_s=0, revert_hold_s=600)
+    v1 = (await services.publisher.publish(_table())).version
+    await _feedback(redis_client, redis_keys, v1, 3.0, met=(140, 10))
+    assert await loop.check_once() is RefitCheck.PUBLISHED
+    v2 = await services.tables.current_version()
+    assert v2 is not None
+    await _feedback(redis_client, redis_keys, v2, 2.0, met=(0, 60), n=60)  # 0% < 93.3%
+    assert await loop.check_once() is RefitCheck.NO_DRIFT  # kept: 120 < min_samples 200
+    assert await services.tables.current_version() == v2
+    await _feedback(redis_client, redis_keys, v2, 2.0, met=(0, 60), n=60)
+    assert await loop.check_once() is RefitCheck.PUBLISHED
+    further = await services.tables.current()
+    assert further is not None
+    assert further.refit is not None
+    assert further.refit.reverted_version is None
+    assert further.refit.base_version == v2
+    first = await services.tables.get(v2)
+    assert first is not None
+    assert first.refit is not None
+    assert further.refit.slowed[PAIR] > first.refit.slowed[PAIR]  # corrected further

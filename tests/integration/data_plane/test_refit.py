@@ -96,9 +96,11 @@ class Traffic:
             await self.one()
 
 
-def control_plane_loop(redis: aioredis.Redis, keys: RedisKeys, url: str) -> FeedbackLoop:
+def control_plane_loop(
+    redis: aioredis.Redis, keys: RedisKeys, url: str, refit: RefitPolicy = REFIT
+) -> FeedbackLoop:
     settings = ControlPlaneSettings(redis=RedisSettings(url=url, key_prefix=keys.prefix))
-    services = make_services(redis, settings, lambda: datetime.now(UTC), Policy(refit=REFIT))
+    services = make_services(redis, settings, lambda: datetime.now(UTC), Policy(refit=refit))
     return FeedbackLoop(
         services, keys.feedback, ControlPlaneMetrics("test"), lambda: datetime.now(UTC)
     )
@@ -188,3 +190,50 @@ async def test_a_pair_refit_slower_is_probed_and_refit_back(
     assert back.refit is not None
     assert back.refit.pairs["fam@int4"].observed_e2e_ratio < 0.75  # faster than the table
     assert plane.app[PROBE].sent > 0
+
+
+async def test_a_refit_that_under_corrects_a_slowdown_is_refit_further_not_reverted(
+    make_plane: MakePlane,
+    engines: Fleet,
+    redis_client: aioredis.Redis,
+    redis_keys: RedisKeys,
+    redis_server: RedisProcess,
+) -> None:
+    """The bench's "traffic never moved" run: a first refit that under-corrects a slowdown
+    (here x1.3: 0.156 s predicted, still in the 250 ms budget) leaves the cheap pair its
+    traffic, which now misses the budget, while the base table's answers in the window are
+    the healthy engine's. The watch must not take that fall for the refit's doing: the pair
+    still reads slower on the refit table, so the loop refits further and traffic moves
+    (the watch judges as soon as a refit can be computed: watch_min_samples = min_samples)."""
+    plane = await make_plane(feedback_interval_s=0.2)
+    tables = Publishing.tables(redis_client, redis_keys)
+    v1 = await plane.publisher.publish(profiled_table(engines))
+    await eventually(lambda: plane.version == v1, what="table loaded")
+    traffic = Traffic(plane)
+    assert {await traffic.one() for _ in range(40)} == {"fam@int4"}  # healthy, in budget
+
+    engines.set_faults(CHEAP, FaultConfig(slowdown_factor=3.0))
+    base = await tables.get(v1)
+    assert base is not None
+    mild = Correction("fam@int4", 40, 1.3, 1.3, 1.3, e2e_factor=1.3)
+    v2 = await plane.publisher.publish(apply_refit(base, [mild], 60.0, datetime.now(UTC)))
+    await eventually(lambda: plane.version == v2, what="mild refit loaded")
+    watching = REFIT.model_copy(update={"watch_min_samples": REFIT.min_samples})
+    loop = control_plane_loop(redis_client, redis_keys, redis_server.url, watching)
+    tasks = [asyncio.create_task(traffic.run()) for _ in range(4)]
+    tasks.append(asyncio.create_task(loop.run(0.25)))
+    try:
+        await eventually(lambda: (plane.version or 0) > v2, timeout_s=30, what="next table")
+        await eventually(
+            lambda: traffic.served[-1][1] == "fam@fp16", timeout_s=20, what="traffic moved"
+        )
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    after = await tables.get(v2 + 1)
+    assert after is not None
+    assert after.refit is not None
+    assert after.refit.reverted_version is None, after.refit.note
+    assert after.refit.base_version == v2
+    assert after.refit.slowed["fam@int4"] > 1.3  # corrected further than the first refit
