@@ -28,7 +28,7 @@ from contracts.policy import Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from control_plane.runtime.feedback_loop import FeedbackLoop
 from control_plane.runtime.metrics import ControlPlaneMetrics
-from control_plane.runtime.services import make_services
+from control_plane.runtime.services import Services, make_services
 from control_plane.settings import ControlPlaneSettings
 from control_plane.settings import RedisSettings as ControlPlaneRedis
 from data_plane.settings import (
@@ -157,6 +157,7 @@ async def _measure(fleet: Fleet, url: str, timeout_s: float) -> FeedbackResult:
                     task.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
         current = await services.tables.current()
+        history = await _history(services, current.version if current else 1)
     finally:
         await redis.aclose()
     refit_at = next(
@@ -180,8 +181,21 @@ async def _measure(fleet: Fleet, url: str, timeout_s: float) -> FeedbackResult:
             f"Refit policy: min_samples {REFIT.min_samples}, prior_samples {REFIT.prior_samples}, "
             f"threshold {REFIT.drift_threshold_ratio}; feedback every {FEEDBACK_INTERVAL_S:g} s, "
             f"checks every {CHECK_INTERVAL_S:g} s, {CLIENTS} closed-loop clients.",
+            *history,
         ),
     )
+
+
+async def _history(services: Services, last: int) -> list[str]:
+    """One note per table the loop published (v2 .. `last`): its refit note and the slowed
+    pairs' factors, so a run where traffic did not move says which table kept it."""
+    notes = []
+    for version in range(2, last + 1):
+        table = await services.tables.get(version)
+        if table is not None and table.refit is not None:
+            slowed = ", ".join(f"{p} x{f:.2f}" for p, f in table.refit.slowed.items())
+            notes.append(f"v{version}: {table.refit.note} (slowed: {slowed or 'none'})")
+    return notes
 
 
 async def _run(timeout_s: float) -> FeedbackResult:
