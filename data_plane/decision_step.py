@@ -240,7 +240,7 @@ class DecisionStep:
             and calm(table, req, health, result.candidates[0], seen)
         ):
             return None
-        return fleet_of(table, req, health, self._p.rng, seen)
+        return fleet_of(table, req, health, seen)
 
     def _arrived(self, result: RouteDecision | NoRoute) -> None:
         """Count the work arriving at the pair that serves `result` (or would have: a shed

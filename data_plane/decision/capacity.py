@@ -4,7 +4,7 @@ work offered to them exceeds it (docs/data_plane.md, "Tenants, priorities and ad
 PURE. A pair's *sustainable concurrency* for a request is the largest whole load (this
 request included) at which the table's prediction for it still meets its latency and TTFT
 budgets, at most the highest profiled load. The request's *fleet* is the pairs that would
-serve it unloaded (the zero-load decision's candidates, the first `FLEET_PAIRS`); it is
+serve it unloaded (the first `FLEET_PAIRS` in the table's cost order); it is
 *overloaded* when the concurrency offered to them exceeds this replica's part of their
 summed sustainable concurrency. Offered concurrency is Little's law on recent arrivals:
 each request this replica sent (or shed) there counts its predicted seconds, and the seconds
@@ -18,27 +18,28 @@ to refit), which overstate both the work and the load it causes.
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from data_plane.decision.choose import choose_route
-from data_plane.decision.feasibility import Limits, effective_limits, input_tokens
+from data_plane.decision.feasibility import (
+    Limits,
+    effective_limits,
+    first_violation,
+    input_tokens,
+    predict,
+)
 from data_plane.domain import (
     Candidate,
     CompiledPair,
     CompiledTable,
     HealthView,
-    RouteDecision,
-    RouteReason,
     RouteRequest,
     load_terms,
 )
 
 FLEET_PAIRS = 8  # the cheapest pairs that meet a request unloaded, taken as its fleet
 WORK_WINDOW_S = 0.5  # time constant of the offered work (`resilience.arrivals`)
-_FEASIBLE = frozenset({RouteReason.CHEAPEST_FEASIBLE, RouteReason.MOST_PRECISE_FEASIBLE})
 
 
 def predicted_at(pair: CompiledPair, limits: Limits, input_chars: int, load: float) -> float:
@@ -93,7 +94,7 @@ def sustainable_load(pair: CompiledPair, limits: Limits, input_chars: int) -> fl
 class FleetPair:
     """One pair of a request's fleet and its sustainable concurrency per live endpoint."""
 
-    candidate: Candidate  # as the zero-load decision predicts it (its live endpoints)
+    candidate: Candidate  # predicted at zero load (its live endpoints)
     per_endpoint: float
 
     @property
@@ -156,20 +157,33 @@ def calm(
 
 
 def fleet_of(
-    table: CompiledTable,
-    req: RouteRequest,
-    health: HealthView,
-    rng: random.Random,
-    seen: Seen,
+    table: CompiledTable, req: RouteRequest, health: HealthView, seen: Seen
 ) -> Fleet | None:
     """The request's fleet, or None when no pair meets it even unloaded (a miss no load
     explains)."""
-    idle = HealthView(open_endpoints=health.open_endpoints, ladder=health.ladder)
-    at_rest = choose_route(table, req, idle, rng)
-    if not isinstance(at_rest, RouteDecision) or at_rest.reason not in _FEASIBLE:
-        return None
-    cands = tuple(at_rest.candidates[:FLEET_PAIRS])
-    return _assemble(cands, effective_limits(table, req), req, health, seen)
+    limits = effective_limits(table, req)
+    cands = _unloaded(table, req, health, limits)
+    return _assemble(cands, limits, req, health, seen) if cands else None
+
+
+def _unloaded(
+    table: CompiledTable, req: RouteRequest, health: HealthView, limits: Limits
+) -> tuple[Candidate, ...]:
+    """The first FLEET_PAIRS pairs of the request's model, in the table's cost order, that
+    meet every rule at zero load with an endpoint not ejected (the rules of `choose_route`,
+    without its full ordering of every feasible pair, which a fleet does not need)."""
+    chars, out = req.facts.input_chars, limits.output_tokens
+    found: list[Candidate] = []
+    for row in table.scan_rows.get(req.facts.alias, ()):
+        live = tuple(e for e in row.endpoints if e.id not in health.open_endpoints)
+        if not live:
+            continue
+        cand = predict(row.pair, live, chars, out, {})
+        if first_violation(cand, limits) is None:
+            found.append(cand)
+            if len(found) == FLEET_PAIRS:
+                break
+    return tuple(found)
 
 
 def pair_fleet(

@@ -5,8 +5,6 @@ budget is met up to L = 8 (0.39 s): the fleet sustains 16 in flight."""
 
 from __future__ import annotations
 
-import random
-
 from contracts.policy import PriorityClass
 from data_plane.decision.capacity import Fleet, Seen, fleet_of
 from data_plane.decision.compile import compile_table
@@ -58,6 +56,4 @@ def fleet(
     if tenants is None:
         tenants = {e.split("#")[0]: {"a": int(n)} for e, n in load.items() if n}
     health = HealthView(load=load)
-    return fleet_of(
-        bench_fleet(), request(budget), health, random.Random(1), seen(offered, tenants)
-    )
+    return fleet_of(bench_fleet(), request(budget), health, seen(offered, tenants))

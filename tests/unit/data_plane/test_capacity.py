@@ -55,7 +55,7 @@ def test_overload_is_offered_concurrency_past_the_sustainable(
 def test_an_ejected_pair_leaves_the_fleet() -> None:
     health = HealthView(open_endpoints=frozenset({"fam@fp16#0"}))
     arrived = Seen({}, {"fam@int4": (9.0, 0.0)}, 0.0)  # all of it sent to int4 now
-    found = fleet_of(bench_fleet(), request(), health, random.Random(1), arrived)
+    found = fleet_of(bench_fleet(), request(), health, arrived)
     assert found is not None
     assert [p.pair for p in found.pairs] == ["fam@int4"]
     assert found.overloaded  # 9 in flight asked of the 8 one pair sustains
@@ -92,7 +92,7 @@ def test_a_door_that_sends_nothing_itself_takes_the_load_as_the_offered_concurre
     # the offered concurrency it sees, and its part of the fleet is the whole.
     def gateway(load: dict[str, float]) -> bool:
         health = HealthView(load=load)
-        found = fleet_of(bench_fleet(), request(), health, random.Random(1), Seen(None, None, 0))
+        found = fleet_of(bench_fleet(), request(), health, Seen(None, None, 0))
         assert found is not None
         assert (found.part, found.capacity) == (1.0, 16)
         return found.overloaded
