@@ -151,6 +151,12 @@ class AccuracyCheckPolicy(_Policy):
     max_tokens: int = Field(
         default=256, ge=1, description="max_tokens of a re-ask, whatever the client asked"
     )
+    max_input_tokens: int = Field(
+        default=2048,
+        ge=1,
+        description="a request whose prompt is estimated above this many tokens is not "
+        "re-asked, whoever sent it: one check's cost stays bounded (docs/accuracy.md)",
+    )
     min_checks: int = Field(default=100, ge=1, description="checks of a pair and category")
     confidence: float = Field(
         default=0.99,

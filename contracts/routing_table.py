@@ -381,6 +381,7 @@ _ADDED_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("policy", "accuracy_check", "max_usd_per_hour"), 1.0),
     (("policy", "accuracy_check", "max_tokens"), 256),
     (("policy", "accuracy_check", "confidence"), 0.99),
+    (("policy", "accuracy_check", "max_input_tokens"), 2048),
 )
 # The same for fields added to each entry, and to its latency model.
 _ADDED_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (

@@ -7,13 +7,14 @@ decides an answer are checked (`agreement.checked`); the re-ask is greedy, one a
 at the policy's `max_tokens` (`reask`), and when the client's own request was not, the checked
 pair is re-asked with the same body too. Re-asks go the way client attempts go
 (`AttemptRunner`: the engine's API key, breakers, in-flight load, the engine's deadline), and
-are limited by the table policy's `accuracy_check`: sample rate, checks per hour, and dollars
-per hour per process (reserved at the worst case before queueing, settled from the answers'
-`usage`), and no identified client supplies more than `refit.max_client_share` of one pair's
-checks (`check_sampling`). A pair demoted in the request's category is probed the same way on
-the answers other pairs gave (its demotion took its traffic away): the sampled request is asked
-on it, and on its reference unless the reference's served answer can stand, at most once per
-`probe_interval_s` per pair and category. Agreement counts go into the feedback summaries
+are limited by the table policy's `accuracy_check`: sample rate, prompts of at most
+`max_input_tokens`, checks per hour, and dollars per hour per process (reserved at the worst
+case before queueing, settled from the answers' `usage`), and no identified client supplies
+more than `refit.max_client_share` of one pair's checks, nor spends more than that share of the
+hour's dollars (`check_sampling`). A pair demoted in the request's category is probed the same
+way on the answers other pairs gave (its demotion took its traffic away): the sampled request
+is asked on it, and on its reference unless the reference's served answer can stand, at most
+once per `probe_interval_s` per pair and category. Agreement counts go into the feedback summaries
 (`telemetry/feedback.py`).
 """
 
@@ -26,6 +27,7 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from contracts.policy import AccuracyCheckPolicy
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.domain import (
     Candidate,
@@ -37,7 +39,7 @@ from data_plane.domain import (
 from data_plane.resilience.health import Health
 from data_plane.serving.agreement import answer_text, checked, verdict
 from data_plane.serving.attempt import AttemptLimit, AttemptRunner, Call, CallState, Served
-from data_plane.serving.check_sampling import ClientShares, ProbeSlots, probe_targets
+from data_plane.serving.check_sampling import ClientShares, ClientSpend, ProbeSlots, probe_targets
 from data_plane.serving.reask import Reask, reask
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 from data_plane.telemetry.feedback import FeedbackAggregator
@@ -81,6 +83,7 @@ class _Job:
     answer: str | None  # the served answer when it stands for the checked pair's
     reserved_usd: float
     reference_answer: str | None = None  # the served answer when it stands for the reference's
+    client: str | None = None  # whose request it re-asks (its spend is settled on it)
 
 
 class _NoClient:
@@ -131,6 +134,7 @@ class AccuracyChecker:
         self.limits = HourlyLimits(parts.clock)
         self._ids = itertools.count(1)
         self.shares = ClientShares(parts.clock)
+        self.spend = ClientSpend(parts.clock)
         self.probes = ProbeSlots(parts.clock, config.probe_interval_s)
 
     def offer(
@@ -204,27 +208,51 @@ class AccuracyChecker:
         job: _Job,
         sent: tuple[Candidate, tuple[CompiledPair, ...]],
     ) -> bool:
-        """Queue `job` when its client has not had its share of the checked pair's checks and
-        the hourly limits allow the re-asks of `sent` (the served candidate, the pairs to ask)
-        at the cap's worst case; counts why not otherwise."""
+        """Queue `job` when its prompt is within the policy's token cap, its client has not
+        had its share of the checked pair's checks nor of the hour's check dollars, and the
+        hourly limits allow the re-asks of `sent` (the served candidate, the pairs to ask) at
+        the cap's worst case; counts why not otherwise."""
         cand, asked = sent
         policy, pair, category = table.policy.accuracy_check, job.checked.pair, job.category
-        max_share = table.policy.refit.max_client_share
-        if not self.shares.admit((table.version, pair, category), call.client, max_share):
-            self._count(pair, category, "client_capped")
+        if cand.input_tokens > policy.max_input_tokens:
+            self._count(pair, category, "too_long")
             return False
         chars = round(cand.input_tokens * cand.pair.chars_per_token)
         usd = sum(
             cost_usd(p, Usage(round(chars / p.chars_per_token), job.ask.max_tokens)) for p in asked
         )
+        max_share = table.policy.refit.max_client_share
+        if not self._admit(call.client, (table.version, pair, category), usd, max_share, policy):
+            self._count(pair, category, "client_capped")
+            return False
         if not self.limits.reserve(usd, policy.max_checks_per_hour, policy.max_usd_per_hour):
+            self.spend.settle(call.client, usd, 0.0)
             self._count(pair, category, "over_budget")
             return False
         try:
-            self._queue.put_nowait(replace(job, input_chars=chars, reserved_usd=usd))
+            self._queue.put_nowait(
+                replace(job, input_chars=chars, reserved_usd=usd, client=call.client)
+            )
         except asyncio.QueueFull:
             self.limits.settle(usd, 0.0)
+            self.spend.settle(call.client, usd, 0.0)
             self._count(pair, category, "dropped")
+            return False
+        return True
+
+    def _admit(
+        self,
+        client: str | None,
+        key: tuple[int, str, str],
+        usd: float,
+        max_share: float,
+        policy: AccuracyCheckPolicy,
+    ) -> bool:
+        """The client's share of the pair's checks, then of the hour's check dollars."""
+        if not self.spend.reserve(client, usd, max_share * policy.max_usd_per_hour):
+            return False
+        if not self.shares.admit(key, client, max_share):
+            self.spend.settle(client, usd, 0.0)
             return False
         return True
 
@@ -243,6 +271,7 @@ class AccuracyChecker:
         if first is None and second is not None:
             first = await self._ask(job, job.checked, spent)
         self.limits.settle(job.reserved_usd, spent[0])
+        self.spend.settle(job.client, job.reserved_usd, spent[0])
         self._p.metrics.accuracy_check_cost.labels(job.checked.pair).inc(spent[0])
         agreed = None if first is None or second is None else verdict(job.category, first, second)
         if first is None or second is None:

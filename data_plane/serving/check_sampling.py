@@ -1,9 +1,12 @@
 """Which answers become accuracy checks, beyond the sample rate: one client's share of a
-pair's checks, and the pace of probes of demoted pairs.
+pair's checks and of the check budget's dollars, and the pace of probes of demoted pairs.
 
 No I/O; the clock comes in. A check is evidence about an engine, so no identified client
 supplies more than a set share of one (pair, category)'s checks in an hour (`ClientShares`, the
-rule of the latency feedback's `refit.max_client_share`). A demoted (pair, category) gets no
+rule of the latency feedback's `refit.max_client_share`). Checks are paid from one hourly
+dollar budget per process, and a check costs what its prompt costs: a client's long prompts
+would spend it for everyone, so no identified client spends more than the same share of it
+(`ClientSpend`). A demoted (pair, category) gets no
 client traffic when its demoted bound no longer meets the floors of its category, so fresh
 checks of it come from requests other pairs answered: `probe_targets` names the demoted pairs a
 request could have been routed to, and `ProbeSlots` spaces their probes at least an interval
@@ -63,6 +66,42 @@ class ClientShares:
             by_client[client] = mine + 1
         taken[0] += 1
         return True
+
+
+class ClientSpend:
+    """Dollars reserved (then settled) for each identified client's checks, in a fixed hour
+    from the first use. Anonymous requests (None) are not told apart and not capped: one
+    bucket for all of them would hold every check of a deployment without client identities
+    to the share (docs/accuracy.md "Live checks")."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._started = clock()
+        self._spent: dict[str, float] = {}
+
+    def _roll(self) -> None:
+        if self._clock() - self._started >= _HOUR_S:
+            self._started, self._spent = self._clock(), {}
+
+    def reserve(self, client: str | None, usd: float, limit_usd: float) -> bool:
+        """Whether `client` may spend `usd` more this hour, its total staying within
+        `limit_usd` (no allowance: a check dearer than a client's whole share is never
+        sent for it); reserves it when so."""
+        self._roll()
+        if client is None:
+            return True
+        mine = self._spent.get(client)
+        if mine is None and len(self._spent) >= MAX_CLIENTS:
+            return True  # further clients uncounted, as `ClientShares`
+        if (mine or 0.0) + usd > limit_usd:
+            return False
+        self._spent[client] = (mine or 0.0) + usd
+        return True
+
+    def settle(self, client: str | None, reserved_usd: float, spent_usd: float) -> None:
+        """Replace a reservation by what the check cost (nothing when it was not sent)."""
+        if client is not None and client in self._spent:
+            self._spent[client] = max(0.0, self._spent[client] - reserved_usd + spent_usd)
 
 
 class ProbeSlots:

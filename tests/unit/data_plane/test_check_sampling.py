@@ -8,7 +8,12 @@ from typing import Any
 from contracts.routing_table import stamp_table
 from data_plane.decision.compile import compile_table
 from data_plane.domain import CompiledTable
-from data_plane.serving.check_sampling import ClientShares, ProbeSlots, probe_targets
+from data_plane.serving.check_sampling import (
+    ClientShares,
+    ClientSpend,
+    ProbeSlots,
+    probe_targets,
+)
 from tests.unit.data_plane.tables import entry, table
 
 
@@ -88,6 +93,24 @@ def test_one_client_gets_its_share_and_anonymous_requests_are_not_capped() -> No
     assert shares.admit((4, "llama@fp8", "math"), "steer", 0.1)  # a new table version
     clock.now += 3600.0
     assert shares.admit(key, "steer", 0.1)  # a new hour
+
+
+def test_one_client_spends_at_most_its_share_of_the_check_dollars() -> None:
+    """A $1 budget at share 0.1: a client's reserved and settled spend stays within $0.10, a
+    check dearer than that is never sent for it, anonymous requests are not capped."""
+    clock = Clock()
+    spend = ClientSpend(clock)
+    assert [spend.reserve("long", 0.04, 0.1) for _ in range(3)] == [True, True, False]
+    assert spend.reserve("short", 0.001, 0.1)  # another client: its own share
+    spend.settle("long", 0.04, 0.01)  # the check cost less than its worst case
+    assert spend.reserve("long", 0.04, 0.1)  # 0.04 + 0.01 + 0.04 <= 0.1
+    assert not spend.reserve("long", 0.02, 0.1)
+    spend.settle("long", 0.04, 0.0)  # a reservation never sent
+    assert spend.reserve("long", 0.02, 0.1)
+    assert not spend.reserve("huge", 0.2, 0.1)  # no one-check allowance in dollars
+    assert all(spend.reserve(None, 0.2, 0.1) for _ in range(10))
+    clock.now += 3600.0
+    assert spend.reserve("long", 0.09, 0.1)  # a new hour
 
 
 def test_probes_of_a_pair_and_category_are_an_interval_apart() -> None:
