@@ -90,6 +90,13 @@ class ControlPlaneMetrics:
             ["pair", "category"],
             registry=reg,
         )
+        self.live_agreement_lower = Gauge(
+            "gearbox_cp_live_agreement_lower_ratio",
+            "Lower bound of the live agreement (accuracy_check.confidence); a demotion is "
+            "lifted when it reaches the expected agreement",
+            ["pair", "category"],
+            registry=reg,
+        )
         self.expected_agreement = Gauge(
             "gearbox_cp_expected_agreement_ratio",
             "The least agreement the pair's profile bound implies (docs/accuracy.md)",
@@ -130,6 +137,7 @@ class ControlPlaneMetrics:
         gauges = (
             self.live_agreement,
             self.live_agreement_upper,
+            self.live_agreement_lower,
             self.expected_agreement,
             self.accuracy_checks,
         )
@@ -139,6 +147,7 @@ class ControlPlaneMetrics:
             labels = {"pair": a.pair, "category": a.category}
             self.live_agreement.labels(**labels).set(a.ratio)
             self.live_agreement_upper.labels(**labels).set(a.upper)
+            self.live_agreement_lower.labels(**labels).set(a.lower)
             self.expected_agreement.labels(**labels).set(a.expected)
             self.accuracy_checks.labels(**labels).set(a.checks)
 

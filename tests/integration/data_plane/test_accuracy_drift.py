@@ -132,6 +132,8 @@ async def test_a_pair_losing_accuracy_is_caught_and_demoted(
         r_low = lower_bound(388, 400, 0.995)  # the reference's profile, half the error each
         assert expected == pytest.approx(0.9 + r_low - 1.0)  # the least a healthy pair agrees
         assert healthy_upper >= expected
+        live = gauge("gearbox_cp_live_agreement_ratio")
+        assert 0.0 <= gauge("gearbox_cp_live_agreement_lower_ratio") <= live <= healthy_upper
 
         fleet.set_faults("sim-int8", FaultConfig(accuracy_drop=0.15))
         for p in PROMPTS[100:800]:
@@ -146,6 +148,7 @@ async def test_a_pair_losing_accuracy_is_caught_and_demoted(
                 break
         assert outcome is RefitCheck.DEMOTED
         assert gauge("gearbox_cp_live_agreement_upper_ratio") < expected
+        assert gauge("gearbox_cp_live_agreement_lower_ratio") < expected  # could not lift
         demoted = await services.tables.current()
         assert demoted is not None
         assert demoted.refit is not None
