@@ -266,6 +266,8 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         ),
         pace=_engine_pace(settings, app),
     )
+    stall = runner.stall
+    store.on_swap(lambda table: stall.retain(e.id for p in table.pairs for e in p.endpoints))
     app[CHECKER] = AccuracyChecker(
         CheckerParts(runner, health, app[FEEDBACK], metrics, deps.rng, deps.clock),
         CheckerConfig(

@@ -35,11 +35,12 @@ class UpstreamStatus:
 @dataclass(frozen=True, slots=True)
 class Timeout:
     """`connect`: no connection; `first_byte`: no first byte (streams) or no answer
-    (non-streams) within the engine's own limit, its profiled pace for the work at its load
-    times its observed slowdown and a margin (`resilience.progress`; nothing sent to the
-    client yet); `gap`: the engine went silent mid-answer (after the first bytes of a stream
-    or of a non-streamed body) for longer than its own gap limit, its profiled time
-    per token at its load times the same slowdown and margin, at least a floor
+    (non-streams) before the attempt's endpoint stalled, no byte on any of its attempts for the
+    stall window while attempts at it were overdue by the engine's own pace
+    (`resilience.stall`; nothing sent to the client yet), or no response head within the
+    transport's read timeout; `gap`: the engine went silent mid-answer (after the first bytes
+    of a stream or of a non-streamed body) for longer than its own gap limit, its profiled
+    time per token at its load times its observed slowdown and a margin, at least a floor
     (`resilience.progress`; lack of progress, an engine fault); `read`: no byte for the
     transport's read timeout (`READ_TIMEOUT_S`, the backstop when no gap limit applies)."""
 
@@ -80,8 +81,9 @@ class Cancelled:
 
 @dataclass(frozen=True, slots=True)
 class BudgetMissed:
-    """The client's TTFT budget passed before the engine's first byte, while the engine was
-    still within its own deadline: the next candidate is tried, the engine is not blamed."""
+    """The client's limit on the attempt (its TTFT budget, or the time left for a re-ask)
+    passed before the engine's first byte: the next candidate is tried, the engine is not
+    blamed."""
 
     label = "ttft_budget_missed"
 

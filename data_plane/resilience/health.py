@@ -86,14 +86,11 @@ class Health:
     def acquire(self, endpoint_id: str) -> None:
         self.tracker.acquire(endpoint_id)
 
-    def release(self, endpoint_id: str, outcome: Outcome | None, blame: bool = True) -> None:
-        """The attempt ended with `outcome` (None = success): free its slot, feed the breaker.
-        `blame=False`: the caller has evidence the engine was not at fault (it made progress
-        elsewhere meanwhile), so a failure is not counted."""
+    def release(self, endpoint_id: str, outcome: Outcome | None) -> None:
+        """The attempt ended with `outcome` (None = success): free its slot, feed the breaker
+        what the outcome says about the engine (`retry.breaker_success`)."""
         self.tracker.release(endpoint_id)
         success = breaker_success(outcome)
-        if success is False and not blame:
-            success = None
         if success is not None:
             transition = self._board.record(endpoint_id, success, self._clock())
             if transition is not None:

@@ -1,27 +1,26 @@
-"""How long an engine may go without progress before an attempt is blamed on it.
+"""The engine's own pace: how long its work should take, and how much slower it lately is.
 
-PURE: no clock, no I/O. The limit comes from the engine's own behaviour, not from our
-prediction for the request: the pair's profiled pace at the endpoint's load now, times how
-much slower than that profile the endpoint has lately answered (`EnginePace`), times a margin.
+PURE: no clock, no I/O. Built from the engine's own behaviour, never from our prediction for a
+request: the pair's profiled time for the work at the endpoint's load now (`engine_time_s`),
+times how much slower than that profile the endpoint has lately answered (`EnginePace`), times
+a margin (`factor`).
 
-Evidence model (docs/reliability.md, "What a breaker counts"): an attempt that passes this
-limit without its first byte (streams) or its whole answer (non-streams) is counted against
-the endpoint. The observation is "no progress for several times as long as this engine needs
-for this much work at this load". What else could explain it: a queue longer than the load
-we see (other clients of the engine beyond the scrape), or an answer longer than the cap we
-assumed. Both are bounded here: the load is read when the attempt starts (scraped queue and
-the other replicas' in-flight included), the output is capped by the request's `max_tokens`
-or else by the context left after the prompt (the longest answer the engine can give), and
-the margin covers the rest. Slower than predicted but inside this limit is a latency fact
-(load, feedback), never an ejection.
+Before an attempt's first progress this gives its *allowance* (`EnginePace.allowance_s`): for
+its first byte (streams) or for the longest answer the request allows (non-streams:
+`max_tokens`, else the context left after the prompt, `output_cap`). Past it the attempt is
+overdue, which is not yet a fault: whether the engine is making progress is judged per endpoint
+over time (`resilience.stall`: silence on every attempt, counted only while some attempt is
+overdue, for a window). An overdue attempt at an endpoint still sending bytes elsewhere is a
+latency fact (load, pace, feedback), never an ejection.
 
 After the first bytes of its answer (streamed or not) the engine's progress is its bytes:
 `gap_s` is how long it may go silent, its profiled time per output token at the load the
-attempt started at, times the same slowdown and margin, never under a floor. The observation
-is "no byte for many times this engine's time per token"; what else could explain it: a
-batch stalled by other requests' prefills or a preemption under memory pressure (the floor
-covers those), or a client slow to read (never counted: the silence is timed only while we
-wait for the engine, not while we write to the client, `UpstreamRequest.gap_s`).
+attempt started at, times the same slowdown and margin, plus `slack_s`, never under a floor.
+The observation is "no byte on this answer for many times this engine's time per token"; what
+else could explain it: a batch stalled by other requests' prefills or a preemption under memory
+pressure (the floor covers those), or a client slow to read (never counted: the silence is
+timed only while we wait for the engine, not while we write to the client,
+`UpstreamRequest.gap_s`).
 """
 
 from __future__ import annotations
@@ -64,7 +63,7 @@ class EnginePace:
     ejection of an engine that then hangs, by at most `max_pace_ratio`.
     """
 
-    __slots__ = ("_config", "_progress", "_ratio", "_recovery")
+    __slots__ = ("_config", "_ratio", "_recovery")
 
     def __init__(self, config: ProgressConfig, recovery: float = PACE_RECOVERY) -> None:
         if not 0 < recovery <= 1:
@@ -72,7 +71,6 @@ class EnginePace:
         self._config = config
         self._recovery = recovery
         self._ratio: dict[str, float] = {}
-        self._progress: dict[str, float] = {}
 
     @property
     def config(self) -> ProgressConfig:
@@ -91,24 +89,15 @@ class EnginePace:
         recovered = old + (sample - old) * self._recovery
         self._ratio[endpoint_id] = sample if sample >= old else recovered
 
-    def progressed(self, endpoint_id: str, now: float) -> None:
-        """The endpoint made progress at `now`: a first byte or a whole answer, any attempt."""
-        if now > self._progress.get(endpoint_id, now - 1.0):
-            self._progress[endpoint_id] = now
-
-    def progressed_since(self, endpoint_id: str, since: float) -> bool:
-        """Has the endpoint made progress on any attempt after `since`? An attempt that
-        passed its first-byte limit while this holds waited in a queue of an engine that is
-        working (slower than its profile, or busy with longer answers): a latency fact, not
-        lack of progress. A hung or dead engine progresses on nothing."""
-        return self._progress.get(endpoint_id, float("-inf")) > since
-
-    def limit_s(self, endpoint_id: str, profile_s: float) -> float | None:
-        """The engine's limit for work the profile puts at `profile_s` (None: no limit)."""
+    def allowance_s(self, endpoint_id: str, profile_s: float) -> float | None:
+        """How long the engine may take for work the profile puts at `profile_s` before an
+        attempt waiting on it is overdue: that x its observed slowdown x `factor` (None:
+        `factor` 0, no engine limit). Overdue is not a fault: `resilience.stall` counts the
+        endpoint's silence while attempts are overdue, and only that silence ends them."""
         cfg = self._config
         if cfg.factor <= 0:
             return None
-        return profile_s * self.ratio(endpoint_id) * cfg.factor + cfg.slack_s
+        return profile_s * self.ratio(endpoint_id) * cfg.factor
 
     def gap_s(self, endpoint_id: str, tpot_s: float) -> float | None:
         """How long the engine may go without a byte mid-answer, for a profiled time per
@@ -125,5 +114,3 @@ class EnginePace:
         keep = set(endpoint_ids)
         for endpoint_id in [e for e in self._ratio if e not in keep]:
             del self._ratio[endpoint_id]
-        for endpoint_id in [e for e in self._progress if e not in keep]:
-            del self._progress[endpoint_id]

@@ -84,14 +84,16 @@ def breaker_success(outcome: Outcome | None) -> bool | None:
 
     Evidence model (docs/reliability.md, "What a breaker counts"): False only for what the
     engine alone explains: connect errors and resets (nothing listens), 5xx and 429 (the engine
-    said it failed or is full), broken or stalled streams, and lack of progress within the
-    engine's own limit (`resilience.progress`: its profiled pace for the work at its load, its
-    observed slowdown and a margin; what else could explain that is a queue or an answer
-    beyond what the limit allows for, which the margin covers), including silence mid-answer
-    past its gap limit (`Timeout("gap")`: a batch stalled by other prefills or a preemption
-    could explain a short one, which the floor covers; a slow client is never timed). None
-    for what the client explains: a cancel, a missed client TTFT budget, the request's
-    deadline (never an outcome here), and other 4xx (the request's own fault)."""
+    said it failed or is full), broken or stalled streams, and lack of progress judged per
+    endpoint over time (`Timeout("first_byte")`: the endpoint sent no byte on ANY attempt for
+    its stall window while attempts at it were overdue by its own pace, `resilience.stall`;
+    what else could explain that is an engine working without sending anyone a byte for that
+    long, or bytes another replica saw, which the window and the allowances cover), including
+    silence mid-answer past its gap limit (`Timeout("gap")`: a batch stalled by other prefills
+    or a preemption could explain a short one, which the floor covers; a slow client is never
+    timed). None for what the client explains: a cancel, a missed client limit
+    (`BudgetMissed`), the request's deadline (never an outcome here), and other 4xx (the
+    request's own fault)."""
     match outcome:
         case None:
             return True

@@ -6,7 +6,7 @@ Runs after the client has its answer and never changes or delays it: `offer` onl
 decides an answer are checked (`agreement.checked`); the re-ask is greedy, one answer, capped
 at the policy's `max_tokens` (`reask`), and when the client's own request was not, the checked
 pair is re-asked with the same body too. Re-asks go the way client attempts go
-(`AttemptRunner`: the engine's API key, breakers, in-flight load, the engine's deadline), and
+(`AttemptRunner`: the engine's API key, breakers, in-flight load, the endpoint's stall), and
 are limited by the table policy's `accuracy_check`: sample rate, prompts of at most
 `max_input_tokens`, checks per hour, and dollars per hour per process (reserved at the worst
 case before queueing, settled from the answers' `usage`), and no identified client supplies
@@ -52,9 +52,9 @@ _HOUR_S = 3600.0
 
 @dataclass(frozen=True, slots=True)
 class CheckerConfig:
-    """A re-ask's own limit is the engine's, as client attempts get it
-    (`AttemptRunner.engine_limit`); `timeout_s` bounds it when that is off (factor 0), and a
-    miss of that is no engine fault."""
+    """A re-ask has the engine's terms, as client attempts get them
+    (`AttemptRunner.engine_limit`: a stalled endpoint ends it as lack of progress), and
+    `timeout_s` as its own limit, whose miss is no engine fault."""
 
     timeout_s: float = 30.0
     # The least time between two probes of one demoted (pair, category); 0 = no probes.
@@ -286,9 +286,7 @@ class AccuracyChecker:
 
     def _limit(self, call: Call, target: Candidate, endpoint: CompiledEndpoint) -> AttemptLimit:
         engine = self._p.runner.engine_limit(call, target, endpoint)
-        if engine.limit_s is None:
-            return AttemptLimit(self._config.timeout_s, engine=False, load=engine.load)
-        return engine
+        return replace(engine, limit_s=self._config.timeout_s)
 
     async def _ask(self, job: _Job, pair: CompiledPair, spent: list[float]) -> str | None:
         """One re-ask on `pair` through the attempt path; its answer, None when none came

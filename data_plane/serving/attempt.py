@@ -8,6 +8,7 @@ response is closed (which aborts the engine's work).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -22,6 +23,8 @@ from data_plane.engine_keys import EngineKeys
 from data_plane.outcome import BudgetMissed, Cancelled, Outcome, Timeout, UpstreamStatus
 from data_plane.resilience.health import Health
 from data_plane.resilience.progress import EnginePace, engine_time_s, engine_tpot_s, output_cap
+from data_plane.resilience.stall import StallWatch
+from data_plane.serving.stall_guard import StallGuard, Wait
 from data_plane.serving.usage import SSE_TAIL_BYTES, Usage, find_usage
 from data_plane.settings import ProgressConfig
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -93,7 +96,7 @@ class Call:
     # The client's traceparent/tracestate, passed on as they are while tracing is off.
     trace_headers: Mapping[str, str]
     # max_tokens / max_completion_tokens when the client set it; None: the answer may run to
-    # the context limit (what the engine's own limit allows for, `resilience.progress`).
+    # the context limit (what the engine's allowance is for, `resilience.progress`).
     max_tokens: int | None = None
     tenant: str = "anonymous"  # the tenant's metric label (`telemetry.tenants`)
     priority: str = "standard"  # the priority class (`request.priority`)
@@ -126,30 +129,34 @@ class Failed:
 
 @per_request
 class AttemptLimit:
-    """How long one attempt may go without its first byte (streams) or its whole answer
-    (non-streams), and whose limit that is: `engine` True = the engine's own (its profiled
-    pace for the work at `load`, times its observed slowdown and a margin:
-    `resilience.progress`; a miss is lack of progress, an engine fault,
-    `Timeout("first_byte")`), False = the client's TTFT budget (a miss is `BudgetMissed`: next
-    candidate, no blame). `limit_s` None = no limit of its own (the request deadline still
-    applies, and a request deadline is never an engine fault). `load` = requests at the
-    endpoint when the attempt started, this one included (what its pace is measured at).
-    `gap_s`: the engine's gap limit, how long it may go silent after a stream's first byte or
-    after a non-streamed body's first bytes (`UpstreamRequest.gap_s`; a miss is `Timeout("gap")`,
-    an engine fault, whoever's limit `limit_s` is); None = the read timeout only."""
+    """What may end one attempt before its first byte (streams) or its whole answer
+    (non-streams), and on whose account.
+
+    `limit_s`: the client's limit on it (its TTFT budget for streams, the time left for a
+    re-ask), kept by the upstream client as a transport deadline; a miss is `BudgetMissed`
+    (next candidate, no blame); None = none (the request deadline still applies, and a request
+    deadline is never an engine fault). `allowance_s`: the engine's own pace for the work at
+    `load` (`resilience.progress`); past it the attempt is overdue, and it ends as lack of
+    progress (`Timeout("first_byte")`, an engine fault) only when its endpoint stalls, no byte
+    on ANY attempt for a window of overdue time (`resilience.stall`, `serving.stall_guard`);
+    None = not watched. `load` = requests at the endpoint when the attempt started, this one
+    included (what its pace is measured at). `gap_s`: the engine's gap limit, how long it may go
+    silent after a stream's first byte or after a non-streamed body's first bytes
+    (`UpstreamRequest.gap_s`; a miss is `Timeout("gap")`, an engine fault); None = the read
+    timeout only."""
 
     limit_s: float | None = None
-    engine: bool = True
+    allowance_s: float | None = None
     load: float = 1.0
     gap_s: float | None = None
 
     def missed(self) -> AttemptError:
-        if self.engine:
-            return AttemptError(Timeout("first_byte"), "no progress within the engine's own pace")
-        return AttemptError(BudgetMissed(), "no first byte within the client's TTFT budget")
+        return AttemptError(BudgetMissed(), "no first byte within the client's limit")
 
 
 NO_LIMIT = AttemptLimit()
+# The endpoint, the attempt's number, its registration while it waits (None: not watched).
+_Attempt = tuple[CompiledEndpoint, int, Wait | None]
 
 
 def stream_error_event(message: str, code: str) -> bytes:
@@ -174,6 +181,7 @@ class AttemptRunner:
         clock: Callable[[], float] = time.monotonic,
         engine_keys: EngineKeys | None = None,
         pace: EnginePace | None = None,
+        stall: StallGuard | None = None,
     ) -> None:
         self._upstream = upstream
         self._health = health
@@ -182,34 +190,23 @@ class AttemptRunner:
         self._clock = clock
         self._engine_keys = engine_keys
         self.pace = pace or EnginePace(ProgressConfig())
+        window_s = self.pace.config.stall_window_s
+        self.stall = stall or StallGuard(StallWatch(window_s))
 
     def engine_limit(self, call: Call, cand: Candidate, endpoint: CompiledEndpoint) -> AttemptLimit:
-        """The engine's own limit for an attempt at `endpoint` now: its profiled time for the
-        first byte (streams) or for the longest answer the request allows (non-streams:
-        `max_tokens`, else the context left), at its load now, x its observed slowdown x the
-        margin (`resilience.progress`); and its gap limit, from its profiled time per token
-        at that load, the same slowdown and margin, at least the floor. Never our prediction
-        for this request."""
+        """The engine's own terms for an attempt at `endpoint` now: its allowance, its profiled
+        time for the first byte (streams) or for the longest answer the request allows
+        (non-streams: `max_tokens`, else the context left), at its load now, x its observed
+        slowdown x the margin (`resilience.progress`); and its gap limit, from its profiled time
+        per token at that load, the same slowdown and margin, at least the floor. Never our
+        prediction for this request, and no client limit (the proxy adds that)."""
         load = self._health.tracker.load.get(endpoint.id, 0.0) + 1.0
         pair = cand.pair
         output = 0 if call.stream else output_cap(pair, cand.input_tokens, call.max_tokens)
         profile_s = engine_time_s(pair, cand.input_tokens, output, load)
         gap_s = self.pace.gap_s(endpoint.id, engine_tpot_s(pair, load))
-        return AttemptLimit(self.pace.limit_s(endpoint.id, profile_s), load=load, gap_s=gap_s)
-
-    def _blame(
-        self, endpoint_id: str, outcome: Outcome | None, started_s: float, limit: AttemptLimit
-    ) -> bool:
-        """Whether a failed attempt counts against the endpoint's breaker: not when it passed
-        its first-byte limit while the endpoint made progress on another attempt (a first byte
-        or a whole answer after this one started). That engine is working, only slower than
-        this limit allowed for (its queue, other clients' long answers, cores shared with other
-        engines): a latency fact for load and feedback. A hung or dead engine progresses on
-        nothing and is blamed as before; silence mid-answer (`gap`) is judged on its own."""
-        overran = limit.limit_s is not None and self._clock() - started_s >= limit.limit_s
-        if overran and isinstance(outcome, Timeout) and outcome.phase == "first_byte":
-            return not self.pace.progressed_since(endpoint_id, started_s)
-        return True
+        allowance_s = self.pace.allowance_s(endpoint.id, profile_s)
+        return AttemptLimit(None, allowance_s, load=load, gap_s=gap_s)
 
     def _observe_pace(
         self, cand: Candidate, endpoint_id: str, limit: AttemptLimit, result: Served, took_s: float
@@ -239,35 +236,62 @@ class AttemptRunner:
         call.state.attempts += 1
         outcome: Outcome | None = Cancelled()
         self._health.acquire(endpoint.id)
+        allowance_s = limit.allowance_s
+        wait = None if allowance_s is None else self.stall.waiting(endpoint.id, allowance_s)
         with self._tracing.span(
             "gearbox.upstream",
             SpanKind.CLIENT,
             {ATTR_PAIR: cand.pair.pair, ATTR_ENDPOINT: endpoint.id, ATTR_ATTEMPT: number},
         ) as span:
             try:
-                result = await self._limited(call, cand, (endpoint, number), sink, span, limit)
+                attempt = (endpoint, number, wait)
+                result = await self._stallable(call, cand, attempt, sink, span, limit)
                 outcome = result.outcome
                 if isinstance(result, Served) and outcome is None:
                     done_s = result.first_byte_s
                     done_s = self._clock() if done_s is None else done_s
                     self._observe_pace(cand, endpoint.id, limit, result, done_s - started)
-                    self.pace.progressed(endpoint.id, self._clock())
             except AttemptError as err:
                 outcome = err.outcome
                 result = Failed(err.outcome)
             finally:
-                blame = self._blame(endpoint.id, outcome, started, limit)
-                self._health.release(endpoint.id, outcome, blame)
+                self.stall.done(wait)
+                self._health.release(endpoint.id, outcome)
                 label = "ok" if outcome is None else outcome.label
                 span.set_attribute(ATTR_OUTCOME, label)
                 self._metrics.observe_attempt(endpoint.id, label, self._clock() - started)
         return result
 
+    async def _stallable(
+        self,
+        call: Call,
+        cand: Candidate,
+        attempt: _Attempt,
+        sink: ClientSink,
+        span: AnySpan,
+        limit: AttemptLimit,
+    ) -> Served | Failed:
+        """`_limited`, ended as lack of progress when its endpoint stalls: the guard cancels
+        the task while it waits (`serving.stall_guard`); that cancellation, and only that one,
+        becomes `Timeout("first_byte")` (the request deadline's or a client's disconnect,
+        arriving as well, goes on as a cancellation)."""
+        wait = attempt[2]
+        try:
+            return await self._limited(call, cand, attempt, sink, span, limit)
+        except asyncio.CancelledError:
+            if wait is None or not wait.stalled:
+                raise
+            task = asyncio.current_task()
+            if task is not None and task.uncancel() > 0:
+                raise
+            stalled = "no progress on any attempt at this endpoint for its stall window"
+            raise AttemptError(Timeout("first_byte"), stalled) from None
+
     async def _limited(
         self,
         call: Call,
         cand: Candidate,
-        target: tuple[CompiledEndpoint, int],
+        attempt: _Attempt,
         sink: ClientSink,
         span: AnySpan,
         limit: AttemptLimit,
@@ -276,7 +300,7 @@ class AttemptRunner:
         transport deadline: the http1 client moves its connection's one timer, so no timer
         is armed per attempt); its expiry becomes the limit's outcome."""
         try:
-            return await self._exchange(call, cand, target, sink, span, limit)
+            return await self._exchange(call, cand, attempt, sink, span, limit)
         except LimitReachedError as err:
             raise limit.missed() from err
 
@@ -284,12 +308,12 @@ class AttemptRunner:
         self,
         call: Call,
         cand: Candidate,
-        target: tuple[CompiledEndpoint, int],
+        attempt: _Attempt,
         sink: ClientSink,
         span: AnySpan,
         limit: AttemptLimit,
     ) -> Served | Failed:
-        endpoint, number = target
+        endpoint, number, wait = attempt
         headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream" if call.stream else "application/json",
@@ -306,8 +330,9 @@ class AttemptRunner:
         resp = await self._upstream.send(request)
         try:
             if call.stream and resp.status == 200:
-                return await self._relay(call, (cand, endpoint.id), number, resp, sink)
+                return await self._relay(call, (cand, endpoint.id, wait), number, resp, sink)
             data = await resp.read()
+            self.stall.arrived(wait)  # a whole answer, whatever its status: the engine works
         finally:
             resp.close()
         outcome = _status_outcome(resp.status)
@@ -318,27 +343,30 @@ class AttemptRunner:
     async def _relay(
         self,
         call: Call,
-        target: tuple[Candidate, str],
+        target: tuple[Candidate, str, Wait | None],
         number: int,
         resp: UpstreamResponse,
         sink: ClientSink,
     ) -> Served | Failed:
         """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk
-        (the attempt's limit covers the first chunk only; the gap limit each later wait for
-        the engine, never the time `sink.write` spends on a slow client)."""
-        cand, endpoint_id = target
+        (the client's limit covers the first chunk only; the gap limit each later wait for
+        the engine, never the time `sink.write` spends on a slow client). Every chunk is the
+        endpoint's progress (`serving.stall_guard`)."""
+        cand, endpoint_id, wait = target
+        stall = self.stall
         async with aclosing(resp.chunks()) as chunks:
             first = await anext(chunks, b"")
             if not first:
                 raise AttemptError(Timeout("first_byte"), "stream ended before its first byte")
+            stall.arrived(wait)
             await sink.start(200, {**SSE_HEADERS, **call.headers_for(cand, number)})
             call.state.streaming_pair = cand.pair.pair
             first_byte_s = self._clock()
-            self.pace.progressed(endpoint_id, first_byte_s)
             await sink.write(first)
             tail = first[-SSE_TAIL_BYTES:]
             try:
                 async for chunk in chunks:
+                    stall.progress(endpoint_id)
                     await sink.write(chunk)
                     tail = (tail + chunk)[-SSE_TAIL_BYTES:]
             except AttemptError as err:

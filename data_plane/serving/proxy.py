@@ -111,19 +111,16 @@ class Proxy:
     def attempt_limit(
         self, call: Call, decision: RouteDecision, cand: Candidate, endpoint: CompiledEndpoint
     ) -> AttemptLimit:
-        """The attempt's own limit: the engine's (its own pace for the work at its load now,
-        with a margin: `AttemptRunner.engine_limit`), or the client's TTFT budget when that is
-        sooner and still in force (not relaxed by best-effort); the engine's gap limit either
-        way. Shadow traffic gets none."""
+        """The attempt's terms: the engine's (its allowance and gap limit from its own pace at
+        its load now: `AttemptRunner.engine_limit`), and the client's TTFT budget as the
+        attempt's limit while it is in force (not relaxed by best-effort). Shadow traffic gets
+        none."""
         reason = decision.reason
         if reason is RouteReason.SHADOW:
             return NO_LIMIT
         engine = self._p.runner.engine_limit(call, cand, endpoint)
-        engine_s = engine.limit_s
         client_s = None if reason.startswith("best_effort") else call.ttft_budget_s
-        if client_s is not None and (engine_s is None or client_s < engine_s):
-            return AttemptLimit(client_s, engine=False, load=engine.load, gap_s=engine.gap_s)
-        return engine
+        return engine if client_s is None else replace(engine, limit_s=client_s)
 
     async def serve(
         self, call: Call, table: CompiledTable, decision: RouteDecision, sink: ClientSink
@@ -277,14 +274,15 @@ class Proxy:
     def _reask_limit(
         self, walk: RequestWalk, target: Candidate, endpoint: CompiledEndpoint
     ) -> AttemptLimit:
-        """The re-ask's attempt limit: the engine's, or the time left before the request's
-        deadline (less `REASK_MARGIN_S`) when that is sooner, so a re-ask slower than predicted
-        ends as a missed budget (no blame) and the answer in hand goes out, not a 504."""
+        """The re-ask's terms: the engine's, and as its limit the time left before the
+        request's deadline (less `REASK_MARGIN_S`) when that is sooner than the client's, so a
+        re-ask slower than predicted ends as a missed budget (no blame) and the answer in hand
+        goes out, not a 504."""
         limit = self.attempt_limit(walk.call, walk.decision, target, endpoint)
         left_s = max(0.0, walk.remaining_s(self._p.clock()) - REASK_MARGIN_S)
         if limit.limit_s is not None and limit.limit_s <= left_s:
             return limit
-        return replace(limit, limit_s=left_s, engine=False)
+        return replace(limit, limit_s=left_s)
 
     async def _guard(self, walk: RequestWalk, answer: Answer) -> Answer:
         """Quality guard: re-ask a degenerate answer ONCE on the family's next more precise

@@ -83,21 +83,27 @@ class ProxyConfig(Group):
 
 
 class ProgressConfig(Group):
-    """The engine's own limit for one attempt (docs/reliability.md, "What a breaker counts";
-    `resilience.progress`): the pair's profiled time for the first byte (streams) or for the
-    longest answer the request allows (non-streams: max_tokens, else the context left) at the
-    endpoint's load now, x its observed slowdown (at most `max_pace_ratio`) x `factor` +
-    `slack_s`. Missing it is lack of progress, an engine fault; the next candidate is tried.
-    After the first byte, the engine may go silent for its profiled time per token at that
-    load x the same slowdown x `factor` + `slack_s`, at least `gap_floor_s`."""
+    """Lack of progress, judged from the engine's own pace (docs/reliability.md, "What a
+    breaker counts"; `resilience.progress`, `resilience.stall`). An attempt is overdue after
+    the pair's profiled time for its first byte (streams) or for the longest answer the request
+    allows (non-streams: max_tokens, else the context left) at the endpoint's load, x its
+    observed slowdown (at most `max_pace_ratio`) x `factor`. The endpoint stalls when it sent no
+    byte on any attempt for `stall_window_s` (or the longest overdue allowance, if longer) of
+    time during which some attempt was overdue; its overdue attempts then end as lack of
+    progress, an engine fault, and the next candidate is tried. After the first byte, the
+    engine may go silent for its profiled time per token at that load x the same slowdown x
+    `factor` + `slack_s`, at least `gap_floor_s`."""
 
     # x the engine's pace for the work; 0 = no engine limit at all.
     factor: Annotated[float, Knob("engine_deadline_factor")] = Field(default=3.0, ge=0.0, le=100.0)
-    # + this (scheduling noise, a cold connection).
-    slack_s: Annotated[float, Knob("engine_deadline_slack_s")] = Field(
-        default=0.5, ge=0.0, le=600.0
+    # The least overdue silence on every attempt that stalls an endpoint (scheduling noise,
+    # an engine starved of cores before its pace is known).
+    stall_window_s: Annotated[float, Knob("engine_stall_window_s")] = Field(
+        default=1.5, ge=0.0, le=600.0
     )
-    # An observed slowdown loosens the limit up to this much.
+    # + this on the gap limit (scheduling noise between tokens).
+    slack_s: Annotated[float, Knob("engine_gap_slack_s")] = Field(default=0.5, ge=0.0, le=600.0)
+    # An observed slowdown loosens the limits up to this much.
     max_pace_ratio: Annotated[float, Knob("engine_pace_max_ratio")] = Field(
         default=8.0, ge=1.0, le=100.0
     )

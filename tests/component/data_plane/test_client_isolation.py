@@ -112,13 +112,12 @@ async def test_a_policy_default_ttft_budget_does_not_eject_busy_engines(
 async def test_a_stream_past_the_engines_own_deadline_is_an_engine_fault(
     make_harness: MakeHarness,
 ) -> None:
-    """With the budget relaxed, an engine that stays silent past its own limit (its profiled
-    TTFT x factor + slack) is abandoned and counted against it (timeout_first_byte)."""
+    """With the budget relaxed, an engine that sends nothing on any attempt past the attempt's
+    allowance (its profiled TTFT x factor) and the stall window after it is abandoned and
+    counted against it (timeout_first_byte)."""
     hung = sse(["never"], HANG_S)
     routes = {INT4: lambda r: hung, FP16: lambda r: sse(["fast"])}
-    h = await make_harness(
-        two_pair_table([FP16], [INT4]), routes=routes, engine_deadline_slack_s=0.2
-    )
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes=routes, engine_stall_window_s=0.2)
     resp = await h.client.post(
         "/v1/chat/completions", data=chat(stream=True), headers={"X-TTFT-Budget-Ms": "1"}
     )
@@ -350,8 +349,9 @@ async def test_the_fallback_never_goes_below_the_accuracy_floor(make_harness: Ma
 async def test_a_hung_attempt_is_abandoned_for_the_next_candidate(
     make_harness: MakeHarness,
 ) -> None:
-    """Profiled at 58 ms for its 8 tokens (max_tokens): abandoned at its own limit, 58 ms x 3
-    + 0.5 s, while 1.3 s of the budget remain."""
+    """Profiled at 58 ms for its 8 tokens (max_tokens): the endpoint sends nothing, so the
+    attempt is abandoned once overdue (58 ms x 3) and the endpoint silent for the stall window
+    (1.5 s) after that, while 0.8 s of the request's deadline remain."""
     hung = slow_json(HANG_S)
     h = await make_harness(
         two_pair_table([FP16], [INT4]), routes={INT4: lambda r: hung, FP16: ok_json("ok")}
@@ -373,7 +373,8 @@ async def test_a_hung_attempt_is_abandoned_for_the_next_candidate(
 async def test_traffic_to_other_engines_is_unchanged_by_the_engine_deadline(
     make_harness: MakeHarness,
 ) -> None:
-    """An answer inside the engine's deadline is never abandoned."""
+    """An answer from an endpoint that is not stalled is never abandoned (0.3 s here: past
+    its allowance, 58 ms x 3, but well inside the stall window)."""
     seen: list[UpstreamRequest] = []
 
     def record(req: UpstreamRequest) -> FakeResponse:

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from data_plane.outcome import ConnectFailed, Timeout
+from data_plane.outcome import ConnectFailed
 from data_plane.resilience.breaker import BreakerBoard, BreakerState
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
@@ -81,20 +81,3 @@ def test_announce_queues_a_bounded_message() -> None:
     announcements.announce("fam@q#0", 60.0)
     message = json.loads(announcements._outbox.get_nowait())
     assert message == {"instance": "dp-0", "process": "p0", "endpoint": "fam@q#0", "ttl_s": 10.0}
-
-
-def test_a_failure_the_caller_does_not_blame_leaves_the_breaker_closed() -> None:
-    """`blame=False` (the engine progressed on other attempts meanwhile) frees the slot and
-    counts nothing; the same failures blamed open it."""
-    clock = Clock()
-    board = BreakerBoard(BreakerConfig(consecutive_failures=2, cooldown_s=3.0))
-    health = Health(board, LoadTracker(), DataPlaneMetrics("t", "t"), clock)
-    for _ in range(4):
-        health.acquire("fam@q#0")
-        health.release("fam@q#0", Timeout("first_byte"), blame=False)
-    assert health.state("fam@q#0") is BreakerState.CLOSED
-    assert health.tracker.in_flight("fam@q#0") == 0
-    for _ in range(2):
-        health.acquire("fam@q#0")
-        health.release("fam@q#0", Timeout("first_byte"))
-    assert health.state("fam@q#0") is BreakerState.OPEN

@@ -1,0 +1,164 @@
+"""Lack of progress, judged per endpoint over time (docs/reliability.md, "What a breaker counts").
+
+PURE: no clock, no I/O; `now` (monotonic seconds) is passed in. `serving.stall_guard` keeps the
+one timer and ends the attempts this says to end.
+
+The model. An attempt *waits* on its endpoint from when it is sent until its first progress:
+a stream's first chunk, or a non-streamed answer's whole body. Each waiting attempt has an
+*allowance*, the engine's own pace for its work (`EnginePace.allowance_s`: its profiled time for
+the first byte, or for the longest answer the request allows, at its load, x the slowdown the
+endpoint has lately shown, x a margin); past it the attempt is *overdue*. The endpoint's
+*silence* is the time since its last byte on ANY attempt (a first chunk, a later chunk, a whole
+answer) during which at least one of its waiting attempts was overdue. The endpoint is *stalled*
+when its silence reaches the window W = max(`stall_window_s`, the longest allowance among its
+overdue attempts); then every overdue attempt at it is ended as lack of progress (an engine
+fault, counted by its breaker), and so is each later one once overdue, until its next byte.
+
+Why this is evidence about the engine and not about a request or a client:
+- a byte on any attempt resets the silence: an endpoint working on other requests (its queue,
+  other clients' long answers, cores shared with other engines) is slow for this one, a
+  latency fact (load, pace, feedback), never lack of progress;
+- silence counts only past an attempt's allowance, so a client's budget that ends attempts
+  early (a TTFT budget, a request deadline) adds nothing, whoever sends it and however often;
+- silence adds up across attempts (it resets only with a byte), so a hung engine behind
+  clients whose deadlines end each attempt before W is still caught;
+- W scales with the work owed (the longest overdue allowance), so a uniformly slower engine is
+  tolerated up to about 2 x factor x its profile before its pace is even known, and the pace
+  it then shows (`EnginePace`) widens the allowances further.
+What else could explain a stall: an engine that gives no byte to anyone for that long while
+working (a batch of long non-streamed answers on an engine that cannot fit one more request,
+a preemption storm), or bytes we did not see (another replica's attempts). The window's floor
+and the allowance of the work owed are what such an engine gets; a hung or dead-but-listening
+engine gives nothing and is ended after about allowance + W.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+
+Waiter = Hashable  # one waiting attempt's token (the guard's per-attempt object)
+# Silence this close to the window is the window (a timer armed for the time computed from it
+# must find it reached, whatever the rounding).
+_EPSILON_S = 1e-6
+
+
+@dataclass(slots=True)
+class _Endpoint:
+    """One endpoint's waiting attempts (token -> (due, allowance)) and its silence so far."""
+
+    waiting: dict[Waiter, tuple[float, float]] = field(default_factory=dict)
+    silent_s: float = 0.0  # overdue silence counted up to `counted_to`
+    counted_to: float = 0.0
+    min_due: float = float("inf")  # the earliest due time among `waiting`
+
+
+class StallWatch:
+    """Every endpoint's waiting attempts and overdue silence (see the module docstring)."""
+
+    __slots__ = ("_endpoints", "_window_s")
+
+    def __init__(self, window_s: float) -> None:
+        if window_s < 0:
+            raise ValueError("window_s must be >= 0")
+        self._window_s = window_s
+        self._endpoints: dict[str, _Endpoint] = {}
+
+    def begin(self, endpoint_id: str, waiter: Waiter, now: float, allowance_s: float) -> float:
+        """`waiter` waits on `endpoint_id` from `now`, overdue after `allowance_s`; returns
+        when the endpoint could first stall if no byte comes (for the guard's timer)."""
+        ep = self._endpoints.get(endpoint_id)
+        if ep is None:
+            ep = self._endpoints[endpoint_id] = _Endpoint(counted_to=now)
+        self._advance(ep, now)
+        due = now + allowance_s
+        ep.waiting[waiter] = (due, allowance_s)
+        ep.min_due = min(ep.min_due, due)
+        return self._check_at(ep, now)
+
+    def end(self, endpoint_id: str, waiter: Waiter, now: float) -> None:
+        """`waiter` stopped waiting (its first progress, a failure, the client's limit)."""
+        ep = self._endpoints.get(endpoint_id)
+        if ep is None or waiter not in ep.waiting:
+            return
+        self._advance(ep, now)
+        due, _ = ep.waiting.pop(waiter)
+        if due <= ep.min_due:
+            ep.min_due = min((d for d, _ in ep.waiting.values()), default=float("inf"))
+
+    def progress(self, endpoint_id: str, now: float) -> None:
+        """The endpoint sent a byte of an answer at `now`: its silence starts again."""
+        ep = self._endpoints.get(endpoint_id)
+        if ep is not None:
+            ep.silent_s = 0.0
+            ep.counted_to = max(ep.counted_to, now)
+
+    def silence_s(self, endpoint_id: str, now: float) -> float:
+        """The endpoint's overdue silence at `now` (for tests and the docs' figures)."""
+        ep = self._endpoints.get(endpoint_id)
+        if ep is None:
+            return 0.0
+        self._advance(ep, now)
+        return ep.silent_s
+
+    def window_s(self, endpoint_id: str, now: float) -> float:
+        """W for the endpoint at `now`: the floor, or the longest overdue allowance."""
+        ep = self._endpoints.get(endpoint_id)
+        return self._window_s if ep is None else self._window(ep, now)
+
+    def stalled(self, now: float) -> list[tuple[str, Waiter]]:
+        """The attempts to end now as lack of progress (overdue, at a stalled endpoint);
+        they no longer wait."""
+        ended: list[tuple[str, Waiter]] = []
+        for endpoint_id, ep in self._endpoints.items():
+            if not ep.waiting or ep.min_due > now:
+                continue
+            self._advance(ep, now)
+            if ep.silent_s + _EPSILON_S < self._window(ep, now):
+                continue
+            for waiter in [w for w, (due, _) in ep.waiting.items() if due <= now]:
+                del ep.waiting[waiter]
+                ended.append((endpoint_id, waiter))
+            ep.min_due = min((d for d, _ in ep.waiting.values()), default=float("inf"))
+        return ended
+
+    def next_check(self, now: float) -> float | None:
+        """The soonest time `stalled` could end an attempt if no byte arrives (None: no
+        attempt waits anywhere)."""
+        soonest = None
+        for ep in self._endpoints.values():
+            if ep.waiting:
+                self._advance(ep, now)
+                at = self._check_at(ep, now)
+                soonest = at if soonest is None else min(soonest, at)
+        return soonest
+
+    def retain(self, endpoint_ids: Iterable[str]) -> None:
+        """Forget endpoints no longer in the table, unless attempts still wait on them."""
+        keep = set(endpoint_ids)
+        for endpoint_id in [e for e, ep in self._endpoints.items() if e not in keep]:
+            if not self._endpoints[endpoint_id].waiting:
+                del self._endpoints[endpoint_id]
+
+    def _window(self, ep: _Endpoint, now: float) -> float:
+        owed = [allowance for due, allowance in ep.waiting.values() if due <= now]
+        return max(self._window_s, max(owed, default=0.0))
+
+    def _check_at(self, ep: _Endpoint, now: float) -> float:
+        """When the endpoint could first end an attempt (silence counted up to `now`): at the
+        earliest due time once its silence reached W, else after W - silence more of it (W as
+        known now; a wider one later only makes the guard look again)."""
+        left_s = self._window(ep, now) - ep.silent_s
+        if left_s <= _EPSILON_S:
+            return max(now, ep.min_due)
+        return max(now, ep.min_due) + left_s
+
+    @staticmethod
+    def _advance(ep: _Endpoint, now: float) -> None:
+        """Count the silence since `counted_to`: the waiting set was constant meanwhile, so
+        some attempt was overdue from max(counted_to, earliest due) on."""
+        start = max(ep.counted_to, ep.min_due)
+        if now > start:
+            ep.silent_s += now - start
+        if now > ep.counted_to:
+            ep.counted_to = now

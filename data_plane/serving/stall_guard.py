@@ -1,0 +1,98 @@
+"""Ends attempts at a stalled endpoint: `resilience.stall.StallWatch` on one loop timer.
+
+An attempt registers while it waits for its first progress (`StallGuard.waiting`); the guard
+keeps ONE timer, armed at the soonest time any endpoint could stall, and when the watch says an
+endpoint stalled it cancels the tasks of its overdue attempts, marking them `stalled`, so the
+attempt (`AttemptRunner.run`) turns that cancellation into lack of progress
+(`Timeout("first_byte")`, an engine fault) and the proxy tries the next candidate. Why a stall
+is the engine's fault, and what else could explain it, is the watch's docstring.
+
+A cancellation lands only at the await the attempt waits on (the upstream client's send, a
+stream's first chunk, a non-streamed body): the attempt stops waiting (`arrived`, `done`) at
+once when that await returns, with no await in between, and the guard cancels only attempts
+still waiting. The request deadline and a client's disconnect cancel the same task; the
+attempt gives back only the guard's own cancellation (`Task.uncancel`) and lets theirs through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+
+from data_plane.resilience.stall import StallWatch
+
+
+class Wait:
+    """One attempt's registration while it waits; `stalled` once the guard ended it."""
+
+    __slots__ = ("endpoint_id", "stalled", "task")
+
+    def __init__(self, endpoint_id: str, task: asyncio.Task[object] | None) -> None:
+        self.endpoint_id = endpoint_id
+        self.task = task
+        self.stalled = False
+
+
+def loop_time() -> float:
+    """The running loop's clock: the one its timers keep."""
+    return asyncio.get_running_loop().time()
+
+
+class StallGuard:
+    """The watch, its one timer, and the clock both read (the loop's by default: the silence
+    is real time the engine took, whatever clock the rest of the app is given)."""
+
+    __slots__ = ("_clock", "_timer", "_timer_at", "watch")
+
+    def __init__(self, watch: StallWatch, clock: Callable[[], float] = loop_time) -> None:
+        self.watch = watch
+        self._clock = clock
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = float("inf")  # on `clock`
+
+    def waiting(self, endpoint_id: str, allowance_s: float) -> Wait:
+        """The current task waits on `endpoint_id`, overdue after `allowance_s`."""
+        wait = Wait(endpoint_id, asyncio.current_task())
+        self._arm_by(self.watch.begin(endpoint_id, wait, self._clock(), allowance_s))
+        return wait
+
+    def arrived(self, wait: Wait | None) -> None:
+        """The attempt's first progress came: it stops waiting and the endpoint progressed."""
+        if wait is not None:
+            now = self._clock()
+            self.watch.end(wait.endpoint_id, wait, now)
+            self.watch.progress(wait.endpoint_id, now)
+
+    def done(self, wait: Wait | None) -> None:
+        """The attempt stopped waiting without progress (a failure, the client's limit)."""
+        if wait is not None:
+            self.watch.end(wait.endpoint_id, wait, self._clock())
+
+    def progress(self, endpoint_id: str) -> None:
+        """A later byte of an answer from `endpoint_id` (a stream's chunk)."""
+        self.watch.progress(endpoint_id, self._clock())
+
+    def retain(self, endpoint_ids: Iterable[str]) -> None:
+        self.watch.retain(endpoint_ids)
+
+    def _arm_by(self, at: float) -> None:
+        """Make sure the timer fires no later than `at` (on `clock`)."""
+        if at >= self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        delay_s = max(0.0, at - self._clock())
+        self._timer = asyncio.get_running_loop().call_later(delay_s, self._fire)
+        self._timer_at = at
+
+    def _fire(self) -> None:
+        self._timer, self._timer_at = None, float("inf")
+        now = self._clock()
+        for _endpoint_id, wait in self.watch.stalled(now):
+            assert isinstance(wait, Wait)
+            wait.stalled = True
+            if wait.task is not None:
+                wait.task.cancel()
+        soonest = self.watch.next_check(now)
+        if soonest is not None:
+            self._arm_by(soonest)

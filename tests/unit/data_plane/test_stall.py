@@ -1,0 +1,112 @@
+"""Lack of progress per endpoint over time (`data_plane.resilience.stall.StallWatch`): an
+endpoint stalls only when it sent no byte on ANY attempt for the window while some attempt at
+it was overdue by the engine's own pace; a client that ends attempts early adds nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from data_plane.resilience.stall import StallWatch
+
+W = 2.0  # the window's floor
+
+
+def test_a_silent_endpoint_stalls_after_the_allowance_and_the_window() -> None:
+    watch = StallWatch(W)
+    assert watch.begin("e", "a", now=0.0, allowance_s=0.3) == pytest.approx(0.3 + W)
+    assert watch.stalled(2.2) == []  # overdue since 0.3: 1.9 s of silence
+    assert watch.silence_s("e", 2.2) == pytest.approx(1.9)
+    assert watch.stalled(2.3) == [("e", "a")]
+    watch.end("e", "a", 2.3)  # ended by the stall: nothing left to end
+    assert watch.next_check(2.3) is None
+
+
+def test_a_byte_on_any_attempt_resets_the_silence() -> None:
+    """A slow attempt at an endpoint still sending bytes elsewhere is a latency fact."""
+    watch = StallWatch(W)
+    watch.begin("e", "slow", now=0.0, allowance_s=0.3)
+    for t in (1.0, 2.0, 3.0, 4.0):  # another attempt's chunks
+        watch.progress("e", t)
+        assert watch.stalled(t + 0.5) == []
+    assert watch.silence_s("e", 5.0) == pytest.approx(1.0)
+    assert watch.stalled(6.0) == [("e", "slow")]  # then nothing for the window
+
+
+def test_silence_counts_only_while_an_attempt_is_overdue() -> None:
+    """A client whose budget ends each attempt before the engine's allowance adds nothing,
+    however many it sends: a tiny budget cannot stall a healthy engine."""
+    watch = StallWatch(W)
+    for i in range(1000):
+        t = i * 0.1
+        watch.begin("e", i, now=t, allowance_s=0.3)
+        watch.end("e", i, t + 0.05)  # the client's 50 ms limit
+    assert watch.silence_s("e", 100.0) == 0.0
+    assert watch.stalled(100.0) == []
+
+
+def test_silence_adds_up_across_attempts_that_each_end_before_the_window() -> None:
+    """A hung engine behind clients whose deadlines (1 s) end each attempt before the window:
+    0.7 s overdue each, so the third attempt ends in a stall."""
+    watch = StallWatch(W)
+    for i in range(2):
+        watch.begin("e", i, now=float(i), allowance_s=0.3)
+        watch.end("e", i, i + 1.0)
+    assert watch.silence_s("e", 2.0) == pytest.approx(1.4)
+    watch.begin("e", 2, now=2.0, allowance_s=0.3)
+    assert watch.next_check(2.0) == pytest.approx(2.3 + 0.6)
+    assert watch.stalled(2.89) == []
+    assert watch.stalled(2.9) == [("e", 2)]
+
+
+def test_once_stalled_each_later_attempt_ends_when_overdue_until_a_byte() -> None:
+    watch = StallWatch(W)
+    watch.begin("e", "a", now=0.0, allowance_s=0.3)
+    assert watch.stalled(2.3) == [("e", "a")]
+    watch.begin("e", "b", now=5.0, allowance_s=0.3)
+    assert watch.next_check(5.0) == pytest.approx(5.3)
+    assert watch.stalled(5.2) == []
+    assert watch.stalled(5.3) == [("e", "b")]
+    watch.progress("e", 6.0)  # it answered someone: a new silence starts
+    watch.begin("e", "c", now=6.0, allowance_s=0.3)
+    assert watch.stalled(6.3) == []
+    assert watch.next_check(6.3) == pytest.approx(6.3 + W)
+
+
+def test_the_window_is_the_longest_overdue_allowance_when_longer_than_the_floor() -> None:
+    """A uniformly slower engine owes long work: it gets as long again as the work's own
+    allowance before it is judged, so 2 x factor x its profile before its pace is known."""
+    watch = StallWatch(W)
+    watch.begin("e", "long", now=0.0, allowance_s=6.0)
+    assert watch.window_s("e", 1.0) == W  # not overdue yet
+    assert watch.window_s("e", 6.0) == 6.0
+    assert watch.stalled(11.9) == []
+    assert watch.stalled(12.0) == [("e", "long")]
+
+
+def test_only_overdue_attempts_are_ended() -> None:
+    watch = StallWatch(W)
+    watch.begin("e", "old", now=0.0, allowance_s=0.3)
+    watch.begin("e", "new", now=2.0, allowance_s=0.5)
+    assert watch.stalled(2.3) == [("e", "old")]
+    assert watch.stalled(2.5) == [("e", "new")]  # the endpoint is still silent
+
+
+def test_endpoints_are_judged_apart() -> None:
+    watch = StallWatch(W)
+    watch.begin("hung", "a", now=0.0, allowance_s=0.1)
+    watch.begin("busy", "b", now=0.0, allowance_s=0.1)
+    watch.progress("busy", 1.5)
+    assert watch.stalled(2.1) == [("hung", "a")]
+    assert watch.next_check(2.1) == pytest.approx(1.5 + W)
+
+
+def test_retain_keeps_endpoints_attempts_still_wait_on() -> None:
+    watch = StallWatch(W)
+    watch.begin("gone", "a", now=0.0, allowance_s=0.1)
+    watch.begin("idle", "b", now=0.0, allowance_s=0.1)
+    watch.end("idle", "b", 0.05)
+    watch.retain([])
+    assert watch.stalled(3.0) == [("gone", "a")]
+    assert watch.window_s("idle", 3.0) == W  # forgotten: a fresh endpoint
+    with pytest.raises(ValueError, match="window_s"):
+        StallWatch(-1.0)
