@@ -122,6 +122,41 @@ class Proxy:
         client_s = None if reason.startswith("best_effort") else call.ttft_budget_s
         return engine if client_s is None else replace(engine, limit_s=client_s)
 
+    def _handover_limit(
+        self,
+        walk: RequestWalk,
+        limit: AttemptLimit,
+        targets: Sequence[tuple[Candidate, CompiledEndpoint]],
+        at: int,
+    ) -> AttemptLimit:
+        """`limit` for target `at`, ended sooner for the client when waiting longer would
+        leave the next candidate less than twice its predicted time (+ `REASK_MARGIN_S`: the
+        prediction is the engine's, not the hops') before the request's deadline,
+        but never before the attempt's allowance: only an attempt the engine is already
+        overdue on, by its own pace, is given up for the client's sake. A missed client
+        limit (`BudgetMissed`): the engine is not blamed, and its silence so far counts as
+        it would have at the deadline (`resilience.stall`)."""
+        allowance_s = limit.allowance_s
+        cand = None if allowance_s is None else self._following(walk, targets, at)
+        if cand is None or allowance_s is None:
+            return limit
+        needed_s = cand.predicted_ttft_s if walk.call.stream else cand.predicted_latency_s
+        handover_s = walk.remaining_s(self._p.clock()) - 2 * needed_s - REASK_MARGIN_S
+        if handover_s < allowance_s or (limit.limit_s is not None and limit.limit_s <= handover_s):
+            return limit
+        return replace(limit, limit_s=handover_s)
+
+    def _following(
+        self, walk: RequestWalk, targets: Sequence[tuple[Candidate, CompiledEndpoint]], at: int
+    ) -> Candidate | None:
+        """The candidate the next attempt would go to after target `at` fails (None: none;
+        endpoints whose breakers are open now are passed over, and so is everything once the
+        attempt limit is reached)."""
+        if walk.attempt >= self._config.max_attempts:
+            return None
+        skipped = self._p.health.view().open_endpoints
+        return next((c for c, e in targets[at + 1 :] if e.id not in skipped), None)
+
     async def serve(
         self, call: Call, table: CompiledTable, decision: RouteDecision, sink: ClientSink
     ) -> RequestOutcome:
@@ -204,7 +239,8 @@ class Proxy:
         """Walk `chain`; the outcome once an answer went out, None when nothing was served
         (`walk.stopped` says whether the retry policy or budget ended it)."""
         p = self._p
-        for cand, endpoint in self._targets(chain):
+        targets = tuple(self._targets(chain))
+        for at, (cand, endpoint) in enumerate(targets):
             if not self._retry_allowed(walk):
                 walk.stopped = True
                 return None
@@ -216,6 +252,7 @@ class Proxy:
             walk.attempt += 1
             walk.last = cand
             limit = self.attempt_limit(walk.call, walk.decision, cand, endpoint)
+            limit = self._handover_limit(walk, limit, targets, at)
             retry = walk.failure is not None
             result = await p.runner.run(walk.call, cand, endpoint, walk.attempt, walk.sink, limit)
             p.delivery.attempted(cand, retry, isinstance(result, Failed))

@@ -93,8 +93,12 @@ async def test_broken_stream_ends_with_one_error_event(make_harness: MakeHarness
 
 
 async def test_deadline_before_first_byte_is_504(make_harness: MakeHarness) -> None:
+    """Both pairs hang: the first attempt is given up for the second while the second still
+    has time (`Proxy._handover_limit`), which runs into the deadline."""
     hung = FakeResponse(body=chat_json(), delays_s={0: HANG_S})
-    h = await make_harness(two_pair_table([FP16], [INT4]), routes={INT4: lambda r: hung})
+    also_hung = FakeResponse(body=chat_json(), delays_s={0: HANG_S})
+    routes = {INT4: lambda r: hung, FP16: lambda r: also_hung}
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes=routes)
     resp = await h.client.post(
         "/v1/chat/completions",
         data=json.dumps(CHAT_BODY),
@@ -104,6 +108,7 @@ async def test_deadline_before_first_byte_is_504(make_harness: MakeHarness) -> N
     assert resp.headers["x-should-retry"] == "false"
     assert (await resp.json())["error"]["code"] == "budget_exhausted"
     assert hung.closed
+    assert also_hung.closed
 
 
 async def test_deadline_mid_stream_ends_with_error_event(make_harness: MakeHarness) -> None:
