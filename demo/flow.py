@@ -157,8 +157,7 @@ async def run_demo(opts: DemoOptions) -> int:
               + ", ".join(f"{c} {f:.2f}" for c, f in floors.items()))  # fmt: skip
         await put_floors(cp_url, token, floors)
         table = await publish_table(cp_url, token)
-        shared_cores = opts.mode == "real"
-        dp_url, _ = await start_data_plane(children, redis_url, logs, shared_cores)
+        dp_url, _ = await start_data_plane(children, redis_url, logs)
         stack = Stack(redis_url, cp_url, dp_url, token)
         show_table(stack)
         data = await measure(opts, stack, table)
