@@ -66,15 +66,21 @@ class StallWatch:
 
     def begin(self, endpoint_id: str, waiter: Waiter, now: float, allowance_s: float) -> float:
         """`waiter` waits on `endpoint_id` from `now`, overdue after `allowance_s`; returns
-        when the endpoint could first stall if no byte comes (for the guard's timer)."""
+        a time no later than the endpoint could first stall if no byte comes (for the
+        guard's timer)."""
         ep = self._endpoints.get(endpoint_id)
         if ep is None:
             ep = self._endpoints[endpoint_id] = _Endpoint(counted_to=now)
         self._advance(ep, now)
         due = now + allowance_s
         ep.waiting[waiter] = (due, allowance_s)
-        ep.min_due = min(ep.min_due, due)
-        return self._check_at(ep, now)
+        if due < ep.min_due:
+            ep.min_due = due
+        # A lower bound of `_check_at` (W is at least the floor) that costs no scan: a timer
+        # armed for it that finds nothing to end looks again later.
+        left_s = self._window_s - ep.silent_s
+        start = now if ep.min_due < now else ep.min_due
+        return start + left_s if left_s > _EPSILON_S else start
 
     def end(self, endpoint_id: str, waiter: Waiter, now: float) -> None:
         """`waiter` stopped waiting (its first progress, a failure, the client's limit)."""
@@ -83,15 +89,18 @@ class StallWatch:
             return
         self._advance(ep, now)
         due, _ = ep.waiting.pop(waiter)
-        if due <= ep.min_due:
-            ep.min_due = min((d for d, _ in ep.waiting.values()), default=float("inf"))
+        if not ep.waiting:
+            ep.min_due = float("inf")
+        elif due <= ep.min_due:
+            ep.min_due = min(d for d, _ in ep.waiting.values())
 
     def progress(self, endpoint_id: str, now: float) -> None:
         """The endpoint sent a byte of an answer at `now`: its silence starts again."""
         ep = self._endpoints.get(endpoint_id)
         if ep is not None:
             ep.silent_s = 0.0
-            ep.counted_to = max(ep.counted_to, now)
+            if now > ep.counted_to:
+                ep.counted_to = now
 
     def silence_s(self, endpoint_id: str, now: float) -> float:
         """The endpoint's overdue silence at `now` (for tests and the docs' figures)."""
@@ -157,8 +166,10 @@ class StallWatch:
     def _advance(ep: _Endpoint, now: float) -> None:
         """Count the silence since `counted_to`: the waiting set was constant meanwhile, so
         some attempt was overdue from max(counted_to, earliest due) on."""
-        start = max(ep.counted_to, ep.min_due)
+        counted_to = ep.counted_to
+        if now <= counted_to:
+            return
+        start = ep.min_due if ep.min_due > counted_to else counted_to
         if now > start:
             ep.silent_s += now - start
-        if now > ep.counted_to:
-            ep.counted_to = now
+        ep.counted_to = now

@@ -120,7 +120,9 @@ class Proxy:
             return NO_LIMIT
         engine = self._p.runner.engine_limit(call, cand, endpoint)
         client_s = None if reason.startswith("best_effort") else call.ttft_budget_s
-        return engine if client_s is None else replace(engine, limit_s=client_s)
+        if client_s is None:
+            return engine
+        return AttemptLimit(client_s, engine.allowance_s, engine.load, engine.gap_s)
 
     def _handover_limit(
         self,
@@ -144,7 +146,7 @@ class Proxy:
         handover_s = walk.remaining_s(self._p.clock()) - 2 * needed_s - REASK_MARGIN_S
         if handover_s < allowance_s or (limit.limit_s is not None and limit.limit_s <= handover_s):
             return limit
-        return replace(limit, limit_s=handover_s)
+        return AttemptLimit(handover_s, allowance_s, limit.load, limit.gap_s)
 
     def _following(
         self, walk: RequestWalk, targets: Sequence[tuple[Candidate, CompiledEndpoint]], at: int
@@ -155,7 +157,11 @@ class Proxy:
         if walk.attempt >= self._config.max_attempts:
             return None
         skipped = self._p.health.view().open_endpoints
-        return next((c for c, e in targets[at + 1 :] if e.id not in skipped), None)
+        for index in range(at + 1, len(targets)):
+            cand, endpoint = targets[index]
+            if endpoint.id not in skipped:
+                return cand
+        return None
 
     async def serve(
         self, call: Call, table: CompiledTable, decision: RouteDecision, sink: ClientSink
