@@ -155,6 +155,31 @@ def load_terms(pair: CompiledPair, at: float, input_tokens: int) -> tuple[float,
     return ttft, tpl[top] + pair.tpot_per_load_s * extra
 
 
+# One whole-load interval [f, f + 1) of `load_terms`' in-range case: (TTFT term at f, its rise
+# to f + 1, TTFT's extra seconds per input token at f, its rise, TPOT term at f, its rise).
+LoadStep = tuple[float, float, float, float, float, float]
+
+
+def load_steps(pair: CompiledPair) -> tuple[LoadStep, ...]:
+    """`load_terms`' in-range case tabulated per whole load f < max_profiled_load, for the
+    scan: at a load `at` with f = int(at) below their length, w = at - f, and s = steps[f],
+    TTFT's term is s[0] + s[1] * w + (s[2] + s[3] * w) * tokens and TPOT's s[4] + s[5] * w,
+    the same operations on the same numbers as `load_terms` (the rises are its differences,
+    taken once per table version instead of once per request); empty without the tables."""
+    ttl, tpl, itl = pair.ttft_by_load, pair.tpot_by_load, pair.ttft_per_input_by_load
+    return tuple(
+        (
+            ttl[f],
+            ttl[f + 1] - ttl[f],
+            itl[f],
+            itl[f + 1] - itl[f],
+            tpl[f],
+            tpl[f + 1] - tpl[f],
+        )
+        for f in range(len(ttl) - 1)
+    )
+
+
 class ScanRow(NamedTuple):
     """One pair as `choose_route` scans it: every constant its feasibility test reads, in one
     flat tuple (unpacked in the loop), built once per table version by `compile_table`."""
@@ -174,9 +199,7 @@ class ScanRow(NamedTuple):
     tpot_base_s: float
     tpot_per_load_s: float
     max_profiled_load: float  # beyond it no latency promise (feasibility.latency_violation)
-    ttft_by_load: tuple[float, ...] = ()  # = pair.ttft_by_load (`load_terms`)
-    tpot_by_load: tuple[float, ...] = ()
-    ttft_per_input_by_load: tuple[float, ...] = ()  # = pair.ttft_per_input_by_load
+    load_steps: tuple[LoadStep, ...] = ()  # = load_steps(pair): `load_terms` below the top
 
 
 class CostFloor(NamedTuple):
@@ -187,6 +210,9 @@ class CostFloor(NamedTuple):
     max_chars_per_token: float
     min_input_usd_per_token: float
     min_output_usd_per_token: float
+    # The next position whose floor differs (len(rows) for the last run): a scan looking
+    # for where to stop skips the positions in between, whose floors are this one.
+    next_change: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,6 +24,7 @@ from data_plane.domain import (
     CompiledTable,
     CostFloor,
     ScanRow,
+    load_steps,
 )
 from data_plane.request.category import BUILTIN, compile_classifier
 
@@ -231,21 +232,25 @@ def scan_row(p: CompiledPair) -> ScanRow:
         tpot_base_s=p.tpot_base_s,
         tpot_per_load_s=p.tpot_per_load_s,
         max_profiled_load=p.max_profiled_load,
-        ttft_by_load=p.ttft_by_load,
-        tpot_by_load=p.tpot_by_load,
-        ttft_per_input_by_load=p.ttft_per_input_by_load,
+        load_steps=load_steps(p),
     )
 
 
 def cost_floors(rows: tuple[ScanRow, ...]) -> tuple[CostFloor, ...]:
-    """For each position, the cost floor of the rows from there to the end (suffix extremes)."""
+    """For each position, the cost floor of the rows from there to the end (suffix extremes),
+    and the next position where that floor changes."""
     floors: list[CostFloor] = []
     cpt, in_usd, out_usd = 0.0, math.inf, math.inf
-    for row in reversed(rows):
+    change = len(rows)
+    for k in range(len(rows) - 1, -1, -1):
+        row = rows[k]
+        was = (cpt, in_usd, out_usd)
         cpt = max(cpt, row.chars_per_token)
         in_usd = min(in_usd, row.input_usd_per_token)
         out_usd = min(out_usd, row.output_usd_per_token)
-        floors.append(CostFloor(cpt, in_usd, out_usd))
+        if floors and (cpt, in_usd, out_usd) != was:
+            change = k + 1
+        floors.append(CostFloor(cpt, in_usd, out_usd, change))
     return tuple(reversed(floors))
 
 

@@ -38,11 +38,19 @@ def _pick(
     return load.get(ordered[0].id, 0.0), ordered
 
 
-def _beyond(floor: CostFloor, input_chars: int, output_tokens: int, best_usd: float) -> bool:
-    """True when no row from `floor`'s position on can cost as little as `best_usd` (rounding
-    is monotonic, so the floor never exceeds a real row's cost)."""
-    cpt, in_usd, out_usd = floor
-    return _ceil(input_chars / cpt) * in_usd + output_tokens * out_usd > best_usd
+def _stop(
+    floors: tuple[CostFloor, ...], start: int, limit: int, chars: int, out: int, best_usd: float
+) -> int:
+    """The first position in [start, limit) from which no row can cost as little as
+    `best_usd` (rounding is monotonic, so a floor never exceeds a real row's cost); `limit`
+    when there is none. Positions sharing a floor are skipped together (`next_change`)."""
+    k = start
+    while k < limit:
+        cpt, in_usd, out_usd, k_next = floors[k]
+        if _ceil(chars / cpt) * in_usd + out * out_usd > best_usd:
+            return k
+        k = k_next
+    return limit
 
 
 def scan(
@@ -58,7 +66,8 @@ def scan(
     and those that met context and floor but not latency or cost. Pairs failing context or
     floor, or with every endpoint ejected, are skipped (`rejections` explains them from the
     table). With `floors`, the pass stops at the first row whose cost floor is above the
-    cheapest feasible pair found; `stop` is that position (len(rows) when it ran through).
+    cheapest feasible pair found before it; `stop` is that position (len(rows) when it ran
+    through). The floors ahead are read when the cheapest changes (`_stop`), not per row.
 
     The checks are `first_violation`'s in another order (cheapest first; feasibility does
     not depend on the order), the arithmetic is `predict`'s, and a None limit is infinity."""
@@ -74,8 +83,9 @@ def scan(
     feasible: list[FeasibleRow] = []
     missed: list[FeasibleRow] = []
     best_usd = _INF
+    limit = len(rows)
     for k, row in enumerate(rows):
-        if best_usd < _INF and floors and _beyond(floors[k], input_chars, out, best_usd):
+        if k == limit:
             return k, feasible, missed
         (
             i,
@@ -93,31 +103,26 @@ def scan(
             pb,
             _,
             top,
-            ttl,
-            ptl,
-            itl,
+            steps,
         ) = row
-        if accuracy[i] < floor:
-            continue
-        tokens = _ceil(input_chars / cpt)
-        if tokens + out > ctx:
+        if accuracy[i] < floor or (tokens := _ceil(input_chars / cpt)) + out > ctx:
             continue
         if len(ids) == 2 and ids[0] not in ejected and ids[1] not in ejected:
             l0, l1 = get(ids[0], 0.0), get(ids[1], 0.0)
-            if l0 < l1 or (l0 == l1 and rng.random() < 0.5):  # = order_endpoints
-                at, ordered = l0 + 1.0, endpoints
-            else:
-                at, ordered = l1 + 1.0, swapped
+            first = l0 < l1 or (l0 == l1 and rng.random() < 0.5)  # = order_endpoints
+            at = l0 + 1.0 if first else l1 + 1.0
+            ordered = endpoints if first else swapped
         else:
             picked = _pick(row, ejected, load, rng)
             if picked is None:
                 continue
             at, ordered = picked[0] + 1.0, picked[1]
         f = int(at)
-        if f < len(ttl) - 1:  # = load_terms, inlined for the usual in-range case
+        if f < len(steps):  # = load_terms, inlined for the usual in-range case
             w = at - f
-            lt = ttl[f] + (ttl[f + 1] - ttl[f]) * w + (itl[f] + (itl[f + 1] - itl[f]) * w) * tokens
-            lp = ptl[f] + (ptl[f + 1] - ptl[f]) * w
+            t0, dt, i0, di, p0, dp = steps[f]
+            lt = t0 + dt * w + (i0 + di * w) * tokens
+            lp = p0 + dp * w
         else:
             lt, lp = load_terms(pair, at, tokens)
         ttft = tb + tpi * tokens + lt
@@ -128,7 +133,9 @@ def scan(
             missed.append(found)
         else:
             feasible.append(found)
-            best_usd = min(best_usd, cost)
+            if floors and cost < best_usd:  # (without floors, nothing reads best_usd)
+                best_usd = cost
+                limit = _stop(floors, k + 1, limit, input_chars, out, cost)
     return len(rows), feasible, missed
 
 

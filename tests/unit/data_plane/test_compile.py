@@ -160,3 +160,6 @@ def test_cost_floors_are_the_extremes_of_the_rows_that_follow() -> None:
             assert floor.max_chars_per_token == max(r.chars_per_token for r in later)
             assert floor.min_input_usd_per_token == min(r.input_usd_per_token for r in later)
             assert floor.min_output_usd_per_token == min(r.output_usd_per_token for r in later)
+            extremes = floor[:3]
+            assert all(f[:3] == extremes for f in floors[k : floor.next_change])
+            assert floor.next_change == len(rows) or floors[floor.next_change][:3] != extremes
