@@ -28,9 +28,16 @@ def _pick(
     row: ScanRow, ejected: frozenset[str], load: Mapping[str, float], rng: random.Random
 ) -> tuple[float, tuple[CompiledEndpoint, ...]] | None:
     """Load at the preferred endpoint and the endpoint order; None when all are ejected.
-    (The scan inlines the common case: two endpoints, none ejected.)"""
+    (The scan inlines the common case: two endpoints, none ejected; two endpoints with one
+    ejected leave the other alone, which `order_endpoints` returns as is.)"""
     endpoints = row.endpoints
-    if not ejected.isdisjoint(row.endpoint_ids):
+    if len(endpoints) == 2:
+        a, b = row.endpoint_ids
+        if a in ejected:
+            return None if b in ejected else (load.get(b, 0.0), endpoints[1:])
+        if b in ejected:
+            return load.get(a, 0.0), endpoints[:1]
+    elif not ejected.isdisjoint(row.endpoint_ids):
         endpoints = tuple(e for e in endpoints if e.id not in ejected)
         if not endpoints:
             return None
@@ -87,6 +94,8 @@ def scan(
     for k, row in enumerate(rows):
         if k == limit:
             return k, feasible, missed
+        if accuracy[row[0]] < floor:  # most rows of `auto` fail here: read one field first
+            continue
         (
             i,
             pair,
@@ -105,7 +114,8 @@ def scan(
             top,
             steps,
         ) = row
-        if accuracy[i] < floor or (tokens := _ceil(input_chars / cpt)) + out > ctx:
+        tokens = _ceil(input_chars / cpt)
+        if tokens + out > ctx:
             continue
         if len(ids) == 2 and ids[0] not in ejected and ids[1] not in ejected:
             l0, l1 = get(ids[0], 0.0), get(ids[1], 0.0)
@@ -144,7 +154,17 @@ class Rest:
     breaker state of decision time (a copy) and an rng seeded at decision time, so the
     result does not depend on when, or whether, it is read."""
 
-    __slots__ = ("_accuracy", "_chars", "_done", "_health", "_limits", "_rows", "_scanned", "_seed")
+    __slots__ = (
+        "_accuracy",
+        "_chars",
+        "_done",
+        "_ejected",
+        "_limits",
+        "_load",
+        "_rows",
+        "_scanned",
+        "_seed",
+    )
 
     def __init__(
         self,
@@ -159,10 +179,10 @@ class Rest:
         self._rows, self._accuracy, self._limits, self._chars = rows, accuracy, limits, input_chars
         self._scanned = scanned
         self._done: tuple[list[FeasibleRow], list[FeasibleRow]] | None = None
-        self._seed, self._health = 0, health
-        if scanned[0] < len(rows):
+        self._seed, self._ejected, self._load = 0, health.open_endpoints, health.load
+        if scanned[0] < len(rows):  # the view is made on first use; the loads are copied now
             self._seed = rng.getrandbits(64)
-            self._health = HealthView(health.open_endpoints, dict(health.load))
+            self._load = dict(health.load)
 
     def complete(self) -> tuple[list[FeasibleRow], list[FeasibleRow]]:
         """(feasible in chain order, missed) over every row."""
@@ -176,7 +196,7 @@ class Rest:
                     self._accuracy,
                     self._limits,
                     self._chars,
-                    self._health,
+                    HealthView(self._ejected, self._load),
                     rng,
                 )
                 feasible, missed = feasible + more, missed + also
