@@ -1,15 +1,18 @@
 """Profiler settings from the environment (prefix GEARBOX_PROF_); CLI flags override them.
 
-Loaded once in `__main__` and passed down; nothing else reads the environment.
+Loaded once in `__main__` and passed down; nothing else reads the environment. Read like the
+other planes' settings (`contracts.knobs`).
 """
 
 from __future__ import annotations
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from contracts.knobs import KnobSettings
 
 
-class ProfilerSettings(BaseSettings):
+class ProfilerSettings(KnobSettings):
     model_config = SettingsConfigDict(env_prefix="GEARBOX_PROF_", extra="forbid", frozen=True)
 
     control_plane_token: SecretStr | None = Field(default=None, description="bearer for --push")
