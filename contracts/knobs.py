@@ -8,14 +8,21 @@ group's `knob_prefix` plus the field's name, unless the field says otherwise wit
 names, or standard variables read without the plane's prefix (`OTEL_TRACES_SAMPLER`).
 A settings class derives from `KnobSettings`, which reads them with `FlatEnvSource` and folds
 flat keys with `fold`.
+
+Every environment variable with the plane's prefix must name a knob: a typo, or a name since
+retired, would otherwise be ignored without a word. `FlatEnvSource` raises `UnknownKnobsError`
+for them, each with the closest knob name or, for a name in the class's `renamed_knobs`, the
+name that replaced it and what changed; the entry points print it and exit like any bad
+setting.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, ClassVar
@@ -52,6 +59,23 @@ class KnobSpec:
     description: str | None
 
 
+@dataclass(frozen=True)
+class Renamed:
+    """A retired flat name's successor (`new`, a flat name) and one line on what changed."""
+
+    new: str
+    change: str
+
+
+class UnknownKnobsError(ValueError):
+    """Environment variables with the plane's prefix that name no knob: `problems` holds one
+    (variable, what to do) pair each, in name order."""
+
+    def __init__(self, problems: Iterable[tuple[str, str]]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("; ".join(f"{var}: {why}" for var, why in self.problems))
+
+
 def _group_of(annotation: Any) -> type[Group] | None:
     if isinstance(annotation, type) and issubclass(annotation, Group):
         return annotation
@@ -84,7 +108,44 @@ def knobs(settings_cls: type[BaseSettings]) -> tuple[KnobSpec, ...]:
     groups = [s.path[0] for s in specs if len(s.path) > 1]
     if len(set(names)) != len(names) or set(names) & set(groups):
         raise TypeError(f"{settings_cls.__name__}: a knob name is used twice")
+    renamed = _renamed(settings_cls)
+    if set(renamed) & set(names) or {r.new for r in renamed.values()} - set(names):
+        raise TypeError(f"{settings_cls.__name__}: a renamed knob is a name, or its new one not")
     return tuple(specs)
+
+
+def _renamed(settings_cls: type[BaseSettings]) -> Mapping[str, Renamed]:
+    table: Mapping[str, Renamed] = getattr(settings_cls, "renamed_knobs", {})
+    return table
+
+
+def unknown_variables(
+    settings_cls: type[BaseSettings], environ: Iterable[str]
+) -> UnknownKnobsError | None:
+    """The variables among `environ` with the class's env prefix (case-insensitive, as knobs
+    are read) that no knob reads, each with its successor if it was renamed, else the
+    closest knob name (difflib); None when there are none."""
+    env_prefix = str(settings_cls.model_config.get("env_prefix", "")).lower()
+    if not env_prefix:
+        return None
+    specs = knobs(settings_cls)
+    known = {e for s in specs for e in s.env}
+    pairs = [(n, e) for s in specs for n, e in zip(s.names, s.env, strict=True)]
+    ours = [n for n, e in pairs if e.startswith(env_prefix)]
+    renamed = _renamed(settings_cls)
+    problems = []
+    for var in sorted(v for v in environ if v.lower().startswith(env_prefix)):
+        if var.lower() in known:
+            continue
+        name = var.lower().removeprefix(env_prefix)
+        if (was := renamed.get(name)) is not None:
+            why = f"renamed {(env_prefix + was.new).upper()}: {was.change}"
+        elif close := difflib.get_close_matches(name, ours, n=1):
+            why = f"no such setting; did you mean {(env_prefix + close[0]).upper()}?"
+        else:
+            why = "no such setting, and none has a similar name"
+        problems.append((var, why))
+    return UnknownKnobsError(problems) if problems else None
 
 
 def knob_name(settings_cls: type[BaseSettings], loc: tuple[int | str, ...]) -> str:
@@ -119,12 +180,15 @@ def fold(settings_cls: type[BaseSettings], data: Any) -> Any:
 
 class FlatEnvSource(PydanticBaseSettingsSource):
     """Reads each knob from its environment variables (case-insensitive, raw strings, no
-    JSON decoding), into its group."""
+    JSON decoding), into its group; raises `UnknownKnobsError` for a prefixed variable no knob
+    reads."""
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False  # unused: __call__ reads every knob at once
 
     def __call__(self) -> dict[str, Any]:
+        if (unknown := unknown_variables(self.settings_cls, os.environ)) is not None:
+            raise unknown
         environ = {k.lower(): v for k, v in os.environ.items()}
         found: dict[str, Any] = {}
         for spec in knobs(self.settings_cls):
@@ -137,7 +201,10 @@ class FlatEnvSource(PydanticBaseSettingsSource):
 
 class KnobSettings(BaseSettings):
     """A process's settings: keys given win over the environment, which is read by each
-    knob's flat name; flat keys are folded into their groups."""
+    knob's flat name; flat keys are folded into their groups. `renamed_knobs`: retired flat
+    names, each with its successor, for the message that stops a process still setting one."""
+
+    renamed_knobs: ClassVar[Mapping[str, Renamed]] = types.MappingProxyType({})
 
     @classmethod
     def settings_customise_sources(

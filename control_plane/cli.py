@@ -18,7 +18,7 @@ import aiohttp
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from contracts.knobs import knob_name
+from contracts.knobs import UnknownKnobsError, knob_name
 from contracts.policy import Policy
 from control_plane.admin_client import AdminApiError, AdminClient
 from control_plane.api.classifier_report import classifier_report, render_classifier
@@ -90,6 +90,8 @@ def _settings(args: argparse.Namespace) -> ControlPlaneSettings:
         overrides["prune_dominated"] = False
     try:
         return ControlPlaneSettings(**overrides)
+    except UnknownKnobsError as err:  # a GEARBOX_CP_ variable that is no setting
+        raise CliError(f"invalid settings: {err}") from err
     except ValidationError as err:
         fields = "; ".join(
             f"GEARBOX_CP_{knob_name(ControlPlaneSettings, tuple(e['loc'])).upper()}: {e['msg']}"

@@ -14,7 +14,7 @@ from aiohttp import web
 from prometheus_client import disable_created_metrics
 from pydantic import ValidationError
 
-from contracts.knobs import knob_name, knobs
+from contracts.knobs import UnknownKnobsError, knob_name, knobs
 from data_plane.app import AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
 from data_plane.telemetry.logs import configure_logging
@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_settings(args: argparse.Namespace) -> DataPlaneSettings:
-    """Env first, then every flag that was given; raises ValidationError naming the field."""
+    """Env first, then every flag that was given; raises ValidationError naming the field,
+    or UnknownKnobsError naming each GEARBOX_DP_ variable that is no setting."""
     flags = {knob.flat for knob in knobs(DataPlaneSettings)}
     overrides: dict[str, Any] = {
         name: value for name, value in vars(args).items() if name in flags and value is not None
@@ -81,6 +82,10 @@ def main(argv: Sequence[str] | None = None, deps: AppDeps | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         settings = load_settings(args)
+    except UnknownKnobsError as err:
+        for variable, why in err.problems:
+            print(f"invalid setting {variable}: {why}", file=sys.stderr)
+        return 2
     except ValidationError as err:
         for e in err.errors():
             where = knob_name(DataPlaneSettings, tuple(e["loc"])) or "(settings)"

@@ -20,6 +20,7 @@ from pathlib import Path
 import aiohttp
 from pydantic import ValidationError
 
+from contracts.knobs import UnknownKnobsError
 from contracts.profile_report import ProfileReport
 from profiler import importing
 from profiler.accuracy import format_loc
@@ -224,6 +225,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         settings = ProfilerSettings()
+    except UnknownKnobsError as err:  # a GEARBOX_PROF_ variable that is no setting
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     except ValidationError as err:
         problems = [
             f"GEARBOX_PROF_{format_loc(e['loc']).upper()}: {e['msg']}" for e in err.errors()

@@ -1,7 +1,8 @@
 """Profiler settings from the environment (prefix GEARBOX_PROF_); CLI flags override them.
 
 Loaded once in `__main__` and passed down; nothing else reads the environment. Read like the
-other planes' settings (`contracts.knobs`).
+other planes' settings (`contracts.knobs`): a `GEARBOX_PROF_` variable that is no setting fails
+the load, naming the closest setting.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 One group per component (`settings.breaker` is the breaker board's `BreakerConfig`, ...),
 handed to it whole. Each knob keeps its flat name: the variable `GEARBOX_DP_<NAME>`, the flag
 `--<name>` and the key `DataPlaneSettings(<name>=...)` (`contracts.knobs`). Bad values fail
-at startup with the knob named; nothing here reads the environment after construction, and no
-other module reads `os.environ`.
+at startup with the knob named, and so does a `GEARBOX_DP_` variable that names no knob (with
+the closest name, or the successor of a renamed one: `RENAMED`); nothing here reads the
+environment after construction, and no other module reads `os.environ`.
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ from __future__ import annotations
 import os
 import secrets
 import socket
-from typing import Literal
+from types import MappingProxyType
+from typing import ClassVar, Literal
 
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from contracts.knobs import KnobSettings
+from contracts.knobs import KnobSettings, Renamed
 from data_plane.settings.admission import AdmissionSettings
 from data_plane.settings.serving import (
     BreakerConfig,
@@ -75,6 +77,19 @@ def default_instance_id() -> str:
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
+# Retired flat names an operator may still set: each stops the process at startup naming its
+# successor and what changed (docs/data_plane.md, "Run it"). Keep an entry for a release or
+# two after the rename.
+RENAMED: MappingProxyType[str, Renamed] = MappingProxyType(
+    {
+        "engine_deadline_slack_s": Renamed(
+            "engine_gap_slack_s",
+            "now pads only the gap between streamed tokens; engine stalls are judged per "
+            "endpoint (ENGINE_STALL_WINDOW_S)",
+        ),
+    }
+)
+
 
 class DataPlaneSettings(KnobSettings):
     """Everything a data plane is configured with (units in the names; seconds unless `_ms`)."""
@@ -82,6 +97,7 @@ class DataPlaneSettings(KnobSettings):
     model_config = SettingsConfigDict(
         env_prefix="GEARBOX_DP_", extra="forbid", frozen=True, validate_default=True
     )
+    renamed_knobs: ClassVar[MappingProxyType[str, Renamed]] = RENAMED
 
     # Unique per process unless set (docs/data_plane.md, "Replica identity").
     instance_id: str = Field(

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from contracts.knobs import KnobSpec, knob_name, knobs
+from contracts.knobs import KnobSpec, UnknownKnobsError, knob_name, knobs
+from control_plane.cli import run
 from control_plane.settings import ControlPlaneSettings, PublisherOptions
 from tests.docs.repo_text import REPO_ROOT, section
 from tests.support.knob_values import other_raw_value, value_at
@@ -46,7 +47,8 @@ def test_every_documented_name_is_a_knob_and_every_knob_is_documented() -> None:
             cell = row.split(" | ")[0]
             documented |= {"GEARBOX_CP_" + n for n in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
     env = {e.upper() for s in KNOBS for e in s.env}
-    assert sorted(documented - env) == []
+    example_typo = {"GEARBOX_CP_HISTORY_LIMITS"}  # named as what fails at startup
+    assert sorted(documented - env - example_typo) == []
     assert sorted(env - documented) == []
 
 
@@ -60,3 +62,21 @@ def test_keys_groups_and_error_names() -> None:
     assert knob_name(ControlPlaneSettings, loc) == "publish_lock_ttl_s"
     with pytest.raises(ValidationError, match="extra"):
         ControlPlaneSettings.model_validate({"publish": {"ttl_s": 1}})
+
+
+def test_an_unknown_variable_fails_with_the_closest_name(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GEARBOX_CP_HISTORY_LIMITS", "3")
+    monkeypatch.setenv("GEARBOX_CP_NOPE", "1")
+    with pytest.raises(UnknownKnobsError) as err:
+        ControlPlaneSettings()
+    assert err.value.problems == (
+        ("GEARBOX_CP_HISTORY_LIMITS", "no such setting; did you mean GEARBOX_CP_HISTORY_LIMIT?"),
+        ("GEARBOX_CP_NOPE", "no such setting, and none has a similar name"),
+    )
+    assert run(["build", "r.json", "-o", "-"]) == 1  # before any file is read
+    assert capsys.readouterr().err == (
+        "error: invalid settings: GEARBOX_CP_HISTORY_LIMITS: no such setting; did you mean "
+        "GEARBOX_CP_HISTORY_LIMIT?; GEARBOX_CP_NOPE: no such setting, and none has a similar name\n"
+    )

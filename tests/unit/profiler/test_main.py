@@ -37,6 +37,15 @@ def test_bad_settings_are_one_line_naming_the_variable(
     assert len(err.strip().splitlines()) == 1
 
 
+def test_an_unknown_variable_is_a_bad_setting_naming_the_closest(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GEARBOX_PROF_SEEDS", "7")
+    assert main(RUN) == 2
+    err = capsys.readouterr().err
+    assert err == "error: GEARBOX_PROF_SEEDS: no such setting; did you mean GEARBOX_PROF_SEED?\n"
+
+
 def test_push_without_token_fails_before_anything_is_measured(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
