@@ -127,6 +127,19 @@ class BreakerBoard:
         b.opened_at = now
         return self._move(endpoint_id, b, BreakerState.OPEN, now, why)
 
+    def trip(self, endpoint_id: str, now: float, why: str) -> Transition | None:
+        """Open the breaker now on a failure that alone is strong evidence (a hung engine's
+        silence, `resilience.stall`): counted as a failure, and an open one stays as it is;
+        a half-open one treats it as its probe's failure."""
+        b = self._get(endpoint_id)
+        if b.state is BreakerState.HALF_OPEN:
+            return self._probe_result(endpoint_id, b, False, now)
+        if b.state is BreakerState.OPEN:
+            return None
+        self._count(b, False, now)
+        b.opened_at = now
+        return self._move(endpoint_id, b, BreakerState.OPEN, now, why)
+
     def open_endpoints(self, now: float) -> frozenset[str]:
         """Endpoints routing must skip now: open within their cooldown, or half-open with the
         probe already out. An open endpoint whose cooldown passed is routable (for its probe).

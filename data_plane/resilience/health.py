@@ -86,15 +86,32 @@ class Health:
     def acquire(self, endpoint_id: str) -> None:
         self.tracker.acquire(endpoint_id)
 
-    def release(self, endpoint_id: str, outcome: Outcome | None) -> None:
+    def release(self, endpoint_id: str, outcome: Outcome | None, counted: bool = True) -> None:
         """The attempt ended with `outcome` (None = success): free its slot, feed the breaker
-        what the outcome says about the engine (`retry.breaker_success`)."""
+        what the outcome says about the engine (`retry.breaker_success`), unless not `counted`
+        (an attempt a stall ended: the stall itself was counted once, `stalled`)."""
         self.tracker.release(endpoint_id)
-        success = breaker_success(outcome)
+        success = breaker_success(outcome) if counted else None
         if success is not None:
             transition = self._board.record(endpoint_id, success, self._clock())
             if transition is not None:
                 self._publish((transition,))
+
+    def stalled(self, endpoint_id: str, hung: bool) -> None:
+        """The endpoint stalled (`resilience.stall`): no byte on any attempt for a further
+        window of overdue silence. That is one observation however many attempts waited on
+        it, so one breaker failure; `hung` (the silence reached `open_windows` windows) opens
+        the breaker at once. What else could explain such a silence: an engine working without
+        sending anyone a byte for that long (starved of cores, long non-streamed answers, a
+        preemption storm); one window counts only once, and an answer resets the count."""
+        now = self._clock()
+        if hung:
+            why = "hung: no byte on any attempt for ENGINE_STALL_OPEN_WINDOWS stall windows"
+            transition = self._board.trip(endpoint_id, now, why)
+        else:
+            transition = self._board.record(endpoint_id, False, now)
+        if transition is not None:
+            self._publish((transition,))
 
     def retry_after_s(self) -> float:
         """What to tell clients when no endpoint is healthy: the breakers' first cooldown."""

@@ -9,10 +9,16 @@ a stream's first chunk, or a non-streamed answer's whole body. Each waiting atte
 the first byte, or for the longest answer the request allows, at its load, x the slowdown the
 endpoint has lately shown, x a margin); past it the attempt is *overdue*. The endpoint's
 *silence* is the time since its last byte on ANY attempt (a first chunk, a later chunk, a whole
-answer) during which at least one of its waiting attempts was overdue. The endpoint is *stalled*
-when its silence reaches the window W = max(`stall_window_s`, the longest allowance among its
-overdue attempts); then every overdue attempt at it is ended as lack of progress (an engine
-fault, counted by its breaker), and so is each later one once overdue, until its next byte.
+answer) during which at least one of its waiting attempts was overdue. The window W = max(
+`stall_window_s`, the longest allowance among its overdue attempts). Each time the silence
+reaches a further multiple of W (W, 2W, 3W, ...) the endpoint *stalls*: that is ONE
+observation, however many attempts wait (they all wait on the same silence), so it counts once
+against the endpoint's breaker (`take_stalls`: one failure), and from `open_windows` x W on it
+opens the breaker at once (a silence that long is a hang, not a slow engine); at each stall its
+overdue attempts that have somewhere else to go (`begin(..., movable=True)`: the proxy's next
+candidate fits in the client's deadline) are ended as lack of progress; the others keep waiting
+until the client's own limit, so an engine that is the request's only choice answers late
+rather than not at all. A byte on any attempt ends the episode (silence and count start again).
 
 Why this is evidence about the engine and not about a request or a client:
 - a byte on any attempt resets the silence: an endpoint working on other requests (its queue,
@@ -29,7 +35,8 @@ What else could explain a stall: an engine that gives no byte to anyone for that
 working (a batch of long non-streamed answers on an engine that cannot fit one more request,
 a preemption storm), or bytes we did not see (another replica's attempts). The window's floor
 and the allowance of the work owed are what such an engine gets; a hung or dead-but-listening
-engine gives nothing and is ended after about allowance + W.
+engine gives nothing: its breaker opens after `open_windows` x W of silence (allowance + 3W at
+the defaults), or after K stalls in a row with no answer between them.
 """
 
 from __future__ import annotations
@@ -41,44 +48,59 @@ Waiter = Hashable  # one waiting attempt's token (the guard's per-attempt object
 # Silence this close to the window is the window (a timer armed for the time computed from it
 # must find it reached, whatever the rounding).
 _EPSILON_S = 1e-6
+# A window of 0 is this: at most one stall per endpoint this often (the timer never spins).
+_MIN_WINDOW_S = 0.01
 
 
 @dataclass(slots=True)
 class _Endpoint:
-    """One endpoint's waiting attempts (token -> (due, allowance)) and its silence so far."""
+    """One endpoint's waiting attempts (token -> (due, allowance, movable)), its silence so
+    far and the stalls counted in it."""
 
-    waiting: dict[Waiter, tuple[float, float]] = field(default_factory=dict)
+    waiting: dict[Waiter, tuple[float, float, bool]] = field(default_factory=dict)
     silent_s: float = 0.0  # overdue silence counted up to `counted_to`
     counted_to: float = 0.0
     min_due: float = float("inf")  # the earliest due time among `waiting`
+    stalls: int = 0  # windows of this silence already counted (0: none yet)
 
 
 class StallWatch:
     """Every endpoint's waiting attempts and overdue silence (see the module docstring)."""
 
-    __slots__ = ("_endpoints", "_window_s")
+    __slots__ = ("_endpoints", "_open_windows", "_stalls", "_window_s")
 
-    def __init__(self, window_s: float) -> None:
+    def __init__(self, window_s: float, open_windows: int = 3) -> None:
         if window_s < 0:
             raise ValueError("window_s must be >= 0")
-        self._window_s = window_s
+        if open_windows < 1:
+            raise ValueError("open_windows must be >= 1")
+        self._window_s = max(window_s, _MIN_WINDOW_S)
+        self._open_windows = open_windows
         self._endpoints: dict[str, _Endpoint] = {}
+        self._stalls: list[tuple[str, bool]] = []
 
-    def begin(self, endpoint_id: str, waiter: Waiter, now: float, allowance_s: float) -> float:
-        """`waiter` waits on `endpoint_id` from `now`, overdue after `allowance_s`; returns
-        a time no later than the endpoint could first stall if no byte comes (for the
-        guard's timer)."""
+    def begin(
+        self,
+        endpoint_id: str,
+        waiter: Waiter,
+        now: float,
+        allowance_s: float,
+        movable: bool = True,
+    ) -> float:
+        """`waiter` waits on `endpoint_id` from `now`, overdue after `allowance_s`; a stall
+        ends it only when `movable` (it has somewhere else to go). Returns a time no later than
+        the endpoint's next stall if no byte comes (for the guard's timer)."""
         ep = self._endpoints.get(endpoint_id)
         if ep is None:
             ep = self._endpoints[endpoint_id] = _Endpoint(counted_to=now)
         self._advance(ep, now)
         due = now + allowance_s
-        ep.waiting[waiter] = (due, allowance_s)
+        ep.waiting[waiter] = (due, allowance_s, movable)
         if due < ep.min_due:
             ep.min_due = due
         # A lower bound of `_check_at` (W is at least the floor) that costs no scan: a timer
-        # armed for it that finds nothing to end looks again later.
-        left_s = self._window_s - ep.silent_s
+        # armed for it that finds nothing to do looks again later.
+        left_s = (ep.stalls + 1) * self._window_s - ep.silent_s
         start = now if ep.min_due < now else ep.min_due
         return start + left_s if left_s > _EPSILON_S else start
 
@@ -88,17 +110,18 @@ class StallWatch:
         if ep is None or waiter not in ep.waiting:
             return
         self._advance(ep, now)
-        due, _ = ep.waiting.pop(waiter)
+        due = ep.waiting.pop(waiter)[0]
         if not ep.waiting:
             ep.min_due = float("inf")
         elif due <= ep.min_due:
-            ep.min_due = min(d for d, _ in ep.waiting.values())
+            ep.min_due = min(w[0] for w in ep.waiting.values())
 
     def progress(self, endpoint_id: str, now: float) -> None:
         """The endpoint sent a byte of an answer at `now`: its silence starts again."""
         ep = self._endpoints.get(endpoint_id)
         if ep is not None:
             ep.silent_s = 0.0
+            ep.stalls = 0
             if now > ep.counted_to:
                 ep.counted_to = now
 
@@ -116,23 +139,36 @@ class StallWatch:
         return self._window_s if ep is None else self._window(ep, now)
 
     def stalled(self, now: float) -> list[tuple[str, Waiter]]:
-        """The attempts to end now as lack of progress (overdue, at a stalled endpoint);
-        they no longer wait."""
+        """The attempts to end now as lack of progress (overdue and movable, at an endpoint
+        whose silence just reached a further window); they no longer wait. Each such stall is
+        kept once for `take_stalls`."""
         ended: list[tuple[str, Waiter]] = []
         for endpoint_id, ep in self._endpoints.items():
             if not ep.waiting or ep.min_due > now:
                 continue
             self._advance(ep, now)
-            if ep.silent_s + _EPSILON_S < self._window(ep, now):
+            window = self._window(ep, now)
+            windows = int((ep.silent_s + _EPSILON_S) / window)
+            if windows <= ep.stalls:
                 continue
-            for waiter in [w for w, (due, _) in ep.waiting.items() if due <= now]:
+            ep.stalls = windows
+            self._stalls.append((endpoint_id, windows >= self._open_windows))
+            ends = [w for w, (due, _, movable) in ep.waiting.items() if movable and due <= now]
+            for waiter in ends:
                 del ep.waiting[waiter]
                 ended.append((endpoint_id, waiter))
-            ep.min_due = min((d for d, _ in ep.waiting.values()), default=float("inf"))
+            ep.min_due = min((w[0] for w in ep.waiting.values()), default=float("inf"))
         return ended
 
+    def take_stalls(self) -> list[tuple[str, bool]]:
+        """The stalls `stalled` found since the last call, one per endpoint and window:
+        (endpoint, hung), hung when its silence reached `open_windows` x W (open the breaker
+        now), else one failure for the breaker to count."""
+        taken, self._stalls = self._stalls, []
+        return taken
+
     def next_check(self, now: float) -> float | None:
-        """The soonest time `stalled` could end an attempt if no byte arrives (None: no
+        """The soonest time `stalled` could find a stall if no byte arrives (None: no
         attempt waits anywhere)."""
         soonest = None
         for ep in self._endpoints.values():
@@ -150,17 +186,15 @@ class StallWatch:
                 del self._endpoints[endpoint_id]
 
     def _window(self, ep: _Endpoint, now: float) -> float:
-        owed = [allowance for due, allowance in ep.waiting.values() if due <= now]
+        owed = [allowance for due, allowance, _ in ep.waiting.values() if due <= now]
         return max(self._window_s, max(owed, default=0.0))
 
     def _check_at(self, ep: _Endpoint, now: float) -> float:
-        """When the endpoint could first end an attempt (silence counted up to `now`): at the
-        earliest due time once its silence reached W, else after W - silence more of it (W as
-        known now; a wider one later only makes the guard look again)."""
-        left_s = self._window(ep, now) - ep.silent_s
-        if left_s <= _EPSILON_S:
-            return max(now, ep.min_due)
-        return max(now, ep.min_due) + left_s
+        """When the endpoint's silence (counted up to `now`) reaches its next window, if the
+        waiting set stays as it is (W as known now; a wider one later only makes the guard
+        look again)."""
+        left_s = (ep.stalls + 1) * self._window(ep, now) - ep.silent_s
+        return max(now, ep.min_due) + max(left_s, 0.0)
 
     @staticmethod
     def _advance(ep: _Endpoint, now: float) -> None:

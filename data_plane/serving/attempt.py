@@ -138,9 +138,12 @@ class AttemptLimit:
     deadline is never an engine fault). `allowance_s`: the engine's own pace for the work at
     `load` (`resilience.progress`); past it the attempt is overdue, and it ends as lack of
     progress (`Timeout("first_byte")`, an engine fault) only when its endpoint stalls, no byte
-    on ANY attempt for a window of overdue time (`resilience.stall`, `serving.stall_guard`);
-    None = not watched. `load` = requests at the endpoint when the attempt started, this one
-    included (what its pace is measured at). `gap_s`: the engine's gap limit, how long it may go
+    on ANY attempt for a window of overdue time (`resilience.stall`, `serving.stall_guard`),
+    and only when `movable`: the request has somewhere else to go (a next candidate fits in
+    the client's deadline, `Proxy._handover_limit`); otherwise it waits until the client's own
+    limit. None = not watched. `load` = requests at the endpoint when the attempt started,
+    this one included (what its pace is measured at). `gap_s`: the engine's gap limit, how
+    long it may go
     silent after a stream's first byte or after a non-streamed body's first bytes
     (`UpstreamRequest.gap_s`; a miss is `Timeout("gap")`, an engine fault); None = the read
     timeout only."""
@@ -149,6 +152,7 @@ class AttemptLimit:
     allowance_s: float | None = None
     load: float = 1.0
     gap_s: float | None = None
+    movable: bool = False
 
     def missed(self) -> AttemptError:
         return AttemptError(BudgetMissed(), "no first byte within the client's limit")
@@ -190,8 +194,9 @@ class AttemptRunner:
         self._clock = clock
         self._engine_keys = engine_keys
         self.pace = pace or EnginePace(ProgressConfig())
-        window_s = self.pace.config.stall_window_s
-        self.stall = stall or StallGuard(StallWatch(window_s))
+        config = self.pace.config
+        self.stall = stall or StallGuard(StallWatch(config.stall_window_s, config.open_windows))
+        self.stall.on_stall = health.stalled
 
     def engine_limit(self, call: Call, cand: Candidate, endpoint: CompiledEndpoint) -> AttemptLimit:
         """The engine's own terms for an attempt at `endpoint` now: its allowance, its profiled
@@ -237,7 +242,9 @@ class AttemptRunner:
         outcome: Outcome | None = Cancelled()
         self._health.acquire(endpoint.id)
         allowance_s = limit.allowance_s
-        wait = None if allowance_s is None else self.stall.waiting(endpoint.id, allowance_s)
+        wait = None
+        if allowance_s is not None:
+            wait = self.stall.waiting(endpoint.id, allowance_s, limit.movable)
         with self._tracing.span(
             "gearbox.upstream",
             SpanKind.CLIENT,
@@ -256,7 +263,9 @@ class AttemptRunner:
                 result = Failed(err.outcome)
             finally:
                 self.stall.done(wait)
-                self._health.release(endpoint.id, outcome)
+                # a stall was counted once for the endpoint, not once per attempt it ended
+                counted = wait is None or not wait.stalled
+                self._health.release(endpoint.id, outcome, counted)
                 label = "ok" if outcome is None else outcome.label
                 span.set_attribute(ATTR_OUTCOME, label)
                 self._metrics.observe_attempt(endpoint.id, label, self._clock() - started)

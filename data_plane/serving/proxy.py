@@ -137,16 +137,20 @@ class Proxy:
         but never before the attempt's allowance: only an attempt the engine is already
         overdue on, by its own pace, is given up for the client's sake. A missed client
         limit (`BudgetMissed`): the engine is not blamed, and its silence so far counts as
-        it would have at the deadline (`resilience.stall`)."""
+        it would have at the deadline (`resilience.stall`). Only then is the attempt
+        `movable`, which a stall may end; without a next candidate that fits, it waits until
+        the client's own limit (a slow engine that is the only choice answers late, not 504)."""
         allowance_s = limit.allowance_s
         cand = None if allowance_s is None else self._following(walk, targets, at)
         if cand is None or allowance_s is None:
             return limit
         needed_s = cand.predicted_ttft_s if walk.call.stream else cand.predicted_latency_s
         handover_s = walk.remaining_s(self._p.clock()) - 2 * needed_s - REASK_MARGIN_S
-        if handover_s < allowance_s or (limit.limit_s is not None and limit.limit_s <= handover_s):
+        if handover_s < allowance_s:
             return limit
-        return AttemptLimit(handover_s, allowance_s, limit.load, limit.gap_s)
+        if limit.limit_s is not None and limit.limit_s <= handover_s:
+            handover_s = limit.limit_s
+        return AttemptLimit(handover_s, allowance_s, limit.load, limit.gap_s, movable=True)
 
     def _following(
         self, walk: RequestWalk, targets: Sequence[tuple[Candidate, CompiledEndpoint]], at: int

@@ -2,10 +2,12 @@
 
 An attempt registers while it waits for its first progress (`StallGuard.waiting`); the guard
 keeps ONE timer, armed at the soonest time any endpoint could stall, and when the watch says an
-endpoint stalled it cancels the tasks of its overdue attempts, marking them `stalled`, so the
-attempt (`AttemptRunner.run`) turns that cancellation into lack of progress
-(`Timeout("first_byte")`, an engine fault) and the proxy tries the next candidate. Why a stall
-is the engine's fault, and what else could explain it, is the watch's docstring.
+endpoint stalled it tells the breakers once (`on_stall(endpoint, hung)`: one failure, or open
+now) and cancels the tasks of its overdue attempts that have somewhere else to go, marking them
+`stalled`, so the attempt (`AttemptRunner.run`) turns that cancellation into lack of progress
+(`Timeout("first_byte")`, not counted again by the breaker) and the proxy tries the next
+candidate. Why a stall is the engine's fault, and what else could explain it, is the watch's
+docstring.
 
 A cancellation lands only at the await the attempt waits on (the upstream client's send, a
 stream's first chunk, a non-streamed body): the attempt stops waiting (`arrived`, `done`) at
@@ -42,18 +44,21 @@ class StallGuard:
     """The watch, its one timer, and the clock both read (the loop's by default: the silence
     is real time the engine took, whatever clock the rest of the app is given)."""
 
-    __slots__ = ("_clock", "_timer", "_timer_at", "watch")
+    __slots__ = ("_clock", "_timer", "_timer_at", "on_stall", "watch")
 
     def __init__(self, watch: StallWatch, clock: Callable[[], float] = loop_time) -> None:
         self.watch = watch
         self._clock = clock
+        # (endpoint, hung) once per stall: the breakers' account (`Health.stalled`)
+        self.on_stall: Callable[[str, bool], None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")  # on `clock`
 
-    def waiting(self, endpoint_id: str, allowance_s: float) -> Wait:
-        """The current task waits on `endpoint_id`, overdue after `allowance_s`."""
+    def waiting(self, endpoint_id: str, allowance_s: float, movable: bool = True) -> Wait:
+        """The current task waits on `endpoint_id`, overdue after `allowance_s`; a stall ends
+        it only when `movable` (the request has somewhere else to go)."""
         wait = Wait(endpoint_id, asyncio.current_task())
-        self._arm_by(self.watch.begin(endpoint_id, wait, self._clock(), allowance_s))
+        self._arm_by(self.watch.begin(endpoint_id, wait, self._clock(), allowance_s, movable))
         return wait
 
     def arrived(self, wait: Wait | None) -> None:
@@ -93,6 +98,10 @@ class StallGuard:
             wait.stalled = True
             if wait.task is not None:
                 wait.task.cancel()
+        on_stall = self.on_stall
+        for endpoint_id, hung in self.watch.take_stalls():
+            if on_stall is not None:
+                on_stall(endpoint_id, hung)
         soonest = self.watch.next_check(now)
         if soonest is not None:
             self._arm_by(soonest)

@@ -89,8 +89,10 @@ class ProgressConfig(Group):
     allows (non-streams: max_tokens, else the context left) at the endpoint's load, x its
     observed slowdown (at most `max_pace_ratio`) x `factor`. The endpoint stalls when it sent no
     byte on any attempt for `stall_window_s` (or the longest overdue allowance, if longer) of
-    time during which some attempt was overdue; its overdue attempts then end as lack of
-    progress, an engine fault, and the next candidate is tried. After the first byte, the
+    time during which some attempt was overdue; that stall counts once against its breaker (one
+    failure per further window of silence; `open_windows` windows open it at once), and its
+    overdue attempts that have somewhere else to go end as lack of progress and the next
+    candidate is tried (the others wait until the client's own limit). After the first byte, the
     engine may go silent for its profiled time per token at that load x the same slowdown x
     `factor` + `slack_s`, at least `gap_floor_s`."""
 
@@ -101,6 +103,8 @@ class ProgressConfig(Group):
     stall_window_s: Annotated[float, Knob("engine_stall_window_s")] = Field(
         default=1.5, ge=0.0, le=600.0
     )
+    # A silence this many windows long opens the breaker at once (a hang, not a slow engine).
+    open_windows: Annotated[int, Knob("engine_stall_open_windows")] = Field(default=3, ge=1, le=100)
     # + this on the gap limit (scheduling noise between tokens).
     slack_s: Annotated[float, Knob("engine_gap_slack_s")] = Field(default=0.5, ge=0.0, le=600.0)
     # An observed slowdown loosens the limits up to this much.

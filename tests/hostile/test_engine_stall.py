@@ -132,3 +132,57 @@ async def test_tiny_budgets_sent_again_and_again_never_blame_a_healthy_engine(
                 assert metric(app, "gearbox_circuit_state", endpoint=endpoint) == 0
             status, _, raw = await post(session, url, chat("Say hello.", max_tokens=8))
             assert status == 200, raw[:300]
+
+
+async def test_five_attempts_overdue_at_once_are_one_stall_not_five_failures(
+    tmp_path: Path,
+) -> None:
+    """Five streams at once on an engine whose first byte comes 2 s late (cores starved by
+    another engine, the real-engine demo): all five are overdue at once and the endpoint's
+    silence passes the window (1.5 s) just before it would answer. That is one silence, one
+    observation: the stall counts once against its breaker (five failures opened it, K = 3
+    here), the five clients move to the next pair as before, and a request only this engine
+    can serve then waits for its answer: 200, and the breaker never opens."""
+    late = FaultConfig(slow_first_token_rate=1.0, slow_first_token_s=2.0)
+    config = SimFleetConfig(pairs=[sim_pair(CHEAP, **AS_PROFILED, faults=late), sim_pair(PRICEY)])
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        ):
+            body = chat("Say hello.", max_tokens=8, stream=True)
+            answers = await asyncio.gather(*(post(session, url, body, 8000) for _ in range(5)))
+            for status, pair, raw in answers:
+                assert (status, pair) == (200, pair_of(PRICEY)), raw[:300]
+            assert blamed(app, CHEAP_EP) == 5  # ended as lack of progress, counted once
+            assert opened(app, CHEAP_EP) == 0
+            only = chat("Say hello.", max_tokens=8, stream=True, model=pair_of(CHEAP))
+            status, pair, raw = await post(session, url, only, 8000)
+            assert (status, pair) == (200, pair_of(CHEAP)), raw[:300]
+            assert opened(app, CHEAP_EP) == 0
+            assert metric(app, "gearbox_circuit_state", endpoint=CHEAP_EP) == 0
+
+
+async def test_a_slow_engine_that_is_the_only_choice_answers_late_rather_than_504(
+    tmp_path: Path,
+) -> None:
+    """The request can go to one pair only (the only one meeting its floor, here named by
+    `model`), on an engine 80x slower than its profile: its first byte comes after about
+    2.4 s, past its allowance (3 x 28 ms) and the stall window (1.5 s), well within the
+    client's 8 s budget. Ending the attempt at the stall left the client nowhere to go (504
+    "no engine made progress"); it now waits for the client's own deadline and is served."""
+    slow = FaultConfig(slowdown_factor=80.0)
+    config = SimFleetConfig(pairs=[sim_pair(CHEAP, **AS_PROFILED, faults=slow), sim_pair(PRICEY)])
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        ):
+            only = chat("Say hello.", max_tokens=2, stream=True, model=pair_of(CHEAP))
+            status, pair, raw = await post(session, url, only, 8000)
+            assert (status, pair) == (200, pair_of(CHEAP)), raw[:300]
+            assert b"[DONE]" in raw
+            assert opened(app, CHEAP_EP) == 0
+            assert fleet.stats(served_name(PRICEY)).received == 0

@@ -58,18 +58,51 @@ def test_silence_adds_up_across_attempts_that_each_end_before_the_window() -> No
     assert watch.stalled(2.9) == [("e", 2)]
 
 
-def test_once_stalled_each_later_attempt_ends_when_overdue_until_a_byte() -> None:
+def test_a_silence_counts_once_per_window_however_many_attempts_wait() -> None:
+    """Five attempts overdue at once at a silent endpoint are one observation: one stall per
+    window of silence, and the breaker is told once (not five times)."""
+    watch = StallWatch(W)
+    for i in range(5):
+        watch.begin("e", i, now=0.0, allowance_s=0.3)
+    assert {w for _, w in watch.stalled(2.3)} == {0, 1, 2, 3, 4}
+    assert watch.take_stalls() == [("e", False)]
+    assert watch.take_stalls() == []
+
+
+def test_later_attempts_end_at_the_next_window_and_a_byte_starts_again() -> None:
+    """Once stalled, a later attempt is ended at the next window of silence (a new
+    observation), not as soon as it is overdue; a byte ends the episode."""
     watch = StallWatch(W)
     watch.begin("e", "a", now=0.0, allowance_s=0.3)
     assert watch.stalled(2.3) == [("e", "a")]
+    watch.take_stalls()
     watch.begin("e", "b", now=5.0, allowance_s=0.3)
-    assert watch.next_check(5.0) == pytest.approx(5.3)
-    assert watch.stalled(5.2) == []
-    assert watch.stalled(5.3) == [("e", "b")]
-    watch.progress("e", 6.0)  # it answered someone: a new silence starts
-    watch.begin("e", "c", now=6.0, allowance_s=0.3)
-    assert watch.stalled(6.3) == []
-    assert watch.next_check(6.3) == pytest.approx(6.3 + W)
+    assert watch.next_check(5.0) == pytest.approx(5.3 + W)
+    assert watch.stalled(5.3) == []
+    assert watch.stalled(7.3) == [("e", "b")]
+    assert watch.take_stalls() == [("e", False)]
+    watch.progress("e", 8.0)  # it answered someone: a new silence starts
+    watch.begin("e", "c", now=8.0, allowance_s=0.3)
+    assert watch.next_check(8.3) == pytest.approx(8.3 + W)
+    assert watch.stalled(8.3 + W - 0.01) == []
+    assert watch.stalled(8.3 + W) == [("e", "c")]
+    assert watch.take_stalls() == [("e", False)]
+
+
+def test_a_silence_of_open_windows_is_a_hang() -> None:
+    """The third window of one silence says hung (open the breaker at once); attempts with
+    nowhere else to go are never ended, they wait for the client's own limit."""
+    watch = StallWatch(W, open_windows=3)
+    watch.begin("e", "only", now=0.0, allowance_s=0.3, movable=False)
+    stalls = []
+    for t in (2.3, 4.3, 6.3):
+        assert watch.next_check(t - 0.01) == pytest.approx(t)
+        assert watch.stalled(t) == []
+        stalls += watch.take_stalls()
+    assert stalls == [("e", False), ("e", False), ("e", True)]
+    assert watch.silence_s("e", 6.3) == pytest.approx(3 * W)
+    with pytest.raises(ValueError, match="open_windows"):
+        StallWatch(W, open_windows=0)
 
 
 def test_the_window_is_the_longest_overdue_allowance_when_longer_than_the_floor() -> None:
@@ -88,7 +121,8 @@ def test_only_overdue_attempts_are_ended() -> None:
     watch.begin("e", "old", now=0.0, allowance_s=0.3)
     watch.begin("e", "new", now=2.0, allowance_s=0.5)
     assert watch.stalled(2.3) == [("e", "old")]
-    assert watch.stalled(2.5) == [("e", "new")]  # the endpoint is still silent
+    assert watch.stalled(4.4) == []  # silent again only since 2.5, when "new" was overdue
+    assert watch.stalled(4.5) == [("e", "new")]  # the next window of the same silence
 
 
 def test_endpoints_are_judged_apart() -> None:
