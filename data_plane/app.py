@@ -25,6 +25,7 @@ from data_plane.resilience.arrivals import Arrivals
 from data_plane.resilience.breaker import BreakerBoard
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
+from data_plane.resilience.overshoot import Overshoot
 from data_plane.resilience.progress import EnginePace
 from data_plane.resilience.retry import RetryBudget
 from data_plane.resilience.tenant_load import TenantLoad
@@ -132,6 +133,7 @@ TRACING = web.AppKey("gearbox_tracing", Tracing)
 DISCOVERY = web.AppKey("gearbox_discovery", EndpointDiscovery)
 ANNOUNCEMENTS = web.AppKey("gearbox_announcements", BreakerAnnouncements)
 FEEDBACK = web.AppKey("gearbox_feedback", FeedbackAggregator)
+OVERSHOOT = web.AppKey("gearbox_overshoot", Overshoot)
 CHECKER = web.AppKey("gearbox_accuracy_checker", AccuracyChecker)
 PROBE = web.AppKey("gearbox_latency_probe", LatencyProbe)
 SHARING = web.AppKey("gearbox_in_flight_sharing", InFlightSharing)
@@ -157,7 +159,7 @@ def _build_proxy(
     metrics, health, tracing = app[METRICS], app[HEALTH], app[TRACING]
     parts = ProxyParts(
         runner=runner,
-        delivery=Delivery(metrics, app[TRAFFIC], deps.clock, app[FEEDBACK]),
+        delivery=Delivery(metrics, app[TRAFFIC], deps.clock, app[FEEDBACK], app[OVERSHOOT]),
         health=health,
         retry_budget=RetryBudget(deps.clock, **s.retry_budget.model_dump()),
         metrics=metrics,
@@ -182,6 +184,7 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
         admission(app[SETTINGS]),
         TenantLoad(),
         Arrivals(deps.clock),
+        app[OVERSHOOT],
     )
     return DecisionStep(parts)
 
@@ -244,6 +247,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     app[SETTINGS], app[STORE], app[METRICS], app[HEALTH] = settings, store, metrics, health
     app[TRACING], app[TRAFFIC], app[TASKS] = tracing, TrafficStats(), BackgroundTasks()
     app[FEEDBACK] = FeedbackAggregator(deps.wall_clock())
+    app[OVERSHOOT] = Overshoot(deps.clock)
     app[IDENTITY] = ReplicaIdentity(
         settings.instance_id, metrics.instance_id_clashes.inc, deps.clock
     )

@@ -40,6 +40,7 @@ from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.request.priority import priority_of
 from data_plane.request.tenant import ANONYMOUS, tenant_of
 from data_plane.resilience.arrivals import Arrivals
+from data_plane.resilience.overshoot import Overshoot
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.table_store import TableStore
 from data_plane.telemetry.demand import SpilledDemand
@@ -127,6 +128,7 @@ class StepParts:
     # does not see requests end: no fair shares, and overload is the load alone).
     tenant_load: TenantLoad | None = None
     arrivals: Arrivals | None = None
+    overshoot: Overshoot | None = None  # per pair, the margin its answers ask for
 
 
 class DecisionStep:
@@ -263,7 +265,8 @@ class DecisionStep:
         if p.arrivals is None:
             return Seen(tenants, None, 0.0)
         arrivals = p.arrivals
-        return Seen(tenants, arrivals.raw(), arrivals.now(), arrivals.all_pairs())
+        margins = None if p.overshoot is None else p.overshoot.raw()
+        return Seen(tenants, arrivals.raw(), arrivals.now(), arrivals.all_pairs(), margins)
 
     def _fair_share(
         self, asked: _Asked, decision: RouteDecision, fleet: Fleet | None, seen: Seen

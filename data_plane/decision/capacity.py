@@ -13,6 +13,14 @@ in flight. Only an overloaded fleet sheds (`admission`, `fair_share`): a moment 
 concurrency under a lighter load drains by itself, and its request is served as decided.
 What else could explain an overload: predictions slower than the engines now are (a table
 to refit), which overstate both the work and the load it causes.
+
+The table predicts the engine's time, not the client's: the router's own time and the
+prediction's error at that load come on top. Each pair's *margin* (`resilience.overshoot`: a
+high quantile of this replica's recent answers' observed minus predicted seconds, each client
+limited to its share of the samples, decaying over `MARGIN_WINDOW_S` once answers stop) is
+taken off the budgets before the sustainable load is sought, at most `MAX_MARGIN_SHARE` of
+each budget. What else could explain a margin: engines slower than profiled (a refit
+narrows it) or a slow network to them; both make the answers late, which is what it counts.
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ from data_plane.domain import (
 
 FLEET_PAIRS = 8  # the cheapest pairs that meet a request unloaded, taken as its fleet
 WORK_WINDOW_S = 0.5  # time constant of the offered work (`resilience.arrivals`)
+MARGIN_WINDOW_S = 10.0  # time constant of a pair's margin once its answers stop
+MAX_MARGIN_SHARE = 0.25  # at most this share of a budget is taken off as a margin
 
 
 def predicted_at(pair: CompiledPair, limits: Limits, input_chars: int, load: float) -> float:
@@ -62,16 +72,31 @@ def _meets(pair: CompiledPair, limits: Limits, prompt: tuple[float, int], load: 
     return limits.latency_s is None or total <= limits.latency_s
 
 
-def sustainable_load(pair: CompiledPair, limits: Limits, input_chars: int) -> float:
+def less_margin(limits: Limits, margin_s: float) -> Limits:
+    """`limits` with `margin_s` taken off each latency and TTFT budget, at most
+    MAX_MARGIN_SHARE of each (a wild margin cannot take a whole budget away)."""
+    if margin_s <= 0.0:
+        return limits
+    lat, ttft = limits.latency_s, limits.ttft_s
+    return limits._replace(
+        latency_s=None if lat is None else lat - min(margin_s, MAX_MARGIN_SHARE * lat),
+        ttft_s=None if ttft is None else ttft - min(margin_s, MAX_MARGIN_SHARE * ttft),
+    )
+
+
+def sustainable_load(
+    pair: CompiledPair, limits: Limits, input_chars: int, margin_s: float = 0.0
+) -> float:
     """The largest whole load per endpoint (this request included) at which `pair` meets the
-    request's budgets, at most `max_profiled_load`; 0 when even an idle endpoint misses them,
-    the profiled maximum (inf when unknown) for a request without latency or TTFT budget.
-    The per-load coefficients' line gives a first guess, which steps of one load correct to
-    the tabulated terms (they grow with load: a profile's latency does not fall as
-    concurrency rises)."""
+    request's budgets less `margin_s` (`less_margin`), at most `max_profiled_load`; 0 when
+    even an idle endpoint misses them, the profiled maximum (inf when unknown) for a request
+    without latency or TTFT budget. The per-load coefficients' line gives a first guess,
+    which steps of one load correct to the tabulated terms (they grow with load: a profile's
+    latency does not fall as concurrency rises)."""
     top = pair.max_profiled_load
     if limits.latency_s is None and limits.ttft_s is None:
         return top
+    limits = less_margin(limits, margin_s)
     top = top if math.isfinite(top) else float(1 << 16)
     tokens = input_tokens(pair, input_chars)
     ttft0 = pair.ttft_base_s + pair.ttft_per_input_token_s * tokens
@@ -121,14 +146,24 @@ class Fleet:
 
 class Seen(NamedTuple):
     """What this replica saw for one decision: its requests in flight per pair and tenant,
-    and per pair the work arriving (`resilience.arrivals`), read at `now`. A door that sends
-    no request itself (gateway mode) sees neither: the offered concurrency is then the load,
-    this request included, and its part of the fleet the whole."""
+    and per pair the work arriving (`resilience.arrivals`) and the margin its answers ask for
+    (`resilience.overshoot`), read at `now`. A door that sends no request itself (gateway
+    mode) sees none: the offered concurrency is then the load, this request included, its
+    part of the fleet the whole, and no margin is taken."""
 
     tenants: Mapping[str, Mapping[str, int]] | None
     work: Mapping[str, tuple[float, float]] | None
     now: float
     all_work: tuple[float, float] | None = None  # summed over every pair (`calm`)
+    margins: Mapping[str, tuple[float, float]] | None = None  # pair -> (seconds, at)
+
+    def margin_s(self, pair: str) -> float:
+        """`pair`'s margin now: its last estimate, decaying over MARGIN_WINDOW_S since."""
+        raw = None if self.margins is None else self.margins.get(pair)
+        if raw is None:
+            return 0.0
+        value, at = raw
+        return value * math.exp(-max(0.0, self.now - at) / MARGIN_WINDOW_S)
 
 
 def decayed(raw: tuple[float, float] | None, now: float) -> float:
@@ -149,7 +184,8 @@ def calm(
     if seen.all_work is None or seen.tenants is None:
         return False
     pair = result.pair
-    per = sustainable_load(pair, effective_limits(table, req), req.facts.input_chars)
+    limits = effective_limits(table, req)
+    per = sustainable_load(pair, limits, req.facts.input_chars, seen.margin_s(pair.pair))
     load = sum(health.load.get(e.id, 0.0) for e in result.endpoints)
     mine = sum(seen.tenants.get(pair.pair, {}).values())
     part = min(1.0, (mine + 1.0) / (load + 1.0))
@@ -200,12 +236,13 @@ def _assemble(
     health: HealthView,
     seen: Seen,
 ) -> Fleet:
-    tenants, work, now, _ = seen
+    tenants, work, now = seen.tenants, seen.work, seen.now
     chars = req.facts.input_chars
     pairs: list[FleetPair] = []
     total = load = mine = offered = 0.0
     for cand in cands:
-        pairs.append(FleetPair(cand, sustainable_load(cand.pair, limits, chars)))
+        margin = seen.margin_s(cand.pair.pair)
+        pairs.append(FleetPair(cand, sustainable_load(cand.pair, limits, chars, margin)))
         total += pairs[-1].per_endpoint * len(cand.endpoints)
         load += sum(health.load.get(e.id, 0.0) for e in cand.endpoints)
         if tenants is not None:

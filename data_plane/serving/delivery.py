@@ -27,6 +27,7 @@ from data_plane.outcome import (
     Timeout,
     UpstreamStatus,
 )
+from data_plane.resilience.overshoot import Overshoot
 from data_plane.serving.attempt import Failed, stream_error_event
 from data_plane.serving.usage import Usage, cost_usd
 from data_plane.serving.walk import Answer, RequestWalk
@@ -101,11 +102,13 @@ class Delivery:
         traffic: TrafficStats,
         clock: Callable[[], float],
         feedback: FeedbackAggregator | None = None,
+        overshoot: Overshoot | None = None,
     ) -> None:
         self._metrics = metrics
         self._traffic = traffic
         self._clock = clock
         self._feedback = feedback
+        self._overshoot = overshoot
 
     def attempted(self, cand: Candidate, retry: bool, failed: bool) -> None:
         """One engine attempt on `cand`'s pair (counted for the operator page's error and
@@ -197,10 +200,16 @@ class Delivery:
         answer without `usage` says nothing about its engine's pace); `timing` = (latency,
         monotonic time of the first byte)."""
         found = answer.engine_usage
-        if self._feedback is None or found is None:
+        if found is None:
             return
         call, served = walk.call, answer.served
         latency_s, first_byte_s = timing
+        client = (call.client, walk.table.policy.refit.max_client_share)
+        if self._overshoot is not None:
+            predicted_s = predicted_e2e_s(answer.cand, found)
+            self._overshoot.answered(answer.cand.pair.pair, latency_s, predicted_s, client)
+        if self._feedback is None:
+            return
         ttft_s = first_byte_s - call.started_s if served.streamed and first_byte_s else None
         self._feedback.observe(
             walk.table.version,
@@ -208,7 +217,7 @@ class Delivery:
             (latency_s, ttft_s),
             (found.input_tokens, found.output_tokens),
             met,
-            (call.client, walk.table.policy.refit.max_client_share),
+            client,
         )
 
     def _account(self, walk: RequestWalk, answer: Answer, first_byte_s: float | None) -> None:

@@ -7,7 +7,9 @@ import asyncio
 import json
 
 from contracts.routing_table import RoutingTable
+from data_plane.app import OVERSHOOT
 from data_plane.request.tenant import key_tenant
+from data_plane.resilience.overshoot import MIN_SAMPLES
 from tests.component.data_plane.conftest import CHAT_BODY, MakeHarness
 from tests.component.data_plane.fakes import (
     FakeResponse,
@@ -167,3 +169,16 @@ async def test_the_fair_share_is_judged_on_the_pair_that_serves(make_harness: Ma
     assert await ask("bursty") == 429
     assert await steady == 200
     assert await asyncio.gather(*burst) == [200] * 2
+
+
+async def test_each_answer_counts_toward_its_pairs_margin(make_harness: MakeHarness) -> None:
+    """The margin admission takes off a budget (docs/data_plane.md, "Tenants, priorities and
+    admission") is fed by the answers served: none before 8 samples, then the pair has one."""
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes=ROUTES)
+    headers = {"x-gearbox-tenant": "team-a"}
+    for i in range(MIN_SAMPLES):
+        assert "fam@int4" not in h.app[OVERSHOOT].raw()
+        resp = await h.client.post("/v1/chat/completions", data=BODY, headers=headers)
+        assert resp.status == 200, i
+    margin_s, _ = h.app[OVERSHOOT].raw()["fam@int4"]
+    assert margin_s >= 0.0

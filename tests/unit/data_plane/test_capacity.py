@@ -3,11 +3,21 @@ offered concurrency past what the fleet sustains (not a moment at full concurren
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
 
-from data_plane.decision.capacity import Seen, calm, decayed, fleet_of, sustainable_load
+from data_plane.decision.capacity import (
+    MARGIN_WINDOW_S,
+    Fleet,
+    Seen,
+    calm,
+    decayed,
+    fleet_of,
+    less_margin,
+    sustainable_load,
+)
 from data_plane.decision.choose import choose_route
 from data_plane.decision.feasibility import Limits
 from data_plane.domain import Budget, BudgetMode, HealthView, RouteDecision
@@ -117,3 +127,40 @@ def test_calm_when_all_the_work_sent_fits_the_chosen_pair_alone() -> None:
     assert not calm(t, req, health, chosen.candidates[0], seen_with((8.1, 0.0)))
     assert calm(t, req, health, chosen.candidates[0], seen_with((30.0, -5.0)))  # decayed
     assert not calm(t, req, health, chosen.candidates[0], seen_with(None))  # cannot tell
+
+
+def test_the_margin_the_answers_ask_for_comes_off_the_budget_bounded() -> None:
+    """0.15 + 0.03 L against 400 ms: 8 with no margin, 7 with 20 ms (0.36 s at 7, 0.39 s at
+    8), 6 with 50 ms; a margin past a quarter of the budget takes that quarter (5: 0.30 s)."""
+    pair = bench_fleet().pairs[0]
+    assert sustainable_load(pair, limits(0.4), 8, margin_s=0.0) == 8
+    assert sustainable_load(pair, limits(0.4), 8, margin_s=0.02) == 7
+    assert sustainable_load(pair, limits(0.4), 8, margin_s=0.05) == 6
+    assert sustainable_load(pair, limits(0.4), 8, margin_s=5.0) == 5
+    assert less_margin(limits(0.4, 0.2), 0.02)[2:4] == pytest.approx((0.38, 0.18))
+    assert less_margin(limits(None, 0.02), 0.02).ttft_s == pytest.approx(0.015)
+    assert sustainable_load(pair, limits(None), 8, margin_s=0.05) == 64  # no budget: no margin
+
+
+def test_a_fleet_with_a_margin_sustains_less_and_the_margin_decays() -> None:
+    """15 in flight asked of two pairs: within the 16 they sustain on the table's word, past
+    the 14 they sustain once the 20 ms their answers run late is allowed for; a margin
+    estimated long ago (no answers since) fades back to the table's word."""
+    load = {"fam@int4#0": 7, "fam@fp16#0": 7}
+    tenants = {"fam@int4": {"a": 7}, "fam@fp16": {"a": 7}}
+    work = {"fam@int4": (7.5, 0.0), "fam@fp16": (7.5, 0.0)}
+
+    def found(margins: dict[str, tuple[float, float]], now: float = 0.0) -> Fleet:
+        seen = Seen(tenants, work, now, None, margins)
+        got = fleet_of(bench_fleet(), request(), HealthView(load=load), seen)
+        assert got is not None
+        return got
+
+    assert not found({}).overloaded
+    late = found({"fam@int4": (0.02, 0.0), "fam@fp16": (0.02, 0.0)})
+    assert [p.per_endpoint for p in late.pairs] == [7, 7]
+    assert late.overloaded
+    assert found({"fam@int4": (0.02, -100.0), "fam@fp16": (0.02, -100.0)}).capacity == 16
+    assert Seen(None, None, 10.0, None, {"p": (0.02, 0.0)}).margin_s("p") == pytest.approx(
+        0.02 * math.exp(-10.0 / MARGIN_WINDOW_S)
+    )
