@@ -18,7 +18,9 @@ opens the breaker at once (a silence that long is a hang, not a slow engine); at
 overdue attempts that have somewhere else to go (`begin(..., movable=True)`: the proxy's next
 candidate fits in the client's deadline) are ended as lack of progress; the others keep waiting
 until the client's own limit, so an engine that is the request's only choice answers late
-rather than not at all. A byte on any attempt ends the episode (silence and count start again).
+rather than not at all, unless the silence reaches the hang (`open_windows` x W): then every
+overdue attempt ends, since waiting on a hung engine only holds the client until its deadline.
+A byte on any attempt ends the episode (silence and count start again).
 
 Why this is evidence about the engine and not about a request or a client:
 - a byte on any attempt resets the silence: an endpoint working on other requests (its queue,
@@ -152,8 +154,13 @@ class StallWatch:
             if windows <= ep.stalls:
                 continue
             ep.stalls = windows
-            self._stalls.append((endpoint_id, windows >= self._open_windows))
-            ends = [w for w, (due, _, movable) in ep.waiting.items() if movable and due <= now]
+            hung = windows >= self._open_windows
+            self._stalls.append((endpoint_id, hung))
+            # A hang ends every overdue attempt: past `open_windows` x W of silence waiting
+            # longer only holds the client (until its deadline, 300 s without a budget).
+            ends = [
+                w for w, (due, _, movable) in ep.waiting.items() if (movable or hung) and due <= now
+            ]
             for waiter in ends:
                 del ep.waiting[waiter]
                 ended.append((endpoint_id, waiter))

@@ -186,3 +186,31 @@ async def test_a_slow_engine_that_is_the_only_choice_answers_late_rather_than_50
             assert b"[DONE]" in raw
             assert opened(app, CHEAP_EP) == 0
             assert fleet.stats(served_name(PRICEY)).received == 0
+
+
+async def test_a_hung_engine_that_is_the_only_choice_releases_its_clients_at_the_hang(
+    tmp_path: Path,
+) -> None:
+    """A request that can go to one pair only, on an engine that never answers, with a 30 s
+    budget: the stalls before the hang leave its attempt waiting (it has nowhere else to go),
+    the hang (`ENGINE_STALL_OPEN_WINDOWS` x the 1.5 s window of silence) opens the breaker and
+    ends the attempt, so the client gets its 504 after about 4.6 s, not at its deadline (30.5 s;
+    300 s for a request without a budget)."""
+    config = SimFleetConfig(
+        pairs=[sim_pair(CHEAP, faults=FaultConfig(hang_rate=1.0)), sim_pair(PRICEY)]
+    )
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        ):
+            only = chat("Say hello.", max_tokens=2, stream=True, model=pair_of(CHEAP))
+            started = asyncio.get_running_loop().time()
+            status, _, raw = await post(session, url, only, 30_000)
+            waited_s = asyncio.get_running_loop().time() - started
+            assert status == 504, raw[:300]
+            assert b"progress" in raw, raw[:300]
+            assert waited_s < 20.0, waited_s  # the hang, not the 30.5 s deadline
+            assert opened(app, CHEAP_EP) == 1
+            assert fleet.stats(served_name(PRICEY)).received == 0
