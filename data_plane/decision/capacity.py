@@ -115,6 +115,18 @@ def sustainable_load(
     return float(load)
 
 
+def fleet_sustainable(
+    pair: CompiledPair, limits: Limits, input_chars: int, margin_s: float
+) -> float:
+    """`sustainable_load` for a pair that meets the request unloaded on the table's word (a
+    fleet's, or the one chosen): at least one request per endpoint. When only the margin
+    says an idle endpoint would miss the budget, the miss is our prediction's error, not
+    load: no wait makes room for it, so it never counts as an overload (a margin of 17 ms
+    on a tight budget made an idle pair's capacity 0 and shed requests with nothing in
+    flight anywhere)."""
+    return max(1.0, sustainable_load(pair, limits, input_chars, margin_s))
+
+
 @dataclass(frozen=True, slots=True)
 class FleetPair:
     """One pair of a request's fleet and its sustainable concurrency per live endpoint."""
@@ -185,7 +197,7 @@ def calm(
         return False
     pair = result.pair
     limits = effective_limits(table, req)
-    per = sustainable_load(pair, limits, req.facts.input_chars, seen.margin_s(pair.pair))
+    per = fleet_sustainable(pair, limits, req.facts.input_chars, seen.margin_s(pair.pair))
     load = sum(health.load.get(e.id, 0.0) for e in result.endpoints)
     mine = sum(seen.tenants.get(pair.pair, {}).values())
     part = min(1.0, (mine + 1.0) / (load + 1.0))
@@ -242,7 +254,7 @@ def _assemble(
     total = load = mine = offered = 0.0
     for cand in cands:
         margin = seen.margin_s(cand.pair.pair)
-        pairs.append(FleetPair(cand, sustainable_load(cand.pair, limits, chars, margin)))
+        pairs.append(FleetPair(cand, fleet_sustainable(cand.pair, limits, chars, margin)))
         total += pairs[-1].per_endpoint * len(cand.endpoints)
         load += sum(health.load.get(e.id, 0.0) for e in cand.endpoints)
         if tenants is not None:

@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from data_plane.decision.admission import admit
 from data_plane.decision.capacity import (
     MARGIN_WINDOW_S,
     Fleet,
@@ -25,6 +26,7 @@ from data_plane.resilience.arrivals import Arrivals
 from tests.unit.data_plane.admission_fleet import (
     BURST,
     ONE_X,
+    STANDARD,
     bench_fleet,
     fleet,
     request,
@@ -164,3 +166,25 @@ def test_a_fleet_with_a_margin_sustains_less_and_the_margin_decays() -> None:
     assert Seen(None, None, 10.0, None, {"p": (0.02, 0.0)}).margin_s("p") == pytest.approx(
         0.02 * math.exp(-10.0 / MARGIN_WINDOW_S)
     )
+
+
+def test_a_margin_alone_never_makes_an_idle_fleet_overloaded() -> None:
+    """A tight 200 ms budget the int4 pair meets idle (0.18 s) but not once a 30 ms margin
+    is allowed for (0.17 s left): nothing in flight anywhere, a trickle of work arriving.
+    The miss is the prediction's error, which no wait cures: the pair still sustains one
+    request, the fleet is not overloaded and admission serves the request as decided."""
+    tight = Budget(latency_s=0.2)
+    margins = {"fam@int4": (0.03, 0.0), "fam@fp16": (0.03, 0.0)}
+    pair = bench_fleet().pairs[0]
+    assert sustainable_load(pair, limits(0.2), 8, margin_s=0.03) == 0
+    seen = Seen({}, {"fam@int4": (0.2, 0.0)}, 0.0, (0.2, 0.0), margins)
+    health = HealthView(load={})
+    found = fleet_of(bench_fleet(), request(tight), health, seen)
+    assert found is not None
+    assert [p.per_endpoint for p in found.pairs] == [1.0, 1.0]
+    assert not found.overloaded
+    decided = choose_route(bench_fleet(), request(tight), health, random.Random(0))
+    assert isinstance(decided, RouteDecision)
+    assert calm(bench_fleet(), request(tight), health, decided.candidates[0], seen)
+    verdict = admit(bench_fleet(), request(tight), health, decided, STANDARD, found)
+    assert verdict is decided
