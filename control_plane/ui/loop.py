@@ -57,6 +57,10 @@ class AgreementRow(_View):
     checks: int
     agreed: int
     agreement: float
+    lower: float = Field(
+        description="lower bound of the agreement (policy confidence): a demotion lifts only "
+        "when it reaches `expected`"
+    )
     upper: float = Field(description="upper bound of the agreement (policy confidence)")
     expected: float = Field(
         description="the least agreement the pair's profile bound implies (docs/accuracy.md)"
@@ -121,6 +125,7 @@ def loop_view(
                 checks=a.checks,
                 agreed=a.agreed,
                 agreement=a.ratio,
+                lower=a.lower,
                 upper=a.upper,
                 expected=a.expected,
                 drifting=accuracy_drift.drifting(a, policy.accuracy_check),

@@ -141,7 +141,7 @@ async def test_loop_api_shows_drift_refits_and_agreement(stack: Stack) -> None:
     (agreement,) = loop["agreement"]
     assert (agreement["pair"], agreement["category"], agreement["checks"]) == (INT4, "math", 200)
     assert agreement["agreement"] == pytest.approx(0.2)
-    assert agreement["upper"] < agreement["expected"]
+    assert agreement["lower"] < agreement["agreement"] < agreement["upper"] < agreement["expected"]
     assert agreement["drifting"] is True
 
 
@@ -177,6 +177,8 @@ async def test_page_shows_per_pair_counters_cost_and_the_closed_loop(
     assert (await _text(browser, refit)).startswith("refit from live traffic")
     agreement = f'#loop-agreement tr[data-pair="{INT4}"]'
     assert await _text(browser, f"{agreement} .live") == "0.200"
+    lower, upper = (await _text(browser, f"{agreement} .bounds")).split(" … ")
+    assert 0.0 < float(lower) < 0.2 < float(upper) < 1.0
     assert await _text(browser, f"{agreement} .drift") == "drifting"
     demotions = await _text(browser, "#loop-demotions tbody")
     assert demotions == "no accuracy demotion in force"  # demotion is off in this policy

@@ -323,7 +323,8 @@ function renderLoop(loop) {
   $("loop-drift").tBodies[0].replaceChildren(...drift);
   const agreement = loop.agreement.map((a) => el("tr", { "data-pair": a.pair, "data-category": a.category },
     el("td", {}, a.pair), el("td", {}, a.category), el("td", { class: "num" }, String(a.checks)),
-    el("td", { class: "num live" }, fmt.num(a.agreement, 3)), el("td", { class: "num" }, fmt.num(a.upper, 3)),
+    el("td", { class: "num live" }, fmt.num(a.agreement, 3)),
+    el("td", { class: "num bounds" }, `${fmt.num(a.lower, 3)} … ${fmt.num(a.upper, 3)}`),
     el("td", { class: "num expected" }, fmt.num(a.expected, 3)),
     el("td", { class: "drift" }, a.demoted ? el("span", { class: "pill open" }, "demoted") : flag(a.drifting))));
   if (!agreement.length) agreement.push(none(7, "no accuracy checks about the current table"));
