@@ -28,6 +28,31 @@ async def eventually(
         await asyncio.sleep(interval_s)
 
 
+async def within_evidence(
+    condition: Callable[[], bool | Awaitable[bool]],
+    evidence: Callable[[], int],
+    most: int,
+    what: str,
+    timeout_s: float = 180.0,
+) -> None:
+    """Return once `condition()` is true; fail the test when `evidence()` (the answers or
+    probes the condition waits on) passes `most` first. Evidence that comes from simulated
+    engines comes at a wall-clock pace, slower on a loaded machine but no different, so the
+    bound is on the evidence; `timeout_s` is only a safety net, under pytest's 300 s."""
+
+    async def held() -> bool:
+        result = condition()
+        if not isinstance(result, bool):
+            result = await result
+        if result:
+            return True
+        seen = evidence()
+        assert seen <= most, f"{what} did not hold within {most} (seen {seen})"
+        return False
+
+    await eventually(held, timeout_s=timeout_s, what=what)
+
+
 async def until_ready(
     session: aiohttp.ClientSession,
     base_url: str,
