@@ -100,9 +100,9 @@ class RefitPolicy(_Policy):
         default=0.1,
         ge=0.0,
         lt=0.5,
-        description="share of a cell's samples that cannot move its drift: slower needs the "
-        "ratio at quantile q - this above 1 + threshold, faster the one at q + this below "
-        "1 - threshold",
+        description="share of a cell's samples that cannot fake its drift: slower needs the "
+        "ratio at quantile q - this above 1 + threshold, faster the one at q + this x (1 - q) "
+        "below 1 - threshold",
     )
     min_cell_samples: int = Field(
         default=50, ge=1, description="samples a load x size cell needs to count"

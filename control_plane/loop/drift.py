@@ -5,12 +5,12 @@ against the table the data planes routed on, each prediction made for the tokens
 reported and the load the request met, so at the table's quantile q a correct table reads
 about 1 in every load x size cell. A cell with `min_cell_samples` counts; it reads slower when
 even its ratio at q - e (e = `outlier_share`) is above 1 + t, faster when even its ratio at
-q + e is below 1 - t: a share e of outliers, slow or fast, cannot move that verdict. A pair
-drifts when its counted cells hold `min_samples` and `consensus_share` of those samples are in
-cells that drift the same way: a drift in one kind of request (long answers best effort sends
-it, one load level) is not a slower engine. What else could explain a consensus: the engine's
-host is shared with new work, or its configuration changed; either way the table's predictions
-are off for every kind of request, which is what a refit corrects.
+q + e(1 - q) is below 1 - t: a share e of outliers, slow or fast, cannot fake that verdict
+(`_edge`). A pair drifts when its counted cells hold `min_samples` and `consensus_share` of
+those samples are in cells that drift the same way: a drift in one kind of request (long
+answers best effort sends it, one load level) is not a slower engine. What else could explain
+a consensus: the engine's host is shared with new work, or its configuration changed; either
+way the table's predictions are off for every kind of request, which is what a refit corrects.
 
 The factor per line (TTFT, TPOT) is the sample-weighted median over the agreeing cells of that
 line's band-edge ratio when streams gave `min_samples` of it (1 when the line itself does not
@@ -152,9 +152,13 @@ def _blend(ratio: float, samples: int, prior: int) -> float:
 
 
 def _edge(h: RatioHistogram, q: float, direction: int, policy: RefitPolicy) -> float | None:
-    """The ratio at the band edge outliers cannot move: q - e for slower (+1), q + e for
-    faster (-1)."""
-    at = q - policy.outlier_share if direction > 0 else q + policy.outlier_share
+    """The ratio at the band edge a share e of outliers cannot fake: q - e for slower (+1;
+    with the slowest e set aside, the rest's q-quantile is at q(1 - e) >= q - e), q + e(1 - q)
+    for faster (-1; with the fastest e set aside, the rest's q-quantile is at q + e(1 - q)).
+    q + e, clipped at 0.999, read the slowest sample whenever q + e >= 1 (q 0.95, e 0.1): one
+    hiccup in hundreds blocked a pair's refit back for the whole window."""
+    e = policy.outlier_share
+    at = q - e if direction > 0 else q + e * (1.0 - q)
     return h.quantile(min(max(at, 0.01), 0.999))
 
 

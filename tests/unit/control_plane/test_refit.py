@@ -73,6 +73,43 @@ def test_only_enough_samples_beyond_the_threshold_drift(ratio: float, n: int, dr
     assert bool(plan_corrections(found, policy)) is drifts
 
 
+def _cell(version: int, ratios: dict[float, int]) -> LatencyFeedback:
+    counts: dict[int, int] = {}
+    for ratio, n in ratios.items():
+        counts[ratio_bucket(ratio)] = counts.get(ratio_bucket(ratio), 0) + n
+    e2e = RatioHistogram(counts=counts)
+    cell = PairLoadFeedback(pair="m@fp16", load_bucket=1, e2e=e2e, ttft=_hist(1.0, 0), tpot=e2e)
+    return LatencyFeedback(
+        instance="dp", table_version=version, window_start=NOW, window_end=NOW, cells=(cell,)
+    )
+
+
+@pytest.mark.parametrize(
+    ("ratios", "way"),
+    [
+        # a pair refit 3x too slow, probed: one hiccup in 200 does not hide it (at q + e the
+        # edge read the slowest sample, and it blocked every refit back for the window)
+        ({0.34: 199, 2.3: 1}, -1),
+        ({0.34: 196, 2.3: 4}, -1),
+        ({0.34: 180, 2.3: 20}, 0),  # a share e of slow ones: p95 is not known to be faster
+        ({1.0: 180, 0.3: 20}, 0),  # a share e of fast outliers cannot fake faster
+        ({1.0: 180, 3.0: 20}, 0),  # nor a share e of slow ones slower
+        ({3.0: 199, 0.3: 1}, 1),
+    ],
+)
+def test_a_share_of_outliers_cannot_fake_a_verdict_nor_a_hiccup_hide_one(
+    ratios: dict[float, int], way: int
+) -> None:
+    policy = RefitPolicy(min_samples=200, prior_samples=0, outlier_share=0.1)
+    found = merge_feedback([_cell(1, ratios)], 1, 0.95)
+    corrections = plan_corrections(found, policy)
+    if way == 0:
+        assert corrections == []
+    else:
+        (c,) = corrections
+        assert (c.e2e_ratio > 1.0) is (way > 0)
+
+
 def test_the_correction_blends_live_ratio_with_the_table_by_samples() -> None:
     policy = RefitPolicy(min_samples=200, prior_samples=200)
     found = merge_feedback([report(1, "m@fp16", 3.0, 600)], 1, 0.95)
