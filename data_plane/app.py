@@ -36,6 +36,7 @@ from data_plane.serving.handlers import Handlers
 from data_plane.serving.latency_probe import LatencyProbe
 from data_plane.serving.middleware import ApiKeys, make_gateway
 from data_plane.serving.proxy import Proxy, ProxyParts
+from data_plane.serving.stall_guard import StallGuard
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
@@ -58,9 +59,11 @@ from data_plane.wiring import (
     admission,
     endpoint_discovery,
     engine_client,
+    engine_probe,
     engine_scraper,
     new_metrics,
     package_version,
+    probe_client,
     redis_client,
     scrape_client,
     table_watcher,
@@ -272,6 +275,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     )
     stall = runner.stall
     store.on_swap(lambda table: stall.retain(e.id for p in table.pairs for e in p.endpoints))
+    app.cleanup_ctx.append(_counters_ctx(stall))
     app[CHECKER] = AccuracyChecker(
         CheckerParts(runner, health, app[FEEDBACK], metrics, deps.rng, deps.clock),
         CheckerConfig(
@@ -417,6 +421,25 @@ def _start_sharing(
     app[SHARING] = sharing
     interval_s = s.in_flight_share.interval_ms / 1000
     app[TASKS].start(_SHARING_TASKS[0], sharing.run(client, interval_s))
+
+
+def _counters_ctx(stall: StallGuard) -> CleanupCtx:
+    """The stall guard's reads of engines' token counters, on a client and pool of their own
+    (only when enabled: `ENGINE_PROBE_TIMEOUT_S` > 0)."""
+
+    async def counters_ctx(app: web.Application) -> AsyncIterator[None]:
+        s = app[SETTINGS]
+        if s.progress.probe_timeout_s <= 0:
+            yield
+            return
+        client = probe_client(s)
+        client.open()
+        stall.set_probe(engine_probe(s, app[STORE], client).read, s.progress.still_windows)
+        yield
+        await stall.close()
+        await client.close()
+
+    return counters_ctx
 
 
 async def _scrape_ctx(app: web.Application) -> AsyncIterator[None]:

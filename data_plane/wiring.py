@@ -3,7 +3,7 @@ gateway mode (`gateway_app.py`) report one version, follow the routing table fro
 client through one table watcher, and answer `/healthz`, `/readyz` and `/metrics` with the
 same handlers (`serving/probes.py`), read tenants and shed requests the same way, and scrape
 the engines' queues with the same scraper on a client of its own, per pod when endpoint
-discovery is on.
+discovery is on; and the stall guard's reads of engines' token counters (`engine_probe`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from importlib import metadata
 import redis.asyncio as aioredis
 
 from data_plane.decision_step import Admission
+from data_plane.domain import CompiledTable
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver
+from data_plane.sync.engine_probe import EngineProbe
 from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
 from data_plane.sync.table_watcher import TableWatcher
 from data_plane.table_store import TableStore
@@ -81,7 +83,36 @@ def engine_client(
 def scrape_client(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream:
     """The engine scrape's client: a pool of its own, every step bounded by the scrape
     timeout."""
-    timeout_s = settings.scrape.timeout_s
+    return _metrics_client(settings, settings.scrape.timeout_s)
+
+
+def probe_client(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream:
+    """The stall guard's counter reads' client: a pool of its own (a scrape round or engine
+    calls filling theirs never delays a read), every step bounded by the probe's timeout."""
+    return _metrics_client(settings, settings.progress.probe_timeout_s)
+
+
+def engine_probe(
+    settings: DataPlaneSettings, store: TableStore, client: AiohttpUpstream | Http1Upstream
+) -> EngineProbe:
+    """Reads of the token counters of `store`'s endpoints (by id, the table current then)."""
+    targets: dict[str, ScrapeTarget] = {}
+
+    def index(table: CompiledTable) -> None:
+        targets.clear()
+        targets.update(
+            (e.id, ScrapeTarget(e, p.served_model_name)) for p in table.pairs for e in p.endpoints
+        )
+
+    if store.current is not None:
+        index(store.current)
+    store.on_swap(index)
+    return EngineProbe(client, targets.get, settings.progress.probe_timeout_s)
+
+
+def _metrics_client(
+    settings: DataPlaneSettings, timeout_s: float
+) -> AiohttpUpstream | Http1Upstream:
     limits = SessionLimits(
         connector_limit=100,  # aiohttp's default connector limit, which the scrape had
         connector_limit_per_host=0,

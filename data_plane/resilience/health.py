@@ -113,6 +113,21 @@ class Health:
         if transition is not None:
             self._publish((transition,))
 
+    def hung(self, endpoint_id: str) -> None:
+        """The endpoint's own token counters moved not at all, or its `/metrics` answered
+        neither read, across `ENGINE_STILL_WINDOWS` windows while our attempts waited there overdue
+        (`resilience.stillness`): it had work and did none, for anyone, so its breaker opens at
+        once. What else could explain that: one engine step longer than that span (a prefill
+        far beyond the profile, which vLLM counts only at its end; cores starved past it), or
+        a process too slow to serve `/metrics` within its timeout, twice."""
+        why = (
+            "hung: its token counters did not move (or /metrics did not answer)"
+            " across ENGINE_STILL_WINDOWS windows"
+        )
+        transition = self._board.trip(endpoint_id, self._clock(), why)
+        if transition is not None:
+            self._publish((transition,))
+
     def retry_after_s(self) -> float:
         """What to tell clients when no endpoint is healthy: the breakers' first cooldown."""
         return self._board.config.cooldown_s

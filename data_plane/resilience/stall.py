@@ -39,12 +39,27 @@ a preemption storm), or bytes we did not see (another replica's attempts). The w
 and the allowance of the work owed are what such an engine gets; a hung or dead-but-listening
 engine gives nothing: its breaker opens after `open_windows` x W of silence (allowance + 3W at
 the defaults), or after K stalls in a row with no answer between them.
+
+Sooner with the engine's own counters (`still_windows` > 0, set by the guard when it has a
+probe): while some attempt is overdue the guard reads the endpoint's token counters
+(`probes_due`, one read in flight per endpoint), first when an attempt becomes overdue, then
+each time our attempts waited there `still_windows` x max(floor, the longest allowance among
+them) more, with no byte meanwhile (a byte starts over; time nothing waited does not count:
+the engine may have been idle). Two readings that say the engine moved no
+counter, or two probes without an answer (`resilience.stillness`), are the hang: the breaker
+opens and every overdue attempt ends, as at `open_windows` x W (`read`). Counters that moved
+between the episode's last two readings say it works, for someone: its stalls then count
+nothing and never hang (the premise of both, an engine giving no one anything, is refuted),
+while its overdue attempts with somewhere else to go still move on at each window. No counters
+to read leave the windows' rules as they are.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
+
+from data_plane.resilience.stillness import Reading, Verdict, still_verdict
 
 Waiter = Hashable  # one waiting attempt's token (the guard's per-attempt object)
 # Silence this close to the window is the window (a timer armed for the time computed from it
@@ -56,28 +71,41 @@ _MIN_WINDOW_S = 0.01
 
 @dataclass(slots=True)
 class _Endpoint:
-    """One endpoint's waiting attempts (token -> (due, allowance, movable)), its silence so
-    far and the stalls counted in it."""
+    """One endpoint's waiting attempts (token -> (due, allowance, movable, first token's
+    allowance)), its silence so far and the stalls counted in it."""
 
-    waiting: dict[Waiter, tuple[float, float, bool]] = field(default_factory=dict)
+    waiting: dict[Waiter, tuple[float, float, bool, float]] = field(default_factory=dict)
     silent_s: float = 0.0  # overdue silence counted up to `counted_to`
     counted_to: float = 0.0
     min_due: float = float("inf")  # the earliest due time among `waiting`
     stalls: int = 0  # windows of this silence already counted (0: none yet)
+    # The counters' episode, bumped by a byte (a reading from an earlier episode compares
+    # with nothing); the time some attempt waited in it, up to `counted_to`; its last reading
+    # and that time when it came.
+    epoch: int = 0
+    busy_s: float = 0.0
+    first: Reading | None = None
+    first_busy_s: float = 0.0
+    probing: bool = False  # a read of its counters is in flight
+    read_at: float = float("-inf")  # when the last one came (at most one per floor window)
+    moving: bool = False  # its last two readings in this episode differ: it works
 
 
 class StallWatch:
     """Every endpoint's waiting attempts and overdue silence (see the module docstring)."""
 
-    __slots__ = ("_endpoints", "_open_windows", "_stalls", "_window_s")
+    __slots__ = ("_endpoints", "_open_windows", "_stalls", "_window_s", "still_windows")
 
-    def __init__(self, window_s: float, open_windows: int = 3) -> None:
+    def __init__(self, window_s: float, open_windows: int = 3, still_windows: int = 0) -> None:
         if window_s < 0:
             raise ValueError("window_s must be >= 0")
-        if open_windows < 1:
-            raise ValueError("open_windows must be >= 1")
+        if open_windows < 1 or still_windows < 0:
+            raise ValueError("open_windows must be >= 1 and still_windows >= 0")
         self._window_s = max(window_s, _MIN_WINDOW_S)
         self._open_windows = open_windows
+        # Windows between two readings of the counters (0: no readings; the guard sets it
+        # when it has a probe).
+        self.still_windows = still_windows
         self._endpoints: dict[str, _Endpoint] = {}
         self._stalls: list[tuple[str, bool]] = []
 
@@ -88,23 +116,30 @@ class StallWatch:
         now: float,
         allowance_s: float,
         movable: bool = True,
+        first_token_s: float | None = None,
     ) -> float:
         """`waiter` waits on `endpoint_id` from `now`, overdue after `allowance_s`; a stall
-        ends it only when `movable` (it has somewhere else to go). Returns a time no later than
-        the endpoint's next stall if no byte comes (for the guard's timer)."""
+        ends it only when `movable` (it has somewhere else to go). `first_token_s`: the
+        engine's own pace for its first token (its prefill; None = `allowance_s`, a stream's),
+        what it may take without moving a counter. Returns a time no later than the
+        endpoint's next stall or reading if no byte comes (for the guard's timer)."""
         ep = self._endpoints.get(endpoint_id)
         if ep is None:
             ep = self._endpoints[endpoint_id] = _Endpoint(counted_to=now)
         self._advance(ep, now)
         due = now + allowance_s
-        ep.waiting[waiter] = (due, allowance_s, movable)
+        first_s = allowance_s if first_token_s is None else min(first_token_s, allowance_s)
+        ep.waiting[waiter] = (due, allowance_s, movable, first_s)
         if due < ep.min_due:
             ep.min_due = due
         # A lower bound of `_check_at` (W is at least the floor) that costs no scan: a timer
         # armed for it that finds nothing to do looks again later.
         left_s = (ep.stalls + 1) * self._window_s - ep.silent_s
         start = now if ep.min_due < now else ep.min_due
-        return start + left_s if left_s > _EPSILON_S else start
+        at = start + left_s if left_s > _EPSILON_S else start
+        if self.still_windows and not ep.probing:  # the next reading of the counters
+            return min(at, self._probe_at(ep, now))
+        return at
 
     def end(self, endpoint_id: str, waiter: Waiter, now: float) -> None:
         """`waiter` stopped waiting (its first progress, a failure, the client's limit)."""
@@ -124,6 +159,10 @@ class StallWatch:
         if ep is not None:
             ep.silent_s = 0.0
             ep.stalls = 0
+            ep.epoch += 1
+            ep.busy_s = 0.0
+            ep.first = None
+            ep.moving = False
             if now > ep.counted_to:
                 ep.counted_to = now
 
@@ -154,18 +193,53 @@ class StallWatch:
             if windows <= ep.stalls:
                 continue
             ep.stalls = windows
-            hung = windows >= self._open_windows
-            self._stalls.append((endpoint_id, hung))
-            # A hang ends every overdue attempt: past `open_windows` x W of silence waiting
-            # longer only holds the client (until its deadline, 300 s without a budget).
-            ends = [
-                w for w, (due, _, movable) in ep.waiting.items() if (movable or hung) and due <= now
-            ]
-            for waiter in ends:
-                del ep.waiting[waiter]
-                ended.append((endpoint_id, waiter))
-            ep.min_due = min((w[0] for w in ep.waiting.values()), default=float("inf"))
+            # Counters that moved say it works, for someone: not hung, nothing to count;
+            # its overdue attempts with somewhere else to go still move on.
+            hung = windows >= self._open_windows and not ep.moving
+            if not ep.moving:
+                self._stalls.append((endpoint_id, hung))
+            ended += self._end_overdue(endpoint_id, ep, now, hung)
         return ended
+
+    def probes_due(self, now: float) -> list[tuple[str, int]]:
+        """The endpoints whose counters to read now, each with its episode for `read`: some
+        attempt there is overdue, none of its reads is in flight, and it has no reading yet
+        in this episode or its last came `still_windows` x W ago. They count as probing."""
+        due: list[tuple[str, int]] = []
+        if not self.still_windows:
+            return due
+        for endpoint_id, ep in self._endpoints.items():
+            if not ep.waiting:
+                continue
+            self._advance(ep, now)
+            if self._probe_at(ep, now) <= now:
+                ep.probing = True
+                due.append((endpoint_id, ep.epoch))
+        return due
+
+    def read(
+        self, endpoint_id: str, epoch: int, now: float, reading: Reading
+    ) -> list[Waiter] | None:
+        """The counters read for `endpoint_id` in `epoch` (`probes_due`), arrived at `now`,
+        compared with the episode's previous reading (`still_verdict`). A hang: the
+        endpoint's overdue attempts, which no longer wait (open its breaker, end them);
+        None: no hang, and this reading is the next one's baseline. A reading from an
+        earlier episode (a byte came meanwhile) is dropped (None)."""
+        ep = self._endpoints.get(endpoint_id)
+        if ep is None:
+            return None
+        ep.probing = False
+        ep.read_at = now
+        if epoch != ep.epoch:
+            return None
+        self._advance(ep, now)
+        first, ep.first, ep.first_busy_s = ep.first, reading, ep.busy_s
+        verdict = Verdict.UNKNOWN if first is None else still_verdict(first, reading)
+        ep.moving = verdict is Verdict.PROGRESS
+        if verdict is not Verdict.HUNG:
+            return None
+        ep.first = None  # the next episode starts with a fresh reading
+        return [waiter for _, waiter in self._end_overdue(endpoint_id, ep, now, True)]
 
     def take_stalls(self) -> list[tuple[str, bool]]:
         """The stalls `stalled` found since the last call, one per endpoint and window:
@@ -181,7 +255,7 @@ class StallWatch:
         for ep in self._endpoints.values():
             if ep.waiting:
                 self._advance(ep, now)
-                at = self._check_at(ep, now)
+                at = min(self._check_at(ep, now), self._probe_at(ep, now))
                 soonest = at if soonest is None else min(soonest, at)
         return soonest
 
@@ -192,8 +266,40 @@ class StallWatch:
             if not self._endpoints[endpoint_id].waiting:
                 del self._endpoints[endpoint_id]
 
+    def _end_overdue(
+        self, endpoint_id: str, ep: _Endpoint, now: float, hung: bool
+    ) -> list[tuple[str, Waiter]]:
+        """End the endpoint's overdue attempts that have somewhere else to go, or all of them
+        on a hang: waiting longer on a hung engine only holds the client (until its deadline,
+        300 s without a budget)."""
+        ends = [
+            w for w, (due, _, movable, _) in ep.waiting.items() if (movable or hung) and due <= now
+        ]
+        for waiter in ends:
+            del ep.waiting[waiter]
+        ep.min_due = min((w[0] for w in ep.waiting.values()), default=float("inf"))
+        return [(endpoint_id, waiter) for waiter in ends]
+
+    def _probe_at(self, ep: _Endpoint, now: float) -> float:
+        """When to read the endpoint's counters next, if the waiting set stays as it is (inf:
+        not until it changes): once an attempt is overdue, a floor window after the last read
+        at the soonest (an endpoint whose bytes keep starting episodes over is not read on
+        each), and after the last reading of this episode, once our attempts waited there
+        `still_windows` x the longest first-token allowance among them (at least the window's
+        floor) more. Only waiting time counts: an engine without our work may be idle; and the
+        longest first-token allowance, overdue or not, is the work it owes us that may move no
+        counter until done (a prefill, which vLLM counts at its end; after it, decoding moves
+        a counter each step)."""
+        if not self.still_windows or ep.probing or not ep.waiting:
+            return float("inf")
+        if ep.first is None:  # at most one read per floor window, however often bytes come
+            return max(ep.min_due, ep.read_at + self._window_s)
+        longest_s = max(self._window_s, max(w[3] for w in ep.waiting.values()))
+        left_s = ep.first_busy_s + self.still_windows * longest_s - ep.busy_s
+        return max(ep.min_due, now + max(left_s, 0.0))
+
     def _window(self, ep: _Endpoint, now: float) -> float:
-        owed = [allowance for due, allowance, _ in ep.waiting.values() if due <= now]
+        owed = [allowance for due, allowance, _, _ in ep.waiting.values() if due <= now]
         return max(self._window_s, max(owed, default=0.0))
 
     def _check_at(self, ep: _Endpoint, now: float) -> float:
@@ -205,11 +311,13 @@ class StallWatch:
 
     @staticmethod
     def _advance(ep: _Endpoint, now: float) -> None:
-        """Count the silence since `counted_to`: the waiting set was constant meanwhile, so
-        some attempt was overdue from max(counted_to, earliest due) on."""
+        """Count the silence and the waiting time since `counted_to`: the waiting set was
+        constant meanwhile, so some attempt was overdue from max(counted_to, earliest due) on."""
         counted_to = ep.counted_to
         if now <= counted_to:
             return
+        if ep.waiting:
+            ep.busy_s += now - counted_to
         start = ep.min_due if ep.min_due > counted_to else counted_to
         if now > start:
             ep.silent_s += now - start

@@ -146,13 +146,16 @@ class AttemptLimit:
     long it may go
     silent after a stream's first byte or after a non-streamed body's first bytes
     (`UpstreamRequest.gap_s`; a miss is `Timeout("gap")`, an engine fault); None = the read
-    timeout only."""
+    timeout only. `first_token_s`: the engine's own pace for its first token (`allowance_s`
+    for streams, the prefill's share of it for non-streams): how long it may work on the
+    attempt without moving a token counter (`resilience.stillness`); None = `allowance_s`."""
 
     limit_s: float | None = None
     allowance_s: float | None = None
     load: float = 1.0
     gap_s: float | None = None
     movable: bool = False
+    first_token_s: float | None = None
 
     def missed(self) -> AttemptError:
         return AttemptError(BudgetMissed(), "no first byte within the client's limit")
@@ -197,6 +200,7 @@ class AttemptRunner:
         config = self.pace.config
         self.stall = stall or StallGuard(StallWatch(config.stall_window_s, config.open_windows))
         self.stall.on_stall = health.stalled
+        self.stall.on_hang = health.hung
 
     def engine_limit(self, call: Call, cand: Candidate, endpoint: CompiledEndpoint) -> AttemptLimit:
         """The engine's own terms for an attempt at `endpoint` now: its allowance, its profiled
@@ -211,7 +215,11 @@ class AttemptRunner:
         profile_s = engine_time_s(pair, cand.input_tokens, output, load)
         gap_s = self.pace.gap_s(endpoint.id, engine_tpot_s(pair, load))
         allowance_s = self.pace.allowance_s(endpoint.id, profile_s)
-        return AttemptLimit(None, allowance_s, load=load, gap_s=gap_s)
+        first_token_s = allowance_s
+        if not call.stream:  # its prefill's share, what may move no engine counter
+            prefill_s = engine_time_s(pair, cand.input_tokens, 0, load)
+            first_token_s = self.pace.allowance_s(endpoint.id, prefill_s)
+        return AttemptLimit(None, allowance_s, load=load, gap_s=gap_s, first_token_s=first_token_s)
 
     def _observe_pace(
         self, cand: Candidate, endpoint_id: str, limit: AttemptLimit, result: Served, took_s: float
@@ -244,7 +252,7 @@ class AttemptRunner:
         allowance_s = limit.allowance_s
         wait = None
         if allowance_s is not None:
-            wait = self.stall.waiting(endpoint.id, allowance_s, limit.movable)
+            wait = self.stall.waiting(endpoint.id, allowance_s, limit.movable, limit.first_token_s)
         with self._tracing.span(
             "gearbox.upstream",
             SpanKind.CLIENT,

@@ -122,7 +122,9 @@ class Proxy:
         client_s = None if reason.startswith("best_effort") else call.ttft_budget_s
         if client_s is None:
             return engine
-        return AttemptLimit(client_s, engine.allowance_s, engine.load, engine.gap_s)
+        return AttemptLimit(
+            client_s, engine.allowance_s, engine.load, engine.gap_s, False, engine.first_token_s
+        )
 
     def _handover_limit(
         self,
@@ -150,7 +152,9 @@ class Proxy:
             return limit
         if limit.limit_s is not None and limit.limit_s <= handover_s:
             handover_s = limit.limit_s
-        return AttemptLimit(handover_s, allowance_s, limit.load, limit.gap_s, movable=True)
+        return AttemptLimit(
+            handover_s, allowance_s, limit.load, limit.gap_s, True, limit.first_token_s
+        )
 
     def _following(
         self, walk: RequestWalk, targets: Sequence[tuple[Candidate, CompiledEndpoint]], at: int

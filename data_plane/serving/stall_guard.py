@@ -9,6 +9,12 @@ now) and cancels the tasks of its overdue attempts that have somewhere else to g
 candidate. Why a stall is the engine's fault, and what else could explain it, is the watch's
 docstring.
 
+With a probe (`set_probe`: `sync.engine_probe`, one bounded GET of the engine's `/metrics`),
+the guard also reads the counters of an endpoint where attempts wait overdue when the watch
+says so (`StallWatch.probes_due`), each read a task of its own, at most one per endpoint, off
+every request's path; a reading that shows the hang (`resilience.stillness`) ends its overdue
+attempts and opens its breaker as the windows' hang does.
+
 A cancellation lands only at the await the attempt waits on (the upstream client's send, a
 stream's first chunk, a non-streamed body): the attempt stops waiting (`arrived`, `done`) at
 once when that await returns, with no await in between, and the guard cancels only attempts
@@ -19,9 +25,15 @@ attempt gives back only the guard's own cancellation (`Task.uncancel`) and lets 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+import logging
+from collections.abc import Awaitable, Callable, Iterable
 
-from data_plane.resilience.stall import StallWatch
+from data_plane.resilience.stall import StallWatch, Waiter
+from data_plane.resilience.stillness import Reading, Unread
+
+logger = logging.getLogger(__name__)
+# One endpoint's token counters, read (never raises but for a cancellation).
+Probe = Callable[[str], Awaitable[Reading]]
 
 
 class Wait:
@@ -44,21 +56,58 @@ class StallGuard:
     """The watch, its one timer, and the clock both read (the loop's by default: the silence
     is real time the engine took, whatever clock the rest of the app is given)."""
 
-    __slots__ = ("_clock", "_timer", "_timer_at", "on_stall", "watch")
+    __slots__ = (
+        "_clock",
+        "_probe",
+        "_probes",
+        "_timer",
+        "_timer_at",
+        "on_hang",
+        "on_stall",
+        "watch",
+    )
 
     def __init__(self, watch: StallWatch, clock: Callable[[], float] = loop_time) -> None:
         self.watch = watch
         self._clock = clock
         # (endpoint, hung) once per stall: the breakers' account (`Health.stalled`)
         self.on_stall: Callable[[str, bool], None] | None = None
+        # (endpoint) when its counters show the hang: open its breaker (`Health.hung`)
+        self.on_hang: Callable[[str], None] | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = float("inf")  # on `clock`
+        self._probe: Probe | None = None
+        self._probes: dict[str, asyncio.Task[None]] = {}  # the reads in flight, by endpoint
 
-    def waiting(self, endpoint_id: str, allowance_s: float, movable: bool = True) -> Wait:
-        """The current task waits on `endpoint_id`, overdue after `allowance_s`; a stall ends
-        it only when `movable` (the request has somewhere else to go)."""
+    def set_probe(self, probe: Probe, still_windows: int) -> None:
+        """Read endpoints' counters with `probe`, `still_windows` stall windows apart (0: never;
+        the windows' rules alone, as without a probe)."""
+        self._probe = probe
+        self.watch.still_windows = still_windows
+
+    async def close(self) -> None:
+        """Cancel and await the reads in flight (the app's shutdown, before the probe's client
+        closes); no read starts afterwards."""
+        self.watch.still_windows = 0
+        tasks = list(self._probes.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def waiting(
+        self,
+        endpoint_id: str,
+        allowance_s: float,
+        movable: bool = True,
+        first_token_s: float | None = None,
+    ) -> Wait:
+        """The current task waits on `endpoint_id`, overdue after `allowance_s` (its first
+        token's share: `first_token_s`, `StallWatch.begin`); a stall ends it only when
+        `movable` (the request has somewhere else to go)."""
         wait = Wait(endpoint_id, asyncio.current_task())
-        self._arm_by(self.watch.begin(endpoint_id, wait, self._clock(), allowance_s, movable))
+        now = self._clock()
+        watch = self.watch
+        self._arm_by(watch.begin(endpoint_id, wait, now, allowance_s, movable, first_token_s))
         return wait
 
     def arrived(self, wait: Wait | None) -> None:
@@ -93,11 +142,47 @@ class StallGuard:
     def _fire(self) -> None:
         self._timer, self._timer_at = None, float("inf")
         now = self._clock()
-        for _endpoint_id, wait in self.watch.stalled(now):
+        self._end(waiter for _, waiter in self.watch.stalled(now))
+        probe = self._probe
+        if probe is not None:
+            for endpoint_id, epoch in self.watch.probes_due(now):
+                task = asyncio.create_task(self._read(probe, endpoint_id, epoch))
+                self._probes[endpoint_id] = task
+                task.add_done_callback(self._read_done)
+        self._settle(now)
+
+    async def _read(self, probe: Probe, endpoint_id: str, epoch: int) -> None:
+        """One read of `endpoint_id`'s counters, handed to the watch when it comes (a read
+        that raised or was cancelled says nothing: no series)."""
+        reading: Reading = Unread.NO_SERIES
+        try:
+            reading = await probe(endpoint_id)
+        finally:
+            self._probes.pop(endpoint_id, None)
+            now = self._clock()
+            ended = self.watch.read(endpoint_id, epoch, now, reading)
+            if ended is not None:
+                if self.on_hang is not None:
+                    self.on_hang(endpoint_id)
+                self._end(ended)
+            self._settle(now)
+
+    @staticmethod
+    def _read_done(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and (err := task.exception()) is not None:
+            logger.error("engine probe failed", exc_info=err)
+
+    @staticmethod
+    def _end(waiters: Iterable[Waiter]) -> None:
+        """End these attempts as lack of progress (their tasks are cancelled, marked)."""
+        for wait in waiters:
             assert isinstance(wait, Wait)
             wait.stalled = True
             if wait.task is not None:
                 wait.task.cancel()
+
+    def _settle(self, now: float) -> None:
+        """Tell the breakers the stalls found, and arm the timer for the next check."""
         on_stall = self.on_stall
         for endpoint_id, hung in self.watch.take_stalls():
             if on_stall is not None:

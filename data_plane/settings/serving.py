@@ -92,7 +92,10 @@ class ProgressConfig(Group):
     time during which some attempt was overdue; that stall counts once against its breaker (one
     failure per further window of silence; `open_windows` windows open it at once), and its
     overdue attempts that have somewhere else to go end as lack of progress and the next
-    candidate is tried (the others wait until the client's own limit). After the first byte, the
+    candidate is tried (the others wait until the client's own limit). Meanwhile its token
+    counters are read (within `probe_timeout_s`) when an attempt becomes overdue and each
+    `still_windows` windows later: counters that did not move, or no answer twice, open the breaker
+    then (a hang); counters that moved, or none, change nothing. After the first byte, the
     engine may go silent for its profiled time per token at that load x the same slowdown x
     `factor` + `slack_s`, at least `gap_floor_s`."""
 
@@ -105,6 +108,13 @@ class ProgressConfig(Group):
     )
     # A silence this many windows long opens the breaker at once (a hang, not a slow engine).
     open_windows: Annotated[int, Knob("engine_stall_open_windows")] = Field(default=3, ge=1, le=100)
+    # While attempts wait overdue, the engine's token counters are read from its /metrics
+    # (one GET within this; 0 = never): unmoved across `still_windows` windows, or no answer twice,
+    # is a hang and opens the breaker then (`resilience.stillness`).
+    probe_timeout_s: Annotated[float, Knob("engine_probe_timeout_s")] = Field(
+        default=1.0, ge=0.0, le=60.0, description="0 = no reads of the engines' token counters"
+    )
+    still_windows: Annotated[int, Knob("engine_still_windows")] = Field(default=2, ge=1, le=100)
     # + this on the gap limit (scheduling noise between tokens).
     slack_s: Annotated[float, Knob("engine_gap_slack_s")] = Field(default=0.5, ge=0.0, le=600.0)
     # An observed slowdown loosens the limits up to this much.

@@ -195,7 +195,7 @@ async def test_a_hung_engine_is_still_ejected_within_k_attempts(
     """The other direction: an engine that never answers (no headers, no bytes) is abandoned
     at its own limit on each attempt (streams: its TTFT at load x 3 + 0.5 s, about 0.6 s;
     non-streams with max_tokens 8: about 0.8 s), the client is served by the next pair, and
-    its breaker opens after K of them, as on 8507f4b."""
+    its breaker opens after K of them at most, as on 8507f4b."""
     config = SimFleetConfig(
         pairs=[sim_pair(CHEAP, faults=FaultConfig(hang_rate=1.0)), sim_pair(PRICEY)]
     )
@@ -209,7 +209,8 @@ async def test_a_hung_engine_is_still_ejected_within_k_attempts(
             for _ in range(K + 2):
                 status, pair, raw = await post(session, url, body, 5000)
                 assert (status, pair) == (200, pair_of(PRICEY)), raw[:300]
-            assert blamed(app, CHEAP_EP) == K  # then the breaker kept requests away
+            # K, or fewer when its still token counters opened it first (test_engine_counters)
+            assert 1 <= blamed(app, CHEAP_EP) <= K  # then the breaker kept requests away
             assert opened(app, CHEAP_EP) == 1
             assert metric(app, "gearbox_circuit_state", endpoint=CHEAP_EP) == 2
 

@@ -90,7 +90,7 @@ async def test_a_hung_engine_behind_short_deadlines_is_caught_across_attempts(
                 assert (status, pair) == (200, pair_of(PRICEY)), raw[:300]
                 sent += 1
             assert opened(app, CHEAP_EP) == 1, sent
-            assert blamed(app, CHEAP_EP) == K
+            assert 1 <= blamed(app, CHEAP_EP) <= K  # fewer when its still counters open it
             status, pair, raw = await post(session, url, body, 500)
             assert (status, pair) == (200, pair_of(PRICEY)), raw[:300]
 

@@ -1,0 +1,106 @@
+"""One bounded read of an engine's token counters from its `/metrics`, for the stall guard's
+hang evidence (`resilience.stillness`; docs/reliability.md, "What a breaker counts").
+
+Reads only `vllm:prompt_tokens_total` and `vllm:generation_tokens_total` of the pair's served
+model (series without a `model_name` label count too), as the queue-depth scrape reads only
+its own series: another model served by the same engine neither hides a hang nor fakes one.
+Each read is one GET with its own limit, through a lean `UpstreamClient` and pool of its own,
+started by the guard off every request's path. Never raises (but for a cancellation): what
+went wrong is the reading (`Unread`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from data_plane.outcome import ResponseTooLarge
+from data_plane.resilience.stillness import Counters, Reading, Unread
+from data_plane.sync.engine_scrape import ScrapeTarget
+from data_plane.upstream.port import (
+    AttemptError,
+    LimitReachedError,
+    UpstreamClient,
+    UpstreamRequest,
+)
+
+logger = logging.getLogger(__name__)
+
+PROMPT = "vllm:prompt_tokens_total"
+GENERATION = "vllm:generation_tokens_total"
+_ACCEPT = {"Accept": "text/plain"}
+
+
+def parse_token_counters(text: str, model_name: str | None = None) -> Counters | None:
+    """The sums of vLLM's prompt and generation token counters over the label sets of
+    `model_name` (None = every series); None when neither series is on the page.
+
+    Only those sample lines go to the Prometheus parser (untyped, so the names stay whole;
+    vLLM pages are large)."""
+    lines = [ln for ln in text.splitlines() if ln.startswith((PROMPT, GENERATION))]
+    sums = {PROMPT: 0.0, GENERATION: 0.0}
+    seen = False
+    for family in text_string_to_metric_families("\n".join(lines) + "\n"):
+        for sample in family.samples:
+            if sample.name not in sums:
+                continue  # a longer name with the same start
+            served = sample.labels.get("model_name")
+            if model_name is not None and served is not None and served != model_name:
+                continue
+            sums[sample.name] += sample.value
+            seen = True
+    return Counters(sums[PROMPT], sums[GENERATION]) if seen else None
+
+
+class EngineProbe:
+    """Reads one endpoint's counters within `timeout_s` (`read`, the guard's `Probe`)."""
+
+    def __init__(
+        self,
+        client: UpstreamClient,
+        target: Callable[[str], ScrapeTarget | None],
+        timeout_s: float,
+    ) -> None:
+        self._client = client
+        self._target = target
+        self._timeout_s = timeout_s
+
+    async def read(self, endpoint_id: str) -> Reading:
+        """The counters; `NO_ANSWER` when the engine did not answer within the limit (refused,
+        reset, timed out: a frozen or dead process, or one too slow to serve the page);
+        `NO_SERIES` when it answered without them (not a 200, no such series, a page past the
+        body limit) or the endpoint is no longer in the table."""
+        target = self._target(endpoint_id)
+        if target is None:
+            return Unread.NO_SERIES
+        page = await self._fetch(target)
+        if isinstance(page, Unread):
+            return page
+        try:
+            counters = parse_token_counters(page, target.served_model_name)
+        except ValueError:
+            logger.debug("probe unparsable", extra={"endpoint": endpoint_id})
+            return Unread.NO_SERIES
+        return Unread.NO_SERIES if counters is None else counters
+
+    async def _fetch(self, target: ScrapeTarget) -> str | Unread:
+        endpoint = target.endpoint
+        request = UpstreamRequest(f"{endpoint.url}/metrics", b"", _ACCEPT, self._timeout_s, "GET")
+        try:
+            resp = await self._client.send(request)
+            try:
+                body = await resp.read() if resp.status == 200 else None
+            finally:
+                resp.close()
+        except LimitReachedError:
+            logger.debug("probe unanswered", extra={"endpoint": endpoint.id})
+            return Unread.NO_ANSWER
+        except AttemptError as err:
+            logger.debug("probe failed: %s", err.outcome.label, extra={"endpoint": endpoint.id})
+            too_large = isinstance(err.outcome, ResponseTooLarge)
+            return Unread.NO_SERIES if too_large else Unread.NO_ANSWER
+        if body is None:
+            return Unread.NO_SERIES
+        return body.decode("utf-8", errors="replace")
