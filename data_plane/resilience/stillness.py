@@ -23,9 +23,11 @@ explain still counters:
   model's series count, as the queue-depth scrape does);
 - two probes without answer while the process is merely slow to serve `/metrics` (within
   its own timeout, twice; the attempts waiting there had no byte either).
-Counters that moved are progress (it works, for someone): the stall windows' rules apply
-unchanged. No counters (a 404, a page without those series, our own client's limit) is no
-evidence either way: the stall windows' rules apply unchanged.
+Counters that moved are progress (it works, for someone): the endpoint's stalls then count
+nothing against its breaker and never reach the windows' hang, while overdue attempts that
+have somewhere else to go still move on (`resilience.stall`). No counters (a 404, a page
+without those series, our own client's limit) is no evidence either way: the stall windows'
+rules apply unchanged.
 """
 
 from __future__ import annotations
