@@ -84,7 +84,7 @@ def validate(
             for train, test in ((first, second), (second, first))
         ]
         if any(j is None for j in judged):
-            detail = f"a fold of the window has no cell with {policy.min_cell_samples} samples"
+            detail = f"a fold of the window has no cell with {min_cell(policy)} samples"
             rejected.append(Rejected(c.pair, Rejection.TOO_FEW_HELD_OUT, detail))
             continue
         worse = [(old, new) for old, new in (j for j in judged if j is not None) if new >= old]

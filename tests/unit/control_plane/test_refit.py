@@ -18,6 +18,7 @@ from contracts.routing_table import RoutingTable, with_version
 from control_plane.build.table import build_table
 from control_plane.loop.drift import Correction, merge_feedback, plan_corrections
 from control_plane.loop.refit import apply_refit
+from control_plane.loop.validation import Rejection, validate
 from tests.unit.control_plane.factories import make_report, report_data
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -108,6 +109,17 @@ def test_a_share_of_outliers_cannot_fake_a_verdict_nor_a_hiccup_hide_one(
     else:
         (c,) = corrections
         assert (c.e2e_ratio > 1.0) is (way > 0)
+
+
+def test_a_refit_without_evidence_in_both_folds_says_what_a_cell_needed() -> None:
+    """min_samples below min_cell_samples is what a cell needs (drift.min_cell); the log said
+    min_cell_samples, 50 where 30 counted."""
+    policy = RefitPolicy(min_samples=30, min_cell_samples=50)
+    slower = Correction("m@fp16", 40, 3.0, 3.0, 3.0, e2e_factor=3.0)
+    kept, (rejected,) = validate([slower], [_cell(1, {3.0: 40})], 1, 0.95, policy)
+    assert kept == []
+    assert rejected.reason is Rejection.TOO_FEW_HELD_OUT
+    assert rejected.detail == "a fold of the window has no cell with 30 samples"
 
 
 def test_the_correction_blends_live_ratio_with_the_table_by_samples() -> None:
