@@ -43,12 +43,13 @@ the defaults), or after K stalls in a row with no answer between them.
 Sooner with the engine's own counters (`still_windows` > 0, set by the guard when it has a
 probe): while some attempt is overdue the guard reads the endpoint's token counters
 (`probes_due`, one read in flight per endpoint), first when an attempt becomes overdue, then
-each time our attempts waited there `still_windows` x max(floor, the longest allowance among
-them) more, with no byte meanwhile (a byte starts over; time nothing waited does not count:
-the engine may have been idle). Two readings that say the engine moved no
-counter, or two probes without an answer (`resilience.stillness`), are the hang: the breaker
+each time our attempts waited there one more window (max(floor, the longest first-token
+allowance among them)), with no byte meanwhile (a byte starts over; time nothing waited does
+not count: the engine may have been idle). Counters that stood still, or probes without an
+answer (`resilience.stillness`), across `still_windows` such windows are the hang: the breaker
 opens and every overdue attempt ends, as at `open_windows` x W (`read`). Counters that moved
-between the episode's last two readings say it works, for someone: its stalls then count
+between the episode's last two readings say it works, for someone (known one window in, long
+before the windows' hang at `open_windows` x W could take it for one): its stalls then count
 nothing and never hang (the premise of both, an engine giving no one anything, is refuted),
 while its overdue attempts with somewhere else to go still move on at each window. No counters
 to read leave the windows' rules as they are.
@@ -80,12 +81,14 @@ class _Endpoint:
     min_due: float = float("inf")  # the earliest due time among `waiting`
     stalls: int = 0  # windows of this silence already counted (0: none yet)
     # The counters' episode, bumped by a byte (a reading from an earlier episode compares
-    # with nothing); the time some attempt waited in it, up to `counted_to`; its last reading
-    # and that time when it came.
+    # with nothing); the time some attempt waited in it, up to `counted_to`; the reading the
+    # stillness is measured from (the episode's first, or the last that differed from the one
+    # before) and that time when it came; that time at the last reading.
     epoch: int = 0
     busy_s: float = 0.0
     first: Reading | None = None
     first_busy_s: float = 0.0
+    read_busy_s: float = 0.0
     probing: bool = False  # a read of its counters is in flight
     read_at: float = float("-inf")  # when the last one came (at most one per floor window)
     moving: bool = False  # its last two readings in this episode differ: it works
@@ -204,7 +207,7 @@ class StallWatch:
     def probes_due(self, now: float) -> list[tuple[str, int]]:
         """The endpoints whose counters to read now, each with its episode for `read`: some
         attempt there is overdue, none of its reads is in flight, and it has no reading yet
-        in this episode or its last came `still_windows` x W ago. They count as probing."""
+        in this episode or its last came a window of waiting ago. They count as probing."""
         due: list[tuple[str, int]] = []
         if not self.still_windows:
             return due
@@ -233,11 +236,15 @@ class StallWatch:
         if epoch != ep.epoch:
             return None
         self._advance(ep, now)
-        first, ep.first, ep.first_busy_s = ep.first, reading, ep.busy_s
-        verdict = Verdict.UNKNOWN if first is None else still_verdict(first, reading)
+        ep.read_busy_s = ep.busy_s
+        base = ep.first
+        verdict = Verdict.UNKNOWN if base is None else still_verdict(base, reading)
         ep.moving = verdict is Verdict.PROGRESS
         if verdict is not Verdict.HUNG:
+            ep.first, ep.first_busy_s = reading, ep.busy_s  # stillness counts from here
             return None
+        if ep.busy_s - ep.first_busy_s < self.still_windows * self._span(ep) - _EPSILON_S:
+            return None  # still, not yet for the whole span: the base stays
         ep.first = None  # the next episode starts with a fresh reading
         return [waiter for _, waiter in self._end_overdue(endpoint_id, ep, now, True)]
 
@@ -284,19 +291,25 @@ class StallWatch:
         """When to read the endpoint's counters next, if the waiting set stays as it is (inf:
         not until it changes): once an attempt is overdue, a floor window after the last read
         at the soonest (an endpoint whose bytes keep starting episodes over is not read on
-        each), and after the last reading of this episode, once our attempts waited there
-        `still_windows` x the longest first-token allowance among them (at least the window's
-        floor) more. Only waiting time counts: an engine without our work may be idle; and the
-        longest first-token allowance, overdue or not, is the work it owes us that may move no
+        each), and after the last reading of this episode, once our attempts waited there one
+        more window of the span (`_span`; the last read exactly when the stillness reaches
+        `still_windows` of them). Only waiting time counts: an engine without our work may be
+        idle; and the longest first-token allowance, overdue or not, is the work it owes us that may move no
         counter until done (a prefill, which vLLM counts at its end; after it, decoding moves
         a counter each step)."""
         if not self.still_windows or ep.probing or not ep.waiting:
             return float("inf")
         if ep.first is None:  # at most one read per floor window, however often bytes come
             return max(ep.min_due, ep.read_at + self._window_s)
-        longest_s = max(self._window_s, max(w[3] for w in ep.waiting.values()))
-        left_s = ep.first_busy_s + self.still_windows * longest_s - ep.busy_s
+        span_s = self._span(ep)
+        last_s = ep.first_busy_s + self.still_windows * span_s  # the stillness's whole span
+        left_s = min(ep.read_busy_s + span_s, last_s) - ep.busy_s
         return max(ep.min_due, now + max(left_s, 0.0))
+
+    def _span(self, ep: _Endpoint) -> float:
+        """One window of the counters' span: the floor, or the longest first-token allowance
+        among the attempts waiting there, if longer."""
+        return max(self._window_s, max((w[3] for w in ep.waiting.values()), default=0.0))
 
     def _window(self, ep: _Endpoint, now: float) -> float:
         owed = [allowance for due, allowance, _, _ in ep.waiting.values() if due <= now]

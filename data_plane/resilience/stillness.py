@@ -17,8 +17,9 @@ explain still counters:
   counts a prompt's tokens only when its whole prefill is done, `vllm/v1/metrics/stats.py`,
   and emits nothing for a partial one; an engine so starved of cores that one step outlasts
   the span). The span is therefore a multiple of the stall window, itself at least the
-  longest overdue allowance (the engine's own pace for the work owed), never less than 3 s at
-  the defaults: an engine starved to 2 s without a token keeps its traffic;
+  longest overdue allowance (the engine's own pace for the work owed), never less than 4.5 s at
+  the defaults (3 s ejected a starved, healthy vLLM engine in `make demo`): an engine starved
+  to 4 s without a token keeps its traffic;
 - series we do not read (another model served by the same engine: only the pair's served
   model's series count, as the queue-depth scrape does);
 - two probes without answer while the process is merely slow to serve `/metrics` (within

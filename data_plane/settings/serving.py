@@ -114,7 +114,7 @@ class ProgressConfig(Group):
     probe_timeout_s: Annotated[float, Knob("engine_probe_timeout_s")] = Field(
         default=1.0, ge=0.0, le=60.0, description="0 = no reads of the engines' token counters"
     )
-    still_windows: Annotated[int, Knob("engine_still_windows")] = Field(default=2, ge=1, le=100)
+    still_windows: Annotated[int, Knob("engine_still_windows")] = Field(default=3, ge=1, le=100)
     # + this on the gap limit (scheduling noise between tokens).
     slack_s: Annotated[float, Knob("engine_gap_slack_s")] = Field(default=0.5, ge=0.0, le=600.0)
     # An observed slowdown loosens the limits up to this much.

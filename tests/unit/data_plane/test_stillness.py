@@ -66,10 +66,11 @@ def _probe(watch: StallWatch, now: float) -> int:
 
 
 def test_still_counters_across_the_span_are_a_hang_long_before_the_windows() -> None:
-    """First read when an attempt is overdue, the next after 2 x W more of waiting: the same
-    counters end every overdue attempt, the one with nowhere else to go included (the breaker
-    opens), at 3.3 s instead of the windows' hang at 0.3 + 3 x 1.5 = 4.8 s. The windows'
-    stalls before it count and move attempts as before."""
+    """First read when an attempt is overdue, then one each window of waiting: counters still
+    across 2 x W end every overdue attempt, the one with nowhere else to go included (the
+    breaker opens), at 3.3 s instead of the windows' hang at 0.3 + 3 x 1.5 = 4.8 s; still for
+    one window only is not yet the hang. The windows' stalls before it count and move
+    attempts as before."""
     watch = _watch()
     assert watch.begin("e", "a", now=0.0, allowance_s=0.3) == pytest.approx(0.3)
     watch.begin("e", "only", now=0.0, allowance_s=0.3, movable=False)
@@ -79,7 +80,9 @@ def test_still_counters_across_the_span_are_a_hang_long_before_the_windows() -> 
     assert watch.read("e", epoch, 0.32, C) is None  # the baseline
     assert watch.stalled(1.8) == [("e", "a")]  # the first window, as before
     assert watch.take_stalls() == [("e", False)]
-    assert watch.next_check(1.8) == pytest.approx(3.3)  # the second window
+    assert watch.probes_due(1.81) == []  # the next read comes a window of waiting on
+    assert watch.read("e", _probe(watch, 1.82), 1.82, C) is None  # still for one window only
+    assert watch.next_check(1.82) == pytest.approx(3.3)  # the second window
     assert watch.stalled(3.3) == []  # counted; "only" has nowhere else to go
     assert watch.take_stalls() == [("e", False)]
     assert watch.next_check(3.3) == pytest.approx(0.32 + 2 * W)
@@ -112,6 +115,25 @@ def test_moving_counters_are_progress_so_the_windows_count_nothing_and_never_han
     assert watch.take_stalls() == [("e", False)]
 
 
+def test_progress_is_known_a_window_in_before_the_windows_hang_at_three() -> None:
+    """At three windows of span (the default), the counters are still read each window: the
+    movement is known at 1.8 s, before the windows' own hang (0.3 + 3 x 1.5 = 4.8 s) could take
+    a working engine for a hung one; still counters need all three windows (4.8 s)."""
+    watch = _watch(still_windows=3)
+    watch.begin("e", "only", now=0.0, allowance_s=0.3, movable=False)
+    assert watch.read("e", _probe(watch, 0.3), 0.3, C) is None
+    moved = Counters(C.prompt_tokens, C.generation_tokens + 8)
+    assert watch.read("e", _probe(watch, 1.8), 1.8, moved) is None
+    for t in (1.8, 3.3, 4.8, 6.3):
+        assert watch.stalled(t) == []
+        assert watch.take_stalls() == []
+    still = _watch(still_windows=3)
+    still.begin("e", "only", now=0.0, allowance_s=0.3, movable=False)
+    for t in (0.3, 1.8, 3.3):
+        assert still.read("e", _probe(still, t), t, C) is None
+    assert still.read("e", _probe(still, 4.8), 4.8, C) == ["only"]
+
+
 def test_no_counters_is_no_evidence() -> None:
     watch = _watch()
     watch.begin("e", "a", now=0.0, allowance_s=0.3)
@@ -133,12 +155,15 @@ def test_a_byte_in_between_drops_the_reading_and_starts_over() -> None:
 
 
 def test_only_time_our_attempts_wait_counts_toward_the_span() -> None:
-    """An engine without our work may be idle: the 2 s nothing waited do not count."""
+    """An engine without our work may be idle: the 2 s nothing waited do not count, for the
+    next read (a window of waiting on) nor for the span."""
     watch = _watch()
     watch.begin("e", "a", now=0.0, allowance_s=0.3)
     assert watch.read("e", _probe(watch, 0.3), 0.3, C) is None
     watch.end("e", "a", 1.0)  # the client left; 0.7 s waited since the reading
     watch.begin("e", "b", now=3.0, allowance_s=0.3, movable=False)
+    assert watch.probes_due(3.79) == []
+    assert watch.read("e", _probe(watch, 3.8), 3.8, C) is None  # 0.7 + 0.8 s waited: one window
     assert watch.stalled(4.1) == []  # the windows' first stall (0.7 + 0.8 s of silence)
     assert watch.next_check(4.1) == pytest.approx(3.0 + 2 * W - 0.7)
     assert watch.probes_due(5.2) == []
@@ -147,11 +172,14 @@ def test_only_time_our_attempts_wait_counts_toward_the_span() -> None:
 
 def test_the_span_is_the_longest_allowance_owed_when_longer_than_the_floor() -> None:
     """A long prefill owed (not overdue yet) may move no counter until it is done (vLLM
-    counts a prompt at its end): the span waits for twice its allowance."""
+    counts a prompt at its end): the reads come a whole allowance apart, and the span waits
+    for twice it."""
     watch = _watch()
     watch.begin("e", "short", now=0.0, allowance_s=0.3)
     watch.begin("e", "huge prompt", now=0.0, allowance_s=4.0)
     assert watch.read("e", _probe(watch, 0.3), 0.3, C) is None
+    assert watch.probes_due(4.29) == []
+    assert watch.read("e", _probe(watch, 4.3), 4.3, C) is None
     assert watch.probes_due(8.29) == []
     assert watch.read("e", _probe(watch, 8.3), 8.3, C) == ["short", "huge prompt"]
 
