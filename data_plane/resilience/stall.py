@@ -294,9 +294,9 @@ class StallWatch:
         each), and after the last reading of this episode, once our attempts waited there one
         more window of the span (`_span`; the last read exactly when the stillness reaches
         `still_windows` of them). Only waiting time counts: an engine without our work may be
-        idle; and the longest first-token allowance, overdue or not, is the work it owes us that may move no
-        counter until done (a prefill, which vLLM counts at its end; after it, decoding moves
-        a counter each step)."""
+        idle; and the longest first-token allowance, overdue or not, is the work it owes us
+        that may move no counter until done (a prefill, which vLLM counts at its end; after
+        it, decoding moves a counter each step)."""
         if not self.still_windows or ep.probing or not ep.waiting:
             return float("inf")
         if ep.first is None:  # at most one read per floor window, however often bytes come
