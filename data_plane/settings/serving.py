@@ -93,9 +93,10 @@ class ProgressConfig(Group):
     failure per further window of silence; `open_windows` windows open it at once), and its
     overdue attempts that have somewhere else to go end as lack of progress and the next
     candidate is tried (the others wait until the client's own limit). Meanwhile its token
-    counters are read (within `probe_timeout_s`) when an attempt becomes overdue and each
-    `still_windows` windows later: counters that did not move, or no answer twice, open the breaker
-    then (a hang); counters that moved, or none, change nothing. After the first byte, the
+    counters are read (within `probe_timeout_s`) when an attempt becomes overdue and each window
+    of waiting later: counters that did not move, or reads without an answer, across
+    `still_windows` windows open the breaker then (a hang); counters that moved make its stalls
+    count nothing; none change nothing. After the first byte, the
     engine may go silent for its profiled time per token at that load x the same slowdown x
     `factor` + `slack_s`, at least `gap_floor_s`."""
 
