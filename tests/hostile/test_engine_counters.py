@@ -19,6 +19,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from simulator import FaultConfig, SimFleetConfig, run_fleet
 from tests.hostile.test_engine_blame import (
@@ -61,13 +62,34 @@ async def _stop(tasks: list[asyncio.Task[None]]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+async def _until_opened_on_counters(
+    session: aiohttp.ClientSession,
+    plane: tuple[str, web.Application],
+    clients: int,
+    caplog: pytest.LogCaptureFixture,
+) -> list[int]:
+    """`clients` closed-loop clients (3 s budgets) until the cheap endpoint's breaker opens
+    (within 20 s, generous for a loaded machine), which the log must put on its counters;
+    the statuses they got."""
+    url, app = plane
+    body = chat("Say hello.", max_tokens=8, stream=True)
+    with caplog.at_level(logging.WARNING, logger="data_plane"):
+        tasks, statuses = await _clients(session, url, body, 3000, clients)
+        try:
+            await eventually(lambda: opened(app, CHEAP_EP) > 0, timeout_s=20.0, what="breaker open")
+        finally:
+            await _stop(tasks)
+    assert any(COUNTERS_WHY in r.getMessage() for r in caplog.records)
+    return statuses
+
+
 async def test_a_hung_engine_is_ejected_on_its_still_counters_alone(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An engine that takes requests and never answers (its `/metrics` still serves): four
     closed-loop clients (3 s budgets, room to spare on a loaded machine) whose overdue
-    attempts move to the next pair at each stall window. Its counters stay at 0 across 2
-    windows (3 s) of our attempts waiting, so its breaker opens about 3.2 s after the first
+    attempts move to the next pair at each stall window. Its counters stay at 0 across 3
+    windows (4.5 s) of our attempts waiting, so its breaker opens about 5 s after the first
     request, with the stall windows' own hang and breaker count out of reach (WINDOWS_OFF:
     150 s and 100 stalls). On main nothing opened it within the deadline (20 s, generous for
     a loaded machine)."""
@@ -80,16 +102,7 @@ async def test_a_hung_engine_is_ejected_on_its_still_counters_alone(
             data_plane(urls, tmp_path, **WINDOWS_OFF) as (url, app),
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
         ):
-            body = chat("Say hello.", max_tokens=8, stream=True)
-            with caplog.at_level(logging.WARNING, logger="data_plane"):
-                tasks, statuses = await _clients(session, url, body, 3000, 4)
-                try:
-                    await eventually(
-                        lambda: opened(app, CHEAP_EP) > 0, timeout_s=20.0, what="breaker open"
-                    )
-                finally:
-                    await _stop(tasks)
-            assert any(COUNTERS_WHY in r.getMessage() for r in caplog.records)
+            statuses = await _until_opened_on_counters(session, (url, app), 4, caplog)
             assert metric(app, "gearbox_circuit_state", endpoint=CHEAP_EP) == 2
             assert opened(app, PRICEY_EP) == 0
             assert statuses  # the next pair served every one of them
@@ -120,7 +133,7 @@ async def test_a_frozen_process_is_ejected_when_its_metrics_do_not_answer_twice(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """An engine process that takes connections and answers nothing, not even `/metrics`:
-    the first read and the one 2 windows of waiting later both time out (1 s each), so its
+    every read across 3 windows of waiting times out (1 s each), so its
     breaker opens, with the windows' hang and count out of reach (WINDOWS_OFF); on main
     nothing opened it within the deadline (20 s)."""
     config = SimFleetConfig(pairs=[sim_pair(PRICEY)])
@@ -130,16 +143,7 @@ async def test_a_frozen_process_is_ejected_when_its_metrics_do_not_answer_twice(
             data_plane(urls, tmp_path, **WINDOWS_OFF) as (url, app),
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
         ):
-            body = chat("Say hello.", max_tokens=8, stream=True)
-            with caplog.at_level(logging.WARNING, logger="data_plane"):
-                tasks, statuses = await _clients(session, url, body, 3000, 2)
-                try:
-                    await eventually(
-                        lambda: opened(app, CHEAP_EP) > 0, timeout_s=20.0, what="breaker open"
-                    )
-                finally:
-                    await _stop(tasks)
-            assert any(COUNTERS_WHY in r.getMessage() for r in caplog.records)
+            statuses = await _until_opened_on_counters(session, (url, app), 2, caplog)
             assert statuses
             assert set(statuses) == {200}, statuses
 
