@@ -19,9 +19,9 @@ from data_plane.app import AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
 from data_plane.telemetry.logs import configure_logging
 
-# Secrets stay out of argv (visible in `ps`): API keys and the tenant hash key come from the
-# environment only.
-_NOT_FLAGS = frozenset({"api_keys", "engine_api_key", "tenant_key_salt"})
+# Secrets stay out of argv (visible in `ps`): API keys, the /metrics token and the tenant hash
+# key come from the environment only.
+_NOT_FLAGS = frozenset({"api_keys", "engine_api_key", "metrics_token", "tenant_key_salt"})
 
 
 def build_parser() -> argparse.ArgumentParser:
