@@ -27,9 +27,15 @@ _NOT_FLAGS = frozenset({"api_keys", "engine_api_key", "metrics_token", "tenant_k
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m data_plane", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the data plane (flags override GEARBOX_DP_* env)")
+    # No abbreviations: `--api-keys` must not be read as `--api-keys-file` (keys stay out
+    # of argv).
+    serve = sub.add_parser(
+        "serve", help="run the data plane (flags override GEARBOX_DP_* env)", allow_abbrev=False
+    )
     extproc = sub.add_parser(
-        "extproc", help="run as an Envoy ext_proc service (docs/gateway.md); same settings"
+        "extproc",
+        help="run as an Envoy ext_proc service (docs/gateway.md); same settings",
+        allow_abbrev=False,
     )
     for knob in knobs(DataPlaneSettings):
         if knob.flat in _NOT_FLAGS:

@@ -1,4 +1,5 @@
-"""Client API keys and what each may claim (docs/data_plane.md, "API keys and rights").
+"""Client API keys and what each may claim (docs/data_plane.md, "Tenants, priorities and
+admission").
 
 `API_KEYS` (environment, comma-separated) lists plain keys: each is its own tenant (`key-` +
 its keyed hash) with the policy's default class, which it may only lower. `API_KEYS_FILE` is a

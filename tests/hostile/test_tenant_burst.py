@@ -52,7 +52,7 @@ async def test_a_bursting_tenant_is_shed_and_the_steady_critical_tenant_is_serve
     async with run_fleet(config, answers={}) as fleet:
         urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
         async with (
-            data_plane(urls, tmp_path) as (url, app),
+            data_plane(urls, tmp_path, priority_header_trusted=True) as (url, app),
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
         ):
             short = chat("Summarise this in one line.", max_tokens=100)
