@@ -20,7 +20,13 @@ from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.tenants import label_of
 from tests.component.data_plane.conftest import CHAT_BODY, Harness, MakeHarness
-from tests.component.data_plane.fakes import FakeResponse, chat_json, ok_json, two_pair_table
+from tests.component.data_plane.fakes import (
+    FakeResponse,
+    chat_json,
+    ok_json,
+    sse_chunks,
+    two_pair_table,
+)
 from tests.component.data_plane.test_tenants import FP16, INT4, one_pair_of_capacity
 from tests.support.waiting import eventually
 
@@ -89,6 +95,21 @@ async def test_a_principal_shaped_tenant_id_is_accepted(make_harness: MakeHarnes
     long_id = "team-" + "x" * 200
     status, headers = await ask(h, {FAIRNESS_ID_HEADER: long_id})
     assert (status, headers[TENANT_APPLIED]) == (200, label_of(long_id))
+
+
+async def test_a_stream_says_its_class_and_tenant_in_its_head(make_harness: MakeHarness) -> None:
+    """A stream's head goes out from the handler, before the middleware: it carries both."""
+    stream = FakeResponse(chunks=sse_chunks(["Hel", "lo"]), content_type="text/event-stream")
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes={INT4: lambda r: stream})
+    body = json.dumps({**CHAT_BODY, "stream": True})
+    headers = {"x-gearbox-tenant": "team-a", "X-Priority": "batch"}
+    streamed = await h.client.post("/v1/chat/completions", data=body, headers=headers)
+    assert streamed.headers["Content-Type"].startswith("text/event-stream")
+    assert (streamed.headers[PRIORITY_APPLIED], streamed.headers[TENANT_APPLIED]) == (
+        "batch",
+        "team-a",
+    )
+    await streamed.read()
 
 
 def keys_file(tmp_path: Path) -> Path:
