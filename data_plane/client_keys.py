@@ -61,8 +61,9 @@ def tenant_id(value: str) -> str | None:
 
 
 def key_digest(key: str) -> bytes:
-    """What grants are looked up by: SHA-256 of the key (the raw key is not kept here)."""
-    return hashlib.sha256(key.encode()).digest()
+    """What grants are looked up by: SHA-256 of the key (the raw key is not kept here). A
+    header's undecodable bytes are replaced: such a token matches no key (keys are ASCII)."""
+    return hashlib.sha256(key.encode(errors="replace")).digest()
 
 
 def check_client_key(key: str, where: str) -> None:

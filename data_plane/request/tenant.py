@@ -30,7 +30,8 @@ _DEFAULT_KEY = b"gearbox-tenant"  # the hash's key when TENANT_KEY_SALT is unset
 def key_tenant(api_key: str, salt: bytes | None) -> str:
     """The tenant of a bearer key: HMAC-SHA256 under `salt`, truncated (not reversible for a
     key of any real length; the same key and salt give the same tenant on every replica)."""
-    digest = hmac.new(salt or _DEFAULT_KEY, api_key.encode(), hashlib.sha256).hexdigest()
+    raw = api_key.encode(errors="replace")  # a header's undecodable bytes: no 500
+    digest = hmac.new(salt or _DEFAULT_KEY, raw, hashlib.sha256).hexdigest()
     return KEY_PREFIX + digest[:_KEY_HEX_DIGITS]
 
 

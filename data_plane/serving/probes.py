@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import SecretStr
 
 from data_plane.errors import Unauthorized, to_openai_error
+from data_plane.request.tenant import bearer_token
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 
@@ -32,9 +33,7 @@ class Probes:
     ) -> None:
         self._store = store
         self._metrics = metrics
-        self._token = (
-            None if metrics_token is None else f"Bearer {metrics_token.get_secret_value()}"
-        )
+        self._token = None if metrics_token is None else metrics_token.get_secret_value().encode()
         # (instance id, what /readyz warns about it: `sync.replica_identity`)
         self._identity = identity
 
@@ -63,8 +62,8 @@ class Probes:
 
     async def metrics(self, request: web.Request) -> web.Response:
         if self._token is not None:
-            given = (request.headers.get("Authorization") or "").strip()
-            if not hmac.compare_digest(given.encode(), self._token.encode()):
+            given = (bearer_token(request.headers) or "").encode(errors="replace")
+            if not hmac.compare_digest(given, self._token):
                 answer = to_openai_error(
                     Unauthorized("/metrics needs its bearer token", code="invalid_metrics_token")
                 )

@@ -202,3 +202,24 @@ async def test_gateway_modes_side_app_guards_metrics_the_same_way(
 async def test_metrics_stay_open_by_default(make_harness: MakeHarness) -> None:
     h = await make_harness(two_pair_table([FP16], [INT4]), routes=ROUTES)
     assert (await h.client.get("/metrics")).status == 200
+
+
+async def test_undecodable_bearer_bytes_are_a_401_not_a_500(make_harness: MakeHarness) -> None:
+    """aiohttp hands a header's non-UTF-8 bytes on as lone surrogates; comparing them with the
+    keys (and the /metrics token) encoded them strictly: 500 on 95376ca for /v1/*."""
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes=ROUTES,
+        api_keys=PLAIN_KEY,
+        metrics_token="scrape-token-0123",
+    )
+    server = h.client.server
+    for path in ("/v1/models", "/metrics"):
+        reader, writer = await asyncio.open_connection(server.host, server.port)
+        head = f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".encode()
+        writer.write(head + b"Authorization: Bearer \xff\xfe-key\r\n\r\n")
+        await writer.drain()
+        answer = await reader.read()
+        writer.close()
+        await writer.wait_closed()
+        assert answer.split(b"\r\n")[0] == b"HTTP/1.1 401 Unauthorized", path

@@ -125,3 +125,11 @@ def test_classes_rank_by_never_shed_then_share() -> None:
     assert at_most(p["standard"], p["critical"])
     assert not at_most(p["critical"], p["standard"])
     assert at_most(p["standard"], p["standard"])
+
+
+def test_an_undecodable_token_is_no_key_and_no_500() -> None:
+    """aiohttp decodes a header's non-UTF-8 bytes as lone surrogates."""
+    headers = {"Authorization": "Bearer \udcff\udcfe-token"}
+    found = identify(headers, POLICY, KEYED)
+    assert found.tenant.startswith("key-")
+    assert found.priority == "standard"
