@@ -11,6 +11,7 @@ from pydantic import SecretStr, ValidationError
 
 from data_plane.client_keys import PLAIN_KEY, KeyGrant, client_keys, grants_of, read_client_keys
 from data_plane.settings import DataPlaneSettings
+from data_plane.wiring import admission
 
 SECRET = "sk-very-secret-0001"
 
@@ -94,3 +95,17 @@ def test_a_missing_keys_file_is_named(tmp_path: Path) -> None:
 def test_a_metrics_token_must_fit_a_header() -> None:
     with pytest.raises(ValidationError, match="printable ASCII"):
         DataPlaneSettings.model_validate({"metrics_token": "two words"})
+
+
+def test_both_doors_read_the_same_grants_and_only_gateway_mode_trusts_the_objective(
+    tmp_path: Path,
+) -> None:
+    path = _write(tmp_path, [{"key": SECRET, "tenant": "acme"}])
+    settings = DataPlaneSettings.model_validate(
+        {"api_keys": "env-key-00001", "api_keys_file": path, "priority_header_trusted": True}
+    )
+    http, gateway = admission(settings), admission(settings, gateway=True)
+    assert http.rights.grants == gateway.rights.grants
+    assert len(http.rights.grants) == 2
+    assert (http.rights.objective_trusted, gateway.rights.objective_trusted) == (False, True)
+    assert http.rights.priority_header_trusted
