@@ -19,17 +19,23 @@ from data_plane.app import AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
 from data_plane.telemetry.logs import configure_logging
 
-# Secrets stay out of argv (visible in `ps`): API keys and the tenant hash key come from the
-# environment only.
-_NOT_FLAGS = frozenset({"api_keys", "engine_api_key", "tenant_key_salt"})
+# Secrets stay out of argv (visible in `ps`): API keys, the /metrics token and the tenant hash
+# key come from the environment only.
+_NOT_FLAGS = frozenset({"api_keys", "engine_api_key", "metrics_token", "tenant_key_salt"})
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m data_plane", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="run the data plane (flags override GEARBOX_DP_* env)")
+    # No abbreviations: `--api-keys` must not be read as `--api-keys-file` (keys stay out
+    # of argv).
+    serve = sub.add_parser(
+        "serve", help="run the data plane (flags override GEARBOX_DP_* env)", allow_abbrev=False
+    )
     extproc = sub.add_parser(
-        "extproc", help="run as an Envoy ext_proc service (docs/gateway.md); same settings"
+        "extproc",
+        help="run as an Envoy ext_proc service (docs/gateway.md); same settings",
+        allow_abbrev=False,
     )
     for knob in knobs(DataPlaneSettings):
         if knob.flat in _NOT_FLAGS:

@@ -19,6 +19,7 @@ from aiohttp import web
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from data_plane.client_keys import client_keys
 from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
 from data_plane.resilience.arrivals import Arrivals
@@ -245,7 +246,8 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         CollectorPost(),
     )
     server = settings.server
-    gateway = make_gateway(metrics, tracing, ApiKeys(server.api_keys))
+    keys = tuple(key for key, _ in client_keys(server.api_keys, server.api_keys_file))
+    gateway = make_gateway(metrics, tracing, ApiKeys(keys))
     app = web.Application(client_max_size=server.max_body_bytes, middlewares=[gateway])
     app[SETTINGS], app[STORE], app[METRICS], app[HEALTH] = settings, store, metrics, health
     app[TRACING], app[TRAFFIC], app[TASKS] = tracing, TrafficStats(), BackgroundTasks()
@@ -301,8 +303,9 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         package_version(),
         deps.clock,
         body_read_timeout_s=server.body_read_timeout_s,
-        open_api=not server.api_keys,
+        open_api=not keys,
         identity=(settings.instance_id, app[IDENTITY].warnings),
+        metrics_token=server.metrics_token,
     )
     app.add_routes(handlers.routes())
     app.cleanup_ctx.append(_lifecycle(adapter))

@@ -34,11 +34,11 @@ from data_plane.domain import (
     RouteRequest,
     per_request,
 )
-from data_plane.errors import AllUpstreamsUnavailable, Shed
+from data_plane.errors import AllUpstreamsUnavailable, RouterError, Shed
 from data_plane.request.body import BodyKind
+from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED, Rights, identify
 from data_plane.request.inbound import InboundRequest, read_request
-from data_plane.request.priority import priority_of
-from data_plane.request.tenant import ANONYMOUS, tenant_of
+from data_plane.request.tenant import ANONYMOUS
 from data_plane.resilience.arrivals import Arrivals
 from data_plane.resilience.overshoot import Overshoot
 from data_plane.resilience.tenant_load import TenantLoad
@@ -104,8 +104,7 @@ class Admission:
     """Who a request is and whether load may shed it (settings group `admission`)."""
 
     labels: TenantLabels
-    tenant_header: str = "x-gearbox-tenant"
-    key_salt: bytes | None = None
+    rights: Rights = field(default_factory=Rights)  # who may claim which tenant and class
     shed: bool = True  # ADMISSION_SHED
 
 
@@ -150,11 +149,15 @@ class DecisionStep:
         table = self.table()
         inbound = read_request(raw, kind, headers, table)
         admission = self._p.admission
-        priority = priority_of(headers, table.policy)
-        who = tenant_of(headers, admission.tenant_header, admission.key_salt)
+        me = identify(headers, table.policy, admission.rights)
+        who, priority = me.tenant, (me.priority, me.klass)
         tenant = admission.labels.label(who)
         self._p.metrics.tenant(tenant, priority[0])[0].inc()
-        decision = self._decision(table, inbound, _Who(who, tenant, *priority))
+        try:
+            decision = self._decision(table, inbound, _Who(who, tenant, *priority))
+        except RouterError as err:  # a 429 or no route says what class it was judged as
+            err.applied = ((PRIORITY_APPLIED, priority[0]), (TENANT_APPLIED, tenant))
+            raise
         doubt = inbound.facts.doubt
         if doubt is not None:
             self._p.metrics.count_abstention(doubt.routed_as)

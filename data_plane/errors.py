@@ -35,6 +35,9 @@ class RouterError(Exception):
     # Set when the router already called engines for this request (and retried as far as its
     # policy allows): a 5xx then tells client libraries not to retry (docs/reliability.md).
     engines_tried: bool = False
+    # Set once the request's class and tenant label are known (X-Gearbox-Priority and
+    # X-Gearbox-Tenant, `decision_step.DecisionStep.decide`): sent with the error.
+    applied: tuple[tuple[str, str], ...] = ()
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
         super().__init__(message)
@@ -179,7 +182,7 @@ def to_openai_error(err: RouterError) -> ErrorResponse:
             "code": err.code,
         }
     }
-    headers = err.headers()
+    headers = (*err.headers(), *err.applied)
     if err.engines_tried and err.status >= 500 and all(k != _NO_RETRY[0] for k, _ in headers):
         headers = (*headers, _NO_RETRY)
     return ErrorResponse(status=err.status, body=body, headers=headers)

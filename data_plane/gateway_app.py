@@ -21,6 +21,7 @@ from typing import NamedTuple
 import grpc
 import redis.asyncio as aioredis
 from aiohttp import web
+from pydantic import SecretStr
 
 from data_plane.gateway.protos import ProcessingMode
 from data_plane.gateway.router import gateway_router
@@ -51,10 +52,12 @@ _BODY_MODES = {
 }
 
 
-def _side_app(store: TableStore, metrics: DataPlaneMetrics) -> web.Application:
+def _side_app(
+    store: TableStore, metrics: DataPlaneMetrics, metrics_token: SecretStr | None
+) -> web.Application:
     """Probes and metrics for the kubelet and Prometheus."""
     app = web.Application()
-    app.add_routes(Probes(store, metrics).routes())
+    app.add_routes(Probes(store, metrics, metrics_token=metrics_token).routes())
     return app
 
 
@@ -74,7 +77,7 @@ class GatewayProcess:
             self.metrics,
             rng or random.Random(),
             s.extproc.pair_header,
-            admission(s),
+            admission(s, gateway=True),
             self.tracker,
         )
         service = ServiceConfig(_BODY_MODES[s.extproc.body_mode], s.server.max_body_bytes)
@@ -93,7 +96,9 @@ class GatewayProcess:
         discover = None if self.discovery is None else asyncio.create_task(self.discovery.run())
         host = s.server.host
         server, grpc_port = await start_server(self.processor, host, s.extproc.port)
-        runner = web.AppRunner(_side_app(self.store, self.metrics), access_log=None)
+        runner = web.AppRunner(
+            _side_app(self.store, self.metrics, s.server.metrics_token), access_log=None
+        )
         await runner.setup()
         await web.TCPSite(runner, host, s.server.port).start()
         logger.info(

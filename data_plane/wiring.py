@@ -13,8 +13,10 @@ from importlib import metadata
 
 import redis.asyncio as aioredis
 
+from data_plane.client_keys import client_keys, grants_of
 from data_plane.decision_step import Admission
 from data_plane.domain import CompiledTable
+from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
@@ -43,11 +45,15 @@ def new_metrics(settings: DataPlaneSettings) -> DataPlaneMetrics:
     return DataPlaneMetrics(package_version(), settings.git_sha)
 
 
-def admission(settings: DataPlaneSettings) -> Admission:
-    """Tenants (bounded labels, the key hash's key) and shedding, as configured."""
-    a = settings.admission
+def admission(settings: DataPlaneSettings, gateway: bool = False) -> Admission:
+    """Tenants (bounded labels, the key hash's key), who may claim which tenant and class
+    (the client keys' grants; in `gateway` mode llm-d's objective header is the gateway's),
+    and shedding, as configured."""
+    a, server = settings.admission, settings.server
     salt = None if a.tenant_key_salt is None else a.tenant_key_salt.get_secret_value().encode()
-    return Admission(TenantLabels(a.tenant_top_n), a.tenant_header, salt, a.admission_shed)
+    grants = grants_of(client_keys(server.api_keys, server.api_keys_file))
+    rights = Rights(a.tenant_header, salt, grants, a.priority_header_trusted, gateway)
+    return Admission(TenantLabels(a.tenant_top_n), rights, a.admission_shed)
 
 
 def table_watcher(

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from data_plane.decision_step import (
     NO_TABLE_RETRY_AFTER_S,
@@ -23,6 +23,7 @@ from data_plane.decision_step import (
 from data_plane.domain import HealthView, per_request
 from data_plane.gateway.slo import SLO_HEADERS, slo_headers
 from data_plane.request.body import BodyKind
+from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -115,8 +116,10 @@ def gateway_router(
     tracker: LoadTracker | None = None,
 ) -> GatewayRouter:
     """Gateway mode's router: the decision step on the engines' scraped load (`tracker`,
-    which the scrape fills; without one, no load is ever seen)."""
-    admission = admission or default_admission()
+    which the scrape fills; without one, no load is ever seen). By default llm-d's objective
+    header is the gateway's (`request.identity`), as `wiring.admission(gateway=True)` says."""
+    if admission is None:
+        admission = replace(default_admission(), rights=Rights(objective_trusted=True))
     engines = ScrapedEngines(tracker or LoadTracker())
     parts = StepParts(store, engines, metrics, rng, admission=admission)
     return GatewayRouter(DecisionStep(parts), pair_header)

@@ -8,11 +8,13 @@ import time
 from collections.abc import Callable, Mapping
 
 from aiohttp import web
+from pydantic import SecretStr
 
 from data_plane.decision_step import Decided, DecisionStep
-from data_plane.domain import Candidate, CategoryDoubt, CompiledTable, RouteDecision
+from data_plane.domain import Candidate, CompiledTable
 from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, RouterError
 from data_plane.request.body import BodyKind
+from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE, REQUEST_ID_HEADER
@@ -92,13 +94,14 @@ class Handlers:
         body_read_timeout_s: float = 10.0,
         open_api: bool = True,
         identity: tuple[str, Callable[[], list[str]]] = ("", list),
+        metrics_token: SecretStr | None = None,
     ) -> None:
         self._max_body_bytes = max_body_bytes
         self._body_read_timeout_s = body_read_timeout_s
         self._store = store
         self._step = step
         self._proxy = proxy
-        self._probes = Probes(store, metrics, identity)
+        self._probes = Probes(store, metrics, identity, metrics_token)
         self._version = version  # of the OpenAPI document
         self._clock = clock
         self._models: tuple[int, bytes, dict[str, dict[str, object]]] | None = None
@@ -173,7 +176,7 @@ class Handlers:
             started_s=started,
             ttft_budget_s=decision.budget_ttft_s if stream else None,
             bodies=inbound.body_for,
-            headers_for=_headers_for(decision, table.version, facts.doubt, exchange.request_id),
+            headers_for=_headers_for(decided, exchange.request_id),
             state=CallState(),
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
@@ -243,15 +246,18 @@ def _trace_headers(request: web.Request) -> dict[str, str]:
     return found
 
 
-def _headers_for(
-    decision: RouteDecision, version: int, doubt: CategoryDoubt | None, request_id: str
-) -> Callable[[Candidate, int], dict[str, str]]:
-    """The X-Route-* headers of an answer, and X-Request-Id (a stream's head goes out before
-    the middleware sees the response)."""
+def _headers_for(decided: Decided, request_id: str) -> Callable[[Candidate, int], dict[str, str]]:
+    """The X-Route-* headers of an answer, the class and tenant label it was served as
+    (`X-Gearbox-Priority`, `X-Gearbox-Tenant`), and X-Request-Id (a stream's head goes out
+    before the middleware sees the response)."""
+    decision, version = decided.decision, decided.table.version
+    doubt = decided.inbound.facts.doubt
+    applied = {PRIORITY_APPLIED: decided.priority, TENANT_APPLIED: decided.tenant}
 
     def headers_for(cand: Candidate, attempts: int) -> dict[str, str]:
         headers = route_headers(decision, version, cand, attempts)
         headers[REQUEST_ID_HEADER] = request_id
+        headers.update(applied)
         if doubt is not None:
             headers["X-Route-Reason"] += doubt.reason_suffix
         return headers

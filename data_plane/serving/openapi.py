@@ -29,6 +29,8 @@ from contracts.budget_headers import (
 )
 from data_plane.domain import RouteReason
 from data_plane.request.body import REQUEST_MODELS
+from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
+from data_plane.request.priority import PRIORITY_HEADER
 from data_plane.serving.api_models import RESPONSE_MODELS
 
 REF = "#/components/schemas/{model}"
@@ -40,7 +42,16 @@ _HEADER_WORDS = {
     COST_HEADER: "cost ceiling for this request, USD",
     MODE_HEADER: "best-effort (default) or strict",
     CATEGORY_HEADER: "overrides the classifier's category",
+    PRIORITY_HEADER: "a priority class of the policy; one above the request's default class "
+    "counts only with the right to it (the API key's grant, a trusted gateway), else the "
+    "default class applies (X-Gearbox-Priority says which)",
+    "x-gearbox-tenant": "the tenant (the TENANT_HEADER setting names it; 1-256 bytes of "
+    "printable text); ignored for an API key that names its own tenant",
     "X-Request-Id": "echoed back; a fresh id when absent or unsafe",
+}
+_APPLIED = {
+    PRIORITY_APPLIED: "the priority class the request was served or judged as",
+    TENANT_APPLIED: "its tenant's metric label: the id, t- + a hash of it, or other",
 }
 _ROUTE_HEADERS = {
     "X-Route-Pair": "the pair that answered (family@quantization)",
@@ -50,6 +61,7 @@ _ROUTE_HEADERS = {
     "X-Route-Estimated-Cost-Usd": "the table's cost estimate for this request",
     "X-Route-Attempts": "engine attempts made",
     "X-Request-Id": "this request's id",
+    **_APPLIED,
 }
 _RETRY_AFTER = {"Retry-After": "seconds until a retry may succeed"}
 _NO_RETRY = {"x-should-retry": "false: the router already retried the engines"}
@@ -87,7 +99,8 @@ def _completion_replies(answer: str) -> dict[int, Reply]:
                    headers=_ROUTE_HEADERS, stream=True),
         **_BAD_INPUT,
         404: Reply("unknown model (no pair serves it)"),
-        429: Reply("every engine tried was overloaded", headers=_RETRY_AFTER),
+        429: Reply("shed by admission, or every engine tried was overloaded",
+                   headers={**_RETRY_AFTER, **_APPLIED}),
         502: Reply("the engines failed", headers=_NO_RETRY),
         503: Reply("no engine could be reached (x-should-retry: false after engine attempts)",
                    headers={**_RETRY_AFTER, **_NO_RETRY}),
@@ -133,7 +146,10 @@ OPERATIONS: dict[str, Operation] = {
     ),
     "metrics": Operation(
         "Prometheus metrics (docs/METRICS.md)",
-        {200: Reply("Prometheus text format", None, media_type="text/plain")},
+        {
+            200: Reply("Prometheus text format", None, media_type="text/plain"),
+            401: Reply("METRICS_TOKEN is set and the bearer token is missing or wrong"),
+        },
     ),
     "openapi": Operation("This document", {200: Reply("OpenAPI 3.1", "OpenApiDocument")}),
 }

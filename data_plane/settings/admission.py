@@ -14,7 +14,8 @@ _HEADER_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,63}$")
 
 
 class AdmissionSettings(Group):
-    """Tenant header and label count, the key of the API-key hash, shedding on or off."""
+    """Tenant header and label count, the key of the API-key hash, whether X-Priority is
+    trusted, shedding on or off."""
 
     knob_prefix = ""
     tenant_header: str = Field(
@@ -26,6 +27,12 @@ class AdmissionSettings(Group):
     )
     # Keys the hash of a client's API key (one value across replicas, so labels agree).
     tenant_key_salt: SecretStr | None = None
+    # X-Priority may raise a request above its default class only when the deployment's own
+    # gateway sets it (and drops the client's copy); else it may only lower it.
+    priority_header_trusted: bool = Field(
+        default=False,
+        description="X-Priority is set by a trusted gateway: it may raise a request's class",
+    )
     admission_shed: bool = Field(
         default=True, description="shed sheddable requests only load keeps from their budget"
     )

@@ -14,6 +14,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from contracts.knobs import Group, Knob
+from data_plane.client_keys import read_client_keys
 from data_plane.engine_keys import check_key, read_keys_file
 
 UpstreamClientKind = Literal["http1", "aiohttp"]
@@ -26,6 +27,14 @@ class ServerSettings(Group):
     host: str = "0.0.0.0"  # a server in a container listens on all interfaces
     port: int = Field(default=8080, ge=0, le=65535)
     api_keys: Annotated[tuple[SecretStr, ...], NoDecode] = ()
+    # Keys with their tenant, classes and default class (data_plane.client_keys).
+    api_keys_file: Path | None = Field(
+        default=None,
+        description='JSON list of client keys or {"key", "tenant", "priorities", '
+        '"default_priority", "trusted_gateway"} objects',
+    )
+    # `/metrics` answers only `Authorization: Bearer <token>` when set (environment only).
+    metrics_token: SecretStr | None = None
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     shutdown_timeout_s: float = Field(default=10.0, ge=0.0)
     # Slow clients (slowloris): an idle or header-trickling connection is closed after
@@ -49,6 +58,20 @@ class ServerSettings(Group):
         for key in value:
             if len(key.get_secret_value()) < 8:
                 raise ValueError("each API key must be at least 8 characters")
+        return value
+
+    @field_validator("api_keys_file")
+    @classmethod
+    def _client_keys_file_reads(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            read_client_keys(value)  # ValueError naming the entry and field, never a key
+        return value
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _metrics_token_fits_a_header(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            check_key(value.get_secret_value(), "/metrics")
         return value
 
 

@@ -52,7 +52,7 @@ async def test_a_bursting_tenant_is_shed_and_the_steady_critical_tenant_is_serve
     async with run_fleet(config, answers={}) as fleet:
         urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
         async with (
-            data_plane(urls, tmp_path) as (url, app),
+            data_plane(urls, tmp_path, priority_header_trusted=True) as (url, app),
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
         ):
             short = chat("Summarise this in one line.", max_tokens=100)
@@ -89,3 +89,56 @@ async def test_a_bursting_tenant_is_shed_and_the_steady_critical_tenant_is_serve
             kept = {"tenant": "steady", "priority": "critical"}
             assert metric(app, "gearbox_tenant_shed_total", **kept) == 0
             assert metric(app, "gearbox_tenant_requests_total", **kept) == 2
+
+
+BULK_KEY, STEADY_KEY = "bulk-client-key-0001", "steady-client-key-01"
+
+
+async def test_a_bulk_key_claiming_critical_is_shed_as_standard_beside_a_granted_one(
+    tmp_path: Any,
+) -> None:
+    """Issue 32: the same burst with API keys and no trusted priority header. The bulk key
+    (a plain key) sends `X-Priority: critical` and its own tenant header; it is served as its
+    key's tenant and the default class, so its request during its burst is shed; the steady
+    key, granted `critical` in the keys file, is served. On 95376ca the bulk key's claim was
+    taken as sent (a critical request is never shed) and the keys file did not exist."""
+    keys = tmp_path / "client-keys.json"
+    granted = {"key": STEADY_KEY, "tenant": "steady", "priorities": ["critical"]}
+    keys.write_text(json.dumps([BULK_KEY, granted]))
+    config = SimFleetConfig(
+        pairs=[sim_pair(CHEAP, tpot_base_s=0.005, default_max_tokens=600), sim_pair(PRICEY)]
+    )
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+        async with (
+            data_plane(urls, tmp_path, api_keys_file=keys) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        ):
+            bulk_auth = {"Authorization": f"Bearer {BULK_KEY}", "x-gearbox-tenant": "steady"}
+            bulk = {**BUDGET, **bulk_auth, "X-Priority": "critical"}
+            steady = {**BUDGET, "Authorization": f"Bearer {STEADY_KEY}", "X-Priority": "critical"}
+            hold = chat("Write a long essay.", max_tokens=600, model=pair_of(CHEAP))
+            burst = [
+                asyncio.create_task(ask(session, url, hold, bulk_auth)) for _ in range(HOLDERS)
+            ]
+            received = fleet.stats(served_name(CHEAP)).received
+
+            async def saturated() -> bool:
+                return fleet.stats(served_name(CHEAP)).received >= received + HOLDERS
+
+            await eventually(saturated, timeout_s=10)
+            short = chat("Summarise this in one line.", max_tokens=100)
+            status, headers, body = await ask(session, url, short, bulk)
+            assert status == 429, body
+            assert headers["X-Gearbox-Priority"] == "standard"
+            assert headers["X-Gearbox-Tenant"].startswith("key-")  # its key's, not "steady"
+            status, headers, body = await ask(session, url, short, steady)
+            assert status == 200, body
+            assert (headers["X-Gearbox-Priority"], headers["X-Gearbox-Tenant"]) == (
+                "critical",
+                "steady",
+            )
+            for status, _, body in await asyncio.gather(*burst):
+                assert status == 200, body
+            kept = {"tenant": "steady", "priority": "critical"}
+            assert metric(app, "gearbox_tenant_requests_total", **kept) == 1

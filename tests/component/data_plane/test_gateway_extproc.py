@@ -14,14 +14,16 @@ import grpc
 import pytest
 
 from data_plane.decision.compile import compile_table
-from data_plane.decision_step import DecisionStep, StepParts, default_admission
+from data_plane.decision_step import Admission, DecisionStep, StepParts, default_admission
 from data_plane.domain import CompiledTable, HealthView
 from data_plane.gateway import protos as ext_proc
 from data_plane.gateway.router import GatewayRouter, gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
+from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.tenants import TenantLabels
 from tests.support.extproc_client import ExternalProcessorStub
 from tests.unit.data_plane.tables import entry, fleet, table
 
@@ -389,12 +391,21 @@ class LoadedEngines:
         return 1.0
 
 
+def gateway_rights(priority_header_trusted: bool = False) -> Admission:
+    """Gateway mode's admission (`wiring.admission(gateway=True)`): llm-d's objective header
+    is the gateway's; X-Priority too when the deployment says its gateway sets it."""
+    rights = Rights(objective_trusted=True, priority_header_trusted=priority_header_trusted)
+    return Admission(TenantLabels(20), rights)
+
+
 async def test_a_shed_request_is_a_429_with_llm_ds_dropped_reason() -> None:
     # llama@fp8 with 100 output tokens: 1.25 s + 0.11 s per request in flight; 2 s fits
     # unloaded, not beside 20 in flight.
     store, metrics = TableStore(), DataPlaneMetrics("test", "test")
     store.swap(busy := fleet())
-    step = DecisionStep(StepParts(store, LoadedEngines(busy, 20.0), metrics, random.Random(7)))
+    loaded = LoadedEngines(busy, 20.0)
+    admission = gateway_rights(priority_header_trusted=True)
+    step = DecisionStep(StepParts(store, loaded, metrics, random.Random(7), admission=admission))
     processor = ExternalProcessor(
         GatewayRouter(step, PAIR_HEADER), metrics, ServiceConfig(BUFFERED, 64 * 1024)
     )
@@ -410,6 +421,10 @@ async def test_a_shed_request_is_a_429_with_llm_ds_dropped_reason() -> None:
         assert headers["x-llm-d-request-dropped-reason"] == "router_overloaded"
         assert int(headers["retry-after"]) >= 1
         assert headers["x-should-retry"] == "true"
+        assert (headers["x-gearbox-priority"], headers["x-gearbox-tenant"]) == (
+            "standard",
+            "anonymous",
+        )
         critical = {**budget, "x-priority": "critical"}
         responses = await exchange(gw, [headers_message(critical), body_message(body, True)])
         assert set_headers(responses[0].request_headers.response)[PAIR_HEADER] == "llama@fp8"
@@ -423,7 +438,8 @@ async def test_llm_ds_objective_header_sets_the_class_admission_judges() -> None
     # an objective the policy does not map gets the default class and is shed.
     store, metrics = TableStore(), DataPlaneMetrics("test", "test")
     store.swap(busy := fleet(policy={"objectives": {"premium-traffic": "critical"}}))
-    step = DecisionStep(StepParts(store, LoadedEngines(busy, 20.0), metrics, random.Random(7)))
+    loaded, admission = LoadedEngines(busy, 20.0), gateway_rights()
+    step = DecisionStep(StepParts(store, loaded, metrics, random.Random(7), admission=admission))
     processor = ExternalProcessor(
         GatewayRouter(step, PAIR_HEADER), metrics, ServiceConfig(BUFFERED, 64 * 1024)
     )
@@ -444,6 +460,12 @@ async def test_llm_ds_objective_header_sets_the_class_admission_judges() -> None
         other = {**budget, "x-llm-d-inference-objective": "someone-elses"}
         responses = await exchange(gw, [headers_message(other), body_message(body, True)])
         assert error_of(responses[-1])[0] == 429
+        # X-Priority is a client's claim here (PRIORITY_HEADER_TRUSTED off): it cannot raise
+        # a request above its class (issue 32: on 95376ca this one was routed).
+        claimed = {**budget, "x-priority": "critical"}
+        responses = await exchange(gw, [headers_message(claimed), body_message(body, True)])
+        status, _, headers = error_of(responses[-1])
+        assert (status, headers["x-gearbox-priority"]) == (429, "standard")
     finally:
         await channel.close()
         await server.stop(None)

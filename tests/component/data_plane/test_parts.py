@@ -131,6 +131,11 @@ def test_the_event_loop_is_a_setting(kind: str) -> None:
 def test_cli_has_no_api_key_flag() -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--api-keys", "abcdefgh"])
+    with pytest.raises(SystemExit):  # nor one for the /metrics token
+        build_parser().parse_args(["serve", "--metrics-token", "abcdefgh"])
+    # The keys file is a path, not a secret: a flag.
+    args = build_parser().parse_args(["serve", "--api-keys-file", "/etc/keys.json"])
+    assert args.api_keys_file == "/etc/keys.json"
 
 
 def test_cli_reports_bad_values_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:

@@ -108,6 +108,7 @@ async def test_gateway_mode_sheds_on_the_engines_scraped_load(fleet: Fleet, tmp_
         *(sys.executable, "-m", "data_plane", "extproc", "--host", "127.0.0.1"),
         *("--port", str(http_port), "--extproc-port", str(grpc_port), "--redis-url", ""),
         *("--snapshot-path", str(snapshot), "--scrape-interval-s", "0.1"),
+        *("--priority-header-trusted", "true"),  # x-priority: critical below, by right
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -71,7 +71,12 @@ async def _replicas(
     out = []
     for i in range(2):
         settings = plane_settings(
-            redis_url, keys, tmp_path / f"dp-{i}" / "table.json", instance_id=f"dp-{i}", **kw
+            redis_url,
+            keys,
+            tmp_path / f"dp-{i}" / "table.json",
+            instance_id=f"dp-{i}",
+            priority_header_trusted=True,  # the test's client stands for a trusted gateway
+            **kw,
         )
         app = create_app(settings)
         runner = web.AppRunner(app, access_log=None)

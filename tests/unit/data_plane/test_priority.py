@@ -1,4 +1,6 @@
-"""request/priority.py: X-Priority names one of the policy's classes."""
+"""request/priority.py: X-Priority names one of the policy's classes (read here through
+`request.identity.identify` with the header trusted, so the class asked for is the one given;
+who may ask for what is tests/unit/data_plane/test_identity.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,14 @@ import pytest
 
 from contracts.policy import Policy, PolicyError, PriorityClass, load_policy
 from data_plane.errors import InvalidRequest
-from data_plane.request.priority import priority_of
+from data_plane.request.identity import Rights, identify
+
+_TRUSTED = Rights(priority_header_trusted=True)
+
+
+def priority_of(headers: dict[str, str], policy: Policy) -> tuple[str, PriorityClass]:
+    _, name, klass = identify(headers, policy, _TRUSTED)
+    return name, klass
 
 
 def test_x_priority_names_a_policy_class_and_defaults_to_the_policys() -> None:

@@ -39,7 +39,13 @@ def test_every_environment_name_sets_its_knob(
 ) -> None:
     keys_file = tmp_path / "keys.json"
     keys_file.write_text('{"*": "engine-secret-2"}', encoding="utf-8")
-    files = {"engine_api_keys_file": str(keys_file), "snapshot_path": str(tmp_path / "t.json")}
+    client_keys = tmp_path / "client-keys.json"
+    client_keys.write_text('["client-secret-2"]', encoding="utf-8")
+    files = {
+        "engine_api_keys_file": str(keys_file),
+        "api_keys_file": str(client_keys),
+        "snapshot_path": str(tmp_path / "t.json"),
+    }
     default = _value(spec)
     raw = other_raw_value(DataPlaneSettings, spec, default, {**_SPECIAL, **files})
     for env in spec.env:

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from contracts.policy import Policy
 from data_plane.errors import InvalidRequest
-from data_plane.request.tenant import ANONYMOUS, FAIRNESS_ID_HEADER, key_tenant, tenant_of
-from data_plane.telemetry.tenants import OTHER, TenantLabels
+from data_plane.request.identity import Rights, identify
+from data_plane.request.tenant import ANONYMOUS, FAIRNESS_ID_HEADER, key_tenant
+from data_plane.telemetry.tenants import HASHED_PREFIX, OTHER, TenantLabels, label_of
 
 HEADER = "x-gearbox-tenant"
+
+
+def tenant_of(headers: dict[str, str], header: str, salt: bytes | None) -> str:
+    """The tenant without API keys configured (the headers are read as sent)."""
+    return identify(headers, Policy(), Rights(header, salt)).tenant
 
 
 def test_the_configured_header_wins_then_llm_ds_fairness_id() -> None:
@@ -28,7 +35,7 @@ def test_an_api_key_is_hashed_never_kept() -> None:
     assert key_tenant(key, b"salt-1") != tenant  # keyed
 
 
-@pytest.mark.parametrize("value", ["", "has space", "x" * 65, "ünicode", "-lead"])
+@pytest.mark.parametrize("value", ["", "  ", "tab\there", "a\x85b", "x" * 257, "é" * 129, "\udcff"])
 def test_a_bad_tenant_name_is_a_400_naming_the_header(value: str) -> None:
     with pytest.raises(InvalidRequest) as err:
         tenant_of({HEADER: value}, HEADER, None)
@@ -54,3 +61,40 @@ def test_the_busiest_tenants_keep_their_labels() -> None:
     assert labels.label("big") == "big"
     assert labels.label("medium") == "medium"
     assert labels.label("one-off-new") == OTHER
+
+
+PRINCIPALS = [
+    "auth0|5f3c2a1b9e8d7c6b5a4f3e2d",
+    "john+ci@example.com",
+    "spiffe://cluster.local/ns/prod/sa/batch-runner",
+    "x" * 65,
+    "é" * 128,  # 256 bytes of UTF-8
+    "team a",
+]
+
+
+@pytest.mark.parametrize("principal", PRINCIPALS)
+def test_principal_shaped_ids_are_tenants_and_never_labels_raw(principal: str) -> None:
+    """Issue 32: ids a gateway derives from a real principal were a 400 (1-64 of
+    `[A-Za-z0-9._:@-]`); any printable id up to 256 bytes is now a tenant, and its metric
+    label is a short hash."""
+    assert tenant_of({HEADER: f" {principal} "}, HEADER, None) == principal
+    assert tenant_of({FAIRNESS_ID_HEADER: principal}, HEADER, None) == principal
+    label = TenantLabels(top_n=3).label(principal)
+    assert label == label_of(principal)
+    assert label.startswith(HASHED_PREFIX)
+    assert len(label) == len(HASHED_PREFIX) + 12
+    assert principal not in label
+
+
+def test_plain_names_keep_their_own_label() -> None:
+    for name in ("team-a", "key-0123456789ab", "acme.prod:eu@1"):
+        assert TenantLabels(top_n=3).label(name) == name
+
+
+def test_labels_and_memory_stay_bounded_with_long_ids() -> None:
+    labels = TenantLabels(top_n=3)
+    seen = {labels.label(f"{i:0256d}") for i in range(5_000)}
+    assert len(seen - {OTHER}) <= 6
+    assert all(s == OTHER or s.startswith(HASHED_PREFIX) for s in seen)
+    assert len(labels._counts) <= 12  # the sketch: 4 x top_n ids at most
