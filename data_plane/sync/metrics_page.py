@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -117,7 +118,7 @@ class SeriesLines:
 
 
 async def read_series(
-    chunks: AsyncIterator[bytes], prefixes: tuple[str, ...], max_bytes: int
+    chunks: AsyncGenerator[bytes, None], prefixes: tuple[str, ...], max_bytes: int
 ) -> list[str]:
     """The lines of the page streamed by `chunks` that start with `prefixes`; PageRefusedError
     once more than `max_bytes` arrived (the caller closes the response: the rest is never
@@ -125,15 +126,16 @@ async def read_series(
     wanted = SeriesLines(tuple(p.encode() for p in prefixes))
     size = 0
     since_yield = 0
-    async for chunk in chunks:
-        size += len(chunk)
-        if size > max_bytes:
-            raise PageRefusedError("too_large", f"more than {max_bytes} bytes")
-        wanted.feed(chunk)
-        since_yield += len(chunk)
-        if since_yield >= _YIELD_EVERY_BYTES:
-            since_yield = 0
-            await asyncio.sleep(0)  # buffered pieces come without a wait: let requests in
+    async with aclosing(chunks):  # a refusal ends the body's reader at once
+        async for chunk in chunks:
+            size += len(chunk)
+            if size > max_bytes:
+                raise PageRefusedError("too_large", f"more than {max_bytes} bytes")
+            wanted.feed(chunk)
+            since_yield += len(chunk)
+            if since_yield >= _YIELD_EVERY_BYTES:
+                since_yield = 0
+                await asyncio.sleep(0)  # buffered pieces come without a wait: let requests in
     return wanted.end()
 
 

@@ -4,7 +4,7 @@ limit, too many wanted lines or one absurd wanted line are refusals."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 
 import pytest
 
@@ -89,7 +89,7 @@ def test_a_wanted_line_past_its_bound_is_a_refusal_an_unwanted_one_is_skipped() 
     assert refused.value.reason == "too_large"
 
 
-async def _chunks(page: bytes, size: int) -> AsyncIterator[bytes]:
+async def _chunks(page: bytes, size: int) -> AsyncGenerator[bytes, None]:
     for at in range(0, len(page), size):
         yield page[at : at + size]
 
