@@ -437,7 +437,8 @@ def _counters_ctx(stall: StallGuard) -> CleanupCtx:
             return
         client = probe_client(s)
         client.open()
-        stall.set_probe(engine_probe(s, app[STORE], client).read, s.progress.still_windows)
+        probe = engine_probe(s, app[STORE], client, app[METRICS])
+        stall.set_probe(probe.read, s.progress.still_windows)
         yield
         await stall.close()
         await client.close()

@@ -23,6 +23,7 @@ from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver
 from data_plane.sync.engine_probe import EngineProbe
 from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
+from data_plane.sync.metrics_page import PageRefusals
 from data_plane.sync.table_watcher import TableWatcher
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -99,7 +100,10 @@ def probe_client(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Upstream
 
 
 def engine_probe(
-    settings: DataPlaneSettings, store: TableStore, client: AiohttpUpstream | Http1Upstream
+    settings: DataPlaneSettings,
+    store: TableStore,
+    client: AiohttpUpstream | Http1Upstream,
+    metrics: DataPlaneMetrics,
 ) -> EngineProbe:
     """Reads of the token counters of `store`'s endpoints (by id, the table current then)."""
     targets: dict[str, ScrapeTarget] = {}
@@ -113,7 +117,18 @@ def engine_probe(
     if store.current is not None:
         index(store.current)
     store.on_swap(index)
-    return EngineProbe(client, targets.get, settings.progress.probe_timeout_s)
+    return EngineProbe(
+        client,
+        targets.get,
+        settings.progress.probe_timeout_s,
+        settings.scrape.max_page_bytes,
+        page_refusals(metrics),
+    )
+
+
+def page_refusals(metrics: DataPlaneMetrics) -> PageRefusals:
+    """Refused engine pages into `gearbox_engine_scrape_errors_total` (a log once per endpoint)."""
+    return PageRefusals(lambda reason: metrics.scrape_errors.labels(reason).inc())
 
 
 def _metrics_client(
@@ -151,6 +166,8 @@ def engine_scraper(
         tracker,
         lambda eid, depth: metrics.queue_depth.labels(eid).set(depth),
         settings.scrape.timeout_s,
+        settings.scrape.max_page_bytes,
+        page_refusals(metrics),
     )
 
 

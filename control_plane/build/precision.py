@@ -1,11 +1,12 @@
 """Precision of a pair from what it is: its declared weight format, never its measured accuracy.
 
-PURE: stdlib only. The order is fp32 > bf16 = fp16 > fp8 > int8 > int4 (more bits first; at
-equal bits a floating-point format before an integer one). The format is read from the
-quantization name; the policy's `precision_formats` declares it for names it cannot read
-(e.g. `{"mxfp6-custom": "fp6"}`). Measured accuracy is noise at eval-set sizes (docs/accuracy.md)
-and has no say in the order: the order decides the savings baselines and where the quality
-guard escalates.
+PURE. The order is fp32 > bf16 = fp16 > fp8 > int8 > int4 (more bits first; at equal bits a
+floating-point format before an integer one). The format is read from the quantization name
+(`contracts/precision_names.py`, which the data plane's precision ladder reads too); the
+policy's `precision_formats` declares it for names it cannot read (e.g. `{"ternary": "int2"}`),
+and the table build refuses a name neither declares. Measured accuracy is noise at eval-set
+sizes (docs/accuracy.md) and has no say in the order: the order decides the savings baselines
+and where the quality guard escalates.
 """
 
 from __future__ import annotations
@@ -14,16 +15,8 @@ import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
-# Checked in this order; the first pattern that matches a quantization name gives its format.
-_FORMAT_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("fp32", re.compile(r"(?:fp|float|f)32")),
-    ("bf16", re.compile(r"bf16|bfloat")),
-    ("fp16", re.compile(r"(?:fp|float|f)16|half")),
-    ("fp8", re.compile(r"fp8|e4m3|e5m2")),
-    ("int8", re.compile(r"int8|w8a|(?<!\d)8bit|q8")),
-    ("fp4", re.compile(r"fp4|nvfp4|mxfp4")),
-    ("int4", re.compile(r"int4|nf4|w4a|awq|gptq|(?<!\d)4bit|q4")),
-)
+from contracts.precision_names import UnreadablePrecisionError, weight_format
+
 _DECLARED = re.compile(r"^(fp|bf|int)(\d+)$")
 
 
@@ -45,10 +38,20 @@ def declared_format(quantization: str, overrides: Mapping[str, str] | None = Non
     """
     if overrides and quantization in overrides:
         return overrides[quantization]
-    name = quantization.lower()
-    for fmt, pattern in _FORMAT_PATTERNS:
-        if pattern.search(name):
-            return fmt
+    try:
+        return weight_format(quantization)
+    except UnreadablePrecisionError:
+        return None
+
+
+def format_problem(quantization: str, overrides: Mapping[str, str] | None = None) -> str | None:
+    """Why no weight format can be read from `quantization` (None: one can)."""
+    if overrides and quantization in overrides:
+        return None
+    try:
+        weight_format(quantization)
+    except UnreadablePrecisionError as err:
+        return str(err)
     return None
 
 
@@ -66,7 +69,8 @@ def precision_of(quantization: str, overrides: Mapping[str, str] | None = None) 
 
 
 def quantization_bits(quantization: str) -> int:
-    """Bits per weight a quantization name implies (32, 16, 8 or 4), or 0 when unknown.
+    """Bits per weight a quantization name implies (32, 16, 8, 6, 5, 4, ...), or 0 when it
+    declares none (the table build refuses such a name: `format_problem`).
 
     >>> [quantization_bits(q) for q in ("bf16", "fp8", "int8-w8a8", "awq-int4", "exotic")]
     [16, 8, 8, 4, 0]

@@ -24,7 +24,7 @@ from contracts.routing_table import LatencyModel, RoutingTable, canonical_json, 
 from control_plane.build.category_training import classifier_for
 from control_plane.build.fitting import fit_latency_model, round_sig
 from control_plane.build.floor_bounds import Measurement, floor_bounds
-from control_plane.build.precision import declared_format, precision_ranks
+from control_plane.build.precision import declared_format, format_problem, precision_ranks
 from control_plane.build.pricing import PairPrices, price_pair
 from control_plane.build.scoring import PairFigures, Pruning, prune_dominated, utility_scores
 
@@ -106,13 +106,19 @@ def _category_warnings(reports: Sequence[ProfileReport], categories: Sequence[st
     return warnings
 
 
-def _format_warnings(reports: Sequence[ProfileReport], policy: Policy) -> list[str]:
-    return [
-        f"pair {r.pair}: no declared format can be read from {r.quantization!r}; it ranks "
-        "least precise (declare it in policy.precision_formats, e.g. fp6 or int5)"
-        for r in reports
-        if declared_format(r.quantization, policy.precision_formats) is None
-    ]
+def _format_problems(reports: Sequence[ProfileReport], policy: Policy) -> list[str]:
+    """A pair whose quantization name declares no single weight format cannot be ordered by
+    precision (it used to rank as 0 bits, below every other pair)."""
+    problems = []
+    for r in reports:
+        why = format_problem(r.quantization, policy.precision_formats)
+        if why is not None:
+            problems.append(
+                f"pair {r.pair}: cannot read a weight format from the quantization name: {why}"
+                ' (name it as in docs/control_plane.md, "Precision", or declare it in'
+                " policy.precision_formats, e.g. fp6 or int5)"
+            )
+    return problems
 
 
 def _figures(
@@ -217,6 +223,7 @@ def build(
     unique, problems = _unique_reports(reports)
     problems += _partial_problems(unique, allow_partial)
     problems += _policy_problems(policy, {r.pair: r.family for r in unique})
+    problems += _format_problems(unique, policy)
     if problems:
         raise BuildError(problems)
     categories = tuple(sorted(policy.categories))
@@ -257,7 +264,7 @@ def build(
             "fleet_baseline": fleet_baseline(baselines, figures, categories),
         }
     )
-    warnings = _category_warnings(unique, categories) + _format_warnings(unique, policy)
+    warnings = _category_warnings(unique, categories)
     warnings += classifier_notes
     return TableBuild(table=table, warnings=tuple(warnings))
 

@@ -256,7 +256,8 @@ def cost_floors(rows: tuple[ScanRow, ...]) -> tuple[CostFloor, ...]:
 
 def compile_table(table: RoutingTable) -> CompiledTable:
     """Flatten a validated RoutingTable; keeps the table's cost order as each pair's `order`."""
-    rungs = ladder_ranks(e.quantization for e in table.entries)
+    declared = {e.quantization: e.precision_format for e in table.entries}
+    rungs = ladder_ranks(declared, declared)
     policy = table.policy
     confidence, min_items = policy.floor_confidence, policy.min_eval_items
     tails = accuracy_tails(table.entries, min_items)

@@ -11,7 +11,10 @@ Two request body modes route (docs/gateway.md, "Processing modes"):
 
 Other modes (NONE, STREAMED, BUFFERED_PARTIAL) cannot route on the body before the route is
 picked: such a stream is answered with a 500 naming the misconfiguration. Paths other than
-the two completions endpoints, and methods other than POST, pass through untouched.
+the two completions endpoints, and methods other than POST, pass through with only the
+client's copies of the headers Gearbox sets removed (the route then re-picked without them);
+one of the two endpoints spelt another way (`/v1/chat%2Fcompletions`), which the engine would
+serve as that endpoint, is a 400 naming the path.
 """
 
 from __future__ import annotations
@@ -20,11 +23,11 @@ import logging
 from enum import Enum
 from typing import Any
 
-from data_plane.errors import Internal, PayloadTooLarge, RouterError
+from data_plane.errors import Internal, InvalidRequest, PayloadTooLarge, RouterError
 from data_plane.gateway import messages, protos
 from data_plane.gateway.headers import HeaderList
 from data_plane.gateway.messages import ProcessingResponse
-from data_plane.gateway.router import GatewayRouter, routed_kind
+from data_plane.gateway.router import GatewayRouter, respelt_routed_path, routed_kind
 from data_plane.request.body import BodyKind
 from data_plane.telemetry.metrics import RequestOutcome
 
@@ -104,10 +107,17 @@ class Exchange:
 
     def _on_headers(self, headers: Any) -> list[ProcessingResponse]:
         self._headers = HeaderList.from_proto(headers.headers)
-        kind = routed_kind(self._headers.get(":path", ""))
+        path = self._headers.get(":path", "")
+        kind = routed_kind(path)
+        if kind is None and (spelt := respelt_routed_path(path)) is not None:
+            raise InvalidRequest(
+                f"the path {path!r} is {spelt} spelt another way; send it as {spelt}",
+                param=":path",
+                code="invalid_path",
+            )
         if kind is None or self._headers.get(":method", "POST").upper() != "POST":
             self._phase = Phase.PASS
-            return [messages.continue_headers()]
+            return [self._passed()]
         if self._mode not in SUPPORTED_MODES:
             name = _MODES.BodySendMode.Name(self._mode)
             raise UnsupportedBodyModeError(
@@ -118,6 +128,12 @@ class Exchange:
         if headers.end_of_stream:  # no body at all: parsing says so, as a 400
             return self._finish()
         return [messages.continue_headers()] if self._mode == BUFFERED else []
+
+    def _passed(self) -> ProcessingResponse:
+        """Headers of a request Gearbox does not route: the client's copies of the headers
+        Gearbox sets removed, so no route or picker reads a pair or an SLO it made up."""
+        forged = [name for name in self._router.managed if name in self._headers]
+        return messages.passed_headers(forged) if forged else messages.continue_headers()
 
     def _on_body(self, body: Any) -> list[ProcessingResponse]:
         if self._phase is not Phase.BODY:

@@ -40,6 +40,16 @@ def continue_headers(*, request: bool = True) -> ProcessingResponse:
     return ext_proc.ProcessingResponse(response_headers=ext_proc.HeadersResponse())
 
 
+def passed_headers(remove: Sequence[str]) -> ProcessingResponse:
+    """A request Gearbox does not route: its headers go on without the `remove` names (the
+    client's copies of the headers Gearbox sets), the route re-picked without them (Envoy
+    picked it on the headers as they came)."""
+    common = ext_proc.CommonResponse(
+        header_mutation=header_mutation((), remove), clear_route_cache=True
+    )
+    return ext_proc.ProcessingResponse(request_headers=ext_proc.HeadersResponse(response=common))
+
+
 def continue_body(*, request: bool = True) -> ProcessingResponse:
     """A buffered body goes on unchanged."""
     if request:

@@ -9,9 +9,11 @@ not do").
 
 from __future__ import annotations
 
+import posixpath
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from urllib.parse import unquote
 
 from data_plane.decision_step import (
     NO_TABLE_RETRY_AFTER_S,
@@ -39,6 +41,18 @@ VERSION_HEADER = "x-gearbox-table-version"
 def routed_kind(path: str) -> BodyKind | None:
     """The body kind of a path Gearbox routes (query string ignored), else None."""
     return ROUTED_PATHS.get(path.split("?", 1)[0])
+
+
+def respelt_routed_path(path: str) -> str | None:
+    """The routed path that `path` spells another way (percent-encoded, doubled slashes, dot
+    segments), which an engine's server decodes to that path; None for the path itself (a
+    trailing slash too: the engine redirects it to the path) and for every other path."""
+    literal = path.split("?", 1)[0]
+    decoded = posixpath.normpath(unquote(literal))
+    decoded = "/" + decoded.lstrip("/")  # normpath keeps a leading "//"
+    if decoded in ROUTED_PATHS and literal.rstrip("/") != decoded:
+        return decoded
+    return None
 
 
 @per_request
@@ -82,6 +96,12 @@ class GatewayRouter:
     step: DecisionStep
     pair_header: str
 
+    @property
+    def managed(self) -> tuple[str, ...]:
+        """The headers Gearbox sets (lower case): a client's copies never reach the routes or
+        the endpoint picker, on any path (docs/gateway.md)."""
+        return (self.pair_header.lower(), REASON_HEADER, VERSION_HEADER, *SLO_HEADERS)
+
     def route(self, kind: BodyKind, headers: Mapping[str, str], body: bytes) -> Routed:
         """Raises a RouterError (InvalidRequest, InvalidBudget, ModelNotFound,
         BudgetInfeasible, AllUpstreamsUnavailable) for an answer the client gets at once."""
@@ -100,9 +120,8 @@ class GatewayRouter:
             (VERSION_HEADER, str(decided.table.version)),
             *slo_headers(decision, first),
         ]
-        managed = (self.pair_header, REASON_HEADER, VERSION_HEADER, *SLO_HEADERS)
         set_here = {name for name, _ in out}
-        remove = tuple(name for name in managed if name not in set_here)
+        remove = tuple(name for name in self.managed if name not in set_here)
         body = decided.inbound.body_for(pair.served_model_name)
         return Routed(pair.pair, body, tuple(out), remove)
 

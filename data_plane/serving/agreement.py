@@ -4,10 +4,13 @@ checks (docs/accuracy.md "Live checks").
 PURE. Only where the category's scorer decides, with the profiler's scorers
 (`contracts.answer_scoring`), taking the reference's answer as the expected one:
 
-- `math`: the numeric scorer. The reference's answer must hold exactly one number (else there
-  is no one answer to expect: undecided); the pair agrees when its answer's last number is
-  that one (its only number, or the result after a worked line such as "12 + 7 = 19"), and
-  disagrees when it has none.
+- `math`: the numeric scorer, on both answers' final numbers by the profiler's own rule
+  (`contracts.answer_scoring.final_answer`: a `\\boxed{}`, `####` or "answer is" marker, else
+  a first line that is only a number, else the number after the last `=`, else the last
+  number; a trailing "(Check: 6*7)" is not the answer). The reference's answer must state its
+  number (a marker, a line of its own, an `=`, or its only number; else there is no one answer
+  to expect: undecided); the pair agrees when its final number is that one, and disagrees when
+  it has none.
 - `extraction`: the json scorer, both ways (the two first JSON objects hold the same keys and
   values); undecided when the reference's answer has no JSON object.
 
@@ -20,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 
-from contracts.answer_scoring import Scorer, first_json_object, numbers, score
+from contracts.answer_scoring import Scorer, final_answer, first_json_object, score
 
 
 def answer_text(body: bytes) -> str | None:
@@ -35,11 +38,10 @@ def answer_text(body: bytes) -> str | None:
 
 
 def _numeric(answer: str, reference: str) -> bool | None:
-    expected = numbers(reference)
-    if len(expected) != 1:
+    expected = final_answer(reference)
+    if expected is None or not expected.stated:
         return None
-    found = numbers(answer)
-    return bool(found) and score(str(found[-1]), expected[0], Scorer.NUMERIC)
+    return score(answer, expected.value, Scorer.NUMERIC)
 
 
 def _json(answer: str, reference: str) -> bool | None:

@@ -47,6 +47,9 @@ class ScrapeSettings(Group):
     knob_prefix = "scrape_"
     interval_s: float = Field(default=1.0, ge=0.0, description="0 = scraping off")
     timeout_s: float = Field(default=1.0, gt=0.0, le=60.0)
+    # A /metrics page past this many bytes is a scrape error (and an unread stall probe),
+    # never read further (docs/data_plane.md, "Engine pages").
+    max_page_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
 
 
 class LiveStateSettings(Group):

@@ -7,6 +7,8 @@ by a timeout; a failed scrape leaves the last value in place, so a flaky engine 
 its load. Never on the request path, but on its event loop: scrapes go through the same lean
 `UpstreamClient` as engine calls (a pool of their own), so each takes the requests being
 served as little time as one engine call does (docs/data_plane.md, "Observability").
+The page is read as a bounded stream that keeps only the two queue series (`metrics_page`): a
+page past its limit is a scrape error, counted and logged, never a stall ("Engine pages").
 """
 
 from __future__ import annotations
@@ -20,18 +22,26 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from data_plane.domain import CompiledEndpoint
 from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.sync.metrics_page import (
+    DEFAULT_MAX_PAGE_BYTES,
+    PageRefusals,
+    PageRefusedError,
+    read_series,
+)
 from data_plane.upstream.port import (
     AttemptError,
     LimitReachedError,
     UpstreamClient,
     UpstreamRequest,
+    limit_until,
+    within,
 )
 
 logger = logging.getLogger(__name__)
 
 QUEUE_METRICS = frozenset({"vllm:num_requests_waiting", "vllm:num_requests_running"})
 _ACCEPT = {"Accept": "text/plain"}
-_LINE_PREFIXES = ("vllm:num_requests_waiting", "vllm:num_requests_running", "# TYPE vllm:num_req")
+_LINE_PREFIXES = ("vllm:num_requests_waiting", "vllm:num_requests_running")
 
 
 def parse_queue_depth(text: str, model_name: str | None = None) -> float | None:
@@ -40,7 +50,14 @@ def parse_queue_depth(text: str, model_name: str | None = None) -> float | None:
 
     Only the few relevant lines are handed to the Prometheus parser (vLLM pages are large).
     """
-    lines = [ln for ln in text.splitlines() if ln.startswith(_LINE_PREFIXES)]
+    return queue_depth(
+        [ln for ln in text.splitlines() if ln.startswith(_LINE_PREFIXES)], model_name
+    )
+
+
+def queue_depth(lines: list[str], model_name: str | None = None) -> float | None:
+    """`parse_queue_depth` of a page's sample lines of the two gauges (untyped, so the names
+    stay whole)."""
     total = 0.0
     seen = False
     for family in text_string_to_metric_families("\n".join(lines) + "\n"):
@@ -72,12 +89,16 @@ class EngineScraper:
         tracker: LoadTracker,
         on_depth: Callable[[str, float], None],
         timeout_s: float,
+        max_page_bytes: int = DEFAULT_MAX_PAGE_BYTES,
+        refusals: PageRefusals | None = None,
     ) -> None:
         self._client = client
         self._endpoints = endpoints
         self._tracker = tracker
         self._on_depth = on_depth
         self._timeout_s = timeout_s
+        self._max_page_bytes = max_page_bytes
+        self._refusals = PageRefusals() if refusals is None else refusals
 
     async def scrape_once(self, spread_s: float = 0.0) -> int:
         """Scrape all endpoints, their starts spread evenly over `spread_s` (0: all at once);
@@ -110,11 +131,11 @@ class EngineScraper:
         endpoint = target.endpoint
         # Our requests in flight both before and after the scrape were in the engine's count.
         own_before = self._tracker.in_flight(endpoint.id)
-        page = await self._fetch(endpoint)
-        if page is None:
+        lines = await self._fetch(endpoint)
+        if lines is None:
             return False
         try:
-            depth = parse_queue_depth(page, target.served_model_name)
+            depth = queue_depth(lines, target.served_model_name)
         except ValueError:
             logger.debug("scrape unparsable", extra={"endpoint": endpoint.id})
             return False
@@ -125,22 +146,24 @@ class EngineScraper:
         self._on_depth(endpoint.id, depth)
         return True
 
-    async def _fetch(self, endpoint: CompiledEndpoint) -> str | None:
-        """The engine's /metrics page, whole within the timeout; None when it did not come
-        (refused, timed out, broken, or not a 200)."""
-        url = f"{endpoint.url}/metrics"
+    async def _fetch(self, endpoint: CompiledEndpoint) -> list[str] | None:
+        """The queue lines of the engine's /metrics page, read whole within the timeout and
+        the page limit; None when they did not come (refused, timed out, broken, not a 200,
+        or the page broke a bound: `gearbox_engine_scrape_errors_total`)."""
+        until = limit_until(self._timeout_s)
+        request = UpstreamRequest(f"{endpoint.url}/metrics", b"", _ACCEPT, self._timeout_s, "GET")
         try:
-            resp = await self._client.send(
-                UpstreamRequest(url, b"", _ACCEPT, self._timeout_s, "GET")
-            )
+            resp = await self._client.send(request)
             try:
-                body = await resp.read() if resp.status == 200 else None
+                if resp.status != 200:
+                    logger.debug("scrape status %s", resp.status, extra={"endpoint": endpoint.id})
+                    return None
+                page = read_series(resp.chunks(), _LINE_PREFIXES, self._max_page_bytes)
+                return await within(until, page)
             finally:
                 resp.close()
         except (AttemptError, LimitReachedError) as err:
             logger.debug("scrape failed: %s", type(err).__name__, extra={"endpoint": endpoint.id})
-            return None
-        if body is None:
-            logger.debug("scrape status %s", resp.status, extra={"endpoint": endpoint.id})
-            return None
-        return body.decode("utf-8", errors="replace")
+        except PageRefusedError as err:
+            self._refusals.refused(endpoint.id, err, "scrape")
+        return None

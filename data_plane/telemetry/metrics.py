@@ -229,6 +229,13 @@ class DataPlaneMetrics:
             "Scraped engine waiting + running",
             ["endpoint"],
         )
+        self.scrape_errors = r.counter(
+            "gearbox_engine_scrape_errors_total",
+            "Engine /metrics pages refused for breaking a bound (scrape and stall probe)",
+            ["reason"],
+        )
+        for reason in ("too_large", "too_many_series"):  # sync.metrics_page.REFUSAL_REASONS
+            self.scrape_errors.labels(reason)
 
     def _table_metrics(self, r: Exposition) -> None:
         self.table_version = r.gauge(

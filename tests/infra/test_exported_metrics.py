@@ -39,6 +39,7 @@ ZERO_HERE = {
     "gearbox_instance_id_clashes_total",  # tests/hostile/test_replica_identity.py
     "gearbox_routing_table_load_failures_total",
     "gearbox_engine_queue_depth",
+    "gearbox_engine_scrape_errors_total",  # small pages: tests/hostile/test_engine_pages.py
     "gearbox_in_flight_requests",
     "gearbox_spans_dropped_total",  # tracing is off here; tests/component/.../test_otlp_export.py
     "gearbox_pair_spilled_total",

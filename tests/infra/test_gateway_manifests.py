@@ -18,6 +18,7 @@ import yaml
 
 from data_plane.gateway import protos as ext_proc
 from data_plane.gateway.exchange import SUPPORTED_MODES
+from data_plane.gateway.router import ROUTED_PATHS
 from data_plane.settings import DataPlaneSettings
 from tests.infra.manifests import CRD_SCHEMAS, K8S_DIR, Doc, by_kind, k8s_env, settings_kwargs
 
@@ -152,6 +153,27 @@ def test_one_route_per_pool_on_the_header_the_extproc_sets() -> None:
         assert pools[pool]["spec"]["selector"]["matchLabels"]["gearbox.dev/pair"] == pair.replace(
             "@", "-"
         )
+
+
+def test_pair_routes_match_only_the_paths_gearbox_routes() -> None:
+    """On 95376ca each pair's route matched `PathPrefix /v1/` plus the pair header: a client's
+    own header on `/v1/responses` or `/v1/embeddings` (which Gearbox passes) picked the pool.
+    Now a route on the pair header matches exactly the paths the ext_proc routes."""
+    header = _extproc_settings().extproc.pair_header
+    for route in _kind("HTTPRoute"):
+        on_header = [
+            m
+            for rule in route["spec"]["rules"]
+            for m in rule["matches"]
+            if any(h["name"] == header for h in m.get("headers", []))
+        ]
+        if route["metadata"]["name"] == "gearbox-default":
+            assert on_header == []
+            continue
+        paths = sorted((m["path"]["type"], m["path"]["value"]) for m in on_header)
+        assert paths == sorted(("Exact", path) for path in ROUTED_PATHS), route["metadata"]
+        every = [m for rule in route["spec"]["rules"] for m in rule["matches"]]
+        assert len(every) == len(on_header), "a pair route matches only on the pair header"
 
 
 def test_the_default_route_has_no_header_match() -> None:

@@ -1,6 +1,7 @@
 """The engine scrape against a real /metrics server, with both kinds of engine client: depths
 reach the load tracker, a round's scrapes are spread over the interval instead of going out in
-one burst, and an engine that fails, answers non-200 or stalls leaves its last depth alone."""
+one burst, and an engine that fails, answers non-200, stalls or serves a page past the limit
+leaves its last depth alone."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from aiohttp.test_utils import TestServer
 from data_plane.domain import CompiledEndpoint
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
+from data_plane.sync.metrics_page import PageRefusals
 from data_plane.upstream.http1 import Http1Upstream
 from data_plane.upstream.port import AiohttpUpstream, SessionLimits
+from tests.support.waiting import eventually
 
 LIMITS = SessionLimits(
     connector_limit=100,
@@ -36,7 +39,8 @@ PAGE = (
 
 
 async def _metrics_server(
-    aiohttp_server: ServerFactory, handler: Callable[[web.Request], Awaitable[web.Response]]
+    aiohttp_server: ServerFactory,
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
 ) -> str:
     """A loopback server answering GET /{engine}/metrics with `handler`; its base URL."""
     app = web.Application()
@@ -152,3 +156,47 @@ async def test_a_spread_round_starts_each_scrape_in_its_turn_and_cancels_whole(
     assert all(t.done() for t in scrapes)
     release.set()  # the server's handler ends before the server is torn down
     await asyncio.wait_for(handled.wait(), 2.0)
+
+
+async def test_a_page_past_the_limit_is_a_counted_refusal_that_keeps_the_last_depth(
+    aiohttp_server: ServerFactory, client: Http1Upstream | AiohttpUpstream
+) -> None:
+    """With either client kind: a page over `max_page_bytes` (its queue lines at its end, so
+    reading it whole would find them) is refused, counted once per scrape, and the depth
+    scraped before stays; the server saw the reader leave long before the page's end."""
+    huge = {"on": False}
+    written: list[int] = []
+    filler = b"# HELP vllm:other_metric " + b"x" * 1000 + b"\n"
+
+    async def metrics(request: web.Request) -> web.StreamResponse:
+        if not huge["on"]:
+            return web.Response(text=PAGE.format(waiting=2))
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        sent = 0
+        try:
+            while sent < 64 * 1024 * 1024:
+                await resp.write(filler * 64)
+                sent += len(filler) * 64
+            await resp.write(PAGE.format(waiting=9).encode())
+        except ConnectionError:
+            pass  # the reader left: what a bounded scrape does
+        finally:
+            written.append(sent)  # also when the server cancels the handler as the peer goes
+        return resp
+
+    base = await _metrics_server(aiohttp_server, metrics)
+    targets = [ScrapeTarget(CompiledEndpoint("e0", f"{base}/0"), "m")]
+    tracker, refused = LoadTracker(), list[str]()
+    scraper = EngineScraper(
+        client, lambda: targets, tracker, lambda _e, _d: None, 5.0, 256 * 1024,
+        PageRefusals(refused.append),
+    )  # fmt: skip
+    assert await scraper.scrape_once() == 1
+    huge["on"] = True
+    assert await scraper.scrape_once() == 0
+    assert await scraper.scrape_once() == 0
+    assert refused == ["too_large", "too_large"]
+    assert dict(tracker.load) == {"e0": 3.0}
+    await eventually(lambda: len(written) == 2, what="the server saw both readers leave")
+    assert max(written) < 16 * 1024 * 1024

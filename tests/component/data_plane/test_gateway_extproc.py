@@ -317,6 +317,66 @@ async def test_other_paths_pass_through_untouched(gateway: Gateway) -> None:
     assert not responses[0].request_headers.response.HasField("header_mutation")
 
 
+FORGED = {
+    PAIR_HEADER: "llama@fp16",
+    "x-llm-d-slo-ttft-ms": "1",
+    "x-slo-tpot-ms": "1",
+    "x-gearbox-route-reason": "forged",
+    "x-gearbox-table-version": "9",
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "mode"),
+    [
+        ("/v1/responses", "POST", FULL_DUPLEX),
+        ("/v1/embeddings", "POST", BUFFERED),
+        ("/v1/models", "GET", BUFFERED),
+        ("/v1/chat/completions", "GET", FULL_DUPLEX),
+        ("/v1/chat/completions/", "POST", FULL_DUPLEX),  # the engine redirects it
+    ],
+)
+async def test_a_passed_request_loses_the_clients_copies_of_the_managed_headers(
+    gateway: Gateway, path: str, method: str, mode: int
+) -> None:
+    """On 95376ca these went on untouched: the HTTPRoutes matched the client's own pair header
+    on every /v1/ path, and the picker read its SLO. Now they are removed and the route is
+    re-picked without them; a header Gearbox does not manage stays."""
+    sent = {**FORGED, "x-request-id": "r1"}
+    responses = await exchange(
+        gateway, [headers_message(sent, path=path, method=method, mode=mode, end_of_stream=True)]
+    )
+    assert [r.WhichOneof("response") for r in responses] == ["request_headers"]
+    common = responses[0].request_headers.response
+    assert set(common.header_mutation.remove_headers) == set(FORGED)
+    assert not common.header_mutation.set_headers
+    assert common.clear_route_cache
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/chat%2Fcompletions",
+        "/v1/%63hat/completions",
+        "/v1//chat/completions",
+        "/v1/./completions?stream=1",
+    ],
+)
+async def test_a_routed_path_spelt_another_way_is_a_400_naming_it(
+    gateway: Gateway, path: str
+) -> None:
+    """On 95376ca `/v1/chat%2Fcompletions` passed through to the engine, which decodes it to
+    its chat endpoint: a chat request with no decision. Now it is refused, naming the path."""
+    responses = await exchange(gateway, [headers_message(FORGED, path=path, mode=FULL_DUPLEX)])
+    status, error, _ = error_of(responses[0])
+    assert (status, error["error"]["code"], error["error"]["param"]) == (
+        400,
+        "invalid_path",
+        ":path",
+    )
+    assert path in error["error"]["message"]
+
+
 async def test_other_methods_pass_through_untouched(gateway: Gateway) -> None:
     responses = await exchange(
         gateway, [headers_message({}, method="GET", mode=BUFFERED, end_of_stream=True)]

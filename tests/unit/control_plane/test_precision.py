@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from contracts.precision_names import UnreadablePrecisionError, weight_format
 from control_plane.build.precision import (
     Precision,
     declared_format,
+    format_problem,
     precision_of,
     precision_ranks,
     precision_sort_key,
@@ -15,28 +17,76 @@ from control_plane.build.precision import (
 
 
 @pytest.mark.parametrize(
-    ("name", "bits"),
+    ("name", "fmt"),
     [
-        ("fp32", 32),
-        ("float32", 32),
-        ("bf16", 16),
-        ("fp16", 16),
-        ("FP16", 16),
-        ("fp8", 8),
-        ("fp8-dynamic", 8),
-        ("int8-w8a8", 8),
-        ("w8a16", 8),
-        ("gptq-int8", 8),
-        ("awq-int4", 4),
-        ("gptq-int4", 4),
-        ("awq", 4),
-        ("w4a16", 4),
-        ("nf4", 4),
-        ("exotic", 0),
+        ("fp32", "fp32"),
+        ("float32", "fp32"),
+        ("bf16", "bf16"),
+        ("bfloat16", "bf16"),
+        ("fp16", "fp16"),
+        ("FP16", "fp16"),
+        ("f16", "fp16"),
+        ("fp8", "fp8"),
+        ("fp8-dynamic", "fp8"),
+        ("fp8_dynamic", "fp8"),
+        ("fp8-w8a8", "fp8"),  # llm-compressor's FP8 scheme: the float names the weights
+        ("e4m3", "fp8"),
+        ("w8a8", "int8"),
+        ("int8-w8a8", "int8"),
+        ("w8a16", "int8"),
+        ("gptq-int8", "int8"),
+        ("w4a16", "int4"),
+        ("w4afp8", "int4"),  # fp8 activations, int4 weights
+        ("awq-int4", "int4"),
+        ("gptq-int4", "int4"),
+        ("awq", "int4"),
+        ("gptq", "int4"),
+        ("nf4", "int4"),
+        ("4bit", "int4"),
+        ("nvfp4", "fp4"),
+        ("mxfp6", "fp6"),
+        # KV-cache formats are not the weights': 95376ca read int4-fp8kv as fp8.
+        ("int4-fp8kv", "int4"),
+        ("awq-kvfp8", "int4"),
+        ("int4-kv-fp8", "int4"),
+        ("w8a8-kv-cache-fp8", "int8"),
+        ("bf16-fp8-kv", "bf16"),
+        # GGUF: 95376ca knew q4 and q8 only (q5_k and q6_k were 0 bits).
+        ("q4_k_m", "int4"),
+        ("q4_0", "int4"),
+        ("q5_k", "int5"),
+        ("q5_k_m", "int5"),
+        ("q6_k", "int6"),
+        ("q8_0", "int8"),
+        ("iq4_xs", "int4"),
+        ("gguf-q3_k_s", "int3"),
     ],
 )
-def test_quantization_bits(name: str, bits: int) -> None:
-    assert quantization_bits(name) == bits
+def test_declared_format(name: str, fmt: str) -> None:
+    assert weight_format(name) == fmt
+    assert declared_format(name) == fmt
+    assert quantization_bits(name) == int(fmt.lstrip("fpbint"))
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("exotic", "declares no weight format"),
+        ("dynamic", "declares no weight format"),
+        ("fp8kv", "declares only a KV-cache format"),
+        ("kv-cache-fp8", "declares only a KV-cache format"),
+        ("fp16-int4", "names more than one weight format (fp16, int4)"),
+        ("w8a8-int4", "names more than one weight format (int4, int8)"),
+    ],
+)
+def test_an_unreadable_name_says_why_and_has_no_bits(name: str, why: str) -> None:
+    with pytest.raises(UnreadablePrecisionError) as err:
+        weight_format(name)
+    assert why in str(err.value)
+    assert format_problem(name) == str(err.value)
+    assert declared_format(name) is None
+    assert quantization_bits(name) == 0
+    assert format_problem(name, {name: "int2"}) is None
 
 
 def test_declared_format_decides_not_measured_accuracy() -> None:
@@ -54,14 +104,15 @@ def test_ranks_share_equal_formats_and_ignore_accuracy() -> None:
 
 
 def test_policy_override_places_an_exotic_format() -> None:
-    overrides = {"mxfp6-custom": "fp6"}
-    assert declared_format("mxfp6-custom") is None
-    assert precision_of("mxfp6-custom") == Precision(0, False)
-    assert precision_of("mxfp6-custom", overrides) == Precision(6, True)
+    overrides = {"ternary": "int2"}
+    assert declared_format("ternary") is None
+    assert precision_of("ternary") == Precision(0, False)
+    assert precision_of("ternary", overrides) == Precision(2, False)
     ranks = precision_ranks(
-        {"f@int8": "int8", "f@mxfp6-custom": "mxfp6-custom", "f@int4": "int4"}, overrides
+        {"f@int8": "int8", "f@mxfp6": "mxfp6", "f@ternary": "ternary", "f@q5_k": "q5_k"},
+        overrides,
     )
-    assert ranks == {"f@int8": 0, "f@mxfp6-custom": 1, "f@int4": 2}
+    assert ranks == {"f@int8": 0, "f@mxfp6": 1, "f@q5_k": 2, "f@ternary": 3}
 
 
 def test_fp8_ranks_above_int8_at_equal_bits() -> None:

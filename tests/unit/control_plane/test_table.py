@@ -64,12 +64,12 @@ def test_entries_are_ordered_by_reference_cost() -> None:
 def test_cost_ties_break_on_latency_then_name() -> None:
     same_price = {"prices": (0.1, 0.4), "hourly_usd": None}
     reports = [
-        make_report("f", "b-slow", **same_price, **SLOW),
-        make_report("f", "a-fast", **same_price, **FAST),
-        make_report("f", "c-fast", **same_price, **FAST),
+        make_report("f", "fp8-b-slow", **same_price, **SLOW),
+        make_report("f", "fp8-a-fast", **same_price, **FAST),
+        make_report("f", "fp8-c-fast", **same_price, **FAST),
     ]
     table = build_table(reports, policy(), NOW, prune=False)
-    assert [e.pair for e in table.entries] == ["f@a-fast", "f@c-fast", "f@b-slow"]
+    assert [e.pair for e in table.entries] == ["f@fp8-a-fast", "f@fp8-c-fast", "f@fp8-b-slow"]
 
 
 def test_dominated_pairs_are_pruned_and_named() -> None:
@@ -169,6 +169,27 @@ def test_policy_naming_unknown_pairs_is_rejected_with_every_problem() -> None:
         "policy: baselines.f: 'f@nope' is not a profiled pair",
         "policy: baselines.g: 'f@fp16' belongs to family 'f'",
     ]
+
+
+def test_a_quantization_name_without_a_weight_format_is_a_build_error() -> None:
+    """On 95376ca `exotic` ranked last as 0 bits with a warning, and `int4-fp8kv` ranked as
+    fp8 (above the family's int8): now the first is refused naming the pair and the fix, and
+    the second is int4, below int8."""
+    with pytest.raises(BuildError) as err:
+        build_table([*fleet(), make_report("f", "exotic")], policy(), NOW)
+    (problem,) = err.value.problems
+    assert problem.startswith("pair f@exotic: cannot read a weight format")
+    assert "'exotic' declares no weight format" in problem
+    assert "policy.precision_formats" in problem
+    declared = policy(precision_formats={"exotic": "int2"})
+    built = build_table([*fleet(), make_report("f", "exotic")], declared, NOW, prune=False)
+    assert {e.pair: e.precision_format for e in built.entries}["f@exotic"] == "int2"
+    kv = [*fleet(), make_report("f", "int4-fp8kv")]
+    table = build_table(kv, policy(), NOW, prune=False)
+    ranks = {e.pair: e.precision_rank for e in table.entries}
+    formats = {e.pair: e.precision_format for e in table.entries}
+    assert formats["f@int4-fp8kv"] == "int4"
+    assert ranks["f@int4-fp8kv"] > ranks["f@int8"] > ranks["f@fp8"]
 
 
 def test_unmeasured_categories_warn_and_count_as_zero() -> None:

@@ -21,6 +21,11 @@ from data_plane.serving.reask import reask
         ("math", "42", "43", False),
         ("math", "I cannot tell.", "43", False),  # no number where one was expected
         ("math", "42", "between 40 and 45", None),  # no one answer to expect
+        # the final answer, not the last number: 95376ca read 7 here and disagreed
+        ("math", "The answer is 42. (Check: 6*7)", "42", True),
+        ("math", "42", "The answer is 42. (Check: 6*7)", True),  # undecided on 95376ca
+        ("math", " 19\n12 + 8 = 20", "12 + 7 = 19", True),
+        ("math", "The answer is 41. (Check: 6*7)", "#### 42", False),
         ("math", "42", "no idea", None),
         ("extraction", 'Here: {"name": "Bob", "age": 3}', '{"age": 3, "name": "Bob"}', True),
         ("extraction", '{"name": "Bob"}', '{"name": "Eve"}', False),

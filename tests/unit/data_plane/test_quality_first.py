@@ -78,7 +78,12 @@ def decide(
 def test_precision_key_orders_declared_format_and_bits() -> None:
     names = ["awq-int4", "int8-w8a8", "fp8", "bf16", "fp16", "gptq-int4", "fp32", "nf4"]
     ordered = sorted(names, key=lambda q: (precision_key(q), q))
-    assert ordered == ["fp32", "bf16", "fp16", "fp8", "int8-w8a8", "nf4", "awq-int4", "gptq-int4"]
+    # nf4 is the table build's int4 (95376ca's ladder alone read it as a 4-bit float).
+    assert ordered == ["fp32", "bf16", "fp16", "fp8", "int8-w8a8", "awq-int4", "gptq-int4", "nf4"]
+    assert precision_key("int4-fp8kv") == precision_key("awq-int4")  # 95376ca: fp8's key
+    assert precision_key("q6_k") == (-6, 1)  # 95376ca: unknown, (0, 0)
+    assert precision_key("exotic") == (0, 0)  # a table built before such names were refused
+    assert precision_key("exotic", "fp6") == (-6, 0)  # the entry's declared format decides
     assert ladder_ranks(["fp16", "bf16", "fp8", "int8-w8a8", "awq-int4"]) == {
         "fp16": 0,
         "bf16": 0,
