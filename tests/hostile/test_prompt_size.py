@@ -1,0 +1,177 @@
+"""A prompt the router sizes as the engine does (docs/data_plane.md, "Prompt size"): a client's
+`tools` are prompt the engine prefills, and a prefill is allowed the time it takes
+(docs/reliability.md, "What a breaker counts").
+
+Simulated engines that prefill exactly as the shipped 70B profiles say (examples/profiles:
+awq-int4 0.17 ms and fp8 0.15 ms per input token, 4.1 characters per token, context 32,768),
+counting `tools` into the prompt as vLLM does, behind a data plane from `create_app` (static
+mode, the table the control plane builds from those reports; the engines' token counters read
+while attempts wait overdue, as shipped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from contracts.policy import Policy
+from contracts.profile_report import ProfileReport
+from control_plane.build.table import build_table
+from data_plane.app import AppDeps, create_app
+from data_plane.settings import DataPlaneSettings
+from simulator import SimFleetConfig, SimPairConfig, run_fleet
+from tests.hostile.test_engine_blame import blamed, opened, post
+from tests.reliability.stack import EXAMPLES, NOW, metric
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.integration
+
+FAMILY = "llama-3.1-70b-instruct"
+QUANTS = ("awq-int4", "fp8")
+PRICE_USD_PER_MTOK = {"awq-int4": 0.3, "fp8": 0.6}
+CHARS_PER_TOKEN = 4.1  # the profiles'
+TOOLS_TOKENS = 31_500  # the issue's tool list
+
+
+def _pair(quant: str) -> str:
+    return f"{FAMILY}@{quant}"
+
+
+def _served(quant: str) -> str:
+    return f"sim/{FAMILY}-{quant}"
+
+
+def _report(quant: str, urls: Sequence[str]) -> ProfileReport:
+    data = json.loads((EXAMPLES / f"{FAMILY}@{quant}.json").read_text(encoding="utf-8"))
+    price = PRICE_USD_PER_MTOK[quant]
+    data |= {
+        "endpoints": list(urls),
+        "served_model_name": _served(quant),
+        "prices": {"input_usd_per_mtok": price, "output_usd_per_mtok": 2 * price},
+    }
+    return ProfileReport.model_validate(data)
+
+
+def _as_profiled(quant: str) -> SimPairConfig:
+    """The engine as its report says: its TTFT line (base and per input token) and TPOT."""
+    table = build_table([_report(quant, ["http://127.0.0.1:1"])], Policy(), NOW)
+    line = table.entries[0].latency
+    return SimPairConfig(
+        name=_served(quant),
+        family=FAMILY,
+        quantization=quant,
+        ttft_base_s=line.ttft_base_s,
+        ttft_per_input_token_s=line.ttft_per_input_token_s,
+        tpot_base_s=line.tpot_base_s,
+        max_running=64,
+        context_length=32_768,
+        chars_per_token=CHARS_PER_TOKEN,
+    )
+
+
+@asynccontextmanager
+async def _data_plane(
+    urls: Mapping[str, Sequence[str]], tmp_path: Path
+) -> AsyncIterator[tuple[str, web.Application]]:
+    table = build_table([_report(q, u) for q, u in urls.items()], Policy(), NOW)
+    snapshot = tmp_path / "table.json"
+    snapshot.write_text(table.model_dump_json())
+    values: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "redis_url": "",
+        "snapshot_path": snapshot,
+        "scrape_interval_s": 0.0,
+        "breaker_consecutive_failures": 3,
+        "instance_id": "hostile-prompt",
+    }
+    settings = DataPlaneSettings(**values)
+    server = TestServer(create_app(settings, AppDeps()), host="127.0.0.1")
+    await server.start_server()
+    try:
+        yield str(server.make_url("")).rstrip("/"), server.app
+    finally:
+        await server.close()
+
+
+def _tools(tokens: int) -> list[dict[str, Any]]:
+    """Function tools whose JSON is about `tokens` tokens at the profiles' 4.1 chars/token."""
+    tools: list[dict[str, Any]] = []
+    size = 0
+    while size < tokens * CHARS_PER_TOKEN:
+        tool = {
+            "type": "function",
+            "function": {
+                "name": f"lookup_{len(tools)}",
+                "description": "Look a record up in the inventory by its key " * 4,
+                "parameters": {
+                    "type": "object",
+                    "properties": {"key": {"type": "string"}, "limit": {"type": "integer"}},
+                    "required": ["key"],
+                },
+            },
+        }
+        tools.append(tool)
+        size += len(json.dumps(tool)) + 2
+    return tools
+
+
+def _ordinary() -> dict[str, Any]:
+    return {
+        "model": "auto",
+        "messages": [{"role": "user", "content": "Say hello."}],
+        "max_tokens": 8,
+        "stream": True,
+    }
+
+
+async def test_a_tools_heavy_streamed_prompt_is_prefilled_not_ejected(tmp_path: Path) -> None:
+    """The issue's reproduction: one streamed request whose 31.5k tokens are nearly all
+    `tools` (no budget). On 95376ca the router sized it from its text ("Which item is low?",
+    5 tokens): the first byte was allowed 3 x 0.11 s, both engines' 5 s prefills were
+    ejected as hangs (no byte, then still counters), the client got 504 and the next
+    client's ordinary request 503. Sized with its tools, its first byte is allowed three
+    times the profiled prefill: it is answered, no breaker opens, and other clients are
+    served meanwhile and after."""
+    config = SimFleetConfig(pairs=[_as_profiled(q) for q in QUANTS])
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(_served(q))] for q in QUANTS}
+        async with (
+            _data_plane(urls, tmp_path) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        ):
+            heavy = {
+                "model": "auto",
+                "messages": [{"role": "user", "content": "Which item is low?"}],
+                "tools": _tools(TOOLS_TOKENS),
+                "max_tokens": 16,
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            }
+            big = asyncio.create_task(post(session, url, heavy))
+            await eventually(lambda: sum(fleet.stats(_served(q)).received for q in QUANTS) >= 1)
+            meanwhile = await post(session, url, _ordinary())
+            status, pair, raw = await big
+            after = await post(session, url, _ordinary())
+            assert status == 200, raw[:300]
+            assert b"[DONE]" in raw
+            assert meanwhile[0] == 200, meanwhile[2][:300]
+            assert after[0] == 200, after[2][:300]
+            for quant in QUANTS:
+                assert opened(app, f"{_pair(quant)}#0") == 0
+                assert blamed(app, f"{_pair(quant)}#0") == 0
+            # Served where it was sent, once: the engine's count over the estimate is ~1.
+            assert sum(fleet.stats(_served(q)).received for q in QUANTS) == 3
+            ratio = (pair, "gearbox_prompt_estimate_ratio")
+            count = metric(app, f"{ratio[1]}_count", pair=pair)
+            total = metric(app, f"{ratio[1]}_sum", pair=pair)
+            assert count >= 1
+            assert 0.9 < total / count < 1.1, total / count
