@@ -28,12 +28,18 @@ from contracts.profile_report import ProfileReport
 from control_plane.build.table import build_table
 from data_plane.app import AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
+from data_plane.upstream.port import UpstreamRequest
 from simulator import SimFleetConfig, SimPairConfig, run_fleet
+from tests.component.data_plane import conftest as component
+from tests.component.data_plane.conftest import Harness, MakeHarness
+from tests.component.data_plane.fakes import FakeResponse, chat_json, two_pair_table
 from tests.hostile.test_engine_blame import blamed, opened, post
 from tests.reliability.stack import EXAMPLES, NOW, metric
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
+make_harness = component.make_harness  # the component harness: create_app, a FakeUpstream
+FP16, INT4 = "http://fp16-a", "http://int4-a"
 
 FAMILY = "llama-3.1-70b-instruct"
 QUANTS = ("awq-int4", "fp8")
@@ -175,3 +181,42 @@ async def test_a_tools_heavy_streamed_prompt_is_prefilled_not_ejected(tmp_path: 
             total = metric(app, f"{ratio[1]}_sum", pair=pair)
             assert count >= 1
             assert 0.9 < total / count < 1.1, total / count
+
+
+def _checked_answer(req: UpstreamRequest) -> FakeResponse:
+    return FakeResponse(body=chat_json("12", prompt_tokens=10, completion_tokens=2))
+
+
+async def _ask_math(h: Harness, fields: dict[str, Any]) -> None:
+    body = {
+        "model": "fam@int4",
+        "messages": [{"role": "user", "content": "What is 5 + 7?"}],
+        "temperature": 0,
+        "max_tokens": 16,
+        **fields,
+    }
+    resp = await h.client.post(
+        "/v1/chat/completions", data=json.dumps(body), headers={"X-Task-Category": "math"}
+    )
+    assert resp.status == 200, await resp.text()
+
+
+def _checks(h: Harness, outcome: str) -> float:
+    labels = {"pair": "fam@int4", "category": "math", "outcome": outcome}
+    return h.metric("gearbox_accuracy_checks_total", **labels)
+
+
+async def test_the_check_cap_counts_a_prompt_s_tools(make_harness: MakeHarness) -> None:
+    """The accuracy checks' prompt cap (`accuracy_check.max_input_tokens`, 2,048) reads the
+    same estimate: a 14-character question with 3,000 tokens of tools is too long to
+    re-ask (on 95376ca it was re-asked at the cost of 5 tokens: checked, not `too_long`),
+    while the same question alone is checked."""
+    policy = {"accuracy_check": {"sample_rate": 1.0}}
+    routes = {FP16: _checked_answer, INT4: _checked_answer}
+    h = await make_harness(two_pair_table([FP16], [INT4], policy=policy), routes=routes)
+    await _ask_math(h, {"tools": _tools(3_000)})
+    await eventually(lambda: _checks(h, "too_long") == 1, timeout_s=10, what="capped")
+    assert not [r for r in h.upstream.requests if r.url.startswith(FP16)]
+    await _ask_math(h, {})
+    await eventually(lambda: _checks(h, "agree") == 1, timeout_s=10, what="checked")
+    assert _checks(h, "too_long") == 1
