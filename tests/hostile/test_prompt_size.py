@@ -220,3 +220,23 @@ async def test_the_check_cap_counts_a_prompt_s_tools(make_harness: MakeHarness) 
     await _ask_math(h, {})
     await eventually(lambda: _checks(h, "agree") == 1, timeout_s=10, what="checked")
     assert _checks(h, "too_long") == 1
+
+
+async def test_routing_sizes_the_prompt_with_its_tools(make_harness: MakeHarness) -> None:
+    """Prediction, cost and the context limit read the same estimate: `/v1/route` shows a
+    short question with 3,000 tokens of tools as about 3,000 input tokens (5 on 95376ca),
+    and 9,000 tokens of tools exceed the pairs' 8,192-token context (routed on 95376ca, and
+    the engine refused it)."""
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes={})
+    tools = _tools(3_000)
+    body = {"model": "auto", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 16}
+    routed = await (
+        await h.client.post("/v1/route", data=json.dumps(body | {"tools": tools}))
+    ).json()
+    expected = (len(json.dumps(tools)) + len("Hi")) / 4.0  # the table's 4 chars per token
+    assert routed["routed"] is True
+    assert abs(routed["tokens"]["input"] - expected) <= 1
+    too_long = await (
+        await h.client.post("/v1/route", data=json.dumps(body | {"tools": _tools(9_000)}))
+    ).json()
+    assert too_long["binding"] == "context_too_long"
