@@ -240,3 +240,43 @@ async def test_routing_sizes_the_prompt_with_its_tools(make_harness: MakeHarness
         await h.client.post("/v1/route", data=json.dumps(body | {"tools": _tools(9_000)}))
     ).json()
     assert too_long["binding"] == "context_too_long"
+
+
+async def test_neighbours_queued_behind_a_long_prefill_do_not_eject_the_engine(
+    tmp_path: Path,
+) -> None:
+    """An engine that runs one request at a time prefills a 31.5k-token prompt (5.5 s, as
+    profiled) while other clients' ordinary streams queue behind it, one every 0.4 s: no
+    byte to anyone, and their allowances (about 0.35 s) pass. On the stall window of
+    95376ca (the floor, 1.5 s, with the prompt sized right) their overdue silence stalled
+    the endpoint every window and its breaker opened during a prefill the profile
+    predicts; the window is now at least the prefill's allowance, so the engine keeps
+    serving: the long prompt is answered, and so is every neighbour."""
+    one_slot = _as_profiled("awq-int4").model_copy(update={"max_running": 1})
+    config = SimFleetConfig(pairs=[one_slot, _as_profiled("fp8")])
+    async with run_fleet(config, answers={}) as fleet:
+        urls = {q: [fleet.url(_served(q))] for q in QUANTS}
+        async with (
+            _data_plane(urls, tmp_path) as (url, app),
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+        ):
+            heavy = {
+                "model": _pair("awq-int4"),
+                "messages": [{"role": "user", "content": "Which item is low?"}],
+                "tools": _tools(TOOLS_TOKENS),
+                "max_tokens": 16,
+                "stream": True,
+            }
+            big = asyncio.create_task(post(session, url, heavy))
+            await eventually(lambda: fleet.stats(_served("awq-int4")).received >= 1)
+            neighbours = []
+            for _ in range(12):
+                neighbours.append(asyncio.create_task(post(session, url, _ordinary())))
+                await asyncio.sleep(0.4)  # the clients' pace, not a wait for an event
+            status, _, raw = await big
+            assert status == 200, raw[:300]
+            for n_status, _, n_raw in await asyncio.gather(*neighbours):
+                assert n_status == 200, n_raw[:300]
+            awq = f"{_pair('awq-int4')}#0"
+            assert opened(app, awq) == 0
+            assert blamed(app, awq) == 0
