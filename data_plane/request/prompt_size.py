@@ -16,8 +16,8 @@ What an engine tokenizes beyond the messages' text (docs/data_plane.md, "Prompt 
 - an assistant turn's `tool_calls`, rendered the same way;
 - `documents` (RAG templates), rendered the same way;
 - a `response_format` JSON schema (`{"type": "json_schema", "json_schema": {...}}`), the
-  same way: vLLM hands it to guided decoding rather than the template, so there it is a
-  small over-estimate (a schema is rarely more than a few hundred tokens);
+  same way: vLLM hands it to guided decoding rather than the template, so there it is an
+  over-estimate by the schema's size;
 - image parts: IMAGE_TOKENS each (no profile carries a model's tokens per image yet), as
   characters at IMAGE_CHARS_PER_TOKEN, so a family that measures c characters per token
   sees 576 x 4 / c tokens per image (658 at 3.5, 512 at 4.5).
@@ -26,8 +26,8 @@ Not counted: the template's own text (role headers, a few tokens per turn).
 The limit: JSON is priced at the family's characters per token measured on prose prompts by
 the profiler; a tokenizer splits JSON finer (1.28-1.39x more tokens with gemma-3-270m's, 2.2x
 under a template rendering it with indent=4: docs/data_plane.md "Prompt size"), so
-tools-heavy prompts are under-estimated. `gearbox_prompt_estimate_ratio` (the engine's `usage.prompt_tokens` over
-this estimate, per pair) shows by how much on live traffic.
+tools-heavy prompts are under-estimated. `gearbox_prompt_estimate_ratio` (the engine's
+`usage.prompt_tokens` over this estimate, per pair) shows by how much on live traffic.
 """
 
 from __future__ import annotations
