@@ -76,10 +76,13 @@ def chat_facts(doc: dict[str, Any]) -> Facts | None:
     for message in messages:
         if type(message) is not dict:
             return None
-        role, text = message.get("role"), _text(message.get("content"))
+        role, content = message.get("role"), message.get("content")
+        text = _text(content)
         if type(role) is not str or text is None:
             return None
-        chars += len(text) + message_chars(message)
+        chars += len(text)
+        if type(content) is list or "tool_calls" in message:  # a plain turn adds nothing
+            chars += message_chars(message)
         if role == "user":
             last_user = text
     return (*common, last_user, chars + body_chars(doc))
