@@ -36,6 +36,7 @@ from data_plane.request.fields import (
     chat_facts,
     completion_facts,
 )
+from data_plane.request.prompt_size import body_chars, message_chars
 
 MAX_DEPTH = 64  # deeper JSON is refused before parsing (a recursion bomb, not a request)
 _COLON = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*")
@@ -71,7 +72,8 @@ _PROMPT_SCHEMA = {
 @per_request
 class ParsedBody:
     """The facts routing needs from a body. `classify_text` is the last user turn only (a long
-    system prompt must not make every request look hard); `input_chars` counts every turn."""
+    system prompt must not make every request look hard); `input_chars` counts every part the
+    engine tokenizes (`prompt_size`: every turn's text, tools, tool calls, images, ...)."""
 
     alias: str
     stream: bool
@@ -82,7 +84,8 @@ class ParsedBody:
 
 
 def _text_of(content: Any) -> str:
-    """Text of a message content: the string, or its text parts joined (images count 0)."""
+    """Text of a message content: the string, or its text parts joined (images are counted by
+    `prompt_size`)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -297,10 +300,12 @@ def _fast_facts(raw: bytes, kind: BodyKind | Literal["either"]) -> Facts | None:
 def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
     """The facts of a decoded body, validated by pydantic (raises InvalidRequest)."""
     body = _validate(doc, kind)
+    extra = 0
     if isinstance(body, _ChatBody):
         texts = [_text_of(m.content) for m in body.messages]
         users = [i for i, m in enumerate(body.messages) if m.role == "user"]
         classify_text = texts[users[-1]] if users else ""
+        extra = body_chars(doc) + sum(map(message_chars, doc["messages"]))
     else:
         texts = [body.prompt] if isinstance(body.prompt, str) else list(body.prompt)
         classify_text = "\n".join(texts)
@@ -311,7 +316,7 @@ def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
         max_output_tokens=body.max_completion_tokens or body.max_tokens,
         wants_json=fmt is not None and fmt["type"] in JSON_FORMATS,
         classify_text=classify_text,
-        input_chars=sum(len(t) for t in texts),
+        input_chars=sum(len(t) for t in texts) + extra,
     )
 
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from data_plane.request.prompt_size import body_chars, message_chars
+
 MAX_OUTPUT_TOKENS = 2**31 - 1
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
 MAX_MODEL_CHARS = 256
 
-# (alias, stream, max_output_tokens, wants_json, classify_text, input_chars)
+# (alias, stream, max_output_tokens, wants_json, classify_text, input_chars): input_chars is
+# every part the engine tokenizes (`prompt_size`)
 Facts = tuple[str, bool, int | None, bool, str, int]
 
 
@@ -62,23 +65,27 @@ def _text(content: Any) -> str | None:
 
 
 def chat_facts(doc: dict[str, Any]) -> Facts | None:
-    """A chat body's facts: the last user turn is classified, every turn is counted."""
+    """A chat body's facts: the last user turn is classified, every part the engine tokenizes
+    is counted (every turn's text, and what `prompt_size` adds)."""
     common = _common(doc)
     messages = doc.get("messages")
     if common is None or type(messages) is not list or not messages:
         return None
-    texts: list[str] = []
+    chars = 0
     last_user = ""
     for message in messages:
         if type(message) is not dict:
             return None
-        role, text = message.get("role"), _text(message.get("content"))
+        role, content = message.get("role"), message.get("content")
+        text = _text(content)
         if type(role) is not str or text is None:
             return None
-        texts.append(text)
+        chars += len(text)
+        if type(content) is list or "tool_calls" in message:  # a plain turn adds nothing
+            chars += message_chars(message)
         if role == "user":
             last_user = text
-    return (*common, last_user, sum(map(len, texts)))
+    return (*common, last_user, chars + body_chars(doc))
 
 
 def completion_facts(doc: dict[str, Any]) -> Facts | None:

@@ -10,7 +10,9 @@ the first byte, or for the longest answer the request allows, at its load, x the
 endpoint has lately shown, x a margin); past it the attempt is *overdue*. The endpoint's
 *silence* is the time since its last byte on ANY attempt (a first chunk, a later chunk, a whole
 answer) during which at least one of its waiting attempts was overdue. The window W = max(
-`stall_window_s`, the longest allowance among its overdue attempts). Each time the silence
+`stall_window_s`, the longest allowance among its overdue attempts, the longest first-token
+allowance among all its waiting attempts: a prefill in progress, which sends no byte to
+anyone). Each time the silence
 reaches a further multiple of W (W, 2W, 3W, ...) the endpoint *stalls*: that is ONE
 observation, however many attempts wait (they all wait on the same silence), so it counts once
 against the endpoint's breaker (`take_stalls`: one failure), and from `open_windows` x W on it
@@ -32,7 +34,14 @@ Why this is evidence about the engine and not about a request or a client:
   clients whose deadlines end each attempt before W is still caught;
 - W scales with the work owed (the longest overdue allowance), so a uniformly slower engine is
   tolerated up to about 2 x factor x its profile before its pace is even known, and the pace
-  it then shows (`EnginePace`) widens the allowances further.
+  it then shows (`EnginePace`) widens the allowances further;
+- W is at least the first-token allowance of every attempt waiting there, overdue or not: an
+  engine prefilling a long prompt (its allowance from the prompt's full size,
+  `request.prompt_size`, and the pair's TTFT line) sends no byte to anyone on an engine that
+  runs the prefill in one step, so its neighbours' overdue silence is not counted against it
+  before that prefill could be done. What a client can do with it: a prompt at the context
+  limit delays the ejection of a truly hung engine by that prompt's allowance (16.5 s for
+  32k tokens on the shipped 70B pairs), never for ordinary prompts (under the floor).
 What else could explain a stall: an engine that gives no byte to anyone for that long while
 working (a batch of long non-streamed answers on an engine that cannot fit one more request,
 a preemption storm), or bytes we did not see (another replica's attempts). The window's floor
@@ -178,7 +187,8 @@ class StallWatch:
         return ep.silent_s
 
     def window_s(self, endpoint_id: str, now: float) -> float:
-        """W for the endpoint at `now`: the floor, or the longest overdue allowance."""
+        """W for the endpoint at `now`: the floor, the longest overdue allowance, or the
+        longest first-token allowance of an attempt waiting there."""
         ep = self._endpoints.get(endpoint_id)
         return self._window_s if ep is None else self._window(ep, now)
 
@@ -312,8 +322,13 @@ class StallWatch:
         return max(self._window_s, max((w[3] for w in ep.waiting.values()), default=0.0))
 
     def _window(self, ep: _Endpoint, now: float) -> float:
-        owed = [allowance for due, allowance, _, _ in ep.waiting.values() if due <= now]
-        return max(self._window_s, max(owed, default=0.0))
+        """W: the floor, the longest allowance among the overdue attempts, or the longest
+        first-token allowance among all waiting (a prefill, which sends no byte to anyone
+        and moves no counter until done, `resilience.stillness`), if longer."""
+        owed = 0.0
+        for due, allowance, _, first_s in ep.waiting.values():
+            owed = max(owed, allowance if due <= now else first_s)
+        return max(self._window_s, owed)
 
     def _check_at(self, ep: _Endpoint, now: float) -> float:
         """When the endpoint's silence (counted up to `now`) reaches its next window, if the

@@ -169,7 +169,8 @@ class Delivery:
 
     def _cost(self, table: CompiledTable, answer: Answer) -> Usage:
         """Cost and tokens of one answer, and what its usage would have cost on the family's
-        and the fleet's baselines; returns the usage counted."""
+        and the fleet's baselines, and the engine's prompt tokens over our estimate
+        (`request.prompt_size`); returns the usage counted."""
         pair = answer.cand.pair
         series = self._metrics.pair(pair.pair)
         usage = answer.usage
@@ -186,6 +187,10 @@ class Delivery:
         self._traffic.pair(pair.pair, pair.family).costed(cost, baseline_cost, fleet_cost)
         series.tokens_in.inc(usage.input_tokens)
         series.tokens_out.inc(usage.output_tokens)
+        found = answer.engine_usage  # the estimate's error, where the engine told its count
+        estimate = answer.cand.input_tokens
+        if found is not None and found.input_tokens > 0 and estimate > 0:
+            series.prompt_estimate.observe(found.input_tokens / estimate)
         return usage
 
     def _observe(

@@ -111,8 +111,9 @@ class ProgressConfig(Group):
     the pair's profiled time for its first byte (streams) or for the longest answer the request
     allows (non-streams: max_tokens, else the context left) at the endpoint's load, x its
     observed slowdown (at most `max_pace_ratio`) x `factor`. The endpoint stalls when it sent no
-    byte on any attempt for `stall_window_s` (or the longest overdue allowance, if longer) of
-    time during which some attempt was overdue; that stall counts once against its breaker (one
+    byte on any attempt for `stall_window_s` (or the longest overdue allowance, or the longest
+    first-token allowance of an attempt waiting there, if longer) of time during which some
+    attempt was overdue; that stall counts once against its breaker (one
     failure per further window of silence; `open_windows` windows open it at once), and its
     overdue attempts that have somewhere else to go end as lack of progress and the next
     candidate is tried (the others wait until the client's own limit). Meanwhile its token

@@ -23,6 +23,8 @@ from data_plane.telemetry.series import CounterChild, Exposition, Family, Histog
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 DECISION_BUCKETS_S = (1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2)
 SCORE_BUCKETS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+# The engine's prompt tokens over our estimate (1 = exact; < 1 over-, > 1 under-estimated).
+ESTIMATE_RATIO_BUCKETS = (0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 4.0, 10.0)
 
 
 class Route(StrEnum):
@@ -85,6 +87,7 @@ class PairSeries:
     tokens_in: CounterChild
     tokens_out: CounterChild
     fleet_baseline_cost: CounterChild  # what the fleet baseline would have cost
+    prompt_estimate: HistogramChild  # usage.prompt_tokens / the estimate
 
 
 class DataPlaneMetrics:
@@ -158,6 +161,12 @@ class DataPlaneMetrics:
             "gearbox_baseline_cost_usd_total", "Cost on the family baseline", ["pair"]
         )
         self.tokens = r.counter("gearbox_tokens_total", "Tokens from usage", ["pair", "kind"])
+        self.prompt_estimate = r.histogram(
+            "gearbox_prompt_estimate_ratio",
+            "Engine-reported prompt tokens over the router's estimate",
+            ["pair"],
+            buckets=ESTIMATE_RATIO_BUCKETS,
+        )
         self.quality_escalations = r.counter(
             "gearbox_quality_guard_escalations_total",
             "Answers re-asked on a more precise pair",
@@ -309,6 +318,7 @@ class DataPlaneMetrics:
                 tokens_in=self.tokens.labels(pair, "input"),
                 tokens_out=self.tokens.labels(pair, "output"),
                 fleet_baseline_cost=self.fleet_baseline_cost.labels(pair),
+                prompt_estimate=self.prompt_estimate.labels(pair),
             )
             self._pairs[pair] = series
         return series

@@ -21,6 +21,7 @@ from data_plane.request.body import (
     validated_facts,
 )
 from data_plane.request.fields import chat_facts, completion_facts
+from data_plane.request.prompt_size import IMAGE_CHARS
 
 
 def _raw(doc: Any) -> bytes:
@@ -56,7 +57,11 @@ def test_chat_facts_use_last_user_turn_and_count_every_turn() -> None:
         max_output_tokens=64,
         wants_json=False,
         classify_text="hello\nthere",
-        input_chars=len(system) + len("first question") + len("hello\nthere"),
+        input_chars=len(system)
+        + len("first question")
+        + len("hello\nthere")
+        + len(json.dumps([{"id": "1"}]))  # the assistant's tool_calls, as rendered
+        + IMAGE_CHARS,  # the image part
     )
 
 

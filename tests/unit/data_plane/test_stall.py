@@ -110,11 +110,34 @@ def test_the_window_is_the_longest_overdue_allowance_when_longer_than_the_floor(
     """A uniformly slower engine owes long work: it gets as long again as the work's own
     allowance before it is judged, so 2 x factor x its profile before its pace is known."""
     watch = StallWatch(W)
-    watch.begin("e", "long", now=0.0, allowance_s=6.0)
-    assert watch.window_s("e", 1.0) == W  # not overdue yet
+    watch.begin("e", "long", now=0.0, allowance_s=6.0, first_token_s=1.0)
+    assert watch.window_s("e", 0.5) == W  # not overdue yet; its first token's share < W
     assert watch.window_s("e", 6.0) == 6.0
     assert watch.stalled(11.9) == []
     assert watch.stalled(12.0) == [("e", "long")]
+
+
+def test_a_neighbour_s_prefill_widens_the_window_before_it_is_overdue() -> None:
+    """Issue 36: a streamed prompt of 31.5k tokens owes a 5.5 s prefill (allowance x3 =
+    16.5 s) during which an engine that prefills in one step sends no byte to anyone. An
+    ordinary attempt beside it is overdue at 0.85 s; on 95376ca W was the floor, so the
+    neighbour's silence stalled the endpoint at 2.85 s, 4.85 s and hung it at 6.85 s, before
+    the prefill's own allowance. Now W is the prefill's allowance: no stall before the
+    prefill's first byte at 5.5 s, which starts the silence over."""
+    watch = StallWatch(W, open_windows=3)
+    watch.begin("e", "heavy", now=0.0, allowance_s=16.5)
+    watch.begin("e", "ordinary", now=0.5, allowance_s=0.35, movable=False)
+    assert watch.window_s("e", 1.0) == 16.5
+    for t in (2.85, 4.85, 5.4):
+        assert watch.stalled(t) == []
+    assert watch.take_stalls() == []
+    watch.end("e", "heavy", 5.5)
+    watch.progress("e", 5.5)
+    assert watch.silence_s("e", 5.5) == 0.0
+    # A truly hung engine is still caught: the silence past the window of the work owed.
+    assert watch.stalled(5.5 + W) == []  # the heavy one's window left with it: W again
+    assert watch.stalled(5.5 + 3 * W) == [("e", "ordinary")]
+    assert watch.take_stalls()[-1] == ("e", True)
 
 
 def test_only_overdue_attempts_are_ended() -> None:

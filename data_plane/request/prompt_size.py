@@ -1,0 +1,89 @@
+"""The prompt the engine tokenizes, in characters: every part of a body, not its text alone.
+
+PURE. `fields` (the fast path) and `body` (pydantic's) read a body's size through here, so the
+one estimate (`RequestFacts.input_chars`, over the family's measured characters per token:
+`decision.feasibility.input_tokens`) is what every consumer uses: latency prediction, the
+context limit, cost, the engine's allowance for the first byte (`serving.attempt`), and the
+accuracy checks' prompt cap.
+
+What an engine tokenizes beyond the messages' text (docs/data_plane.md, "Prompt size"):
+- `tools`: the chat template renders their JSON schema into the prompt; counted as the
+  characters of that JSON with ", " and ": " separators (as templates' `tojson`), read from
+  orjson's compact bytes plus one for each ',' and ':' in them (6.5x cheaper than
+  `json.dumps` for 31.5k tokens of tools, 0.14 ms against 0.94 ms of CPU; a comma or colon
+  inside a string counts one more, 1.6% over `json.dumps` on prose descriptions; a non-ASCII
+  character counts its UTF-8 bytes);
+- an assistant turn's `tool_calls`, rendered the same way;
+- `documents` (RAG templates), rendered the same way;
+- a `response_format` JSON schema (`{"type": "json_schema", "json_schema": {...}}`), the
+  same way: vLLM hands it to guided decoding rather than the template, so there it is an
+  over-estimate by the schema's size;
+- image parts: IMAGE_TOKENS each (no profile carries a model's tokens per image yet), as
+  characters at IMAGE_CHARS_PER_TOKEN, so a family that measures c characters per token
+  sees 576 x 4 / c tokens per image (658 at 3.5, 512 at 4.5).
+Not counted: the template's own text (role headers, a few tokens per turn).
+
+The limit: JSON is priced at the family's characters per token measured on prose prompts by
+the profiler; a tokenizer splits JSON finer (1.28-1.39x more tokens with gemma-3-270m's, 2.2x
+under a template rendering it with indent=4: docs/data_plane.md "Prompt size"), so
+tools-heavy prompts are under-estimated. `gearbox_prompt_estimate_ratio` (the engine's
+`usage.prompt_tokens` over this estimate, per pair) shows by how much on live traffic.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+IMAGE_TOKENS = 576  # one image part (a 336 px image in LLaVA-style models; the simulator's)
+IMAGE_CHARS_PER_TOKEN = 4.0  # the profile's default characters per token
+IMAGE_CHARS = round(IMAGE_TOKENS * IMAGE_CHARS_PER_TOKEN)
+IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
+_RENDERED = ("tools", "documents")  # top-level fields a chat template renders as JSON
+
+
+def rendered_chars(value: Any) -> int:
+    """Characters of `value` as a chat template renders it: its JSON with ", " and ": "."""
+    try:
+        raw = orjson.dumps(value)
+    except orjson.JSONEncodeError:  # what only the slow path decodes: an integer past 64
+        return len(json.dumps(value, ensure_ascii=False))  # bits, a lone surrogate
+    return len(raw) + raw.count(b",") + raw.count(b":")
+
+
+def image_chars(content: list[Any]) -> int:
+    """The characters that stand for a content list's image parts (IMAGE_CHARS each)."""
+    images = 0
+    for part in content:
+        if type(part) is dict and part.get("type") in IMAGE_PARTS:
+            images += 1
+    return images * IMAGE_CHARS
+
+
+def message_chars(message: dict[str, Any]) -> int:
+    """What a message adds beyond its text: its `tool_calls` and its image parts."""
+    extra = 0
+    calls = message.get("tool_calls")
+    if calls:
+        extra += rendered_chars(calls)
+    content = message.get("content")
+    if type(content) is list:
+        extra += image_chars(content)
+    return extra
+
+
+def body_chars(doc: dict[str, Any]) -> int:
+    """What a body adds beyond its messages: `tools`, `documents`, a response_format schema."""
+    extra = 0
+    for name in _RENDERED:
+        value = doc.get(name)
+        if value:
+            extra += rendered_chars(value)
+    fmt = doc.get("response_format")
+    if type(fmt) is dict and fmt.get("type") == "json_schema":
+        schema = fmt.get("json_schema")
+        if schema:
+            extra += rendered_chars(schema)
+    return extra

@@ -1,0 +1,122 @@
+"""request/prompt_size.py: a body's prompt counts every part the engine tokenizes.
+
+On 95376ca `input_chars` was the messages' text only: each test below but the first counted 0
+for its part (issue 36, finding 1).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from data_plane.request.body import parse_request_body, validated_facts
+from data_plane.request.fields import chat_facts
+from data_plane.request.prompt_size import IMAGE_CHARS, IMAGE_TOKENS, rendered_chars
+
+ASK = "What is the weather in Paris?"
+TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "The weather for a city in C or F.",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "unit": {"enum": ["c", "f"]}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def _chars(body: dict[str, Any]) -> int:
+    """`input_chars` of `body` by the fast path, checked equal to pydantic's path."""
+    fast = chat_facts(body)
+    assert fast is not None
+    assert validated_facts(body, "chat").input_chars == fast[5]
+    parsed = parse_request_body(json.dumps(body).encode(), "chat")
+    assert parsed.input_chars == fast[5]
+    return parsed.input_chars
+
+
+def _body(content: Any = ASK, **fields: Any) -> dict[str, Any]:
+    return {"model": "auto", "messages": [{"role": "user", "content": content}], **fields}
+
+
+def test_rendered_json_is_counted_with_a_template_s_separators() -> None:
+    """The count is `json.dumps`'s length (", " and ": "), read from orjson's bytes."""
+    for value in ([TOOL], [TOOL] * 3, {"a": [1, 2, {"b": None}]}, ["x"]):
+        assert rendered_chars(value) == len(json.dumps(value))
+
+
+def test_a_comma_or_colon_inside_a_string_counts_one_more() -> None:
+    """The stated over-count of reading separators from compact bytes."""
+    value = [{"description": "Paris, France: mild"}]
+    assert rendered_chars(value) == len(json.dumps(value)) + 2
+
+
+def test_values_orjson_refuses_are_counted_by_json() -> None:
+    """pydantic's path decodes integers past 64 bits and lone surrogates; no 500 for them."""
+    big, lone = [{"n": 10**30}], ["\ud800"]
+    assert rendered_chars(big) == len(json.dumps(big))
+    assert rendered_chars(lone) == len(json.dumps(lone, ensure_ascii=False))
+
+
+def test_text_alone_is_its_characters() -> None:
+    assert _chars(_body()) == len(ASK)
+
+
+def test_tools_count_their_rendered_schema() -> None:
+    tools = [TOOL] * 40
+    assert _chars(_body(tools=tools)) == len(ASK) + len(json.dumps(tools))
+
+
+def test_an_assistant_turn_s_tool_calls_count() -> None:
+    calls = [
+        {
+            "id": "call_1",
+            "type": "function",
+            "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+        }
+    ]
+    body = {
+        "model": "auto",
+        "messages": [
+            {"role": "user", "content": ASK},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "call_1", "content": "18 C, clear"},
+        ],
+    }
+    # + 1: the colon inside `arguments` (the stated over-count)
+    assert _chars(body) == len(ASK) + len(json.dumps(calls)) + 1 + len("18 C, clear")
+
+
+@pytest.mark.parametrize("kind", ["image_url", "image", "input_image"])
+def test_each_image_part_counts_the_stated_tokens(kind: str) -> None:
+    image = {"type": kind, kind: {"url": "data:image/png;base64,AAAA"}}
+    content = [{"type": "text", "text": ASK}, image, image]
+    assert _chars(_body(content)) == len(ASK) + 2 * IMAGE_CHARS
+    assert IMAGE_CHARS == 4 * IMAGE_TOKENS  # 576 tokens at the default 4 chars per token
+
+
+def test_documents_count_their_rendered_json() -> None:
+    documents = [{"title": "Weather", "text": "Paris is mild in spring. " * 20}]
+    assert _chars(_body(documents=documents)) == len(ASK) + len(json.dumps(documents))
+
+
+def test_a_response_format_schema_counts_but_json_object_adds_nothing() -> None:
+    schema = {"name": "w", "schema": {"type": "object", "properties": {"c": {"type": "number"}}}}
+    fmt = {"type": "json_schema", "json_schema": schema}
+    assert _chars(_body(response_format=fmt)) == len(ASK) + len(json.dumps(schema))
+    assert _chars(_body(response_format={"type": "json_object"})) == len(ASK)
+
+
+def test_empty_or_null_parts_add_nothing() -> None:
+    assert _chars(_body(tools=[], documents=None)) == len(ASK)
+
+
+def test_completions_count_their_prompt_only() -> None:
+    """A completions body has no template: its prompt is what the engine tokenizes."""
+    raw = json.dumps({"model": "auto", "prompt": ASK, "tools": [TOOL]}).encode()
+    assert parse_request_body(raw, "completions").input_chars == len(ASK)
