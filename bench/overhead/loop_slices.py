@@ -1,10 +1,10 @@
 """What holds the data plane's event loop under open-loop load: long loop slices by task and
 garbage collections, in CPU time (issue 33, "a flat tail").
 
-`python -m bench.overhead.loop_slices [--rate 300] [--seconds 30] [--streaming]` runs the data
-plane as the overhead section does (nginx backend, 12 pairs, traced, pinned) but through
-`bench.common.dp_slices` on the asyncio loop, warms it up with wrk, sends the open-loop rate,
-and prints the slices of at least 1 ms of CPU grouped by task, and the collections after the
+`python -m bench.overhead.loop_slices [--rate 300] [--seconds 30] [--streaming] [--env K=V]`
+runs the data plane as the overhead section does (nginx backend, 12 pairs, traced, pinned;
+`--env` adds a data plane setting) but through `bench.common.dp_slices` on the asyncio loop,
+warms it up with wrk, sends the open-loop rate, and prints the slices of at least 1 ms of CPU grouped by task, and the collections after the
 heap was frozen. CPU time, not wall time: on a shared machine a slice's wall time is mostly
 other processes'.
 """
@@ -61,10 +61,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=300.0)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--streaming", action="store_true")
+    parser.add_argument("--env", action="append", default=[], help="a data plane KEY=VALUE")
     args = parser.parse_args(argv)
     pinning, workdir = choose_pinning(), Path(tempfile.mkdtemp(prefix="gearbox-slices-"))
     out, body = workdir / "slices.json", make_body("auto", args.streaming)
     env = {OUT_VARIABLE: str(out), "GEARBOX_DP_EVENT_LOOP": "asyncio"}
+    env.update(item.split("=", 1) for item in args.env)
     try:
         with run_nginx(workdir / "nginx", GEARBOX_PAIRS, pinning.aux) as backend:
             ctx = RunContext(backend, pinning, workdir / "gearbox", args.streaming)
