@@ -4,9 +4,9 @@ garbage collections, in CPU time (issue 33, "a flat tail").
 `python -m bench.overhead.loop_slices [--rate 300] [--seconds 30] [--streaming] [--env K=V]`
 runs the data plane as the overhead section does (nginx backend, 12 pairs, traced, pinned;
 `--env` adds a data plane setting) but through `bench.common.dp_slices` on the asyncio loop,
-warms it up with wrk, sends the open-loop rate, and prints the slices of at least 1 ms of CPU grouped by task, and the collections after the
-heap was frozen. CPU time, not wall time: on a shared machine a slice's wall time is mostly
-other processes'.
+warms it up with wrk, sends the open-loop rate, and prints the slices of at least 1 ms of CPU
+grouped by task, and the collections after the heap was frozen. CPU time, not wall time: on a
+shared machine a slice's wall time is mostly other processes'.
 """
 
 from __future__ import annotations
