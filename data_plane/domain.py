@@ -418,6 +418,10 @@ class CategoryScorer(Protocol):
         """(P(category), P(high complexity)) of a `PromptScan`."""
         ...
 
+    def evaluate_text(self, text: str) -> tuple[list[float], float]:
+        """`evaluate` of `text`'s `PromptScan` (implementations may remember recent ones)."""
+        ...
+
 
 @per_request
 class CategoryDoubt:

@@ -6,12 +6,17 @@ BatchSpanProcessor and OTLP/HTTP exporter (default sampling) instead of `telemet
 `python -m bench.common.dp_variant plain-metrics serve`: metrics are plain prometheus_client objects
 instead of `telemetry/series.py`'s. (The upstream client needs no variant: it is a setting,
 GEARBOX_DP_UPSTREAM_CLIENT=aiohttp.)
+`python -m bench.common.dp_variant slowed serve`: the data plane as built, plus a SLOWED_US busy
+loop on the event loop per routed request (in the metrics' `count_decision`, called once per
+decision), for the CI overhead gate's check that it fails on a slowed data plane
+(`bench/overhead/gate.py --slowed`). Nothing in the data plane's code changes.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
@@ -26,7 +31,23 @@ from data_plane.app import AppDeps
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.series import CounterChild, Exposition, Family, GaugeChild, HistogramChild
 
-VARIANTS = ("sdk-spans", "plain-metrics")
+VARIANTS = ("sdk-spans", "plain-metrics", "slowed")
+SLOWED_US = 300  # the `slowed` variant's busy loop per routed request
+
+
+class SlowedMetrics(DataPlaneMetrics):
+    """The data plane's own metrics, spending `busy_us` of CPU on the event loop each time a
+    decision is counted (once per routed request)."""
+
+    def __init__(self, busy_us: int = SLOWED_US) -> None:
+        super().__init__("bench", "bench")
+        self.busy_ns = busy_us * 1000
+
+    def count_decision(self, pair: str, reason: str, category: str, complexity: float) -> None:
+        until = time.perf_counter_ns() + self.busy_ns
+        while time.perf_counter_ns() < until:
+            pass
+        super().count_decision(pair, reason, category, complexity)
 
 
 class PlainExposition(Exposition):
@@ -76,6 +97,8 @@ def variant_deps(variant: str, otlp_url: str | None) -> AppDeps:
         if not otlp_url:
             raise SystemExit("sdk-spans needs --otlp-url")
         return AppDeps(span_processor=BatchSpanProcessor(OTLPSpanExporter(endpoint=otlp_url)))
+    if variant == "slowed":
+        return AppDeps(metrics=SlowedMetrics())
     return AppDeps(metrics=DataPlaneMetrics("bench", "bench", PlainExposition()))
 
 

@@ -142,7 +142,7 @@ def _gearbox_asyncio(ctx: RunContext) -> Iterator[Endpoint]:
         yield Endpoint(f"http://127.0.0.1:{ctx.workdir.joinpath('gearbox.port').read_text()}", pid)
 
 
-def _gearbox_ab(env: dict[str, str] | None = None, variant: str | None = None) -> Starter:
+def gearbox_ab(env: dict[str, str] | None = None, variant: str | None = None) -> Starter:
     """Gearbox with one hand-written piece replaced by the library it stands in for."""
 
     @contextlib.contextmanager
@@ -226,21 +226,21 @@ TARGETS: tuple[Target, ...] = (
         "gearbox-aiohttp",
         "Gearbox, A/B: aiohttp's client to engines",
         "auto",
-        _gearbox_ab({"GEARBOX_DP_UPSTREAM_CLIENT": "aiohttp"}),
+        gearbox_ab({"GEARBOX_DP_UPSTREAM_CLIENT": "aiohttp"}),
         True,
     ),
     Target(
         "gearbox-sdk-spans",
         "Gearbox, A/B: the SDK's BatchSpanProcessor + OTLP exporter",
         "auto",
-        _gearbox_ab(variant="sdk-spans"),
+        gearbox_ab(variant="sdk-spans"),
         True,
     ),
     Target(
         "gearbox-plain-metrics",
         "Gearbox, A/B: plain prometheus_client metrics",
         "auto",
-        _gearbox_ab(variant="plain-metrics"),
+        gearbox_ab(variant="plain-metrics"),
         True,
     ),
     Target("litellm", "LiteLLM proxy, one deployment", litellm_proxy.MODEL_NAME, _litellm(False)),

@@ -9,6 +9,7 @@ every replica fed one table decides alike. Doubt: docs/classifier.md.
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -19,7 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from contracts.budget_headers import CATEGORY_HEADER
-from contracts.category_model import BIGRAM_WORDS, PUNCTUATION, CategoryModel
+from contracts.category_model import BIGRAM_WORDS, PUNCTUATION, CategoryModel, prompt_window
 from data_plane.domain import (
     Budget,
     CategoryDefaults,
@@ -33,6 +34,9 @@ from data_plane.request.body import ParsedBody
 from data_plane.request.prompt_scan import PromptScan, scan_prompt
 
 BUILTIN_MODEL_PATH = Path(__file__).with_name("category_model.json")
+# Windows (at most HEAD_CHARS + TAIL_CHARS + 1 characters each) whose outputs a classifier
+# remembers: 1,024 of them hold at most ~1.6 MB of text per table version.
+MEMO_WINDOWS = 1024
 
 
 def _read_only(array: npt.NDArray[Any]) -> npt.NDArray[Any]:
@@ -59,10 +63,37 @@ class CategoryClassifier:
     builtin: bool = False
     _empty: tuple[list[float], float] = field(init=False, repr=False, compare=False)
     _bias: tuple[float, ...] = field(init=False, repr=False, compare=False)
+    # window -> (P(category), P(high complexity)), least recently used first
+    _memo: OrderedDict[str, tuple[tuple[float, ...], float]] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_empty", _outputs(self.bias.tolist()))
         object.__setattr__(self, "_bias", tuple(self.bias.tolist()))
+        object.__setattr__(self, "_memo", OrderedDict())
+
+    @property
+    def remembered(self) -> int:
+        """How many windows `evaluate_text` remembers now (at most MEMO_WINDOWS)."""
+        return len(self._memo)
+
+    def evaluate_text(self, text: str) -> tuple[list[float], float]:
+        """`evaluate` of `text`'s scan, remembered by the window the scan reads (the outputs
+        depend on nothing else) for the last MEMO_WINDOWS windows: a repeated prompt costs a
+        hash of at most HEAD_CHARS + TAIL_CHARS characters instead of a scan and a gather.
+        The memo lives and dies with this classifier, so a new table version starts empty."""
+        window = prompt_window(text)
+        memo = self._memo
+        known = memo.get(window)
+        if known is not None:
+            memo.move_to_end(window)
+            return list(known[0]), known[1]
+        probabilities, complexity = self.evaluate(scan_prompt(text))
+        memo[window] = (tuple(probabilities), complexity)
+        if len(memo) > MEMO_WINDOWS:
+            memo.popitem(last=False)
+        return probabilities, complexity
 
     def probabilities(self, text: str) -> list[float]:
         """P(category | text) in `categories` order (softmax of the linear scores)."""
@@ -215,9 +246,10 @@ def decide_category(
 
 
 def classify_text(classifier: CategoryScorer, text: str) -> tuple[list[float], float]:
-    """(P(category) in `classifier.categories` order, complexity) of `text`: the work every
-    request costs (one read of the prompt, one gather over the terms found)."""
-    return classifier.evaluate(scan_prompt(text))
+    """(P(category) in `classifier.categories` order, complexity) of `text`: the work a
+    request costs (one read of the prompt, one gather over the terms found), unless the
+    classifier remembers its window."""
+    return classifier.evaluate_text(text)
 
 
 def request_facts(parsed: ParsedBody, table: CompiledTable, budget: Budget) -> RequestFacts:
@@ -226,7 +258,7 @@ def request_facts(parsed: ParsedBody, table: CompiledTable, budget: Budget) -> R
     complexity score is the same model's complexity head."""
     check_category(budget.category, table.categories)
     classifier = table.classifier
-    probabilities, score = classifier.evaluate(scan_prompt(parsed.classify_text))
+    probabilities, score = classifier.evaluate_text(parsed.classify_text)
     doubt = None
     if budget.category is not None:
         category = budget.category

@@ -163,7 +163,7 @@ class StallWatch:
         if not ep.waiting:
             ep.min_due = float("inf")
         elif due <= ep.min_due:
-            ep.min_due = min(w[0] for w in ep.waiting.values())
+            ep.min_due = min(ep.waiting.values())[0]  # tuples order by due first (C loop)
 
     def progress(self, endpoint_id: str, now: float) -> None:
         """The endpoint sent a byte of an answer at `now`: its silence starts again."""
