@@ -189,6 +189,15 @@ def as_cluster(client: object) -> RedisCluster | None:
     return client if isinstance(client, RedisCluster) else None
 
 
+async def ready_for_pubsub(client: aioredis.Redis) -> None:
+    """Before `client.pubsub()`: a cluster's pub/sub picks its node from the slots' owners,
+    which its client learns on its first command; learn them now (no-op once known, and for
+    standalone and Sentinel clients). Raises RedisError while no seed node answers."""
+    cluster = as_cluster(client)
+    if cluster is not None:
+        _ = await cluster.initialize()  # returns the client itself
+
+
 def _sentinel_master(target: RedisTarget, common: dict[str, Any]) -> aioredis.Redis:
     to_sentinels: dict[str, Any] = {
         "socket_timeout": common["socket_timeout"],

@@ -21,9 +21,11 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 from redis.asyncio.client import PubSub
 from redis.asyncio.cluster import ClusterPubSub
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_never, wait_exponential_jitter
 
+from contracts.redis_topology import ready_for_pubsub
 from contracts.routing_table import RoutingTable
 from data_plane.decision.compile import compile_table
 from data_plane.domain import CompiledTable
@@ -229,6 +231,7 @@ class TableWatcher:
 
     async def _watch(self, client: aioredis.Redis) -> None:
         interval = self._config.poll_interval_s
+        await ready_for_pubsub(client)
         async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
             if isinstance(pubsub, ClusterPubSub):  # a cluster SPUBLISHes the events
                 await pubsub.ssubscribe(self._keys.table_events)
@@ -249,6 +252,8 @@ async def _next_event(pubsub: PubSub, wait_s: float) -> object:
     """The next table event within `wait_s`, else None: on the sharded channel (the slot
     owner's connection) in a cluster, on the plain one otherwise."""
     if isinstance(pubsub, ClusterPubSub):
+        if not pubsub.node_pubsub_mapping:  # no shard subscription left: it would not wait
+            raise RedisConnectionError("the sharded table-event subscription was dropped")
         return await pubsub.get_sharded_message(timeout=wait_s)
     return await pubsub.get_message(timeout=wait_s)
 
