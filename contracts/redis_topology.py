@@ -158,11 +158,13 @@ class SentinelRedis(aioredis.Redis):
     """A Sentinel master's client that also closes its connections to the sentinels."""
 
     async def aclose(self, close_connection_pool: bool | None = None) -> None:
-        await super().aclose(close_connection_pool)
-        pool = self.connection_pool
-        if isinstance(pool, SentinelConnectionPool):
-            for sentinel in pool.sentinel_manager.sentinels:
-                await sentinel.aclose()
+        try:
+            await super().aclose(close_connection_pool)
+        finally:
+            pool = self.connection_pool
+            if isinstance(pool, SentinelConnectionPool):
+                for sentinel in pool.sentinel_manager.sentinels:
+                    await sentinel.aclose()
 
 
 def connect_redis(url: str, options: ClientOptions) -> aioredis.Redis:

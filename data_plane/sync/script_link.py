@@ -19,7 +19,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.exceptions import NoScriptError, ResponseError
 
 from contracts.redis_topology import as_cluster
@@ -43,9 +43,7 @@ class ScriptLink:
         if self._cluster is not None:
             return await self._call_cluster(self._cluster, keys, args)
         assert self._pool is not None  # one of the two is set
-        conn = self._conn
-        if conn is None:
-            conn = self._conn = self._pool.make_connection()  # type: ignore[no-untyped-call]
+        conn = self._conn or await self._open(self._pool)
         try:
             try:
                 await conn.send_command("EVALSHA", self._sha, len(keys), *keys, *args)
@@ -59,6 +57,18 @@ class ScriptLink:
             self._conn = None
             await conn.disconnect(nowait=True)
             raise
+
+    async def _open(self, pool: ConnectionPool) -> AbstractConnection:
+        """A new connection, connected as the pool connects its own: a Sentinel's connection
+        asks the sentinels for the master there (sending alone dials localhost:6379)."""
+        conn: AbstractConnection = pool.make_connection()  # type: ignore[no-untyped-call]
+        try:
+            await conn.connect()  # type: ignore[no-untyped-call]  # untyped in redis-py
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+        self._conn = conn
+        return conn
 
     async def _call_cluster(
         self, cluster: RedisCluster, keys: Sequence[Arg], args: Sequence[Arg]
