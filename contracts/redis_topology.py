@@ -163,8 +163,7 @@ class SentinelRedis(aioredis.Redis):
         finally:
             pool = self.connection_pool
             if isinstance(pool, SentinelConnectionPool):
-                for sentinel in pool.sentinel_manager.sentinels:
-                    await sentinel.aclose()
+                await pool.sentinel_manager.aclose()  # every sentinel's client, each once
 
 
 def connect_redis(url: str, options: ClientOptions) -> aioredis.Redis:
