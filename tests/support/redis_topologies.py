@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,10 +48,9 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.stderr.close()
 
 
-def wait_for(condition: object, what: str, timeout_s: float = 15.0) -> None:
-    """Poll `condition()` (a callable returning bool) until true; RuntimeError after
-    `timeout_s` (for the launchers, which run before any event loop)."""
-    assert callable(condition)
+def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
+    """Poll `condition()` until true; RuntimeError after `timeout_s` (for the launchers,
+    which run outside the event loop)."""
     deadline = time.monotonic() + timeout_s
     while not condition():
         if time.monotonic() > deadline:
