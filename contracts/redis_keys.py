@@ -1,4 +1,12 @@
-"""Every Redis key and channel name Gearbox uses, in one place, under a configurable prefix."""
+"""Every Redis key and channel name Gearbox uses, in one place, under a configurable prefix.
+
+Keys a transaction or script uses together share a hash tag in a Redis Cluster, so each such
+operation is on one slot (tests/unit/test_redis_slots.py lists them all): the routing table's
+keys (`{prefix:rt}:...`) and the replicas' live states (`{prefix:dp:state}:...`, read with one
+MGET), with `cluster=True` only: with Sentinel or a standalone Redis the names stay as they
+always were, so no deployment changes its keys; and in-flight sharing's four keys (always
+tagged). Keys used alone need no tag (docs/operations.md, "Redis topologies").
+"""
 
 from __future__ import annotations
 
@@ -12,39 +20,48 @@ class RedisKeys:
     """Key layout. `rt` = routing table; `dp` = data-plane live state; `cp` = control plane."""
 
     prefix: str = DEFAULT_PREFIX
+    cluster: bool = False  # a Redis Cluster: the table's keys carry one hash tag
 
     def __post_init__(self) -> None:
-        if not self.prefix or any(c in self.prefix for c in " \t\r\n*?[]"):
+        # Braces would change which part of a key is its hash tag.
+        if not self.prefix or any(c in self.prefix for c in " \t\r\n*?[]{}"):
             raise ValueError(f"invalid Redis key prefix {self.prefix!r}")
+
+    @property
+    def _rt(self) -> str:
+        """The routing table's keys' head: one hash tag in a cluster (its keys are used
+        together in the publisher's transactions), the plain prefix otherwise."""
+        return f"{{{self.prefix}:rt}}" if self.cluster else f"{self.prefix}:rt"
 
     @property
     def table_seq(self) -> str:
         """INCR counter that hands out table versions."""
-        return f"{self.prefix}:rt:seq"
+        return f"{self._rt}:seq"
 
     def table_version(self, version: int) -> str:
         """Immutable JSON of table `version` (written once with NX)."""
-        return f"{self.prefix}:rt:v:{version}"
+        return f"{self._rt}:v:{version}"
 
     @property
     def table_current(self) -> str:
         """The version number data planes serve (moved by publish and rollback)."""
-        return f"{self.prefix}:rt:current"
+        return f"{self._rt}:current"
 
     @property
     def table_history(self) -> str:
         """Sorted set of kept versions, score = version."""
-        return f"{self.prefix}:rt:history"
+        return f"{self._rt}:history"
 
     @property
     def table_events(self) -> str:
-        """Pub/sub channel: the new current version, as a decimal string."""
-        return f"{self.prefix}:rt:events"
+        """Pub/sub channel: the new current version, as a decimal string. In a cluster a
+        sharded channel (SPUBLISH in the publisher's transaction, on the table's slot)."""
+        return f"{self._rt}:events"
 
     @property
     def publish_lock(self) -> str:
         """Short lock held by one publisher at a time."""
-        return f"{self.prefix}:rt:lock"
+        return f"{self._rt}:lock"
 
     @property
     def profiles(self) -> str:
@@ -61,13 +78,18 @@ class RedisKeys:
         """Hash with the control plane's last publish outcome (for operators)."""
         return f"{self.prefix}:cp:status"
 
+    @property
+    def _dp_state(self) -> str:
+        """The live states' head: one hash tag in a cluster (the UI reads them with one MGET)."""
+        return f"{{{self.prefix}:dp:state}}" if self.cluster else f"{self.prefix}:dp:state"
+
     def data_plane_state(self, instance: str) -> str:
         """Live state one data-plane instance shares (breakers, traffic); expires by TTL."""
-        return f"{self.prefix}:dp:state:{instance}"
+        return f"{self._dp_state}:{instance}"
 
     @property
     def data_plane_state_pattern(self) -> str:
-        return f"{self.prefix}:dp:state:*"
+        return f"{self._dp_state}:*"
 
     @property
     def feedback(self) -> str:

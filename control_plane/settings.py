@@ -17,6 +17,7 @@ from pydantic_settings import SettingsConfigDict
 
 from contracts.knobs import Group, Knob, KnobSettings
 from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
+from contracts.redis_topology import Topology, parse_redis_url
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 MIN_TOKEN_CHARS = 16
@@ -45,6 +46,7 @@ class RedisSettings(Group):
     """The Redis client (`make_redis`) and the key prefix."""
 
     knob_prefix = "redis_"
+    # Standalone, Sentinel or Cluster by the scheme (contracts/redis_topology.py).
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: str = DEFAULT_PREFIX
     timeout_s: float = Field(default=2.0, gt=0.0, le=60.0)
@@ -56,9 +58,19 @@ class RedisSettings(Group):
         RedisKeys(value)  # raises ValueError with the reason
         return value
 
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str) -> str:
+        parse_redis_url(value)  # raises ValueError saying what is wrong
+        return value
+
+    @property
+    def topology(self) -> Topology:
+        return parse_redis_url(self.url).topology
+
     @property
     def keys(self) -> RedisKeys:
-        return RedisKeys(self.key_prefix)
+        return RedisKeys(self.key_prefix, cluster=self.topology is Topology.CLUSTER)
 
 
 class PublisherOptions(Group):

@@ -13,6 +13,7 @@ from importlib import metadata
 
 import redis.asyncio as aioredis
 
+from contracts.redis_topology import ClientOptions, connect_redis
 from data_plane.client_keys import client_keys, grants_of
 from data_plane.decision_step import Admission
 from data_plane.domain import CompiledTable
@@ -68,13 +69,8 @@ def table_watcher(
 
 
 def redis_client(settings: DataPlaneSettings) -> aioredis.Redis:
-    redis = settings.redis
-    return aioredis.Redis.from_url(
-        redis.url,
-        socket_timeout=redis.timeout_s,
-        socket_connect_timeout=redis.timeout_s,
-        decode_responses=False,
-    )
+    """A client for `settings.redis.url` (standalone, Sentinel or Cluster)."""
+    return connect_redis(settings.redis.url, ClientOptions(settings.redis.timeout_s))
 
 
 def engine_client(

@@ -7,8 +7,14 @@ names the field, Redis trouble a 503, and anything unexpected a generic 500.
 from __future__ import annotations
 
 from aiohttp import web
+from redis.exceptions import (
+    ClusterDownError,
+    ReadOnlyError,
+    RedisClusterException,
+    RedisError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from control_plane.build.documents import DocumentError
@@ -61,8 +67,20 @@ def unauthorized(message: str) -> ApiError:
     return ApiError(401, "authentication_error", "invalid_token", message, None, headers)
 
 
-def redis_unavailable(err: RedisError) -> ApiError:
-    reachable = not isinstance(err, RedisConnectionError | RedisTimeoutError)
+# Unreachable, or between masters: a cluster without an owner for a slot (a failover, a slot
+# not covered) or mid-resharding, a Sentinel master demoted under a client's connection.
+_OUTAGES = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ClusterDownError,
+    TryAgainError,
+    ReadOnlyError,
+    RedisClusterException,
+)
+
+
+def redis_unavailable(err: RedisError | RedisClusterException) -> ApiError:
+    reachable = not isinstance(err, _OUTAGES)
     message = (
         f"Redis refused the command: {err}" if reachable else "Redis is unavailable; retry later"
     )
@@ -111,7 +129,7 @@ def to_api_error(err: Exception) -> ApiError | None:
             return ApiError(409, "conflict_error", "stored_data_invalid", str(err))
         case PublishError():
             return _from_publish_error(err)
-        case RedisError():
+        case RedisError() | RedisClusterException():
             return redis_unavailable(err)
         case web.HTTPException():
             return _from_http(err)
@@ -119,4 +137,4 @@ def to_api_error(err: Exception) -> ApiError | None:
 
 
 def is_redis_outage(err: Exception) -> bool:
-    return isinstance(err, RedisConnectionError | RedisTimeoutError)
+    return isinstance(err, _OUTAGES)

@@ -1,7 +1,8 @@
 """Publishing routing tables to Redis atomically, with history and rollback.
 
 Adapter. Publish = `v = INCR seq`; `SET table:v:{v} <json> NX` (immutable); then
-`MULTI / SET current v / ZADD history / PUBLISH events v / EXEC`. One publisher at a time holds
+`MULTI / SET current v / ZADD history / PUBLISH events v / EXEC` (SPUBLISH in a cluster, where
+all these keys share the table's hash tag: `RedisKeys.cluster`). One publisher at a time holds
 a short lock, and the final transaction WATCHes the pointer too, so even a publisher whose lock
 expired cannot move the pointer past another's: the pointer only ever names a fully written
 version. Same content as the current table publishes nothing.
@@ -27,6 +28,7 @@ from redis.exceptions import LockNotOwnedError, RedisError, WatchError
 from redis.typing import EncodableT, FieldT
 
 from contracts.redis_keys import RedisKeys
+from contracts.redis_topology import as_cluster
 from contracts.routing_table import RoutingTable, with_version
 from control_plane.settings import PublisherOptions
 from control_plane.store.published_tables import parse_stored_table
@@ -187,10 +189,13 @@ class Publisher:
         return PublishResult(PublishOutcome.PUBLISHED, version, table.content_sha256, previous)
 
     def _queue_pointer_move(self, pipe: Pipeline, version: int) -> None:
+        # A cluster's transaction takes no PUBLISH (not on a slot): SPUBLISH on the sharded
+        # channel, whose hash tag is the table's keys' (`RedisKeys.cluster`).
+        announce = pipe.spublish if as_cluster(self._redis) else pipe.publish
         _queued(
             pipe.set(self._keys.table_current, version),
             pipe.zadd(self._keys.table_history, {str(version): version}),
-            pipe.publish(self._keys.table_events, str(version)),
+            announce(self._keys.table_events, str(version)),
         )
 
     @staticmethod

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
 
+from contracts.redis_topology import ClientOptions, connect_redis
 from control_plane.settings import ControlPlaneSettings
 
 
 def make_redis(settings: ControlPlaneSettings) -> aioredis.Redis:
-    """A client for `settings.redis.url`; connections open lazily on the first command."""
+    """A client for `settings.redis.url` (standalone, Sentinel or Cluster); connections open
+    lazily on the first command."""
     redis = settings.redis
-    return aioredis.Redis.from_url(
-        redis.url,
-        socket_timeout=redis.timeout_s,
-        socket_connect_timeout=redis.timeout_s,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), redis.retries),
-        decode_responses=False,
-        health_check_interval=30,
-    )
+    return connect_redis(redis.url, ClientOptions(redis.timeout_s, redis.retries, 30))
 
 
 def as_text(value: bytes | str) -> str:

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from contracts.knobs import Group, Knob
 from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
+from contracts.redis_topology import Topology, parse_redis_url
 
 
 class RedisSettings(Group):
@@ -17,6 +18,7 @@ class RedisSettings(Group):
 
     knob_prefix = "redis_"
     # "" = no Redis: serve the snapshot file only (static mode, and component tests).
+    # Standalone, Sentinel or Cluster by the scheme (contracts/redis_topology.py).
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: str = DEFAULT_PREFIX
     timeout_s: float = Field(default=2.0, gt=0.0, le=60.0)
@@ -28,9 +30,20 @@ class RedisSettings(Group):
         RedisKeys(value)  # raises ValueError naming the prefix
         return value
 
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str) -> str:
+        if value:
+            parse_redis_url(value)  # raises ValueError saying what is wrong
+        return value
+
+    @property
+    def topology(self) -> Topology:
+        return parse_redis_url(self.url).topology if self.url else Topology.STANDALONE
+
     @property
     def keys(self) -> RedisKeys:
-        return RedisKeys(self.key_prefix)
+        return RedisKeys(self.key_prefix, cluster=self.topology is Topology.CLUSTER)
 
 
 class TableSettings(Group):

@@ -2,6 +2,9 @@
 Redis channel, and every other replica skips that endpoint for the announced time
 (docs/data_plane.md, "Breaker announcements").
 
+In a Redis Cluster the channel is a classic one, which the cluster forwards to every node, so
+each replica hears every announcement whichever node it subscribed on.
+
 Announcements are best effort and bounded: the time is the opener's cooldown, capped by
 `max_ttl_s`; a replica never re-announces what it heard (no echo storms); with Redis down
 nothing is sent or heard and each replica still ejects on its own breakers.
@@ -19,6 +22,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
+from contracts.redis_topology import ready_for_pubsub
 from data_plane.sync.replica_identity import ReplicaIdentity
 
 logger = logging.getLogger(__name__)
@@ -91,6 +95,7 @@ class BreakerAnnouncements:
                 await asyncio.sleep(_RETRY_S)
 
     async def _listen(self, client: aioredis.Redis) -> None:
+        await ready_for_pubsub(client)
         async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
             await pubsub.subscribe(self._channel)
             while True:

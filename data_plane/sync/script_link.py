@@ -7,7 +7,8 @@ response callbacks. A `ScriptLink` keeps one connection, made by the client's po
 client's settings (address, credentials, TLS, timeouts), and sends `EVALSHA` on it directly.
 A script missing from Redis's cache (a restart, `SCRIPT FLUSH`) is run once with `EVAL`, which
 caches it again. After any other failure the connection is closed (a reply may still be on
-its way) and the next call opens a new one.
+its way) and the next call opens a new one. A Redis Cluster's client routes each call to
+the keys' slot owner itself (`EVALSHA` through the client, which follows redirects).
 """
 
 from __future__ import annotations
@@ -17,8 +18,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
-from redis.asyncio.connection import AbstractConnection
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.exceptions import NoScriptError, ResponseError
+
+from contracts.redis_topology import as_cluster
 
 Arg = str | bytes | int | float
 
@@ -27,15 +31,19 @@ class ScriptLink:
     """Calls `script` with keys and args, as `AsyncScript` does, on a connection of its own."""
 
     def __init__(self, client: aioredis.Redis, script: str) -> None:
-        self._pool = client.connection_pool
+        # A cluster's client has a pool per node: it sends the script to its keys' slot owner
+        # itself (the keys share one hash tag) and follows redirects after a failover.
+        self._cluster = as_cluster(client)
+        self._pool = None if self._cluster is not None else client.connection_pool
         self._script = script
         self._sha = hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()
         self._conn: AbstractConnection | None = None
 
     async def __call__(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
-        conn = self._conn
-        if conn is None:
-            conn = self._conn = self._pool.make_connection()  # type: ignore[no-untyped-call]
+        if self._cluster is not None:
+            return await self._call_cluster(self._cluster, keys, args)
+        assert self._pool is not None  # one of the two is set
+        conn = self._conn or await self._open(self._pool)
         try:
             try:
                 await conn.send_command("EVALSHA", self._sha, len(keys), *keys, *args)
@@ -49,6 +57,26 @@ class ScriptLink:
             self._conn = None
             await conn.disconnect(nowait=True)
             raise
+
+    async def _open(self, pool: ConnectionPool) -> AbstractConnection:
+        """A new connection, connected as the pool connects its own: a Sentinel's connection
+        asks the sentinels for the master there (sending alone dials localhost:6379)."""
+        conn: AbstractConnection = pool.make_connection()  # type: ignore[no-untyped-call]
+        try:
+            await conn.connect()  # type: ignore[no-untyped-call]  # untyped in redis-py
+        except BaseException:
+            await conn.disconnect(nowait=True)
+            raise
+        self._conn = conn
+        return conn
+
+    async def _call_cluster(
+        self, cluster: RedisCluster, keys: Sequence[Arg], args: Sequence[Arg]
+    ) -> Any:
+        try:
+            return await cluster.evalsha(self._sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await cluster.eval(self._script, len(keys), *keys, *args)
 
     async def close(self) -> None:
         """Close the connection (the next call opens another)."""

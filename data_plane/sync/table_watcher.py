@@ -1,9 +1,10 @@
 """Adapter that keeps the TableStore on Redis's `current` routing table.
 
 Loads at start, then follows the pointer on pub/sub events *and* by polling (pub/sub is
-at-most-once), validating (content hash included) and compiling before every swap. Redis down or
-a bad table never unloads the last good table; a local snapshot lets a restart serve without
-Redis. Never on the request path.
+at-most-once; a Redis Cluster's events are on a sharded channel, SSUBSCRIBE), validating
+(content hash included) and compiling before every swap. Redis down or a bad table never
+unloads the last good table; a local snapshot lets a restart serve without Redis. Never on the
+request path.
 """
 
 from __future__ import annotations
@@ -18,9 +19,13 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 from pydantic import ValidationError
+from redis.asyncio.client import PubSub
+from redis.asyncio.cluster import ClusterPubSub
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_never, wait_exponential_jitter
 
+from contracts.redis_topology import ready_for_pubsub
 from contracts.routing_table import RoutingTable
 from data_plane.decision.compile import compile_table
 from data_plane.domain import CompiledTable
@@ -226,17 +231,31 @@ class TableWatcher:
 
     async def _watch(self, client: aioredis.Redis) -> None:
         interval = self._config.poll_interval_s
+        await ready_for_pubsub(client)
         async with client.pubsub(ignore_subscribe_messages=True) as pubsub:
-            await pubsub.subscribe(self._keys.table_events)
+            if isinstance(pubsub, ClusterPubSub):  # a cluster SPUBLISHes the events
+                await pubsub.ssubscribe(self._keys.table_events)
+            else:
+                await pubsub.subscribe(self._keys.table_events)
             await self.refresh(client)
             next_poll = time.monotonic() + interval
             while True:
                 wait_s = max(0.0, next_poll - time.monotonic())
-                message = await pubsub.get_message(timeout=wait_s)
+                message = await _next_event(pubsub, wait_s)
                 if message is not None or time.monotonic() >= next_poll:
                     await self.refresh(client)
                 if time.monotonic() >= next_poll:
                     next_poll = time.monotonic() + interval
+
+
+async def _next_event(pubsub: PubSub, wait_s: float) -> object:
+    """The next table event within `wait_s`, else None: on the sharded channel (the slot
+    owner's connection) in a cluster, on the plain one otherwise."""
+    if isinstance(pubsub, ClusterPubSub):
+        if not pubsub.node_pubsub_mapping:  # no shard subscription left: it would not wait
+            raise RedisConnectionError("the sharded table-event subscription was dropped")
+        return await pubsub.get_sharded_message(timeout=wait_s)
+    return await pubsub.get_message(timeout=wait_s)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

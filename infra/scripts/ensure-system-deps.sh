@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests and demos need, only when they are missing.
-# redis-server: the real Redis every integration test and demo runs against.
+# redis-server: the real Redis every integration test and demo runs against; the Sentinel
+# tests run it as a sentinel (`redis-server sentinel.conf --sentinel`).
+# redis-cli (package redis-tools, which redis-server depends on): `redis-cli --cluster create`
+# builds the cluster of tests/reliability/test_redis_cluster.py.
 # promtool (package prometheus): alert-rule unit tests.
 # dnsmasq (package dnsmasq-base: the binary without the system service): the real DNS server
 # the endpoint-discovery tests start on loopback.
 set -euo pipefail
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
+command -v redis-cli >/dev/null 2>&1 || need+=(redis-tools)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v dnsmasq >/dev/null 2>&1 || [ -x /usr/sbin/dnsmasq ] || need+=(dnsmasq-base)
 for extra in "$@"; do

@@ -1,0 +1,159 @@
+"""Both planes on a real 3-master Redis Cluster (docs/operations.md, "Redis topologies"): a
+table published through the admin API and served by a data plane, rollback and history,
+the live page's read of every replica's state, in-flight sharing and breaker announcements.
+Both planes are given one node that does not own the table's slot, so a plane that ignored
+the topology (a plain client on that node) would get MOVED for every table key."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+import redis.asyncio as aioredis
+from redis.exceptions import MovedError
+
+from contracts.redis_keys import RedisKeys
+from contracts.redis_topology import ClientOptions, connect_redis
+from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.sync.breaker_announcements import BreakerAnnouncements
+from data_plane.sync.in_flight_sharing import InFlightSharing
+from data_plane.sync.replica_identity import ReplicaIdentity
+from simulator import Fleet, SimFleetConfig, run_fleet
+from tests.reliability.admin import AdminClient
+from tests.reliability.conftest import ADMIN_TOKEN, StartControlPlane, StartDataPlane
+from tests.reliability.stack import (
+    CHEAP,
+    PRICEY,
+    SteadyLoad,
+    dp_settings,
+    fleet_reports,
+    metric,
+    report,
+    served_name,
+    sim_pair,
+)
+from tests.support.redis_topologies import Cluster, running_cluster
+from tests.support.waiting import eventually
+
+pytestmark = pytest.mark.integration
+PREFIX = "cluster"
+KEYS = RedisKeys(PREFIX, cluster=True)
+
+
+@pytest.fixture
+async def fleet() -> AsyncIterator[Fleet]:
+    config = SimFleetConfig(pairs=[sim_pair(CHEAP), sim_pair(PRICEY)])
+    async with run_fleet(config, answers={}) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with running_cluster() as running:
+        yield running
+
+
+def not_the_owner(cluster: Cluster, key: str) -> int:
+    owner = cluster.owner_of(key)
+    return next(p for p in cluster.ports if p != owner)
+
+
+async def test_a_table_is_published_served_and_rolled_back_through_a_non_owner_node(
+    cluster: Cluster,
+    fleet: Fleet,
+    snapshot: Path,
+    start_data_plane: StartDataPlane,
+    start_control_plane: StartControlPlane,
+) -> None:
+    owner, other = cluster.owner_of(KEYS.table_current), not_the_owner(cluster, KEYS.table_current)
+    url = cluster.node_url(other)
+    urls = {q: [fleet.url(served_name(q))] for q in (CHEAP, PRICEY)}
+    async with aiohttp.ClientSession() as session:
+        admin = AdminClient(session, await start_control_plane(url, PREFIX), ADMIN_TOKEN)
+        for r in fleet_reports(urls):
+            await admin.push(r)
+        status, _, body = await admin.publish()
+        assert (status, body["version"]) == (201, 1), body
+        # No poll within the test: a new table reaches the plane on the sharded event alone.
+        settings = dp_settings(url, PREFIX, snapshot, table_poll_interval_s=600)
+        plane = await start_data_plane(settings)
+        await eventually(lambda: plane.version == 1, what="v1 loaded from the cluster")
+
+        async with SteadyLoad(plane.url) as load:
+            await load.answered(20)
+            await admin.push(report(CHEAP, urls[CHEAP], price_bump=0.01))
+            status, _, body = await admin.publish()
+            assert (status, body["version"], body["previous_version"]) == (201, 2, 1), body
+            await eventually(lambda: plane.version == 2, what="v2 followed")
+            status, _, body = await admin.call("POST", "/v1/tables/rollback", {"version": 1})
+            assert status == 200, body
+            await eventually(lambda: plane.version == 1, what="rollback followed")
+            await load.answered(20)
+        assert load.tally.problems == [], load.tally.problems[:5]
+        assert await admin.history() == (1, [2, 1])
+        # Followed on events, never through a reconnect's catch-up read.
+        failures = "gearbox_routing_table_load_failures_total"
+        assert metric(plane.app, failures, reason="redis_unavailable") == 0
+
+        # The keys are where the cluster says: on the slot's owner, which a plain client on
+        # the node the planes were given is sent away from.
+        async with aioredis.Redis(port=owner) as direct:
+            assert await direct.get(KEYS.table_current) == b"1"
+        async with aioredis.Redis(port=other) as plain:
+            with pytest.raises(MovedError, match=f"127.0.0.1:{owner}"):
+                await plain.get(KEYS.table_current)
+
+        # The live page reads every replica's state with one MGET on the states' slot.
+        async def one_instance_live() -> bool:
+            status, _, body = await admin.call("GET", "/ui/api/live")
+            return status == 200 and len(body["instances"]) == 1
+
+        await eventually(one_instance_live, what="the live page read the replica's state")
+
+
+async def test_in_flight_sharing_and_breaker_announcements_work_on_a_cluster(
+    cluster: Cluster,
+) -> None:
+    keys = RedisKeys("cluster-sharing", cluster=True)
+    url = cluster.node_url(not_the_owner(cluster, keys.in_flight[0]))
+    clients = [connect_redis(url, ClientOptions(1.0)) for _ in range(2)]
+    trackers = [LoadTracker(), LoadTracker()]
+    heard: list[tuple[str, float]] = []
+    ids = [ReplicaIdentity(f"dp-{n}", lambda: None, time.monotonic) for n in "ab"]
+    sharing = [
+        InFlightSharing(
+            keys.in_flight, ids[i], t.in_flight_all, t.set_peers_in_flight, 1.0, time.monotonic
+        )
+        for i, t in enumerate(trackers)
+    ]
+    listener = BreakerAnnouncements(
+        keys.breaker_events, ids[0], lambda e, s: heard.append((e, s)), 5.0
+    )
+    sender = BreakerAnnouncements(keys.breaker_events, ids[1], lambda e, s: None, 5.0)
+    trackers[1].acquire("cheap#0")
+    tasks = [asyncio.create_task(s.run(c, 0.02)) for s, c in zip(sharing, clients, strict=True)]
+    tasks += [
+        asyncio.create_task(listener.listen_forever(clients[0])),
+        asyncio.create_task(sender.send_forever(clients[1])),
+    ]
+    try:
+        await eventually(
+            lambda: trackers[0].peers_in_flight() == {"cheap#0": 1.0}, what="peer counts"
+        )
+
+        def announced() -> bool:
+            sender.announce("cheap#0", 2.0)  # until the listener has subscribed
+            return bool(heard)
+
+        await eventually(announced, what="announcement heard")
+        assert heard[0] == ("cheap#0", 2.0)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for client in clients:
+            await client.aclose()

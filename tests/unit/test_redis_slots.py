@@ -1,0 +1,128 @@
+"""Every multi-key Redis operation is on one hash slot in a cluster, by the key names alone
+(contracts/redis_keys.py): each transaction, script and multi-key read is listed here with
+its keys, and their slots must agree. A new transaction or script in the planes' code that
+is not listed fails `test_every_transaction_and_script_is_listed`."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from redis.crc import key_slot
+
+from contracts.redis_keys import RedisKeys
+
+ROOT = Path(__file__).resolve().parents[2]
+CLUSTER = RedisKeys("gearbox", cluster=True)
+
+
+def _publish(k: RedisKeys) -> list[str]:
+    """Publisher._publish_locked: WATCH current; GET current and the previous version; INCR
+    seq; SET the new version NX; MULTI SET current, ZADD history, SPUBLISH events; EXEC."""
+    return [
+        k.table_current,
+        k.table_version(6),
+        k.table_seq,
+        k.table_version(7),
+        k.table_history,
+        k.table_events,
+    ]
+
+
+def _rollback(k: RedisKeys) -> list[str]:
+    """Publisher.rollback: WATCH current; GET current, the version, ZSCORE history; MULTI ..."""
+    return [k.table_current, k.table_version(3), k.table_history, k.table_events]
+
+
+def _trim(k: RedisKeys) -> list[str]:
+    """Publisher._trim and _trim_orphans: WATCH current, history; DEL old versions; ZREM."""
+    return [k.table_current, k.table_history, k.table_version(1), k.table_version(2)]
+
+
+def _read_versions(k: RedisKeys) -> list[str]:
+    """PublishedTables and the UI's loop page: one MGET of kept versions."""
+    return [k.table_version(v) for v in range(1, 30)]
+
+
+def _live_states(k: RedisKeys) -> list[str]:
+    """The UI's live page: SCAN the live-state pattern, one MGET of what it found."""
+    return [k.data_plane_state(f"replica-{i}") for i in range(20)]
+
+
+def _in_flight(k: RedisKeys) -> list[str]:
+    """in_flight_sharing.EXCHANGE_SCRIPT's KEYS."""
+    return list(k.in_flight)
+
+
+OPERATIONS: dict[str, Callable[[RedisKeys], list[str]]] = {
+    "publish transaction": _publish,
+    "rollback transaction": _rollback,
+    "trim transactions": _trim,
+    "version MGET": _read_versions,
+    "live-state MGET": _live_states,
+    "in-flight exchange script": _in_flight,
+}
+
+# Where each kind of multi-key operation is written, and how many there are: a new one fails
+# the count until it is listed above.
+SITES = {
+    "control_plane/store/publisher.py": (r"pipeline\(transaction=True\)", 4),
+    "data_plane/sync/in_flight_sharing.py": (r'_SCRIPT = """', 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPERATIONS))
+def test_a_cluster_operations_keys_share_one_slot(name: str) -> None:
+    keys = OPERATIONS[name](CLUSTER)
+    slots = {key: key_slot(key.encode()) for key in keys}
+    assert len(set(slots.values())) == 1, slots
+
+
+def test_the_table_and_the_live_states_are_on_different_slots() -> None:
+    """One tag per family, not one for everything: the cluster spreads them."""
+    assert key_slot(CLUSTER.table_current.encode()) != key_slot(
+        CLUSTER.data_plane_state("a").encode()
+    )
+
+
+def test_every_transaction_and_script_is_listed() -> None:
+    for path, (pattern, count) in SITES.items():
+        assert len(re.findall(pattern, (ROOT / path).read_text())) == count, path
+    sources = [*ROOT.glob("control_plane/**/*.py"), *ROOT.glob("data_plane/**/*.py")]
+    for source in sources:
+        text = source.read_text()
+        relative = str(source.relative_to(ROOT))
+        if relative not in SITES:
+            assert not re.search(r"pipeline\(transaction=True\)|redis\.call\(", text), relative
+
+
+def test_standalone_and_sentinel_key_names_are_unchanged() -> None:
+    """The names every deployment before clusters wrote (95376ca): no migration."""
+    k = RedisKeys("gearbox")
+    assert [k.table_seq, k.table_version(4), k.table_current, k.table_history] == [
+        "gearbox:rt:seq",
+        "gearbox:rt:v:4",
+        "gearbox:rt:current",
+        "gearbox:rt:history",
+    ]
+    assert [k.table_events, k.publish_lock, k.data_plane_state("a")] == [
+        "gearbox:rt:events",
+        "gearbox:rt:lock",
+        "gearbox:dp:state:a",
+    ]
+    assert k.data_plane_state_pattern == "gearbox:dp:state:*"
+    assert k.in_flight[0] == "{gearbox:dp:in-flight}:snapshots"
+
+
+def test_a_cluster_tags_the_table_and_live_state_keys() -> None:
+    assert CLUSTER.table_current == "{gearbox:rt}:current"
+    assert CLUSTER.data_plane_state_pattern == "{gearbox:dp:state}:*"
+
+
+@pytest.mark.parametrize("prefix", ["a{b", "a}b"])
+def test_a_prefix_with_braces_is_refused(prefix: str) -> None:
+    """A brace in the prefix would move the hash tag."""
+    with pytest.raises(ValueError, match="invalid Redis key prefix"):
+        RedisKeys(prefix)
