@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -13,6 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
+from contracts.latency_feedback import CanaryCell, LatencyFeedback
 from contracts.redis_keys import RedisKeys
 from data_plane.app import STORE
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
@@ -210,6 +212,21 @@ async def _accuracy_check_traffic(stack: Stack) -> None:
     assert (status, headers["X-Route-Pair"]) == (200, CHECKED)
 
 
+async def _canary_report(stack: Stack, redis: aioredis.Redis, keys: RedisKeys) -> None:
+    """A data plane's report of scored canary items (docs/accuracy.md "Canary items"), put
+    on the feedback stream as a data plane puts it: no data plane sends canary items yet."""
+    now = datetime.now(UTC)
+    cell = CanaryCell(pair=CHECKED, category="math", n=20, right=18)
+    report = LatencyFeedback(
+        instance="canary-test",
+        table_version=stack.dp_app[STORE].version,
+        window_start=now,
+        window_end=now,
+        canary=(cell,),
+    )
+    await redis.xadd(keys.feedback, {"report": report.model_dump_json()})
+
+
 async def _scrape(stack: Stack) -> Scraped:
     async with client() as s:
         async with s.get(f"{stack.cp_url}/metrics") as resp:
@@ -260,6 +277,13 @@ async def scraped(
             return "gearbox_cp_live_agreement_ratio" in names
 
         await eventually(agreement_exported, timeout_s=30, what="re-asks reach the control plane")
+        await _canary_report(stack, redis_client, redis_keys)
+
+        async def canary_exported() -> bool:
+            names = series_names((await _scrape(stack)).control_plane)
+            return "gearbox_cp_canary_items" in names
+
+        await eventually(canary_exported, timeout_s=30, what="canary counts reach the loop")
         yield await _scrape(stack)
 
 
