@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -14,7 +14,6 @@ import pytest
 import redis.asyncio as aioredis
 from prometheus_client.parser import text_string_to_metric_families
 
-from contracts.latency_feedback import CanaryCell, LatencyFeedback
 from contracts.redis_keys import RedisKeys
 from data_plane.app import STORE
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
@@ -32,6 +31,7 @@ SHADOW_PAIR = PRECISE_PAIR = "llama-3.1-8b-instruct@fp16"  # the family's most p
 CHECKED = "llama-3.1-8b-instruct@fp8"  # re-asked on PRECISE_PAIR
 CHECKED_PROMPT = "What is 6 * 7?"  # math: a category whose scorer decides (docs/accuracy.md)
 BOTH = "gearbox_build_info"
+HOLDOUT_MATH = Path(__file__).parents[2] / "profiler" / "evalsets" / "holdout" / "math.jsonl"
 # Legitimately zero after this traffic: no retry was refused, every table load worked,
 # nothing is queued or in flight when /metrics is scraped, and no pair saturated, so no
 # request spilled and the demand figures are 0 (tests/component/data_plane/test_demand.py
@@ -212,21 +212,6 @@ async def _accuracy_check_traffic(stack: Stack) -> None:
     assert (status, headers["X-Route-Pair"]) == (200, CHECKED)
 
 
-async def _canary_report(stack: Stack, redis: aioredis.Redis, keys: RedisKeys) -> None:
-    """A data plane's report of scored canary items (docs/accuracy.md "Canary items"), put
-    on the feedback stream as a data plane puts it: no data plane sends canary items yet."""
-    now = datetime.now(UTC)
-    cell = CanaryCell(pair=CHECKED, category="math", n=20, right=18)
-    report = LatencyFeedback(
-        instance="canary-test",
-        table_version=stack.dp_app[STORE].version,
-        window_start=now,
-        window_end=now,
-        canary=(cell,),
-    )
-    await redis.xadd(keys.feedback, {"report": report.model_dump_json()})
-
-
 async def _scrape(stack: Stack) -> Scraped:
     async with client() as s:
         async with s.get(f"{stack.cp_url}/metrics") as resp:
@@ -254,7 +239,8 @@ async def scraped(
             _simulated(reports, fleet),
             dp={"scrape_interval_s": 0.2, "breaker_consecutive_failures": 1,
                 "breaker_cooldown_s": 60.0, "breaker_cooldown_max_s": 60.0,
-                "feedback_interval_s": 0.2},
+                "feedback_interval_s": 0.2, "feedback_canary_items_per_minute": 600.0,
+                "feedback_canary_items_file": str(HOLDOUT_MATH)},
             cp={"refit_check_interval_s": 0.2},
         )  # fmt: skip
         await _traffic(stack, fleet)
@@ -277,7 +263,6 @@ async def scraped(
             return "gearbox_cp_live_agreement_ratio" in names
 
         await eventually(agreement_exported, timeout_s=30, what="re-asks reach the control plane")
-        await _canary_report(stack, redis_client, redis_keys)
 
         async def canary_exported() -> bool:
             names = series_names((await _scrape(stack)).control_plane)
