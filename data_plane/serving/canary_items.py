@@ -132,9 +132,11 @@ class CanarySender:
         return self._p.rng.choice(self._items[category])
 
     async def run(self, table: Callable[[], CompiledTable | None]) -> None:
-        """Send due items every second to the pairs of the table in force."""
+        """Send due items to the pairs of the table in force, looking once per slot (at
+        most once a second)."""
+        interval_s = min(1.0, 60.0 / max(self._config.items_per_minute, 1e-9))
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(interval_s)
             current = table()
             if current is None:
                 continue

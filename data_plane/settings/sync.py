@@ -132,7 +132,7 @@ class FeedbackSettings(Group):
     canary_items_per_minute: float = Field(
         default=0.0,
         ge=0.0,
-        le=600.0,
+        le=6000.0,
         description="canary items (held-out items with known answers) sent to each pair per "
         'minute (0 = off; docs/accuracy.md "Canary items")',
     )
