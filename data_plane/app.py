@@ -281,14 +281,16 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     stall = runner.stall
     store.on_swap(lambda table: stall.retain(e.id for p in table.pairs for e in p.endpoints))
     app.cleanup_ctx.append(_counters_ctx(stall))
-    checker_parts = (runner, health, app[FEEDBACK], metrics, deps.rng, deps.clock)
+    checker_parts = CheckerParts(runner, health, app[FEEDBACK], metrics, deps.rng, deps.clock)
+    app[CANARY] = _canary_sender(settings, checker_parts)
     app[CHECKER] = AccuracyChecker(
-        CheckerParts(*checker_parts),
+        checker_parts,
         CheckerConfig(
-            settings.proxy.default_timeout_s, settings.feedback.accuracy_probe_interval_s
+            settings.proxy.default_timeout_s,
+            settings.feedback.accuracy_probe_interval_s,
+            on_disagree=app[CANARY].raise_rate,
         ),
     )
-    app[CANARY] = _canary_sender(settings, CheckerParts(*checker_parts))
     app[PROBE] = LatencyProbe(
         upstream,
         store,

@@ -34,6 +34,7 @@ from data_plane.serving.usage import Usage, cost_usd, find_usage
 
 logger = logging.getLogger(__name__)
 _MAX_ITEMS_PER_HOUR = 1_000_000  # the dollar budget and the rate limit, not a count
+MAX_EXTRA = 10  # extra items a pair's disagreements may queue, at most, at any time
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,10 +118,20 @@ class CanarySender:
         self._last: dict[str, float] = {}  # pair -> when its last item was sent
         self._limits: dict[str, HourlyLimits] = {}
         self._ids = itertools.count(1)
+        self._extra: dict[str, int] = {}  # pair -> items owed to its disagreements
+
+    def raise_rate(self, pair: str) -> None:
+        """An agreement re-ask of `pair` disagreed: send it one item more than its rate
+        (at most `MAX_EXTRA` owed), within its dollar budget. Agreement only asks for more
+        evidence; it never decides (docs/accuracy.md "Canary items")."""
+        self._extra[pair] = min(MAX_EXTRA, self._extra.get(pair, 0) + 1)
 
     def _due(self, pair: str) -> bool:
         if self._config.items_per_minute <= 0:
             return False
+        if self._extra.get(pair, 0) > 0:
+            self._extra[pair] -= 1
+            return True
         last = self._last.get(pair)
         return last is None or self._p.clock() - last >= 60.0 / self._config.items_per_minute
 

@@ -16,6 +16,7 @@ from data_plane.serving.canary_items import parse_items
 from tests.component.data_plane import conftest as component
 from tests.component.data_plane.conftest import Harness, MakeHarness
 from tests.component.data_plane.fakes import ok_json, two_pair_table
+from tests.support.waiting import eventually
 
 make_harness = component.make_harness
 FP16, INT4 = "http://fp16-a", "http://int4-a"
@@ -81,6 +82,48 @@ async def test_canaries_stay_within_the_dollar_budget_per_pair(
     assert await h.app[CANARY].send_due(table) == 0
     assert h.upstream.requests == []
     assert _items_metric(h, "fam@fp16", "over_budget") == 1
+
+
+async def test_a_disagreement_raises_the_pairs_canary_rate_and_decides_nothing(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """Agreement re-asks only ask for more evidence: int4's answer disagrees with fp16's, so
+    int4 gets one canary item before its next slot; fp16 does not."""
+    h = await make_harness(
+        two_pair_table([FP16], [INT4], policy={"accuracy_check": {"sample_rate": 1.0}}),
+        routes={FP16: ok_json("12"), INT4: ok_json("13")},
+        feedback_canary_items_per_minute=30.0,
+        feedback_canary_items_file=str(_items(tmp_path)),
+    )
+    table = h.app[STORE].current
+    assert table is not None
+    assert await h.app[CANARY].send_due(table) == 2  # both slots
+    body = json.dumps(
+        {"model": "fam@int4", "temperature": 0, "max_tokens": 16,
+         "messages": [{"role": "user", "content": "What is 5 + 7?"}]}
+    )  # fmt: skip
+    resp = await h.client.post(
+        "/v1/chat/completions", data=body, headers={"X-Task-Category": "math"}
+    )
+    assert resp.status == 200
+
+    def disagreed() -> bool:
+        return (
+            h.metric(
+                "gearbox_accuracy_checks_total",
+                pair="fam@int4",
+                category="math",
+                outcome="disagree",
+            )
+            == 1
+        )
+
+    await eventually(disagreed, what="the re-ask disagreed")
+    before = len(h.upstream.requests)
+    assert await h.app[CANARY].send_due(table) == 1  # int4's extra item, before its slot
+    assert [r.url.startswith(INT4) for r in h.upstream.requests[before:]] == [True]
+    assert await h.app[CANARY].send_due(table) == 0
+    assert _items_metric(h, "fam@int4", "wrong") == 2
 
 
 def test_a_bad_item_line_is_named() -> None:
