@@ -143,6 +143,7 @@ async def test_a_pair_losing_accuracy_shows_in_agreement_but_is_not_demoted_on_i
         await eventually(lambda: _checks(plane) == 800, timeout_s=20, what="re-asks done")
         cost = plane.metric("gearbox_accuracy_check_cost_usd_total", pair="fam@int8")
         assert cost > 0.0
+
         async def drift_seen() -> bool:
             assert await loop.check_once() is RefitCheck.NO_DRIFT  # agreement never demotes
             return gauge("gearbox_cp_live_agreement_upper_ratio") < expected
