@@ -119,6 +119,17 @@ class AgreementCell(_Contract):
     agreed: int = Field(ge=0)
 
 
+class CanaryCell(_Contract):
+    """Canary items of one pair in one category: held-out eval items with known answers, sent
+    to the pair and scored by the category's scorer (docs/accuracy.md "Canary items"). The
+    evidence accuracy demotions and lifts are decided on."""
+
+    pair: str = Field(min_length=1, max_length=200)
+    category: str = Field(min_length=1, max_length=64)
+    n: int = Field(ge=1, description="items scored (answered and scored)")
+    right: int = Field(ge=0, description="of them, scored right")
+
+
 class MixCell(_Contract):
     """Decisions of one window in one cell of the traffic mix: the category routed under,
     the floor the request had there (rounded to 0.01), and the pair chosen first. `proven`
@@ -147,4 +158,5 @@ class LatencyFeedback(_Contract):
     window_end: datetime
     cells: tuple[PairLoadFeedback, ...] = Field(default=(), max_length=MAX_CELLS)
     agreement: tuple[AgreementCell, ...] = Field(default=(), max_length=MAX_CELLS)
+    canary: tuple[CanaryCell, ...] = Field(default=(), max_length=MAX_CELLS)
     mix: tuple[MixCell, ...] = Field(default=(), max_length=MAX_CELLS)

@@ -262,15 +262,15 @@ class RefitProvenance(_Contract):
 
 
 class Demotion(_Contract):
-    """An accuracy demotion in force (docs/accuracy.md "Live checks"): the entry's accuracy
-    and bound in this category were lowered from the profile's values kept here, on the live
-    evidence counted here. Lifted when fresh checks no longer contradict the profile's bound;
-    a rebuild from profiles carries it onto the new build."""
+    """An accuracy demotion in force (docs/accuracy.md "Canary items"): the entry's accuracy
+    and bound in this category were lowered from the profile's values kept here, on the
+    canary items counted here. Lifted when fresh items score at or above the profile's
+    bound; a rebuild from profiles carries it onto the new build."""
 
     profile_accuracy: Ratio
     profile_bound: Ratio | None = Field(description="None: the entry had no bounds")
-    checks: int = Field(ge=1)
-    agreed: int = Field(ge=0)
+    checks: int = Field(ge=1, description="canary items scored (n)")
+    agreed: int = Field(ge=0, description="of them, right")
     base_version: int = Field(ge=1, description="the table the checks were about")
 
 

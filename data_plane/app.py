@@ -12,6 +12,7 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import redis.asyncio as aioredis
@@ -32,6 +33,7 @@ from data_plane.resilience.retry import RetryBudget
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.serving.accuracy_check import AccuracyChecker, CheckerConfig, CheckerParts
 from data_plane.serving.attempt import AttemptRunner
+from data_plane.serving.canary_items import CanaryConfig, CanarySender, load_items
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.handlers import Handlers
 from data_plane.serving.latency_probe import LatencyProbe
@@ -140,6 +142,7 @@ FEEDBACK = web.AppKey("gearbox_feedback", FeedbackAggregator)
 OVERSHOOT = web.AppKey("gearbox_overshoot", Overshoot)
 CHECKER = web.AppKey("gearbox_accuracy_checker", AccuracyChecker)
 PROBE = web.AppKey("gearbox_latency_probe", LatencyProbe)
+CANARY = web.AppKey("gearbox_canary_items", CanarySender)
 SHARING = web.AppKey("gearbox_in_flight_sharing", InFlightSharing)
 IDENTITY = web.AppKey("gearbox_replica_identity", ReplicaIdentity)
 
@@ -278,10 +281,14 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     stall = runner.stall
     store.on_swap(lambda table: stall.retain(e.id for p in table.pairs for e in p.endpoints))
     app.cleanup_ctx.append(_counters_ctx(stall))
+    checker_parts = CheckerParts(runner, health, app[FEEDBACK], metrics, deps.rng, deps.clock)
+    app[CANARY] = _canary_sender(settings, checker_parts)
     app[CHECKER] = AccuracyChecker(
-        CheckerParts(runner, health, app[FEEDBACK], metrics, deps.rng, deps.clock),
+        checker_parts,
         CheckerConfig(
-            settings.proxy.default_timeout_s, settings.feedback.accuracy_probe_interval_s
+            settings.proxy.default_timeout_s,
+            settings.feedback.accuracy_probe_interval_s,
+            on_disagree=app[CANARY].raise_rate,
         ),
     )
     app[PROBE] = LatencyProbe(
@@ -323,6 +330,20 @@ def _upstream_adapter(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Ups
     return engine_client(settings, _session_limits(settings))
 
 
+def _canary_sender(settings: DataPlaneSettings, parts: CheckerParts) -> CanarySender:
+    """Canary items from the configured file (none: nothing to send; a bad file fails
+    startup with the line named)."""
+    feedback = settings.feedback
+    path = feedback.canary_items_file
+    items = load_items([Path(path)]) if path else {}
+    config = CanaryConfig(
+        feedback.canary_items_per_minute,
+        feedback.canary_usd_per_hour,
+        settings.proxy.default_timeout_s,
+    )
+    return CanarySender(parts, items, config)
+
+
 def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
     """The upstream session, the snapshot table, and the trace exporter (started, then
     flushed and closed)."""
@@ -334,6 +355,8 @@ def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
         if tracing.enabled:
             app[TASKS].start("trace_export", tracing.run())
         app[TASKS].start("accuracy_check", app[CHECKER].run())
+        if app[SETTINGS].feedback.canary_items_per_minute > 0:
+            app[TASKS].start("canary_items", app[CANARY].run(lambda: app[STORE].current))
         if app[SETTINGS].feedback.probe_interval_s > 0:
             probe = app[PROBE].run(app[SETTINGS].feedback.probe_interval_s)
             app[TASKS].start("latency_probe", probe)

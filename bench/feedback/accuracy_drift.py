@@ -1,5 +1,7 @@
-"""Section 5b: a pair whose accuracy drops 15 points at run time is caught by shadow re-asks at
-a given sample rate, and demoted; the times it takes.
+"""Section 5b: a pair whose accuracy drops 15 points at run time shows in shadow re-asks at a
+given sample rate, and is demoted on canary items (held-out math items the data plane sends
+each pair, `CANARY_PER_MINUTE`; agreement never demotes: docs/accuracy.md "Canary items");
+the times it takes.
 
 In one process, as `bench.feedback.section`: a private redis-server, two simulated engines of one
 family answering a math answer key (`fp16`, the reference, 0.97 right; `int8`, cheaper, 0.90),
@@ -9,7 +11,7 @@ with an accuracy floor of 0.85, so `int8` serves; `SAMPLE_RATE` of its answers a
 drop until the agreement's upper bound falls below the least agreement the profile's bound
 implies (the alert's condition, docs/accuracy.md "Live checks"), and until the demoted table
 moves floor-0.85 traffic to `fp16`; demotions during the healthy warm-up (the loop checks every
-0.5 s; target 0); checks and their cost.
+0.5 s; target 0); checks and their cost (canary items' cost included).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ import math
 import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import aiohttp
 import redis.asyncio as aioredis
 
 from bench.common.in_process import Profiled, family_entry, family_table
-from bench.feedback.section import data_plane_server
+from bench.feedback.section import FEEDBACK_INTERVAL_S, data_plane_server
 from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import RoutingTable
@@ -33,11 +36,20 @@ from control_plane.runtime.feedback_loop import FeedbackLoop
 from control_plane.runtime.metrics import ControlPlaneMetrics
 from control_plane.runtime.services import Services, make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
+from data_plane.settings import FeedbackSettings
 from demo.redis_launcher import private_redis
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
-from simulator.answer_key import KnownAnswer
+from simulator.answer_key import KnownAnswer, load_answer_keys
 
 SAMPLE_RATE = 0.25
+CANARY_PER_MINUTE = 600.0  # per pair: 10 a second, so a decision within the 120 s watched
+HOLDOUT_MATH = Path(__file__).parents[2] / "profiler" / "evalsets" / "holdout" / "math.jsonl"
+CANARIES = FeedbackSettings(
+    interval_s=FEEDBACK_INTERVAL_S,
+    canary_items_per_minute=CANARY_PER_MINUTE,
+    canary_usd_per_hour=1.0,
+    canary_items_file=str(HOLDOUT_MATH),
+)
 DROP = 0.15
 CHECKED, REFERENCE = "fam@int8", "fam@fp16"
 PROMPTS = [f"Compute {a} * 3 + {a % 17} (case {a})." for a in range(5000)]
@@ -57,11 +69,12 @@ class AccuracyDriftResult:
     demoted_s: float  # drop -> the checked pair serves none of the last 20 answers
     checks: int
     check_cost_usd: float
-    upper_at_detection: float
-    expected: float
+    upper_at_detection: float  # the canary items' upper bound when detected
+    expected: float  # the profile's bound it fell below
     healthy_demotions: int = 0  # demotions published while int8 was healthy
 
 
+PROFILE_BOUND = 0.90  # int8's profile accuracy; the table has no bounds, so floors compare it
 PROFILED = Profiled(ttft_base_s=0.05, tpot_base_s=0.001, accuracy_n=400)
 
 
@@ -94,8 +107,9 @@ class Clients:
                 self.served.append((time.monotonic(), resp.headers.get("X-Route-Pair", "")))
 
 
-def _gauge(metrics: ControlPlaneMetrics, name: str) -> float:
-    value = metrics.registry.get_sample_value(name, {"pair": CHECKED, "category": "math"})
+def _canary_upper(metrics: ControlPlaneMetrics) -> float:
+    labels = {"pair": CHECKED, "category": "math", "side": "upper"}
+    value = metrics.registry.get_sample_value("gearbox_cp_canary_accuracy_bound_ratio", labels)
     return math.nan if value is None else value
 
 
@@ -111,20 +125,15 @@ async def _healthy(loop: FeedbackLoop, seconds: float) -> int:
 async def _watch(
     loop: FeedbackLoop, metrics: ControlPlaneMetrics, clients: Clients, dropped_at: float
 ) -> tuple[float, float, float, float]:
-    """Check every 0.5 s until the traffic moved (or 120 s): (detected_s, upper, expected at
-    detection, moved_s)."""
+    """Check every 0.5 s until the traffic moved (or 120 s): (detected_s, the canary items'
+    upper bound and the profile's bound at detection, moved_s). Detected: the canaries'
+    upper bound below the profile's bound, the demotion's condition (with `min_checks`)."""
     detected_s, upper, expected_at = math.nan, math.nan, math.nan
     for _ in range(240):
         await loop.check_once()
-        up, expected = (
-            _gauge(metrics, n)
-            for n in (
-                "gearbox_cp_live_agreement_upper_ratio",
-                "gearbox_cp_expected_agreement_ratio",
-            )
-        )
-        if math.isnan(detected_s) and up < expected:
-            detected_s, upper, expected_at = time.monotonic() - dropped_at, up, expected
+        up = _canary_upper(metrics)
+        if math.isnan(detected_s) and up < PROFILE_BOUND:
+            detected_s, upper, expected_at = time.monotonic() - dropped_at, up, PROFILE_BOUND
         recent = [p for t, p in clients.served[-20:] if t > dropped_at]
         if len(recent) == 20 and CHECKED not in recent:
             return detected_s, upper, expected_at, clients.served[-1][0] - dropped_at
@@ -139,7 +148,10 @@ async def _measure(
     loop = FeedbackLoop(services, keys.feedback, metrics, lambda: datetime.now(UTC))
     await services.policies.put(POLICY)
     await services.publisher.publish(_table(fleet))
-    async with data_plane_server(url, keys) as dp, aiohttp.ClientSession() as session:
+    async with (
+        data_plane_server(url, keys, CANARIES) as dp,
+        aiohttp.ClientSession() as session,
+    ):
         await asyncio.sleep(1.5)  # the data plane loads v1
         clients = Clients(dp)
         tasks = [asyncio.create_task(clients.run(session)) for _ in range(4)]
@@ -157,12 +169,16 @@ async def _measure(
     checks = sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
-        if line.startswith("gearbox_accuracy_checks_total{") and 'outcome="dropped"' not in line
+        if line.startswith(("gearbox_accuracy_checks_total{", "gearbox_canary_items_total{"))
+        and 'outcome="dropped"' not in line
+        and 'outcome="over_budget"' not in line
     )
     cost = sum(
         float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
-        if line.startswith("gearbox_accuracy_check_cost_usd_total{")
+        if line.startswith(
+            ("gearbox_accuracy_check_cost_usd_total{", "gearbox_canary_cost_usd_total{")
+        )
     )
     return AccuracyDriftResult(
         SAMPLE_RATE, detected_s, moved_s, int(checks), cost, upper, expected, healthy_demotions
@@ -181,7 +197,8 @@ async def _run() -> AccuracyDriftResult:
         settings = ControlPlaneSettings(redis=RedisSettings(url=url, key_prefix=keys.prefix))
         services = make_services(redis, settings, lambda: datetime.now(UTC), None)
         try:
-            async with run_fleet(SimFleetConfig(pairs=pairs), answers=ANSWERS) as fleet:
+            answers = {**ANSWERS, **load_answer_keys([HOLDOUT_MATH])}
+            async with run_fleet(SimFleetConfig(pairs=pairs), answers=answers) as fleet:
                 return await _measure(fleet, services, url, keys)
         finally:
             await redis.aclose()

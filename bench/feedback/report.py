@@ -65,12 +65,13 @@ def accuracy_drift_lines(r: AccuracyDriftResult) -> list[str]:
     return [
         "## 5b. Accuracy drift: a pair losing 15 points at run time is caught and demoted",
         "",
-        f"Sample rate {r.sample_rate:g}: while the pair was healthy (10 s, checked every 0.5 s) "
-        f"{r.healthy_demotions} demotion(s) were published. The agreement's upper bound "
-        f"({r.upper_at_detection:.3f}) fell below the least agreement the profile's bound implies "
-        f"({r.expected:.3f}) {r.detected_s:.1f} s after the drop; floor-0.85 traffic left the "
-        f"pair {r.demoted_s:.1f} s after it (demoted table). Checks: {r.checks}, costing "
-        f"${r.check_cost_usd:.4f} at the asked pairs' prices.",
+        f"Canary items (docs/accuracy.md) and agreement re-asks at sample rate "
+        f"{r.sample_rate:g}: while the pair was healthy (10 s, checked every 0.5 s) "
+        f"{r.healthy_demotions} demotion(s) were published. The canary items' upper bound "
+        f"({r.upper_at_detection:.3f}) fell below the profile's bound ({r.expected:.3f}) "
+        f"{r.detected_s:.1f} s after the drop; floor-0.85 traffic left the pair "
+        f"{r.demoted_s:.1f} s after it (demoted table). Re-asks and canary items: {r.checks}, "
+        f"costing ${r.check_cost_usd:.4f} at the asked pairs' prices.",
         "",
     ]
 
@@ -97,7 +98,7 @@ def accuracy_drift_checks(r: AccuracyDriftResult) -> list[Check]:
             "s",
             f"<= {DETECT_WITHIN_S:g} s",
             not math.isnan(r.detected_s) and r.detected_s <= DETECT_WITHIN_S,
-            f"{r.checks} re-asks, ${r.check_cost_usd:.4f}",
+            f"{r.checks} re-asks and canaries, ${r.check_cost_usd:.4f}",
         ),
         Check(
             "feedback",

@@ -72,13 +72,16 @@ PROFILED = Profiled(ttft_base_s=0.025, tpot_base_s=0.0095)
 
 
 @asynccontextmanager
-async def data_plane_server(url: str, keys: RedisKeys) -> AsyncIterator[str]:
+async def data_plane_server(
+    url: str, keys: RedisKeys, feedback: FeedbackSettings | None = None
+) -> AsyncIterator[str]:
     port = free_port()
     settings = DataPlaneSettings(
         server=ServerSettings(host="127.0.0.1", port=port),
         redis=RedisSettings(url=url, key_prefix=keys.prefix),
         instance_id="bench-dp", table=TableSettings(poll_interval_s=0.5),
-        feedback=FeedbackSettings(interval_s=FEEDBACK_INTERVAL_S), log_level="WARNING",
+        feedback=feedback or FeedbackSettings(interval_s=FEEDBACK_INTERVAL_S),
+        log_level="WARNING",
     )  # fmt: skip
     async with data_plane(settings):
         yield f"http://127.0.0.1:{port}"

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from contracts.accuracy_bound import agreement_bounds, lower_bound, upper_bound
 from contracts.latency_feedback import LatencyFeedback
@@ -156,10 +157,28 @@ def supporting(a: PairAgreement, policy: AccuracyCheckPolicy) -> bool:
     return a.checks >= policy.min_checks and a.lower >= a.expected
 
 
+class DemotionEvidence(Protocol):
+    """What a demotion keeps and publishes, from agreement or canary evidence."""
+
+    @property
+    def pair(self) -> str: ...
+    @property
+    def category(self) -> str: ...
+    @property
+    def checks(self) -> int: ...
+    @property
+    def agreed(self) -> int: ...
+    @property
+    def accuracy_lower(self) -> float: ...
+    @property
+    def implied(self) -> float: ...
+
+
 @dataclass(frozen=True, slots=True)
 class DemotionPlan:
-    demote: tuple[PairAgreement, ...]  # drifting, not yet demoted
-    lift: tuple[PairAgreement, ...]  # demoted, and as many fresh checks support the profile
+    demote: tuple[DemotionEvidence, ...]  # drifting, not yet demoted
+    lift: tuple[DemotionEvidence, ...]  # demoted, and as many fresh checks support the profile
+    source: str = "live agreement"  # what the evidence is, for the table's note
 
     def __bool__(self) -> bool:
         return bool(self.demote or self.lift)

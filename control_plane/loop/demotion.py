@@ -23,7 +23,7 @@ def demotion_note(plan: DemotionPlan, window_s: float) -> str:
     parts = []
     if plan.demote:
         checks = sum(a.checks for a in plan.demote)
-        parts.append(f"accuracy demoted from live agreement: {checks} checks over {minutes}")
+        parts.append(f"accuracy demoted from {plan.source}: {checks} checks over {minutes}")
     if plan.lift:
         checks = sum(a.checks for a in plan.lift)
         parts.append(f"accuracy demotion lifted: {checks} fresh checks over {minutes}")

@@ -26,7 +26,8 @@ from redis.exceptions import RedisError
 from contracts.latency_feedback import LatencyFeedback
 from contracts.policy import Policy, RefitPolicy
 from contracts.routing_table import RoutingTable
-from control_plane.loop.accuracy_drift import PairAgreement, merge_agreement, plan_demotions
+from control_plane.loop.accuracy_drift import merge_agreement
+from control_plane.loop.canary_evidence import PairCanary, merge_canaries, plan_canary_demotions
 from control_plane.loop.demotion import apply_demotions
 from control_plane.loop.drift import PairDrift, RefitCheck, merge_feedback, plan_corrections
 from control_plane.loop.refit import apply_refit
@@ -102,8 +103,10 @@ class FeedbackLoop:
         reports = await self._reports(now.timestamp() - policy.window_s)
         drifts = merge_feedback(reports, table.version, table.policy.latency_quantile)
         self._metrics.set_drift(drifts.values())
-        agreements = merge_agreement(reports, table, effective.accuracy_check.confidence)
-        self._metrics.set_agreement(agreements)
+        confidence = effective.accuracy_check.confidence
+        self._metrics.set_agreement(merge_agreement(reports, table, confidence))
+        canaries = merge_canaries(reports, table, confidence)
+        self._metrics.set_canary(canaries)
         if not policy.enabled:
             return RefitCheck.DISABLED
         if policy.pinned_version == table.version:
@@ -111,7 +114,7 @@ class FeedbackLoop:
         reverted = await self._revert(table, reports, drifts, policy, now)
         if reverted is not None:
             return reverted
-        found = self._next_table(table, drifts, agreements, effective, reports, now)
+        found = self._next_table(table, drifts, canaries, effective, reports, now)
         if found is None:
             return RefitCheck.NO_DRIFT
         if found[1] is RefitCheck.NOT_BETTER:
@@ -181,14 +184,16 @@ class FeedbackLoop:
         self,
         table: RoutingTable,
         drifts: Mapping[str, PairDrift],
-        agreements: Sequence[PairAgreement],
+        canaries: Sequence[PairCanary],
         policy: Policy,
         reports: Sequence[LatencyFeedback],
         now: datetime,
     ) -> tuple[RoutingTable, RefitCheck] | None:
         """The table to publish: a latency refit first (its held-out validated corrections;
         NOT_BETTER with the current table when none validates); else, with
-        `accuracy_check.demote`, the accuracy demotions and lifts; None when neither is due."""
+        `accuracy_check.demote`, the accuracy demotions and lifts the canary items decide
+        (agreement with a reference pair never demotes by itself: docs/accuracy.md "Canary
+        items"); None when neither is due."""
         planned = plan_corrections(drifts, policy.refit)
         q = table.policy.latency_quantile
         corrections, rejected = validate(planned, reports, table.version, q, policy.refit)
@@ -202,7 +207,7 @@ class FeedbackLoop:
             return table, RefitCheck.NOT_BETTER
         if not policy.accuracy_check.demote:
             return None
-        plan = plan_demotions(agreements, policy.accuracy_check)
+        plan = plan_canary_demotions(canaries, policy.accuracy_check)
         if not plan:
             return None
         made = apply_demotions(table, plan, policy.refit.window_s, now)

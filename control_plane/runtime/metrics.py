@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
 from control_plane.loop.accuracy_drift import PairAgreement
+from control_plane.loop.canary_evidence import PairCanary
 from control_plane.loop.drift import PairDrift, RefitCheck
 from control_plane.loop.validation import Rejection
 from control_plane.store.publisher import PublishOutcome
@@ -109,6 +110,19 @@ class ControlPlaneMetrics:
             ["pair", "category"],
             registry=reg,
         )
+        self.canary_items = Gauge(
+            "gearbox_cp_canary_items",
+            "Canary items of a pair and category scored in the window (docs/accuracy.md)",
+            ["pair", "category"],
+            registry=reg,
+        )
+        self.canary_bound = Gauge(
+            "gearbox_cp_canary_accuracy_bound_ratio",
+            "Clopper-Pearson bounds of a pair's accuracy from its canary items "
+            "(accuracy_check.confidence); a demotion needs the upper below the profile bound",
+            ["pair", "category", "side"],
+            registry=reg,
+        )
         self.last_refit = Gauge(
             "gearbox_cp_last_refit_timestamp_seconds",
             "Unix time of the last refit table published",
@@ -150,6 +164,15 @@ class ControlPlaneMetrics:
             self.live_agreement_lower.labels(**labels).set(a.lower)
             self.expected_agreement.labels(**labels).set(a.expected)
             self.accuracy_checks.labels(**labels).set(a.checks)
+
+    def set_canary(self, canaries: Iterable[PairCanary]) -> None:
+        """Export the window's canary evidence (pairs no longer reported disappear)."""
+        self.canary_items.clear()
+        self.canary_bound.clear()
+        for c in canaries:
+            self.canary_items.labels(pair=c.pair, category=c.category).set(c.n)
+            for side, value in (("lower", c.lower), ("upper", c.upper)):
+                self.canary_bound.labels(pair=c.pair, category=c.category, side=side).set(value)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

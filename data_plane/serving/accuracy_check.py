@@ -59,6 +59,8 @@ class CheckerConfig:
     timeout_s: float = 30.0
     # The least time between two probes of one demoted (pair, category); 0 = no probes.
     probe_interval_s: float = 2.0
+    # Told the pair whose answer disagreed (raises its canary rate; docs/accuracy.md).
+    on_disagree: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,6 +283,8 @@ class AccuracyChecker:
         else:
             outcome = "agree" if agreed else "disagree"
             self._p.feedback.observe_agreement(job.version, job.checked.pair, job.category, agreed)
+            if not agreed and self._config.on_disagree is not None:
+                self._config.on_disagree(job.checked.pair)
         self._count(job.checked.pair, job.category, outcome)
         return outcome
 

@@ -142,6 +142,21 @@ class FeedbackSettings(Group):
         description="least time between two accuracy checks of one demoted pair and category "
         "on requests other pairs answered (0 = off)",
     )
+    canary_items_per_minute: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=6000.0,
+        description="canary items (held-out items with known answers) sent to each pair per "
+        'minute (0 = off; docs/accuracy.md "Canary items")',
+    )
+    canary_usd_per_hour: float = Field(
+        default=0.05, ge=0.0, le=1000.0, description="canary items' spend per pair per hour"
+    )
+    canary_items_file: str = Field(
+        default="",
+        max_length=4096,
+        description="eval-set JSON lines of canary items (the profiler's holdout format)",
+    )
 
 
 class InFlightShareSettings(Group):

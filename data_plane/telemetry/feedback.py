@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from contracts.latency_feedback import (
     RATIO_BUCKETS,
     AgreementCell,
+    CanaryCell,
     LatencyFeedback,
     MixCell,
     PairLoadFeedback,
@@ -47,13 +48,14 @@ def predicted_lines(pair: CompiledPair, load: float, input_tokens: int) -> tuple
 class FeedbackAggregator:
     """Observations of this process since the last `drain`."""
 
-    __slots__ = ("_agreement", "_cells", "_clients", "_mix", "_since", "capped")
+    __slots__ = ("_agreement", "_canary", "_cells", "_clients", "_mix", "_since", "capped")
 
     def __init__(self, now: float) -> None:
         self._cells: _Cells = {}
         # (version, category, floor, pair) -> [requests, proven, input, output tokens, cost]
         self._mix: dict[tuple[int, str, float, str], list[float]] = {}
         self._agreement: dict[tuple[int, str, str], list[int]] = {}  # -> [checks, agreed]
+        self._canary: dict[tuple[int, str, str], list[int]] = {}  # -> [n, right]
         # (table version, pair) -> (samples taken, client -> samples taken from it)
         self._clients: dict[tuple[int, str], tuple[list[int], dict[str, int]]] = {}
         self._since = now
@@ -64,6 +66,12 @@ class FeedbackAggregator:
         counts = self._agreement.setdefault((version, pair, category), [0, 0])
         counts[0] += 1
         counts[1] += agreed
+
+    def observe_canary(self, version: int, pair: str, category: str, right: bool) -> None:
+        """One canary item of `pair` scored (docs/accuracy.md "Canary items")."""
+        counts = self._canary.setdefault((version, pair, category), [0, 0])
+        counts[0] += 1
+        counts[1] += right
 
     def observe_decision(self, version: int, decision: RouteDecision) -> None:
         """One served decision in the traffic mix: its category, floor and first pair, whether
@@ -146,16 +154,23 @@ class FeedbackAggregator:
         and a fresh window from `now` (wall-clock seconds)."""
         cells, self._cells = self._cells, {}
         agreement, self._agreement = self._agreement, {}
+        canary, self._canary = self._canary, {}
         mix, self._mix = self._mix, {}
         self._clients = {}
         start, self._since = self._since, now
         by_version: dict[int, list[PairLoadFeedback]] = {v: [] for v, _, _ in agreement}
         by_version.update({v: [] for v, _, _, _ in mix if v not in by_version})
+        by_version.update({v: [] for v, _, _ in canary if v not in by_version})
         mixed = _mix_cells(mix)
         agreed: dict[int, list[AgreementCell]] = {}
         for (version, pair, category), (checks, same) in sorted(agreement.items()):
             cell = AgreementCell(pair=pair, category=category, checks=checks, agreed=same)
             agreed.setdefault(version, []).append(cell)
+        scored: dict[int, list[CanaryCell]] = {}
+        for (version, pair, category), (n, right) in sorted(canary.items()):
+            scored.setdefault(version, []).append(
+                CanaryCell(pair=pair, category=category, n=n, right=right)
+            )
         for (version, pair, load, size), (ttft, tpot, e2e, budget) in sorted(cells.items()):
             by_version.setdefault(version, []).append(
                 PairLoadFeedback(
@@ -177,6 +192,7 @@ class FeedbackAggregator:
                 window_end=datetime.fromtimestamp(now, UTC),
                 cells=tuple(found),
                 agreement=tuple(agreed.get(version, ())),
+                canary=tuple(scored.get(version, ())),
                 mix=tuple(mixed.get(version, ())),
             )
             for version, found in by_version.items()

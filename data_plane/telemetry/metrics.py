@@ -293,6 +293,16 @@ class DataPlaneMetrics:
             "Cost of the accuracy checks' re-asks (the asked pairs' prices)",
             ["pair"],
         )
+        self.canary_items = r.counter(
+            "gearbox_canary_items_total",
+            "Canary items (held-out items with known answers) sent to a pair, by outcome",
+            ["pair", "category", "outcome"],
+        )
+        self.canary_cost = r.counter(
+            "gearbox_canary_cost_usd_total",
+            "Cost of the canary items sent to a pair (its prices, from the answers' usage)",
+            ["pair"],
+        )
 
     # --- cached children for the hot path --------------------------------------------------
 

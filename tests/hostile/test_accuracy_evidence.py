@@ -3,8 +3,10 @@
 A client's own sampling and limits must not become evidence about an engine: free text at
 high temperature is not checked at all, a huge `max_tokens` / `n` is not replayed on the
 dearest pair, re-asks go the way client attempts go (engine key, breakers) within a dollar
-budget. On the control plane: a demotion publishes a number that is a lower bound, and it is
-lifted only when fresh checks support the profile (docs/accuracy.md "Demote and lift: hysteresis").
+budget. On the control plane: agreement never demotes by itself (prompts both pairs get wrong
+count as disagreements); canary items with known answers do, a demotion publishes their lower
+bound, and it is lifted only when fresh canaries support the profile (docs/accuracy.md
+"Canary items").
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 
-from contracts.latency_feedback import AgreementCell, LatencyFeedback
+from contracts.accuracy_bound import lower_bound
+from contracts.latency_feedback import AgreementCell, CanaryCell, LatencyFeedback
 from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
 from contracts.redis_keys import RedisKeys
 from contracts.routing_table import PairEntry, RoutingTable
@@ -273,13 +276,29 @@ def _profiled() -> RoutingTable:
     return build_table(reports, POLICY, datetime(2026, 1, 1, tzinfo=UTC), prune=False)
 
 
-async def _checks(
-    redis: aioredis.Redis, keys: RedisKeys, version: int, checks: int, agreed: int
+async def _send(
+    redis: aioredis.Redis,
+    keys: RedisKeys,
+    version: int,
+    agreement: tuple[int, int] | None = None,
+    canary: tuple[int, int] | None = None,
 ) -> None:
-    cell = AgreementCell(pair=LOW, category="math", checks=checks, agreed=agreed)
+    """One data plane's report about table `version`: (checks, agreed) re-asks of int4's
+    math answers and (n, right) canary items."""
     now = datetime.now(UTC)
     report = LatencyFeedback(
-        instance="dp", table_version=version, window_start=now, window_end=now, agreement=(cell,)
+        instance="dp",
+        table_version=version,
+        window_start=now,
+        window_end=now,
+        agreement=(
+            AgreementCell(pair=LOW, category="math", checks=agreement[0], agreed=agreement[1]),
+        )
+        if agreement
+        else (),
+        canary=(CanaryCell(pair=LOW, category="math", n=canary[0], right=canary[1]),)
+        if canary
+        else (),
     )
     await redis.xadd(keys.feedback, {"report": report.model_dump_json()})
 
@@ -289,36 +308,56 @@ def _routed_on(entry: PairEntry | None, category: str) -> float:
     return (entry.accuracy_bound or entry.accuracy)[category]
 
 
-async def test_the_demoted_number_is_a_lower_bound(
+async def test_prompts_both_pairs_get_wrong_never_demote_a_healthy_pair(
     redis_client: aioredis.Redis, redis_keys: RedisKeys, redis_server: RedisProcess
 ) -> None:
-    """260 of 400 math checks agree with a reference right 95% of the time. A pair wrong
-    wherever the reference is, and with the same wrong answers, agrees a + (1 - r) of the
-    time: that is a pair of accuracy 0.60. The published number must not claim more."""
+    """int4 is as good as profiled (0.9: 180 of 200 canary items), but 40% of the client's
+    math prompts are ones both pairs get wrong, differently: 240 of 400 re-asks agree. On
+    4e607ce that agreement alone demoted int4 and published a bound far below 0.9; now it
+    is not evidence against the pair."""
+    services, loop = _loop_parts(redis_client, redis_keys, redis_server)
+    await services.policies.put(POLICY)
+    profiled = await services.publisher.publish(_profiled())
+    await _send(redis_client, redis_keys, profiled.version, agreement=(400, 240))
+    assert await loop.check_once() is RefitCheck.NO_DRIFT  # agreement alone, no canaries
+    await _send(redis_client, redis_keys, profiled.version, canary=(200, 180))
+    assert await loop.check_once() is RefitCheck.NO_DRIFT
+    assert await services.tables.current_version() == profiled.version
+
+
+async def test_a_fifteen_point_drop_is_demoted_to_the_canarys_lower_bound(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys, redis_server: RedisProcess
+) -> None:
+    """int4 profiled at 0.90 now answers 150 of 200 canary items right (0.75). The demotion
+    publishes the canary's lower bound at the policy's confidence: a number that holds."""
     services, loop = _loop_parts(redis_client, redis_keys, redis_server)
     await services.policies.put(POLICY)
     v1 = (await services.publisher.publish(_profiled())).version
-    await _checks(redis_client, redis_keys, v1, 400, 260)
-    assert await loop.check_once() is RefitCheck.DEMOTED
+    await _send(redis_client, redis_keys, v1, agreement=(400, 380), canary=(200, 150))
+    assert await loop.check_once() is RefitCheck.DEMOTED  # whatever agreement says
     demoted = await services.tables.current()
     assert demoted is not None
     assert demoted.version == v1 + 1
-    assert _routed_on(demoted.entry(LOW), "math") <= 0.60
+    published = lower_bound(150, 200, 1.0 - (1.0 - DEMOTE.confidence) / 2.0)
+    assert _routed_on(demoted.entry(LOW), "math") == pytest.approx(published)
+    assert 0.6 < published < 0.75
     assert LOW in demoted.demotions  # shown on the operator page as a demotion in force
 
 
-async def test_a_demotion_is_lifted_when_fresh_checks_support_the_profile(
+async def test_a_demotion_is_lifted_when_fresh_canaries_support_the_profile(
     redis_client: aioredis.Redis, redis_keys: RedisKeys, redis_server: RedisProcess
 ) -> None:
     services, loop = _loop_parts(redis_client, redis_keys, redis_server)
     await services.policies.put(POLICY)
     profiled = _profiled()
     v1 = (await services.publisher.publish(profiled)).version
-    await _checks(redis_client, redis_keys, v1, 400, 260)
+    await _send(redis_client, redis_keys, v1, canary=(200, 150))
     assert await loop.check_once() is RefitCheck.DEMOTED
     v2 = await services.tables.current_version()
     assert v2 == v1 + 1
-    await _checks(redis_client, redis_keys, v2, 400, 372)  # 0.93: as the profile promised
+    await _send(redis_client, redis_keys, v2, agreement=(400, 400))  # agreement does not lift
+    assert await loop.check_once() is RefitCheck.NO_DRIFT
+    await _send(redis_client, redis_keys, v2, canary=(200, 186))  # 0.93: as profiled
     assert await loop.check_once() is RefitCheck.LIFTED
     lifted = await services.tables.current()
     assert lifted is not None

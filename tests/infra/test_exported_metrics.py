@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -30,6 +31,7 @@ SHADOW_PAIR = PRECISE_PAIR = "llama-3.1-8b-instruct@fp16"  # the family's most p
 CHECKED = "llama-3.1-8b-instruct@fp8"  # re-asked on PRECISE_PAIR
 CHECKED_PROMPT = "What is 6 * 7?"  # math: a category whose scorer decides (docs/accuracy.md)
 BOTH = "gearbox_build_info"
+HOLDOUT_MATH = Path(__file__).parents[2] / "profiler" / "evalsets" / "holdout" / "math.jsonl"
 # Legitimately zero after this traffic: no retry was refused, every table load worked,
 # nothing is queued or in flight when /metrics is scraped, and no pair saturated, so no
 # request spilled and the demand figures are 0 (tests/component/data_plane/test_demand.py
@@ -237,7 +239,8 @@ async def scraped(
             _simulated(reports, fleet),
             dp={"scrape_interval_s": 0.2, "breaker_consecutive_failures": 1,
                 "breaker_cooldown_s": 60.0, "breaker_cooldown_max_s": 60.0,
-                "feedback_interval_s": 0.2},
+                "feedback_interval_s": 0.2, "feedback_canary_items_per_minute": 600.0,
+                "feedback_canary_items_file": str(HOLDOUT_MATH)},
             cp={"refit_check_interval_s": 0.2},
         )  # fmt: skip
         await _traffic(stack, fleet)
@@ -260,6 +263,12 @@ async def scraped(
             return "gearbox_cp_live_agreement_ratio" in names
 
         await eventually(agreement_exported, timeout_s=30, what="re-asks reach the control plane")
+
+        async def canary_exported() -> bool:
+            names = series_names((await _scrape(stack)).control_plane)
+            return "gearbox_cp_canary_items" in names
+
+        await eventually(canary_exported, timeout_s=30, what="canary counts reach the loop")
         yield await _scrape(stack)
 
 

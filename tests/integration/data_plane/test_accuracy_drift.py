@@ -1,7 +1,9 @@
 """Accuracy drift on live traffic, end to end: a simulated pair whose accuracy drops 15 points
 at run time -> shadow re-asks on the reference pair disagree more -> the agreement's upper
-bound falls below what the profiles imply -> with demotion on, the next table stops serving
-the floors the pair no longer meets (docs/control_plane.md "Accuracy drift")."""
+bound falls below what the profiles imply, on the control plane's gauges. Agreement on client
+prompts is not evidence of accuracy by itself (prompts both pairs get wrong count against the
+checked pair), so even with demotion on it publishes no table: demotions are decided on canary
+items (docs/accuracy.md "Canary items"; tests/hostile/test_accuracy_evidence.py)."""
 
 from __future__ import annotations
 
@@ -93,7 +95,7 @@ def _checks(plane: Plane) -> float:
     )
 
 
-async def test_a_pair_losing_accuracy_is_caught_and_demoted(
+async def test_a_pair_losing_accuracy_shows_in_agreement_but_is_not_demoted_on_it(
     make_plane: MakePlane,
     redis_client: aioredis.Redis,
     redis_keys: RedisKeys,
@@ -141,18 +143,11 @@ async def test_a_pair_losing_accuracy_is_caught_and_demoted(
         await eventually(lambda: _checks(plane) == 800, timeout_s=20, what="re-asks done")
         cost = plane.metric("gearbox_accuracy_check_cost_usd_total", pair="fam@int8")
         assert cost > 0.0
-        outcome = RefitCheck.NO_DRIFT
-        for _ in range(50):  # until the last summaries are in the stream
-            outcome = await loop.check_once()
-            if outcome is not RefitCheck.NO_DRIFT:
-                break
-        assert outcome is RefitCheck.DEMOTED
-        assert gauge("gearbox_cp_live_agreement_upper_ratio") < expected
-        assert gauge("gearbox_cp_live_agreement_lower_ratio") < expected  # could not lift
-        demoted = await services.tables.current()
-        assert demoted is not None
-        assert demoted.refit is not None
-        assert demoted.refit.note.startswith("accuracy demoted from live agreement: ")
-        assert demoted.refit.demoted["fam@int8"]["math"] < 0.75  # a bound: below the truth
-        await eventually(lambda: plane.version == demoted.version, what="demoted table loaded")
-        assert {await _ask(plane, p) for p in PROMPTS[:20]} == {"fam@fp16"}
+
+        async def drift_seen() -> bool:
+            assert await loop.check_once() is RefitCheck.NO_DRIFT  # agreement never demotes
+            return gauge("gearbox_cp_live_agreement_upper_ratio") < expected
+
+        await eventually(drift_seen, what="the drop reaches the control plane's agreement")
+        assert gauge("gearbox_cp_live_agreement_lower_ratio") < expected
+        assert await services.tables.current_version() == v1

@@ -156,3 +156,20 @@ def test_no_one_client_supplies_more_than_its_share_of_a_pairs_samples() -> None
         agg.observe(1, c, (1.1, None), (10, 100), client=(None, 0.25))
     (report,) = agg.drain("dp", now=2.0)
     assert report.cells[0].e2e.n == 50
+
+
+def test_canary_items_are_counted_per_table_pair_and_category() -> None:
+    """Scored canary items reach the control plane in the window's report about their table
+    (docs/accuracy.md "Canary items"); agreement stays a separate count."""
+    agg = FeedbackAggregator(now=0.0)
+    for right in (True, True, False):
+        agg.observe_canary(3, "fam@int4", "math", right)
+    agg.observe_canary(4, "fam@int4", "math", True)
+    agg.observe_agreement(3, "fam@int4", "math", False)
+    reports = {r.table_version: r for r in agg.drain("dp", now=1.0)}
+    assert [(c.pair, c.category, c.n, c.right) for c in reports[3].canary] == [
+        ("fam@int4", "math", 3, 2)
+    ]
+    assert [(c.n, c.right) for c in reports[4].canary] == [(1, 1)]
+    assert [(c.checks, c.agreed) for c in reports[3].agreement] == [(1, 0)]
+    assert agg.drain("dp", now=2.0) == []

@@ -1,0 +1,230 @@
+"""Canary items: held-out eval items with known answers, sent to each pair at a budgeted rate
+and scored by the category's scorer (docs/accuracy.md "Canary items").
+
+A background task (`CanarySender.run`) sends, per pair of the table in force, at most
+`items_per_minute` items, each to a category the pair's profile measured and the item file
+holds, through the attempt path client requests take (`AttemptRunner`: engine key, breakers,
+load, the engine's deadline), greedy and within the item's `max_tokens`, never counted as
+client traffic (no decision, no latency feedback). Each pair may spend at most `usd_per_hour`
+on them (reserved at the item's worst case before sending, settled from `usage`). The answer
+is scored with `contracts.answer_scoring.score` and counted in the feedback summaries
+(`FeedbackAggregator.observe_canary`), which the control plane's demotion rule reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from contracts.answer_scoring import Scorer, score
+from data_plane.decision.choose import order_endpoints, predict
+from data_plane.domain import CompiledPair, CompiledTable
+from data_plane.serving.accuracy_check import CheckerParts, HourlyLimits
+from data_plane.serving.agreement import answer_text
+from data_plane.serving.attempt import Call, CallState, Served
+from data_plane.serving.usage import Usage, cost_usd, find_usage
+
+logger = logging.getLogger(__name__)
+_MAX_ITEMS_PER_HOUR = 1_000_000  # the dollar budget and the rate limit, not a count
+MAX_EXTRA = 10  # extra items a pair's disagreements may queue, at most, at any time
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryItem:
+    category: str
+    prompt: str  # sent to /v1/completions, as the profiler sends prompt items
+    expected: Any
+    scorer: Scorer
+    max_tokens: int
+    tolerance: float = 0.0
+
+
+def parse_items(lines: list[str]) -> dict[str, tuple[CanaryItem, ...]]:
+    """Items per category from eval-set JSON lines (the profiler's holdout format: `prompt`,
+    `expected`, `scorer`, `category`, `max_tokens`, optional `tolerance`); lines with
+    `messages` instead of `prompt` are skipped. Raises ValueError naming the line."""
+    found: dict[str, list[CanaryItem]] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            doc = json.loads(line)
+            if "prompt" not in doc:
+                continue
+            item = CanaryItem(
+                category=str(doc["category"]),
+                prompt=str(doc["prompt"]),
+                expected=doc["expected"],
+                scorer=Scorer(doc["scorer"]),
+                max_tokens=int(doc.get("max_tokens", 16)),
+                tolerance=float(doc.get("tolerance", 0.0)),
+            )
+        except (ValueError, KeyError, TypeError) as err:
+            raise ValueError(f"canary item line {number}: {err}") from err
+        found.setdefault(item.category, []).append(item)
+    return {category: tuple(items) for category, items in found.items()}
+
+
+def load_items(paths: list[Path]) -> dict[str, tuple[CanaryItem, ...]]:
+    lines: list[str] = []
+    for path in paths:
+        lines.extend(path.read_text(encoding="utf-8").splitlines())
+    return parse_items(lines)
+
+
+class _Sink:
+    """Where a canary's answer goes: nobody waits for it (non-streamed, never written to)."""
+
+    started = False
+
+    async def send(self, status: int, headers: Mapping[str, str], body: bytes) -> None:
+        return None
+
+    async def start(self, status: int, headers: Mapping[str, str]) -> None:
+        return None
+
+    async def write(self, chunk: bytes) -> None:
+        return None
+
+    async def finish(self) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class CanaryConfig:
+    items_per_minute: float  # per pair; 0 = off
+    usd_per_hour: float  # per pair
+    timeout_s: float = 30.0
+
+
+class CanarySender:
+    def __init__(
+        self,
+        parts: CheckerParts,
+        items: dict[str, tuple[CanaryItem, ...]],
+        config: CanaryConfig,
+    ) -> None:
+        self._p = parts
+        self._items = items
+        self._config = config
+        self._last: dict[str, float] = {}  # pair -> when its last item was sent
+        self._limits: dict[str, HourlyLimits] = {}
+        self._ids = itertools.count(1)
+        self._extra: dict[str, int] = {}  # pair -> items owed to its disagreements
+
+    def raise_rate(self, pair: str) -> None:
+        """An agreement re-ask of `pair` disagreed: send it one item more than its rate
+        (at most `MAX_EXTRA` owed), within its dollar budget. Agreement only asks for more
+        evidence; it never decides (docs/accuracy.md "Canary items")."""
+        self._extra[pair] = min(MAX_EXTRA, self._extra.get(pair, 0) + 1)
+
+    def _due(self, pair: str) -> bool:
+        if self._config.items_per_minute <= 0:
+            return False
+        if self._extra.get(pair, 0) > 0:
+            self._extra[pair] -= 1
+            return True
+        last = self._last.get(pair)
+        return last is None or self._p.clock() - last >= 60.0 / self._config.items_per_minute
+
+    def _pick(self, pair: CompiledPair) -> CanaryItem | None:
+        categories = sorted(c for c in pair.accuracy if self._items.get(c))
+        if not categories:
+            return None
+        category = self._p.rng.choice(categories)
+        return self._p.rng.choice(self._items[category])
+
+    async def run(self, table: Callable[[], CompiledTable | None]) -> None:
+        """Send due items to the pairs of the table in force, looking once per slot (at
+        most once a second)."""
+        interval_s = min(1.0, 60.0 / max(self._config.items_per_minute, 1e-9))
+        while True:
+            await asyncio.sleep(interval_s)
+            current = table()
+            if current is None:
+                continue
+            try:
+                await self.send_due(current)
+            except Exception:  # a canary must never end the sender
+                logger.exception("canary item failed")
+
+    async def send_due(self, table: CompiledTable) -> int:
+        """Send one item to each pair whose slot is open; returns how many were scored."""
+        scored = 0
+        for pair in table.pairs:
+            if not self._due(pair.pair):
+                continue
+            item = self._pick(pair)
+            if item is None:
+                continue
+            self._last[pair.pair] = self._p.clock()
+            scored += await self._send(table.version, pair, item)
+        return scored
+
+    async def _send(self, version: int, pair: CompiledPair, item: CanaryItem) -> int:
+        chars = len(item.prompt)
+        worst = cost_usd(pair, Usage(round(chars / pair.chars_per_token) + 1, item.max_tokens))
+        limits = self._limits.setdefault(pair.pair, HourlyLimits(self._p.clock))
+        if not limits.reserve(worst, _MAX_ITEMS_PER_HOUR, self._config.usd_per_hour):
+            self._count(pair.pair, item.category, "over_budget")
+            return 0
+        spent = [0.0]
+        answer = await self._ask(pair, item, chars, spent)
+        limits.settle(worst, spent[0])
+        self._p.metrics.canary_cost.labels(pair.pair).inc(spent[0])
+        if answer is None:
+            self._count(pair.pair, item.category, "error")
+            return 0
+        right = score(answer, item.expected, item.scorer, item.tolerance)
+        self._p.feedback.observe_canary(version, pair.pair, item.category, right)
+        self._count(pair.pair, item.category, "right" if right else "wrong")
+        return 1
+
+    def _count(self, pair: str, category: str, outcome: str) -> None:
+        self._p.metrics.canary_items.labels(pair, category, outcome).inc()
+
+    async def _ask(
+        self, pair: CompiledPair, item: CanaryItem, chars: int, spent: list[float]
+    ) -> str | None:
+        """One item on `pair` through the attempt path; its answer, None when none came."""
+        p = self._p
+        health = p.health.view()
+        live = tuple(e for e in pair.endpoints if e.id not in health.open_endpoints)
+        if not live:
+            return None
+        ordered = order_endpoints(live, health.load, p.rng)
+        target = predict(pair, ordered, chars, item.max_tokens, health.load)
+        endpoint = next((e for e in target.endpoints if p.health.allow(e.id)), None)
+        if endpoint is None:
+            return None
+        body = {"prompt": item.prompt, "max_tokens": item.max_tokens, "temperature": 0.0}
+        call = Call(
+            request_id=f"canary-{next(self._ids)}",
+            path="/v1/completions",
+            stream=False,
+            wants_json=False,
+            started_s=p.clock(),
+            ttft_budget_s=None,
+            bodies=lambda model: orjson.dumps({**body, "model": model}),
+            headers_for=lambda _cand, _n: {},
+            state=CallState(),
+            trace_headers={},
+            max_tokens=item.max_tokens,
+        )
+        engine = p.runner.engine_limit(call, target, endpoint)
+        limit = replace(engine, limit_s=self._config.timeout_s)
+        result = await p.runner.run(call, target, endpoint, 1, _Sink(), limit)
+        if not isinstance(result, Served):
+            return None
+        usage = find_usage(result.body)
+        if usage is not None:
+            spent[0] += cost_usd(pair, usage)
+        return answer_text(result.body)
