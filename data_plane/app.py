@@ -21,7 +21,6 @@ from opentelemetry.sdk.trace.export import SpanExporter
 
 from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
-from data_plane.resilience.arrivals import Arrivals
 from data_plane.resilience.breaker import BreakerBoard
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
@@ -185,8 +184,7 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
         _demand(app, deps.clock),
         app[FEEDBACK],
         admission(app[SETTINGS]),
-        TenantLoad(),
-        Arrivals(deps.clock),
+        TenantLoad(deps.clock),
         app[OVERSHOOT],
     )
     return DecisionStep(parts)

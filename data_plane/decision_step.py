@@ -19,12 +19,13 @@ from typing import Any, NamedTuple, Protocol
 from contracts.policy import PriorityClass
 from data_plane.decision.admission import Shed as ShedVerdict
 from data_plane.decision.admission import admit
-from data_plane.decision.capacity import Fleet, Seen, calm, fleet_of, pair_fleet
 from data_plane.decision.choose import choose_route
 from data_plane.decision.explain import explain_request
 from data_plane.decision.fair_share import over_fair_share
+from data_plane.decision.feasibility import effective_limits
 from data_plane.decision.no_route import no_route_error
 from data_plane.decision.rollout import apply_rollout, shadow_without_route
+from data_plane.decision.saturation import Fleet, Seen, assemble, fleet_of, latency_now_s, room_at
 from data_plane.domain import (
     CompiledTable,
     HealthView,
@@ -39,7 +40,6 @@ from data_plane.request.body import BodyKind
 from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.request.priority import priority_of
 from data_plane.request.tenant import ANONYMOUS, tenant_of
-from data_plane.resilience.arrivals import Arrivals
 from data_plane.resilience.overshoot import Overshoot
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.table_store import TableStore
@@ -123,11 +123,9 @@ class StepParts:
     demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
     feedback: FeedbackAggregator | None = None  # the recent traffic mix (contracts.evidence)
     admission: Admission = field(default_factory=default_admission)
-    # This process's requests in flight per pair and tenant, for fair shares, and the work
-    # it sent per pair, for overload (None, as in gateway mode, which sends no request and
-    # does not see requests end: no fair shares, and overload is the load alone).
+    # This process's requests in flight and refusals per pair and tenant, for fair shares
+    # (None, as in gateway mode, which sends no request and does not see requests end).
     tenant_load: TenantLoad | None = None
-    arrivals: Arrivals | None = None
     overshoot: Overshoot | None = None  # per pair, the margin its answers ask for
 
 
@@ -213,8 +211,7 @@ class DecisionStep:
         if fleet is not None:
             verdict = admit(table, req, health, result, (who.priority, who.klass), fleet)
             if isinstance(verdict, ShedVerdict):
-                self._arrived(result)
-                raise self._shed(who, verdict.retry_after_s, verdict.detail)
+                raise self._shed(who, fleet, verdict.retry_after_s, verdict.detail)
             result = verdict
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
@@ -226,73 +223,77 @@ class DecisionStep:
             if result.ladder is not None:  # quality-first: its hysteresis state for the next one
                 p.health.set_ladder(result.ladder)
             decision = apply_rollout(result, table, p.rng.random())
-            self._arrived(decision)
             if seen is not None:
                 self._fair_share(asked, decision, fleet, seen)
         self._count(table, decision, result)
         return decision
 
     def _fleet(self, asked: _Asked, result: RouteDecision | NoRoute, seen: Seen) -> Fleet | None:
-        """The request's fleet (`decision.capacity`), or None when `calm` says it cannot be
-        overloaded (or no pair meets the request unloaded)."""
-        table, req, health, _ = asked
-        if (
-            isinstance(result, RouteDecision)
-            and result.reason in _FEASIBLE
-            and calm(table, req, health, result.candidates[0], seen)
-        ):
-            return None
-        return fleet_of(table, req, health, seen)
-
-    def _arrived(self, result: RouteDecision | NoRoute) -> None:
-        """Count the work arriving at the pair that serves `result` (or would have: a shed
-        one), its predicted seconds there."""
-        if self._p.arrivals is not None and isinstance(result, RouteDecision):
+        """The request's fleet (`decision.saturation`), or None when the pair chosen has room
+        for it (the fast path: one sustainable figure and a comparison with its in-flight
+        count) or no pair meets the request unloaded."""
+        table, req, health, who = asked
+        if isinstance(result, RouteDecision) and result.reason in _FEASIBLE:
             first = result.candidates[0]
-            self._p.arrivals.arrived(first.pair.pair, first.predicted_latency_s)
+            if first.load <= 1.0:
+                return None  # nothing in flight at its endpoint: room for any class
+            margin = seen.margin_s(first.pair.pair)
+            limits = effective_limits(table, req)
+            if room_at(first, limits, req, health, (who.klass.share, margin)).has_room:
+                return None
+        return fleet_of(table, req, health, seen, who.klass.share)
 
     def _seen(
         self, table: CompiledTable, result: RouteDecision | NoRoute, who: _Who
     ) -> Seen | None:
-        """What admission reads when the request may be shed (a sheddable class, shedding on,
-        outside shadow mode), else None."""
+        """What admission reads when the request may be refused (a sheddable class,
+        shedding on, outside shadow mode), else None."""
         p = self._p
         if not who.klass.sheddable or not p.admission.shed or table.policy.shadow.enabled:
             return None
         if isinstance(result, RouteDecision) and result.reason is RouteReason.SHADOW:
             return None
-        tenants = None if p.tenant_load is None else p.tenant_load.by_pair()
-        if p.arrivals is None:
-            return Seen(tenants, None, 0.0)
-        arrivals = p.arrivals
         margins = None if p.overshoot is None else p.overshoot.raw()
-        return Seen(tenants, arrivals.raw(), arrivals.now(), arrivals.all_pairs(), margins)
+        load = p.tenant_load
+        if load is None:
+            return Seen(None, 0.0, margins)
+        return Seen(load.by_pair(), load.now(), margins, load.refusals())
 
     def _fair_share(
         self, asked: _Asked, decision: RouteDecision, fleet: Fleet | None, seen: Seen
     ) -> None:
-        """Shed a sheddable request whose tenant holds its fair share of the overloaded fleet
-        (`decision.fair_share`; a canary's baseline is judged on its own pair alone; HTTP data
-        plane only: gateway mode does not see requests end)."""
+        """Refuse a sheddable request whose tenant holds its fair share of the fleet while
+        another tenant is active (`decision.fair_share`; a canary's baseline is judged on its
+        own pair alone; HTTP data plane only: gateway mode does not see requests end)."""
         table, req, health, who = asked
+        load = self._p.tenant_load
+        if load is None or load.alone(who.tenant):
+            return  # the common case: no other tenant to share with, no fleet computed
         serving = decision.candidates[0]
         adaptive = decision.adaptive
         if adaptive is not None and adaptive.candidates[0].pair is not serving.pair:
-            fleet = pair_fleet(table, req, health, serving, seen)
-        if fleet is None or seen.tenants is None:
+            limits = effective_limits(table, req)
+            fleet = assemble((serving,), (req, limits), health, seen, who.klass.share)
+        elif fleet is None:
+            fleet = fleet_of(table, req, health, seen, who.klass.share)
+        if fleet is None:
             return
-        over = over_fair_share(fleet, who.tenant, seen.tenants)
+        now_s = latency_now_s(fleet.pairs[0], effective_limits(table, req), req.facts.input_chars)
+        over = over_fair_share(fleet, who.tenant, seen, now_s)
         if over is not None:
             detail = (
-                f"the {over.pairs} pairs that meet this request are overloaded and tenant "
+                f"the {over.pairs} pairs that meet this request are contended and tenant "
                 f"{who.label!r} holds {over.held} of their requests, its fair share being "
                 f"{over.share:.1f}"
             )
-            raise self._shed(who, over.retry_after_s, detail)
+            raise self._shed(who, fleet, over.retry_after_s, detail)
 
-    def _shed(self, who: _Who, retry_after_s: float, detail: str) -> Shed:
-        """Count the shed request; the 429 to raise (`errors.Shed`)."""
+    def _shed(self, who: _Who, fleet: Fleet, retry_after_s: float, detail: str) -> Shed:
+        """Count the refused request (its tenant stays active at the fleet for a while); the
+        429 to raise (`errors.Shed`)."""
         self._p.metrics.tenant(who.label, who.priority)[1].inc()
+        if self._p.tenant_load is not None:
+            self._p.tenant_load.refused(fleet.pairs[0].pair, who.tenant)
         return Shed(detail, retry_after_s=retry_after_s)
 
     def _count(
