@@ -60,6 +60,7 @@ from data_plane.wiring import (
     engine_client,
     engine_probe,
     engine_scraper,
+    flow_queue,
     new_metrics,
     package_version,
     probe_client,
@@ -301,6 +302,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         body_read_timeout_s=server.body_read_timeout_s,
         open_api=not server.api_keys,
         identity=(settings.instance_id, app[IDENTITY].warnings),
+        flow=flow_queue(settings, step, metrics),
     )
     app.add_routes(handlers.routes())
     app.cleanup_ctx.append(_lifecycle(adapter))

@@ -91,12 +91,43 @@ class _Who(NamedTuple):
 
 class _Asked(NamedTuple):
     """One request as admission judges it: the table, the request, the health it was
-    decided on, and who sent it."""
+    decided on, who sent it, and whether its door may hold it in a queue."""
 
     table: CompiledTable
     req: RouteRequest
     health: HealthView
     who: _Who
+    may_wait: bool = False
+
+
+class Full(Exception):  # noqa: N818 - a verdict handed to the door, not an error
+    """Admission would refuse the request now and its door may queue it instead
+    (`serving.flow`): what re-deciding it and refusing it later need. Nothing is counted
+    yet; its tenant already counts as active (`TenantLoad.refused`)."""
+
+    def __init__(self, asked: _Asked, inbound: InboundRequest, shed: Shed, service_s: float):
+        super().__init__(shed.message)
+        self.asked = asked
+        self.inbound = inbound
+        self.shed = shed  # the 429 to answer if it is refused after all
+        self.service_s = service_s  # predicted seconds of its answer on the cheapest pair, idle
+
+    @property
+    def tenant(self) -> str:
+        return self.asked.who.tenant
+
+    @property
+    def priority(self) -> str:
+        return self.asked.who.priority
+
+    @property
+    def band(self) -> float:
+        """Bands in order: a larger share first (critical, standard, batch by default)."""
+        return -self.asked.who.klass.share
+
+    @property
+    def budget_s(self) -> float | None:
+        return effective_limits(self.asked.table, self.asked.req).latency_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +173,12 @@ class DecisionStep:
             )
         return table
 
-    def decide(self, raw: bytes, kind: BodyKind, headers: Mapping[str, str]) -> Decided:
+    def decide(
+        self, raw: bytes, kind: BodyKind, headers: Mapping[str, str], may_wait: bool = False
+    ) -> Decided:
         """Read and decide one request, counted; raises RouterError for an answer the client
-        gets at once (a bad body or header, an unknown model, no route outside shadow mode)."""
+        gets at once (a bad body or header, an unknown model, no route outside shadow mode),
+        and `Full` instead of a refusal by load when the door may queue it (`may_wait`)."""
         table = self.table()
         inbound = read_request(raw, kind, headers, table)
         admission = self._p.admission
@@ -152,16 +186,33 @@ class DecisionStep:
         who = tenant_of(headers, admission.tenant_header, admission.key_salt)
         tenant = admission.labels.label(who)
         self._p.metrics.tenant(tenant, priority[0])[0].inc()
-        decision = self._decision(table, inbound, _Who(who, tenant, *priority))
+        return self._decided(table, inbound, _Who(who, tenant, *priority), may_wait)
+
+    def again(self, full: Full) -> Decided:
+        """Decide a queued request again, on the health now (raises `Full` while it still
+        would be refused); the table is the one it was read on."""
+        return self._decided(full.asked.table, full.inbound, full.asked.who, True)
+
+    def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed:
+        """The 429 for a queued request refused after all, counted as shed."""
+        self._p.metrics.tenant(full.asked.who.label, full.priority)[1].inc()
+        return Shed(f"{full.shed.message}; {why}", retry_after_s=retry_after_s)
+
+    def _decided(
+        self, table: CompiledTable, inbound: InboundRequest, who: _Who, may_wait: bool
+    ) -> Decided:
+        """One request read, decided (see `decide`) and its tenant's share taken."""
+        decision = self._decision(table, inbound, who, may_wait)
+        who_id = who.tenant
         doubt = inbound.facts.doubt
         if doubt is not None:
             self._p.metrics.count_abstention(doubt.routed_as)
-        client = None if who == ANONYMOUS else who
+        client = None if who_id == ANONYMOUS else who_id
         held = None
         if self._p.tenant_load is not None:
             held = decision.candidates[0].pair.pair
-            self._p.tenant_load.start(held, who)
-        return Decided(table, inbound, decision, tenant, priority[0], client, held)
+            self._p.tenant_load.start(held, who_id)
+        return Decided(table, inbound, decision, who.label, who.priority, client, held)
 
     def finished(self, decided: Decided) -> None:
         """The request is over (answered, failed or cancelled): its tenant's share is free."""
@@ -195,6 +246,7 @@ class DecisionStep:
         table: CompiledTable,
         inbound: InboundRequest,
         who: _Who,
+        may_wait: bool = False,
     ) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
         shadow mode, where the default pair serves what the router would refuse, and `Shed`
@@ -205,13 +257,13 @@ class DecisionStep:
         result = self._route(table, req, health)
         if p.demand is not None:
             p.demand.observe(table, req, health, result)
-        asked = _Asked(table, req, health, who)
+        asked = _Asked(table, req, health, who, may_wait)
         seen = self._seen(table, result, who)
         fleet = None if seen is None else self._fleet(asked, result, seen)
         if fleet is not None:
             verdict = admit(table, req, health, result, (who.priority, who.klass), fleet)
             if isinstance(verdict, ShedVerdict):
-                raise self._shed(who, fleet, verdict.retry_after_s, verdict.detail)
+                raise self._shed(asked, (inbound, fleet), verdict.retry_after_s, verdict.detail)
             result = verdict
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
@@ -224,7 +276,7 @@ class DecisionStep:
                 p.health.set_ladder(result.ladder)
             decision = apply_rollout(result, table, p.rng.random())
             if seen is not None:
-                self._fair_share(asked, decision, fleet, seen)
+                self._fair_share((asked, inbound), decision, fleet, seen)
         self._count(table, decision, result)
         return decision
 
@@ -232,7 +284,7 @@ class DecisionStep:
         """The request's fleet (`decision.saturation`), or None when the pair chosen has room
         for it (the fast path: one sustainable figure and a comparison with its in-flight
         count) or no pair meets the request unloaded."""
-        table, req, health, who = asked
+        table, req, health, who, _ = asked
         if isinstance(result, RouteDecision) and result.reason in _FEASIBLE:
             first = result.candidates[0]
             if first.load <= 1.0:
@@ -260,12 +312,17 @@ class DecisionStep:
         return Seen(load.by_pair(), load.now(), margins, load.refusals())
 
     def _fair_share(
-        self, asked: _Asked, decision: RouteDecision, fleet: Fleet | None, seen: Seen
+        self,
+        read: tuple[_Asked, InboundRequest],
+        decision: RouteDecision,
+        fleet: Fleet | None,
+        seen: Seen,
     ) -> None:
         """Refuse a sheddable request whose tenant holds its fair share of the fleet while
         another tenant is active (`decision.fair_share`; a canary's baseline is judged on its
         own pair alone; HTTP data plane only: gateway mode does not see requests end)."""
-        table, req, health, who = asked
+        asked, inbound = read
+        table, req, health, who, _ = asked
         load = self._p.tenant_load
         if load is None or load.alone(who.tenant):
             return  # the common case: no other tenant to share with, no fleet computed
@@ -286,15 +343,26 @@ class DecisionStep:
                 f"{who.label!r} holds {over.held} of their requests, its fair share being "
                 f"{over.share:.1f}"
             )
-            raise self._shed(who, fleet, over.retry_after_s, detail)
+            raise self._shed(asked, (inbound, fleet), over.retry_after_s, detail)
 
-    def _shed(self, who: _Who, fleet: Fleet, retry_after_s: float, detail: str) -> Shed:
-        """Count the refused request (its tenant stays active at the fleet for a while); the
-        429 to raise (`errors.Shed`)."""
-        self._p.metrics.tenant(who.label, who.priority)[1].inc()
+    def _shed(
+        self,
+        asked: _Asked,
+        read: tuple[InboundRequest, Fleet],
+        retry_after_s: float,
+        detail: str,
+    ) -> Shed | Full:
+        """The refusal to raise: `Full` when the door may queue the request, else the 429
+        (`errors.Shed`), counted. Either way its tenant stays active at the fleet a while."""
+        inbound, fleet = read
+        who = asked.who
         if self._p.tenant_load is not None:
             self._p.tenant_load.refused(fleet.pairs[0].pair, who.tenant)
-        return Shed(detail, retry_after_s=retry_after_s)
+        shed = Shed(detail, retry_after_s=retry_after_s)
+        if asked.may_wait:
+            return Full(asked, inbound, shed, fleet.pairs[0].candidate.predicted_latency_s)
+        self._p.metrics.tenant(who.label, who.priority)[1].inc()
+        return shed
 
     def _count(
         self, table: CompiledTable, decision: RouteDecision, result: RouteDecision | NoRoute

@@ -13,9 +13,10 @@ from importlib import metadata
 
 import redis.asyncio as aioredis
 
-from data_plane.decision_step import Admission
+from data_plane.decision_step import Admission, DecisionStep
 from data_plane.domain import CompiledTable
 from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.serving.flow import FlowLimits, FlowQueue
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver
@@ -48,6 +49,18 @@ def admission(settings: DataPlaneSettings) -> Admission:
     a = settings.admission
     salt = None if a.tenant_key_salt is None else a.tenant_key_salt.get_secret_value().encode()
     return Admission(TenantLabels(a.tenant_top_n), a.tenant_header, salt, a.admission_shed)
+
+
+def flow_queue(
+    settings: DataPlaneSettings, step: DecisionStep, metrics: DataPlaneMetrics
+) -> FlowQueue | None:
+    """The HTTP door's queue (docs/data_plane.md, "Flow control"), unless refusals or the
+    queue are off."""
+    a = settings.admission
+    if not (a.admission_shed and a.flow_queue):
+        return None
+    limits = FlowLimits(a.flow_queue_max, a.flow_queue_per_tenant, a.flow_max_wait_s)
+    return FlowQueue(step, metrics.flow, limits)
 
 
 def table_watcher(

@@ -7,14 +7,15 @@ PURE, beside `choose_route` and called after it with the request's fleet
 - its priority class is sheddable (a class that is not, critical by default, is never shed);
 - some pair meets it unloaded (a request no pair meets even at a load of 1 keeps today's
   handling: best effort, or a 400 naming the binding rule);
-- no pair of its fleet has room: on each, every live endpoint already holds the requests its
-  class may fill there (`capacity.class_line`, at least 1), counting only what is in flight.
+- no pair of its fleet has room: on each, every live endpoint already holds the requests it
+  may fill there (`saturation`: the sustainable concurrency, or the class's line while the
+  fleet is pressed; at least 1), counting only what is in flight.
 
 Then it is refused with the predicted drain time as Retry-After (in the HTTP door it first
 waits in the replica's queue while its budget allows, `serving.flow`). While some pair has
-room, the decision's candidates with room go first (a pair within the class's line is
-preferred to a cheaper one past it); the decision itself is unchanged when its first
-candidate has room, the common case.
+room, the decision's candidates with room go first (while the fleet is pressed, a pair
+within the class's line is preferred to a cheaper one past it); the decision itself is
+unchanged when its first candidate has room, the common case.
 
 Retry-After is the predicted drain time: for the pair's endpoints, how long until enough of
 the requests in flight finish for this one to fit (`drain_s`). What else could explain a
@@ -76,7 +77,7 @@ def admit(
     limits = effective_limits(table, req)
     chars = req.facts.input_chars
     wait_s = min(
-        drain_s(p.candidate, limits, chars, health, p.line - 1.0)
+        drain_s(p.candidate, limits, chars, health, p.limit(fleet.pressed) - 1.0)
         for p in islice(fleet.pairs, _DRAIN_CANDIDATES)
     )
     return Shed(

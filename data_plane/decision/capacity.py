@@ -9,7 +9,7 @@ sustains at least 1 (`fleet_sustainable`): an idle endpoint is never "full". A c
 `class_line` of it: its share of the sustainable concurrency, rounded down, and never less
 than 1 per endpoint, so the headroom kept for the classes above can never make an idle pair
 that meets the request refuse it (`decision.saturation` compares these with the requests in
-flight).
+flight; the line binds only while the fleet is pressed).
 
 The table predicts the engine's time, not the client's: the router's own time and the
 prediction's error at that load come on top. Each pair's *margin* (`resilience.overshoot`: a

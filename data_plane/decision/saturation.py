@@ -3,17 +3,24 @@
 
 PURE. A request's *fleet* is every pair of its model that meets it unloaded (the table's word,
 at a load of 1, with an endpoint not ejected), in the table's cost order. A pair *has room*
-when one of its live endpoints has fewer requests in flight than the request's class may fill
-there (`capacity.class_line`: the class's share of the concurrency at which the budget less
-the pair's margin still holds, at least 1). In flight is what `HealthView.load` holds: this
-replica's requests, the other replicas' shared counts and the engines' scraped waiting queue.
-Nothing refused or queued counts: a refused request never reached an engine, and a queued one
-waits in this replica's queue, not at the pair. The fleet is *full* when no pair has room.
+when one of its live endpoints has fewer requests in flight than the request may fill there:
+the pair's sustainable concurrency (`capacity.fleet_sustainable`: at which the budget less the
+pair's margin still holds, at least 1), or, while the fleet is *pressed*, its class's line
+(`capacity.class_line`: its share of that, at least 1). The fleet is pressed for a class when
+its requests in flight, this one included, exceed the class's share of what the fleet
+sustains: only then is the rest kept for the classes above, so a class with share 0.75 fills
+a cheap pair to its sustainable concurrency while the fleet has room to spare, and stops at
+its line on every pair once the fleet is three-quarters busy. In flight is what
+`HealthView.load` holds: this replica's requests, the other replicas' shared counts and the
+engines' scraped waiting queue. Nothing refused or queued counts: a refused request never
+reached an engine, and a queued one waits in this replica's queue, not at the pair. The fleet
+is *full* when no pair has room.
 
 The invariant this gives (property-tested, tests/unit/data_plane/test_saturation_props.py):
 a pair that meets the request unloaded and has nothing in flight always has room, so such a
 request is never queued or refused while that pair is idle; and it is never refused while
-such a pair is below its class line.
+such a pair is below its class line (nor, while the fleet is not pressed, below its
+sustainable concurrency).
 
 What it cannot know: requests other replicas sent since their last shared count, and queues
 the engines built since their last scrape (both lag by their intervals); an engine slower than
@@ -73,7 +80,14 @@ class PairRoom:
 
     @property
     def has_room(self) -> bool:
+        """Room below the class's line (what the fast path checks: room whether or not the
+        fleet is pressed)."""
         return self.least + 1.0 <= self.line
+
+    def limit(self, pressed: bool) -> float:
+        """The requests per endpoint this one may make: the class's line while the fleet is
+        pressed, else the sustainable concurrency."""
+        return self.line if pressed else self.per_endpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,13 +98,14 @@ class Fleet:
     capacity: float  # this replica's part of the summed class lines
     load: float  # requests in flight at the fleet's live endpoints (all replicas, queues)
     part: float  # this replica's part: (its own in flight + 1) / (load + 1), at most 1
+    pressed: bool  # load + 1 past the class's share of the summed sustainable concurrency
 
     @property
     def full(self) -> bool:
-        return not any(p.has_room for p in self.pairs)
+        return not self.with_room()
 
     def with_room(self) -> frozenset[str]:
-        return frozenset(p.pair for p in self.pairs if p.has_room)
+        return frozenset(p.pair for p in self.pairs if p.least + 1.0 <= p.limit(self.pressed))
 
 
 def room_at(
@@ -155,7 +170,8 @@ def assemble(
     # mode) has the whole fleet as its part.
     part = 1.0 if seen.tenants is None else min(1.0, (mine + 1.0) / (load + 1.0))
     capacity = sum(p.line * len(p.candidate.endpoints) for p in pairs) * part
-    return Fleet(pairs, capacity, load, part)
+    sustained = sum(p.per_endpoint * len(p.candidate.endpoints) for p in pairs)
+    return Fleet(pairs, capacity, load, part, load + 1.0 > share * sustained)
 
 
 def latency_now_s(room: PairRoom, limits: Limits, input_chars: int) -> float:

@@ -9,12 +9,13 @@ from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
-from data_plane.decision_step import Decided, DecisionStep
+from data_plane.decision_step import Decided, DecisionStep, Full
 from data_plane.domain import Candidate, CategoryDoubt, CompiledTable, RouteDecision
 from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, RouterError
 from data_plane.request.body import BodyKind
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
+from data_plane.serving.flow import FlowQueue
 from data_plane.serving.middleware import EXCHANGE, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.probes import Probes
@@ -92,8 +93,10 @@ class Handlers:
         body_read_timeout_s: float = 10.0,
         open_api: bool = True,
         identity: tuple[str, Callable[[], list[str]]] = ("", list),
+        flow: FlowQueue | None = None,
     ) -> None:
         self._max_body_bytes = max_body_bytes
+        self._flow = flow  # the queue a request every pair is full for waits in
         self._body_read_timeout_s = body_read_timeout_s
         self._store = store
         self._step = step
@@ -151,12 +154,26 @@ class Handlers:
         self, request: web.Request, kind: BodyKind, path: str
     ) -> web.StreamResponse:
         started = self._clock()
+        arrived = asyncio.get_running_loop().time()
         raw = await self._read(request)
-        decided = self._step.decide(raw, kind, request.headers)
+        decided = await self._decide(raw, kind, request, arrived)
         try:
             return await self._serve(request, decided, started, path)
         finally:  # answered, failed or cancelled: the tenant's fair share is free again
             self._step.finished(decided)
+            if self._flow is not None:
+                self._flow.finished()
+
+    async def _decide(
+        self, raw: bytes, kind: BodyKind, request: web.Request, arrived: float
+    ) -> Decided:
+        """The decision, after a wait in the queue when every pair is full (`serving.flow`)."""
+        if self._flow is None:
+            return self._step.decide(raw, kind, request.headers)
+        try:
+            return self._step.decide(raw, kind, request.headers, may_wait=True)
+        except Full as full:
+            return await self._flow.wait(full, arrived)
 
     async def _serve(
         self, request: web.Request, decided: Decided, started: float, path: str

@@ -54,8 +54,27 @@ async def run(h: Harness, loops: dict[str, int]) -> dict[str, dict[str, int]]:
 async def test_a_light_tenant_beside_a_bulk_tenant_is_served_about_as_well_as_alone(
     make_harness: MakeHarness,
 ) -> None:
+    """With the queue (the HTTP door's default), the bulk tenant's backlog waits and the
+    light tenant's requests are dispatched in turn with it: neither is refused."""
     hold = {URL: lambda r: FakeResponse(body=chat_json(), delays_s={0: HOLD_S})}
     h = await make_harness(pair_of_six(), routes=hold, engine_deadline_factor=0)
+    alone = (await run(h, {"light": 2}))["light"]
+    assert alone["refused"] == 0
+    beside = await run(h, {"bulk": 12, "light": 2})
+    assert beside["light"]["refused"] == 0, beside
+    assert beside["light"]["served"] >= 0.8 * alone["served"], (alone, beside)
+    assert beside["bulk"]["served"] > 0, beside  # work-conserving: it keeps its share
+    assert h.metric("gearbox_flow_queued_total", tenant="bulk", priority="standard") > 0
+
+
+async def test_without_the_queue_the_bulk_tenant_is_the_one_refused(
+    make_harness: MakeHarness,
+) -> None:
+    """With the queue off (`FLOW_QUEUE=false`; gateway mode has none either) the fair share
+    alone protects the light tenant: refused lately, it counts as active, and the bulk
+    tenant is held to its share."""
+    hold = {URL: lambda r: FakeResponse(body=chat_json(), delays_s={0: HOLD_S})}
+    h = await make_harness(pair_of_six(), routes=hold, engine_deadline_factor=0, flow_queue=False)
     alone = (await run(h, {"light": 2}))["light"]
     assert alone["refused"] == 0
     beside = await run(h, {"bulk": 12, "light": 2})

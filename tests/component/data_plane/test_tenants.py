@@ -113,9 +113,12 @@ async def test_a_bursting_tenant_gets_its_fair_share_of_an_overloaded_pair_and_n
     tenant's: two tenants active at a pair that sustains 4. The bursting tenant's third is
     shed (it holds 2, its fair share of the 4) though the pair has room, the steady tenant's
     second goes in. Both sheddable (the default class): only the fair share tells them
-    apart."""
+    apart. The queue is off here, to see the refusal itself; with it the third waits
+    (tests/component/data_plane/test_flow.py)."""
     hold = {FP16: lambda r: FakeResponse(body=chat_json(), delays_s={0: 1.0})}
-    h = await make_harness(one_pair_of_capacity(4), routes=hold, engine_deadline_factor=0)
+    h = await make_harness(
+        one_pair_of_capacity(4), routes=hold, engine_deadline_factor=0, flow_queue=False
+    )
     bursty, steady = {"x-gearbox-tenant": "bursty"}, {"x-gearbox-tenant": "steady"}
 
     async def ask(headers: dict[str, str]) -> tuple[int, dict[str, str]]:
@@ -152,7 +155,7 @@ async def test_the_fair_share_is_judged_on_the_pair_that_serves(make_harness: Ma
         url: lambda r: FakeResponse(body=chat_json(), delays_s={0: 1.0}) for url in (FP16, INT4)
     }
     table = make_table([fp16, int4], policy={"canary_fraction": 0.0, **FLAT_SHARES})
-    h = await make_harness(table, routes=routes, engine_deadline_factor=0)
+    h = await make_harness(table, routes=routes, engine_deadline_factor=0, flow_queue=False)
 
     async def ask(tenant: str) -> int:
         headers = {"x-gearbox-tenant": tenant}

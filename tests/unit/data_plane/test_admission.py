@@ -80,8 +80,10 @@ def test_a_critical_request_is_never_refused() -> None:
 
 
 def test_a_sheddable_class_leaves_the_critical_headroom_free() -> None:
-    """Standard may fill 75% of a pair's sustainable 8 (6 with it), batch 50% (4): past that
-    the pair is kept for the classes above, while a critical request still goes in."""
+    """Once the fleet is pressed (its load with this request past the class's share of the
+    16 it sustains), standard may fill 75% of a pair's sustainable 8 (6 with it), batch 50%
+    (4): past that the pair is kept for the classes above, while a critical request still
+    goes in."""
     crowded = {INT4: 6.0, FP16: 6.0}
     _, standard = decide(crowded, STANDARD)
     assert isinstance(standard, Shed)
@@ -93,7 +95,16 @@ def test_a_sheddable_class_leaves_the_critical_headroom_free() -> None:
     _, batch = decide({INT4: 4.0, FP16: 4.0}, BATCH)
     assert isinstance(batch, Shed)
     result, batch_fits = decide({INT4: 3.0, FP16: 4.0}, BATCH)
-    assert batch_fits is result
+    assert batch_fits is result  # 8 with it: not past half of 16
+
+
+def test_unpressed_a_class_fills_a_pair_to_its_sustainable_concurrency() -> None:
+    """A cheap pair is not kept a quarter empty for critical traffic that is not there: with
+    fp16 idle, standard fills int4 past its line of 6 (7 in flight, 8 with it)."""
+    result, verdict = decide({INT4: 7.0}, STANDARD)
+    assert isinstance(result, RouteDecision)
+    assert result.candidates[0].pair.pair == "fam@int4"
+    assert verdict is result
 
 
 def test_the_class_line_is_at_least_one_request_per_endpoint() -> None:
@@ -111,7 +122,9 @@ def test_the_class_line_is_at_least_one_request_per_endpoint() -> None:
 
 
 def test_a_pair_below_the_class_line_goes_before_a_cheaper_one_past_it() -> None:
-    result, verdict = decide({INT4: 6.0, FP16: 2.0}, STANDARD)
+    """Pressed (13 of the 16 the fleet sustains, this one included, past 75%): standard
+    stops at its line of 6, so fp16 (5) goes before int4 (7)."""
+    result, verdict = decide({INT4: 7.0, FP16: 5.0}, STANDARD)
     assert isinstance(result, RouteDecision)
     assert result.candidates[0].pair.pair == "fam@int4"
     assert isinstance(verdict, RouteDecision)

@@ -36,17 +36,25 @@ def test_the_fleet_is_the_pairs_that_meet_the_request_unloaded() -> None:
 
 
 @pytest.mark.parametrize(
-    ("load", "full"),
-    [({INT4: 5, FP16: 5}, False), ({INT4: 6, FP16: 5}, False), ({INT4: 6, FP16: 6}, True)],
+    ("load", "pressed", "full"),
+    [
+        ({INT4: 5, FP16: 5}, False, False),
+        ({INT4: 8, FP16: 3}, False, False),  # 12 with it: not past 75% of 16
+        ({INT4: 8, FP16: 4}, True, False),  # 13: pressed, fp16 below its line of 6
+        ({INT4: 6, FP16: 6}, True, True),
+        ({INT4: 8, FP16: 8}, True, True),
+    ],
 )
-def test_full_is_every_pair_at_the_class_line_in_flight(load: dict[str, float], full: bool) -> None:
-    found = fleet(load)  # standard: 6 of 8
+def test_full_is_every_pair_at_what_the_class_may_fill(
+    load: dict[str, float], pressed: bool, full: bool
+) -> None:
+    found = fleet(load)  # standard: 6 of 8 a pair once pressed, else 8
     assert found is not None
-    assert found.full is full
+    assert (found.pressed, found.full) == (pressed, full)
 
 
 def test_an_ejected_pair_leaves_the_fleet() -> None:
-    health = HealthView(load={INT4: 6}, open_endpoints=frozenset({FP16}))
+    health = HealthView(load={INT4: 8}, open_endpoints=frozenset({FP16}))
     found = fleet_of(bench_fleet(), request(), health, Seen({}, 0.0), 0.75)
     assert found is not None
     assert [p.pair for p in found.pairs] == ["fam@int4"]
@@ -70,7 +78,7 @@ def test_a_door_that_sends_nothing_itself_has_the_whole_fleet_as_its_part() -> N
     health = HealthView(load={INT4: 8, FP16: 7})
     found = fleet_of(bench_fleet(), request(), health, Seen(None, 0.0), 1.0)
     assert found is not None
-    assert (found.part, found.capacity, found.full) == (1.0, 16, False)
+    assert (found.part, found.capacity, found.pressed, found.full) == (1.0, 16, False, False)
 
 
 def test_a_fleet_with_a_margin_sustains_less_and_the_margin_decays() -> None:

@@ -1,7 +1,8 @@
 """Issue 32's invariant, over random tables, budgets, max_tokens, margins, classes and
 in-flight states: a request that some pair meets unloaded is never refused while such a pair
 has an endpoint with nothing in flight (neither by the class line nor by a fair share), and
-never refused by the class line while such a pair is below it (decision/saturation.py,
+never refused while such a pair is below its class line, nor below its sustainable
+concurrency while the fleet is not pressed (decision/saturation.py,
 decision/admission.py, decision/fair_share.py)."""
 
 from __future__ import annotations
@@ -124,8 +125,10 @@ def test_never_refused_by_the_class_line_while_a_pair_is_below_it(
     if fleet is None:
         assert not isinstance(verdict, Shed)
         return
-    below = [p for p in fleet.pairs if p.least + 1.0 <= p.line]
-    assert all(p.line >= 1.0 for p in fleet.pairs)
+    assert all(1.0 <= p.line <= p.per_endpoint for p in fleet.pairs)
+    below_line = {p.pair for p in fleet.pairs if p.least + 1.0 <= p.line}
+    below = [p for p in fleet.pairs if p.least + 1.0 <= p.limit(fleet.pressed)]
+    assert below_line <= {p.pair for p in below}
     assert isinstance(verdict, Shed) is (not below)
     if below and isinstance(verdict, RouteDecision):
         names = {p.pair for p in below}
