@@ -21,10 +21,13 @@ Retry-After after a refusal is the observed drain: the requests waiting ahead ov
 at which this replica's requests finished lately (the predicted drain when none has).
 
 A client that disconnects cancels its handler (`handler_cancellation`), and its request
-leaves the queue at once. At most one request is dispatched per wake-up; the next wake-up is
-scheduled right after, by when the dispatched request has usually taken its place in the
-in-flight counts (a race this leaves: two dispatches may see the same free slot when the
-first has not reached its engine yet, as two arrivals may). Event-loop thread only.
+leaves the queue at once. A wake-up decides again at most `TRIES_PER_WAKE` waiting requests
+(the heads of the tenants in order), so a long queue of requests that still find no room
+costs the event loop a bounded time per finished request. At most one request is dispatched
+per wake-up; the next wake-up is scheduled right after, by when the dispatched request has
+usually taken its place in the in-flight counts (a race this leaves: two dispatches may see
+the same free slot when the first has not reached its engine yet, as two arrivals may).
+Event-loop thread only.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from data_plane.telemetry.flow_metrics import FlowMetrics, Refusal
 
 MIN_RECHECK_S = 0.01
 MAX_RECHECK_S = 1.0
+TRIES_PER_WAKE = 8  # waiting requests decided again per wake-up, at most
 _DRAIN_SAMPLES = 64  # finishes the observed drain rate is taken over
 
 
@@ -150,14 +154,20 @@ class FlowQueue:
             self.kick()
 
     def kick(self) -> None:
-        """Dispatch the first waiting request, in order, that now gets a decision."""
+        """Dispatch the first waiting request, in order, that now gets a decision: each
+        tenant's head in turn, at most TRIES_PER_WAKE of them (each is a whole decision, a
+        few hundred microseconds; the rest wait for the next wake-up)."""
         self._soon = False
+        tries = 0
         for band in sorted(self._bands):
             b = self._bands[band]
             for tenant in list(b.turn):
                 waiter = b.head(tenant)
                 if waiter is None:
                     continue
+                if tries == TRIES_PER_WAKE:
+                    return
+                tries += 1
                 try:
                     decided = self._step.again(waiter.full)
                 except Full as still:

@@ -14,7 +14,7 @@ from data_plane.decision_step import Decided, Full, _Asked, _Who
 from data_plane.domain import Budget, HealthView
 from data_plane.errors import Shed
 from data_plane.request.inbound import InboundRequest
-from data_plane.serving.flow import FlowLimits, FlowQueue
+from data_plane.serving.flow import TRIES_PER_WAKE, FlowLimits, FlowQueue
 from data_plane.telemetry.flow_metrics import FlowMetrics, Refusal
 from data_plane.telemetry.series import Exposition
 from tests.support.waiting import eventually
@@ -175,3 +175,20 @@ async def test_a_request_dispatched_as_its_client_goes_away_gives_its_share_back
     with pytest.raises(asyncio.CancelledError):
         await task
     assert q.step.ended == [cast(Decided, "a")]
+
+
+async def test_a_wake_up_decides_again_a_bounded_number_of_waiting_requests() -> None:
+    q = Queue()
+    tasks = await enqueue(q, *(full(f"t{i}") for i in range(TRIES_PER_WAKE + 5)))
+    tried: list[str] = []
+    again = q.step.again
+
+    def counting(f: Full) -> Decided:
+        tried.append(f.tenant)
+        return again(f)
+
+    q.step.again = counting  # type: ignore[method-assign]
+    q.flow.kick()  # no room anywhere: each tenant's head is tried, up to the bound
+    assert len(tried) == TRIES_PER_WAKE
+    for t in tasks:
+        t.cancel()
