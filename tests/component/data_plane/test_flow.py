@@ -6,29 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 from collections.abc import Callable
 
-from pytest_aiohttp import AiohttpClient
-
 from contracts.routing_table import RoutingTable
-from data_plane.app import AppDeps, create_app
 from data_plane.upstream.port import UpstreamRequest
-from tests.component.data_plane.conftest import (
-    CHAT_BODY,
-    FakeClock,
-    Harness,
-    MakeHarness,
-    settings,
-)
-from tests.component.data_plane.fakes import (
-    FakeResponse,
-    FakeUpstream,
-    by_url,
-    chat_json,
-    make_table,
-    pair_entry,
-)
+from tests.component.data_plane.conftest import CHAT_BODY, Harness, MakeHarness
+from tests.component.data_plane.fakes import FakeResponse, chat_json, make_table, pair_entry
 from tests.support.waiting import eventually
 
 URL = "http://fp16-a"
@@ -119,18 +102,12 @@ async def test_a_tenant_past_its_share_waits_while_the_other_goes_in(
 
 
 async def test_a_client_that_goes_away_leaves_the_queue_at_once(
-    aiohttp_client: AiohttpClient,
+    make_harness: MakeHarness,
 ) -> None:
-    """Served as in production, with `handler_cancellation` (data_plane/__main__.py): the
-    waiting request's client gives up, its handler is cancelled and the queue is empty again
-    while the pair is still held."""
-    clock = FakeClock()
-    upstream = FakeUpstream(by_url(holding(5.0)))
-    deps = AppDeps(clock=clock, rng=random.Random(7), upstream=upstream)
-    app = create_app(settings(engine_deadline_factor=0), deps)
-    client = await aiohttp_client(app, server_kwargs={"handler_cancellation": True})
-    h = Harness(client, app, upstream, clock)
-    h.swap(one_slot())
+    """Served with `handler_cancellation` (as data_plane/__main__.py serves, and aiohttp's
+    TestServer always does): the waiting request's client gives up, its handler is cancelled
+    and the queue is empty again while the pair is still held."""
+    h = await make_harness(one_slot(), routes=holding(5.0), engine_deadline_factor=0)
     hold = asyncio.create_task(ask(h, {}))
     await eventually(lambda: len(h.upstream.requests) == 1, what="the pair is held")
     gone = asyncio.create_task(ask(h, {}))
