@@ -107,7 +107,7 @@ async def test_a_client_that_goes_away_leaves_the_queue_at_once(
     """Served with `handler_cancellation` (as data_plane/__main__.py serves, and aiohttp's
     TestServer always does): the waiting request's client gives up, its handler is cancelled
     and the queue is empty again while the pair is still held."""
-    h = await make_harness(one_slot(), routes=holding(5.0), engine_deadline_factor=0)
+    h = await make_harness(one_slot(), routes=holding(60.0), engine_deadline_factor=0)
     hold = asyncio.create_task(ask(h, {}))
     await eventually(lambda: len(h.upstream.requests) == 1, what="the pair is held")
     gone = asyncio.create_task(ask(h, {}))
