@@ -14,14 +14,16 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
-from contracts.policy import PriorityClass
+from data_plane.asked import Asked as _Asked
+from data_plane.asked import Full
+from data_plane.asked import Who as _Who
 from data_plane.decision.admission import Shed as ShedVerdict
 from data_plane.decision.admission import admit
 from data_plane.decision.choose import choose_route
 from data_plane.decision.explain import explain_request
-from data_plane.decision.fair_share import over_fair_share
+from data_plane.decision.fair_share import over_fair_share, surely_within
 from data_plane.decision.feasibility import effective_limits
 from data_plane.decision.no_route import no_route_error
 from data_plane.decision.rollout import apply_rollout, shadow_without_route
@@ -78,56 +80,6 @@ class Decided:
     priority: str = "standard"  # its priority class
     client: str | None = None  # its tenant itself when named (None: anonymous), for evidence
     held: str | None = None  # the pair its tenant's fair share counts it at (`finished` ends it)
-
-
-class _Who(NamedTuple):
-    """A request's tenant (itself, for fair shares; its metric label) and priority class."""
-
-    tenant: str
-    label: str
-    priority: str
-    klass: PriorityClass
-
-
-class _Asked(NamedTuple):
-    """One request as admission judges it: the table, the request, the health it was
-    decided on, who sent it, and whether its door may hold it in a queue."""
-
-    table: CompiledTable
-    req: RouteRequest
-    health: HealthView
-    who: _Who
-    may_wait: bool = False
-
-
-class Full(Exception):  # noqa: N818 - a verdict handed to the door, not an error
-    """Admission would refuse the request now and its door may queue it instead
-    (`serving.flow`): what re-deciding it and refusing it later need. Nothing is counted
-    yet; its tenant already counts as active (`TenantLoad.refused`)."""
-
-    def __init__(self, asked: _Asked, inbound: InboundRequest, shed: Shed, service_s: float):
-        super().__init__(shed.message)
-        self.asked = asked
-        self.inbound = inbound
-        self.shed = shed  # the 429 to answer if it is refused after all
-        self.service_s = service_s  # predicted seconds of its answer on the cheapest pair, idle
-
-    @property
-    def tenant(self) -> str:
-        return self.asked.who.tenant
-
-    @property
-    def priority(self) -> str:
-        return self.asked.who.priority
-
-    @property
-    def band(self) -> float:
-        """Bands in order: a larger share first (critical, standard, batch by default)."""
-        return -self.asked.who.klass.share
-
-    @property
-    def budget_s(self) -> float | None:
-        return effective_limits(self.asked.table, self.asked.req).latency_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +279,8 @@ class DecisionStep:
         if load is None or load.alone(who.tenant):
             return  # the common case: no other tenant to share with, no fleet computed
         serving = decision.candidates[0]
+        if fleet is None and self._surely_within(asked, decision, load, seen):
+            return  # within its share of the pair it takes alone: no fleet computed
         adaptive = decision.adaptive
         if adaptive is not None and adaptive.candidates[0].pair is not serving.pair:
             limits = effective_limits(table, req)
@@ -344,6 +298,25 @@ class DecisionStep:
                 f"{over.share:.1f}"
             )
             raise self._shed(asked, (inbound, fleet), over.retry_after_s, detail)
+
+    def _surely_within(
+        self, asked: _Asked, decision: RouteDecision, load: TenantLoad, seen: Seen
+    ) -> bool:
+        """`fair_share.surely_within` for the pair a feasible decision serves on (one of the
+        fleet's): its class line, and this replica's part of it against all the load it
+        sees, a floor of its part of the fleet."""
+        table, req, health, who, _ = asked
+        if decision.reason not in _FEASIBLE or decision.adaptive is not None:
+            return False
+        serving = decision.candidates[0]
+        margin = seen.margin_s(serving.pair.pair)
+        room = room_at(
+            serving, effective_limits(table, req), req, health, (who.klass.share, margin)
+        )
+        mine = sum((seen.tenants or {}).get(serving.pair.pair, {}).values())
+        floor = (mine + 1.0) / (sum(health.load.values()) + 1.0)
+        capacity = room.line * len(serving.endpoints)
+        return surely_within(load.held(who.tenant), load.active(who.tenant), capacity, floor)
 
     def _shed(
         self,

@@ -77,3 +77,14 @@ def over_fair_share(
     # its load now); it is back under its share once held - share + 1 of them have.
     wait_s = (held - share + 1) * latency_now_s / max(held, 1)
     return OverShare(len(fleet.pairs), held, share, wait_s)
+
+
+def surely_within(held: int, active: int, pair_capacity: float, part_floor: float) -> bool:
+    """True when `over_fair_share` cannot refuse, told from figures a decision has at hand:
+    `held`, the tenant's requests in flight at every pair here (at least those at the fleet);
+    `active`, the tenants active anywhere here, this one included (at least those at the
+    fleet); `pair_capacity`, the class line times the live endpoints of one pair of the fleet
+    (at most the fleet's summed lines); `part_floor`, at most this replica's part of the
+    fleet. Then held + 1 within that share means within the fleet's, and the fleet is not
+    computed."""
+    return held + 1.0 <= min(1.0, part_floor) * pair_capacity / max(1, active)

@@ -68,6 +68,20 @@ class TenantLoad:
             if name != tenant
         )
 
+    def held(self, tenant: str) -> int:
+        """`tenant`'s requests in flight here, at every pair."""
+        return self._totals.get(tenant, 0)
+
+    def active(self, tenant: str) -> int:
+        """Tenants with requests in flight here or refused within ACTIVE_S, `tenant`
+        included."""
+        now = self._clock()
+        names = set(self._totals)
+        names.add(tenant)
+        for at in self._refused.values():
+            names.update(name for name, when in at.items() if now - when <= ACTIVE_S)
+        return len(names)
+
     def by_pair(self) -> Mapping[str, Mapping[str, int]]:
         """Every pair's tenants in flight (read-only; for one decision)."""
         return self._by_pair

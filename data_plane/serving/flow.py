@@ -39,7 +39,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from data_plane.decision_step import Decided, Full
+from data_plane.asked import Full
+from data_plane.decision_step import Decided
 from data_plane.errors import RouterError, Shed
 from data_plane.telemetry.flow_metrics import FlowMetrics, Refusal
 

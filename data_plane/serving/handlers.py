@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 
 from aiohttp import web
 
-from data_plane.decision_step import Decided, DecisionStep, Full
+from data_plane.asked import Full
+from data_plane.decision_step import Decided, DecisionStep
 from data_plane.domain import Candidate, CategoryDoubt, CompiledTable, RouteDecision
 from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, RouterError
 from data_plane.request.body import BodyKind

@@ -10,7 +10,8 @@ from typing import cast
 import pytest
 
 from contracts.policy import PriorityClass
-from data_plane.decision_step import Decided, Full, _Asked, _Who
+from data_plane.asked import Asked, Full, Who
+from data_plane.decision_step import Decided
 from data_plane.domain import Budget, HealthView
 from data_plane.errors import Shed
 from data_plane.request.inbound import InboundRequest
@@ -27,8 +28,8 @@ BATCH = PriorityClass(share=0.5, sheddable=True)
 def full(tenant: str, budget_s: float = 60.0, klass: PriorityClass = STANDARD) -> Full:
     """A request every pair was full for, predicted at 0.1 s on an idle pair."""
     name = "standard" if klass is STANDARD else "batch"
-    asked = _Asked(bench_fleet(), request(Budget(latency_s=budget_s)), HealthView(),
-                   _Who(tenant, tenant, name, klass), True)  # fmt: skip
+    asked = Asked(bench_fleet(), request(Budget(latency_s=budget_s)), HealthView(),
+                  Who(tenant, tenant, name, klass), True)  # fmt: skip
     return Full(asked, cast(InboundRequest, None), Shed("full", retry_after_s=0.5), 0.1)
 
 

@@ -17,7 +17,7 @@ from contracts.policy import PriorityClass
 from data_plane.decision.admission import Shed, admit
 from data_plane.decision.choose import choose_route
 from data_plane.decision.compile import compile_table
-from data_plane.decision.fair_share import over_fair_share
+from data_plane.decision.fair_share import over_fair_share, surely_within
 from data_plane.decision.saturation import Fleet, Seen, fleet_of
 from data_plane.domain import (
     Budget,
@@ -134,3 +134,45 @@ def test_never_refused_by_the_class_line_while_a_pair_is_below_it(
         names = {p.pair for p in below}
         if any(c.pair.pair in names for c in verdict.candidates):
             assert verdict.candidates[0].pair.pair in names
+
+
+@st.composite
+def _tenants_case(
+    draw: st.DrawFn,
+) -> tuple[CompiledTable, RouteRequest, HealthView, Seen, float]:
+    t, req, _, _, share = draw(_case())
+    mine: dict[str, dict[str, int]] = {}
+    load: dict[str, float] = {}
+    for p in t.pairs:
+        at = {n: draw(st.integers(0, 6)) for n in ("a", "b", "c") if draw(st.booleans())}
+        mine[p.pair] = {n: k for n, k in at.items() if k}
+        ours = sum(at.values())
+        for i, e in enumerate(p.endpoints):  # ours on the first endpoint, others anywhere
+            load[e.id] = float(draw(st.integers(0, 6)) + (ours if i == 0 else 0))
+    refused = {p.pair: {"d": 0.0} for p in t.pairs if draw(st.booleans())}
+    return t, req, HealthView(load=load), Seen(mine, 1.0, None, refused), share
+
+
+@_SETTINGS
+@given(_tenants_case())
+def test_the_fair_share_shortcut_never_skips_a_refusal(
+    case: tuple[CompiledTable, RouteRequest, HealthView, Seen, float],
+) -> None:
+    """`surely_within`, fed as the decision step feeds it (the served pair's line, this
+    replica's part of it against all the load it sees, the tenant's in-flight count and the
+    tenants active anywhere), holds only where `over_fair_share` would not refuse."""
+    t, req, health, seen, share = case
+    result = choose_route(t, req, health, random.Random(1))
+    fleet = fleet_of(t, req, health, seen, share)
+    if not isinstance(result, RouteDecision) or result.reason not in _FEASIBLE or fleet is None:
+        return
+    serving = result.candidates[0]
+    room = next(p for p in fleet.pairs if p.pair == serving.pair.pair)
+    tenants = seen.tenants or {}
+    held = sum(at.get("a", 0) for at in tenants.values())
+    active = len({n for at in tenants.values() for n in at} | {"a", "d"} if seen.refused else
+                 {n for at in tenants.values() for n in at} | {"a"})  # fmt: skip
+    mine = sum(tenants.get(serving.pair.pair, {}).values())
+    floor = (mine + 1.0) / (sum(health.load.values()) + 1.0)
+    if surely_within(held, active, room.line * len(serving.endpoints), floor):
+        assert over_fair_share(fleet, "a", seen, 1.0) is None
