@@ -143,7 +143,7 @@ class DecisionStep:
     def again(self, full: Full) -> Decided:
         """Decide a queued request again, on the health now (raises `Full` while it still
         would be refused); the table is the one it was read on."""
-        return self._decided(full.asked.table, full.inbound, full.asked.who, True)
+        return self._decided(full.asked.table, full.inbound, full.asked.who, True, True)
 
     def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed:
         """The 429 for a queued request refused after all, counted as shed."""
@@ -151,10 +151,16 @@ class DecisionStep:
         return Shed(f"{full.shed.message}; {why}", retry_after_s=retry_after_s)
 
     def _decided(
-        self, table: CompiledTable, inbound: InboundRequest, who: _Who, may_wait: bool
+        self,
+        table: CompiledTable,
+        inbound: InboundRequest,
+        who: _Who,
+        may_wait: bool,
+        again: bool = False,
     ) -> Decided:
-        """One request read, decided (see `decide`) and its tenant's share taken."""
-        decision = self._decision(table, inbound, who, may_wait)
+        """One request read, decided (see `decide`) and its tenant's share taken; `again`:
+        a queued request decided anew (its spilled demand was counted the first time)."""
+        decision = self._decision(table, inbound, who, (may_wait, again))
         who_id = who.tenant
         doubt = inbound.facts.doubt
         if doubt is not None:
@@ -198,16 +204,17 @@ class DecisionStep:
         table: CompiledTable,
         inbound: InboundRequest,
         who: _Who,
-        may_wait: bool = False,
+        wait: tuple[bool, bool] = (False, False),
     ) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
         shadow mode, where the default pair serves what the router would refuse, and `Shed`
         when admission sheds it (never in shadow mode: traffic flows as without the router)."""
         p = self._p
+        may_wait, again = wait
         req = RouteRequest(inbound.facts, inbound.budget)
         health = p.health.view()
         result = self._route(table, req, health)
-        if p.demand is not None:
+        if p.demand is not None and not again:
             p.demand.observe(table, req, health, result)
         asked = _Asked(table, req, health, who, may_wait)
         seen = self._seen(table, result, who)
