@@ -2,10 +2,11 @@
 
 PURE. The tenants *active* at a request's fleet are those with requests in flight at its
 pairs on this replica, and those this replica refused or queued there within `ACTIVE_S` (a
-tenant whose requests were refused or wait is still asking; counting only tenants in flight let a bulk
-tenant's closed loops keep a light tenant out for good). Each active tenant's share is the
-fleet's capacity (this replica's part of the summed class lines, `saturation.Fleet`) / the
-active tenants, and a tenant at its share is refused while another is active. Work-conserving
+tenant whose requests were refused or wait is still asking; counting only tenants in flight
+let a bulk tenant's closed loops keep a light tenant out for good). Each active tenant's
+share is the fleet's capacity (this replica's part of the summed class lines,
+`saturation.Fleet`) / the active tenants, and a tenant at its share is refused while another
+is active. Work-conserving
 between active and idle tenants: a tenant alone gets the whole fleet, and one that stops
 asking stops taking a share ACTIVE_S after its last refusal. Not between active tenants: a
 share the light tenant leaves unused stays free (without a queue a slot must be free for its
