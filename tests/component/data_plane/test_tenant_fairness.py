@@ -62,7 +62,12 @@ async def test_a_light_tenant_beside_a_bulk_tenant_is_served_about_as_well_as_al
     assert alone["refused"] == 0
     beside = await run(h, {"bulk": 12, "light": 2})
     assert beside["light"]["refused"] == 0, beside
-    assert beside["light"]["served"] >= 0.8 * alone["served"], (alone, beside)
+    # Each light loop is served as its own slot allows, several times as often as a bulk
+    # loop (12 share the rest); measured 47 served beside against 49-50 alone. The machine's
+    # load moves both runs, so the bound against the solo run is loose.
+    per_light, per_bulk = beside["light"]["served"] / 2, beside["bulk"]["served"] / 12
+    assert per_light >= 2 * per_bulk, beside
+    assert beside["light"]["served"] >= 0.6 * alone["served"], (alone, beside)
     assert beside["bulk"]["served"] > 0, beside  # work-conserving: it keeps its share
     assert h.metric("gearbox_flow_queued_total", tenant="bulk", priority="standard") > 0
 
