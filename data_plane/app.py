@@ -23,7 +23,6 @@ from opentelemetry.sdk.trace.export import SpanExporter
 from data_plane.client_keys import client_keys
 from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
-from data_plane.resilience.arrivals import Arrivals
 from data_plane.resilience.breaker import BreakerBoard
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
@@ -64,6 +63,7 @@ from data_plane.wiring import (
     engine_client,
     engine_probe,
     engine_scraper,
+    flow_queue,
     new_metrics,
     package_version,
     probe_client,
@@ -189,8 +189,7 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
         _demand(app, deps.clock),
         app[FEEDBACK],
         admission(app[SETTINGS]),
-        TenantLoad(),
-        Arrivals(deps.clock),
+        TenantLoad(deps.clock),
         app[OVERSHOOT],
     )
     return DecisionStep(parts)
@@ -313,6 +312,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         open_api=not keys,
         identity=(settings.instance_id, app[IDENTITY].warnings),
         metrics_token=server.metrics_token,
+        flow=flow_queue(settings, step, metrics),
     )
     app.add_routes(handlers.routes())
     app.cleanup_ctx.append(_lifecycle(adapter))

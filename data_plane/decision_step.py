@@ -14,17 +14,20 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Protocol
 
-from contracts.policy import PriorityClass
+from data_plane.asked import Asked as _Asked
+from data_plane.asked import Full
+from data_plane.asked import Who as _Who
 from data_plane.decision.admission import Shed as ShedVerdict
 from data_plane.decision.admission import admit
-from data_plane.decision.capacity import Fleet, Seen, calm, fleet_of, pair_fleet
 from data_plane.decision.choose import choose_route
 from data_plane.decision.explain import explain_request
-from data_plane.decision.fair_share import over_fair_share
+from data_plane.decision.fair_share import over_fair_share, surely_within
+from data_plane.decision.feasibility import effective_limits
 from data_plane.decision.no_route import no_route_error
 from data_plane.decision.rollout import apply_rollout, shadow_without_route
+from data_plane.decision.saturation import Fleet, Seen, assemble, fleet_of, latency_now_s, room_at
 from data_plane.domain import (
     CompiledTable,
     HealthView,
@@ -39,7 +42,6 @@ from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED, Rights, identify
 from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.request.tenant import ANONYMOUS
-from data_plane.resilience.arrivals import Arrivals
 from data_plane.resilience.overshoot import Overshoot
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.table_store import TableStore
@@ -80,25 +82,6 @@ class Decided:
     held: str | None = None  # the pair its tenant's fair share counts it at (`finished` ends it)
 
 
-class _Who(NamedTuple):
-    """A request's tenant (itself, for fair shares; its metric label) and priority class."""
-
-    tenant: str
-    label: str
-    priority: str
-    klass: PriorityClass
-
-
-class _Asked(NamedTuple):
-    """One request as admission judges it: the table, the request, the health it was
-    decided on, and who sent it."""
-
-    table: CompiledTable
-    req: RouteRequest
-    health: HealthView
-    who: _Who
-
-
 @dataclass(frozen=True, slots=True)
 class Admission:
     """Who a request is and whether load may shed it (settings group `admission`)."""
@@ -122,11 +105,9 @@ class StepParts:
     demand: SpilledDemand | None = None  # the autoscaling signal's spilled requests
     feedback: FeedbackAggregator | None = None  # the recent traffic mix (contracts.evidence)
     admission: Admission = field(default_factory=default_admission)
-    # This process's requests in flight per pair and tenant, for fair shares, and the work
-    # it sent per pair, for overload (None, as in gateway mode, which sends no request and
-    # does not see requests end: no fair shares, and overload is the load alone).
+    # This process's requests in flight and refusals per pair and tenant, for fair shares
+    # (None, as in gateway mode, which sends no request and does not see requests end).
     tenant_load: TenantLoad | None = None
-    arrivals: Arrivals | None = None
     overshoot: Overshoot | None = None  # per pair, the margin its answers ask for
 
 
@@ -143,9 +124,12 @@ class DecisionStep:
             )
         return table
 
-    def decide(self, raw: bytes, kind: BodyKind, headers: Mapping[str, str]) -> Decided:
+    def decide(
+        self, raw: bytes, kind: BodyKind, headers: Mapping[str, str], may_wait: bool = False
+    ) -> Decided:
         """Read and decide one request, counted; raises RouterError for an answer the client
-        gets at once (a bad body or header, an unknown model, no route outside shadow mode)."""
+        gets at once (a bad body or header, an unknown model, no route outside shadow mode),
+        and `Full` instead of a refusal by load when the door may queue it (`may_wait`)."""
         table = self.table()
         inbound = read_request(raw, kind, headers, table)
         admission = self._p.admission
@@ -153,20 +137,45 @@ class DecisionStep:
         who, priority = me.tenant, (me.priority, me.klass)
         tenant = admission.labels.label(who)
         self._p.metrics.tenant(tenant, priority[0])[0].inc()
+        return self._decided(table, inbound, _Who(who, tenant, *priority), may_wait)
+
+    def again(self, full: Full) -> Decided:
+        """Decide a queued request again, on the health now (raises `Full` while it still
+        would be refused); the table is the one it was read on."""
+        return self._decided(full.asked.table, full.inbound, full.asked.who, True, True)
+
+    def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed:
+        """The 429 for a queued request refused after all, counted as shed."""
+        self._p.metrics.tenant(full.asked.who.label, full.priority)[1].inc()
+        shed = Shed(f"{full.shed.message}; {why}", retry_after_s=retry_after_s)
+        shed.applied = _applied(full.asked.who)
+        return shed
+
+    def _decided(
+        self,
+        table: CompiledTable,
+        inbound: InboundRequest,
+        who: _Who,
+        may_wait: bool,
+        again: bool = False,
+    ) -> Decided:
+        """One request read, decided (see `decide`) and its tenant's share taken; `again`:
+        a queued request decided anew (its spilled demand was counted the first time)."""
         try:
-            decision = self._decision(table, inbound, _Who(who, tenant, *priority))
+            decision = self._decision(table, inbound, who, (may_wait, again))
         except RouterError as err:  # a 429 or no route says what class it was judged as
-            err.applied = ((PRIORITY_APPLIED, priority[0]), (TENANT_APPLIED, tenant))
+            err.applied = _applied(who)
             raise
+        who_id = who.tenant
         doubt = inbound.facts.doubt
         if doubt is not None:
             self._p.metrics.count_abstention(doubt.routed_as)
-        client = None if who == ANONYMOUS else who
+        client = None if who_id == ANONYMOUS else who_id
         held = None
         if self._p.tenant_load is not None:
             held = decision.candidates[0].pair.pair
-            self._p.tenant_load.start(held, who)
-        return Decided(table, inbound, decision, tenant, priority[0], client, held)
+            self._p.tenant_load.start(held, who_id)
+        return Decided(table, inbound, decision, who.label, who.priority, client, held)
 
     def finished(self, decided: Decided) -> None:
         """The request is over (answered, failed or cancelled): its tenant's share is free."""
@@ -200,24 +209,25 @@ class DecisionStep:
         table: CompiledTable,
         inbound: InboundRequest,
         who: _Who,
+        wait: tuple[bool, bool] = (False, False),
     ) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
         shadow mode, where the default pair serves what the router would refuse, and `Shed`
         when admission sheds it (never in shadow mode: traffic flows as without the router)."""
         p = self._p
+        may_wait, again = wait
         req = RouteRequest(inbound.facts, inbound.budget)
         health = p.health.view()
         result = self._route(table, req, health)
-        if p.demand is not None:
+        if p.demand is not None and not again:
             p.demand.observe(table, req, health, result)
-        asked = _Asked(table, req, health, who)
+        asked = _Asked(table, req, health, who, may_wait)
         seen = self._seen(table, result, who)
         fleet = None if seen is None else self._fleet(asked, result, seen)
         if fleet is not None:
             verdict = admit(table, req, health, result, (who.priority, who.klass), fleet)
             if isinstance(verdict, ShedVerdict):
-                self._arrived(result)
-                raise self._shed(who, verdict.retry_after_s, verdict.detail)
+                raise self._shed(asked, (inbound, fleet), verdict.retry_after_s, verdict.detail)
             result = verdict
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
@@ -229,74 +239,115 @@ class DecisionStep:
             if result.ladder is not None:  # quality-first: its hysteresis state for the next one
                 p.health.set_ladder(result.ladder)
             decision = apply_rollout(result, table, p.rng.random())
-            self._arrived(decision)
             if seen is not None:
-                self._fair_share(asked, decision, fleet, seen)
+                self._fair_share((asked, inbound), decision, fleet, seen)
         self._count(table, decision, result)
         return decision
 
     def _fleet(self, asked: _Asked, result: RouteDecision | NoRoute, seen: Seen) -> Fleet | None:
-        """The request's fleet (`decision.capacity`), or None when `calm` says it cannot be
-        overloaded (or no pair meets the request unloaded)."""
-        table, req, health, _ = asked
-        if (
-            isinstance(result, RouteDecision)
-            and result.reason in _FEASIBLE
-            and calm(table, req, health, result.candidates[0], seen)
-        ):
-            return None
-        return fleet_of(table, req, health, seen)
-
-    def _arrived(self, result: RouteDecision | NoRoute) -> None:
-        """Count the work arriving at the pair that serves `result` (or would have: a shed
-        one), its predicted seconds there."""
-        if self._p.arrivals is not None and isinstance(result, RouteDecision):
+        """The request's fleet (`decision.saturation`), or None when the pair chosen has room
+        for it (the fast path: one sustainable figure and a comparison with its in-flight
+        count) or no pair meets the request unloaded."""
+        table, req, health, who, _ = asked
+        if isinstance(result, RouteDecision) and result.reason in _FEASIBLE:
             first = result.candidates[0]
-            self._p.arrivals.arrived(first.pair.pair, first.predicted_latency_s)
+            if first.load <= 1.0:
+                return None  # nothing in flight at its endpoint: room for any class
+            margin = seen.margin_s(first.pair.pair)
+            limits = effective_limits(table, req)
+            if room_at(first, limits, req, health, (who.klass.share, margin)).has_room:
+                return None
+        return fleet_of(table, req, health, seen, who.klass.share)
 
     def _seen(
         self, table: CompiledTable, result: RouteDecision | NoRoute, who: _Who
     ) -> Seen | None:
-        """What admission reads when the request may be shed (a sheddable class, shedding on,
-        outside shadow mode), else None."""
+        """What admission reads when the request may be refused (a sheddable class,
+        shedding on, outside shadow mode), else None."""
         p = self._p
         if not who.klass.sheddable or not p.admission.shed or table.policy.shadow.enabled:
             return None
         if isinstance(result, RouteDecision) and result.reason is RouteReason.SHADOW:
             return None
-        tenants = None if p.tenant_load is None else p.tenant_load.by_pair()
-        if p.arrivals is None:
-            return Seen(tenants, None, 0.0)
-        arrivals = p.arrivals
         margins = None if p.overshoot is None else p.overshoot.raw()
-        return Seen(tenants, arrivals.raw(), arrivals.now(), arrivals.all_pairs(), margins)
+        load = p.tenant_load
+        if load is None:
+            return Seen(None, 0.0, margins)
+        return Seen(load.by_pair(), load.now(), margins, load.refusals())
 
     def _fair_share(
-        self, asked: _Asked, decision: RouteDecision, fleet: Fleet | None, seen: Seen
+        self,
+        read: tuple[_Asked, InboundRequest],
+        decision: RouteDecision,
+        fleet: Fleet | None,
+        seen: Seen,
     ) -> None:
-        """Shed a sheddable request whose tenant holds its fair share of the overloaded fleet
-        (`decision.fair_share`; a canary's baseline is judged on its own pair alone; HTTP data
-        plane only: gateway mode does not see requests end)."""
-        table, req, health, who = asked
+        """Refuse a sheddable request whose tenant holds its fair share of the fleet while
+        another tenant is active (`decision.fair_share`; a canary's baseline is judged on its
+        own pair alone; HTTP data plane only: gateway mode does not see requests end)."""
+        asked, inbound = read
+        table, req, health, who, _ = asked
+        load = self._p.tenant_load
+        if load is None or load.alone(who.tenant):
+            return  # the common case: no other tenant to share with, no fleet computed
         serving = decision.candidates[0]
+        if fleet is None and self._surely_within(asked, decision, load, seen):
+            return  # within its share of the pair it takes alone: no fleet computed
         adaptive = decision.adaptive
         if adaptive is not None and adaptive.candidates[0].pair is not serving.pair:
-            fleet = pair_fleet(table, req, health, serving, seen)
-        if fleet is None or seen.tenants is None:
+            limits = effective_limits(table, req)
+            fleet = assemble((serving,), (req, limits), health, seen, who.klass.share)
+        elif fleet is None:
+            fleet = fleet_of(table, req, health, seen, who.klass.share)
+        if fleet is None:
             return
-        over = over_fair_share(fleet, who.tenant, seen.tenants)
+        now_s = latency_now_s(fleet.pairs[0], effective_limits(table, req), req.facts.input_chars)
+        over = over_fair_share(fleet, who.tenant, seen, now_s)
         if over is not None:
             detail = (
-                f"the {over.pairs} pairs that meet this request are overloaded and tenant "
+                f"the {over.pairs} pairs that meet this request are contended and tenant "
                 f"{who.label!r} holds {over.held} of their requests, its fair share being "
                 f"{over.share:.1f}"
             )
-            raise self._shed(who, over.retry_after_s, detail)
+            raise self._shed(asked, (inbound, fleet), over.retry_after_s, detail)
 
-    def _shed(self, who: _Who, retry_after_s: float, detail: str) -> Shed:
-        """Count the shed request; the 429 to raise (`errors.Shed`)."""
+    def _surely_within(
+        self, asked: _Asked, decision: RouteDecision, load: TenantLoad, seen: Seen
+    ) -> bool:
+        """`fair_share.surely_within` for the pair a feasible decision serves on (one of the
+        fleet's): its class line, and this replica's part of it against all the load it
+        sees, a floor of its part of the fleet."""
+        table, req, health, who, _ = asked
+        if decision.reason not in _FEASIBLE or decision.adaptive is not None:
+            return False
+        serving = decision.candidates[0]
+        margin = seen.margin_s(serving.pair.pair)
+        room = room_at(
+            serving, effective_limits(table, req), req, health, (who.klass.share, margin)
+        )
+        mine = sum((seen.tenants or {}).get(serving.pair.pair, {}).values())
+        floor = (mine + 1.0) / (sum(health.load.values()) + 1.0)
+        capacity = room.line * len(serving.endpoints)
+        return surely_within(load.held(who.tenant), load.active(who.tenant), capacity, floor)
+
+    def _shed(
+        self,
+        asked: _Asked,
+        read: tuple[InboundRequest, Fleet],
+        retry_after_s: float,
+        detail: str,
+    ) -> Shed | Full:
+        """The refusal to raise: `Full` when the door may queue the request, else the 429
+        (`errors.Shed`), counted. Either way its tenant stays active at the fleet a while."""
+        inbound, fleet = read
+        who = asked.who
+        if self._p.tenant_load is not None:
+            self._p.tenant_load.refused(fleet.pairs[0].pair, who.tenant)
+        shed = Shed(detail, retry_after_s=retry_after_s)
+        if asked.may_wait:
+            return Full(asked, inbound, shed, fleet.pairs[0].candidate.predicted_latency_s)
         self._p.metrics.tenant(who.label, who.priority)[1].inc()
-        return Shed(detail, retry_after_s=retry_after_s)
+        return shed
 
     def _count(
         self, table: CompiledTable, decision: RouteDecision, result: RouteDecision | NoRoute
@@ -325,3 +376,8 @@ class DecisionStep:
             span.set_attribute(ATTR_TABLE_VERSION, table.version)
             span.set_attribute(ATTR_REASON, decision.reason.value)
             span.set_attribute(ATTR_PAIR, first.pair.pair)
+
+
+def _applied(who: _Who) -> tuple[tuple[str, str], ...]:
+    """The response headers naming the class and tenant label a request was judged as."""
+    return ((PRIORITY_APPLIED, who.priority), (TENANT_APPLIED, who.label))

@@ -15,10 +15,11 @@ import redis.asyncio as aioredis
 
 from contracts.redis_topology import ClientOptions, connect_redis
 from data_plane.client_keys import client_keys, grants_of
-from data_plane.decision_step import Admission
+from data_plane.decision_step import Admission, DecisionStep
 from data_plane.domain import CompiledTable
 from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.serving.flow import FlowLimits, FlowQueue
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver
@@ -56,6 +57,18 @@ def admission(settings: DataPlaneSettings, gateway: bool = False) -> Admission:
     grants = grants_of(client_keys(server.api_keys, server.api_keys_file))
     rights = Rights(a.tenant_header, salt, grants, a.priority_header_trusted, gateway)
     return Admission(TenantLabels(a.tenant_top_n), rights, a.admission_shed)
+
+
+def flow_queue(
+    settings: DataPlaneSettings, step: DecisionStep, metrics: DataPlaneMetrics
+) -> FlowQueue | None:
+    """The HTTP door's queue (docs/data_plane.md, "Flow control"), unless refusals or the
+    queue are off."""
+    a = settings.admission
+    if not (a.admission_shed and a.flow_queue):
+        return None
+    limits = FlowLimits(a.flow_queue_max, a.flow_queue_per_tenant, a.flow_max_wait_s)
+    return FlowQueue(step, metrics.flow, limits)
 
 
 def table_watcher(

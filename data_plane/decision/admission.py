@@ -1,26 +1,27 @@
-"""Admission by budget: shed a sheddable request only while its fleet is overloaded, and then
-before it eats the headroom kept for the classes above it (docs/data_plane.md, "Tenants,
-priorities and admission").
+"""Admission on observed saturation: refuse a sheddable request only while every pair that
+meets it unloaded is full (docs/data_plane.md, "Flow control").
 
 PURE, beside `choose_route` and called after it with the request's fleet
-(`capacity.fleet_of`). A request is served as decided unless all of these hold:
+(`saturation.fleet_of`). A request is served as decided unless all of these hold:
 
 - its priority class is sheddable (a class that is not, critical by default, is never shed);
-- some pair meets it unloaded (a request no pair meets even at zero load keeps today's
+- some pair meets it unloaded (a request no pair meets even at a load of 1 keeps today's
   handling: best effort, or a 400 naming the binding rule);
-- its fleet is overloaded: this replica's recent arrivals at those pairs exceed what they
-  sustain within the budget. Without overload nothing is shed: a moment at full concurrency
-  drains by itself, and the request is served as decided (best effort if it must);
+- no pair of its fleet has room: on each, every live endpoint already holds the requests it
+  may fill there (`saturation`: the sustainable concurrency, or the class's line while the
+  fleet is pressed; at least 1), counting only what is in flight.
 
-and then it is shed when no pair meets its budget at the load now (*because of load*), or
-when every pair that does would carry more than the class's `share` of its sustainable
-concurrency with this request: the rest is kept for the classes above it. A pair within the
-class's share is preferred to a cheaper one past it (the decision's candidates reordered).
+Then it is refused with the predicted drain time as Retry-After (in the HTTP door it first
+waits in the replica's queue while its budget allows, `serving.flow`). While some pair has
+room, the decision's candidates with room go first (while the fleet is pressed, a pair
+within the class's line is preferred to a cheaper one past it); the decision itself is
+unchanged when its first candidate has room, the common case.
 
 Retry-After is the predicted drain time: for the pair's endpoints, how long until enough of
 the requests in flight finish for this one to fit (`drain_s`). What else could explain a
-shed: the load figures include queued work scraped from engines and other replicas' counts,
-so a stale scrape or share can over- or under-state the load for up to their intervals.
+refusal: the load figures include queued work scraped from engines and other replicas'
+counts, so a stale scrape or share can over- or under-state the load for up to their
+intervals.
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from dataclasses import dataclass, replace
 from itertools import islice
 
 from contracts.policy import PriorityClass
-from data_plane.decision.capacity import FLEET_PAIRS, Fleet, predicted_at
+from data_plane.decision.capacity import predicted_at
 from data_plane.decision.feasibility import Limits, effective_limits
+from data_plane.decision.saturation import Fleet
 from data_plane.domain import (
     Candidate,
     CompiledTable,
@@ -39,11 +41,9 @@ from data_plane.domain import (
     NoRoute,
     NoRouteReason,
     RouteDecision,
-    RouteReason,
     RouteRequest,
 )
 
-_FEASIBLE = frozenset({RouteReason.CHEAPEST_FEASIBLE, RouteReason.MOST_PRECISE_FEASIBLE})
 _DRAIN_CANDIDATES = 4  # the pairs whose drain time is looked at (the cheapest first)
 
 
@@ -64,58 +64,40 @@ def admit(
     fleet: Fleet | None,
 ) -> Shed | RouteDecision | NoRoute:
     """`result` (or it with its candidates reordered) to serve, or the `Shed` (see the module
-    docstring). `fleet`: the request's fleet, None when no pair meets it unloaded."""
+    docstring). `fleet`: the request's fleet for its class, None when no pair meets it
+    unloaded."""
     name, klass = priority
-    if not klass.sheddable or fleet is None or not fleet.overloaded:
+    if not klass.sheddable or fleet is None:
         return result
-    limits = effective_limits(table, req)
-    chars = req.facts.input_chars
-    if isinstance(result, RouteDecision) and result.reason in _FEASIBLE:
-        return _within_share(result, limits, chars, health, fleet, (name, klass.share))
     if isinstance(result, NoRoute) and result.reason is not NoRouteReason.BUDGET_INFEASIBLE:
         return result
-    if isinstance(result, RouteDecision) and not result.reason.startswith("best_effort"):
-        return result
+    room = fleet.with_room()
+    if room:
+        return _room_first(result, room) if isinstance(result, RouteDecision) else result
+    limits = effective_limits(table, req)
+    chars = req.facts.input_chars
     wait_s = min(
-        drain_s(p.candidate, limits, chars, health, p.per_endpoint - 1.0)
+        drain_s(p.candidate, limits, chars, health, p.limit(fleet.pressed) - 1.0)
         for p in islice(fleet.pairs, _DRAIN_CANDIDATES)
     )
     return Shed(
         wait_s,
-        f"the fleet is overloaded: no pair meets this request's budget at its load now "
-        f"({len(fleet.pairs)} would unloaded); priority class {name!r} is sheddable",
+        f"every pair that meets this request's budget is full ({len(fleet.pairs)} "
+        f"pairs, requests in flight at priority class {name!r}'s line); the class is "
+        "sheddable",
     )
 
 
-def _within_share(
-    decision: RouteDecision,
-    limits: Limits,
-    chars: int,
-    health: HealthView,
-    fleet: Fleet,
-    klass: tuple[str, float],
-) -> Shed | RouteDecision:
-    """The decision with the candidates within the class's share of their sustainable
-    concurrency first (unchanged when the first is), or the Shed when none is."""
-    name, share = klass
-    first = decision.candidates[0]
-    if first.load <= share * fleet.sustainable(first.pair.pair):
-        return decision  # the common case: no other candidate is built
-    cands = decision.candidates[:FLEET_PAIRS]  # past the fleet a pair has no sustainable figure
-    lines = [share * fleet.sustainable(c.pair.pair) for c in cands]
-    within = [c for c, line in zip(cands, lines, strict=True) if c.load <= line]
-    if within:
-        rest = [c for c in decision.candidates if all(c is not w for w in within)]
-        return replace(decision, candidates=(*within, *rest))
-    wait_s = min(
-        drain_s(c, limits, chars, health, math.floor(line) - 1.0)
-        for c, line in islice(zip(cands, lines, strict=True), _DRAIN_CANDIDATES)
-    )
-    return Shed(
-        wait_s,
-        f"the fleet is overloaded and priority class {name!r} may fill {share:.0%} of a "
-        "pair's sustainable concurrency: every pair that meets this request is past it",
-    )
+def _room_first(decision: RouteDecision, room: frozenset[str]) -> RouteDecision:
+    """The decision with its candidates that have room first (unchanged when the first
+    has, or when none has: a best-effort decision on pairs outside the fleet)."""
+    if decision.candidates[0].pair.pair in room:
+        return decision
+    within = [c for c in decision.candidates if c.pair.pair in room]
+    if not within:
+        return decision
+    rest = [c for c in decision.candidates if c.pair.pair not in room]
+    return replace(decision, candidates=(*within, *rest))
 
 
 def drain_s(

@@ -1,18 +1,15 @@
-"""What the pairs that could serve a request sustain within its budget, and whether the
-work offered to them exceeds it (docs/data_plane.md, "Tenants, priorities and admission").
+"""What a pair sustains within a request's budget: the concurrency at which the table's load
+curve still meets it, and the part of it a priority class may fill (docs/data_plane.md,
+"Flow control").
 
-PURE. A pair's *sustainable concurrency* for a request is the largest whole load (this
-request included) at which the table's prediction for it still meets its latency and TTFT
-budgets, at most the highest profiled load. The request's *fleet* is the pairs that would
-serve it unloaded (the first `FLEET_PAIRS` in the table's cost order); it is
-*overloaded* when the concurrency offered to them exceeds this replica's part of their
-summed sustainable concurrency. Offered concurrency is Little's law on recent arrivals:
-each request this replica sent (or shed) there counts its predicted seconds, and the seconds
-arriving a second, averaged over about `WORK_WINDOW_S`, are the requests that traffic keeps
-in flight. Only an overloaded fleet sheds (`admission`, `fair_share`): a moment at full
-concurrency under a lighter load drains by itself, and its request is served as decided.
-What else could explain an overload: predictions slower than the engines now are (a table
-to refit), which overstate both the work and the load it causes.
+PURE. A pair's *sustainable concurrency* for a request is the largest whole load per endpoint
+(this request included) at which the table's prediction for it still meets its latency and
+TTFT budgets, at most the highest profiled load. A pair that meets the request unloaded
+sustains at least 1 (`fleet_sustainable`): an idle endpoint is never "full". A class may fill
+`class_line` of it: its share of the sustainable concurrency, rounded down, and never less
+than 1 per endpoint, so the headroom kept for the classes above can never make an idle pair
+that meets the request refuse it (`decision.saturation` compares these with the requests in
+flight; the line binds only while the fleet is pressed).
 
 The table predicts the engine's time, not the client's: the router's own time and the
 prediction's error at that load come on top. Each pair's *margin* (`resilience.overshoot`: a
@@ -26,28 +23,10 @@ narrows it) or a slow network to them; both make the answers late, which is what
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import NamedTuple
 
-from data_plane.decision.feasibility import (
-    Limits,
-    effective_limits,
-    first_violation,
-    input_tokens,
-    predict,
-)
-from data_plane.domain import (
-    Candidate,
-    CompiledPair,
-    CompiledTable,
-    HealthView,
-    RouteRequest,
-    load_terms,
-)
+from data_plane.decision.feasibility import Limits, input_tokens
+from data_plane.domain import CompiledPair, load_terms
 
-FLEET_PAIRS = 8  # the cheapest pairs that meet a request unloaded, taken as its fleet
-WORK_WINDOW_S = 0.5  # time constant of the offered work (`resilience.arrivals`)
 MARGIN_WINDOW_S = 10.0  # time constant of a pair's margin once its answers stop
 MAX_MARGIN_SHARE = 0.25  # at most this share of a budget is taken off as a margin
 
@@ -121,152 +100,14 @@ def fleet_sustainable(
     """`sustainable_load` for a pair that meets the request unloaded on the table's word (a
     fleet's, or the one chosen): at least one request per endpoint. When only the margin
     says an idle endpoint would miss the budget, the miss is our prediction's error, not
-    load: no wait makes room for it, so it never counts as an overload (a margin of 17 ms
+    load: no wait makes room for it, so it never makes the pair full (a margin of 17 ms
     on a tight budget made an idle pair's capacity 0 and shed requests with nothing in
     flight anywhere)."""
     return max(1.0, sustainable_load(pair, limits, input_chars, margin_s))
 
 
-@dataclass(frozen=True, slots=True)
-class FleetPair:
-    """One pair of a request's fleet and its sustainable concurrency per live endpoint."""
-
-    candidate: Candidate  # predicted at zero load (its live endpoints)
-    per_endpoint: float
-
-    @property
-    def pair(self) -> str:
-        return self.candidate.pair.pair
-
-
-@dataclass(frozen=True, slots=True)
-class Fleet:
-    """The request's fleet now (see the module docstring)."""
-
-    pairs: tuple[FleetPair, ...]
-    capacity: float  # this replica's part of the summed sustainable concurrency
-    load: float  # requests in flight at the fleet's live endpoints (all replicas, queues)
-    part: float  # this replica's part: (its own in flight + 1) / (load + 1), at most 1
-    offered: float  # concurrency the work this replica saw arrive there asks for
-    overloaded: bool
-    latency_now_s: float  # the first pair's predicted latency at its first endpoint's load
-
-    def sustainable(self, pair: str) -> float:
-        """The per-endpoint sustainable concurrency of `pair` (0: not in the fleet)."""
-        return next((p.per_endpoint for p in self.pairs if p.pair == pair), 0.0)
-
-
-class Seen(NamedTuple):
-    """What this replica saw for one decision: its requests in flight per pair and tenant,
-    and per pair the work arriving (`resilience.arrivals`) and the margin its answers ask for
-    (`resilience.overshoot`), read at `now`. A door that sends no request itself (gateway
-    mode) sees none: the offered concurrency is then the load, this request included, its
-    part of the fleet the whole, and no margin is taken."""
-
-    tenants: Mapping[str, Mapping[str, int]] | None
-    work: Mapping[str, tuple[float, float]] | None
-    now: float
-    all_work: tuple[float, float] | None = None  # summed over every pair (`calm`)
-    margins: Mapping[str, tuple[float, float]] | None = None  # pair -> (seconds, at)
-
-    def margin_s(self, pair: str) -> float:
-        """`pair`'s margin now: its last estimate, decaying over MARGIN_WINDOW_S since."""
-        raw = None if self.margins is None else self.margins.get(pair)
-        if raw is None:
-            return 0.0
-        value, at = raw
-        return value * math.exp(-max(0.0, self.now - at) / MARGIN_WINDOW_S)
-
-
-def decayed(raw: tuple[float, float] | None, now: float) -> float:
-    """An exponentially weighted rate (value, at) read at `now` (`resilience.arrivals`)."""
-    if raw is None:
-        return 0.0
-    value, at = raw
-    return value * math.exp(-max(0.0, now - at) / WORK_WINDOW_S)
-
-
-def calm(
-    table: CompiledTable, req: RouteRequest, health: HealthView, result: Candidate, seen: Seen
-) -> bool:
-    """True when the work this replica sends to every pair together is within what the pair
-    `result` chose (meeting the budget now) sustains alone for its part: no fleet holding that
-    pair can then be overloaded (unless this replica's part of another pair is much smaller),
-    and the fleet is not worth computing. A few microseconds; False when it cannot tell."""
-    if seen.all_work is None or seen.tenants is None:
-        return False
-    pair = result.pair
-    limits = effective_limits(table, req)
-    per = fleet_sustainable(pair, limits, req.facts.input_chars, seen.margin_s(pair.pair))
-    load = sum(health.load.get(e.id, 0.0) for e in result.endpoints)
-    mine = sum(seen.tenants.get(pair.pair, {}).values())
-    part = min(1.0, (mine + 1.0) / (load + 1.0))
-    return decayed(seen.all_work, seen.now) <= per * len(result.endpoints) * part
-
-
-def fleet_of(
-    table: CompiledTable, req: RouteRequest, health: HealthView, seen: Seen
-) -> Fleet | None:
-    """The request's fleet, or None when no pair meets it even unloaded (a miss no load
-    explains)."""
-    limits = effective_limits(table, req)
-    cands = _unloaded(table, req, health, limits)
-    return _assemble(cands, limits, req, health, seen) if cands else None
-
-
-def _unloaded(
-    table: CompiledTable, req: RouteRequest, health: HealthView, limits: Limits
-) -> tuple[Candidate, ...]:
-    """The first FLEET_PAIRS pairs of the request's model, in the table's cost order, that
-    meet every rule at zero load with an endpoint not ejected (the rules of `choose_route`,
-    without its full ordering of every feasible pair, which a fleet does not need)."""
-    chars, out = req.facts.input_chars, limits.output_tokens
-    found: list[Candidate] = []
-    for row in table.scan_rows.get(req.facts.alias, ()):
-        live = tuple(e for e in row.endpoints if e.id not in health.open_endpoints)
-        if not live:
-            continue
-        cand = predict(row.pair, live, chars, out, {})
-        if first_violation(cand, limits) is None:
-            found.append(cand)
-            if len(found) == FLEET_PAIRS:
-                break
-    return tuple(found)
-
-
-def pair_fleet(
-    table: CompiledTable, req: RouteRequest, health: HealthView, cand: Candidate, seen: Seen
-) -> Fleet:
-    """A fleet of the one pair `cand` (a canary's baseline: the router does not choose it)."""
-    return _assemble((cand,), effective_limits(table, req), req, health, seen)
-
-
-def _assemble(
-    cands: tuple[Candidate, ...],
-    limits: Limits,
-    req: RouteRequest,
-    health: HealthView,
-    seen: Seen,
-) -> Fleet:
-    tenants, work, now = seen.tenants, seen.work, seen.now
-    chars = req.facts.input_chars
-    pairs: list[FleetPair] = []
-    total = load = mine = offered = 0.0
-    for cand in cands:
-        margin = seen.margin_s(cand.pair.pair)
-        pairs.append(FleetPair(cand, fleet_sustainable(cand.pair, limits, chars, margin)))
-        total += pairs[-1].per_endpoint * len(cand.endpoints)
-        load += sum(health.load.get(e.id, 0.0) for e in cand.endpoints)
-        if tenants is not None:
-            mine += sum(tenants.get(cand.pair.pair, {}).values())
-        if work is not None:
-            offered += decayed(work.get(cand.pair.pair), now)
-    # This request counted as this replica's own.
-    part = 1.0 if tenants is None else min(1.0, (mine + 1.0) / (load + 1.0))
-    if work is None:
-        offered = load + 1.0
-    first = cands[0]
-    now_s = predicted_at(
-        first.pair, limits, chars, health.load.get(first.endpoints[0].id, 0.0) + 1.0
-    )
-    return Fleet(tuple(pairs), total * part, load, part, offered, offered > total * part, now_s)
+def class_line(per_endpoint: float, share: float) -> float:
+    """The requests per endpoint a class with `share` may fill of `per_endpoint` (this one
+    included): its share rounded down, at least 1 (a share of 0.75 of 1 is 1, not 0: the
+    headroom kept for higher classes never refuses a request an idle endpoint meets)."""
+    return max(1.0, math.floor(share * per_endpoint + 1e-9))

@@ -1,32 +1,34 @@
-"""Per-tenant fair shares of an overloaded fleet (docs/data_plane.md, "Tenants, priorities
-and admission").
+"""Per-tenant fair shares of a contended fleet (docs/data_plane.md, "Flow control").
 
-PURE. While a request's fleet is overloaded (`capacity.fleet_of`: its recent arrivals exceed
-what the pairs that could serve it sustain within its budget), each tenant with requests in
-flight at those pairs may hold at most an equal share of their summed sustainable
-concurrency: capacity / the tenants active there (this request's tenant included). Tenants
-with nothing in flight take no share, so an idle tenant's share goes to the busy ones
-(work-conserving); without overload, or with one tenant alone in the fleet, nobody is
-limited. The fleet, not the one pair chosen, is what is shared: a tenant bursting on every
-pair is limited on all of them, while the tenant it crowds out of the cheapest pair still
-has its share on the next. A request past its tenant's share is shed like any other (a
-sheddable class only); there is no queue, so "others wait" means the over-share tenant's
-client retries after Retry-After while the others' requests go in.
+PURE. The tenants *active* at a request's fleet are those with requests in flight at its
+pairs on this replica, and those this replica refused or queued there within `ACTIVE_S` (a
+tenant whose requests were refused or wait is still asking; counting only tenants in flight
+let a bulk tenant's closed loops keep a light tenant out for good). Each active tenant's
+share is the fleet's capacity (this replica's part of the summed class lines,
+`saturation.Fleet`) / the active tenants, and a tenant at its share is refused while another
+is active. Work-conserving
+between active and idle tenants: a tenant alone gets the whole fleet, and one that stops
+asking stops taking a share ACTIVE_S after its last refusal. Not between active tenants: a
+share the light tenant leaves unused stays free (without a queue a slot must be free for its
+next request to go in; in the HTTP door the queue hands a freed slot over, `serving.flow`).
+A tenant within its share is never refused by this rule, nor any tenant while a pair of the
+fleet has an idle endpoint; the class line (`admission`) is judged first and refuses only a
+full fleet.
 
-Tenant counts are this replica's own; the fleet's load also holds the other replicas' shared
-in-flight counts and the engines' queues. The capacity a replica divides is therefore its
-part of the fleet's (`Fleet.part`: its own in flight / the load). The error this leaves: a
-tenant whose traffic reaches the replicas unevenly is judged on each replica against that
-replica's part alone (sticky load balancing concentrates it, and it is then limited sooner or
-later than a single router would); and counts lag by a sharing interval.
+Tenant counts and refusals are this replica's own; the fleet's load also holds the other
+replicas' shared counts and the engines' queues, so a replica divides only its part of the
+fleet (`Fleet.part`). The error this leaves: a tenant whose traffic reaches the replicas
+unevenly is judged on each replica against that replica's part alone; counts lag by a
+sharing interval.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-from data_plane.decision.capacity import Fleet
+from data_plane.decision.saturation import Fleet, Seen
+
+ACTIVE_S = 2.0  # a tenant refused within this many seconds still counts as active
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,25 +41,51 @@ class OverShare:
     retry_after_s: float
 
 
-def over_fair_share(
-    fleet: Fleet, tenant: str, tenants: Mapping[str, Mapping[str, int]]
-) -> OverShare | None:
-    """None unless the fleet is overloaded and `tenant` already holds its fair share of it
-    (`tenants`: this replica's requests in flight per pair and tenant)."""
-    if not fleet.overloaded:
-        return None
+def active_at(fleet: Fleet, tenant: str, seen: Seen) -> tuple[int, dict[str, int]]:
+    """`tenant`'s requests in flight at the fleet here, and the other active tenants' (0 for
+    one refused within ACTIVE_S with nothing in flight)."""
     held = 0
-    active: set[str] = {tenant}
+    others: dict[str, int] = {}
+    tenants = seen.tenants or {}
+    refused = seen.refused or {}
     for p in fleet.pairs:
-        at = tenants.get(p.pair, {})
-        held += at.get(tenant, 0)
-        active.update(at)
-    if len(active) < 2:
+        for name, n in tenants.get(p.pair, {}).items():
+            if name == tenant:
+                held += n
+            else:
+                others[name] = others.get(name, 0) + n
+        for name, at in refused.get(p.pair, {}).items():
+            if name != tenant and seen.now - at <= ACTIVE_S:
+                others.setdefault(name, 0)
+    return held, others
+
+
+def over_fair_share(
+    fleet: Fleet, tenant: str, seen: Seen, latency_now_s: float
+) -> OverShare | None:
+    """None unless another tenant is active at the fleet and `tenant` already holds its fair
+    share of it.
+    `latency_now_s`: the first pair's predicted seconds at its load now (for Retry-After)."""
+    if any(p.least == 0.0 for p in fleet.pairs):
+        return None  # an idle endpoint that meets the request: taking it deprives nobody
+    held, others = active_at(fleet, tenant, seen)
+    if not others:
         return None  # no other tenant to protect: a lone tenant is never limited here
-    share = fleet.capacity / len(active)
+    share = fleet.capacity / (len(others) + 1)
     if held + 1 <= share:
         return None
     # Its requests finish at held / W a second (W: the cheapest pair's predicted latency at
     # its load now); it is back under its share once held - share + 1 of them have.
-    wait_s = (held - share + 1) * fleet.latency_now_s / max(held, 1)
+    wait_s = (held - share + 1) * latency_now_s / max(held, 1)
     return OverShare(len(fleet.pairs), held, share, wait_s)
+
+
+def surely_within(held: int, active: int, pair_capacity: float, part_floor: float) -> bool:
+    """True when `over_fair_share` cannot refuse, told from figures a decision has at hand:
+    `held`, the tenant's requests in flight at every pair here (at least those at the fleet);
+    `active`, the tenants active anywhere here, this one included (at least those at the
+    fleet); `pair_capacity`, the class line times the live endpoints of one pair of the fleet
+    (at most the fleet's summed lines); `part_floor`, at most this replica's part of the
+    fleet. Then held + 1 within that share means within the fleet's, and the fleet is not
+    computed."""
+    return held + 1.0 <= min(1.0, part_floor) * pair_capacity / max(1, active)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from aiohttp import web
 from pydantic import SecretStr
 
+from data_plane.asked import Full
 from data_plane.decision_step import Decided, DecisionStep
 from data_plane.domain import Candidate, CompiledTable
 from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, RouterError
@@ -17,6 +18,7 @@ from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
+from data_plane.serving.flow import FlowQueue
 from data_plane.serving.middleware import EXCHANGE, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.probes import Probes
@@ -95,8 +97,10 @@ class Handlers:
         open_api: bool = True,
         identity: tuple[str, Callable[[], list[str]]] = ("", list),
         metrics_token: SecretStr | None = None,
+        flow: FlowQueue | None = None,
     ) -> None:
         self._max_body_bytes = max_body_bytes
+        self._flow = flow  # the queue a request every pair is full for waits in
         self._body_read_timeout_s = body_read_timeout_s
         self._store = store
         self._step = step
@@ -154,12 +158,26 @@ class Handlers:
         self, request: web.Request, kind: BodyKind, path: str
     ) -> web.StreamResponse:
         started = self._clock()
+        arrived = asyncio.get_running_loop().time()
         raw = await self._read(request)
-        decided = self._step.decide(raw, kind, request.headers)
+        decided = await self._decide(raw, kind, request, arrived)
         try:
             return await self._serve(request, decided, started, path)
         finally:  # answered, failed or cancelled: the tenant's fair share is free again
             self._step.finished(decided)
+            if self._flow is not None:
+                self._flow.finished()
+
+    async def _decide(
+        self, raw: bytes, kind: BodyKind, request: web.Request, arrived: float
+    ) -> Decided:
+        """The decision, after a wait in the queue when every pair is full (`serving.flow`)."""
+        if self._flow is None:
+            return self._step.decide(raw, kind, request.headers)
+        try:
+            return self._step.decide(raw, kind, request.headers, may_wait=True)
+        except Full as full:
+            return await self._flow.wait(full, arrived)
 
     async def _serve(
         self, request: web.Request, decided: Decided, started: float, path: str

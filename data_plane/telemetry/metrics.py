@@ -18,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from contracts.live_state import ClassCounters
 from contracts.names import KNOWN_CATEGORIES
+from data_plane.telemetry.flow_metrics import FlowMetrics
 from data_plane.telemetry.series import CounterChild, Exposition, Family, HistogramChild
 
 LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -131,6 +132,7 @@ class DataPlaneMetrics:
         self._demand_metrics(r)
         self._category_metrics(r)
         self._tenant_metrics(r)
+        self.flow = FlowMetrics(r)
 
     def _pair_metrics(self, r: Exposition) -> None:
         def hist(name: str, doc: str) -> Family[HistogramChild]:
@@ -435,6 +437,7 @@ class DataPlaneMetrics:
         if series is None:
             series = (self.tenant_requests.labels(*key), self.tenant_shed.labels(*key))
             self._tenants[key] = series
+            self.flow.touch(*key)
         return series
 
     def tenant_totals(self) -> tuple[dict[str, ClassCounters], dict[str, ClassCounters]]:

@@ -34,8 +34,8 @@ BOTH = "gearbox_build_info"
 HOLDOUT_MATH = Path(__file__).parents[2] / "profiler" / "evalsets" / "holdout" / "math.jsonl"
 # Legitimately zero after this traffic: no retry was refused, every table load worked,
 # nothing is queued or in flight when /metrics is scraped, and no pair saturated, so no
-# request spilled and the demand figures are 0 (tests/component/data_plane/test_demand.py
-# moves them).
+# request spilled or waited in the flow-control queue and the demand figures are 0
+# (tests/component/data_plane/test_demand.py moves them).
 ZERO_HERE = {
     "gearbox_retry_budget_exhausted_total",
     "gearbox_instance_id_clashes_total",  # tests/hostile/test_replica_identity.py
@@ -50,6 +50,12 @@ ZERO_HERE = {
     "gearbox_pair_desired_replicas",
     "gearbox_pair_utilisation_ratio",
     "gearbox_cp_last_refit_timestamp_seconds",  # the traffic here drifts from nothing
+    # nothing waits here: tests/component/data_plane/test_flow.py moves them
+    "gearbox_flow_queue_length",
+    "gearbox_flow_queue_wait_seconds",
+    "gearbox_flow_queued_total",
+    "gearbox_flow_dispatched_total",
+    "gearbox_flow_refused_total",
 }
 
 

@@ -103,8 +103,7 @@ FLAT_SHARES = {
 
 def one_pair_of_capacity(capacity: int) -> RoutingTable:
     """One pair whose engine was profiled up to `capacity` requests at once, predicted to take
-    about a second: it sustains `capacity` requests a second, and the harness's clock stands
-    still, so each request counts as 2 a second (the rates' half-second window) for good."""
+    about a second: it sustains `capacity` requests in flight."""
     entry = pair_entry("fam", "fp16", urls=[FP16], ttft_base_s=1.0)
     entry["latency"]["max_profiled_load"] = capacity
     return make_table([entry], policy=FLAT_SHARES)
@@ -114,12 +113,15 @@ async def test_a_bursting_tenant_gets_its_fair_share_of_an_overloaded_pair_and_n
     make_harness: MakeHarness,
 ) -> None:
     """Two requests of one tenant go in alone (no other tenant to protect), then a steady
-    tenant's; by now 3 arrivals count as 6 a second at a pair that sustains 4: overloaded.
-    The bursting tenant's third is shed (it holds 2, its fair share of the 4), the steady
-    tenant's second goes in. Both sheddable (the default class): only the fair share tells
-    them apart."""
+    tenant's: two tenants active at a pair that sustains 4. The bursting tenant's third is
+    shed (it holds 2, its fair share of the 4) though the pair has room, the steady tenant's
+    second goes in. Both sheddable (the default class): only the fair share tells them
+    apart. The queue is off here, to see the refusal itself; with it the third waits
+    (tests/component/data_plane/test_flow.py)."""
     hold = {FP16: lambda r: FakeResponse(body=chat_json(), delays_s={0: 1.0})}
-    h = await make_harness(one_pair_of_capacity(4), routes=hold, engine_deadline_factor=0)
+    h = await make_harness(
+        one_pair_of_capacity(4), routes=hold, engine_deadline_factor=0, flow_queue=False
+    )
     bursty, steady = {"x-gearbox-tenant": "bursty"}, {"x-gearbox-tenant": "steady"}
 
     async def ask(headers: dict[str, str]) -> tuple[int, dict[str, str]]:
@@ -148,7 +150,7 @@ async def test_a_bursting_tenant_gets_its_fair_share_of_an_overloaded_pair_and_n
 async def test_the_fair_share_is_judged_on_the_pair_that_serves(make_harness: MakeHarness) -> None:
     """Outside the canary fraction (0 here) the family baseline, fam@fp16, serves: its
     capacity (4) is what the tenants share, not the fleet of the cheap pair the router would
-    have chosen (64 more, never overloaded here)."""
+    have chosen (64 more, never full here)."""
     fp16 = pair_entry("fam", "fp16", urls=[FP16], accuracy=0.9, usd_per_mtok=4.0, ttft_base_s=1.0)
     fp16["latency"]["max_profiled_load"] = 4
     int4 = pair_entry("fam", "int4", urls=[INT4], accuracy=0.6, precision_rank=1)
@@ -156,7 +158,7 @@ async def test_the_fair_share_is_judged_on_the_pair_that_serves(make_harness: Ma
         url: lambda r: FakeResponse(body=chat_json(), delays_s={0: 1.0}) for url in (FP16, INT4)
     }
     table = make_table([fp16, int4], policy={"canary_fraction": 0.0, **FLAT_SHARES})
-    h = await make_harness(table, routes=routes, engine_deadline_factor=0)
+    h = await make_harness(table, routes=routes, engine_deadline_factor=0, flow_queue=False)
 
     async def ask(tenant: str) -> int:
         headers = {"x-gearbox-tenant": tenant}

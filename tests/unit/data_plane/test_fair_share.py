@@ -1,20 +1,28 @@
-"""decision/fair_share.py: each tenant's share of an overloaded fleet, work-conserving."""
+"""decision/fair_share.py: each active tenant's share of a contended fleet, work-conserving;
+a tenant refused lately still counts as active."""
 
 from __future__ import annotations
 
 import pytest
 
-from data_plane.decision.fair_share import over_fair_share
-from data_plane.resilience.tenant_load import TenantLoad
-from tests.unit.data_plane.admission_fleet import BURST, FP16, INT4, ONE_X, fleet
-
-FULLISH = {INT4: 7.0, FP16: 7.0}  # room on both pairs: the budget alone sheds nothing here
+from data_plane.decision.fair_share import ACTIVE_S, over_fair_share
+from data_plane.resilience.tenant_load import MAX_REFUSED, TenantLoad
+from tests.unit.data_plane.admission_fleet import FP16, INT4, fleet, seen
 
 
-def over(tenant: str, tenants: dict[str, dict[str, int]], offered: float = BURST) -> bool:
-    found = fleet(FULLISH, offered, tenants)
+def over(
+    tenant: str,
+    tenants: dict[str, dict[str, int]],
+    load: dict[str, float] | None = None,
+    refused: dict[str, dict[str, float]] | None = None,
+    now: float = 0.0,
+) -> bool:
+    """Whether `tenant` is over its share; the load defaults to what `tenants` hold."""
+    if load is None:
+        load = {f"{p}#0": float(sum(t.values())) for p, t in tenants.items()}
+    found = fleet(load, tenants, share=1.0)  # 8 a pair, 16 in all
     assert found is not None
-    return over_fair_share(found, tenant, tenants) is not None
+    return over_fair_share(found, tenant, seen(tenants, refused, now), 0.39) is not None
 
 
 # The bursty tenant holds 11 of the 14 in flight, across both pairs; the steady one 3, on int4.
@@ -22,8 +30,8 @@ HOLDING = {"fam@int4": {"bursty": 4, "steady": 3}, "fam@fp16": {"bursty": 7}}
 
 
 def test_a_steady_tenant_is_protected_under_a_burst() -> None:
-    # The fleet sustains 16 in flight within the 400 ms budget (8 a pair, not the profiled
-    # 64): 8 each for two tenants. The bursty tenant is past it, the steady one is not.
+    # 8 each for two tenants: 2 free, the steady tenant may still ask 5: the bursty one is
+    # refused, the steady one and a newcomer are not.
     assert over("bursty", HOLDING)
     assert not over("steady", HOLDING)
     assert not over("newcomer", HOLDING)  # 16 / 3 each; it holds none
@@ -35,34 +43,42 @@ def test_the_fleet_is_shared_not_the_one_pair_chosen() -> None:
     assert over("bursty", tenants)
 
 
-def test_nobody_is_limited_without_overload() -> None:
-    assert not over("bursty", HOLDING, offered=ONE_X)
+def test_within_its_share_a_tenant_is_never_refused_here() -> None:
+    assert not over("bursty", {"fam@int4": {"bursty": 7}, "fam@fp16": {"steady": 8}})
+    assert over("bursty", {"fam@int4": {"bursty": 8}, "fam@fp16": {"steady": 1}})
 
 
-def test_work_conserving_idle_tenants_take_no_share() -> None:
+def test_a_lone_tenant_gets_the_whole_fleet() -> None:
     alone = {"fam@int4": {"bursty": 7}, "fam@fp16": {"bursty": 7}}
-    assert not over("bursty", alone)  # alone in the fleet: nobody to protect
-    # A tenant that sent earlier but has nothing in flight takes no share: a and b split 16,
-    # 8 each (with a third counted, a would be limited at 5.3).
-    assert not over("a", {"fam@int4": {"a": 7, "b": 2}, "fam@fp16": {"b": 5}})
-    assert not over("a", {"fam@int4": {"a": 6, "b": 3}, "fam@fp16": {"b": 5}})
+    assert not over("bursty", alone)
+
+
+def test_a_tenant_refused_lately_counts_as_active_and_then_fades() -> None:
+    """Issue 32, finding 2: a light tenant refused by a full fleet had nothing in flight and
+    so took no share; the bulk tenant refilled every slot that freed. Refused lately, it now
+    counts: the bulk tenant, holding 14 of 16, is held to its half."""
+    bulk = {"fam@int4": {"bulk": 7}, "fam@fp16": {"bulk": 7}}
+    refused = {"fam@int4": {"light": 0.0}}
+    assert over("bulk", bulk, refused=refused, now=ACTIVE_S)
+    assert not over("bulk", bulk, refused=refused, now=ACTIVE_S + 0.1)
+    assert not over("light", bulk, refused=refused)  # its own refusal does not count
 
 
 def test_a_replica_divides_only_its_part_of_the_fleet() -> None:
-    # 14 in flight, 6 of them this replica's: its part is 7 / 15 of 16, 3.7 per tenant.
+    # 15 in flight, 6 of them this replica's: its part is 7 / 16 of 16, 3.5 per tenant.
     tenants = {"fam@int4": {"a": 5, "b": 1}}
-    assert over("a", tenants)
-    assert not over("b", tenants)
+    load = {INT4: 8.0, FP16: 7.0}
+    assert over("a", tenants, load)
+    assert not over("b", tenants, load)
 
 
 def test_the_retry_after_is_the_time_to_fall_back_under_the_share() -> None:
-    found = fleet(FULLISH, BURST, HOLDING)
+    found = fleet({INT4: 7.0, FP16: 7.0}, HOLDING, share=1.0)
     assert found is not None
-    verdict = over_fair_share(found, "bursty", HOLDING)
+    verdict = over_fair_share(found, "bursty", seen(HOLDING), 0.39)
     assert verdict is not None
     assert (verdict.held, verdict.share) == (11, 8)
-    # int4 at 7 with this request: 0.15 + 0.03 x 8 = 0.39 s; 4 of its 11 must finish.
-    assert verdict.retry_after_s == pytest.approx(4 * 0.39 / 11)
+    assert verdict.retry_after_s == pytest.approx(4 * 0.39 / 11)  # 4 of its 11 must finish
 
 
 def test_tenant_load_keeps_only_tenants_in_flight() -> None:
@@ -72,9 +88,26 @@ def test_tenant_load_keeps_only_tenants_in_flight() -> None:
     load.start("p", "b")
     assert dict(load.at("p")) == {"a": 3, "b": 1}
     assert {p: dict(t) for p, t in load.by_pair().items()} == {"p": {"a": 3, "b": 1}}
+    assert not load.alone("a")
     load.end("p", "b")
     load.end("p", "ghost")  # never started: ignored
     assert dict(load.at("p")) == {"a": 3}
+    assert load.alone("a")
     for _ in range(3):
         load.end("p", "a")
     assert dict(load.at("p")) == {}
+    assert load.alone("anyone")
+
+
+def test_tenant_load_remembers_refusals_for_a_while_and_boundedly() -> None:
+    now = [0.0]
+    load = TenantLoad(lambda: now[0])
+    load.refused("p", "light")
+    assert not load.alone("bulk")
+    assert load.alone("light")
+    now[0] = ACTIVE_S + 0.5
+    assert load.alone("bulk")
+    for i in range(MAX_REFUSED + 10):
+        load.refused("p", f"t{i}")
+    assert len(load.refusals()["p"]) == MAX_REFUSED
+    assert "light" not in load.refusals()["p"]  # older than ACTIVE_S: gone

@@ -1,0 +1,63 @@
+"""One request as admission judges it (who sent it, what it asks, on what health), and the
+verdict a door that may queue it gets instead of a refusal (docs/data_plane.md, "Flow
+control"): what `decision_step.DecisionStep` hands to `serving.flow`."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from contracts.policy import PriorityClass
+from data_plane.decision.feasibility import effective_limits
+from data_plane.domain import CompiledTable, HealthView, RouteRequest
+from data_plane.errors import Shed
+from data_plane.request.inbound import InboundRequest
+
+
+class Who(NamedTuple):
+    """A request's tenant (itself, for fair shares; its metric label) and priority class."""
+
+    tenant: str
+    label: str
+    priority: str
+    klass: PriorityClass
+
+
+class Asked(NamedTuple):
+    """One request as admission judges it: the table, the request, the health it was
+    decided on, who sent it, and whether its door may hold it in a queue."""
+
+    table: CompiledTable
+    req: RouteRequest
+    health: HealthView
+    who: Who
+    may_wait: bool = False
+
+
+class Full(Exception):  # noqa: N818 - a verdict handed to the door, not an error
+    """Admission would refuse the request now and its door may queue it instead
+    (`serving.flow`): what re-deciding it and refusing it later need. Nothing is counted
+    yet; its tenant already counts as active (`TenantLoad.refused`)."""
+
+    def __init__(self, asked: Asked, inbound: InboundRequest, shed: Shed, service_s: float):
+        super().__init__(shed.message)
+        self.asked = asked
+        self.inbound = inbound
+        self.shed = shed  # the 429 to answer if it is refused after all
+        self.service_s = service_s  # predicted seconds of its answer on the cheapest pair, idle
+
+    @property
+    def tenant(self) -> str:
+        return self.asked.who.tenant
+
+    @property
+    def priority(self) -> str:
+        return self.asked.who.priority
+
+    @property
+    def band(self) -> float:
+        """Bands in order: a larger share first (critical, standard, batch by default)."""
+        return -self.asked.who.klass.share
+
+    @property
+    def budget_s(self) -> float | None:
+        return effective_limits(self.asked.table, self.asked.req).latency_s

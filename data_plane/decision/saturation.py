@@ -1,0 +1,179 @@
+"""Observed saturation: whether the pairs that could serve a request have room for it now
+(docs/data_plane.md, "Flow control").
+
+PURE. A request's *fleet* is every pair of its model that meets it unloaded (the table's word,
+at a load of 1, with an endpoint not ejected), in the table's cost order. A pair *has room*
+when one of its live endpoints has fewer requests in flight than the request may fill there:
+the pair's sustainable concurrency (`capacity.fleet_sustainable`: at which the budget less the
+pair's margin still holds, at least 1), or, while the fleet is *pressed*, its class's line
+(`capacity.class_line`: its share of that, at least 1). The fleet is pressed for a class when
+its requests in flight, this one included, exceed the class's share of what the fleet
+sustains: only then is the rest kept for the classes above, so a class with share 0.75 fills
+a cheap pair to its sustainable concurrency while the fleet has room to spare, and stops at
+its line on every pair once the fleet is three-quarters busy. In flight is what
+`HealthView.load` holds: this replica's requests, the other replicas' shared counts and the
+engines' scraped waiting queue. Nothing refused or queued counts: a refused request never
+reached an engine, and a queued one waits in this replica's queue, not at the pair. The fleet
+is *full* when no pair has room.
+
+The invariant this gives (property-tested, tests/unit/data_plane/test_saturation_props.py):
+a pair that meets the request unloaded and has nothing in flight always has room, so such a
+request is never queued or refused while that pair is idle; and it is never refused while
+such a pair is below its class line (nor, while the fleet is not pressed, below its
+sustainable concurrency).
+
+What it cannot know: requests other replicas sent since their last shared count, and queues
+the engines built since their last scrape (both lag by their intervals); an engine slower than
+its profile (the margin takes part of that off the budget).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from data_plane.decision.capacity import (
+    MARGIN_WINDOW_S,
+    class_line,
+    fleet_sustainable,
+    predicted_at,
+)
+from data_plane.decision.feasibility import Limits, effective_limits, first_violation, predict
+from data_plane.domain import Candidate, CompiledTable, HealthView, RouteRequest
+
+
+class Seen(NamedTuple):
+    """What this replica saw for one decision: its requests in flight per pair and tenant
+    (None in gateway mode, which does not see requests end), the tenants it refused lately
+    per pair (tenant -> when), and per pair the margin its answers ask for, read at `now`."""
+
+    tenants: Mapping[str, Mapping[str, int]] | None
+    now: float
+    margins: Mapping[str, tuple[float, float]] | None = None  # pair -> (seconds, at)
+    refused: Mapping[str, Mapping[str, float]] | None = None  # pair -> tenant -> at
+
+    def margin_s(self, pair: str) -> float:
+        """`pair`'s margin now: its last estimate, decaying over MARGIN_WINDOW_S since."""
+        raw = None if self.margins is None else self.margins.get(pair)
+        if raw is None:
+            return 0.0
+        value, at = raw
+        return value * math.exp(-max(0.0, self.now - at) / MARGIN_WINDOW_S)
+
+
+@dataclass(frozen=True, slots=True)
+class PairRoom:
+    """One pair of a request's fleet: its sustainable concurrency and the class's line per
+    live endpoint, and what is in flight there now."""
+
+    candidate: Candidate  # predicted at zero load (its live endpoints)
+    per_endpoint: float
+    line: float
+    load: float  # requests in flight at its live endpoints, summed
+    least: float  # at its least loaded live endpoint
+
+    @property
+    def pair(self) -> str:
+        return self.candidate.pair.pair
+
+    @property
+    def has_room(self) -> bool:
+        """Room below the class's line (what the fast path checks: room whether or not the
+        fleet is pressed)."""
+        return self.least + 1.0 <= self.line
+
+    def limit(self, pressed: bool) -> float:
+        """The requests per endpoint this one may make: the class's line while the fleet is
+        pressed, else the sustainable concurrency."""
+        return self.line if pressed else self.per_endpoint
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """The request's fleet now (see the module docstring)."""
+
+    pairs: tuple[PairRoom, ...]
+    capacity: float  # this replica's part of the summed class lines
+    load: float  # requests in flight at the fleet's live endpoints (all replicas, queues)
+    part: float  # this replica's part: (its own in flight + 1) / (load + 1), at most 1
+    pressed: bool  # load + 1 past the class's share of the summed sustainable concurrency
+
+    @property
+    def full(self) -> bool:
+        return not self.with_room()
+
+    def with_room(self) -> frozenset[str]:
+        return frozenset(p.pair for p in self.pairs if p.least + 1.0 <= p.limit(self.pressed))
+
+
+def room_at(
+    cand: Candidate,
+    limits: Limits,
+    req: RouteRequest,
+    health: HealthView,
+    klass: tuple[float, float],
+) -> PairRoom:
+    """`cand`'s pair for this request; `klass`: (the class's share, the pair's margin)."""
+    share, margin = klass
+    per = fleet_sustainable(cand.pair, limits, req.facts.input_chars, margin)
+    loads = [health.load.get(e.id, 0.0) for e in cand.endpoints]
+    return PairRoom(cand, per, class_line(per, share), sum(loads), min(loads))
+
+
+def fleet_of(
+    table: CompiledTable, req: RouteRequest, health: HealthView, seen: Seen, share: float
+) -> Fleet | None:
+    """The request's fleet for a class of `share`, or None when no pair meets the request
+    even unloaded (a miss no load explains)."""
+    limits = effective_limits(table, req)
+    cands = unloaded(table, req, health, limits)
+    return assemble(cands, (req, limits), health, seen, share) if cands else None
+
+
+def unloaded(
+    table: CompiledTable, req: RouteRequest, health: HealthView, limits: Limits
+) -> tuple[Candidate, ...]:
+    """Every pair of the request's model, in the table's cost order, that meets every rule
+    at a load of 1 with an endpoint not ejected."""
+    chars, out = req.facts.input_chars, limits.output_tokens
+    found: list[Candidate] = []
+    for row in table.scan_rows.get(req.facts.alias, ()):
+        live = tuple(e for e in row.endpoints if e.id not in health.open_endpoints)
+        if not live:
+            continue
+        cand = predict(row.pair, live, chars, out, {})
+        if first_violation(cand, limits) is None:
+            found.append(cand)
+    return tuple(found)
+
+
+def assemble(
+    cands: tuple[Candidate, ...],
+    asked: tuple[RouteRequest, Limits],
+    health: HealthView,
+    seen: Seen,
+    share: float,
+) -> Fleet:
+    """The fleet of `cands` (a canary's baseline alone, or the pairs `unloaded` found), for
+    the request and its effective limits."""
+    req, limits = asked
+    pairs = tuple(
+        room_at(c, limits, req, health, (share, seen.margin_s(c.pair.pair))) for c in cands
+    )
+    load = sum(p.load for p in pairs)
+    mine = 0.0
+    if seen.tenants is not None:
+        mine = sum(sum(seen.tenants.get(p.pair, {}).values()) for p in pairs)
+    # This request counted as this replica's own; a door that sends nothing itself (gateway
+    # mode) has the whole fleet as its part.
+    part = 1.0 if seen.tenants is None else min(1.0, (mine + 1.0) / (load + 1.0))
+    capacity = sum(p.line * len(p.candidate.endpoints) for p in pairs) * part
+    sustained = sum(p.per_endpoint * len(p.candidate.endpoints) for p in pairs)
+    return Fleet(pairs, capacity, load, part, load + 1.0 > share * sustained)
+
+
+def latency_now_s(room: PairRoom, limits: Limits, input_chars: int) -> float:
+    """`room`'s predicted seconds at its least loaded endpoint's load, this request included."""
+    return predicted_at(room.candidate.pair, limits, input_chars, room.least + 1.0)

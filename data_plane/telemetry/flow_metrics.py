@@ -1,0 +1,69 @@
+"""The flow-control queue's metrics (docs/METRICS.md, "Flow control"): how many requests wait
+per priority band, how long they waited, and what became of them: dispatched, or refused by
+reason. Tenant labels are the bounded ones of `telemetry.tenants`; bands are the policy's
+priority classes."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from data_plane.telemetry.series import Exposition
+
+WAIT_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class Refusal(StrEnum):
+    """Why a waiting request (or one the queue would not take) was refused."""
+
+    DEADLINE = "deadline"  # its budget less the predicted service time ran out
+    QUEUE_FULL = "queue_full"  # the replica's queue holds FLOW_QUEUE_MAX requests
+    TENANT_LIMIT = "tenant_limit"  # its tenant has FLOW_QUEUE_PER_TENANT waiting
+
+
+class FlowMetrics:
+    """Queue length and wait per band, requests queued per tenant, dispatches and refusals."""
+
+    def __init__(self, r: Exposition) -> None:
+        self.queued = r.gauge(
+            "gearbox_flow_queue_length", "Requests waiting in this replica's queue", ["priority"]
+        )
+        self.wait = r.histogram(
+            "gearbox_flow_queue_wait_seconds",
+            "Time a request waited in the queue, dispatched or refused",
+            ["priority", "outcome"],
+            buckets=WAIT_BUCKETS_S,
+        )
+        self.entered = r.counter(
+            "gearbox_flow_queued_total", "Requests that had to wait", ["tenant", "priority"]
+        )
+        self.dispatched = r.counter(
+            "gearbox_flow_dispatched_total", "Waiting requests dispatched", ["priority"]
+        )
+        self.refused = r.counter(
+            "gearbox_flow_refused_total",
+            "Requests the queue refused (429), by reason",
+            ["priority", "reason"],
+        )
+
+    def touch(self, tenant: str, priority: str) -> None:
+        """Create a tenant label's and a band's series at 0, so they are exported before
+        anything waits (as the tenant counters are)."""
+        self.entered.labels(tenant, priority)
+        self.queued.labels(priority)
+        self.dispatched.labels(priority)
+        for outcome in ("dispatched", "refused"):
+            self.wait.labels(priority, outcome)
+        for reason in Refusal:
+            self.refused.labels(priority, reason)
+
+    def waiting(self, priority: str, delta: int) -> None:
+        self.queued.labels(priority).inc(delta)
+
+    def left(self, priority: str, waited_s: float, refusal: Refusal | None) -> None:
+        """A waiting request left the queue: dispatched (`refusal` None) or refused."""
+        outcome = "dispatched" if refusal is None else "refused"
+        self.wait.labels(priority, outcome).observe(waited_s)
+        if refusal is None:
+            self.dispatched.labels(priority).inc()
+        else:
+            self.refused.labels(priority, refusal).inc()

@@ -1,0 +1,195 @@
+"""serving/flow.py: the queue inside the budget. A waiting request is dispatched when a
+decision finds room, in order (band, then tenants in turn, then earliest deadline), refused
+at its deadline or at a bound, and leaves at once when its client goes away."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import cast
+
+import pytest
+
+from contracts.policy import PriorityClass
+from data_plane.asked import Asked, Full, Who
+from data_plane.decision_step import Decided
+from data_plane.domain import Budget, HealthView
+from data_plane.errors import Shed
+from data_plane.request.inbound import InboundRequest
+from data_plane.serving.flow import TRIES_PER_WAKE, FlowLimits, FlowQueue
+from data_plane.telemetry.flow_metrics import FlowMetrics, Refusal
+from data_plane.telemetry.series import Exposition
+from tests.support.waiting import eventually
+from tests.unit.data_plane.admission_fleet import bench_fleet, request
+
+STANDARD = PriorityClass(share=0.75, sheddable=True)
+BATCH = PriorityClass(share=0.5, sheddable=True)
+
+
+def full(tenant: str, budget_s: float = 60.0, klass: PriorityClass = STANDARD) -> Full:
+    """A request every pair was full for, predicted at 0.1 s on an idle pair."""
+    name = "standard" if klass is STANDARD else "batch"
+    asked = Asked(bench_fleet(), request(Budget(latency_s=budget_s)), HealthView(),
+                  Who(tenant, tenant, name, klass), True)  # fmt: skip
+    return Full(asked, cast(InboundRequest, None), Shed("full", retry_after_s=0.5), 0.1)
+
+
+class Step:
+    """The decision step as the queue sees it: `room` decisions to hand out, then Full."""
+
+    def __init__(self) -> None:
+        self.room = 0
+        self.order: list[str] = []
+        self.refused: list[str] = []
+        self.ended: list[Decided] = []
+
+    def again(self, f: Full) -> Decided:
+        if self.room <= 0:
+            raise f
+        self.room -= 1
+        self.order.append(f.tenant)
+        return cast(Decided, f.tenant)
+
+    def refuse(self, f: Full, retry_after_s: float, why: str) -> Shed:
+        self.refused.append(f"{f.tenant}: {why}")
+        return Shed(why, retry_after_s=retry_after_s)
+
+    def finished(self, decided: Decided) -> None:
+        self.ended.append(decided)
+
+
+class Queue:
+    def __init__(self, limits: FlowLimits | None = None) -> None:
+        self.step = Step()
+        self.metrics = FlowMetrics(Exposition())
+        self.flow = FlowQueue(self.step, self.metrics, limits or FlowLimits())
+
+
+async def enqueue(q: Queue, *fulls: Full) -> list[asyncio.Task[Decided]]:
+    loop = asyncio.get_running_loop()
+    tasks = []
+    for f in fulls:
+        tasks.append(asyncio.create_task(q.flow.wait(f, loop.time())))
+        await asyncio.sleep(0)  # each queued in turn
+    await eventually(lambda: len(q.flow) == len(fulls), what="all waiting")
+    return tasks
+
+
+async def drain(q: Queue, n: int) -> list[str]:
+    """`n` slots free one at a time, each as a request finishes."""
+    for _ in range(n):
+        q.step.room += 1
+        q.flow.finished()
+        await asyncio.sleep(0)
+    return q.step.order
+
+
+async def test_a_waiting_request_is_dispatched_when_a_request_finishes() -> None:
+    q = Queue()
+    (task,) = await enqueue(q, full("a"))
+    q.flow.finished()  # no room yet: it keeps waiting
+    await asyncio.sleep(0)
+    assert not task.done()
+    assert await drain(q, 1) == ["a"]
+    assert await task == cast(Decided, "a")
+    assert len(q.flow) == 0
+    assert q.metrics.dispatched.labels("standard").value == 1
+
+
+async def test_bands_first_then_tenants_in_turn_then_earliest_deadline() -> None:
+    q = Queue()
+    tasks = await enqueue(
+        q,
+        full("bulk", 50.0), full("bulk", 40.0), full("bulk", 30.0),
+        full("batchy", 1.0, BATCH),
+        full("light", 60.0),
+    )  # fmt: skip
+    order = await drain(q, 5)
+    # Standard before batch; bulk and light take turns (bulk queued first); bulk's earliest
+    # deadline first; batch last though its deadline is the earliest of all.
+    assert order == ["bulk", "light", "bulk", "bulk", "batchy"]
+    assert [str(d) for d in await asyncio.gather(*tasks)] == ["bulk"] * 3 + ["batchy", "light"]
+
+
+async def test_a_light_tenant_goes_ahead_of_a_bulk_backlog() -> None:
+    q = Queue()
+    tasks = await enqueue(q, *(full("bulk") for _ in range(6)), full("light"))
+    assert (await drain(q, 2)) == ["bulk", "light"]
+    q.step.room = 10
+    q.flow.kick()
+    await asyncio.gather(*tasks)
+
+
+async def test_refused_at_its_deadline_with_the_reason_counted() -> None:
+    q = Queue()
+    (task,) = await enqueue(q, full("a", budget_s=0.15))  # 0.05 s of wait allowed
+    with pytest.raises(Shed):
+        await task
+    assert q.step.refused == ["a: its budget no longer allows a wait for room"]
+    assert len(q.flow) == 0
+    assert q.metrics.refused.labels("standard", Refusal.DEADLINE).value == 1
+
+
+async def test_a_request_whose_budget_is_already_spent_is_refused_at_once() -> None:
+    q = Queue()
+    loop = asyncio.get_running_loop()
+    with pytest.raises(Shed):
+        await q.flow.wait(full("a", budget_s=0.15), loop.time() - 1.0)
+    assert len(q.flow) == 0
+
+
+async def test_the_bounds_refuse_past_them() -> None:
+    q = Queue(FlowLimits(max_waiting=3, per_tenant=2))
+    tasks = await enqueue(q, full("a"), full("a"), full("b"))
+    loop = asyncio.get_running_loop()
+    with pytest.raises(Shed):
+        await q.flow.wait(full("c"), loop.time())
+    with pytest.raises(Shed):
+        await q.flow.wait(full("a"), loop.time())
+    assert [r.split(":")[0] for r in q.step.refused] == ["c", "a"]
+    assert q.metrics.refused.labels("standard", Refusal.QUEUE_FULL).value == 2
+    q2 = Queue(FlowLimits(max_waiting=10, per_tenant=1))
+    more = await enqueue(q2, full("a"))
+    with pytest.raises(Shed):
+        await q2.flow.wait(full("a"), loop.time())
+    assert q2.metrics.refused.labels("standard", Refusal.TENANT_LIMIT).value == 1
+    for t in [*tasks, *more]:
+        t.cancel()
+
+
+async def test_a_client_that_goes_away_leaves_the_queue_at_once() -> None:
+    q = Queue()
+    gone, stays = await enqueue(q, full("a"), full("b"))
+    gone.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await gone
+    assert len(q.flow) == 1
+    assert await drain(q, 1) == ["b"]
+    assert await stays == cast(Decided, "b")
+
+
+async def test_a_request_dispatched_as_its_client_goes_away_gives_its_share_back() -> None:
+    q = Queue()
+    (task,) = await enqueue(q, full("a"))
+    q.step.room = 1
+    q.flow.kick()  # dispatched: its decision holds a share ...
+    task.cancel()  # ... and the client is gone before the handler resumes
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert q.step.ended == [cast(Decided, "a")]
+
+
+async def test_a_wake_up_decides_again_a_bounded_number_of_waiting_requests() -> None:
+    q = Queue()
+    tasks = await enqueue(q, *(full(f"t{i}") for i in range(TRIES_PER_WAKE + 5)))
+    tried: list[str] = []
+    again = q.step.again
+
+    def counting(f: Full) -> Decided:
+        tried.append(f.tenant)
+        return again(f)
+
+    q.step.again = counting  # type: ignore[method-assign]
+    q.flow.kick()  # no room anywhere: each tenant's head is tried, up to the bound
+    assert len(tried) == TRIES_PER_WAKE
+    for t in tasks:
+        t.cancel()

@@ -1,0 +1,120 @@
+"""decision/saturation.py: a request's fleet is every pair that meets it unloaded, and it is
+full only when each holds, in flight, what the request's class may fill there."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from data_plane.decision.admission import admit
+from data_plane.decision.capacity import MARGIN_WINDOW_S, sustainable_load
+from data_plane.decision.choose import choose_route
+from data_plane.decision.saturation import Fleet, Seen, fleet_of
+from data_plane.domain import Budget, HealthView, RouteDecision
+from tests.unit.data_plane.admission_fleet import (
+    FP16,
+    INT4,
+    STANDARD,
+    bench_fleet,
+    fleet,
+    request,
+)
+from tests.unit.data_plane.test_capacity import limits
+
+
+def test_the_fleet_is_the_pairs_that_meet_the_request_unloaded() -> None:
+    found = fleet({}, share=1.0)
+    assert found is not None
+    assert [(p.pair, p.per_endpoint, p.line) for p in found.pairs] == [
+        ("fam@int4", 8, 8),
+        ("fam@fp16", 8, 8),
+    ]
+    assert found.capacity == 16
+    assert not found.full
+
+
+@pytest.mark.parametrize(
+    ("load", "pressed", "full"),
+    [
+        ({INT4: 5, FP16: 5}, False, False),
+        ({INT4: 8, FP16: 3}, False, False),  # 12 with it: not past 75% of 16
+        ({INT4: 8, FP16: 4}, True, False),  # 13: pressed, fp16 below its line of 6
+        ({INT4: 6, FP16: 6}, True, True),
+        ({INT4: 8, FP16: 8}, True, True),
+    ],
+)
+def test_full_is_every_pair_at_what_the_class_may_fill(
+    load: dict[str, float], pressed: bool, full: bool
+) -> None:
+    found = fleet(load)  # standard: 6 of 8 a pair once pressed, else 8
+    assert found is not None
+    assert (found.pressed, found.full) == (pressed, full)
+
+
+def test_an_ejected_pair_leaves_the_fleet() -> None:
+    health = HealthView(load={INT4: 8}, open_endpoints=frozenset({FP16}))
+    found = fleet_of(bench_fleet(), request(), health, Seen({}, 0.0), 0.75)
+    assert found is not None
+    assert [p.pair for p in found.pairs] == ["fam@int4"]
+    assert found.full
+
+
+def test_no_fleet_when_no_pair_meets_the_request_even_unloaded() -> None:
+    assert fleet({}, budget=Budget(latency_s=0.1)) is None
+
+
+def test_a_replica_counts_its_own_part_of_the_fleet() -> None:
+    # 16 in flight, 3 of them this replica's: with this request its part is 4 / 17.
+    found = fleet({INT4: 8, FP16: 8}, {"fam@int4": {"a": 3}}, share=1.0)
+    assert found is not None
+    assert found.part == pytest.approx(4 / 17)
+    assert found.capacity == pytest.approx(16 * 4 / 17)
+
+
+def test_a_door_that_sends_nothing_itself_has_the_whole_fleet_as_its_part() -> None:
+    # Gateway mode: Envoy sends the requests; the scraped load is what it judges.
+    health = HealthView(load={INT4: 8, FP16: 7})
+    found = fleet_of(bench_fleet(), request(), health, Seen(None, 0.0), 1.0)
+    assert found is not None
+    assert (found.part, found.capacity, found.pressed, found.full) == (1.0, 16, False, False)
+
+
+def test_a_fleet_with_a_margin_sustains_less_and_the_margin_decays() -> None:
+    """7 in flight a pair: room within the 8 they sustain on the table's word, none within
+    the 7 they sustain once the 20 ms their answers run late is allowed for; a margin
+    estimated long ago (no answers since) fades back to the table's word."""
+    health = HealthView(load={INT4: 7, FP16: 7})
+
+    def found(margins: dict[str, tuple[float, float]], now: float = 0.0) -> Fleet:
+        got = fleet_of(bench_fleet(), request(), health, Seen({}, now, margins), 1.0)
+        assert got is not None
+        return got
+
+    assert not found({}).full
+    late = found({"fam@int4": (0.02, 0.0), "fam@fp16": (0.02, 0.0)})
+    assert [p.per_endpoint for p in late.pairs] == [7, 7]
+    assert late.full
+    assert not found({"fam@int4": (0.02, -100.0), "fam@fp16": (0.02, -100.0)}).full
+    assert Seen(None, 10.0, {"p": (0.02, 0.0)}).margin_s("p") == pytest.approx(
+        0.02 * math.exp(-10.0 / MARGIN_WINDOW_S)
+    )
+
+
+def test_a_margin_alone_never_makes_an_idle_fleet_full() -> None:
+    """A tight 200 ms budget the int4 pair meets idle (0.18 s) but not once a 30 ms margin
+    is allowed for (0.17 s left), nothing in flight anywhere. The miss is the prediction's
+    error, which no wait cures: the pair still takes one request, and admission serves the
+    request as decided."""
+    tight = Budget(latency_s=0.2)
+    margins = {"fam@int4": (0.03, 0.0), "fam@fp16": (0.03, 0.0)}
+    assert sustainable_load(bench_fleet().pairs[0], limits(0.2), 8, margin_s=0.03) == 0
+    health = HealthView(load={})
+    found = fleet_of(bench_fleet(), request(tight), health, Seen({}, 0.0, margins), 0.75)
+    assert found is not None
+    assert [(p.per_endpoint, p.line) for p in found.pairs] == [(1.0, 1.0), (1.0, 1.0)]
+    assert not found.full
+    decided = choose_route(bench_fleet(), request(tight), health, random.Random(0))
+    assert isinstance(decided, RouteDecision)
+    assert admit(bench_fleet(), request(tight), health, decided, STANDARD, found) is decided
