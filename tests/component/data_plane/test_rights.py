@@ -50,9 +50,13 @@ async def test_a_bulk_client_claiming_critical_does_not_starve_a_standard_client
     """No keys, no trusted gateway: the bulk tenant's `X-Priority: critical` is served as the
     default class (sheddable), so past its fair share it is shed like any standard request
     and the steady tenant beside it is served. On 95376ca the claimed critical class was
-    never shed: all 6 bulk requests went in and filled the pair."""
+    never shed: all 6 bulk requests went in and filled the pair. The flow queue is off, so
+    the bulk requests past their share are refused at once rather than held until the pair
+    drains (with the queue they wait: tests/component/data_plane/test_tenant_fairness.py)."""
     hold = {FP16: lambda r: FakeResponse(body=chat_json(), delays_s={0: 1.0})}
-    h = await make_harness(one_pair_of_capacity(4), routes=hold, engine_deadline_factor=0)
+    h = await make_harness(
+        one_pair_of_capacity(4), routes=hold, engine_deadline_factor=0, flow_queue=False
+    )
     bulk = {"x-gearbox-tenant": "bulk", "X-Priority": "critical"}
     steady = {"x-gearbox-tenant": "steady"}
     burst = [asyncio.create_task(ask(h, bulk)) for _ in range(2)]
