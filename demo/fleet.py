@@ -124,7 +124,7 @@ def launch_engines(
     return started
 
 
-def fleet_pair(working: Working) -> FleetPair:
+def fleet_pair(working: Working, hardware: str = CPU_HARDWARE) -> FleetPair:
     engine = working.engine
     return FleetPair(
         REAL_FAMILY,
@@ -132,7 +132,7 @@ def fleet_pair(working: Working) -> FleetPair:
         engine.served_name,
         engine.url,
         CPU_HOURLY_USD,
-        CPU_HARDWARE,
+        hardware,
         started_s=working.up_s,
         rss_bytes=rss_bytes(engine.child.process.pid),
         smoke_tokens_per_s=working.smoke.tokens_per_s,
@@ -145,12 +145,13 @@ async def start_real_engines(
     logs: Path,
     kv_gib: int = 1,
     extra_flags: tuple[str, ...] = (),
+    hardware: str = CPU_HARDWARE,
 ) -> tuple[list[FleetPair], list[Dropped]]:
     """Start the variants' engines at once; each must answer /health and one real completion
     (demo.engine_check). Returns the working pairs, and the variants dropped with the reason."""
     started = launch_engines(children, variants, logs, kv_gib, extra_flags)
     working, dropped = await check_engines(started, ENGINE_STARTUP_TIMEOUT_S)
-    return [fleet_pair(w) for w in working], dropped
+    return [fleet_pair(w, hardware) for w in working], dropped
 
 
 async def start_simulated_fleet(children: ExitStack, logs: Path) -> list[FleetPair]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.profile_report import ProfileReport
 from demo.engine_check import Dropped, require_two
+from demo.estimate import estimate
 from demo.fleet import (
     FleetPair,
     check_engine_memory,
@@ -29,7 +31,7 @@ from demo.fleet import (
 )
 from demo.plot import plot_report
 from demo.processes import StartupError
-from demo.profiling import HOLDOUT, REAL_SWEEP, SIM_SWEEP, profile_fleet
+from demo.profiling import HOLDOUT, REAL_SWEEP, SIM_SWEEP, profile_fleet, sweep_tokens
 from demo.replay import make_client, replay
 from demo.report import (
     breakers_from_metrics,
@@ -91,7 +93,8 @@ async def start_fleet(
     plan = plan_variants(DEMO_VARIANTS, problems)
     for line in [d.line() for d in plan.dropped] + list(plan.notes):
         print(line, flush=True)
-    fleet, dropped = await _start_checked(children, plan.start, logs)
+    hardware = f"{os.cpu_count()}-vCPU {caps['cpu']} ({caps['isa']}), vLLM CPU"
+    fleet, dropped = await _start_checked(children, plan.start, logs, hardware)
     stand_ins: list[str] = []
     for gone in dropped:
         stand_in, note = replacement(gone.variant, problems, [*plan.start, *stand_ins])
@@ -99,18 +102,23 @@ async def start_fleet(
         if stand_in is not None:
             stand_ins.append(stand_in)
     if stand_ins:
-        more, lost = await _start_checked(children, tuple(stand_ins), logs)
+        more, lost = await _start_checked(children, tuple(stand_ins), logs, hardware)
         fleet, dropped = fleet + more, dropped + lost
     require_two(len(fleet), [*plan.dropped, *dropped])
+    eval_tokens, load_tokens = sweep_tokens(REAL_SWEEP)
+    speeds = [p.smoke_tokens_per_s for p in fleet]
+    guess = estimate(speeds, eval_tokens, load_tokens, opts.requests, REAL_SWEEP.parallel)
+    if guess is not None:
+        print(guess.line(len(fleet)), flush=True)
     return fleet, [*plan.dropped, *dropped]
 
 
 async def _start_checked(
-    children: ExitStack, variants: tuple[str, ...], logs: Path
+    children: ExitStack, variants: tuple[str, ...], logs: Path, hardware: str
 ) -> tuple[list[FleetPair], list[Dropped]]:
     step(f"start {len(variants)} vLLM CPU engines ({', '.join(variants)}; KV {KV_GIB:g} GiB "
          "each); each answers one completion before it is profiled")  # fmt: skip
-    fleet, dropped = await start_real_engines(children, variants, logs, KV_GIB)
+    fleet, dropped = await start_real_engines(children, variants, logs, KV_GIB, (), hardware)
     for pair in fleet:
         print(f"  {pair.pair:28} {pair.url}  up in {pair.started_s:.0f} s, "
               f"RSS {pair.rss_bytes / 2**30:.1f} GiB, "

@@ -18,6 +18,7 @@ from contracts.profile_report import ProfileReport
 from demo.engine_check import Dropped
 from demo.fleet import ROOT, FleetPair
 from demo.processes import StartupError, log_tail
+from profiler.profiling import load_eval_sets
 
 EVALSETS = tuple(sorted((ROOT / "profiler" / "evalsets").glob("*.jsonl")))
 # Replayed and scored by the demo: items no profile was measured on (profiler.evalset_generator).
@@ -44,6 +45,19 @@ REAL_SWEEP = Sweep("1,4", "32,128", "16", requests_per_level=8, warmup=1, parall
 # not the engines (TPOT x2-3), and a 32-request burst then shed tight requests that a table
 # measured alone would have placed on idle pairs (+8 s of demo time).
 SIM_SWEEP = Sweep("1,8,32", "128,512", "32", requests_per_level=32, warmup=2, parallel=2)
+
+
+def sweep_tokens(sweep: Sweep) -> tuple[int, int]:
+    """(output tokens the eval pass asks for at most, output tokens of the load sweep)."""
+    items, _, _ = load_eval_sets(sweep.evalsets)
+    levels = [sweep.concurrency, sweep.input_tokens, sweep.output_tokens]
+    count = 1
+    for values in levels[:2]:
+        count *= len(values.split(","))
+    load = sum(int(out) for out in sweep.output_tokens.split(","))
+    return sum(i.max_tokens for i in items), count * load * (
+        sweep.requests_per_level + sweep.warmup
+    )
 
 
 def profiler_argv(pair: FleetPair, sweep: Sweep, out: Path, control_plane_url: str) -> list[str]:
