@@ -4,7 +4,7 @@ Pure. The profile of a pair asks every eval item (its `max_tokens` each, 8 in fl
 load sweep; the replay sends the workload. Both are counted in output tokens and divided by
 what the engines decode together: the smoke completions' tokens per second (measured with
 every engine starting at once on the same cores) times `BATCHING`, the ratio measured between
-the two on this machine (docs/engines.md, "The real demo").
+the two on this machine (docs/engines.md, "Figures measured here").
 """
 
 from __future__ import annotations
