@@ -11,14 +11,18 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
-from demo.processes import StartupError, rss_bytes, start_child, wait_http_ok
+from demo.engine_check import Dropped, StartedEngine, Working, check_engines
+from demo.processes import StartupError, rss_bytes, start_child
 from demo.redis_launcher import free_port
+from demo.variants import REAL_VARIANTS
 
 ROOT = Path(__file__).resolve().parent.parent
 ENGINES_CLI = ROOT / "infra" / "engines" / "engines.py"
@@ -36,7 +40,8 @@ SIM_HARDWARE = {"llama-3.1-8b-instruct": "1x H100 (simulated)"}
 
 @dataclass(frozen=True, slots=True)
 class FleetPair:
-    """One engine serving one pair; `started_s` and `rss_bytes` are measured (0 = not measured)."""
+    """One engine serving one pair; `started_s`, `rss_bytes` and `smoke_tokens_per_s` are
+    measured (0 = not measured)."""
 
     family: str
     quantization: str
@@ -46,14 +51,11 @@ class FleetPair:
     hardware: str
     started_s: float = 0.0
     rss_bytes: int = 0
+    smoke_tokens_per_s: float = 0.0  # the smoke completion's decode speed (real engines)
 
     @property
     def pair(self) -> str:
         return f"{self.family}@{self.quantization}"
-
-
-# engine variant (infra/engines) -> Gearbox quantization name
-REAL_VARIANTS = {"bf16": "bf16", "w8a8": "int8-w8a8", "w4a16": "int4-w4a16"}
 
 
 def engines_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -68,21 +70,47 @@ def check_engine_memory(engines: int, kv_gib: int) -> str | None:
     return None if done.returncode == 0 else (done.stdout + done.stderr).strip()
 
 
-def run_engine_setup(variants: tuple[str, ...]) -> None:
+async def _run_cli(*args: str, capture: bool) -> tuple[int, str]:
+    """`engines.py ARGS` without blocking the loop; a cancelled demo stops it too."""
+    pipe = asyncio.subprocess.PIPE if capture else None
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(ENGINES_CLI), *args, stdout=pipe, stdin=asyncio.subprocess.DEVNULL
+    )
+    try:
+        out, _ = await process.communicate()
+    except asyncio.CancelledError:
+        process.terminate()
+        await asyncio.shield(process.wait())
+        raise
+    return process.returncode or 0, (out or b"").decode(errors="replace")
+
+
+async def run_engine_setup(variants: Sequence[str]) -> None:
     """The idempotent set-up, its progress streamed to this terminal; raises on failure."""
-    argv = [sys.executable, str(ENGINES_CLI), "setup", "--variants", ",".join(variants)]
-    if subprocess.run(argv, check=False).returncode != 0:
+    code, _ = await _run_cli("setup", "--variants", ",".join(variants), capture=False)
+    if code != 0:
         raise StartupError("the engine set-up failed (see its output above)")
 
 
-async def start_real_engines(
+async def engine_capabilities(variants: Sequence[str]) -> dict[str, Any]:
+    """`engines.py capabilities --json`: the CPU's ISA, vLLM's kernels, per variant why not."""
+    code, out = await _run_cli(
+        "capabilities", "--json", "--variants", ",".join(variants), capture=True
+    )
+    if code != 0:
+        raise StartupError(f"engines.py capabilities failed (exit {code}): {out.strip()}")
+    described: dict[str, Any] = json.loads(out)
+    return described
+
+
+def launch_engines(
     children: ExitStack,
-    variants: tuple[str, ...],
+    variants: Sequence[str],
     logs: Path,
     kv_gib: int = 1,
     extra_flags: tuple[str, ...] = (),
-) -> list[FleetPair]:
-    """Start one vLLM engine per variant at once; wait until each answers /health.
+) -> list[StartedEngine]:
+    """Start one vLLM engine per variant at once (`engines.py start`), not waiting for them.
 
     `extra_flags` go to `engines.py start` (e.g. `--all-cpus` when one engine runs alone)."""
     started = []
@@ -92,22 +120,38 @@ async def start_real_engines(
         argv += ["--served-model-name", name, "--skip-memory-check", *extra_flags]
         child = start_child(f"vLLM {variant}", argv, logs / f"engine-{variant}.log")
         children.callback(child.stop)
-        started.append((variant, name, f"http://127.0.0.1:{port}", child))
-    waits = [wait_http_ok(f"{url}/health", c, ENGINE_STARTUP_TIMEOUT_S) for _, _, url, c in started]
-    seconds = await asyncio.gather(*waits)
-    return [
-        FleetPair(
-            REAL_FAMILY,
-            REAL_VARIANTS[variant],
-            name,
-            url,
-            CPU_HOURLY_USD,
-            CPU_HARDWARE,
-            started_s=wait_s,
-            rss_bytes=rss_bytes(child.process.pid),
-        )
-        for (variant, name, url, child), wait_s in zip(started, seconds, strict=True)
-    ]
+        started.append(StartedEngine(variant, name, f"http://127.0.0.1:{port}", child))
+    return started
+
+
+def fleet_pair(working: Working, hardware: str = CPU_HARDWARE) -> FleetPair:
+    engine = working.engine
+    return FleetPair(
+        REAL_FAMILY,
+        REAL_VARIANTS[engine.variant],
+        engine.served_name,
+        engine.url,
+        CPU_HOURLY_USD,
+        hardware,
+        started_s=working.up_s,
+        rss_bytes=rss_bytes(engine.child.process.pid),
+        smoke_tokens_per_s=working.smoke.tokens_per_s,
+    )
+
+
+async def start_real_engines(
+    children: ExitStack,
+    variants: Sequence[str],
+    logs: Path,
+    kv_gib: int = 1,
+    extra_flags: tuple[str, ...] = (),
+    hardware: str = CPU_HARDWARE,
+) -> tuple[list[FleetPair], list[Dropped]]:
+    """Start the variants' engines at once; each must answer /health and one real completion
+    (demo.engine_check). Returns the working pairs, and the variants dropped with the reason."""
+    started = launch_engines(children, variants, logs, kv_gib, extra_flags)
+    working, dropped = await check_engines(started, ENGINE_STARTUP_TIMEOUT_S)
+    return [fleet_pair(w, hardware) for w in working], dropped
 
 
 async def start_simulated_fleet(children: ExitStack, logs: Path) -> list[FleetPair]:

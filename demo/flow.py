@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -17,17 +19,19 @@ from typing import Any, Literal
 from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.profile_report import ProfileReport
+from demo.engine_check import Dropped, require_two
+from demo.estimate import estimate
 from demo.fleet import (
-    REAL_VARIANTS,
     FleetPair,
     check_engine_memory,
+    engine_capabilities,
     run_engine_setup,
     start_real_engines,
     start_simulated_fleet,
 )
 from demo.plot import plot_report
 from demo.processes import StartupError
-from demo.profiling import HOLDOUT, REAL_SWEEP, SIM_SWEEP, profile_fleet
+from demo.profiling import HOLDOUT, REAL_SWEEP, SIM_SWEEP, profile_fleet, sweep_tokens
 from demo.replay import make_client, replay
 from demo.report import (
     breakers_from_metrics,
@@ -48,6 +52,7 @@ from demo.stack import (
     start_data_plane,
     start_redis,
 )
+from demo.variants import DEMO_VARIANTS, REAL_VARIANTS, plan_variants, replacement
 from demo.workload import build_jobs, load_items, team_floors
 
 Mode = Literal["real", "sim"]
@@ -70,21 +75,57 @@ def step(title: str) -> None:
     print(f"\n== {title}", flush=True)
 
 
-async def start_fleet(opts: DemoOptions, children: ExitStack, logs: Path) -> list[FleetPair]:
+async def start_fleet(
+    opts: DemoOptions, children: ExitStack, logs: Path
+) -> tuple[list[FleetPair], list[Dropped]]:
+    """The pairs to profile, and the variants dropped on the way (with the reason)."""
     if opts.mode == "sim":
         step(
             "start the engine simulator (python -m simulator serve --fleet examples/sim-fleet.yaml)"
         )
-        return await start_simulated_fleet(children, logs)
-    variants = tuple(REAL_VARIANTS)
+        return await start_simulated_fleet(children, logs), []
     step("engine set-up (python3 infra/engines/engines.py setup; cached after the first run)")
-    run_engine_setup(variants)
-    step(f"start {len(variants)} vLLM CPU engines ({', '.join(variants)}; KV {KV_GIB:g} GiB each)")
-    fleet = await start_real_engines(children, variants, logs, KV_GIB)
+    await run_engine_setup(DEMO_VARIANTS)
+    step("what this machine serves (python3 infra/engines/engines.py capabilities)")
+    caps = await engine_capabilities(tuple(REAL_VARIANTS))
+    problems: dict[str, str | None] = caps["variants"]
+    print(f"  {caps['cpu']}: ISA {caps['isa']}, vLLM kernel library {caps['kernel_library']}")
+    plan = plan_variants(DEMO_VARIANTS, problems)
+    for line in [d.line() for d in plan.dropped] + list(plan.notes):
+        print(line, flush=True)
+    hardware = f"{os.cpu_count()}-vCPU {caps['cpu']} ({caps['isa']}), vLLM CPU"
+    fleet, dropped = await _start_checked(children, plan.start, logs, hardware)
+    stand_ins: list[str] = []
+    for gone in dropped:
+        stand_in, note = replacement(gone.variant, problems, [*plan.start, *stand_ins])
+        print(note, flush=True)
+        if stand_in is not None:
+            stand_ins.append(stand_in)
+    if stand_ins:
+        more, lost = await _start_checked(children, tuple(stand_ins), logs, hardware)
+        fleet, dropped = fleet + more, dropped + lost
+    require_two(len(fleet), [*plan.dropped, *dropped])
+    eval_tokens, load_tokens = sweep_tokens(REAL_SWEEP)
+    speeds = [p.smoke_tokens_per_s for p in fleet]
+    guess = estimate(speeds, eval_tokens, load_tokens, opts.requests, REAL_SWEEP.parallel)
+    if guess is not None:
+        print(guess.line(len(fleet)), flush=True)
+    return fleet, [*plan.dropped, *dropped]
+
+
+async def _start_checked(
+    children: ExitStack, variants: tuple[str, ...], logs: Path, hardware: str
+) -> tuple[list[FleetPair], list[Dropped]]:
+    step(f"start {len(variants)} vLLM CPU engines ({', '.join(variants)}; KV {KV_GIB:g} GiB "
+         "each); each answers one completion before it is profiled")  # fmt: skip
+    fleet, dropped = await start_real_engines(children, variants, logs, KV_GIB, (), hardware)
     for pair in fleet:
         print(f"  {pair.pair:28} {pair.url}  up in {pair.started_s:.0f} s, "
-              f"RSS {pair.rss_bytes / 2**30:.1f} GiB")  # fmt: skip
-    return fleet
+              f"RSS {pair.rss_bytes / 2**30:.1f} GiB, "
+              f"smoke completion {pair.smoke_tokens_per_s:.1f} tok/s")  # fmt: skip
+    for gone in dropped:
+        print(gone.line(), flush=True)
+    return fleet, dropped
 
 
 def show_table(stack: Stack) -> None:
@@ -135,20 +176,22 @@ async def run_demo(opts: DemoOptions) -> int:
     logs = opts.out_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     if opts.mode == "real":
-        step(f"memory check for {len(REAL_VARIANTS)} engines")
-        problem = check_engine_memory(len(REAL_VARIANTS), KV_GIB)
+        step(f"memory check for {len(DEMO_VARIANTS)} engines")
+        problem = check_engine_memory(len(DEMO_VARIANTS), KV_GIB)
         if problem is not None:
             print(problem, flush=True)
             return NO_MEMORY
         print("  ok")
     with ExitStack() as children:
-        fleet = await start_fleet(opts, children, logs)
+        fleet, dropped = await start_fleet(opts, children, logs)
         step("start redis-server, the control plane and the data plane")
         redis_url = await start_redis(children, logs)
         cp_url, token = await start_control_plane(children, redis_url, logs)
         step(f"profile {len(fleet)} pairs (python -m profiler run ... --push {cp_url})")
         sweep = SIM_SWEEP if opts.mode == "sim" else REAL_SWEEP
-        reports = await profile_fleet(fleet, sweep, cp_url, token, opts.out_dir)
+        reports, failed = await profile_fleet(fleet, sweep, cp_url, token, opts.out_dir)
+        dropped += failed
+        require_two(len(reports), dropped)
         step("publish a routing table (POST /v1/tables)")
         measured = await publish_table(cp_url, token)
         floors = team_floors(measured)
@@ -162,6 +205,13 @@ async def run_demo(opts: DemoOptions) -> int:
         show_table(stack)
         data = await measure(opts, stack, table)
         data["extras"] = _extras(fleet, reports, stack, time.monotonic() - started)
+        data["extras"]["dropped"] = [
+            {"variant": d.variant, "reason": d.reason, "log": str(d.log) if d.log else None}
+            for d in dropped
+        ]
+        print("\ndropped: " + ("none" if not dropped else ""), flush=True)
+        for gone in dropped:
+            print(gone.line(), flush=True)
         (opts.out_dir / "report.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
         print(f"\noperator page: {stack.operator_page_url}\n"
               f"metrics:       {dp_url}/metrics (data plane), {cp_url}/metrics (control plane)\n"
@@ -197,15 +247,40 @@ def _extras(
     }
 
 
+async def run_until_stopped(opts: DemoOptions) -> int:
+    """`run_demo`, cancelled by SIGTERM or SIGINT (a process manager's stop, Ctrl-C, or a
+    background job's `kill -INT`, whose SIGINT Python would otherwise ignore): the children
+    it started are stopped on the way out. Exit 128 + the signal's number."""
+    loop, task = asyncio.get_running_loop(), asyncio.current_task()
+    assert task is not None
+    caught: list[signal.Signals] = []
+
+    def stop(sig: signal.Signals) -> None:
+        if not caught:
+            print(f"\n{sig.name}: stopping everything the demo started", flush=True)
+        caught.append(sig)
+        task.cancel()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        return await run_demo(opts)
+    except asyncio.CancelledError:
+        if not caught:
+            raise
+        print("stopped; everything the demo started has been stopped", flush=True)
+        return 128 + caught[0].value
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
 def main(opts: DemoOptions) -> int:
     try:
-        return asyncio.run(run_demo(opts))
+        return asyncio.run(run_until_stopped(opts))
     except StartupError as err:
         print(f"\ndemo failed: {err}", flush=True)
-        if opts.mode == "real":
+        if opts.mode == "real" and "make demo-sim" not in str(err):
             print("if the engines ran out of memory, `make demo-sim` runs the same flow on the "
                   "engine simulator", flush=True)  # fmt: skip
         return 1
-    except KeyboardInterrupt:
-        print("\ninterrupted; everything the demo started has been stopped", flush=True)
-        return 130

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts.profile_report import ProfileReport
+from demo.engine_check import Dropped
 from demo.fleet import ROOT, FleetPair
 from demo.processes import StartupError, log_tail
+from profiler.profiling import load_eval_sets
 
 EVALSETS = tuple(sorted((ROOT / "profiler" / "evalsets").glob("*.jsonl")))
 # Replayed and scored by the demo: items no profile was measured on (profiler.evalset_generator).
@@ -43,6 +45,19 @@ REAL_SWEEP = Sweep("1,4", "32,128", "16", requests_per_level=8, warmup=1, parall
 # not the engines (TPOT x2-3), and a 32-request burst then shed tight requests that a table
 # measured alone would have placed on idle pairs (+8 s of demo time).
 SIM_SWEEP = Sweep("1,8,32", "128,512", "32", requests_per_level=32, warmup=2, parallel=2)
+
+
+def sweep_tokens(sweep: Sweep) -> tuple[int, int]:
+    """(output tokens the eval pass asks for at most, output tokens of the load sweep)."""
+    items, _, _ = load_eval_sets(sweep.evalsets)
+    levels = [sweep.concurrency, sweep.input_tokens, sweep.output_tokens]
+    count = 1
+    for values in levels[:2]:
+        count *= len(values.split(","))
+    load = sum(int(out) for out in sweep.output_tokens.split(","))
+    return sum(i.max_tokens for i in items), count * load * (
+        sweep.requests_per_level + sweep.warmup
+    )
 
 
 def profiler_argv(pair: FleetPair, sweep: Sweep, out: Path, control_plane_url: str) -> list[str]:
@@ -85,7 +100,12 @@ async def profile_pair(
             stdin=asyncio.subprocess.DEVNULL,
             env={**os.environ, "GEARBOX_PROF_CONTROL_PLANE_TOKEN": token},
         )
-        code = await process.wait()
+        try:
+            code = await process.wait()
+        except asyncio.CancelledError:  # the demo is stopping: so does its profiler
+            process.terminate()
+            await asyncio.shield(process.wait())
+            raise
     if code != 0:
         raise StartupError(f"profiling {pair.pair} failed (exit {code}):\n{log_tail(log)}")
     report = ProfileReport.model_validate_json(out.read_bytes())
@@ -95,12 +115,30 @@ async def profile_pair(
 
 async def profile_fleet(
     fleet: Sequence[FleetPair], sweep: Sweep, control_plane_url: str, token: str, out_dir: Path
-) -> list[ProfileReport]:
-    """Profile every pair, at most `sweep.parallel` at a time, in fleet order."""
+) -> tuple[list[ProfileReport], list[Dropped]]:
+    """Profile every pair, at most `sweep.parallel` at a time, in fleet order. A pair whose
+    profile fails (its engine died: the profiler stops it at once) is dropped with one line,
+    and the others go on."""
     slots = asyncio.Semaphore(sweep.parallel)
 
-    async def one(pair: FleetPair) -> ProfileReport:
+    async def one(pair: FleetPair) -> ProfileReport | Dropped:
         async with slots:
-            return await profile_pair(pair, sweep, control_plane_url, token, out_dir)
+            try:
+                return await profile_pair(pair, sweep, control_plane_url, token, out_dir)
+            except StartupError as err:
+                log = out_dir / "logs" / f"profiler-{pair.pair}.log"
+                reason = f"profiling failed: {last_line(str(err))}"
+                dropped = Dropped(pair.pair, reason, log, "profiler log")
+                print(dropped.line(), flush=True)
+                return dropped
 
-    return list(await asyncio.gather(*(one(p) for p in fleet)))
+    outcomes = await asyncio.gather(*(one(p) for p in fleet))
+    reports = [o for o in outcomes if isinstance(o, ProfileReport)]
+    return reports, [o for o in outcomes if isinstance(o, Dropped)]
+
+
+def last_line(message: str) -> str:
+    """The profiler's own verdict: its last `error: ...` line, else the message's last line."""
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    errors = [ln.removeprefix("error: ") for ln in lines if ln.startswith("error: ")]
+    return (errors or lines or ["(no message)"])[-1][:300]

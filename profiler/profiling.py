@@ -29,6 +29,7 @@ from profiler.accuracy import (
 from profiler.client import EngineClient
 from profiler.decisions import MAX_LOOKS, DecisionTarget
 from profiler.engine_facts import EndpointInfo, FactsTracker, preflight, watch_metrics
+from profiler.engine_gone import DeadEngineGuard, engine_gone_in
 from profiler.errors import EndpointError, InputError
 from profiler.progress import Progress
 from profiler.report import Measured, RunFacts, build_document, validate_report, write_document
@@ -151,6 +152,12 @@ async def profile_pair(plan: PairPlan, rt: Runtime) -> ProfileReport:
     except asyncio.CancelledError:
         write_partial(plan, facts, state)
         raise
+    except ExceptionGroup as group:  # the task groups of the eval pass and the load levels
+        gone = engine_gone_in(group)
+        if gone is None:
+            raise
+        write_partial(plan, facts, state)
+        raise gone from None
     return finish_report(plan, facts, state)
 
 
@@ -208,18 +215,20 @@ async def _measure(
     rt: Runtime,
 ) -> None:
     """Accuracy first (short, and it warms the engine), then the load levels in order, while
-    `/metrics` is scraped in the background."""
+    `/metrics` is scraped in the background. Requests go through a `DeadEngineGuard`: an
+    engine that dies stops the run at once (EngineGoneError inside the task groups' errors)."""
     settings = rt.settings
+    asker = DeadEngineGuard(client, client.base_url)
     async with asyncio.TaskGroup() as group:
         watcher = group.create_task(
             watch_metrics(client, state.tracker, settings.metrics_interval_s)
         )
         with rt.progress.bar(len(items), f"{plan.pair} accuracy") as advance:
             if plan.decide is None:
-                await run_evals(client, items, settings.eval_concurrency, state.evals, advance)
+                await run_evals(asker, items, settings.eval_concurrency, state.evals, advance)
             else:
                 await ask_until_decided(
-                    client,
+                    asker,
                     items,
                     plan.decide,
                     plan.first_items,
@@ -229,7 +238,7 @@ async def _measure(
                     plan.item_budget,
                     _order(plan),
                 )
-        runner = LoadRunner(client, state.calibration, settings.max_in_flight, settings.seed)
+        runner = LoadRunner(asker, state.calibration, settings.max_in_flight, settings.seed)
         total = sum(r.level.total for r in state.recorders)
         with rt.progress.bar(total, f"{plan.pair} load") as advance:
             for index, recorder in enumerate(state.recorders):

@@ -5,6 +5,7 @@
     python3 infra/engines/engines.py check-memory [--engines 3] [--kv-gib 1]
     python3 infra/engines/engines.py paths [--json]
     python3 infra/engines/engines.py smoke VARIANT [--kv-gib 1] [--all-cpus]
+    python3 infra/engines/engines.py capabilities [--json] [--variants ...]
 
 Everything lives under $GEARBOX_CACHE_DIR (default ~/.cache/gearbox), keyed by the versions
 pinned in engine.lock and quant.lock beside this file.
@@ -16,9 +17,11 @@ import argparse
 import json
 import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
+from capabilities import VARIANT_KERNELS, describe, probe_kernels, summary_lines, variant_problem
 from launch import (
     ServeOptions,
     check_memory,
@@ -26,14 +29,14 @@ from launch import (
     read_meminfo,
     serve_command,
     serve_env,
-    unsupported_on_cpu,
 )
-from layout import VARIANTS, Layout, LayoutError, parse_variants
+from layout import MARKER, VARIANTS, Layout, LayoutError, parse_variants
 from progress import CommandError, say
 from setup_steps import run_setup
 from smoke import free_port, result_line, smoke
 
 ALL_VARIANTS = "bf16,w8a8,w4a16"
+CPUINFO = Path("/proc/cpuinfo")
 
 
 def cache_root() -> Path:
@@ -50,6 +53,14 @@ def cmd_setup(args: argparse.Namespace) -> int:
     except (CommandError, RuntimeError, OSError) as err:
         say(f"set-up failed: {err}")
         return 1
+    try:
+        cpuinfo = CPUINFO.read_text()
+        kernels = probe_kernels(layout, cpuinfo)
+    except (RuntimeError, OSError, ValueError, subprocess.SubprocessError) as err:
+        say(f"set-up failed: {err}")
+        return 1
+    for line in summary_lines(describe(cpuinfo, kernels, tuple(VARIANT_KERNELS))):
+        say(line)
     say(f"set-up complete in {seconds:.0f} s; start an engine with "
         f"`bash infra/engines/start_engine.sh {variants[0]} PORT`")  # fmt: skip
     return 0
@@ -74,7 +85,34 @@ def cmd_paths(args: argparse.Namespace) -> int:
 def startup_problem(layout: Layout, variant: str) -> str | None:
     """Why `variant` cannot start here (not set up, or this CPU lacks its kernels), else None."""
     missing = missing_checkpoint(layout, variant)
-    return missing or unsupported_on_cpu(variant, Path("/proc/cpuinfo").read_text())
+    if missing is not None:
+        return missing
+    cpuinfo = CPUINFO.read_text()
+    return variant_problem(variant, cpuinfo, probe_kernels(layout, cpuinfo))
+
+
+def cmd_capabilities(args: argparse.Namespace) -> int:
+    """The CPU's ISA, vLLM's quantized CPU kernels, and which variants run here (and why not)."""
+    layout = Layout.load(cache_root())
+    cpuinfo = Path(args.cpuinfo).read_text()
+    if args.kernels_json is not None:
+        kernels = {k: bool(v) for k, v in json.loads(Path(args.kernels_json).read_text()).items()}
+    elif not (layout.engine_venv / MARKER).is_file():
+        say(f"{layout.engine_venv} is not set up; run `python3 infra/engines/engines.py setup`")
+        return 2
+    else:
+        try:
+            kernels = probe_kernels(layout, cpuinfo)
+        except (RuntimeError, subprocess.SubprocessError) as err:
+            say(str(err))
+            return 1
+    described = describe(cpuinfo, kernels, parse_variants(args.variants))
+    if args.json:
+        say(json.dumps(described, indent=2))
+    else:
+        for line in summary_lines(described):
+            say(line)
+    return 0
 
 
 def cmd_start(args: argparse.Namespace) -> int:
@@ -158,6 +196,14 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--kv-gib", type=int, default=1)
     check.add_argument("--all-cpus", action="store_true")
     check.set_defaults(func=cmd_smoke)
+    caps = sub.add_parser("capabilities", help="the CPU's ISA, vLLM's kernels, what runs here")
+    caps.add_argument("--json", action="store_true")
+    caps.add_argument("--variants", default=",".join(VARIANT_KERNELS))
+    caps.add_argument("--cpuinfo", default=str(CPUINFO), help="another machine's /proc/cpuinfo")
+    caps.add_argument(
+        "--kernels-json", default=None, help="a kernel probe's answer instead of probing"
+    )
+    caps.set_defaults(func=cmd_capabilities)
     return top
 
 

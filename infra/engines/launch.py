@@ -121,15 +121,3 @@ def missing_checkpoint(layout: Layout, variant: str) -> str | None:
 
 def read_meminfo(path: Path = Path("/proc/meminfo")) -> str:
     return path.read_text()
-
-
-def unsupported_on_cpu(variant: str, cpuinfo: str) -> str | None:
-    """Why this CPU cannot serve `variant` (None when it can). vLLM 0.32's CPU FP8 block kernels
-    need AMX tiles (Sapphire Rapids or newer); without them the engine dies at load."""
-    flags = set(re.findall(r"[a-z0-9_]+", cpuinfo))
-    if variant == "fp8" and "amx_tile" not in flags:
-        return (
-            "fp8 (fp8_per_block) needs AMX tiles (Intel Sapphire Rapids or newer) in vLLM's CPU "
-            "build, and this CPU has none (no amx_tile in /proc/cpuinfo); use bf16, w8a8 or w4a16"
-        )
-    return None

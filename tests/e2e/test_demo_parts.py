@@ -8,7 +8,8 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from demo.profiling import EVALSETS, REAL_SWEEP, SIM_SWEEP
+from demo.estimate import BATCHING, estimate
+from demo.profiling import EVALSETS, REAL_SWEEP, SIM_SWEEP, sweep_tokens
 from demo.replay import Outcome
 from demo.report import (
     breakers_from_metrics,
@@ -29,6 +30,7 @@ from demo.workload import (
     predicted_latency_s,
     team_floors,
 )
+from profiler.profiling import load_eval_sets
 
 
 def entry(pair: str, rank: int, accuracy: dict[str, float], tpot_s: float) -> dict[str, Any]:
@@ -213,3 +215,19 @@ def test_the_report_shows_breaker_transitions_and_refits_per_pair() -> None:
     assert "  g@int8" + " " * 28 + " half_open 1, open 2" in text
     assert "g@bf16" not in text.split("breaker transitions per pair:")[1].split("refits")[0]
     assert "v3: accuracy demoted to chat 0.500" in text
+
+
+def test_the_estimate_counts_the_profile_and_replay_tokens_at_the_smoke_speed() -> None:
+    eval_tokens, load_tokens = sweep_tokens(REAL_SWEEP)
+    assert eval_tokens == sum(i.max_tokens for i in load_eval_sets(EVALSETS)[0])
+    # 2 concurrencies x 2 prompt lengths x (8 + 1 warm-up) requests x 16 tokens
+    assert load_tokens == 2 * 2 * 9 * 16
+    slow = estimate([2.0, 2.0], 1000, 200, 10)
+    fast = estimate([4.0, 4.0], 1000, 200, 10)
+    assert slow is not None
+    assert fast is not None
+    assert slow.profile_s == pytest.approx(2 * fast.profile_s)
+    assert slow.profile_s == pytest.approx(2 * 1200 / (2.0 * BATCHING))
+    assert slow.total_s == pytest.approx(slow.profile_s + slow.replay_s)
+    assert "(2 pairs)" in slow.line(2)
+    assert estimate([0.0], 1000, 200, 10) is None  # nothing measured: no guess

