@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis.asyncio as aioredis
 
-from contracts.latency_feedback import AgreementCell, LatencyFeedback
+from contracts.latency_feedback import CanaryCell, LatencyFeedback
 from contracts.policy import AccuracyCheckPolicy, Policy, RefitPolicy
 from contracts.profile_report import ProfileReport
 from contracts.redis_keys import RedisKeys
@@ -83,12 +83,13 @@ def _parts(
     return services, racing, loop
 
 
-async def _low_agreement(redis: aioredis.Redis, keys: RedisKeys, version: int) -> None:
-    """260 of 400 math checks agree: evidence enough to demote `LOW` on `version`."""
-    cell = AgreementCell(pair=LOW, category="math", checks=400, agreed=260)
+async def _low_canary(redis: aioredis.Redis, keys: RedisKeys, version: int) -> None:
+    """260 of 400 math canary items right: evidence enough to demote `LOW` on `version`
+    (demotions rest on canary items, docs/accuracy.md "Canary items")."""
+    cell = CanaryCell(pair=LOW, category="math", n=400, right=260)
     report = LatencyFeedback(
         instance="dp", table_version=version, window_start=_now(), window_end=_now(),
-        agreement=(cell,),
+        canary=(cell,),
     )  # fmt: skip
     await redis.xadd(keys.feedback, {"report": report.model_dump_json()})
 
@@ -99,7 +100,7 @@ async def test_a_demotion_never_reverts_a_table_published_meanwhile(
     services, racing, loop = _parts(redis_client, redis_keys, redis_server)
     await services.policies.put(POLICY)
     v1 = (await services.publisher.publish(_table())).version
-    await _low_agreement(redis_client, redis_keys, v1)
+    await _low_canary(redis_client, redis_keys, v1)
     # While the loop computes its demotion of v1, an operator publishes new profiles.
     operator = _table(low_chat=0.8)
     racing.rival = lambda: Publisher.publish(racing, operator)
@@ -121,7 +122,7 @@ async def test_a_rebuild_carries_a_demotion_published_while_it_was_building(
     for report in _reports():
         await services.profiles.put(report)
     v1 = (await services.publisher.publish(_table())).version
-    await _low_agreement(redis_client, redis_keys, v1)
+    await _low_canary(redis_client, redis_keys, v1)
     rebuilds = TableService(
         services.profiles, services.policies, (services.tables, racing), BuildOptions(prune=False),
         _now,
