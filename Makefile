@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
+# `make test` runs pytest on this many xdist workers (0: one process, no xdist). The suite
+# mostly waits on loopback servers and child processes, so more workers than cores pay
+# (docs/style.md, "Tests": the measurement behind the number).
+PYTEST_WORKERS ?= 4
 
 .PHONY: help venv system-deps lint test test-fast demo demo-cp demo-sim bench bench-quick soak engines calibrate clean
 
@@ -41,8 +45,8 @@ lint: venv
 	@$(BIN)/mypy infra/engines
 
 test: venv system-deps lint
-	@echo "==> pytest"
-	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@echo "==> pytest ($(PYTEST_WORKERS) workers)"
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): failing" >&2; exit 1; fi; exit $$rc
 
 test-fast: venv

@@ -1,4 +1,5 @@
-"""Session fixtures: one real redis-server per test session (fails, never skips, if absent)."""
+"""Session fixtures: one real redis-server per test session (fails, never skips, if absent),
+and how `make test` spreads the suite over pytest-xdist workers (docs/style.md, "Tests")."""
 
 from __future__ import annotations
 
@@ -12,6 +13,29 @@ from contracts.redis_keys import RedisKeys
 from tests.support.redis_server import RedisProcess, running_redis
 
 _prefixes = count()
+
+# Modules that take a machine's CPUs or memory for a while: real vLLM, the whole demo on
+# simulated engines, chromium. Under `--dist loadgroup` they run one after another on one
+# worker, and first, so the longest unit of work does not start last.
+HEAVY = ("tests/e2e/test_real_engine.py", "tests/e2e/test_demo_sim.py", "tests/ui/")
+
+
+def _unit_of_work(item: pytest.Item) -> str:
+    path = item.nodeid.split("::", 1)[0]
+    return "heavy" if path.startswith(HEAVY) else path
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With `--dist loadgroup` (`make test`) a module is one unit of work, as with
+    `--dist loadfile` (its module fixtures are built once, on one worker), and the heavy
+    modules together are one, scheduled first. Other runs keep their order and nodeids."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(_unit_of_work(item)))
+    items.sort(key=lambda item: _unit_of_work(item) != "heavy")  # stable: order kept within
 
 
 @pytest.fixture(scope="session")
