@@ -14,28 +14,37 @@ from tests.support.redis_server import RedisProcess, running_redis
 
 _prefixes = count()
 
-# Modules that take a machine's CPUs or memory for a while: real vLLM, the whole demo on
-# simulated engines, chromium. Under `--dist loadgroup` they run one after another on one
-# worker, and first, so the longest unit of work does not start last.
-HEAVY = ("tests/e2e/test_real_engine.py", "tests/e2e/test_demo_sim.py", "tests/ui/")
+# Units of work that run one module after another on one worker under `--dist loadgroup`,
+# scheduled first so the longest units do not start last. `heavy`: modules that take the
+# machine's CPUs or memory for a while (real vLLM, the whole demo on simulated engines,
+# chromium). `latency`: modules whose assertions ride on latencies measured from simulated
+# engines (refits, stall and blame verdicts), kept from measuring beside one another.
+GROUPS = {
+    "tests/e2e/test_real_engine.py": "heavy",
+    "tests/e2e/test_demo_sim.py": "heavy",
+    "tests/ui/": "heavy",
+    "tests/hostile/": "latency",
+    "tests/integration/data_plane/test_refit.py": "latency",
+}
 
 
 def _unit_of_work(item: pytest.Item) -> str:
     path = item.nodeid.split("::", 1)[0]
-    return "heavy" if path.startswith(HEAVY) else path
+    return next((g for prefix, g in GROUPS.items() if path.startswith(prefix)), path)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With `--dist loadgroup` (`make test`) a module is one unit of work, as with
-    `--dist loadfile` (its module fixtures are built once, on one worker), and the heavy
-    modules together are one, scheduled first. Other runs keep their order and nodeids."""
+    `--dist loadfile` (its module fixtures are built once, on one worker), and each of
+    `GROUPS` is one, scheduled first. Other runs keep their order and node ids."""
     if config.getoption("dist", "no") != "loadgroup":
         return
     for item in items:
         if item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(_unit_of_work(item)))
-    items.sort(key=lambda item: _unit_of_work(item) != "heavy")  # stable: order kept within
+    first = set(GROUPS.values())
+    items.sort(key=lambda item: _unit_of_work(item) not in first)  # stable: order kept within
 
 
 @pytest.fixture(scope="session")
