@@ -46,7 +46,7 @@ lint: venv
 
 test: venv system-deps lint
 	@echo "==> pytest ($(PYTEST_WORKERS) workers)"
-	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): failing" >&2; exit 1; fi; exit $$rc
 
 test-fast: venv

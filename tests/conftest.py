@@ -5,20 +5,22 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from itertools import count
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
 
 from contracts.redis_keys import RedisKeys
 from tests.support.redis_server import RedisProcess, running_redis
 
 _prefixes = count()
 
-# Units of work that run one module after another on one worker under `--dist loadgroup`,
-# scheduled first so the longest units do not start last. `heavy`: modules that take the
-# machine's CPUs or memory for a while (real vLLM, the whole demo on simulated engines,
-# chromium). `latency`: modules whose assertions ride on latencies measured from simulated
-# engines (refits, stall and blame verdicts), kept from measuring beside one another.
+# Units of work that run one module after another on one worker under `--dist loadfile`
+# (`make test`), scheduled first so the longest units do not start last. `heavy`: modules that
+# take the machine's CPUs or memory for a while (real vLLM, the whole demo on simulated
+# engines, chromium). `latency`: modules whose assertions ride on latencies measured from
+# simulated engines (refits, stall and blame verdicts), kept from measuring beside one another.
 GROUPS = {
     "tests/e2e/test_real_engine.py": "heavy",
     "tests/e2e/test_demo_sim.py": "heavy",
@@ -28,23 +30,35 @@ GROUPS = {
 }
 
 
-def _unit_of_work(item: pytest.Item) -> str:
-    path = item.nodeid.split("::", 1)[0]
+def unit_of_work(nodeid: str) -> str:
+    """The group of `GROUPS` the test's module is in, else the module's path."""
+    path = nodeid.split("::", 1)[0]
     return next((g for prefix, g in GROUPS.items() if path.startswith(prefix)), path)
+
+
+class _UnitsOfWork(LoadFileScheduling):  # type: ignore[misc]  # xdist ships no types
+    """`--dist loadfile` with each group of `GROUPS` one unit (xdist's own `loadgroup`
+    renames node ids, which pytest 9 ignores: its groups were split over workers)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of_work(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadfile":
+        return None  # xdist's own
+    return _UnitsOfWork(config, log)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With `--dist loadgroup` (`make test`) a module is one unit of work, as with
-    `--dist loadfile` (its module fixtures are built once, on one worker), and each of
-    `GROUPS` is one, scheduled first. Other runs keep their order and node ids."""
-    if config.getoption("dist", "no") != "loadgroup":
+    """On xdist's workers the groups' tests come first (stable: the order is kept within
+    them and after them), which `--no-loadscope-reorder` makes the order units are given
+    out. A run without xdist keeps pytest's order."""
+    if not hasattr(config, "workerinput"):
         return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(_unit_of_work(item)))
     first = set(GROUPS.values())
-    items.sort(key=lambda item: _unit_of_work(item) not in first)  # stable: order kept within
+    items.sort(key=lambda item: unit_of_work(item.nodeid) not in first)
 
 
 @pytest.fixture(scope="session")
