@@ -6,8 +6,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 # `make test` runs pytest on this many xdist workers (0: one process, no xdist). The suite
-# mostly waits on loopback servers and child processes, so more workers than cores pay
-# (docs/style.md, "Tests": the measurement behind the number).
+# mostly waits on loopback servers and child processes (CI's pytest used about 10% of a core),
+# so workers overlap the waits; how they share the work: docs/style.md, "Tests".
 PYTEST_WORKERS ?= 4
 
 .PHONY: help venv system-deps lint test test-fast demo demo-cp demo-sim bench bench-quick soak engines calibrate clean
