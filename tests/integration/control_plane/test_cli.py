@@ -124,9 +124,9 @@ async def test_serve_runs_the_admin_api(redis_server: RedisProcess, redis_keys: 
                 except aiohttp.ClientError:
                     return False
 
-            # Bounded by the process's own start or exit; 60 s is the safety net for a start
-            # (imports, Redis) on a machine the suite's other workers load.
-            await eventually(ready, timeout_s=60, what="the admin API to be ready")
+            # Bounded by the process's own start or exit; 120 s is the safety net for a start
+            # (imports, Redis) on a loaded machine, where 60 s ran out.
+            await eventually(ready, timeout_s=120, what="the admin API to be ready")
             async with session.get(f"{base}/v1/policy") as resp:
                 assert resp.headers["X-Gearbox-Policy-Source"] == "file"
             async with session.post(
