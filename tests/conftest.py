@@ -21,7 +21,10 @@ _prefixes = count()
 # take the machine's CPUs or memory for a while (real vLLM, the whole demo on simulated
 # engines, chromium). `latency`: modules whose assertions ride on latencies measured from
 # simulated engines (refits, stall and blame verdicts), kept from measuring beside one another.
+# `wheel`: the longest module alone (it builds the wheel and installs it in a fresh venv: 380
+# to 600 s of set-up on a loaded machine), given out first rather than after the short ones.
 GROUPS = {
+    "tests/e2e/test_wheel_install.py": "wheel",
     "tests/e2e/test_real_engine.py": "heavy",
     "tests/e2e/test_demo_sim.py": "heavy",
     "tests/ui/": "heavy",
