@@ -54,6 +54,7 @@ class _UnitsOfWork(LoadFileScheduling):  # type: ignore[misc]  # xdist ships no 
         return unit_of_work(nodeid)
 
 
+@pytest.hookimpl(optionalhook=True)  # a run with `-p no:xdist` has no such hook
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "loadfile":
         return None  # xdist's own
