@@ -5,6 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
+# `make test` runs pytest on this many xdist workers (0: one process, no xdist). The suite
+# mostly waits on loopback servers and child processes (CI's pytest used about 10% of a core),
+# so workers overlap the waits; how they share the work: docs/style.md, "Tests".
+PYTEST_WORKERS ?= 4
 
 .PHONY: help venv system-deps lint test test-fast demo demo-cp demo-sim bench bench-quick soak engines calibrate clean
 
@@ -41,8 +45,8 @@ lint: venv
 	@$(BIN)/mypy infra/engines
 
 test: venv system-deps lint
-	@echo "==> pytest"
-	@$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@echo "==> pytest ($(PYTEST_WORKERS) workers)"
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): failing" >&2; exit 1; fi; exit $$rc
 
 test-fast: venv

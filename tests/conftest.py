@@ -1,17 +1,75 @@
-"""Session fixtures: one real redis-server per test session (fails, never skips, if absent)."""
+"""Session fixtures: one real redis-server per test session (fails, never skips, if absent),
+and how `make test` spreads the suite over pytest-xdist workers (docs/style.md, "Tests")."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
 from itertools import count
+from typing import Any
 
 import pytest
 import redis.asyncio as aioredis
+from hypothesis import settings
+from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
 
 from contracts.redis_keys import RedisKeys
 from tests.support.redis_server import RedisProcess, running_redis
 
 _prefixes = count()
+
+# Hypothesis fails an example slower than 200 ms by default: a wall-clock assertion, which a
+# loaded machine fails (269 ms for an example that then ran in 0.7 ms, test_stats.py, in make
+# test's -n 4 run). Each module that set deadline=None for that reason is covered here.
+settings.register_profile("gearbox", deadline=None)
+settings.load_profile("gearbox")
+
+# Units of work that run one module after another on one worker under `--dist loadfile`
+# (`make test`), scheduled first so the longest units do not start last. `heavy`: modules that
+# take the machine's CPUs or memory for a while (real vLLM, the whole demo on simulated
+# engines, chromium). `latency`: modules whose assertions ride on latencies measured from
+# simulated engines (refits, stall and blame verdicts), kept from measuring beside one another.
+# `wheel`: the longest module alone (it builds the wheel and installs it in a fresh venv: 380
+# to 600 s of set-up on a loaded machine), given out first rather than after the short ones.
+GROUPS = {
+    "tests/e2e/test_wheel_install.py": "wheel",
+    "tests/e2e/test_real_engine.py": "heavy",
+    "tests/e2e/test_demo_sim.py": "heavy",
+    "tests/ui/": "heavy",
+    "tests/hostile/": "latency",
+    "tests/integration/data_plane/test_refit.py": "latency",
+}
+
+
+def unit_of_work(nodeid: str) -> str:
+    """The group of `GROUPS` the test's module is in, else the module's path."""
+    path = nodeid.split("::", 1)[0]
+    return next((g for prefix, g in GROUPS.items() if path.startswith(prefix)), path)
+
+
+class _UnitsOfWork(LoadFileScheduling):  # type: ignore[misc]  # xdist ships no types
+    """`--dist loadfile` with each group of `GROUPS` one unit (xdist's own `loadgroup`
+    renames node ids, which pytest 9 ignores: its groups were split over workers)."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return unit_of_work(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)  # a run with `-p no:xdist` has no such hook
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadfile":
+        return None  # xdist's own
+    return _UnitsOfWork(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On xdist's workers the groups' tests come first (stable: the order is kept within
+    them and after them), which `--no-loadscope-reorder` makes the order units are given
+    out. A run without xdist keeps pytest's order."""
+    if not hasattr(config, "workerinput"):
+        return
+    first = set(GROUPS.values())
+    items.sort(key=lambda item: unit_of_work(item.nodeid) not in first)
 
 
 @pytest.fixture(scope="session")

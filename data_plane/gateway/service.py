@@ -13,25 +13,11 @@ from typing import Any
 
 import grpc
 
-from data_plane import errors
 from data_plane.gateway import protos
 from data_plane.gateway.exchange import Exchange
 from data_plane.gateway.router import GatewayRouter
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
-
-_OUTCOMES: tuple[tuple[type[errors.RouterError], RequestOutcome], ...] = (
-    (errors.BudgetInfeasible, RequestOutcome.BUDGET_INFEASIBLE),
-    (errors.ModelNotFound, RequestOutcome.NO_ROUTE),
-    (errors.AllUpstreamsUnavailable, RequestOutcome.UNAVAILABLE),
-    (errors.Internal, RequestOutcome.INTERNAL_ERROR),
-)
-
-
-def outcome_of(err: errors.RouterError) -> RequestOutcome:
-    for cls, outcome in _OUTCOMES:
-        if isinstance(err, cls):
-            return outcome
-    return RequestOutcome.INTERNAL_ERROR if err.status >= 500 else RequestOutcome.INVALID_REQUEST
+from data_plane.telemetry.request_outcome import outcome_of
 
 
 @dataclass(frozen=True, slots=True)

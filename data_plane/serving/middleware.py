@@ -23,6 +23,7 @@ from pydantic import SecretStr
 
 from data_plane import errors
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
+from data_plane.telemetry.request_outcome import outcome_of
 from data_plane.telemetry.tracing import Tracing
 
 logger = logging.getLogger(__name__)
@@ -32,17 +33,6 @@ REQUEST_ID_HEADER = "X-Request-Id"
 _REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _PROTECTED_PREFIX = "/v1/"
 _ROUTES = {r.value: r for r in Route}
-_OUTCOMES: tuple[tuple[type[errors.RouterError], RequestOutcome], ...] = (
-    (errors.BudgetInfeasible, RequestOutcome.BUDGET_INFEASIBLE),
-    (errors.Shed, RequestOutcome.SHED),
-    (errors.Unauthorized, RequestOutcome.UNAUTHORIZED),
-    (errors.ModelNotFound, RequestOutcome.NO_ROUTE),
-    (errors.Overloaded, RequestOutcome.OVERLOADED),
-    (errors.UpstreamError, RequestOutcome.UPSTREAM_ERROR),
-    (errors.AllUpstreamsUnavailable, RequestOutcome.UNAVAILABLE),
-    (errors.DeadlineExceeded, RequestOutcome.DEADLINE_EXCEEDED),
-    (errors.Internal, RequestOutcome.INTERNAL_ERROR),
-)
 
 
 class Exchange:
@@ -76,13 +66,6 @@ class RequestIds:
             return value
         self._next += 1
         return f"{self._prefix}{self._next & 0xFFFFFFFFFFFFFFFF:016x}"
-
-
-def outcome_of(err: errors.RouterError) -> RequestOutcome:
-    for cls, outcome in _OUTCOMES:
-        if isinstance(err, cls):
-            return outcome
-    return RequestOutcome.INVALID_REQUEST
 
 
 def error_response(err: errors.RouterError) -> web.Response:

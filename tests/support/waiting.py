@@ -59,8 +59,10 @@ async def until_ready(
     table_version: int | None = None,
     what: str = "server ready",
 ) -> None:
-    """Wait (30 s at most) until `base_url/readyz` answers 200, with `table_version` when
-    given; a refused connection (the process still starting) counts as not ready."""
+    """Wait until `base_url/readyz` answers 200, with `table_version` when given; a refused
+    connection (the process still starting) counts as not ready. 120 s is the safety net for
+    a child process's start (imports, Redis, the table) on a loaded machine: 30 s ran out
+    there for the data plane's and gateway mode's `serve`."""
 
     async def ready() -> bool:
         try:
@@ -73,4 +75,4 @@ async def until_ready(
         except aiohttp.ClientConnectionError:
             return False
 
-    await eventually(ready, timeout_s=30, interval_s=0.1, what=what)
+    await eventually(ready, timeout_s=120, interval_s=0.1, what=what)

@@ -15,14 +15,15 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from contracts.routing_table import RoutingTable
-from data_plane.app import METRICS
+from data_plane.app import HEALTH, METRICS
 from data_plane.decision.compile import compile_table
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
+from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from tests.component.data_plane.conftest import MakeHarness
-from tests.component.data_plane.fakes import ok_json, two_pair_table
+from tests.component.data_plane.fakes import make_table, ok_json, pair_entry, two_pair_table
 from tests.component.data_plane.test_gateway_extproc import (
     BUFFERED,
     Gateway,
@@ -63,6 +64,7 @@ class Case:
     headers: Mapping[str, str]
     text: str = "Say hello."
     model: str = "auto"
+    max_tokens: int = 8
 
 
 CASES = {
@@ -79,7 +81,9 @@ CASES = {
 
 def body(case: Case) -> bytes:
     messages = [{"role": "user", "content": case.text}]
-    return json.dumps({"model": case.model, "messages": messages, "max_tokens": 8}).encode()
+    return json.dumps(
+        {"model": case.model, "messages": messages, "max_tokens": case.max_tokens}
+    ).encode()
 
 
 def decision_counters(registry: CollectorRegistry) -> dict[tuple[str, tuple[Any, ...]], float]:
@@ -150,3 +154,101 @@ async def test_shadow_mode_serves_the_default_pair_in_gateway_mode_too() -> None
     served, served_counters = await through_gateway(table, CASES["cheapest"])
     assert served == (200, "fam@fp16", "shadow")
     assert served_counters[("gearbox_shadow_decisions_total", (("pair", "fam@int4"),))] == 1
+
+
+ENDPOINTS = ("fam@fp16#0", "fam@int4#0")
+BUDGET_1S = {"x-latency-budget-ms": "1000"}
+# The request, the engines' queue depth, and the outcome both doors must count.
+OUTCOME_CASES: dict[str, tuple[Case, float, str]] = {
+    "served": (Case({}, BUDGET_1S), 0.0, "ok"),
+    # 8 tokens at 0.02 s per token per request in flight: 3.4 s at 20 in flight, past 1 s.
+    "shed": (Case({}, BUDGET_1S), 20.0, "shed"),
+    "invalid": (Case({}, {}, max_tokens=-1), 0.0, "invalid_request"),
+    "strict-refused": (Case({}, STRICT_REFUSED), 0.0, "budget_infeasible"),
+    "unknown-model": (Case({}, {}, model="gpt-9"), 0.0, "no_route"),
+}
+
+
+def load_sensitive_table() -> RoutingTable:
+    """`two_pair_table`'s pairs with a time per output token that grows 0.02 s per request
+    in flight."""
+    entries = [
+        pair_entry("fam", "fp16", urls=[FP16], accuracy=0.9, usd_per_mtok=4.0),
+        pair_entry("fam", "int4", urls=[INT4], accuracy=0.6, precision_rank=1),
+    ]
+    for e in entries:
+        e["latency"]["tpot_per_load_s"] = 0.02
+    return make_table(entries)
+
+
+def request_outcomes(registry: CollectorRegistry) -> dict[str, float]:
+    """`gearbox_requests_total` by outcome (docs/METRICS.md), non-zero samples only."""
+    return {
+        s.labels["outcome"]: s.value
+        for family in registry.collect()
+        for s in family.samples
+        if s.name == "gearbox_requests_total" and s.value != 0
+    }
+
+
+def counted_since(before: dict[str, float], registry: CollectorRegistry) -> dict[str, float]:
+    after = request_outcomes(registry)
+    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
+
+
+async def second_outcome_http(
+    make_harness: MakeHarness, table: RoutingTable, case: Case, load: float
+) -> tuple[int, dict[str, float]]:
+    """The status and the outcome counted for the second of two same requests."""
+    h = await make_harness(table, routes={FP16: ok_json(), INT4: ok_json()})
+    for endpoint in ENDPOINTS:
+        h.app[HEALTH].tracker.set_queue_depth(endpoint, load, own=0)
+    registry = h.app[METRICS].registry
+    await (
+        await h.client.post("/v1/chat/completions", data=body(case), headers=case.headers)
+    ).read()
+    before = request_outcomes(registry)
+    resp = await h.client.post("/v1/chat/completions", data=body(case), headers=case.headers)
+    await resp.read()
+    return resp.status, counted_since(before, registry)
+
+
+async def second_outcome_gateway(
+    table: RoutingTable, case: Case, load: float
+) -> tuple[int, dict[str, float]]:
+    """As `second_outcome_http`, through gateway mode with `load` scraped."""
+    store, metrics, tracker = TableStore(), DataPlaneMetrics("test", "test"), LoadTracker()
+    store.swap(compile_table(table))
+    for endpoint in ENDPOINTS:
+        tracker.set_queue_depth(endpoint, load)
+    router = gateway_router(store, metrics, random.Random(7), "x-gearbox-pair", tracker=tracker)
+    processor = ExternalProcessor(router, metrics, ServiceConfig(BUFFERED, 64 * 1024))
+    server, port = await start_server(processor, "127.0.0.1", 0)
+    messages = [headers_message(dict(case.headers)), body_message(body(case), True)]
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            gw = Gateway(ExternalProcessorStub(channel), store, metrics)
+            await exchange(gw, messages)
+            before = request_outcomes(metrics.registry)
+            responses = await exchange(gw, messages)
+    finally:
+        await server.stop(None)
+    first = responses[0]
+    status = error_of(first)[0] if first.WhichOneof("response") == "immediate_response" else 200
+    return status, counted_since(before, metrics.registry)
+
+
+@pytest.mark.parametrize("name", sorted(OUTCOME_CASES))
+async def test_either_door_counts_the_same_request_outcome(
+    make_harness: MakeHarness, name: str
+) -> None:
+    """`gearbox_requests_total{outcome}` names the same outcome through both doors
+    (docs/METRICS.md): a request admission sheds is `shed` in gateway mode too. The second
+    of two same requests is compared: the HTTP door's fleet is overloaded only once an
+    arrival has counted there (`decision/capacity.py`), gateway mode's from the scrape."""
+    case, load, outcome = OUTCOME_CASES[name]
+    table = load_sensitive_table()
+    http = await second_outcome_http(make_harness, table, case, load)
+    gateway = await second_outcome_gateway(table, case, load)
+    assert http[1] == {outcome: 1}
+    assert gateway == http

@@ -112,6 +112,13 @@ async def read_request(reader: asyncio.StreamReader) -> bytes:
     return head + await reader.readexactly(length)
 
 
+async def until_hung_up(reader: asyncio.StreamReader) -> None:
+    """Say nothing more until the client closes the connection: the client's own timeout or
+    limit ends the exchange, never a sleep here that a loaded machine could outlast."""
+    with contextlib.suppress(ConnectionError):
+        await reader.read()
+
+
 async def answers_ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     """A keep-alive engine answering `ok` to every request on the connection."""
     with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
@@ -206,7 +213,7 @@ async def test_a_refused_connection_is_connect_failed(client: MakeClient) -> Non
 async def test_silence_before_the_head_is_a_first_byte_timeout(client: MakeClient) -> None:
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        await asyncio.sleep(5)
+        await until_hung_up(reader)
 
     async with raw_server(silent) as url:
         up = client(read_s=0.2)
@@ -222,7 +229,7 @@ async def test_silence_mid_body_is_a_read_timeout_and_a_cut_is_a_broken_stream(
         await read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
         await writer.drain()
-        await asyncio.sleep(5)
+        await until_hung_up(reader)
 
     async def cuts(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
@@ -301,10 +308,11 @@ async def test_closing_an_unread_answer_hangs_up_on_the_engine(client: MakeClien
     gone = asyncio.Event()
 
     async def streams(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Streams tokens for as long as the client listens; `gone` only on its hang-up."""
         await read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
         with contextlib.suppress(ConnectionError):
-            for _ in range(500):
+            while not reader.at_eof():
                 writer.write(b"5\r\ntoken\r\n")
                 await writer.drain()
                 await asyncio.sleep(0.01)
@@ -316,7 +324,7 @@ async def test_closing_an_unread_answer_hangs_up_on_the_engine(client: MakeClien
         async for _ in resp.chunks():
             break
         resp.close()
-        await asyncio.wait_for(gone.wait(), timeout=5)
+        await asyncio.wait_for(gone.wait(), timeout=30)  # a safety net: the hang-up sets it
 
 
 async def test_the_connection_limit_queues_sends(client: MakeClient) -> None:
@@ -545,15 +553,16 @@ async def test_the_attempt_limit_covers_the_head_and_a_whole_body(client: MakeCl
 
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        await asyncio.sleep(5)
+        await until_hung_up(reader)
 
     async def trickles(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
-        for _ in range(50):
-            writer.write(b"1\r\na\r\n")
-            await writer.drain()
-            await asyncio.sleep(0.05)
+        with contextlib.suppress(ConnectionError):
+            while not reader.at_eof():  # a piece every 50 ms, never the end
+                writer.write(b"1\r\na\r\n")
+                await writer.drain()
+                await asyncio.sleep(0.05)
 
     up = client(read_s=5.0)
     async with raw_server(silent) as url:
@@ -564,7 +573,7 @@ async def test_the_attempt_limit_covers_the_head_and_a_whole_body(client: MakeCl
     async with raw_server(trickles) as url:
         resp = await up.send(limited(url, 0.3))  # the head comes at once
         with pytest.raises(LimitReachedError):
-            await resp.read()  # a piece every 50 ms: no read timeout, but 2.5 s in all
+            await resp.read()  # a piece every 50 ms: no read timeout, but never the end
         resp.close()
 
 
@@ -609,7 +618,7 @@ async def test_a_pooled_connection_keeps_a_sooner_limit_than_its_armed_timer(
             await writer.drain()
             await asyncio.sleep(0.05)
         await read_request(reader)  # the second attempt, on the same connection: no answer
-        await asyncio.sleep(10)
+        await until_hung_up(reader)
 
     up = client(read_s=30.0)
     async with raw_server(first_streams_then_hangs) as url:
@@ -639,7 +648,7 @@ async def test_the_aiohttp_adapter_keeps_the_attempt_limit_too() -> None:
         await read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
         await writer.drain()
-        await asyncio.sleep(5)
+        await until_hung_up(reader)
 
     adapter = AiohttpUpstream(SessionLimits(10, 0, 2.0, 5.0, 30.0))
     adapter.open()

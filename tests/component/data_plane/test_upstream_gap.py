@@ -21,7 +21,12 @@ from data_plane.upstream.port import (
     UpstreamClient,
     UpstreamRequest,
 )
-from tests.component.data_plane.test_http1 import NoFallback, raw_server, read_request
+from tests.component.data_plane.test_http1 import (
+    NoFallback,
+    raw_server,
+    read_request,
+    until_hung_up,
+)
 
 LIMITS = SessionLimits(10, 0, 2.0, 5.0, 30.0)
 CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
@@ -63,7 +68,7 @@ async def test_silence_after_the_first_chunk_is_a_gap(upstream: UpstreamClient) 
         await read_request(reader)
         writer.write(CHUNKED + b"1\r\na\r\n1\r\nb\r\n")
         await writer.drain()
-        await asyncio.sleep(5)
+        await until_hung_up(reader)
 
     async with raw_server(stalls) as url:
         resp = await upstream.send(gapped(url, 0.2))
@@ -85,7 +90,7 @@ async def test_silence_in_a_body_being_read_is_a_gap(upstream: UpstreamClient) -
         await read_request(reader)
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
         await writer.drain()
-        await asyncio.sleep(5)
+        await until_hung_up(reader)
 
     async with raw_server(half) as url:
         resp = await upstream.send(gapped(url, 0.2))

@@ -116,13 +116,17 @@ async def test_serve_runs_the_admin_api(redis_server: RedisProcess, redis_keys: 
         async with aiohttp.ClientSession() as session:
 
             async def ready() -> bool:
+                # A process that exited (a bad setting, its port taken) fails at once.
+                assert proc.returncode is None, f"control_plane serve exited {proc.returncode}"
                 try:
                     async with session.get(f"{base}/readyz") as resp:
                         return resp.status == 200
                 except aiohttp.ClientError:
                     return False
 
-            await eventually(ready, timeout_s=30, what="the admin API to be ready")
+            # Bounded by the process's own start or exit; 120 s is the safety net for a start
+            # (imports, Redis) on a loaded machine, where 60 s ran out.
+            await eventually(ready, timeout_s=120, what="the admin API to be ready")
             async with session.get(f"{base}/v1/policy") as resp:
                 assert resp.headers["X-Gearbox-Policy-Source"] == "file"
             async with session.post(
