@@ -142,18 +142,23 @@ async def test_in_flight_sharing_and_breaker_announcements_work_on_a_cluster(
     ]
     try:
         await eventually(
-            lambda: trackers[0].peers_in_flight() == {"cheap#0": 1.0}, what="peer counts"
+            lambda: trackers[0].peers_in_flight() == {"cheap#0": 1.0},
+            timeout_s=30.0,
+            what="peer counts",
         )
 
         def announced() -> bool:
             sender.announce("cheap#0", 2.0)  # until the listener has subscribed
             return bool(heard)
 
-        await eventually(announced, what="announcement heard")
+        await eventually(announced, timeout_s=30.0, what="announcement heard")
         assert heard[0] == ("cheap#0", 2.0)
     finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for client in clients:
-            await client.aclose()
+        # Bounded: a full-suite run on four xdist workers once hung here past pytest's 300 s
+        # (not reproduced alone in 9 runs); a stuck cleanup now fails in 20 s with its cause.
+        async with asyncio.timeout(20.0):
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for client in clients:
+                await client.aclose()
