@@ -44,9 +44,19 @@ lint: venv
 	@$(BIN)/mypy contracts control_plane data_plane profiler simulator demo tests bench infra/k8s/sync_embedded.py
 	@$(BIN)/mypy infra/engines
 
+# Tests that judge latency or fail Redis over: they run after the parallel pass, one at a time,
+# on a quiet machine (beside three busy workers a refit test and a cluster test each ran past
+# pytest's 300 s timeout once in two full runs).
+SERIAL_TESTS := tests/hostile tests/integration/data_plane/test_refit.py tests/reliability
+
 test: venv system-deps lint
 	@echo "==> pytest ($(PYTEST_WORKERS) workers)"
-	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); rc=$$?; \
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder \
+	  $(foreach t,$(SERIAL_TESTS),--ignore=$(t)) $(PYTEST_ARGS); rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): failing" >&2; exit 1; fi; \
+	  if [ $$rc -ne 0 ]; then exit $$rc; fi
+	@echo "==> pytest (one at a time: $(SERIAL_TESTS))"
+	@$(BIN)/python -m pytest -p no:xdist $(SERIAL_TESTS) $(PYTEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): failing" >&2; exit 1; fi; exit $$rc
 
 test-fast: venv
