@@ -27,6 +27,7 @@ import aiohttp
 from bench.admission.stack import (
     QUEUE_OFF,
     TRUSTED,
+    Busy,
     Router,
     Sample,
     bucket_quantile,
@@ -35,10 +36,11 @@ from bench.admission.stack import (
     sample_sum,
     session,
     wait_histogram,
+    watch_running,
 )
 from bench.common.in_process import Profiled, int4_fp16_table
 from bench.common.machine import Cores
-from simulator import SimFleetConfig, SimPairConfig, run_fleet
+from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet
 
 BUDGET_MS = 400
 MAX_TOKENS = 15
@@ -101,6 +103,7 @@ class BurstRun:
     queued: float  # requests that waited (gearbox_flow_queued_total)
     wait_p99_le_s: float  # 99% of waits were at most this bucket bound (NaN: none waited)
     wait_mean_s: float  # the mean wait, exact (the histogram's sum over its count)
+    busy: Busy  # each engine's running requests over the run (8 fit in budget)
 
 
 def _poisson(rng: random.Random, rate: float, start: float, end: float) -> list[float]:
@@ -168,16 +171,20 @@ async def replay(url: str, arrivals: list[Arrival]) -> tuple[Sample, ...]:
         return tuple(await asyncio.gather(*tasks))
 
 
-async def _one(name: str, r: Router, arrivals: list[Arrival]) -> BurstRun:
+async def _one(name: str, r: Router, arrivals: list[Arrival], fleet: Fleet) -> BurstRun:
+    stop = asyncio.Event()
+    watch = asyncio.create_task(watch_running(fleet, ["sim-int4", "sim-fp16"], stop))
     cpu = r.cpu_s()
     samples = await replay(r.chat_url, arrivals)
     cpu = r.cpu_s() - cpu
+    stop.set()
     text = await asyncio.to_thread(r.metrics)
     queued = sample_sum(text, "gearbox_flow_queued_total")
     buckets = wait_histogram(text, WAIT_METRIC)
     count = sample_sum(text, WAIT_METRIC + "_count")
     mean = sample_sum(text, WAIT_METRIC + "_sum") / count if count else math.nan
-    return BurstRun(name, samples, cpu, queued, bucket_quantile(buckets, 0.99), mean)
+    p99 = bucket_quantile(buckets, 0.99)
+    return BurstRun(name, samples, cpu, queued, p99, mean, await watch)
 
 
 async def run_burst(workdir: Path, cores: Cores, seconds: float) -> tuple[BurstRun, BurstRun]:
@@ -188,5 +195,5 @@ async def run_burst(workdir: Path, cores: Cores, seconds: float) -> tuple[BurstR
         table = int4_fp16_table(fleet, PROFILED)
         for name, env in (("flow control", TRUSTED), ("FLOW_QUEUE=false", TRUSTED | QUEUE_OFF)):
             with router(workdir / "burst", table, cores, env) as r:
-                runs.append(await _one(name, r, arrivals))
+                runs.append(await _one(name, r, arrivals, fleet))
     return runs[0], runs[1]

@@ -6,9 +6,10 @@ import math
 from collections.abc import Iterable, Sequence
 
 from bench.admission import burst as b
+from bench.admission import tenants
 from bench.admission.burst import BurstRun
 from bench.admission.section import AdmissionResult
-from bench.admission.stack import Sample
+from bench.admission.stack import Busy, Sample
 from bench.admission.tenants import SOLO, TenantRun
 from bench.common.check import Check
 from bench.common.stats import quantile
@@ -37,6 +38,15 @@ def others(samples: Iterable[Sample]) -> int:
     return sum(s.status not in (200, 429) for s in samples)
 
 
+def statuses(samples: Iterable[Sample]) -> str:
+    """The answers neither 200 nor 429, by status (0: no answer): '18 x 504', or 'none'."""
+    counts: dict[int, int] = {}
+    for s in samples:
+        if s.status not in (200, 429):
+            counts[s.status] = counts.get(s.status, 0) + 1
+    return ", ".join(f"{n} x {status}" for status, n in sorted(counts.items())) or "none"
+
+
 def late_refusals(samples: Iterable[Sample]) -> int:
     """429s the client got at or after its request's deadline (sent + budget)."""
     return sum(s.status == 429 and s.seconds >= s.budget_s for s in samples)
@@ -62,6 +72,10 @@ def _pct(x: float) -> str:
 
 def _ms(x: float) -> str:
     return "—" if math.isnan(x) else f"{x * 1000:.0f} ms"
+
+
+def _busy(busy: Busy) -> str:
+    return f"{busy.mean_running:.1f}, {busy.max_running}"
 
 
 def _wait(run: BurstRun) -> str:
@@ -94,8 +108,8 @@ def _idle_lines(r: AdmissionResult) -> list[str]:
 def _tenant_lines(r: AdmissionResult) -> list[str]:
     lines = [
         "| run | light: requests | attainment | 429 | p50 | p95 "
-        "| bulk: requests | attainment | 429 |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| bulk: requests | attainment | 429 | engine running: mean, max |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in r.tenants:
         light, bulk = tenant_samples(run, "light"), tenant_samples(run, "bulk")
@@ -104,21 +118,22 @@ def _tenant_lines(r: AdmissionResult) -> list[str]:
         )
         lines.append(
             f"| {run.name} | {len(light)} | {_pct(attainment(light))} | {refused(light)} "
-            f"| {_ms(_p(light, 0.5))} | {_ms(_p(light, 0.95))} | {bulk_cells} |"
+            f"| {_ms(_p(light, 0.5))} | {_ms(_p(light, 0.95))} | {bulk_cells} "
+            f"| {_busy(run.busy)} |"
         )
     return lines
 
 
 def _steady_lines(r: AdmissionResult) -> list[str]:
     lines = [
-        "| load | admission | requests | attainment | 429 | other | p95 of the 200s |",
+        "| load | admission | requests | attainment | 429 | other answers | p95 of the 200s |",
         "|---|---|---|---|---|---|---|",
     ]
     for run in r.steady:
         mode = "flow control" if run.flow else "off (forward all)"
         lines.append(
             f"| {run.load:g}x | {mode} | {len(run.samples)} | {_pct(attainment(run.samples))} "
-            f"| {refused(run.samples)} | {others(run.samples)} | {_ms(_p(run.samples, 0.95))} |"
+            f"| {refused(run.samples)} | {statuses(run.samples)} | {_ms(_p(run.samples, 0.95))} |"
         )
     return lines
 
@@ -126,11 +141,11 @@ def _steady_lines(r: AdmissionResult) -> list[str]:
 def _burst_lines(r: AdmissionResult) -> list[str]:
     lines = [
         "| run | tenant | priority | requests | attainment | 429 | late 429s "
-        "| router CPU | queued | wait: p99, mean |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| router CPU | queued | wait: p99, mean | engines running: mean, max |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in (r.burst, r.burst_queue_off):
-        extra = f"{run.router_cpu_s:.2f} s | {run.queued:.0f} | {_wait(run)}"
+        extra = f"{run.router_cpu_s:.2f} s | {run.queued:.0f} | {_wait(run)} | {_busy(run.busy)}"
         for tenant in ("steady", "bursty"):
             for priority in (*(m[0] for m in b.MIX), "all"):
                 got = [
@@ -170,7 +185,9 @@ def admission_lines(r: AdmissionResult) -> list[str]:
         "(refusals and late answers miss). A late 429 reached the client at or after its "
         "request's deadline (sent + budget). Waits are the router's "
         "`gearbox_flow_queue_wait_seconds` (dispatched and refused): the p99 as the bound of "
-        "the bucket that holds it, the mean exact (sum over count).",
+        "the bucket that holds it, the mean exact (sum over count). Engine running: requests "
+        f"decoding at once per simulated engine, sampled every 10 ms; {tenants.SLOTS} fit in "
+        "the budget.",
         "",
     ]
 
@@ -194,7 +211,7 @@ def _count_check(name: str, count: int, of: int, detail: str = "") -> Check:
 
 def _idle_check(r: AdmissionResult) -> Check:
     got = [s for _, _, s in r.idle.samples]
-    detail = f"; {others(got)} answers neither 200 nor 429"
+    detail = f"; answers neither 200 nor 429: {statuses(got)}"
     return _count_check(
         f"{S}: refusals of an idle sequential client", refused(got), len(got), detail
     )

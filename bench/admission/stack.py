@@ -6,12 +6,13 @@ own, and the clients and simulated engines in this process's event loop; plus re
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from bench.common.machine import Cores, pinned
 from bench.common.processes import cpu_seconds, free_port, running
 from bench.common.targets import gearbox_environment
 from contracts.routing_table import RoutingTable
+from simulator import Fleet
 
 CHAT_PATH = "/v1/chat/completions"
 # Flow control as shipped; admission and flow off: every request forwarded (before issue 23).
@@ -45,6 +47,27 @@ class Sample:
     @property
     def met(self) -> bool:
         return self.status == 200 and self.seconds <= self.budget_s
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """What the simulated engines ran over a run (the truth the router estimates): requests
+    running at once, per engine, sampled every `SAMPLE_S`."""
+
+    mean_running: float
+    max_running: int
+
+
+SAMPLE_S = 0.01
+
+
+async def watch_running(fleet: Fleet, names: Sequence[str], stop: asyncio.Event) -> Busy:
+    """Samples each engine's running count until `stop` is set."""
+    seen: list[int] = []
+    while not stop.is_set():
+        seen += [fleet.stats(n).running for n in names]
+        await asyncio.sleep(SAMPLE_S)
+    return Busy(sum(seen) / len(seen) if seen else math.nan, max(seen, default=0))
 
 
 @dataclass(frozen=True, slots=True)

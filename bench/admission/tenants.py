@@ -20,10 +20,10 @@ from pathlib import Path
 import aiohttp
 
 from bench.admission import burst as b
-from bench.admission.stack import FLOW_ON, Sample, post, router, session
+from bench.admission.stack import FLOW_ON, Busy, Sample, post, router, session, watch_running
 from bench.common.in_process import family_entry, family_table
 from bench.common.machine import Cores
-from simulator import run_fleet
+from simulator import Fleet, run_fleet
 
 LIGHT_LOOPS, BULK_LOOPS = 2, 12
 SLOTS = max(n for n in range(1, 65) if b.engine_latency_s(n) <= b.BUDGET_MS / 1000)
@@ -35,6 +35,7 @@ VARIANTS = ("bulk as one tenant", "bulk over 12 tenant names", "bulk claiming cr
 class TenantRun:
     name: str
     samples: tuple[Sample, ...]
+    busy: Busy  # the engine's running requests over the run (SLOTS fit in budget)
 
 
 def bulk_headers(variant: str, loop: int) -> dict[str, str]:
@@ -63,8 +64,10 @@ async def _loop(
             await asyncio.sleep(max(0.0, min(pause, until - time.monotonic())))
 
 
-async def _run(url: str, variant: str | None, seconds: float) -> TenantRun:
+async def _run(fleet: Fleet, url: str, variant: str | None, seconds: float) -> TenantRun:
     out: list[Sample] = []
+    stop = asyncio.Event()
+    watch = asyncio.create_task(watch_running(fleet, ["sim-int4"], stop))
     until = time.monotonic() + seconds
     async with session() as s:
         light = {"x-gearbox-tenant": "light"}
@@ -74,7 +77,8 @@ async def _run(url: str, variant: str | None, seconds: float) -> TenantRun:
                 _loop(s, url, bulk_headers(variant, i), until, out) for i in range(BULK_LOOPS)
             ]
         await asyncio.gather(*loops)
-    return TenantRun(variant or SOLO, tuple(out))
+    stop.set()
+    return TenantRun(variant or SOLO, tuple(out), await watch)
 
 
 async def run_tenants(workdir: Path, cores: Cores, seconds: float) -> tuple[TenantRun, ...]:
@@ -84,5 +88,5 @@ async def run_tenants(workdir: Path, cores: Cores, seconds: float) -> tuple[Tena
         table = family_table([family_entry("int4", fleet.url("sim-int4"), 1.0, b.PROFILED)])
         for variant in (None, *VARIANTS):
             with router(workdir / "tenants", table, cores, FLOW_ON) as r:
-                runs.append(await _run(r.chat_url, variant, seconds))
+                runs.append(await _run(fleet, r.chat_url, variant, seconds))
     return tuple(runs)

@@ -13,12 +13,13 @@ from bench.admission.burst import BurstRun, capacity_rps, schedule
 from bench.admission.idle import IdleResult, example_table, grid, served_name
 from bench.admission.report import admission_checks, admission_lines, attainment
 from bench.admission.section import QUICK, AdmissionResult
-from bench.admission.stack import Sample, bucket_quantile, sample_sum, wait_histogram
+from bench.admission.stack import Busy, Sample, bucket_quantile, sample_sum, wait_histogram
 from bench.admission.steady import SteadyRun, truth_table
 from bench.admission.tenants import SOLO, VARIANTS, TenantRun, bulk_headers
 from bench.quality import fleet as qf
 
 B = b.BUDGET_MS / 1000
+BUSY = Busy(5.5, 8)
 
 
 def ok(tenant: str, n: int, seconds: float = 0.2, priority: str = "standard") -> list[Sample]:
@@ -30,7 +31,7 @@ def no(tenant: str, n: int, seconds: float = 0.2, priority: str = "standard") ->
 
 
 def burst_run(samples: list[Sample], cpu_s: float, queued: float, p99: float) -> BurstRun:
-    return BurstRun("flow control", tuple(samples), cpu_s, queued, p99, p99 / 2)
+    return BurstRun("flow control", tuple(samples), cpu_s, queued, p99, p99 / 2, BUSY)
 
 
 def result(
@@ -38,8 +39,8 @@ def result(
 ) -> AdmissionResult:
     idle = IdleResult(3, tuple((2000, 16, s) for s in ok("idle", 3)))
     tenants = (
-        TenantRun(SOLO, tuple(ok("light", 50))),
-        *(TenantRun(v, tuple(light_beside + no("bulk", 20))) for v in VARIANTS),
+        TenantRun(SOLO, tuple(ok("light", 50)), Busy(2.0, 2)),
+        *(TenantRun(v, tuple(light_beside + no("bulk", 20)), BUSY) for v in VARIANTS),
     )
     steady = (
         SteadyRun(1.0, True, tuple(steady_on)),
@@ -65,14 +66,15 @@ def test_every_target_passes_when_the_router_does_what_issue_32_asks() -> None:
     assert checks[-1].figure == pytest.approx(0.5)
     text = "\n".join(admission_lines(result(ok("light", 50), burst, ok("t", 100))))
     assert "| bulk over 12 tenant names | 50 | 100.0% | 0 |" in text
-    assert "| 1x | flow control | 100 | 100.0% | 0 | 0 |" in text
+    assert "| 20 | 0.0% | 20 | 5.5, 8 |" in text  # the bulk tenant, the engine
+    assert "| 1x | flow control | 100 | 100.0% | 0 | none |" in text
 
 
 def test_a_light_tenant_served_late_a_refusal_at_1x_and_a_late_429_fail() -> None:
     light = [*ok("light", 45), *ok("light", 5, seconds=0.41)]  # 10 points below solo
     burst = [*ok("bursty", 98, priority="critical"), *no("bursty", 2, priority="critical")]
     burst += no("bursty", 3, seconds=0.4)  # at the deadline: too late to be useful
-    steady = [*ok("t", 99), *no("t", 1)]
+    steady = [*ok("t", 98), *no("t", 1), Sample("t", "standard", 504, 0.4, B)]
     checks = {c.name: c for c in admission_checks(result(light, burst, steady, p99=0.5))}
     failed = sorted(n.removeprefix("admission: ") for n, c in checks.items() if not c.passed)
     assert failed == [
@@ -89,6 +91,8 @@ def test_a_light_tenant_served_late_a_refusal_at_1x_and_a_late_429_fail() -> Non
         "admission: light tenant's attainment, points below solo (bulk as one tenant)"
     ]
     assert light_check.figure == pytest.approx(10.0)
+    text = "\n".join(admission_lines(result(light, burst, steady, p99=0.5)))
+    assert "| 1x | flow control | 100 | 98.0% | 1 | 1 x 504 |" in text
 
 
 PAGE = """\
