@@ -126,14 +126,16 @@ def _tenant_lines(r: AdmissionResult) -> list[str]:
 
 def _steady_lines(r: AdmissionResult) -> list[str]:
     lines = [
-        "| load | admission | requests | attainment | 429 | other answers | p95 of the 200s |",
-        "|---|---|---|---|---|---|---|",
+        "| load | admission | requests | attainment | 429 | other answers | p95 of the 200s "
+        "| queued | engines running: mean, max |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in r.steady:
         mode = "flow control" if run.flow else "off (forward all)"
         lines.append(
             f"| {run.load:g}x | {mode} | {len(run.samples)} | {_pct(attainment(run.samples))} "
-            f"| {refused(run.samples)} | {statuses(run.samples)} | {_ms(_p(run.samples, 0.95))} |"
+            f"| {refused(run.samples)} | {statuses(run.samples)} | {_ms(_p(run.samples, 0.95))} "
+            f"| {run.queued:.0f} | {_busy(run.busy)} |"
         )
     return lines
 

@@ -22,13 +22,24 @@ from typing import Any
 
 import aiohttp
 
-from bench.admission.stack import FLOW_OFF, FLOW_ON, Sample, post, router, session
+from bench.admission.stack import (
+    FLOW_OFF,
+    FLOW_ON,
+    Busy,
+    Router,
+    Sample,
+    post,
+    router,
+    sample_sum,
+    session,
+    watch_running,
+)
 from bench.common.in_process import family_table
 from bench.common.machine import Cores
 from bench.quality import fleet as qf
 from bench.quality.trace import TraceRequest, make_trace
 from contracts.routing_table import RoutingTable
-from simulator import SimFleetConfig, SimPairConfig, run_fleet
+from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet
 
 NOMINAL_RPS = 30.0
 LOADS = (1.0, 2.0)
@@ -42,6 +53,8 @@ class SteadyRun:
     load: float
     flow: bool  # flow control as shipped (False: admission and flow off)
     samples: tuple[Sample, ...]
+    queued: float  # requests that waited in the router's queue (gearbox_flow_queued_total)
+    busy: Busy  # the engines' running requests over the run, per engine
 
 
 def truth_entry(p: qf.SimPair, url: str) -> dict[str, Any]:
@@ -131,5 +144,18 @@ async def run_steady(workdir: Path, cores: Cores, seconds: float) -> tuple[Stead
             requests = trace(round(NOMINAL_RPS * seconds * load))
             for flow, env in ((True, FLOW_ON), (False, FLOW_OFF)):
                 with router(workdir / "steady", table, cores, env) as r:
-                    runs.append(SteadyRun(load, flow, await replay(r.chat_url, requests, load)))
+                    runs.append(await _one(fleet, r, requests, (load, flow)))
     return tuple(runs)
+
+
+async def _one(
+    fleet: Fleet, r: Router, requests: list[TraceRequest], how: tuple[float, bool]
+) -> SteadyRun:
+    """One replay at `how` = (load, flow on), with the engines watched."""
+    stop = asyncio.Event()
+    watch = asyncio.create_task(watch_running(fleet, [p.name for p in qf.PAIRS], stop))
+    samples = await replay(r.chat_url, requests, how[0])
+    stop.set()
+    text = await asyncio.to_thread(r.metrics)
+    queued = sample_sum(text, "gearbox_flow_queued_total")
+    return SteadyRun(how[0], how[1], samples, queued, await watch)

@@ -43,8 +43,8 @@ def result(
         *(TenantRun(v, tuple(light_beside + no("bulk", 20)), BUSY) for v in VARIANTS),
     )
     steady = (
-        SteadyRun(1.0, True, tuple(steady_on)),
-        SteadyRun(1.0, False, tuple(ok("trace", 100))),
+        SteadyRun(1.0, True, tuple(steady_on), 3.0, BUSY),
+        SteadyRun(1.0, False, tuple(ok("trace", 100)), 0.0, BUSY),
     )
     on = burst_run(burst, 1.0, 200.0, p99)
     off = burst_run(burst, 0.9, 0.0, math.nan)
@@ -67,7 +67,7 @@ def test_every_target_passes_when_the_router_does_what_issue_32_asks() -> None:
     text = "\n".join(admission_lines(result(ok("light", 50), burst, ok("t", 100))))
     assert "| bulk over 12 tenant names | 50 | 100.0% | 0 |" in text
     assert "| 20 | 0.0% | 20 | 5.5, 8 |" in text  # the bulk tenant, the engine
-    assert "| 1x | flow control | 100 | 100.0% | 0 | none |" in text
+    assert "| 1x | flow control | 100 | 100.0% | 0 | none | 200 ms | 3 | 5.5, 8 |" in text
 
 
 def test_a_light_tenant_served_late_a_refusal_at_1x_and_a_late_429_fail() -> None:
