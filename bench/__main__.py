@@ -160,7 +160,7 @@ def _admission(run: BenchRun, pinning: Pinning, workdir: Path) -> None:
     from bench.admission.report import admission_checks
     from bench.admission.section import run_admission
 
-    run.admission = run_admission(run.quick)
+    run.admission = run_admission(pinning, workdir, run.quick)
     run.checks += admission_checks(run.admission)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.admission.section import (
+from bench.admission.burst import (
     BURST_TIMES,
     BURSTY_SHARE,
     MAX_TOKENS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from bench.admission.bound import SLOTS, router, simulate
-from bench.admission.section import Arrival, engine_latency_s
+from bench.admission.burst import Arrival, engine_latency_s
 
 
 def test_the_engine_model_is_the_simulators() -> None:

@@ -1,4 +1,6 @@
-"""Target checks and tables of the admission section (`bench/admission/report.py`)."""
+"""The admission section's pure parts (`bench/admission/`): its target checks and tables, the
+router's wait histogram read back, the bulk tenant's variants, the seeded burst schedule and
+the tables its scenarios serve."""
 
 from __future__ import annotations
 
@@ -6,65 +8,129 @@ import math
 
 import pytest
 
-from bench.admission.report import admission_checks, admission_lines, summarise
-from bench.admission.section import AdmissionResult, Run, Sample, capacity_rps, schedule
+from bench.admission import burst as b
+from bench.admission.burst import BurstRun, capacity_rps, schedule
+from bench.admission.idle import IdleResult, example_table, grid, served_name
+from bench.admission.report import admission_checks, admission_lines, attainment
+from bench.admission.section import QUICK, AdmissionResult
+from bench.admission.stack import Busy, Sample, bucket_quantile, sample_sum, wait_histogram
+from bench.admission.steady import SteadyRun, truth_table
+from bench.admission.tenants import SOLO, VARIANTS, TenantRun, bulk_headers
+from bench.quality import fleet as qf
 
-BUDGET_S = 0.4
-
-
-def served(
-    tenant: str, priority: str, n: int, seconds: float = 0.2, burst: bool = True
-) -> list[Sample]:
-    return [Sample(tenant, priority, burst, 200, seconds) for _ in range(n)]
-
-
-def shed(tenant: str, priority: str, n: int, seconds: float = 0.001) -> list[Sample]:
-    return [Sample(tenant, priority, True, 429, seconds) for _ in range(n)]
+B = b.BUDGET_MS / 1000
+BUSY = Busy(5.5, 8)
 
 
-def result(burst: list[Sample], nominal: list[Sample] | None = None) -> AdmissionResult:
-    solo = Run("solo", tuple(served("steady", "standard", 100)))
-    one_x = Run("1x", tuple(nominal if nominal is not None else served("bursty", "batch", 50)))
-    off = Run("off", tuple(served("steady", "critical", 10, seconds=2.0)))
-    return AdmissionResult(9.0, 41.0, BUDGET_S, solo, one_x, Run("on", tuple(burst)), off)
+def ok(tenant: str, n: int, seconds: float = 0.2, priority: str = "standard") -> list[Sample]:
+    return [Sample(tenant, priority, 200, seconds, B, True) for _ in range(n)]
 
 
-def test_summarise_counts_late_and_shed_requests_as_missed() -> None:
-    row = summarise([*served("s", "c", 6), *served("s", "c", 2, 0.5), *shed("s", "c", 2)], BUDGET_S)
-    assert (row.requests, row.attainment, row.shed) == (10, 0.6, 0.2)
-    assert row.p95_s == pytest.approx(0.5)  # of the 200 answers only
-    assert math.isnan(summarise([], BUDGET_S).attainment)
+def no(tenant: str, n: int, seconds: float = 0.2, priority: str = "standard") -> list[Sample]:
+    return [Sample(tenant, priority, 429, seconds, B, True) for _ in range(n)]
 
 
-def test_a_protected_steady_tenant_and_critical_class_with_fast_sheds_pass() -> None:
-    burst = [*served("steady", "standard", 99), *served("steady", "critical", 100)]
-    burst += shed("bursty", "batch", 300)
-    checks = admission_checks(result(burst))
-    assert [c.passed for c in checks] == [True, True, True, True]
-    assert checks[0].figure == pytest.approx(0.0)  # points below solo
-    text = "\n".join(admission_lines(result(burst)))
-    assert "| bursty | batch | 300 | 0.0% | 100.0% | — |" in text
-    assert "300 shed requests" in text
+def burst_run(samples: list[Sample], cpu_s: float, queued: float, p99: float) -> BurstRun:
+    return BurstRun("flow control", tuple(samples), cpu_s, queued, p99, p99 / 2, BUSY)
 
 
-def test_a_hit_steady_tenant_late_critical_a_shed_at_1x_and_a_slow_429_fail() -> None:
-    burst = [*served("steady", "standard", 90), *shed("steady", "standard", 10)]
-    burst += [*served("bursty", "critical", 97), *served("bursty", "critical", 3, 0.6)]
-    burst += shed("bursty", "batch", 100, seconds=0.02)
-    nominal = [*served("bursty", "batch", 49), *shed("bursty", "batch", 1)]
-    steady, critical, at_1x, time_to_429 = admission_checks(result(burst, nominal))
-    assert not steady.passed
-    assert steady.figure == pytest.approx(10.0)
-    assert not critical.passed
-    assert critical.figure == pytest.approx(97.0)
-    assert not at_1x.passed
-    assert at_1x.figure == 1.0
-    assert not time_to_429.passed
-    assert time_to_429.figure == pytest.approx(20.0)
+def result(
+    light_beside: list[Sample], burst: list[Sample], steady_on: list[Sample], p99: float = 0.25
+) -> AdmissionResult:
+    idle = IdleResult(3, tuple((2000, 16, s) for s in ok("idle", 3)))
+    tenants = (
+        TenantRun(SOLO, tuple(ok("light", 50)), Busy(2.0, 2)),
+        *(TenantRun(v, tuple(light_beside + no("bulk", 20)), BUSY) for v in VARIANTS),
+    )
+    steady = (
+        SteadyRun(1.0, True, tuple(steady_on), 3.0, BUSY),
+        SteadyRun(1.0, False, tuple(ok("trace", 100)), 0.0, BUSY),
+    )
+    on = burst_run(burst, 1.0, 200.0, p99)
+    off = burst_run(burst, 0.9, 0.0, math.nan)
+    return AdmissionResult(QUICK, idle, tenants, steady, on, off)
 
 
-def test_the_schedule_is_seeded_and_bursts_only_in_the_middle_third() -> None:
+def test_attainment_counts_late_answers_and_refusals_as_missed() -> None:
+    assert attainment([*ok("t", 6), *ok("t", 2, seconds=0.5), *no("t", 2)]) == 0.6
+    assert math.isnan(attainment([]))
+
+
+def test_every_target_passes_when_the_router_does_what_issue_32_asks() -> None:
+    burst = [*ok("bursty", 100, priority="critical"), *no("bursty", 300, seconds=0.23)]
+    checks = admission_checks(result(ok("light", 49) + ok("light", 1, 0.39), burst, ok("t", 100)))
+    assert [c.name for c in checks if not c.passed] == []
+    # idle, three variants, refusals and attainment at one load, critical, late 429s, wait,
+    # CPU per queued request: (1.0 - 0.9) s over 200 queued
+    assert len(checks) == 10
+    assert checks[-1].figure == pytest.approx(0.5)
+    text = "\n".join(admission_lines(result(ok("light", 50), burst, ok("t", 100))))
+    assert "| bulk over 12 tenant names | 50 | 100.0% | 0 |" in text
+    assert "| 20 | 0.0% | 20 | 5.5, 8 |" in text  # the bulk tenant, the engine
+    assert "| 1x | flow control | 100 | 100.0% | 0 | none | 200 ms | 3 | 5.5, 8 |" in text
+
+
+def test_a_light_tenant_served_late_a_refusal_at_1x_and_a_late_429_fail() -> None:
+    light = [*ok("light", 45), *ok("light", 5, seconds=0.41)]  # 10 points below solo
+    burst = [*ok("bursty", 98, priority="critical"), *no("bursty", 2, priority="critical")]
+    burst += no("bursty", 3, seconds=0.4)  # at the deadline: too late to be useful
+    steady = [*ok("t", 98), *no("t", 1), Sample("t", "standard", 504, 0.4, B)]
+    checks = {c.name: c for c in admission_checks(result(light, burst, steady, p99=0.5))}
+    failed = sorted(n.removeprefix("admission: ") for n, c in checks.items() if not c.passed)
+    assert failed == [
+        "attainment at 1x, points below admission off",
+        "critical class's attainment during the 3x burst",
+        "light tenant's attainment, points below solo (bulk as one tenant)",
+        "light tenant's attainment, points below solo (bulk claiming critical)",
+        "light tenant's attainment, points below solo (bulk over 12 tenant names)",
+        "p99 queue wait during the burst (histogram bucket bound)",
+        "refusals at 1x of a mixed trace",
+        "refusals issued at or after their request's deadline (burst)",
+    ]
+    light_check = checks[
+        "admission: light tenant's attainment, points below solo (bulk as one tenant)"
+    ]
+    assert light_check.figure == pytest.approx(10.0)
+    text = "\n".join(admission_lines(result(light, burst, steady, p99=0.5)))
+    assert "| 1x | flow control | 100 | 98.0% | 1 | 1 x 504 |" in text
+
+
+PAGE = """\
+# HELP gearbox_flow_queue_wait_seconds Time a request waited in the queue
+gearbox_flow_queue_wait_seconds_bucket{le="0.1",outcome="dispatched",priority="standard"} 60.0
+gearbox_flow_queue_wait_seconds_bucket{le="0.25",outcome="dispatched",priority="standard"} 90.0
+gearbox_flow_queue_wait_seconds_bucket{le="+Inf",outcome="dispatched",priority="standard"} 90.0
+gearbox_flow_queue_wait_seconds_bucket{le="0.1",outcome="refused",priority="batch"} 0.0
+gearbox_flow_queue_wait_seconds_bucket{le="0.25",outcome="refused",priority="batch"} 9.0
+gearbox_flow_queue_wait_seconds_bucket{le="+Inf",outcome="refused",priority="batch"} 10.0
+gearbox_flow_queue_wait_seconds_count{outcome="dispatched",priority="standard"} 90.0
+gearbox_flow_queued_total{priority="standard",tenant="bulk"} 90.0
+gearbox_flow_queued_total{priority="batch",tenant="light"} 10.0
+"""
+
+
+def test_the_wait_histogram_is_summed_over_series_and_read_as_a_bucket_bound() -> None:
+    buckets = wait_histogram(PAGE, "gearbox_flow_queue_wait_seconds")
+    assert buckets == [(0.1, 60.0), (0.25, 99.0), (math.inf, 100.0)]
+    assert bucket_quantile(buckets, 0.5) == 0.1
+    assert bucket_quantile(buckets, 0.99) == 0.25  # 99 of 100 waited 250 ms at most
+    assert bucket_quantile(buckets, 1.0) == math.inf
+    assert math.isnan(bucket_quantile([], 0.99))
+    assert sample_sum(PAGE, "gearbox_flow_queued_total") == 100.0
+    assert sample_sum(PAGE, "gearbox_flow_queued_total", tenant="light") == 10.0
+
+
+def test_the_bulk_tenant_variants_differ_only_in_what_the_issue_names() -> None:
+    assert bulk_headers(VARIANTS[0], 3) == {"x-gearbox-tenant": "bulk"}
+    names = {bulk_headers(VARIANTS[1], i)["x-gearbox-tenant"] for i in range(12)}
+    assert len(names) == 12
+    assert "light" not in names
+    assert bulk_headers(VARIANTS[2], 0) == {"x-gearbox-tenant": "bulk", "X-Priority": "critical"}
+
+
+def test_the_burst_schedule_is_seeded_and_bursts_only_in_the_middle_third() -> None:
     cap = capacity_rps()
+    assert cap == pytest.approx(41.03, abs=0.01)  # two engines at 8 in flight, 0.39 s each
     tenants = {"steady": 0.3 * cap, "bursty": 0.3 * cap}
     first = schedule(30.0, tenants, 3 * cap)
     assert first == schedule(30.0, tenants, 3 * cap)
@@ -72,3 +138,15 @@ def test_the_schedule_is_seeded_and_bursts_only_in_the_middle_third() -> None:
     outside = [a for a in first if a.tenant == "bursty" and not a.in_burst]
     assert all(10.0 <= a.at_s < 20.0 for a in in_burst)
     assert len(in_burst) > 5 * len(outside)  # 3x capacity for 10 s against 0.3x for 20 s
+
+
+def test_the_scenarios_tables_are_valid_and_say_what_the_engines_do() -> None:
+    idle = example_table({q: f"http://127.0.0.1:{9000 + i}" for i, q in enumerate(("fp8", "fp16"))})
+    assert {e.served_model_name for e in idle.entries} >= {served_name("fp8")}
+    assert len(grid()) == 12
+    table = truth_table({p.name: f"http://127.0.0.1:{9100 + i}" for i, p in enumerate(qf.PAIRS)})
+    assert len(table.entries) == 6
+    assert {e.family for e in table.entries} == {qf.SMALL, qf.LARGE}
+    fp16 = next(e for e in table.entries if e.pair == f"{qf.SMALL}@fp16")
+    # At a load of L the simulator's TPOT is base + per-running x (L - 1): the table's at L.
+    assert fp16.latency.tpot_base_s + fp16.latency.tpot_per_load_s == pytest.approx(0.0030)
