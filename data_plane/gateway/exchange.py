@@ -9,6 +9,11 @@ Two request body modes route (docs/gateway.md, "Processing modes"):
 - FULL_DUPLEX_STREAMED: nothing is answered until the body's last chunk; then the headers
   answer (mutations, `clear_route_cache`) and the rewritten body as one streamed chunk.
 
+When every pair that meets the request is full, the request phase's last message is left
+unanswered while the request waits in the queue (`gateway.in_flight`); it is answered with
+the routing headers once decided, or with a 429 at its deadline or a bound. The response
+phase, when the filter sends it, tells when the answer ends (`end`).
+
 Other modes (NONE, STREAMED, BUFFERED_PARTIAL) cannot route on the body before the route is
 picked: such a stream is answered with a 500 naming the misconfiguration. Paths other than
 the two completions endpoints, and methods other than POST, pass through with only the
@@ -19,6 +24,7 @@ serve as that endpoint, is a 400 naming the path.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from enum import Enum
 from typing import Any
@@ -26,6 +32,7 @@ from typing import Any
 from data_plane.errors import Internal, InvalidRequest, PayloadTooLarge, RouterError
 from data_plane.gateway import messages, protos
 from data_plane.gateway.headers import HeaderList
+from data_plane.gateway.in_flight import Running
 from data_plane.gateway.messages import ProcessingResponse
 from data_plane.gateway.router import GatewayRouter, respelt_routed_path, routed_kind
 from data_plane.request.body import BodyKind
@@ -65,6 +72,8 @@ class Exchange:
         self._headers = HeaderList(())
         self._chunks: list[bytes] = []
         self._size = 0
+        self._arrived = 0.0  # loop time of the request headers: its budget runs from then
+        self.running: Running | None = None  # routed, until its answer ends (`end`)
         self.outcome: RequestOutcome | None = None
         self.error: RouterError | None = None
 
@@ -76,36 +85,50 @@ class Exchange:
     def kind(self) -> BodyKind:
         return self._kind
 
-    def on_message(self, request: Any) -> list[ProcessingResponse]:
-        """The responses owed for one ProcessingRequest (possibly none yet)."""
+    def end(self) -> None:
+        """The request is over (its answer ended, or the stream did): it no longer counts."""
+        if self.running is not None:
+            self.running.end()
+
+    async def on_message(self, request: Any) -> list[ProcessingResponse]:
+        """The responses owed for one ProcessingRequest (possibly none yet). The request
+        phase's last message may wait here while the request is held in the queue."""
         which = request.WhichOneof("request")
         if request.HasField("protocol_config"):
             self._mode = request.protocol_config.request_body_mode
             self._response_mode = request.protocol_config.response_body_mode
         try:
-            return self._dispatch(which, request)
+            return await self._dispatch(which, request)
         except RouterError as err:
             return self._answer(err)
         except Exception:  # a bug must not leave Envoy waiting on the stream
             logger.exception("ext_proc exchange failed")
             return self._answer(Internal())
 
-    def _dispatch(self, which: str | None, request: Any) -> list[ProcessingResponse]:
+    async def _dispatch(self, which: str | None, request: Any) -> list[ProcessingResponse]:
         match which:
             case "request_headers":
-                return self._on_headers(request.request_headers)
+                return await self._on_headers(request.request_headers)
             case "request_body":
-                return self._on_body(request.request_body)
+                return await self._on_body(request.request_body)
             case "request_trailers":
-                return [*self._finish(), messages.continue_trailers()]
+                return [*await self._finish(), messages.continue_trailers()]
             case "response_headers":
+                if request.response_headers.end_of_stream:  # an answer without a body
+                    self.end()
                 return [messages.continue_headers(request=False)]
             case "response_body":
+                if request.response_body.end_of_stream:
+                    self.end()
                 return [self._pass_response_body(request.response_body)]
-            case _:  # response trailers, or a message type newer than these protos
+            case "response_trailers":
+                self.end()
+                return []
+            case _:  # a message type newer than these protos
                 return []
 
-    def _on_headers(self, headers: Any) -> list[ProcessingResponse]:
+    async def _on_headers(self, headers: Any) -> list[ProcessingResponse]:
+        self._arrived = asyncio.get_running_loop().time()
         self._headers = HeaderList.from_proto(headers.headers)
         path = self._headers.get(":path", "")
         kind = routed_kind(path)
@@ -126,7 +149,7 @@ class Exchange:
             )
         self._kind, self._phase = kind, Phase.BODY
         if headers.end_of_stream:  # no body at all: parsing says so, as a 400
-            return self._finish()
+            return await self._finish()
         return [messages.continue_headers()] if self._mode == BUFFERED else []
 
     def _passed(self) -> ProcessingResponse:
@@ -135,7 +158,7 @@ class Exchange:
         forged = [name for name in self._router.managed if name in self._headers]
         return messages.passed_headers(forged) if forged else messages.continue_headers()
 
-    def _on_body(self, body: Any) -> list[ProcessingResponse]:
+    async def _on_body(self, body: Any) -> list[ProcessingResponse]:
         if self._phase is not Phase.BODY:
             return [self._pass_request_body(body)]
         self._size += len(body.body)
@@ -143,14 +166,18 @@ class Exchange:
             raise PayloadTooLarge(f"the request body is larger than {self._max_body_bytes} bytes")
         self._chunks.append(body.body)
         if body.end_of_stream or self._mode == BUFFERED:
-            return self._finish()
+            return await self._finish()
         return []
 
-    def _finish(self) -> list[ProcessingResponse]:
-        """Route the collected body (once); nothing to do in any other phase."""
+    async def _finish(self) -> list[ProcessingResponse]:
+        """Route the collected body (once, perhaps after a wait in the queue); nothing to do
+        in any other phase."""
         if self._phase is not Phase.BODY:
             return []
-        routed = self._router.route(self._kind, self._headers, b"".join(self._chunks))
+        body = b"".join(self._chunks)
+        routed, self.running = await self._router.route(
+            self._kind, self._headers, body, self._arrived
+        )
         self._phase, self.outcome = Phase.DONE, RequestOutcome.OK
         headers = [*routed.headers, ("content-length", str(len(routed.body)))]
         remove = routed.remove

@@ -1,5 +1,7 @@
 """The ext_proc gRPC service: `envoy.service.ext_proc.v3.ExternalProcessor/Process` on
-grpc.aio, one `Exchange` per stream, each request counted in the data plane's metrics.
+grpc.aio, one `Exchange` per stream, each request counted in the data plane's metrics. A
+request is over, for the in-flight counts, when its stream ends at the latest (a stream
+Envoy cancels while its request waits in the queue takes it out of the queue at once).
 
 The method is registered by name with the messages of `data_plane.gateway.protos` (what a
 generated `_pb2_grpc` module would do, without one)."""
@@ -49,12 +51,15 @@ class ExternalProcessor:
         )
         started = self._clock()
         counted = False
-        async for request in request_iterator:
-            for response in exchange.on_message(request):
-                yield response
-            if not counted and (exchange.outcome is not None or exchange.error is not None):
-                counted = True
-                self._count(exchange, self._clock() - started)
+        try:
+            async for request in request_iterator:
+                for response in await exchange.on_message(request):
+                    yield response
+                if not counted and (exchange.outcome is not None or exchange.error is not None):
+                    counted = True
+                    self._count(exchange, self._clock() - started)
+        finally:  # the stream ended (Envoy closed it, or cancelled it): so did the request
+            exchange.end()
 
     def _count(self, exchange: Exchange, duration_s: float) -> None:
         route = Route.CHAT_COMPLETIONS if exchange.kind == "chat" else Route.COMPLETIONS

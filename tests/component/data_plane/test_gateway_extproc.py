@@ -17,6 +17,7 @@ from data_plane.decision.compile import compile_table
 from data_plane.decision_step import Admission, DecisionStep, StepParts, default_admission
 from data_plane.domain import CompiledTable, HealthView
 from data_plane.gateway import protos as ext_proc
+from data_plane.gateway.in_flight import GatewayDoor
 from data_plane.gateway.router import GatewayRouter, gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
 from data_plane.request.identity import Rights
@@ -467,7 +468,9 @@ async def test_a_shed_request_is_a_429_with_llm_ds_dropped_reason() -> None:
     admission = gateway_rights(priority_header_trusted=True)
     step = DecisionStep(StepParts(store, loaded, metrics, random.Random(7), admission=admission))
     processor = ExternalProcessor(
-        GatewayRouter(step, PAIR_HEADER), metrics, ServiceConfig(BUFFERED, 64 * 1024)
+        GatewayRouter(GatewayDoor(step, LoadTracker()), PAIR_HEADER),
+        metrics,
+        ServiceConfig(BUFFERED, 64 * 1024),
     )
     server, port = await start_server(processor, "127.0.0.1", 0)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
@@ -501,7 +504,9 @@ async def test_llm_ds_objective_header_sets_the_class_admission_judges() -> None
     loaded, admission = LoadedEngines(busy, 20.0), gateway_rights()
     step = DecisionStep(StepParts(store, loaded, metrics, random.Random(7), admission=admission))
     processor = ExternalProcessor(
-        GatewayRouter(step, PAIR_HEADER), metrics, ServiceConfig(BUFFERED, 64 * 1024)
+        GatewayRouter(GatewayDoor(step, LoadTracker()), PAIR_HEADER),
+        metrics,
+        ServiceConfig(BUFFERED, 64 * 1024),
     )
     server, port = await start_server(processor, "127.0.0.1", 0)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")

@@ -1,0 +1,84 @@
+"""Gateway mode's own requests, from the decision to the end of their answer (docs/gateway.md,
+"Load and shedding", "Flow control"): a request every pair is full for is held in the HTTP
+door's queue (`serving.flow.FlowQueue`, the same bands, tenant turns and deadlines) while
+its ext_proc stream waits unanswered; once routed it counts at one endpoint of its pair
+until its answer ends, and its end wakes the queue.
+
+Where it counts: Envoy's endpoint picker, not Gearbox, picks the pod, so a routed request
+is counted at the endpoint its decision put first (the least loaded one of its pair as
+Gearbox sees it). The scrape later subtracts it from that endpoint's scraped count
+(`LoadTracker.set_queue_depth`): the pair's total is right, the split between its endpoints
+is Gearbox's guess.
+
+When it ends: at the first of the response body's last chunk (`end_of_stream`), response
+headers that end the response, or the ext_proc stream's end (Envoy closes it when the HTTP
+request is over, however it ended: answered, reset, the client gone). Only a filter that
+sends the response phase keeps the stream open to the answer's end; without it the count
+may end when the request phase does (docs/gateway.md says which configuration gives what).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from data_plane.asked import Full
+from data_plane.decision_step import Decided, DecisionStep
+from data_plane.request.body import BodyKind
+from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.serving.flow import FlowQueue
+
+
+class Running:
+    """One routed request until its answer ends (`end`, idempotent): its count at an
+    endpoint, its tenant's share, and the queue's wake-up when it goes."""
+
+    __slots__ = ("_door", "_endpoint", "_over", "decided")
+
+    def __init__(self, door: GatewayDoor, decided: Decided) -> None:
+        self._door = door
+        self.decided = decided
+        self._over = False
+        first = decided.decision.candidates[0]
+        self._endpoint = first.endpoints[0].id if first.endpoints else None
+        if self._endpoint is not None:
+            door.tracker.acquire(self._endpoint)
+
+    @property
+    def over(self) -> bool:
+        return self._over
+
+    def end(self) -> None:
+        if self._over:
+            return
+        self._over = True
+        door = self._door
+        if self._endpoint is not None:
+            door.tracker.release(self._endpoint)
+        door.step.finished(self.decided)
+        if door.queue is not None:
+            door.queue.finished()
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayDoor:
+    """The decision step, the queue (None: refused at once) and the in-flight counts."""
+
+    step: DecisionStep
+    tracker: LoadTracker
+    queue: FlowQueue | None = None
+
+    async def decide(
+        self, kind: BodyKind, headers: Mapping[str, str], body: bytes, arrived: float
+    ) -> Running:
+        """The request decided, after a wait in the queue when every pair that meets it is
+        full (raises the RouterError its client gets at once, a 429 at its deadline or a
+        bound among them); `arrived`: the loop time its headers came at."""
+        queue = self.queue
+        if queue is None:
+            return Running(self, self.step.decide(body, kind, headers))
+        try:
+            decided = self.step.decide(body, kind, headers, may_wait=True)
+        except Full as full:
+            decided = await queue.wait(full, arrived)
+        return Running(self, decided)
