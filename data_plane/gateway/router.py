@@ -72,8 +72,8 @@ class ScrapedEngines:
     """What gateway mode knows about the engines: their queues as scraped from their
     `/metrics` (`sync/engine_scrape.py`, every `SCRAPE_INTERVAL_S`) and the requests it
     routed that have not ended (`gateway.in_flight`), and nothing else: it sees no answers'
-    status, so no endpoint is ever ejected. The precision ladder's state is kept from one decision to the
-    next, as the data plane's `Health` keeps it."""
+    status, so no endpoint is ever ejected. The precision ladder's state is kept from one
+    decision to the next, as the data plane's `Health` keeps it."""
 
     __slots__ = ("_view",)
 
