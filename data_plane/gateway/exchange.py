@@ -85,6 +85,18 @@ class Exchange:
     def kind(self) -> BodyKind:
         return self._kind
 
+    def decides(self, request: Any) -> bool:
+        """Whether `request` ends the request phase of a request Gearbox routes: answering
+        it decides the request, which may first wait in the queue."""
+        which = request.WhichOneof("request")
+        if self._phase is Phase.HEADERS:
+            return which == "request_headers" and bool(request.request_headers.end_of_stream)
+        if self._phase is not Phase.BODY:
+            return False
+        if which == "request_body":
+            return bool(request.request_body.end_of_stream) or self._mode == BUFFERED
+        return bool(which == "request_trailers")
+
     def end(self) -> None:
         """The request is over (its answer ended, or the stream did): it no longer counts."""
         if self.running is not None:

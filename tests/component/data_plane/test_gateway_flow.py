@@ -246,3 +246,16 @@ async def test_bands_then_tenant_turns_order_the_dispatch(door: Door) -> None:
     assert order == ["bulk-1", "light", "bulk-2", "bulk-3"]
     for _, stream in waiting:
         await stream.close()
+
+
+async def test_a_stream_half_closed_while_held_leaves_the_queue(door: Door) -> None:
+    """Envoy half-closes the stream when the client goes (it resets it only later): the
+    held request leaves the queue then, not at its deadline."""
+    routed = await fill(door)
+    gone = Stream(door, {})
+    assert await held_or_routed(door, gone)
+    await gone.call.done_writing()
+    await eventually(lambda: len(door.queue) == 0, what="the half-closed stream left the queue")
+    assert door.metric("gearbox_flow_refused_total", priority="standard", reason="deadline") == 0
+    for stream in (*routed, gone):
+        await stream.close()
