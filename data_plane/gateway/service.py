@@ -54,26 +54,31 @@ class ExternalProcessor:
             self._router, self._config.default_body_mode, self._config.max_body_bytes
         )
         started = self._clock()
-        counted = False
+        deciding = counted = False
         reader = _Reader(request_iterator)
         try:
             while (request := await reader.next()) is not None:
                 if exchange.decides(request):  # it may wait in the queue: watch the stream
+                    deciding = True
                     responses = await reader.unless_closed(exchange.on_message(request))
                 else:
                     responses = await exchange.on_message(request)
-                for response in responses or ():
-                    yield response
                 if not counted and (exchange.outcome is not None or exchange.error is not None):
                     counted = True
                     self._count(exchange, self._clock() - started)
+                for response in responses or ():
+                    yield response
         finally:  # the stream ended (Envoy closed it, or cancelled it): so did the request
             reader.close()
             exchange.end()
+            if deciding and not counted:  # it went while it waited in the queue
+                self._count(exchange, self._clock() - started, RequestOutcome.CANCELLED)
 
-    def _count(self, exchange: Exchange, duration_s: float) -> None:
+    def _count(
+        self, exchange: Exchange, duration_s: float, outcome: RequestOutcome | None = None
+    ) -> None:
         route = Route.CHAT_COMPLETIONS if exchange.kind == "chat" else Route.COMPLETIONS
-        outcome = exchange.outcome or RequestOutcome.OK
+        outcome = outcome or exchange.outcome or RequestOutcome.OK
         if exchange.error is not None:
             outcome = outcome_of(exchange.error)
         self._metrics.observe_request(route, outcome, duration_s)

@@ -43,6 +43,7 @@ ENDPOINT = "llama@fp8#0"
 # in flight and a held request's deadline is about 3.8 s after it arrives.
 CHAT = {"model": "llama@fp8", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
 BUDGET = {"x-latency-budget-ms": "5000"}
+REQUESTS = "gearbox_requests_total"
 
 
 @dataclass
@@ -203,8 +204,15 @@ async def test_a_stream_closed_while_held_leaves_the_queue_at_once(door: Door) -
     assert await held_or_routed(door, gone)
     assert await held_or_routed(door, kept)
     assert len(door.queue) == 2
+    cancelled = door.metric(REQUESTS, route="chat_completions", outcome="cancelled")
     await gone.close()  # Envoy's message timeout, or the client went: the stream is cancelled
     await eventually(lambda: len(door.queue) == 1, what="the closed stream left the queue")
+    await eventually(
+        lambda: (
+            door.metric(REQUESTS, route="chat_completions", outcome="cancelled") == cancelled + 1
+        ),
+        what="counted as cancelled",
+    )
     await routed[0].finish()
     await eventually(lambda: kept.answered, what="the slot went to the one still waiting")
     assert kept.pair() == "llama@fp8"
@@ -254,8 +262,15 @@ async def test_a_stream_half_closed_while_held_leaves_the_queue(door: Door) -> N
     routed = await fill(door)
     gone = Stream(door, {})
     assert await held_or_routed(door, gone)
+    cancelled = door.metric(REQUESTS, route="chat_completions", outcome="cancelled")
     await gone.call.done_writing()
     await eventually(lambda: len(door.queue) == 0, what="the half-closed stream left the queue")
+    await eventually(
+        lambda: (
+            door.metric(REQUESTS, route="chat_completions", outcome="cancelled") == cancelled + 1
+        ),
+        what="counted as cancelled",
+    )
     assert door.metric("gearbox_flow_refused_total", priority="standard", reason="deadline") == 0
     for stream in (*routed, gone):
         await stream.close()
