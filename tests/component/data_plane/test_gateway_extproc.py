@@ -435,8 +435,8 @@ async def test_a_table_swap_reaches_the_next_stream(gateway: Gateway) -> None:
 
 
 class LoadedEngines:
-    """A health source whose engines are all busy (gateway mode's own reads the scrape:
-    `test_the_requests_it_routes_count_only_once_a_scrape_shows_them`)."""
+    """A health source whose engines are all busy (gateway mode's own reads the scrape and
+    its routed requests: `test_the_requests_it_routes_count_only_until_their_stream_ends`)."""
 
     def __init__(self, table: CompiledTable, load: float) -> None:
         ids = (e.id for p in table.pairs for e in p.endpoints)
@@ -536,8 +536,9 @@ async def test_llm_ds_objective_header_sets_the_class_admission_judges() -> None
         await server.stop(None)
 
 
-async def test_the_requests_it_routes_count_only_once_a_scrape_shows_them() -> None:
-    """Gateway mode's load is the scrape alone: 20 requests routed to llama@fp8 leave it
+async def test_the_requests_it_routes_count_only_until_their_stream_ends() -> None:
+    """A routed request counts until its answer or its stream ends (docs/gateway.md, "Flow
+    control"): 20 requests routed to llama@fp8 whose streams each closed at once leave it
     unloaded for the next decision; a scrape of 20 in flight at its endpoint sheds."""
     store, metrics, tracker = TableStore(), DataPlaneMetrics("test", "test"), LoadTracker()
     store.swap(table_ := fleet())
