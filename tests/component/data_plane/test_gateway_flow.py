@@ -274,3 +274,25 @@ async def test_a_stream_half_closed_while_held_leaves_the_queue(door: Door) -> N
     assert door.metric("gearbox_flow_refused_total", priority="standard", reason="deadline") == 0
     for stream in (*routed, gone):
         await stream.close()
+
+
+async def test_one_tenants_backlog_hits_its_bound_not_another_tenants_wait() -> None:
+    """A bulk tenant holding as many waiting requests as a tenant may gets 429
+    `tenant_limit` at once for the next; a light tenant's request still waits its turn."""
+    async for door in door_with(FlowLimits(per_tenant=2)):
+        routed = await fill(door)
+        bulk = [Stream(door, {"x-gearbox-tenant": "bulk"}) for _ in range(3)]
+        assert await held_or_routed(door, bulk[0])
+        assert await held_or_routed(door, bulk[1])
+        assert not await held_or_routed(door, bulk[2])  # answered at once: refused
+        assert bulk[2].first is not None
+        status, error, headers = error_of(bulk[2].first.result())
+        assert (status, headers["x-gearbox-tenant"]) == (429, "bulk")
+        assert "its tenant has as many requests waiting as it may" in error["error"]["message"]
+        labels = {"priority": "standard", "reason": "tenant_limit"}
+        assert door.metric("gearbox_flow_refused_total", **labels) == 1.0
+        light = Stream(door, {"x-gearbox-tenant": "light"})
+        assert await held_or_routed(door, light)
+        assert len(door.queue) == 3
+        for stream in (*routed, *bulk, light):
+            await stream.close()
