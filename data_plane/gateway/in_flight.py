@@ -5,10 +5,12 @@ its ext_proc stream waits unanswered; once routed it counts at one endpoint of i
 until its answer ends, and its end wakes the queue.
 
 Where it counts: Envoy's endpoint picker, not Gearbox, picks the pod, so a routed request
-is counted at the endpoint its decision put first (the least loaded one of its pair as
-Gearbox sees it). The scrape later subtracts it from that endpoint's scraped count
-(`LoadTracker.set_queue_depth`): the pair's total is right, the split between its endpoints
-is Gearbox's guess.
+is counted at the endpoint its decision put first (the less loaded of two of its pair as
+Gearbox sees them, `decision.feasibility.order_endpoints`). The scrape subtracts its own
+requests from that endpoint's scraped count (`LoadTracker.set_queue_depth`). Where the
+picker chose another pod, the pair's total can count a request twice (its own count at the
+guessed endpoint, the scrape at its pod) while the guessed endpoint's scraped count is
+below Gearbox's own count there: an over-count, which queues sooner, never more traffic.
 
 When it ends: at the first of the response body's last chunk (`end_of_stream`), response
 headers that end the response, or the ext_proc stream's end (Envoy closes it when the HTTP
@@ -43,10 +45,6 @@ class Running:
         self._endpoint = first.endpoints[0].id if first.endpoints else None
         if self._endpoint is not None:
             door.tracker.acquire(self._endpoint)
-
-    @property
-    def over(self) -> bool:
-        return self._over
 
     def end(self) -> None:
         if self._over:
