@@ -28,6 +28,7 @@ from tests.component.data_plane.test_gateway_extproc import (
     BUFFERED,
     FULL_DUPLEX,
     PAIR_HEADER,
+    Gateway,
     body_message,
     error_of,
     headers_message,
@@ -47,15 +48,11 @@ REQUESTS = "gearbox_requests_total"
 
 
 @dataclass
-class Door:
-    stub: Any
+class Door(Gateway):
+    """The gateway, its in-flight counts and its queue."""
+
     tracker: LoadTracker
     queue: FlowQueue
-    metrics: DataPlaneMetrics
-
-    def metric(self, name: str, **labels: str) -> float:
-        value = self.metrics.registry.get_sample_value(name, labels)
-        return 0.0 if value is None else value
 
 
 async def door_with(limits: FlowLimits) -> AsyncIterator[Door]:
@@ -69,7 +66,8 @@ async def door_with(limits: FlowLimits) -> AsyncIterator[Door]:
     server, port = await start_server(processor, "127.0.0.1", 0)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
     try:
-        yield Door(ExternalProcessorStub(channel), tracker, router.door.queue, metrics)
+        stub = ExternalProcessorStub(channel)
+        yield Door(stub, store, metrics, tracker, router.door.queue)
     finally:
         await channel.close()
         await server.stop(None)
