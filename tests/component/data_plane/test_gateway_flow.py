@@ -9,6 +9,7 @@ import asyncio
 import json
 import random
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +56,7 @@ class Door(Gateway):
     queue: FlowQueue
 
 
+@asynccontextmanager
 async def door_with(limits: FlowLimits) -> AsyncIterator[Door]:
     store, metrics, tracker = TableStore(), DataPlaneMetrics("test", "test"), LoadTracker()
     store.swap(compile_table(table([entry("llama", "fp8", tpot_per_load_s=0.1)])))
@@ -75,7 +77,7 @@ async def door_with(limits: FlowLimits) -> AsyncIterator[Door]:
 
 @pytest.fixture
 async def door() -> AsyncIterator[Door]:
-    async for made in door_with(FlowLimits()):
+    async with door_with(FlowLimits()) as made:
         yield made
 
 
@@ -277,7 +279,7 @@ async def test_a_stream_half_closed_while_held_leaves_the_queue(door: Door) -> N
 async def test_one_tenants_backlog_hits_its_bound_not_another_tenants_wait() -> None:
     """A bulk tenant holding as many waiting requests as a tenant may gets 429
     `tenant_limit` at once for the next; a light tenant's request still waits its turn."""
-    async for door in door_with(FlowLimits(per_tenant=2)):
+    async with door_with(FlowLimits(per_tenant=2)) as door:
         routed = await fill(door)
         bulk = [Stream(door, {"x-gearbox-tenant": "bulk"}) for _ in range(3)]
         assert await held_or_routed(door, bulk[0])
@@ -294,3 +296,18 @@ async def test_one_tenants_backlog_hits_its_bound_not_another_tenants_wait() -> 
         assert len(door.queue) == 3
         for stream in (*routed, *bulk, light):
             await stream.close()
+
+
+async def test_the_hold_bound_ends_a_wait_the_budget_would_allow() -> None:
+    """A 30 s budget allows a wait of about 29 s; `EXTPROC_MAX_HOLD_S` (here 0.2 s) ends it
+    long before, so Envoy's message timeout never answers first."""
+    async with door_with(FlowLimits(max_hold_s=0.2)) as door:
+        door.tracker.set_queue_depth(ENDPOINT, 40.0)  # other clients' work: nothing ends
+        held = Stream(door, {"x-latency-budget-ms": "30000"})
+        assert await held_or_routed(door, held)
+        await eventually(lambda: held.answered, timeout_s=10.0, what="refused at the bound")
+        assert held.first is not None
+        assert error_of(held.first.result())[0] == 429
+        labels = {"priority": "standard", "reason": "deadline"}
+        assert door.metric("gearbox_flow_refused_total", **labels) == 1.0
+        await held.close()
