@@ -73,7 +73,7 @@ class GatewayProcess:
         source, self.discovery = endpoint_discovery(s, self.store, lambda _: None)
         self.watcher = table_watcher(s, source, self.metrics, time.time)
         self.tracker = LoadTracker()
-        router = gateway_router(
+        self.router = router = gateway_router(
             self.store,
             self.metrics,
             rng or random.Random(),
