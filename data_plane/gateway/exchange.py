@@ -29,12 +29,13 @@ import logging
 from enum import Enum
 from typing import Any
 
+from data_plane.asked import Full
 from data_plane.errors import Internal, InvalidRequest, PayloadTooLarge, RouterError
 from data_plane.gateway import messages, protos
 from data_plane.gateway.headers import HeaderList
 from data_plane.gateway.in_flight import Running
 from data_plane.gateway.messages import ProcessingResponse
-from data_plane.gateway.router import GatewayRouter, respelt_routed_path, routed_kind
+from data_plane.gateway.router import GatewayRouter, Routed, respelt_routed_path, routed_kind
 from data_plane.request.body import BodyKind
 from data_plane.telemetry.metrics import RequestOutcome
 
@@ -57,6 +58,31 @@ class UnsupportedBodyModeError(RouterError):
     """The filter sends the body in a mode that cannot route on it (a gateway setup error)."""
 
     default_code = "ext_proc_mode_unsupported"
+
+
+class Waiting:
+    """A request waiting in the queue: its request phase's last message is answered with
+    `responses`, once it leaves the queue (routed, or refused with its 429), then `then`."""
+
+    __slots__ = ("_exchange", "_full", "then")
+
+    def __init__(self, exchange: Exchange, full: Full) -> None:
+        self._exchange, self._full = exchange, full
+        self.then: tuple[ProcessingResponse, ...] = ()
+
+    async def responses(self) -> list[ProcessingResponse]:
+        return [*await self._exchange._after_wait(self._full), *self.then]
+
+
+Answer = list[ProcessingResponse] | Waiting
+
+
+def _then(answer: Answer, after: ProcessingResponse) -> Answer:
+    """`answer` followed by `after` (once a waiting request has left the queue)."""
+    if isinstance(answer, Waiting):
+        answer.then = (*answer.then, after)
+        return answer
+    return [*answer, after]
 
 
 class Exchange:
@@ -85,46 +111,35 @@ class Exchange:
     def kind(self) -> BodyKind:
         return self._kind
 
-    def decides(self, request: Any) -> bool:
-        """Whether `request` ends the request phase of a request Gearbox routes: answering
-        it decides the request, which may first wait in the queue."""
-        which = request.WhichOneof("request")
-        if self._phase is Phase.HEADERS:
-            return which == "request_headers" and bool(request.request_headers.end_of_stream)
-        if self._phase is not Phase.BODY:
-            return False
-        if which == "request_body":
-            return bool(request.request_body.end_of_stream) or self._mode == BUFFERED
-        return bool(which == "request_trailers")
-
     def end(self) -> None:
         """The request is over (its answer ended, or the stream did): it no longer counts."""
         if self.running is not None:
             self.running.end()
 
-    async def on_message(self, request: Any) -> list[ProcessingResponse]:
-        """The responses owed for one ProcessingRequest (possibly none yet). The request
-        phase's last message may wait here while the request is held in the queue."""
+    def on_message(self, request: Any) -> Answer:
+        """The responses owed for one ProcessingRequest (possibly none yet), or, for the
+        request phase's last message of a request every pair is full for, the `Waiting`
+        whose `responses` come once it leaves the queue."""
         which = request.WhichOneof("request")
         if request.HasField("protocol_config"):
             self._mode = request.protocol_config.request_body_mode
             self._response_mode = request.protocol_config.response_body_mode
         try:
-            return await self._dispatch(which, request)
+            return self._dispatch(which, request)
         except RouterError as err:
             return self._answer(err)
         except Exception:  # a bug must not leave Envoy waiting on the stream
             logger.exception("ext_proc exchange failed")
             return self._answer(Internal())
 
-    async def _dispatch(self, which: str | None, request: Any) -> list[ProcessingResponse]:
+    def _dispatch(self, which: str | None, request: Any) -> Answer:
         match which:
             case "request_headers":
-                return await self._on_headers(request.request_headers)
+                return self._on_headers(request.request_headers)
             case "request_body":
-                return await self._on_body(request.request_body)
+                return self._on_body(request.request_body)
             case "request_trailers":
-                return [*await self._finish(), messages.continue_trailers()]
+                return _then(self._finish(), messages.continue_trailers())
             case "response_headers":
                 if request.response_headers.end_of_stream:  # an answer without a body
                     self.end()
@@ -139,7 +154,7 @@ class Exchange:
             case _:  # a message type newer than these protos
                 return []
 
-    async def _on_headers(self, headers: Any) -> list[ProcessingResponse]:
+    def _on_headers(self, headers: Any) -> Answer:
         self._arrived = asyncio.get_running_loop().time()
         self._headers = HeaderList.from_proto(headers.headers)
         path = self._headers.get(":path", "")
@@ -161,7 +176,7 @@ class Exchange:
             )
         self._kind, self._phase = kind, Phase.BODY
         if headers.end_of_stream:  # no body at all: parsing says so, as a 400
-            return await self._finish()
+            return self._finish()
         return [messages.continue_headers()] if self._mode == BUFFERED else []
 
     def _passed(self) -> ProcessingResponse:
@@ -170,7 +185,7 @@ class Exchange:
         forged = [name for name in self._router.managed if name in self._headers]
         return messages.passed_headers(forged) if forged else messages.continue_headers()
 
-    async def _on_body(self, body: Any) -> list[ProcessingResponse]:
+    def _on_body(self, body: Any) -> Answer:
         if self._phase is not Phase.BODY:
             return [self._pass_request_body(body)]
         self._size += len(body.body)
@@ -178,18 +193,33 @@ class Exchange:
             raise PayloadTooLarge(f"the request body is larger than {self._max_body_bytes} bytes")
         self._chunks.append(body.body)
         if body.end_of_stream or self._mode == BUFFERED:
-            return await self._finish()
+            return self._finish()
         return []
 
-    async def _finish(self) -> list[ProcessingResponse]:
-        """Route the collected body (once, perhaps after a wait in the queue); nothing to do
-        in any other phase."""
+    def _finish(self) -> Answer:
+        """Route the collected body (once), or the `Waiting` of a request every pair is
+        full for; nothing to do in any other phase."""
         if self._phase is not Phase.BODY:
             return []
-        body = b"".join(self._chunks)
-        routed, self.running = await self._router.route(
-            self._kind, self._headers, body, self._arrived
-        )
+        try:
+            routed, self.running = self._router.route(
+                self._kind, self._headers, b"".join(self._chunks)
+            )
+        except Full as full:
+            return Waiting(self, full)
+        return self._routed(routed)
+
+    async def _after_wait(self, full: Full) -> list[ProcessingResponse]:
+        try:
+            routed, self.running = await self._router.wait(full, self._arrived)
+        except RouterError as err:  # its 429, or no route left on the health now
+            return self._answer(err)
+        except Exception:  # a bug must not leave Envoy waiting on the stream
+            logger.exception("ext_proc exchange failed")
+            return self._answer(Internal())
+        return self._routed(routed)
+
+    def _routed(self, routed: Routed) -> list[ProcessingResponse]:
         self._phase, self.outcome = Phase.DONE, RequestOutcome.OK
         headers = [*routed.headers, ("content-length", str(len(routed.body)))]
         remove = routed.remove

@@ -66,17 +66,15 @@ class GatewayDoor:
     tracker: LoadTracker
     queue: FlowQueue | None = None
 
-    async def decide(
-        self, kind: BodyKind, headers: Mapping[str, str], body: bytes, arrived: float
-    ) -> Running:
-        """The request decided, after a wait in the queue when every pair that meets it is
-        full (raises the RouterError its client gets at once, a 429 at its deadline or a
-        bound among them); `arrived`: the loop time its headers came at."""
-        queue = self.queue
-        if queue is None:
-            return Running(self, self.step.decide(body, kind, headers))
-        try:
-            decided = self.step.decide(body, kind, headers, may_wait=True)
-        except Full as full:
-            decided = await queue.wait(full, arrived)
-        return Running(self, decided)
+    def decide(self, kind: BodyKind, headers: Mapping[str, str], body: bytes) -> Running:
+        """The request decided now (raises the RouterError its client gets at once), or
+        `Full` when every pair that meets it is full and the queue may hold it (`wait`)."""
+        may_wait = self.queue is not None
+        return Running(self, self.step.decide(body, kind, headers, may_wait=may_wait))
+
+    async def wait(self, full: Full, arrived: float) -> Running:
+        """`full` decided once a pair has room (raises its 429 at its deadline or a bound);
+        `arrived`: the loop time its headers came at (its budget runs from then)."""
+        if self.queue is None:  # `decide` raises Full only with a queue
+            raise RuntimeError("no queue to wait in")
+        return Running(self, await self.queue.wait(full, arrived))

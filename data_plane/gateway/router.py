@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
+from data_plane.asked import Full
 from data_plane.decision_step import (
     NO_TABLE_RETRY_AFTER_S,
     Admission,
@@ -105,21 +106,28 @@ class GatewayRouter:
         the endpoint picker, on any path (docs/gateway.md)."""
         return (self.pair_header.lower(), REASON_HEADER, VERSION_HEADER, *SLO_HEADERS)
 
-    async def route(
-        self, kind: BodyKind, headers: Mapping[str, str], body: bytes, arrived: float
+    def route(
+        self, kind: BodyKind, headers: Mapping[str, str], body: bytes
     ) -> tuple[Routed, Running]:
         """Raises a RouterError (InvalidRequest, InvalidBudget, ModelNotFound,
         BudgetInfeasible, AllUpstreamsUnavailable, Shed) for an answer the client gets at
-        once; may first hold the request in the queue (`arrived`: its loop time). The
-        `Running` counts it until its answer ends (`Running.end`)."""
-        running = await self.door.decide(kind, headers, body, arrived)
+        once, or `Full` when the request may wait in the queue (`wait`). The `Running`
+        counts it until its answer ends (`Running.end`)."""
+        return self._routed(self.door.decide(kind, headers, body))
+
+    async def wait(self, full: Full, arrived: float) -> tuple[Routed, Running]:
+        """`route` for a request every pair was full for, once a pair has room (raises its
+        429 at its deadline or a bound); `arrived`: the loop time its headers came at."""
+        return self._routed(await self.door.wait(full, arrived))
+
+    def _routed(self, running: Running) -> tuple[Routed, Running]:
         try:
-            return self._routed(running.decided), running
+            return self._rewritten(running.decided), running
         except BaseException:
             running.end()
             raise
 
-    def _routed(self, decided: Decided) -> Routed:
+    def _rewritten(self, decided: Decided) -> Routed:
         decision, doubt = decided.decision, decided.inbound.facts.doubt
         first = decision.candidates[0]
         pair = first.pair

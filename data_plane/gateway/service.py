@@ -17,7 +17,7 @@ from typing import Any
 import grpc
 
 from data_plane.gateway import protos
-from data_plane.gateway.exchange import Exchange
+from data_plane.gateway.exchange import Exchange, Waiting
 from data_plane.gateway.messages import ProcessingResponse
 from data_plane.gateway.router import GatewayRouter
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
@@ -54,24 +54,25 @@ class ExternalProcessor:
             self._router, self._config.default_body_mode, self._config.max_body_bytes
         )
         started = self._clock()
-        deciding = counted = False
+        waited = counted = False
         reader = _Reader(request_iterator)
         try:
             while (request := await reader.next()) is not None:
-                if exchange.decides(request):  # it may wait in the queue: watch the stream
-                    deciding = True
-                    responses = await reader.unless_closed(exchange.on_message(request))
+                answer = exchange.on_message(request)
+                if isinstance(answer, Waiting):  # in the queue: watch the stream meanwhile
+                    waited = True
+                    responses = await reader.unless_closed(answer.responses()) or []
                 else:
-                    responses = await exchange.on_message(request)
+                    responses = answer
                 if not counted and (exchange.outcome is not None or exchange.error is not None):
                     counted = True
                     self._count(exchange, self._clock() - started)
-                for response in responses or ():
+                for response in responses:
                     yield response
         finally:  # the stream ended (Envoy closed it, or cancelled it): so did the request
             reader.close()
             exchange.end()
-            if deciding and not counted:  # it went while it waited in the queue
+            if waited and not counted:  # it went while it waited in the queue
                 self._count(exchange, self._clock() - started, RequestOutcome.CANCELLED)
 
     def _count(
