@@ -37,6 +37,7 @@ from data_plane.wiring import (
     admission,
     endpoint_discovery,
     engine_scraper,
+    flow_limits,
     new_metrics,
     redis_client,
     scrape_client,
@@ -72,13 +73,14 @@ class GatewayProcess:
         source, self.discovery = endpoint_discovery(s, self.store, lambda _: None)
         self.watcher = table_watcher(s, source, self.metrics, time.time)
         self.tracker = LoadTracker()
-        router = gateway_router(
+        self.router = router = gateway_router(
             self.store,
             self.metrics,
             rng or random.Random(),
             s.extproc.pair_header,
             admission(s, gateway=True),
             self.tracker,
+            flow_limits(s, s.extproc.max_hold_s),
         )
         service = ServiceConfig(_BODY_MODES[s.extproc.body_mode], s.server.max_body_bytes)
         self.processor = ExternalProcessor(router, self.metrics, service, time.monotonic)

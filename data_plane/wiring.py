@@ -59,16 +59,21 @@ def admission(settings: DataPlaneSettings, gateway: bool = False) -> Admission:
     return Admission(TenantLabels(a.tenant_top_n), rights, a.admission_shed)
 
 
-def flow_queue(
-    settings: DataPlaneSettings, step: DecisionStep, metrics: DataPlaneMetrics
-) -> FlowQueue | None:
-    """The HTTP door's queue (docs/data_plane.md, "Flow control"), unless refusals or the
-    queue are off."""
+def flow_limits(settings: DataPlaneSettings, max_hold_s: float | None = None) -> FlowLimits | None:
+    """The queue's bounds (docs/data_plane.md, "Flow control"; gateway mode also bounds every
+    wait by `max_hold_s`), or None when refusals or the queue are off."""
     a = settings.admission
     if not (a.admission_shed and a.flow_queue):
         return None
-    limits = FlowLimits(a.flow_queue_max, a.flow_queue_per_tenant, a.flow_max_wait_s)
-    return FlowQueue(step, metrics.flow, limits)
+    return FlowLimits(a.flow_queue_max, a.flow_queue_per_tenant, a.flow_max_wait_s, max_hold_s)
+
+
+def flow_queue(
+    settings: DataPlaneSettings, step: DecisionStep, metrics: DataPlaneMetrics
+) -> FlowQueue | None:
+    """The HTTP door's queue, unless refusals or the queue are off."""
+    limits = flow_limits(settings)
+    return None if limits is None else FlowQueue(step, metrics.flow, limits)
 
 
 def table_watcher(

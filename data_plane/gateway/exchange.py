@@ -9,6 +9,11 @@ Two request body modes route (docs/gateway.md, "Processing modes"):
 - FULL_DUPLEX_STREAMED: nothing is answered until the body's last chunk; then the headers
   answer (mutations, `clear_route_cache`) and the rewritten body as one streamed chunk.
 
+When every pair that meets the request is full, the request phase's last message is left
+unanswered while the request waits in the queue (`gateway.in_flight`); it is answered with
+the routing headers once decided, or with a 429 at its deadline or a bound. The response
+phase, when the filter sends it, tells when the answer ends (`end`).
+
 Other modes (NONE, STREAMED, BUFFERED_PARTIAL) cannot route on the body before the route is
 picked: such a stream is answered with a 500 naming the misconfiguration. Paths other than
 the two completions endpoints, and methods other than POST, pass through with only the
@@ -19,15 +24,18 @@ serve as that endpoint, is a 400 naming the path.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from enum import Enum
 from typing import Any
 
+from data_plane.asked import Full
 from data_plane.errors import Internal, InvalidRequest, PayloadTooLarge, RouterError
 from data_plane.gateway import messages, protos
 from data_plane.gateway.headers import HeaderList
+from data_plane.gateway.in_flight import Running
 from data_plane.gateway.messages import ProcessingResponse
-from data_plane.gateway.router import GatewayRouter, respelt_routed_path, routed_kind
+from data_plane.gateway.router import GatewayRouter, Routed, respelt_routed_path, routed_kind
 from data_plane.request.body import BodyKind
 from data_plane.telemetry.metrics import RequestOutcome
 
@@ -52,6 +60,31 @@ class UnsupportedBodyModeError(RouterError):
     default_code = "ext_proc_mode_unsupported"
 
 
+class Waiting:
+    """A request waiting in the queue: its request phase's last message is answered with
+    `responses`, once it leaves the queue (routed, or refused with its 429), then `then`."""
+
+    __slots__ = ("_exchange", "_full", "then")
+
+    def __init__(self, exchange: Exchange, full: Full) -> None:
+        self._exchange, self._full = exchange, full
+        self.then: tuple[ProcessingResponse, ...] = ()
+
+    async def responses(self) -> list[ProcessingResponse]:
+        return [*await self._exchange._after_wait(self._full), *self.then]
+
+
+Answer = list[ProcessingResponse] | Waiting
+
+
+def _then(answer: Answer, after: ProcessingResponse) -> Answer:
+    """`answer` followed by `after` (once a waiting request has left the queue)."""
+    if isinstance(answer, Waiting):
+        answer.then = (*answer.then, after)
+        return answer
+    return [*answer, after]
+
+
 class Exchange:
     """The state of one stream. `outcome` is set once the request is routed or answered."""
 
@@ -65,6 +98,8 @@ class Exchange:
         self._headers = HeaderList(())
         self._chunks: list[bytes] = []
         self._size = 0
+        self._arrived = 0.0  # loop time of the request headers: its budget runs from then
+        self.running: Running | None = None  # routed, until its answer ends (`end`)
         self.outcome: RequestOutcome | None = None
         self.error: RouterError | None = None
 
@@ -76,8 +111,15 @@ class Exchange:
     def kind(self) -> BodyKind:
         return self._kind
 
-    def on_message(self, request: Any) -> list[ProcessingResponse]:
-        """The responses owed for one ProcessingRequest (possibly none yet)."""
+    def end(self) -> None:
+        """The request is over (its answer ended, or the stream did): it no longer counts."""
+        if self.running is not None:
+            self.running.end()
+
+    def on_message(self, request: Any) -> Answer:
+        """The responses owed for one ProcessingRequest (possibly none yet), or, for the
+        request phase's last message of a request every pair is full for, the `Waiting`
+        whose `responses` come once it leaves the queue."""
         which = request.WhichOneof("request")
         if request.HasField("protocol_config"):
             self._mode = request.protocol_config.request_body_mode
@@ -90,22 +132,30 @@ class Exchange:
             logger.exception("ext_proc exchange failed")
             return self._answer(Internal())
 
-    def _dispatch(self, which: str | None, request: Any) -> list[ProcessingResponse]:
+    def _dispatch(self, which: str | None, request: Any) -> Answer:
         match which:
             case "request_headers":
                 return self._on_headers(request.request_headers)
             case "request_body":
                 return self._on_body(request.request_body)
             case "request_trailers":
-                return [*self._finish(), messages.continue_trailers()]
+                return _then(self._finish(), messages.continue_trailers())
             case "response_headers":
+                if request.response_headers.end_of_stream:  # an answer without a body
+                    self.end()
                 return [messages.continue_headers(request=False)]
             case "response_body":
+                if request.response_body.end_of_stream:
+                    self.end()
                 return [self._pass_response_body(request.response_body)]
-            case _:  # response trailers, or a message type newer than these protos
+            case "response_trailers":
+                self.end()
+                return []
+            case _:  # a message type newer than these protos
                 return []
 
-    def _on_headers(self, headers: Any) -> list[ProcessingResponse]:
+    def _on_headers(self, headers: Any) -> Answer:
+        self._arrived = asyncio.get_running_loop().time()
         self._headers = HeaderList.from_proto(headers.headers)
         path = self._headers.get(":path", "")
         kind = routed_kind(path)
@@ -135,7 +185,7 @@ class Exchange:
         forged = [name for name in self._router.managed if name in self._headers]
         return messages.passed_headers(forged) if forged else messages.continue_headers()
 
-    def _on_body(self, body: Any) -> list[ProcessingResponse]:
+    def _on_body(self, body: Any) -> Answer:
         if self._phase is not Phase.BODY:
             return [self._pass_request_body(body)]
         self._size += len(body.body)
@@ -146,11 +196,30 @@ class Exchange:
             return self._finish()
         return []
 
-    def _finish(self) -> list[ProcessingResponse]:
-        """Route the collected body (once); nothing to do in any other phase."""
+    def _finish(self) -> Answer:
+        """Route the collected body (once), or the `Waiting` of a request every pair is
+        full for; nothing to do in any other phase."""
         if self._phase is not Phase.BODY:
             return []
-        routed = self._router.route(self._kind, self._headers, b"".join(self._chunks))
+        try:
+            routed, self.running = self._router.route(
+                self._kind, self._headers, b"".join(self._chunks)
+            )
+        except Full as full:
+            return Waiting(self, full)
+        return self._routed(routed)
+
+    async def _after_wait(self, full: Full) -> list[ProcessingResponse]:
+        try:
+            routed, self.running = await self._router.wait(full, self._arrived)
+        except RouterError as err:  # its 429, or no route left on the health now
+            return self._answer(err)
+        except Exception:  # a bug must not leave Envoy waiting on the stream
+            logger.exception("ext_proc exchange failed")
+            return self._answer(Internal())
+        return self._routed(routed)
+
+    def _routed(self, routed: Routed) -> list[ProcessingResponse]:
         self._phase, self.outcome = Phase.DONE, RequestOutcome.OK
         headers = [*routed.headers, ("content-length", str(len(routed.body)))]
         remove = routed.remove

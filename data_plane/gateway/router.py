@@ -2,9 +2,9 @@
 headers Envoy sets before it re-selects the route (or a RouterError for the client).
 
 The decision is the HTTP data plane's own step (`decision_step.py`: parse, budget, classify,
-`choose_route`, shadow or canary, counted), without the attempt loop: retries, breakers and
-endpoint choice belong to the gateway and its endpoint picker (docs/gateway.md, "What it does
-not do").
+`choose_route`, shadow or canary, counted), after a wait in the HTTP door's queue when every
+pair is full (`gateway.in_flight`), without the attempt loop: retries, breakers and endpoint
+choice belong to the gateway and its endpoint picker (docs/gateway.md, "What it does not do").
 """
 
 from __future__ import annotations
@@ -15,18 +15,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
+from data_plane.asked import Full
 from data_plane.decision_step import (
     NO_TABLE_RETRY_AFTER_S,
     Admission,
+    Decided,
     DecisionStep,
     StepParts,
     default_admission,
 )
 from data_plane.domain import HealthView, per_request
+from data_plane.gateway.in_flight import GatewayDoor, Running
 from data_plane.gateway.slo import SLO_HEADERS, slo_headers
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.serving.flow import FlowLimits, FlowQueue
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 
@@ -67,11 +71,10 @@ class Routed:
 
 class ScrapedEngines:
     """What gateway mode knows about the engines: their queues as scraped from their
-    `/metrics` (`sync/engine_scrape.py`, every `SCRAPE_INTERVAL_S`), and nothing else. It
-    sends no request to an engine itself, so its own in-flight counts stay 0 and the load a
-    decision reads is the scraped waiting + running count alone; it sees no answers, so no
-    endpoint is ever ejected. The precision ladder's state is kept from one decision to the
-    next, as the data plane's `Health` keeps it."""
+    `/metrics` (`sync/engine_scrape.py`, every `SCRAPE_INTERVAL_S`) and the requests it
+    routed that have not ended (`gateway.in_flight`), and nothing else: it sees no answers'
+    status, so no endpoint is ever ejected. The precision ladder's state is kept from one
+    decision to the next, as the data plane's `Health` keeps it."""
 
     __slots__ = ("_view",)
 
@@ -91,9 +94,10 @@ class ScrapedEngines:
 
 @dataclass(frozen=True, slots=True)
 class GatewayRouter:
-    """Decides for one request at a time through the shared decision step."""
+    """Decides for one request at a time through the shared decision step (`door`: with the
+    queue and the in-flight counts of `gateway.in_flight`)."""
 
-    step: DecisionStep
+    door: GatewayDoor
     pair_header: str
 
     @property
@@ -102,10 +106,28 @@ class GatewayRouter:
         the endpoint picker, on any path (docs/gateway.md)."""
         return (self.pair_header.lower(), REASON_HEADER, VERSION_HEADER, *SLO_HEADERS)
 
-    def route(self, kind: BodyKind, headers: Mapping[str, str], body: bytes) -> Routed:
+    def route(
+        self, kind: BodyKind, headers: Mapping[str, str], body: bytes
+    ) -> tuple[Routed, Running]:
         """Raises a RouterError (InvalidRequest, InvalidBudget, ModelNotFound,
-        BudgetInfeasible, AllUpstreamsUnavailable) for an answer the client gets at once."""
-        decided = self.step.decide(body, kind, headers)
+        BudgetInfeasible, AllUpstreamsUnavailable, Shed) for an answer the client gets at
+        once, or `Full` when the request may wait in the queue (`wait`). The `Running`
+        counts it until its answer ends (`Running.end`)."""
+        return self._routed(self.door.decide(kind, headers, body))
+
+    async def wait(self, full: Full, arrived: float) -> tuple[Routed, Running]:
+        """`route` for a request every pair was full for, once a pair has room (raises its
+        429 at its deadline or a bound); `arrived`: the loop time its headers came at."""
+        return self._routed(await self.door.wait(full, arrived))
+
+    def _routed(self, running: Running) -> tuple[Routed, Running]:
+        try:
+            return self._rewritten(running.decided), running
+        except BaseException:
+            running.end()
+            raise
+
+    def _rewritten(self, decided: Decided) -> Routed:
         decision, doubt = decided.decision, decided.inbound.facts.doubt
         first = decision.candidates[0]
         pair = first.pair
@@ -133,12 +155,17 @@ def gateway_router(
     pair_header: str,
     admission: Admission | None = None,
     tracker: LoadTracker | None = None,
+    limits: FlowLimits | None = None,
 ) -> GatewayRouter:
-    """Gateway mode's router: the decision step on the engines' scraped load (`tracker`,
-    which the scrape fills; without one, no load is ever seen). By default llm-d's objective
-    header is the gateway's (`request.identity`), as `wiring.admission(gateway=True)` says."""
+    """Gateway mode's router: the decision step on the engines' scraped load and its own
+    requests in flight (`tracker`, which the scrape fills; without one, only its own), and
+    the queue within `limits` (None: a request every pair is full for is refused at once).
+    By default llm-d's objective header is the gateway's (`request.identity`), as
+    `wiring.admission(gateway=True)` says."""
     if admission is None:
         admission = replace(default_admission(), rights=Rights(objective_trusted=True))
-    engines = ScrapedEngines(tracker or LoadTracker())
-    parts = StepParts(store, engines, metrics, rng, admission=admission)
-    return GatewayRouter(DecisionStep(parts), pair_header)
+    tracker = tracker or LoadTracker()
+    parts = StepParts(store, ScrapedEngines(tracker), metrics, rng, admission=admission)
+    step = DecisionStep(parts)
+    queue = None if limits is None else FlowQueue(step, metrics.flow, limits)
+    return GatewayRouter(GatewayDoor(step, tracker, queue), pair_header)

@@ -1,23 +1,29 @@
 """The ext_proc gRPC service: `envoy.service.ext_proc.v3.ExternalProcessor/Process` on
-grpc.aio, one `Exchange` per stream, each request counted in the data plane's metrics.
+grpc.aio, one `Exchange` per stream, each request counted in the data plane's metrics. A
+request is over, for the in-flight counts, when its stream ends at the latest (a stream
+Envoy cancels while its request waits in the queue takes it out of the queue at once).
 
 The method is registered by name with the messages of `data_plane.gateway.protos` (what a
 generated `_pb2_grpc` module would do, without one)."""
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import grpc
 
 from data_plane.gateway import protos
-from data_plane.gateway.exchange import Exchange
+from data_plane.gateway.exchange import Exchange, Waiting
+from data_plane.gateway.messages import ProcessingResponse
 from data_plane.gateway.router import GatewayRouter
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
 from data_plane.telemetry.request_outcome import outcome_of
+
+Responses = list[ProcessingResponse]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,20 +54,81 @@ class ExternalProcessor:
             self._router, self._config.default_body_mode, self._config.max_body_bytes
         )
         started = self._clock()
-        counted = False
-        async for request in request_iterator:
-            for response in exchange.on_message(request):
-                yield response
-            if not counted and (exchange.outcome is not None or exchange.error is not None):
-                counted = True
-                self._count(exchange, self._clock() - started)
+        waited = counted = False
+        reader = _Reader(request_iterator)
+        try:
+            while (request := await reader.next()) is not None:
+                answer = exchange.on_message(request)
+                if isinstance(answer, Waiting):  # in the queue: watch the stream meanwhile
+                    waited = True
+                    responses = await reader.unless_closed(answer.responses()) or []
+                else:
+                    responses = answer
+                if not counted and (exchange.outcome is not None or exchange.error is not None):
+                    counted = True
+                    self._count(exchange, self._clock() - started)
+                for response in responses:
+                    yield response
+        finally:  # the stream ended (Envoy closed it, or cancelled it): so did the request
+            reader.close()
+            exchange.end()
+            if waited and not counted:  # it went while it waited in the queue
+                self._count(exchange, self._clock() - started, RequestOutcome.CANCELLED)
 
-    def _count(self, exchange: Exchange, duration_s: float) -> None:
+    def _count(
+        self, exchange: Exchange, duration_s: float, outcome: RequestOutcome | None = None
+    ) -> None:
         route = Route.CHAT_COMPLETIONS if exchange.kind == "chat" else Route.COMPLETIONS
-        outcome = exchange.outcome or RequestOutcome.OK
+        outcome = outcome or exchange.outcome or RequestOutcome.OK
         if exchange.error is not None:
             outcome = outcome_of(exchange.error)
         self._metrics.observe_request(route, outcome, duration_s)
+
+
+class _Reader:
+    """Envoy's messages on one stream. While a request waits in the queue the next one is
+    read ahead: Envoy half-closes the stream when the client goes (and resets it only
+    later), and a half-closed stream ends the wait at once."""
+
+    __slots__ = ("_ahead", "_messages")
+
+    def __init__(self, messages: AsyncIterator[Any]) -> None:
+        self._messages = aiter(messages)
+        self._ahead: asyncio.Task[Any] | None = None
+
+    async def next(self) -> Any:
+        """The next message; None once Envoy closed its side."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            return await ahead
+        return await self._read()
+
+    async def unless_closed(self, work: Awaitable[Responses]) -> Responses | None:
+        """`work`'s responses, or None when the stream closes first (`work` is cancelled:
+        a request waiting in the queue leaves it). A message that comes meanwhile is kept
+        for `next`."""
+        job = asyncio.ensure_future(work)
+        try:
+            if self._ahead is None:
+                self._ahead = asyncio.ensure_future(self._read())
+            await asyncio.wait((job, self._ahead), return_when=asyncio.FIRST_COMPLETED)
+            if job.done() or not self._ahead.done() or self._ahead.result() is not None:
+                return await job
+        finally:  # closed first, or this stream's handler cancelled (Envoy reset it)
+            if not job.done():
+                job.cancel()
+                await asyncio.gather(job, return_exceptions=True)
+        return None
+
+    def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead.cancel()
+
+    async def _read(self) -> Any:
+        try:
+            return await anext(self._messages)
+        except StopAsyncIteration:
+            return None
 
 
 async def start_server(

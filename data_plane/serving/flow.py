@@ -57,6 +57,7 @@ class FlowLimits:
     max_waiting: int = 1024  # FLOW_QUEUE_MAX
     per_tenant: int = 128  # FLOW_QUEUE_PER_TENANT
     max_wait_s: float = 30.0  # FLOW_MAX_WAIT_S
+    max_hold_s: float | None = None  # every wait, at most (EXTPROC_MAX_HOLD_S)
 
 
 class Redecide(Protocol):
@@ -128,6 +129,8 @@ class FlowQueue:
             raise self._refuse(full, refusal, 0.0)
         budget = full.budget_s
         wait_s = self._limits.max_wait_s if budget is None else budget - full.service_s
+        if self._limits.max_hold_s is not None:
+            wait_s = min(wait_s, self._limits.max_hold_s)
         deadline = arrived + wait_s
         if deadline <= loop.time():
             raise self._refuse(full, Refusal.DEADLINE, 0.0)

@@ -208,7 +208,9 @@ class EngineKeySettings(Group):
 
 class ExtprocSettings(Group):
     """`python -m data_plane extproc` (docs/gateway.md): the ext_proc gRPC port, the header an
-    HTTPRoute per pair matches, and the body mode assumed when Envoy does not say."""
+    HTTPRoute per pair matches, the body mode assumed when Envoy does not say, and the
+    longest a request is held unanswered in the queue (Envoy's ext_proc filter answers 504
+    once its `message_timeout` passes: keep this below it)."""
 
     knob_prefix = "extproc_"
     port: int = Field(default=9004, ge=0, le=65535)
@@ -218,4 +220,10 @@ class ExtprocSettings(Group):
     body_mode: ExtProcBodyMode = Field(
         default="buffered",
         description="request body mode of the ext_proc filter when Envoy sends no protocol_config",
+    )
+    max_hold_s: float = Field(
+        default=1.5,
+        gt=0.0,
+        le=3600.0,
+        description="longest a request waits in the queue; below the filter's message_timeout",
     )

@@ -198,8 +198,11 @@ def test_envoy_gateway_policy_calls_the_extproc_in_a_routing_body_mode() -> None
     ]
     mode = EG_BODY_MODES[ext_proc["processingMode"]["request"]["body"]]
     assert _mode_value(mode) in SUPPORTED_MODES
-    assert "response" not in ext_proc["processingMode"]
+    # The answer's last chunk tells gateway mode that the request ended (docs/gateway.md).
+    assert ext_proc["processingMode"]["response"] == {"body": "Streamed"}
     assert ext_proc["failOpen"] is False
+    # A request held in the queue is answered before Envoy's timer gives up on Gearbox.
+    assert _extproc_settings().extproc.max_hold_s < _seconds(ext_proc["messageTimeout"])
 
 
 def test_istio_filter_calls_the_extproc_in_a_routing_body_mode() -> None:
@@ -214,7 +217,16 @@ def test_istio_filter_calls_the_extproc_in_a_routing_body_mode() -> None:
     assert _mode_value(mode["request_body_mode"]) in SUPPORTED_MODES
     # Envoy refuses FULL_DUPLEX_STREAMED unless trailers are sent too.
     assert mode["request_trailer_mode"] == "SEND"
-    assert mode["response_header_mode"] == "SKIP"
+    assert (mode["response_header_mode"], mode["response_body_mode"]) == ("SEND", "STREAMED")
+    assert _extproc_settings().extproc.max_hold_s < _seconds(config["message_timeout"])
+
+
+def _seconds(duration: str) -> float:
+    """A duration as the manifests write it ("2s", "500ms")."""
+    if duration.endswith("ms"):
+        return float(duration[:-2]) / 1000
+    assert duration.endswith("s"), duration
+    return float(duration[:-1])
 
 
 def _mode_value(name: str) -> int:

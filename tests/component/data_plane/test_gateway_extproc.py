@@ -17,6 +17,7 @@ from data_plane.decision.compile import compile_table
 from data_plane.decision_step import Admission, DecisionStep, StepParts, default_admission
 from data_plane.domain import CompiledTable, HealthView
 from data_plane.gateway import protos as ext_proc
+from data_plane.gateway.in_flight import GatewayDoor
 from data_plane.gateway.router import GatewayRouter, gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
 from data_plane.request.identity import Rights
@@ -434,8 +435,8 @@ async def test_a_table_swap_reaches_the_next_stream(gateway: Gateway) -> None:
 
 
 class LoadedEngines:
-    """A health source whose engines are all busy (gateway mode's own reads the scrape:
-    `test_the_requests_it_routes_count_only_once_a_scrape_shows_them`)."""
+    """A health source whose engines are all busy (gateway mode's own reads the scrape and
+    its routed requests: `test_the_requests_it_routes_count_only_until_their_stream_ends`)."""
 
     def __init__(self, table: CompiledTable, load: float) -> None:
         ids = (e.id for p in table.pairs for e in p.endpoints)
@@ -467,7 +468,9 @@ async def test_a_shed_request_is_a_429_with_llm_ds_dropped_reason() -> None:
     admission = gateway_rights(priority_header_trusted=True)
     step = DecisionStep(StepParts(store, loaded, metrics, random.Random(7), admission=admission))
     processor = ExternalProcessor(
-        GatewayRouter(step, PAIR_HEADER), metrics, ServiceConfig(BUFFERED, 64 * 1024)
+        GatewayRouter(GatewayDoor(step, LoadTracker()), PAIR_HEADER),
+        metrics,
+        ServiceConfig(BUFFERED, 64 * 1024),
     )
     server, port = await start_server(processor, "127.0.0.1", 0)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
@@ -501,7 +504,9 @@ async def test_llm_ds_objective_header_sets_the_class_admission_judges() -> None
     loaded, admission = LoadedEngines(busy, 20.0), gateway_rights()
     step = DecisionStep(StepParts(store, loaded, metrics, random.Random(7), admission=admission))
     processor = ExternalProcessor(
-        GatewayRouter(step, PAIR_HEADER), metrics, ServiceConfig(BUFFERED, 64 * 1024)
+        GatewayRouter(GatewayDoor(step, LoadTracker()), PAIR_HEADER),
+        metrics,
+        ServiceConfig(BUFFERED, 64 * 1024),
     )
     server, port = await start_server(processor, "127.0.0.1", 0)
     channel = grpc.aio.insecure_channel(f"127.0.0.1:{port}")
@@ -531,8 +536,9 @@ async def test_llm_ds_objective_header_sets_the_class_admission_judges() -> None
         await server.stop(None)
 
 
-async def test_the_requests_it_routes_count_only_once_a_scrape_shows_them() -> None:
-    """Gateway mode's load is the scrape alone: 20 requests routed to llama@fp8 leave it
+async def test_the_requests_it_routes_count_only_until_their_stream_ends() -> None:
+    """A routed request counts until its answer or its stream ends (docs/gateway.md, "Flow
+    control"): 20 requests routed to llama@fp8 whose streams each closed at once leave it
     unloaded for the next decision; a scrape of 20 in flight at its endpoint sheds."""
     store, metrics, tracker = TableStore(), DataPlaneMetrics("test", "test"), LoadTracker()
     store.swap(table_ := fleet())

@@ -56,11 +56,11 @@ async def decide(channel: grpc.aio.Channel, headers: Mapping[str, str]) -> Any:
     call = ExternalProcessorStub(channel).Process()
     await call.write(first)
     await call.write(ext_proc.ProcessingRequest(request_body=body))
-    await call.done_writing()
-    out = []
-    while (response := await call.read()) is not grpc.aio.EOF:
-        out.append(response)
-    return out[0]
+    answer = await call.read()  # as Envoy does: its side stays open until it is answered
+    await call.done_writing()  # (a half-close before that is a client gone: the wait ends)
+    while await call.read() is not grpc.aio.EOF:
+        pass
+    return answer
 
 
 def routed_pair(response: Any) -> str | None:
