@@ -191,6 +191,7 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
         admission(app[SETTINGS]),
         TenantLoad(deps.clock),
         app[OVERSHOOT],
+        app[HEALTH].tracker,
     )
     return DecisionStep(parts)
 

@@ -42,6 +42,7 @@ from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED, Rights, identify
 from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.request.tenant import ANONYMOUS
+from data_plane.resilience.endpoint_load import LoadTracker, Slot
 from data_plane.resilience.overshoot import Overshoot
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.table_store import TableStore
@@ -80,6 +81,7 @@ class Decided:
     priority: str = "standard"  # its priority class
     client: str | None = None  # its tenant itself when named (None: anonymous), for evidence
     held: str | None = None  # the pair its tenant's fair share counts it at (`finished` ends it)
+    slot: Slot | None = None  # its place in flight until its first attempt takes its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +111,9 @@ class StepParts:
     # (None, as in gateway mode, which sends no request and does not see requests end).
     tenant_load: TenantLoad | None = None
     overshoot: Overshoot | None = None  # per pair, the margin its answers ask for
+    # The in-flight counts a decided request joins at once (`endpoint_load.Slot`; None, as in
+    # gateway mode, whose requests are counted by the engines' scrape alone).
+    slots: LoadTracker | None = None
 
 
 class DecisionStep:
@@ -175,10 +180,22 @@ class DecisionStep:
         if self._p.tenant_load is not None:
             held = decision.candidates[0].pair.pair
             self._p.tenant_load.start(held, who_id)
-        return Decided(table, inbound, decision, who.label, who.priority, client, held)
+        slot = self._slot(decision)
+        return Decided(table, inbound, decision, who.label, who.priority, client, held, slot)
+
+    def _slot(self, decision: RouteDecision) -> Slot | None:
+        """The request counted in flight at the endpoint its first attempt goes to (the first
+        of its first candidate's, ordered by load), from now until that attempt starts."""
+        slots, endpoints = self._p.slots, decision.candidates[0].endpoints
+        if slots is None or not endpoints:
+            return None
+        return Slot(slots, endpoints[0].id)
 
     def finished(self, decided: Decided) -> None:
-        """The request is over (answered, failed or cancelled): its tenant's share is free."""
+        """The request is over (answered, failed or cancelled): its tenant's share is free,
+        and so is its slot if no attempt took its place."""
+        if decided.slot is not None:
+            decided.slot.free()
         if decided.held is not None and self._p.tenant_load is not None:
             self._p.tenant_load.end(decided.held, decided.client or ANONYMOUS)
 

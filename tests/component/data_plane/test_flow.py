@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from contracts.routing_table import RoutingTable
 from data_plane.upstream.port import UpstreamRequest
@@ -119,3 +120,56 @@ async def test_a_client_that_goes_away_leaves_the_queue_at_once(
     assert not hold.done()
     assert len(h.upstream.requests) == 1
     hold.cancel()
+
+
+@dataclass
+class Gated(FakeResponse):
+    """An answer held until its gate opens; `at_engine` counts the answers being worked on."""
+
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    at_engine: list[int] = field(default_factory=lambda: [0, 0])  # [now, most]
+
+    def __post_init__(self) -> None:
+        self.at_engine[0] += 1
+        self.at_engine[1] = max(self.at_engine[1], self.at_engine[0])
+
+    async def read(self) -> bytes:
+        await self.gate.wait()
+        self.at_engine[0] -= 1
+        return self.body
+
+
+async def test_two_requests_ending_together_dispatch_no_more_than_the_slots_they_free(
+    make_harness: MakeHarness,
+) -> None:
+    """A pair that sustains 2, held by two requests that end in one event-loop turn, with
+    three waiting: each end dispatches one, and the third waits, because a dispatched request
+    counts as in flight from its decision on. Before the slot was reserved at dispatch, the
+    first dispatch was not counted until its handler ran again, so the second end's wake-up
+    saw a slot free that the first had taken and sent the third too (3 at the engine)."""
+    entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=1.0)
+    entry["latency"]["max_profiled_load"] = 2
+    table = make_table([entry], policy={"priorities": {"standard": {"share": 1.0}}})
+    first, later, at_engine = asyncio.Event(), asyncio.Event(), [0, 0]
+
+    def answer(_: UpstreamRequest) -> FakeResponse:
+        gate = first if at_engine[1] < 2 and not first.is_set() else later
+        return Gated(body=chat_json(), gate=gate, at_engine=at_engine)
+
+    h = await make_harness(table, routes={URL: answer}, engine_deadline_factor=0)
+    held = [asyncio.create_task(ask(h, {})) for _ in range(2)]
+    await eventually(lambda: at_engine[0] == 2, what="two hold the pair")
+    waiting = [asyncio.create_task(ask(h, {})) for _ in range(3)]
+    await eventually(
+        lambda: h.metric("gearbox_flow_queue_length", **STANDARD) == 3, what="three wait"
+    )
+    first.set()  # both end in one turn of the loop
+    await eventually(lambda: at_engine[0] == 2, what="two dispatched")
+    await eventually(
+        lambda: h.metric("gearbox_flow_dispatched_total", **STANDARD) >= 2, what="counted"
+    )
+    assert h.metric("gearbox_flow_queue_length", **STANDARD) == 1
+    assert at_engine[1] == 2
+    later.set()
+    assert [s for s, _ in await asyncio.gather(*held, *waiting)] == [200] * 5
+    assert at_engine[1] == 2
