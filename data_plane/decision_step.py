@@ -43,6 +43,7 @@ from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED, Rights
 from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.request.tenant import ANONYMOUS
 from data_plane.resilience.endpoint_load import LoadTracker, Slot
+from data_plane.resilience.output_length import OutputLengths
 from data_plane.resilience.overshoot import Overshoot
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.table_store import TableStore
@@ -114,6 +115,7 @@ class StepParts:
     # The in-flight counts a decided request joins at once (`endpoint_load.Slot`; None, as in
     # gateway mode, whose requests are counted by the engines' scrape alone).
     slots: LoadTracker | None = None
+    outputs: OutputLengths | None = None  # how long answers run, per tenant (`output_length`)
 
 
 class DecisionStep:
@@ -271,7 +273,7 @@ class DecisionStep:
             if first.load <= 1.0:
                 return None  # nothing in flight at its endpoint: room for any class
             margin = seen.margin_s(first.pair.pair)
-            limits = effective_limits(table, req)
+            limits = seen.limits_for(effective_limits(table, req), first.pair.family)
             if room_at(first, limits, req, health, (who.klass.share, margin)).has_room:
                 return None
         return fleet_of(table, req, health, seen, who.klass.share)
@@ -287,10 +289,11 @@ class DecisionStep:
         if isinstance(result, RouteDecision) and result.reason is RouteReason.SHADOW:
             return None
         margins = None if p.overshoot is None else p.overshoot.raw()
+        outputs = None if p.outputs is None else p.outputs.of(who.tenant)
         load = p.tenant_load
         if load is None:
-            return Seen(None, 0.0, margins)
-        return Seen(load.by_pair(), load.now(), margins, load.refusals())
+            return Seen(None, 0.0, margins, None, outputs)
+        return Seen(load.by_pair(), load.now(), margins, load.refusals(), outputs)
 
     def _fair_share(
         self,
@@ -318,7 +321,7 @@ class DecisionStep:
             fleet = fleet_of(table, req, health, seen, who.klass.share)
         if fleet is None:
             return
-        now_s = latency_now_s(fleet.pairs[0], effective_limits(table, req), req.facts.input_chars)
+        now_s = latency_now_s(fleet.pairs[0], req.facts.input_chars)
         over = over_fair_share(fleet, who.tenant, seen, now_s)
         if over is not None:
             detail = (
@@ -339,9 +342,8 @@ class DecisionStep:
             return False
         serving = decision.candidates[0]
         margin = seen.margin_s(serving.pair.pair)
-        room = room_at(
-            serving, effective_limits(table, req), req, health, (who.klass.share, margin)
-        )
+        limits = seen.limits_for(effective_limits(table, req), serving.pair.family)
+        room = room_at(serving, limits, req, health, (who.klass.share, margin))
         mine = sum((seen.tenants or {}).get(serving.pair.pair, {}).values())
         floor = (mine + 1.0) / (sum(health.load.values()) + 1.0)
         capacity = room.line * len(serving.endpoints)

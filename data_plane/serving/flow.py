@@ -15,8 +15,8 @@ It is refused (429, `Retry-After`, `x-should-retry`) only when its *deadline* pa
 latency budget less the predicted service time on the cheapest pair of its fleet, idle: a
 later start cannot make the budget even unloaded; `FLOW_MAX_WAIT_S` for a request without
 latency budget) or a bound is hit (`FLOW_QUEUE_MAX` waiting in all, `FLOW_QUEUE_PER_TENANT`
-of one tenant). The service time assumes the answer runs to its `max_tokens` (or the
-category's default): an answer that stops early is refused sooner than it need be.
+of one tenant). The service time is predicted at the output length its tenant's answers
+run to (`resilience.output_length`), at most its `max_tokens` (or the category's default).
 Retry-After after a refusal is the observed drain: the requests waiting ahead over the rate
 at which this replica's requests finished lately (the predicted drain when none has).
 

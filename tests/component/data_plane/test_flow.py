@@ -173,3 +173,40 @@ async def test_two_requests_ending_together_dispatch_no_more_than_the_slots_they
     later.set()
     assert [s for s, _ in await asyncio.gather(*held, *waiting)] == [200] * 5
     assert at_engine[1] == 2
+
+
+async def test_a_tenants_short_answers_stretch_its_own_wait_and_not_another_tenants(
+    make_harness: MakeHarness,
+) -> None:
+    """A pair predicted at 1 + 0.002 s a token, one request at a time; requests allow 1000
+    tokens (3.0 s) within a 3.5 s budget. Tenant `short` has had 16 answers of 20 tokens: its
+    requests are predicted at 1.04 s and may wait 2.46 s; tenant `long`, with no answers yet,
+    is predicted at its max_tokens and may wait 0.5 s. With the pair held 1.2 s, `short`'s
+    request waits and is served, `long`'s is refused at its deadline (on c680376 both were
+    judged at max_tokens, and both refused)."""
+    entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=1.0, tpot_base_s=0.002)
+    entry["latency"]["max_profiled_load"] = 1
+    hold = [0.0]
+
+    def answer(_: UpstreamRequest) -> FakeResponse:
+        return FakeResponse(body=chat_json(completion_tokens=20), delays_s={0: hold[0]})
+
+    h = await make_harness(make_table([entry]), routes={URL: answer}, engine_deadline_factor=0)
+    body = json.dumps({**CHAT_BODY, "max_tokens": 1000}).encode()
+
+    async def ask_as(tenant: str) -> int:
+        headers = {"x-gearbox-tenant": tenant, "X-Latency-Budget-Ms": "3500"}
+        resp = await h.client.post("/v1/chat/completions", data=body, headers=headers)
+        await resp.read()
+        return resp.status
+
+    for _ in range(16):
+        assert await ask_as("short") == 200
+    hold[0] = 1.2
+    holder = asyncio.create_task(ask_as("holder"))
+    await eventually(lambda: len(h.upstream.requests) == 17, what="the pair is held")
+    hold[0] = 0.0
+    asked = [asyncio.create_task(ask_as(t)) for t in ("short", "long")]
+    assert await asyncio.gather(holder, *asked) == [200, 200, 429]
+    assert h.metric("gearbox_flow_refused_total", reason="deadline", **STANDARD) == 1
+    assert h.metric("gearbox_flow_dispatched_total", **STANDARD) == 1
