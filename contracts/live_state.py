@@ -56,13 +56,20 @@ class PairCounters(_Contract):
 class ClassCounters(_Contract):
     """One tenant label's or priority class's counters since the instance started
     (docs/data_plane.md, "Tenants, priorities and admission"): requests decided, of which
-    shed; answers with a latency budget met or missed; cost of the answers."""
+    shed; answers with a latency budget met or missed; cost of the answers; and the HTTP
+    door's queue ("Flow control"): requests that had to wait, and per priority class those
+    waiting now and the queue's refusals by reason."""
 
     requests: int = Field(default=0, ge=0)
     shed: int = Field(default=0, ge=0)
     budget_met: int = Field(default=0, ge=0)
     budget_missed: int = Field(default=0, ge=0)
     cost_usd: float = Field(default=0.0, ge=0.0)
+    queued: int = Field(default=0, ge=0, description="requests that had to wait")
+    waiting: int = Field(default=0, ge=0, description="waiting now (priority classes only)")
+    queue_refused: dict[str, int] = Field(
+        default_factory=dict, description="429s by the queue per reason (priority classes only)"
+    )
 
 
 class DataPlaneState(_Contract):

@@ -26,6 +26,7 @@ from data_plane.engine_keys import EngineKeys
 from data_plane.resilience.breaker import BreakerBoard
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
+from data_plane.resilience.output_length import OutputLengths
 from data_plane.resilience.overshoot import Overshoot
 from data_plane.resilience.progress import EnginePace
 from data_plane.resilience.retry import RetryBudget
@@ -140,6 +141,7 @@ DISCOVERY = web.AppKey("gearbox_discovery", EndpointDiscovery)
 ANNOUNCEMENTS = web.AppKey("gearbox_announcements", BreakerAnnouncements)
 FEEDBACK = web.AppKey("gearbox_feedback", FeedbackAggregator)
 OVERSHOOT = web.AppKey("gearbox_overshoot", Overshoot)
+OUTPUTS = web.AppKey("gearbox_output_lengths", OutputLengths)
 CHECKER = web.AppKey("gearbox_accuracy_checker", AccuracyChecker)
 PROBE = web.AppKey("gearbox_latency_probe", LatencyProbe)
 CANARY = web.AppKey("gearbox_canary_items", CanarySender)
@@ -166,7 +168,9 @@ def _build_proxy(
     metrics, health, tracing = app[METRICS], app[HEALTH], app[TRACING]
     parts = ProxyParts(
         runner=runner,
-        delivery=Delivery(metrics, app[TRAFFIC], deps.clock, app[FEEDBACK], app[OVERSHOOT]),
+        delivery=Delivery(
+            metrics, app[TRAFFIC], deps.clock, app[FEEDBACK], app[OVERSHOOT], app[OUTPUTS]
+        ),
         health=health,
         retry_budget=RetryBudget(deps.clock, **s.retry_budget.model_dump()),
         metrics=metrics,
@@ -191,6 +195,8 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
         admission(app[SETTINGS]),
         TenantLoad(deps.clock),
         app[OVERSHOOT],
+        app[HEALTH].tracker,
+        app[OUTPUTS],
     )
     return DecisionStep(parts)
 
@@ -255,6 +261,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     app[TRACING], app[TRAFFIC], app[TASKS] = tracing, TrafficStats(), BackgroundTasks()
     app[FEEDBACK] = FeedbackAggregator(deps.wall_clock())
     app[OVERSHOOT] = Overshoot(deps.clock)
+    app[OUTPUTS] = OutputLengths()
     app[IDENTITY] = ReplicaIdentity(
         settings.instance_id, metrics.instance_id_clashes.inc, deps.clock
     )

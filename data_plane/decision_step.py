@@ -42,6 +42,8 @@ from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED, Rights, identify
 from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.request.tenant import ANONYMOUS
+from data_plane.resilience.endpoint_load import LoadTracker, Slot
+from data_plane.resilience.output_length import OutputLengths
 from data_plane.resilience.overshoot import Overshoot
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.table_store import TableStore
@@ -80,6 +82,7 @@ class Decided:
     priority: str = "standard"  # its priority class
     client: str | None = None  # its tenant itself when named (None: anonymous), for evidence
     held: str | None = None  # the pair its tenant's fair share counts it at (`finished` ends it)
+    slot: Slot | None = None  # its place in flight until its first attempt takes its own
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +112,10 @@ class StepParts:
     # (None, as in gateway mode, which sends no request and does not see requests end).
     tenant_load: TenantLoad | None = None
     overshoot: Overshoot | None = None  # per pair, the margin its answers ask for
+    # The in-flight counts a decided request joins at once (`endpoint_load.Slot`; None, as in
+    # gateway mode, whose requests are counted by the engines' scrape alone).
+    slots: LoadTracker | None = None
+    outputs: OutputLengths | None = None  # how long answers run, per tenant (`output_length`)
 
 
 class DecisionStep:
@@ -175,10 +182,22 @@ class DecisionStep:
         if self._p.tenant_load is not None:
             held = decision.candidates[0].pair.pair
             self._p.tenant_load.start(held, who_id)
-        return Decided(table, inbound, decision, who.label, who.priority, client, held)
+        slot = self._slot(decision)
+        return Decided(table, inbound, decision, who.label, who.priority, client, held, slot)
+
+    def _slot(self, decision: RouteDecision) -> Slot | None:
+        """The request counted in flight at the endpoint its first attempt goes to (the first
+        of its first candidate's, ordered by load), from now until that attempt starts."""
+        slots, endpoints = self._p.slots, decision.candidates[0].endpoints
+        if slots is None or not endpoints:
+            return None
+        return Slot(slots, endpoints[0].id)
 
     def finished(self, decided: Decided) -> None:
-        """The request is over (answered, failed or cancelled): its tenant's share is free."""
+        """The request is over (answered, failed or cancelled): its tenant's share is free,
+        and so is its slot if no attempt took its place."""
+        if decided.slot is not None:
+            decided.slot.free()
         if decided.held is not None and self._p.tenant_load is not None:
             self._p.tenant_load.end(decided.held, decided.client or ANONYMOUS)
 
@@ -254,7 +273,7 @@ class DecisionStep:
             if first.load <= 1.0:
                 return None  # nothing in flight at its endpoint: room for any class
             margin = seen.margin_s(first.pair.pair)
-            limits = effective_limits(table, req)
+            limits = seen.limits_for(effective_limits(table, req), first.pair.family)
             if room_at(first, limits, req, health, (who.klass.share, margin)).has_room:
                 return None
         return fleet_of(table, req, health, seen, who.klass.share)
@@ -270,10 +289,11 @@ class DecisionStep:
         if isinstance(result, RouteDecision) and result.reason is RouteReason.SHADOW:
             return None
         margins = None if p.overshoot is None else p.overshoot.raw()
+        outputs = None if p.outputs is None else p.outputs.of(who.tenant)
         load = p.tenant_load
         if load is None:
-            return Seen(None, 0.0, margins)
-        return Seen(load.by_pair(), load.now(), margins, load.refusals())
+            return Seen(None, 0.0, margins, None, outputs)
+        return Seen(load.by_pair(), load.now(), margins, load.refusals(), outputs)
 
     def _fair_share(
         self,
@@ -301,7 +321,7 @@ class DecisionStep:
             fleet = fleet_of(table, req, health, seen, who.klass.share)
         if fleet is None:
             return
-        now_s = latency_now_s(fleet.pairs[0], effective_limits(table, req), req.facts.input_chars)
+        now_s = latency_now_s(fleet.pairs[0], req.facts.input_chars)
         over = over_fair_share(fleet, who.tenant, seen, now_s)
         if over is not None:
             detail = (
@@ -322,9 +342,8 @@ class DecisionStep:
             return False
         serving = decision.candidates[0]
         margin = seen.margin_s(serving.pair.pair)
-        room = room_at(
-            serving, effective_limits(table, req), req, health, (who.klass.share, margin)
-        )
+        limits = seen.limits_for(effective_limits(table, req), serving.pair.family)
+        room = room_at(serving, limits, req, health, (who.klass.share, margin))
         mine = sum((seen.tenants or {}).get(serving.pair.pair, {}).values())
         floor = (mine + 1.0) / (sum(health.load.values()) + 1.0)
         capacity = room.line * len(serving.endpoints)

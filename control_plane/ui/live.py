@@ -6,7 +6,7 @@ ids, never URLs (the states carry none).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -90,6 +90,11 @@ class ClassLiveView(_View):
     budget_missed: int
     budget_attainment: float | None
     cost_usd: float
+    queued: int = Field(default=0, description="requests that had to wait in a queue")
+    waiting: int = Field(default=0, description="waiting now (priority classes)")
+    queue_refused: dict[str, int] = Field(
+        default_factory=dict, description="the queues' 429s per reason (priority classes)"
+    )
 
 
 class LiveView(_View):
@@ -236,9 +241,21 @@ def merge_class_counters(rows: Sequence[Mapping[str, ClassCounters]]) -> list[Cl
                 budget_missed=missed,
                 budget_attainment=_rate(met, met + missed),
                 cost_usd=sum(c.cost_usd for c in found),
+                queued=sum(c.queued for c in found),
+                waiting=sum(c.waiting for c in found),
+                queue_refused=_summed(c.queue_refused for c in found),
             )
         )
     return views
+
+
+def _summed(counts: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    """Counts per key, summed over instances."""
+    out: dict[str, int] = {}
+    for each in counts:
+        for key, n in each.items():
+            out[key] = out.get(key, 0) + n
+    return dict(sorted(out.items()))
 
 
 def cost_by_family(views: Sequence[PairLiveView]) -> dict[str, CostView]:

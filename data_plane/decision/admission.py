@@ -32,7 +32,7 @@ from itertools import islice
 
 from contracts.policy import PriorityClass
 from data_plane.decision.capacity import predicted_at
-from data_plane.decision.feasibility import Limits, effective_limits
+from data_plane.decision.feasibility import Limits
 from data_plane.decision.saturation import Fleet
 from data_plane.domain import (
     Candidate,
@@ -74,10 +74,9 @@ def admit(
     room = fleet.with_room()
     if room:
         return _room_first(result, room) if isinstance(result, RouteDecision) else result
-    limits = effective_limits(table, req)
     chars = req.facts.input_chars
     wait_s = min(
-        drain_s(p.candidate, limits, chars, health, p.limit(fleet.pressed) - 1.0)
+        drain_s(p.candidate, p.limits, chars, health, p.limit(fleet.pressed) - 1.0)
         for p in islice(fleet.pairs, _DRAIN_CANDIDATES)
     )
     return Shed(
@@ -106,7 +105,8 @@ def drain_s(
     """Predicted seconds until one of `cand`'s endpoints has at most `fits` requests in
     flight: the excess over the endpoints' present service rate (Little's law: L requests in
     flight, each taking the pair's predicted latency W at that load, finish at L / W a
-    second). Its assumptions: nothing new arrives meanwhile, and answers run to their cap."""
+    second). Its assumptions: nothing new arrives meanwhile, and answers run to the predicted
+    output length of `limits` (the pair's, `saturation.PairRoom.limits`)."""
     if fits < 0:
         return math.inf
     best = math.inf

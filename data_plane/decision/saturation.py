@@ -14,7 +14,9 @@ its line on every pair once the fleet is three-quarters busy. In flight is what
 `HealthView.load` holds: this replica's requests, the other replicas' shared counts and the
 engines' scraped waiting queue. Nothing refused or queued counts: a refused request never
 reached an engine, and a queued one waits in this replica's queue, not at the pair. The fleet
-is *full* when no pair has room.
+is *full* when no pair has room. Every figure here is taken at the request's predicted output
+length on the pair's family (`Seen.limits_for`: the tenant's learned figure, at most its
+`max_tokens`, `resilience.output_length`), not at `max_tokens` alone.
 
 The invariant this gives (property-tested, tests/unit/data_plane/test_saturation_props.py):
 a pair that meets the request unloaded and has nothing in flight always has room, so such a
@@ -53,6 +55,9 @@ class Seen(NamedTuple):
     now: float
     margins: Mapping[str, tuple[float, float]] | None = None  # pair -> (seconds, at)
     refused: Mapping[str, Mapping[str, float]] | None = None  # pair -> tenant -> at
+    # The requesting tenant's (family, category) -> the output tokens its answers run to
+    # (`resilience.output_length`)
+    outputs: Mapping[tuple[str, str], int] | None = None
 
     def margin_s(self, pair: str) -> float:
         """`pair`'s margin now: its last estimate, decaying over MARGIN_WINDOW_S since."""
@@ -62,6 +67,15 @@ class Seen(NamedTuple):
         value, at = raw
         return value * math.exp(-max(0.0, self.now - at) / MARGIN_WINDOW_S)
 
+    def limits_for(self, limits: Limits, family: str) -> Limits:
+        """`limits` for a pair of `family`: its output tokens the learned figure for the
+        family and the request's category where that is smaller (the request's max_tokens,
+        or the category's typical output, where it is not, or none is learned yet)."""
+        learned = None if self.outputs is None else self.outputs.get((family, limits.category))
+        if learned is None or learned >= limits.output_tokens:
+            return limits
+        return limits._replace(output_tokens=learned)
+
 
 @dataclass(frozen=True, slots=True)
 class PairRoom:
@@ -69,6 +83,7 @@ class PairRoom:
     live endpoint, and what is in flight there now."""
 
     candidate: Candidate  # predicted at zero load (its live endpoints)
+    limits: Limits  # the request's, at the output length predicted on this pair
     per_endpoint: float
     line: float
     load: float  # requests in flight at its live endpoints, summed
@@ -115,11 +130,12 @@ def room_at(
     health: HealthView,
     klass: tuple[float, float],
 ) -> PairRoom:
-    """`cand`'s pair for this request; `klass`: (the class's share, the pair's margin)."""
+    """`cand`'s pair for this request, at `limits` (`Seen.limits_for` the pair's family);
+    `klass`: (the class's share, the pair's margin)."""
     share, margin = klass
     per = fleet_sustainable(cand.pair, limits, req.facts.input_chars, margin)
     loads = [health.load.get(e.id, 0.0) for e in cand.endpoints]
-    return PairRoom(cand, per, class_line(per, share), sum(loads), min(loads))
+    return PairRoom(cand, limits, per, class_line(per, share), sum(loads), min(loads))
 
 
 def fleet_of(
@@ -128,23 +144,26 @@ def fleet_of(
     """The request's fleet for a class of `share`, or None when no pair meets the request
     even unloaded (a miss no load explains)."""
     limits = effective_limits(table, req)
-    cands = unloaded(table, req, health, limits)
+    cands = unloaded(table, req, health, (limits, seen))
     return assemble(cands, (req, limits), health, seen, share) if cands else None
 
 
 def unloaded(
-    table: CompiledTable, req: RouteRequest, health: HealthView, limits: Limits
+    table: CompiledTable, req: RouteRequest, health: HealthView, judged: tuple[Limits, Seen]
 ) -> tuple[Candidate, ...]:
     """Every pair of the request's model, in the table's cost order, that meets every rule
-    at a load of 1 with an endpoint not ejected."""
-    chars, out = req.facts.input_chars, limits.output_tokens
+    at a load of 1 with an endpoint not ejected, at the output length predicted for its
+    family (`judged`: the request's limits, and what `Seen.limits_for` reads)."""
+    limits, seen = judged
+    chars = req.facts.input_chars
     found: list[Candidate] = []
     for row in table.scan_rows.get(req.facts.alias, ()):
         live = tuple(e for e in row.endpoints if e.id not in health.open_endpoints)
         if not live:
             continue
-        cand = predict(row.pair, live, chars, out, {})
-        if first_violation(cand, limits) is None:
+        mine = seen.limits_for(limits, row.pair.family)
+        cand = predict(row.pair, live, chars, mine.output_tokens, {})
+        if first_violation(cand, mine) is None:
             found.append(cand)
     return tuple(found)
 
@@ -160,7 +179,14 @@ def assemble(
     the request and its effective limits."""
     req, limits = asked
     pairs = tuple(
-        room_at(c, limits, req, health, (share, seen.margin_s(c.pair.pair))) for c in cands
+        room_at(
+            c,
+            seen.limits_for(limits, c.pair.family),
+            req,
+            health,
+            (share, seen.margin_s(c.pair.pair)),
+        )
+        for c in cands
     )
     load = sum(p.load for p in pairs)
     mine = 0.0
@@ -174,6 +200,6 @@ def assemble(
     return Fleet(pairs, capacity, load, part, load + 1.0 > share * sustained)
 
 
-def latency_now_s(room: PairRoom, limits: Limits, input_chars: int) -> float:
+def latency_now_s(room: PairRoom, input_chars: int) -> float:
     """`room`'s predicted seconds at its least loaded endpoint's load, this request included."""
-    return predicted_at(room.candidate.pair, limits, input_chars, room.least + 1.0)
+    return predicted_at(room.candidate.pair, room.limits, input_chars, room.least + 1.0)

@@ -111,3 +111,25 @@ class LoadTracker:
     def _set_in_flight(self, endpoint_id: str, count: int) -> None:
         self._in_flight[endpoint_id] = count
         self._load[endpoint_id] = count + self._others.get(endpoint_id, 0.0)
+
+
+class Slot:
+    """A request's place in the in-flight count at the endpoint its decision chose, from the
+    decision on: counted at once, so a decision made before this request reaches its engine
+    (a dispatch from the queue, `serving.flow`, whose handler runs later) does not see the
+    same slot free (docs/data_plane.md, "Flow control"). Freed when its first attempt takes
+    its own place in the count, or when the request ends without one; freeing twice is a
+    no-op."""
+
+    __slots__ = ("_endpoint_id", "_tracker")
+
+    def __init__(self, tracker: LoadTracker, endpoint_id: str) -> None:
+        tracker.acquire(endpoint_id)
+        self._tracker: LoadTracker | None = tracker
+        self._endpoint_id = endpoint_id
+
+    def free(self) -> None:
+        tracker = self._tracker
+        if tracker is not None:
+            self._tracker = None
+            tracker.release(self._endpoint_id)

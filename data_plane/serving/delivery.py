@@ -27,6 +27,8 @@ from data_plane.outcome import (
     Timeout,
     UpstreamStatus,
 )
+from data_plane.request.tenant import ANONYMOUS
+from data_plane.resilience.output_length import OutputLengths
 from data_plane.resilience.overshoot import Overshoot
 from data_plane.serving.attempt import Failed, stream_error_event
 from data_plane.serving.usage import Usage, cost_usd
@@ -103,12 +105,14 @@ class Delivery:
         clock: Callable[[], float],
         feedback: FeedbackAggregator | None = None,
         overshoot: Overshoot | None = None,
+        outputs: OutputLengths | None = None,
     ) -> None:
         self._metrics = metrics
         self._traffic = traffic
         self._clock = clock
         self._feedback = feedback
         self._overshoot = overshoot
+        self._outputs = outputs  # how long answers run, per tenant, family and category
 
     def attempted(self, cand: Candidate, retry: bool, failed: bool) -> None:
         """One engine attempt on `cand`'s pair (counted for the operator page's error and
@@ -213,6 +217,9 @@ class Delivery:
         if self._overshoot is not None:
             predicted_s = predicted_e2e_s(answer.cand, found)
             self._overshoot.answered(answer.cand.pair.pair, latency_s, predicted_s, client)
+        if self._outputs is not None:
+            kind = (call.client or ANONYMOUS, answer.cand.pair.family, walk.decision.category)
+            self._outputs.answered(kind, (found.output_tokens, call.max_tokens))
         if self._feedback is None:
             return
         ttft_s = first_byte_s - call.started_s if served.streamed and first_byte_s else None

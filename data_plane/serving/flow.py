@@ -15,8 +15,8 @@ It is refused (429, `Retry-After`, `x-should-retry`) only when its *deadline* pa
 latency budget less the predicted service time on the cheapest pair of its fleet, idle: a
 later start cannot make the budget even unloaded; `FLOW_MAX_WAIT_S` for a request without
 latency budget) or a bound is hit (`FLOW_QUEUE_MAX` waiting in all, `FLOW_QUEUE_PER_TENANT`
-of one tenant). The service time assumes the answer runs to its `max_tokens` (or the
-category's default): an answer that stops early is refused sooner than it need be.
+of one tenant). The service time is predicted at the output length its tenant's answers
+run to (`resilience.output_length`), at most its `max_tokens` (or the category's default).
 Retry-After after a refusal is the observed drain: the requests waiting ahead over the rate
 at which this replica's requests finished lately (the predicted drain when none has).
 
@@ -24,9 +24,10 @@ A client that disconnects cancels its handler (`handler_cancellation`), and its 
 leaves the queue at once. A wake-up decides again at most `TRIES_PER_WAKE` waiting requests
 (the heads of the tenants in order), so a long queue of requests that still find no room
 costs the event loop a bounded time per finished request. At most one request is dispatched
-per wake-up; the next wake-up is scheduled right after, by when the dispatched request has
-usually taken its place in the in-flight counts (a race this leaves: two dispatches may see
-the same free slot when the first has not reached its engine yet, as two arrivals may).
+per wake-up; the next wake-up is scheduled right after. A dispatched request counts as in
+flight at the endpoint its decision chose from the decision on (`endpoint_load.Slot`, taken
+by the decision step), not from when its handler runs again: so no later decision, a
+wake-up's or an arrival's, sees the slot it took as free.
 Event-loop thread only.
 """
 

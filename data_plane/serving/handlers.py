@@ -204,6 +204,10 @@ class Handlers:
             client=decided.client,
         )
         sink = AiohttpSink(request)
+        if decided.slot is not None:
+            # The first attempt takes its own place in the in-flight count before the proxy
+            # first yields to the loop: nothing else is decided in between.
+            decided.slot.free()
         try:
             exchange.outcome = await self._proxy.serve(call, table, decision, sink)
         except ClientGoneError:

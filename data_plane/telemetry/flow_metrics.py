@@ -5,9 +5,10 @@ priority classes."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from enum import StrEnum
 
-from data_plane.telemetry.series import Exposition
+from data_plane.telemetry.series import C, Exposition, Family
 
 WAIT_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -67,3 +68,26 @@ class FlowMetrics:
             self.dispatched.labels(priority).inc()
         else:
             self.refused.labels(priority, refusal).inc()
+
+    def totals(
+        self,
+    ) -> tuple[dict[tuple[str, str], int], dict[str, int], dict[str, dict[str, int]]]:
+        """For the live state the operator page reads: requests that had to wait per (tenant
+        label, priority) since start, those waiting now per priority, and the refusals per
+        priority and reason since start (reasons never counted left out)."""
+        queued = {(k[0], k[1]): int(c.value) for k, c in _once(self.entered)}
+        waiting = {k[0]: int(c.value) for k, c in _once(self.queued)}
+        refused: dict[str, dict[str, int]] = {}
+        for k, c in _once(self.refused):
+            if c.value:
+                refused.setdefault(k[0], {})[k[1]] = int(c.value)
+        return queued, waiting, refused
+
+
+def _once(family: Family[C]) -> Iterator[tuple[tuple[str, ...], C]]:
+    """(exported label values, child) of each child once (a child may sit under two keys)."""
+    seen: set[int] = set()
+    for key, child in family.children.items():
+        if id(child) not in seen:
+            seen.add(id(child))
+            yield tuple(str(v) for v in key), child

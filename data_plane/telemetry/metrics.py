@@ -457,7 +457,15 @@ class DataPlaneMetrics:
             row = rows.setdefault((key[0], key[1]), {})
             field = "budget_met" if key[2] == "met" else "budget_missed"
             row[field] = row.get(field, 0.0) + value
-        return _totals(rows, 0), _totals(rows, 1)
+        queued, waiting, refused = self.flow.totals()
+        for pair, count in queued.items():
+            row = rows.setdefault(pair, {})
+            row["queued"] = row.get("queued", 0.0) + count
+        by_class = _totals(rows, 1)
+        for name in waiting.keys() | refused.keys():
+            now = {"waiting": waiting.get(name, 0), "queue_refused": refused.get(name, {})}
+            by_class[name] = by_class.get(name, ClassCounters()).model_copy(update=now)
+        return _totals(rows, 0), dict(sorted(by_class.items()))
 
     def _fleet_metrics(self, r: Exposition) -> None:
         """Savings against the fleet-wide baseline (the most precise pair of the most
@@ -518,6 +526,7 @@ def _totals(
             budget_met=int(row.get("budget_met", 0)),
             budget_missed=int(row.get("budget_missed", 0)),
             cost_usd=row.get("cost_usd", 0.0),
+            queued=int(row.get("queued", 0)),
         )
         for name, row in sorted(summed.items())
     }

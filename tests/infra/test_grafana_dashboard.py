@@ -107,11 +107,26 @@ def test_panels_fit_the_grid_without_overlapping() -> None:
         "gearbox_tenant_requests_total",  # traffic per tenant
         "gearbox_tenant_budget_outcomes_total",  # attainment per tenant
         "gearbox_tenant_cost_usd_total",  # cost per tenant
+        "gearbox_flow_queue_length",  # flow control: requests waiting per band
+        "gearbox_flow_queue_wait_seconds",  # how long they waited
+        "gearbox_flow_queued_total",  # who had to wait
+        "gearbox_flow_dispatched_total",  # waiting requests dispatched
+        "gearbox_flow_refused_total",  # and refused
     ],
 )
 def test_dashboard_covers_the_operator_questions(metric: str) -> None:
     # Directly, or through the recording rules a panel uses (followed transitively).
     assert metric in _metrics_behind_dashboard()
+
+
+def test_queue_refusals_are_shown_by_reason_and_band() -> None:
+    """docs/runbooks.md tells operators to read a refusal's reason off the dashboard: some
+    panel splits gearbox_flow_refused_total by both labels."""
+    exprs = [
+        t["expr"] for p in _content_panels() for t in p["targets"]
+        if "gearbox_flow_refused_total" in t["expr"]
+    ]  # fmt: skip
+    assert any("reason" in e and "priority" in e for e in exprs)
 
 
 def _metrics_behind_dashboard() -> set[str]:

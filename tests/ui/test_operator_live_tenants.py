@@ -13,6 +13,7 @@ from data_plane.decision.compile import compile_table
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.live_state import build_state
 from data_plane.table_store import TableStore
+from data_plane.telemetry.flow_metrics import Refusal
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.traffic import TrafficStats
 from tests.unit.data_plane.tables import entry, table
@@ -64,3 +65,31 @@ def test_the_page_sums_every_instance_per_class_and_tenant() -> None:
     (tenant,) = live.tenants
     assert tenant.name == "team-a"
     assert tenant.cost_usd == pytest.approx(1.5)
+
+
+def test_the_live_state_carries_the_queue_by_class_and_tenant_and_the_page_sums_it() -> None:
+    """The flow-control counters (docs/data_plane.md, "Flow control"): requests that had to
+    wait per tenant and class; per class those waiting now and refusals by reason."""
+    metrics = DataPlaneMetrics("test", "test")
+    metrics.tenant("team-a", "batch")[0].inc(5)
+    flow = metrics.flow
+    flow.entered.labels("team-a", "batch").inc(3)
+    flow.waiting("batch", 2)
+    flow.left("batch", 0.4, Refusal.DEADLINE)
+    store = TableStore()
+    store.swap(compile_table(table([entry("a", "int4")])), 0.0)
+    state = build_state(
+        "dp-0", store, LoadTracker(), lambda _: "closed", TrafficStats(), 0.0,
+        metrics.tenant_totals(),
+    )  # fmt: skip
+    assert state.tenants["team-a"] == ClassCounters(requests=5, queued=3)
+    assert state.priorities["batch"] == ClassCounters(
+        requests=5, queued=3, waiting=2, queue_refused={"deadline": 1}
+    )
+    other = state.model_copy(
+        update={"instance": "dp-1", "priorities": {"batch": ClassCounters(
+            queued=1, queue_refused={"deadline": 1, "queue_full": 2})}},
+    )  # fmt: skip
+    (batch,) = merge_live_states([state, other], 1, NOW).priorities
+    assert (batch.queued, batch.waiting) == (4, 2)
+    assert batch.queue_refused == {"deadline": 2, "queue_full": 2}

@@ -116,7 +116,11 @@ async def test_page_loads_with_table_chart_and_live_state(stack: Stack, browser:
 
 async def test_live_rows_per_priority_class_and_tenant(stack: Stack, browser: Browser) -> None:
     batch = ClassCounters(requests=40, shed=4, budget_met=30, budget_missed=6, cost_usd=0.5)
-    classes = ({"team-a": batch}, {"batch": batch, "critical": ClassCounters(requests=5)})
+    queue = {"queued": 12, "waiting": 3, "queue_refused": {"deadline": 2, "queue_full": 1}}
+    classes = (
+        {"team-a": batch.model_copy(update={"queued": 12})},
+        {"batch": batch.model_copy(update=queue), "critical": ClassCounters(requests=5)},
+    )
     await write_state(stack.redis, stack.keys, "ui-dp-c", {}, {}, stack.version, classes=classes)
     await _open(browser, stack)
     await browser.wait_for("document.querySelector('#live-priorities tr[data-priority=\"batch\"]')")
@@ -127,6 +131,13 @@ async def test_live_rows_per_priority_class_and_tenant(stack: Stack, browser: Br
     shed = await _texts(browser, '#live-priorities tr[data-priority="batch"] td.shed')
     assert shed == ["4 (10.0%)"]
     assert await _texts(browser, "#live-tenants tbody tr", "data-tenant") == ["team-a"]
+    # the queue (docs/data_plane.md, "Flow control"): waited, waiting now, refused by reason
+    row = '#live-priorities tr[data-priority="batch"]'
+    assert await _texts(browser, f"{row} td.queued") == ["12"]
+    assert await _texts(browser, f"{row} td.waiting") == ["3"]
+    assert await _texts(browser, f"{row} td.queue-refused") == ["3"]
+    assert await _texts(browser, f"{row} td.queue-refused", "title") == ["2 deadline, 1 queue_full"]
+    assert await _texts(browser, '#live-tenants tr[data-tenant="team-a"] td.queued') == ["12"]
     assert browser.log.errors == []
 
 

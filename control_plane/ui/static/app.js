@@ -289,19 +289,33 @@ function renderPairsLive(live) {
     el("td", { class: "num fleet-saved" }, fmt.usd(c.fleet_cost_saved_usd))));
   if (!cost.length) cost.push(none(7, "no cost counted yet"));
   $("live-cost").tBodies[0].replaceChildren(...cost);
-  renderClasses("live-priorities", live.priorities || [], "data-priority");
-  renderClasses("live-tenants", live.tenants || [], "data-tenant");
+  renderClasses("live-priorities", live.priorities || [], "data-priority", true);
+  renderClasses("live-tenants", live.tenants || [], "data-tenant", false);
 }
 
-function renderClasses(id, rows, key) {
+// The queue's columns: requests that had to wait (both tables); per priority class also
+// those waiting now and the queue's refusals, their reasons in the cell's title.
+function queueCells(c, perClass) {
+  const cells = [el("td", { class: "num queued" }, String(c.queued || 0))];
+  if (!perClass) return cells;
+  const refused = Object.entries(c.queue_refused || {});
+  const total = refused.reduce((n, [, k]) => n + k, 0);
+  const why = refused.map(([reason, k]) => `${k} ${reason}`).join(", ") || "none";
+  cells.push(el("td", { class: "num waiting" }, String(c.waiting || 0)),
+    el("td", { class: "num queue-refused", title: why }, String(total)));
+  return cells;
+}
+
+function renderClasses(id, rows, key, perClass) {
   const body = rows.map((c) => el("tr", { [key]: c.name },
     el("td", {}, c.name),
     el("td", { class: "num requests" }, String(c.requests)),
     el("td", { class: "num shed", title: `${c.shed} shed` }, `${c.shed} (${pct(c.shed_rate)})`),
     el("td", { class: "num attainment", title: `${c.budget_met} met, ${c.budget_missed} missed` },
       pct(c.budget_attainment)),
-    el("td", { class: "num cost" }, fmt.usd(c.cost_usd))));
-  if (!body.length) body.push(none(5, "no requests counted yet"));
+    el("td", { class: "num cost" }, fmt.usd(c.cost_usd)),
+    ...queueCells(c, perClass)));
+  if (!body.length) body.push(none(perClass ? 8 : 6, "no requests counted yet"));
   $(id).tBodies[0].replaceChildren(...body);
 }
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from contracts.routing_table import RoutingTable
 from data_plane.upstream.port import UpstreamRequest
@@ -119,3 +120,93 @@ async def test_a_client_that_goes_away_leaves_the_queue_at_once(
     assert not hold.done()
     assert len(h.upstream.requests) == 1
     hold.cancel()
+
+
+@dataclass
+class Gated(FakeResponse):
+    """An answer held until its gate opens; `at_engine` counts the answers being worked on."""
+
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
+    at_engine: list[int] = field(default_factory=lambda: [0, 0])  # [now, most]
+
+    def __post_init__(self) -> None:
+        self.at_engine[0] += 1
+        self.at_engine[1] = max(self.at_engine[1], self.at_engine[0])
+
+    async def read(self) -> bytes:
+        await self.gate.wait()
+        self.at_engine[0] -= 1
+        return self.body
+
+
+async def test_two_requests_ending_together_dispatch_no_more_than_the_slots_they_free(
+    make_harness: MakeHarness,
+) -> None:
+    """A pair that sustains 2, held by two requests that end in one event-loop turn, with
+    three waiting: each end dispatches one, and the third waits, because a dispatched request
+    counts as in flight from its decision on. Before the slot was reserved at dispatch, the
+    first dispatch was not counted until its handler ran again, so the second end's wake-up
+    saw a slot free that the first had taken and sent the third too (3 at the engine)."""
+    entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=1.0)
+    entry["latency"]["max_profiled_load"] = 2
+    table = make_table([entry], policy={"priorities": {"standard": {"share": 1.0}}})
+    first, later, at_engine = asyncio.Event(), asyncio.Event(), [0, 0]
+
+    def answer(_: UpstreamRequest) -> FakeResponse:
+        gate = first if at_engine[1] < 2 and not first.is_set() else later
+        return Gated(body=chat_json(), gate=gate, at_engine=at_engine)
+
+    h = await make_harness(table, routes={URL: answer}, engine_deadline_factor=0)
+    held = [asyncio.create_task(ask(h, {})) for _ in range(2)]
+    await eventually(lambda: at_engine[0] == 2, what="two hold the pair")
+    waiting = [asyncio.create_task(ask(h, {})) for _ in range(3)]
+    await eventually(
+        lambda: h.metric("gearbox_flow_queue_length", **STANDARD) == 3, what="three wait"
+    )
+    first.set()  # both end in one turn of the loop
+    await eventually(lambda: at_engine[0] == 2, what="two dispatched")
+    await eventually(
+        lambda: h.metric("gearbox_flow_dispatched_total", **STANDARD) >= 2, what="counted"
+    )
+    assert h.metric("gearbox_flow_queue_length", **STANDARD) == 1
+    assert at_engine[1] == 2
+    later.set()
+    assert [s for s, _ in await asyncio.gather(*held, *waiting)] == [200] * 5
+    assert at_engine[1] == 2
+
+
+async def test_a_tenants_short_answers_stretch_its_own_wait_and_not_another_tenants(
+    make_harness: MakeHarness,
+) -> None:
+    """A pair predicted at 1 + 0.002 s a token, one request at a time; requests allow 1000
+    tokens (3.0 s) within a 3.5 s budget. Tenant `short` has had 16 answers of 20 tokens: its
+    requests are predicted at 1.04 s and may wait 2.46 s; tenant `long`, with no answers yet,
+    is predicted at its max_tokens and may wait 0.5 s. With the pair held 1.2 s, `short`'s
+    request waits and is served, `long`'s is refused at its deadline (on c680376 both were
+    judged at max_tokens, and both refused)."""
+    entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=1.0, tpot_base_s=0.002)
+    entry["latency"]["max_profiled_load"] = 1
+    hold = [0.0]
+
+    def answer(_: UpstreamRequest) -> FakeResponse:
+        return FakeResponse(body=chat_json(completion_tokens=20), delays_s={0: hold[0]})
+
+    h = await make_harness(make_table([entry]), routes={URL: answer}, engine_deadline_factor=0)
+    body = json.dumps({**CHAT_BODY, "max_tokens": 1000}).encode()
+
+    async def ask_as(tenant: str) -> int:
+        headers = {"x-gearbox-tenant": tenant, "X-Latency-Budget-Ms": "3500"}
+        resp = await h.client.post("/v1/chat/completions", data=body, headers=headers)
+        await resp.read()
+        return resp.status
+
+    for _ in range(16):
+        assert await ask_as("short") == 200
+    hold[0] = 1.2
+    holder = asyncio.create_task(ask_as("holder"))
+    await eventually(lambda: len(h.upstream.requests) == 17, what="the pair is held")
+    hold[0] = 0.0
+    asked = [asyncio.create_task(ask_as(t)) for t in ("short", "long")]
+    assert await asyncio.gather(holder, *asked) == [200, 200, 429]
+    assert h.metric("gearbox_flow_refused_total", reason="deadline", **STANDARD) == 1
+    assert h.metric("gearbox_flow_dispatched_total", **STANDARD) == 1

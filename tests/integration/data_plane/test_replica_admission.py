@@ -11,11 +11,15 @@ decides: with in-flight sharing (and no scrape) both shed the bursty tenant's ne
 while the steady tenant's critical requests are served on both; with the engine's queue
 scraped (and no sharing) likewise, once a scrape has come; with neither, both admit it: the
 error of a replica that does not see the others.
+
+With the queue (the last test), load past what a pair sustains waits in the replicas' queues
+instead of being refused, and the engine never holds more than two replicas may admit.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -28,12 +32,18 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from contracts.redis_keys import RedisKeys
+from contracts.routing_table import RoutingTable
 from data_plane.app import HEALTH, METRICS, STORE, create_app
-from simulator import Fleet, SimFleetConfig, run_fleet
+from data_plane.decision.capacity import fleet_sustainable
+from data_plane.decision.feasibility import effective_limits
+from data_plane.domain import RouteRequest
+from data_plane.request.inbound import read_request
+from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from tests.integration.data_plane.conftest import Publishing, plane_settings
 from tests.reliability.stack import CHEAP, PRICEY, fleet_table, pair_of, served_name, sim_pair
 from tests.support.load_balancer import running_nginx
 from tests.support.redis_server import RedisProcess, free_port
+from tests.support.routing_tables import entry, table
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -163,3 +173,107 @@ async def test_a_bursty_tenant_is_shed_on_both_replicas_and_the_steady_one_serve
         assert counted(app, "gearbox_tenant_shed_total", **steady_kept) == 0
         assert counted(app, "gearbox_tenant_shed_total", **bursty_shed) == (1 if shed else 0)
     assert bursty == ([429, 429] if shed else [200, 200])
+
+
+# --- the queue across replicas (docs/data_plane.md, "Flow control", "Replicas") -----------
+
+QUEUE_SIM = "sim/qfam-fp8"
+QUEUE_PAIR = "qfam@fp8"
+QUEUE_EP = f"{QUEUE_PAIR}#0"
+QUEUE_BODY = {
+    "model": QUEUE_PAIR,
+    "max_tokens": 100,
+    "messages": [{"role": "user", "content": "Summarise this in one line."}],
+}
+QUEUE_BUDGET = {"X-Latency-Budget-Ms": "4400"}
+
+
+def queue_table(url: str) -> RoutingTable:
+    """One pair predicted at about 0.2 s + 0.5 s per request in flight for 100 tokens: a
+    4.4 s budget holds up to 8 in flight, and an idle answer (0.7 s) leaves 3.7 s to wait
+    (the simulator answers in about 0.2 s, more on a busy machine). The standard class may
+    fill all of it."""
+    pair = entry(
+        "qfam", "fp8", urls=[url], served_model_name=QUEUE_SIM, ttft_base_s=0.1,
+        ttft_per_input_token_s=0.0, ttft_per_load_s=0.5, tpot_base_s=0.001, tpot_per_load_s=0.0,
+    )  # fmt: skip
+    return table([pair], policy={"priorities": {"standard": {"share": 1.0}}})
+
+
+def sustained(app: web.Application) -> float:
+    """What the pair sustains for the request (`decision.capacity`), as the replicas judge it
+    with no margin (a margin only lowers it)."""
+    compiled = app[STORE].current
+    assert compiled is not None
+    raw = json.dumps(QUEUE_BODY).encode()
+    inbound = read_request(raw, "chat", QUEUE_BUDGET, compiled)
+    req = RouteRequest(inbound.facts, inbound.budget)
+    return fleet_sustainable(
+        compiled.pairs[0], effective_limits(compiled, req), inbound.facts.input_chars, 0.0
+    )
+
+
+@pytest.fixture
+async def queue_fleet() -> AsyncIterator[Fleet]:
+    pair = SimPairConfig(
+        name=QUEUE_SIM, family="qfam", quantization="fp8", ttft_base_s=0.003,
+        tpot_base_s=0.002, max_running=64,
+    )  # fmt: skip
+    async with run_fleet(SimFleetConfig(pairs=[pair]), answers={}) as running:
+        yield running
+
+
+def refused(apps: list[web.Application]) -> dict[str, float]:
+    reasons = ("deadline", "queue_full", "tenant_limit")
+    return {
+        r: sum(
+            counted(a, "gearbox_flow_refused_total", priority="standard", reason=r) for a in apps
+        )
+        for r in reasons
+    }
+
+
+async def test_two_replicas_queue_what_the_pair_cannot_take_and_refuse_none(
+    queue_fleet: Fleet,
+    redis_server: RedisProcess,
+    redis_keys: RedisKeys,
+    redis_client: aioredis.Redis,
+    tmp_path: Path,
+) -> None:
+    """Two replicas behind nginx, sharing in-flight counts, in front of one engine whose pair
+    sustains C = 8 within the budget; 2C + 4 closed loops ask for 3 s, more than both
+    replicas together may admit. The load past C waits in the replicas' queues and goes in as
+    requests finish: nothing is refused (no wait comes near the 3.7 s the budget allows), and
+    the engine never holds more than the docs' bound for two replicas, 2C (each replica's own
+    count is exact from its decisions on, and it admits only below C; the bound is reached
+    when both start blind to each other)."""
+    await Publishing(redis_client, redis_keys).publish(queue_table(queue_fleet.url(QUEUE_SIM)))
+    settings = {"in_flight_share_interval_ms": 25, "scrape_interval_s": 0.0}
+    async with AsyncExitStack() as stack:
+        replicas = await _replicas(stack, redis_server.url, redis_keys, tmp_path, **settings)
+        apps = [app for app, _ in replicas]
+        await eventually(lambda: all(a[STORE].version is not None for a in apps), timeout_s=10)
+        per_engine = sustained(apps[0])
+        assert per_engine == 8
+        loops = 2 * int(per_engine) + 4
+        statuses: list[int] = []
+        with running_nginx(tmp_path / "nginx", [(port, 1) for _, port in replicas]) as lb:
+            url = f"http://127.0.0.1:{lb}"
+            timeout = aiohttp.ClientTimeout(total=30)
+            async with aiohttp.ClientSession(timeout=timeout) as session:
+
+                async def loop(until: float) -> None:
+                    while time.monotonic() < until:
+                        statuses.append(await ask(session, url, QUEUE_BODY, QUEUE_BUDGET))
+
+                start = time.monotonic()
+                await asyncio.gather(*(loop(start + 3.0) for _ in range(loops)))
+    peak = queue_fleet.stats(QUEUE_SIM).peak_in_flight
+    labels = {"tenant": "anonymous", "priority": "standard"}
+    queued = sum(counted(a, "gearbox_flow_queued_total", **labels) for a in apps)
+    served = statuses.count(200)
+    print(f"\n{loops} loops: {served} of {len(statuses)} served, {queued:.0f} waited; peak {peak}")
+    assert set(statuses) == {200}
+    assert refused(apps) == {"deadline": 0, "queue_full": 0, "tenant_limit": 0}
+    assert queued > 0  # the load past what the pair sustains waited
+    assert peak <= 2 * per_engine

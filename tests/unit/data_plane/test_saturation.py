@@ -11,6 +11,7 @@ import pytest
 from data_plane.decision.admission import admit
 from data_plane.decision.capacity import MARGIN_WINDOW_S, sustainable_load
 from data_plane.decision.choose import choose_route
+from data_plane.decision.feasibility import effective_limits
 from data_plane.decision.saturation import Fleet, Seen, fleet_of
 from data_plane.domain import Budget, HealthView, RouteDecision
 from tests.unit.data_plane.admission_fleet import (
@@ -118,3 +119,41 @@ def test_a_margin_alone_never_makes_an_idle_fleet_full() -> None:
     decided = choose_route(bench_fleet(), request(tight), health, random.Random(0))
     assert isinstance(decided, RouteDecision)
     assert admit(bench_fleet(), request(tight), health, decided, STANDARD, found) is decided
+
+
+def learned(tokens: int, family: str = "fam") -> Seen:
+    """The requesting tenant's answers in the request's category run to `tokens`."""
+    category = effective_limits(bench_fleet(), request()).category
+    return Seen({}, 0.0, None, None, {(family, category): tokens})
+
+
+def test_a_learned_output_length_sizes_the_fleet_and_the_service_time() -> None:
+    """The request allows 15 tokens (0.15 + 0.03 L s at load L: 8 sustained in 400 ms); its
+    tenant's answers run to 5 (0.07 + 0.01 L s: 33 sustained), so each pair sustains 33 and
+    its idle service time, the queue's deadline rule's, is 0.08 s, not 0.18 s."""
+    health = HealthView(load={INT4: 8, FP16: 8})
+    found = fleet_of(bench_fleet(), request(), health, learned(5), 1.0)
+    assert found is not None
+    assert [p.per_endpoint for p in found.pairs] == [33, 33]
+    assert not found.full
+    assert found.pairs[0].candidate.predicted_latency_s == pytest.approx(0.08)
+    at_cap = fleet_of(bench_fleet(), request(), health, Seen({}, 0.0), 1.0)
+    assert at_cap is not None
+    assert at_cap.full
+    assert at_cap.pairs[0].candidate.predicted_latency_s == pytest.approx(0.18)
+
+
+def test_a_learned_length_past_max_tokens_or_of_another_family_changes_nothing() -> None:
+    for seen in (learned(100), learned(5, family="other")):
+        found = fleet_of(bench_fleet(), request(), HealthView(load={INT4: 8}), seen, 1.0)
+        assert found is not None
+        assert [p.per_endpoint for p in found.pairs] == [8, 8]
+
+
+def test_a_request_its_max_tokens_rule_out_is_in_the_fleet_at_its_learned_length() -> None:
+    """A 100 ms budget: 15 tokens take 0.18 s idle (no pair meets it), 5 take 0.08 s."""
+    tight = request(Budget(latency_s=0.1))
+    assert fleet_of(bench_fleet(), tight, HealthView(), Seen({}, 0.0), 1.0) is None
+    found = fleet_of(bench_fleet(), tight, HealthView(), learned(5), 1.0)
+    assert found is not None
+    assert [p.per_endpoint for p in found.pairs] == [3, 3]

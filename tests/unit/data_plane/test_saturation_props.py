@@ -1,8 +1,8 @@
-"""Issue 32's invariant, over random tables, budgets, max_tokens, margins, classes and
-in-flight states: a request that some pair meets unloaded is never refused while such a pair
-has an endpoint with nothing in flight (neither by the class line nor by a fair share), and
-never refused while such a pair is below its class line, nor below its sustainable
-concurrency while the fleet is not pressed (decision/saturation.py,
+"""Issue 32's invariant, over random tables, budgets, max_tokens, margins, learned output
+lengths, classes and in-flight states: a request that some pair meets unloaded is never
+refused while such a pair has an endpoint with nothing in flight (neither by the class line
+nor by a fair share), and never refused while such a pair is below its class line, nor below
+its sustainable concurrency while the fleet is not pressed (decision/saturation.py,
 decision/admission.py, decision/fair_share.py)."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from data_plane.decision.admission import Shed, admit
 from data_plane.decision.choose import choose_route
 from data_plane.decision.compile import compile_table
 from data_plane.decision.fair_share import over_fair_share, surely_within
+from data_plane.decision.feasibility import effective_limits
 from data_plane.decision.saturation import Fleet, Seen, fleet_of
 from data_plane.domain import (
     Budget,
@@ -73,7 +74,12 @@ def _case(draw: st.DrawFn) -> tuple[CompiledTable, RouteRequest, HealthView, See
     mine = {p.pair: {"a": draw(st.integers(0, 5)), "b": draw(st.integers(0, 5))} for p in t.pairs}
     refused = {p.pair: {"c": 0.0} for p in t.pairs if draw(st.booleans())}
     share = draw(st.floats(0.01, 1.0))
-    seen = Seen(mine, draw(st.floats(0.0, 3.0)), margins, refused)
+    # the tenant's learned output lengths (`resilience.output_length`), some past max_tokens
+    category = effective_limits(t, RouteRequest(facts, budget)).category
+    outputs = {
+        (p.family, category): draw(st.integers(1, 3000)) for p in t.pairs if draw(st.booleans())
+    }
+    seen = Seen(mine, draw(st.floats(0.0, 3.0)), margins, refused, outputs)
     return t, RouteRequest(facts, budget), HealthView(load=load), seen, share
 
 
