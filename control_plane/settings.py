@@ -1,21 +1,24 @@
 """Settings of the control plane: env prefix GEARBOX_CP_, loaded once by `__main__`.
 
 One group per concern (`settings.publish` is the publisher's `PublisherOptions`, `settings.build`
-the table service's `BuildOptions`), handed whole to the part that uses it. Each knob keeps its
-flat name: the variable `GEARBOX_CP_<NAME>` and the key `ControlPlaneSettings(<name>=...)`
-(`contracts.knobs`). Bad values fail at startup with the knob named; no other module reads the
-environment.
+the table service's `BuildOptions`), handed whole to the part that uses it. A knob's name is its
+path joined with `_` (`contracts.knobs`, the data plane's rule): `server.admin_token` is the
+variable `GEARBOX_CP_SERVER_ADMIN_TOKEN` and the key `ControlPlaneSettings(server_admin_token=...)`.
+Names retired by that rule still work for one release (`RENAMED`; `serve` logs the new name,
+the other commands print it). Bad values fail at startup with the knob named; no other module
+reads the environment.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from types import MappingProxyType
+from typing import ClassVar, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from contracts.knobs import Group, Knob, KnobSettings
+from contracts.knobs import Group, KnobSettings, Renamed
 from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
 from contracts.redis_topology import Topology, parse_redis_url
 
@@ -45,7 +48,6 @@ class ServerSettings(Group):
 class RedisSettings(Group):
     """The Redis client (`make_redis`) and the key prefix."""
 
-    knob_prefix = "redis_"
     # Standalone, Sentinel or Cluster by the scheme (contracts/redis_topology.py).
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: str = DEFAULT_PREFIX
@@ -76,11 +78,8 @@ class RedisSettings(Group):
 class PublisherOptions(Group):
     """How the publisher keeps history and holds its lock (docs/control_plane.md)."""
 
-    knob_prefix = "publish_"
     # Versions kept (the current one is always kept too).
-    history_limit: Annotated[int, Knob("history_limit")] = Field(
-        default=20, ge=1, le=10_000, description="table versions kept"
-    )
+    history_limit: int = Field(default=20, ge=1, le=10_000, description="table versions kept")
     lock_ttl_s: float = Field(default=10.0, gt=0.0, le=300.0)
     lock_wait_s: float = Field(default=5.0, ge=0.0, le=300.0)
 
@@ -88,8 +87,26 @@ class PublisherOptions(Group):
 class BuildOptions(Group):
     """What a table build accepts (`TableService`)."""
 
-    allow_partial: Annotated[bool, Knob("allow_partial_reports")] = False
-    prune: Annotated[bool, Knob("prune_dominated")] = True
+    allow_partial: bool = False
+    prune: bool = True
+
+
+# Old names that only moved to the knob's path (issue 31): still read for one release.
+RENAMED: MappingProxyType[str, Renamed] = MappingProxyType(
+    {
+        old: Renamed(new)
+        for old, new in {
+            "host": "server_host",
+            "port": "server_port",
+            "admin_token": "server_admin_token",
+            "protect_reads": "server_protect_reads",
+            "max_body_bytes": "server_max_body_bytes",
+            "history_limit": "publish_history_limit",
+            "allow_partial_reports": "build_allow_partial",
+            "prune_dominated": "build_prune",
+        }.items()
+    }
+)
 
 
 class ControlPlaneSettings(KnobSettings):
@@ -98,6 +115,7 @@ class ControlPlaneSettings(KnobSettings):
     model_config = SettingsConfigDict(
         env_prefix="GEARBOX_CP_", extra="forbid", frozen=True, validate_default=True
     )
+    renamed_knobs: ClassVar[MappingProxyType[str, Renamed]] = RENAMED
 
     log_level: LogLevel = "INFO"
     git_sha: str = Field(default="unknown", max_length=64)

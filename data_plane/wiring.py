@@ -56,7 +56,7 @@ def admission(settings: DataPlaneSettings, gateway: bool = False) -> Admission:
     salt = None if a.tenant_key_salt is None else a.tenant_key_salt.get_secret_value().encode()
     grants = grants_of(client_keys(server.api_keys, server.api_keys_file))
     rights = Rights(a.tenant_header, salt, grants, a.priority_header_trusted, gateway)
-    return Admission(TenantLabels(a.tenant_top_n), rights, a.admission_shed)
+    return Admission(TenantLabels(a.tenant_top_n), rights, a.shed)
 
 
 def flow_queue(
@@ -64,10 +64,10 @@ def flow_queue(
 ) -> FlowQueue | None:
     """The HTTP door's queue (docs/data_plane.md, "Flow control"), unless refusals or the
     queue are off."""
-    a = settings.admission
-    if not (a.admission_shed and a.flow_queue):
+    f = settings.flow
+    if not (settings.admission.shed and f.queue):
         return None
-    limits = FlowLimits(a.flow_queue_max, a.flow_queue_per_tenant, a.flow_max_wait_s)
+    limits = FlowLimits(f.queue_max, f.queue_per_tenant, f.max_wait_s)
     return FlowQueue(step, metrics.flow, limits)
 
 

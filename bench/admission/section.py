@@ -171,7 +171,7 @@ async def _replay(url: str, arrivals: list[Arrival]) -> tuple[Sample, ...]:
 async def _run(name: str, fleet: Fleet, folder: Path, arrivals: list[Arrival], shed: bool) -> Run:
     table = int4_fp16_table(fleet, PROFILED)
     # The replay's client stands for a trusted gateway: its X-Priority classes count.
-    admission = AdmissionSettings(admission_shed=shed, priority_header_trusted=True)
+    admission = AdmissionSettings(shed=shed, priority_header_trusted=True)
     async with static_data_plane(table, folder, "bench-admission", admission) as (url, _):
         return Run(name, await _replay(url, arrivals))
 

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from contracts.knobs import Group, Knob
+from contracts.knobs import Group
 from data_plane.client_keys import read_client_keys
 from data_plane.engine_keys import check_key, read_keys_file
 
@@ -78,7 +78,7 @@ class ServerSettings(Group):
 class UpstreamSettings(Group):
     """The client of engine calls and its connection pool."""
 
-    client: Annotated[UpstreamClientKind, Knob("upstream_client")] = Field(
+    client: UpstreamClientKind = Field(
         default="http1",
         description="http1 (lean keep-alive HTTP/1.1 to engines) or aiohttp's ClientSession",
     )
@@ -88,9 +88,7 @@ class UpstreamSettings(Group):
     read_timeout_s: float = Field(default=120.0, gt=0.0, le=3600.0)
     # An engine's non-streamed answer past this many bytes ends its attempt (docs/data_plane.md,
     # "Upstream limits").
-    max_body_bytes: Annotated[int, Knob("upstream_max_body_bytes")] = Field(
-        default=64 * 1024 * 1024, ge=64 * 1024
-    )
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=64 * 1024)
 
 
 class ProxyConfig(Group):
@@ -98,11 +96,11 @@ class ProxyConfig(Group):
 
     max_attempts: int = Field(default=3, ge=1, le=20)
     # The deadline when no latency budget applies (or best-effort relaxed).
-    default_timeout_s: Annotated[float, Knob("default_request_timeout_s")] = Field(
+    default_timeout_s: float = Field(
         default=300.0, gt=0.0, le=3600.0, description="deadline when no latency budget applies"
     )
     # Added to the latency budget before the deadline cancels the request.
-    grace_s: Annotated[float, Knob("deadline_grace_s")] = Field(default=0.5, ge=0.0, le=60.0)
+    grace_s: float = Field(default=0.5, ge=0.0, le=60.0)
 
 
 class ProgressConfig(Group):
@@ -125,36 +123,31 @@ class ProgressConfig(Group):
     `factor` + `slack_s`, at least `gap_floor_s`."""
 
     # x the engine's pace for the work; 0 = no engine limit at all.
-    factor: Annotated[float, Knob("engine_deadline_factor")] = Field(default=3.0, ge=0.0, le=100.0)
+    factor: float = Field(default=3.0, ge=0.0, le=100.0)
     # The least overdue silence on every attempt that stalls an endpoint (scheduling noise,
     # an engine starved of cores before its pace is known).
-    stall_window_s: Annotated[float, Knob("engine_stall_window_s")] = Field(
-        default=1.5, ge=0.0, le=600.0
-    )
+    stall_window_s: float = Field(default=1.5, ge=0.0, le=600.0)
     # A silence this many windows long opens the breaker at once (a hang, not a slow engine).
-    open_windows: Annotated[int, Knob("engine_stall_open_windows")] = Field(default=3, ge=1, le=100)
+    open_windows: int = Field(default=3, ge=1, le=100)
     # While attempts wait overdue, the engine's token counters are read from its /metrics
     # (one GET within this; 0 = never): unmoved across `still_windows` windows, or no answer twice,
     # is a hang and opens the breaker then (`resilience.stillness`).
-    probe_timeout_s: Annotated[float, Knob("engine_probe_timeout_s")] = Field(
+    probe_timeout_s: float = Field(
         default=1.0, ge=0.0, le=60.0, description="0 = no reads of the engines' token counters"
     )
-    still_windows: Annotated[int, Knob("engine_still_windows")] = Field(default=3, ge=1, le=100)
+    still_windows: int = Field(default=3, ge=1, le=100)
     # + this on the gap limit (scheduling noise between tokens).
-    slack_s: Annotated[float, Knob("engine_gap_slack_s")] = Field(default=0.5, ge=0.0, le=600.0)
+    slack_s: float = Field(default=0.5, ge=0.0, le=600.0)
     # An observed slowdown loosens the limits up to this much.
-    max_pace_ratio: Annotated[float, Knob("engine_pace_max_ratio")] = Field(
-        default=8.0, ge=1.0, le=100.0
-    )
+    max_pace_ratio: float = Field(default=8.0, ge=1.0, le=100.0)
     # The least silence mid-answer that counts as lack of progress (a batch stalled by other
     # requests' prefills or a preemption is not a hung engine).
-    gap_floor_s: Annotated[float, Knob("engine_gap_floor_s")] = Field(default=5.0, ge=0.0, le=600.0)
+    gap_floor_s: float = Field(default=5.0, ge=0.0, le=600.0)
 
 
 class RetryBudgetSettings(Group):
     """Retries at most `ratio` of the recent requests, plus a floor (`RetryBudget`)."""
 
-    knob_prefix = "retry_budget_"
     ratio: float = Field(default=0.2, ge=0.0, le=1.0)
     min_per_s: float = Field(default=5.0, ge=0.0)
     window_s: float = Field(default=10.0, gt=0.0)
@@ -163,21 +156,20 @@ class RetryBudgetSettings(Group):
 class BreakerConfig(Group):
     """One endpoint's breaker (docs/reliability.md): when it opens, how long it stays open."""
 
-    knob_prefix = "breaker_"
     consecutive_failures: int = Field(default=5, ge=1)  # open after this many in a row
     failure_ratio: float = Field(default=0.5, gt=0.0, le=1.0)  # ...or this share of the window
     window_s: float = Field(default=10.0, gt=0.0)  # sliding window for the ratio
     min_requests: int = Field(default=20, ge=1)  # ...holding at least this many requests
     cooldown_s: float = Field(default=5.0, gt=0.0)  # first open period
     # The cap of the doubling cooldown.
-    max_cooldown_s: Annotated[float, Knob("breaker_cooldown_max_s")] = Field(default=60.0, gt=0.0)
+    max_cooldown_s: float = Field(default=60.0, gt=0.0)
     # A half-open breaker's probe that never reports back frees the probe slot after this.
     probe_timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0)
 
     @model_validator(mode="after")
     def _cooldowns(self) -> BreakerConfig:
         if self.max_cooldown_s < self.cooldown_s:
-            raise ValueError("breaker_cooldown_max_s must be >= breaker_cooldown_s")
+            raise ValueError("breaker_max_cooldown_s must be >= breaker_cooldown_s")
         return self
 
 
@@ -185,7 +177,6 @@ class EngineKeySettings(Group):
     """Engines behind `vllm serve --api-key` (data_plane.engine_keys): one key for every
     engine (environment only), and/or a JSON file {endpoint id | pair | "*": key}."""
 
-    knob_prefix = "engine_"
     api_key: SecretStr | None = None
     api_keys_file: Path | None = Field(
         default=None, description='JSON {"<endpoint id>" | "<pair>" | "*": "<engine API key>"}'
@@ -210,7 +201,6 @@ class ExtprocSettings(Group):
     """`python -m data_plane extproc` (docs/gateway.md): the ext_proc gRPC port, the header an
     HTTPRoute per pair matches, and the body mode assumed when Envoy does not say."""
 
-    knob_prefix = "extproc_"
     port: int = Field(default=9004, ge=0, le=65535)
     pair_header: str = Field(
         default="x-gearbox-pair", min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9-]*$"

@@ -4,11 +4,10 @@ endpoint discovery, breaker announcements, latency feedback and in-flight sharin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from contracts.knobs import Group, Knob
+from contracts.knobs import Group
 from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
 from contracts.redis_topology import Topology, parse_redis_url
 
@@ -16,7 +15,6 @@ from contracts.redis_topology import Topology, parse_redis_url
 class RedisSettings(Group):
     """The Redis client, its key prefix, and the watcher's reconnect backoff cap."""
 
-    knob_prefix = "redis_"
     # "" = no Redis: serve the snapshot file only (static mode, and component tests).
     # Standalone, Sentinel or Cluster by the scheme (contracts/redis_topology.py).
     url: str = "redis://127.0.0.1:6379/0"
@@ -49,15 +47,13 @@ class RedisSettings(Group):
 class TableSettings(Group):
     """Where the table comes from besides Redis pub/sub (`TableWatcher`)."""
 
-    knob_prefix = "table_"
     poll_interval_s: float = Field(default=5.0, gt=0.0, le=3600.0)
-    snapshot_path: Annotated[Path | None, Knob("snapshot_path")] = None
+    snapshot_path: Path | None = None
 
 
 class ScrapeSettings(Group):
     """Engines' queue depth from their `/metrics` (0 = scraping off)."""
 
-    knob_prefix = "scrape_"
     interval_s: float = Field(default=1.0, ge=0.0, description="0 = scraping off")
     timeout_s: float = Field(default=1.0, gt=0.0, le=60.0)
     # A /metrics page past this many bytes is a scrape error (and an unread stall probe),
@@ -68,7 +64,6 @@ class ScrapeSettings(Group):
 class LiveStateSettings(Group):
     """This replica's live state in Redis, for operators."""
 
-    knob_prefix = "live_state_"
     interval_s: float = Field(default=5.0, gt=0.0)
     ttl_s: int = Field(default=30, ge=1)
 
@@ -77,10 +72,7 @@ class DiscoverySettings(Group):
     """Endpoints are pods (docs/data_plane.md, "Endpoint discovery"): engine URLs whose host
     is a name are re-resolved at this interval into one endpoint per address. 0 = off."""
 
-    knob_prefix = "endpoint_"
-    interval_s: Annotated[float, Knob("endpoint_discovery_interval_s")] = Field(
-        default=0.0, ge=0.0, le=3600.0
-    )
+    interval_s: float = Field(default=0.0, ge=0.0, le=3600.0)
     dns_servers: str = Field(
         default="", description="ADDRESS[:PORT],... ('' = the system resolver)"
     )
@@ -119,8 +111,7 @@ class AnnouncementSettings(Group):
     breaker is announced on Redis; the others skip the endpoint for its cooldown, at most
     `max_ttl_s`."""
 
-    knob_prefix = "breaker_announce_"
-    enabled: Annotated[bool, Knob("breaker_announcements")] = True
+    enabled: bool = True
     max_ttl_s: float = Field(default=30.0, gt=0.0, le=600.0)
 
 
@@ -130,12 +121,9 @@ class FeedbackSettings(Group):
     feedback"); accuracy probes of a demoted (pair, category) at most every
     `accuracy_probe_interval_s` (0 = off; docs/accuracy.md "Live checks")."""
 
-    knob_prefix = "feedback_"
     interval_s: float = Field(default=10.0, ge=0.0, le=3600.0)
-    probe_interval_s: Annotated[float, Knob("latency_probe_interval_s")] = Field(
-        default=2.0, ge=0.0, le=3600.0
-    )
-    accuracy_probe_interval_s: Annotated[float, Knob("accuracy_probe_interval_s")] = Field(
+    probe_interval_s: float = Field(default=2.0, ge=0.0, le=3600.0)
+    accuracy_probe_interval_s: float = Field(
         default=2.0,
         ge=0.0,
         le=3600.0,
@@ -164,7 +152,6 @@ class InFlightShareSettings(Group):
     `interval_ms` (docs/data_plane.md, "In-flight sharing"); each replica's snapshot counts
     for at most `ttl_s` after it arrived. 0 = off."""
 
-    knob_prefix = "in_flight_share_"
     interval_ms: int = Field(default=25, ge=0, le=10_000)
     ttl_s: float = Field(default=1.0, gt=0.0, le=60.0)
 
