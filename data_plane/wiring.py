@@ -19,7 +19,7 @@ from data_plane.decision_step import Admission, DecisionStep
 from data_plane.domain import CompiledTable
 from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.serving.flow import FlowLimits, FlowQueue
+from data_plane.serving.flow import FlowQueue
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver
@@ -64,11 +64,9 @@ def flow_queue(
 ) -> FlowQueue | None:
     """The HTTP door's queue (docs/data_plane.md, "Flow control"), unless refusals or the
     queue are off."""
-    f = settings.flow
-    if not (settings.admission.shed and f.queue):
+    if not (settings.admission.shed and settings.flow.queue):
         return None
-    limits = FlowLimits(f.queue_max, f.queue_per_tenant, f.max_wait_s)
-    return FlowQueue(step, metrics.flow, limits)
+    return FlowQueue(step, metrics.flow, settings.flow)
 
 
 def table_watcher(

@@ -42,21 +42,13 @@ from typing import Protocol
 from data_plane.asked import Full
 from data_plane.decision_step import Decided
 from data_plane.errors import RouterError, Shed
+from data_plane.settings import FlowSettings
 from data_plane.telemetry.flow_metrics import FlowMetrics, Refusal
 
 MIN_RECHECK_S = 0.01
 MAX_RECHECK_S = 1.0
 TRIES_PER_WAKE = 8  # waiting requests decided again per wake-up, at most
 _DRAIN_SAMPLES = 64  # finishes the observed drain rate is taken over
-
-
-@dataclass(frozen=True, slots=True)
-class FlowLimits:
-    """The queue's bounds (settings group `admission`)."""
-
-    max_waiting: int = 1024  # FLOW_QUEUE_MAX
-    per_tenant: int = 128  # FLOW_QUEUE_PER_TENANT
-    max_wait_s: float = 30.0  # FLOW_MAX_WAIT_S
 
 
 class Redecide(Protocol):
@@ -104,7 +96,9 @@ class _Band:
 class FlowQueue:
     """This replica's waiting requests (see the module docstring)."""
 
-    def __init__(self, step: Redecide, metrics: FlowMetrics, limits: FlowLimits) -> None:
+    def __init__(self, step: Redecide, metrics: FlowMetrics, limits: FlowSettings) -> None:
+        """`limits`: the queue's bounds, settings group `flow` (its `queue` switch is the
+        caller's: `wiring.flow_queue` builds no queue when it is off)."""
         self._step = step
         self._metrics = metrics
         self._limits = limits
@@ -196,9 +190,9 @@ class FlowQueue:
             self._step.finished(future.result())
 
     def _bound(self, full: Full) -> Refusal | None:
-        if self._waiting >= self._limits.max_waiting:
+        if self._waiting >= self._limits.queue_max:
             return Refusal.QUEUE_FULL
-        if self._per_tenant.get(full.tenant, 0) >= self._limits.per_tenant:
+        if self._per_tenant.get(full.tenant, 0) >= self._limits.queue_per_tenant:
             return Refusal.TENANT_LIMIT
         return None
 
