@@ -29,13 +29,19 @@ MIN_TOKEN_CHARS = 16
 class ServerSettings(Group):
     """The HTTP API: where it listens, its token, and what it accepts."""
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8090, ge=0, le=65535)
+    host: str = Field(default="127.0.0.1", description="address the API listens on")
+    port: int = Field(default=8090, ge=0, le=65535, description="port the API listens on")
     admin_token: SecretStr | None = Field(
-        default=None, description="bearer token for every write; required by `serve`"
+        default=None,
+        description="bearer token for every write (>= 16 characters); required by `serve`",
     )
     protect_reads: bool = Field(default=False, description="require the token for reads too")
-    max_body_bytes: int = Field(default=2 * 1024 * 1024, ge=1024, le=256 * 1024 * 1024)
+    max_body_bytes: int = Field(
+        default=2 * 1024 * 1024,
+        ge=1024,
+        le=256 * 1024 * 1024,
+        description="larger request bodies get a 413",
+    )
 
     @field_validator("admin_token")
     @classmethod
@@ -49,10 +55,18 @@ class RedisSettings(Group):
     """The Redis client (`make_redis`) and the key prefix."""
 
     # Standalone, Sentinel or Cluster by the scheme (contracts/redis_topology.py).
-    url: str = "redis://127.0.0.1:6379/0"
-    key_prefix: str = DEFAULT_PREFIX
-    timeout_s: float = Field(default=2.0, gt=0.0, le=60.0)
-    retries: int = Field(default=1, ge=0, le=10)
+    url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        description="`redis+sentinel://`, `redis+cluster://`: "
+        'docs/operations.md, "Redis topologies"',
+    )
+    key_prefix: str = Field(
+        default=DEFAULT_PREFIX, description="prefix of every key (`contracts.redis_keys`)"
+    )
+    timeout_s: float = Field(default=2.0, gt=0.0, le=60.0, description="socket timeouts")
+    retries: int = Field(
+        default=1, ge=0, le=10, description="quick retries of a failed Redis command"
+    )
 
     @field_validator("key_prefix")
     @classmethod
@@ -80,15 +94,19 @@ class PublisherOptions(Group):
 
     # Versions kept (the current one is always kept too).
     history_limit: int = Field(default=20, ge=1, le=10_000, description="table versions kept")
-    lock_ttl_s: float = Field(default=10.0, gt=0.0, le=300.0)
-    lock_wait_s: float = Field(default=5.0, ge=0.0, le=300.0)
+    lock_ttl_s: float = Field(
+        default=10.0, gt=0.0, le=300.0, description="the publish lock's time to live"
+    )
+    lock_wait_s: float = Field(
+        default=5.0, ge=0.0, le=300.0, description="how long a publish waits for the lock"
+    )
 
 
 class BuildOptions(Group):
     """What a table build accepts (`TableService`)."""
 
-    allow_partial: bool = False
-    prune: bool = True
+    allow_partial: bool = Field(default=False, description="accept partial reports")
+    prune: bool = Field(default=True, description="drop dominated pairs")
 
 
 # Old names that only moved to the knob's path (issue 31): still read for one release.
@@ -117,12 +135,18 @@ class ControlPlaneSettings(KnobSettings):
     )
     renamed_knobs: ClassVar[MappingProxyType[str, Renamed]] = RENAMED
 
-    log_level: LogLevel = "INFO"
-    git_sha: str = Field(default="unknown", max_length=64)
-    policy_file: Path | None = Field(
-        default=None, description="policy used while none has been PUT to Redis"
+    log_level: LogLevel = Field(
+        default="INFO", description="`DEBUG`, `INFO`, `WARNING` or `ERROR`; JSON lines on stderr"
     )
-    data_plane_url: str | None = Field(default=None, pattern=r"^https?://[^\s?#@]+$")
+    git_sha: str = Field(default="unknown", max_length=64, description="the build's commit")
+    policy_file: Path | None = Field(
+        default=None, description="the policy used while none has been PUT to Redis"
+    )
+    data_plane_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s?#@]+$",
+        description="the data plane the operator page's explainer asks (docs/operator_page.md)",
+    )
     refit_check_interval_s: float = Field(
         default=30.0, ge=0.0, le=86_400.0, description="latency feedback checks (0 = off)"
     )

@@ -99,14 +99,23 @@ class DataPlaneSettings(KnobSettings):
     )
     renamed_knobs: ClassVar[MappingProxyType[str, Renamed]] = RENAMED
 
-    # Unique per process unless set (docs/data_plane.md, "Replica identity").
     instance_id: str = Field(
-        default_factory=lambda: default_instance_id(), min_length=1, max_length=200
+        default_factory=lambda: default_instance_id(),
+        min_length=1,
+        max_length=200,
+        description="name of this replica in the live state, breaker announcements and "
+        "in-flight snapshots; `hostname-pid-random`, unique per process, unless set "
+        '("Replica identity")',
     )
-    log_level: LogLevel = "INFO"
-    git_sha: str = Field(default="unknown", max_length=64)
+    log_level: LogLevel = Field(
+        default="INFO", description="`DEBUG`, `INFO`, `WARNING` or `ERROR`; JSON lines on stderr"
+    )
+    git_sha: str = Field(
+        default="unknown", max_length=64, description="the build's commit, in `gearbox_build_info`"
+    )
     event_loop: EventLoop = Field(
-        default="uvloop", description="uvloop (C event loop, less CPU per request) or asyncio"
+        default="uvloop",
+        description="`uvloop` (C event loop, less CPU per request) or `asyncio`",
     )
     gc_young_threshold: int = Field(
         default=20_000,

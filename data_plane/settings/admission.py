@@ -20,21 +20,30 @@ class AdmissionSettings(Group):
 
     tenant_header: str = Field(
         default="x-gearbox-tenant",
-        description="header naming the tenant (llm-d's x-llm-d-inference-fairness-id is read too)",
+        description="header naming a request's tenant (`x-llm-d-inference-fairness-id` is read "
+        "after it); not read for an API key that is not a trusted gateway's",
     )
     tenant_top_n: int = Field(
-        default=20, ge=1, le=1000, description="tenants with their own metric label; rest: other"
+        default=20,
+        ge=1,
+        le=1000,
+        description="tenants with their own metric label at a time; the rest share `other`",
     )
-    # Keys the hash of a client's API key (one value across replicas, so labels agree).
-    tenant_key_salt: SecretStr | None = None
-    # X-Priority may raise a request above its default class only when the deployment's own
-    # gateway sets it (and drops the client's copy); else it may only lower it.
+    tenant_key_salt: SecretStr | None = Field(
+        default=None,
+        description="key of the HMAC that turns a client's bearer key into its tenant (`key-` "
+        "+ 12 hex digits); set one value on every replica, so labels agree; environment only",
+    )
     priority_header_trusted: bool = Field(
         default=False,
-        description="X-Priority is set by a trusted gateway: it may raise a request's class",
+        description="`X-Priority` (and, in the HTTP data plane, llm-d's objective header) is set "
+        "by a trusted gateway that drops the client's copy: it may raise a request's class; "
+        "`false`: it may only lower it",
     )
     shed: bool = Field(
-        default=True, description="shed sheddable requests only load keeps from their budget"
+        default=True,
+        description="shed (429) sheddable requests that only the current load keeps from their "
+        "budget",
     )
 
     @field_validator("tenant_header")
@@ -50,14 +59,25 @@ class FlowSettings(Group):
     """The HTTP door's flow-control queue: on or off (needs `admission.shed`), and its bounds."""
 
     queue: bool = Field(
-        default=True, description="hold a request every pair is full for while its budget allows"
+        default=True,
+        description="in the HTTP door, hold a request every pair is full for in this replica's "
+        "queue while its budget allows, instead of a 429 at once",
     )
     queue_max: int = Field(
-        default=1024, ge=1, le=1_000_000, description="requests waiting in this replica, at most"
+        default=1024,
+        ge=1,
+        le=1_000_000,
+        description="requests waiting in the queue, in all; past it a 429 (`queue_full`)",
     )
     queue_per_tenant: int = Field(
-        default=128, ge=1, le=1_000_000, description="requests of one tenant waiting, at most"
+        default=128,
+        ge=1,
+        le=1_000_000,
+        description="requests of one tenant waiting; past it a 429 (`tenant_limit`)",
     )
     max_wait_s: float = Field(
-        default=30.0, gt=0.0, le=3600.0, description="longest wait of a request without budget"
+        default=30.0,
+        gt=0.0,
+        le=3600.0,
+        description="the longest wait of a request without a latency budget",
     )

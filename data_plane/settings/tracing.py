@@ -30,35 +30,46 @@ class OtelSettings(Group):
     """Where spans go, how many are kept (head sampling: parentbased_always_on), and what
     every span carries."""
 
-    exporter: OtelExporter = "none"
-    endpoint: str | None = None
-    service_name: str = "gearbox-data-plane"
+    exporter: OtelExporter = Field(
+        default="none",
+        description="`none`, `console` or `otlp` (HTTP; an endpoint is required: `OTEL_ENDPOINT` "
+        "or OpenTelemetry's variables)",
+    )
+    endpoint: str | None = Field(
+        default=None,
+        description="the URL spans are posted to; wins over OpenTelemetry's endpoint variables",
+    )
+    service_name: str = Field(
+        default="gearbox-data-plane", description="`service.name` of every span"
+    )
     sampler: Annotated[TraceSampler, Standard("OTEL_TRACES_SAMPLER")] = Field(
         default="parentbased_always_on",
-        description="OTEL_TRACES_SAMPLER: always_on, always_off, traceidratio, parentbased_*",
+        description="head sampling: `always_on`, `always_off`, `traceidratio`, "
+        "`parentbased_always_on`, `parentbased_always_off`, `parentbased_traceidratio`",
     )
     sampler_arg: Annotated[float, Standard("OTEL_TRACES_SAMPLER_ARG")] = Field(
         default=1.0,
         ge=0.0,
         le=1.0,
-        description="OTEL_TRACES_SAMPLER_ARG: the ratio of the traceidratio samplers",
+        description="the ratio of the `traceidratio` samplers (0 to 1)",
     )
     otlp_traces_endpoint: Annotated[str | None, Standard("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")] = (
         Field(
             default=None,
-            description="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: the full URL spans are posted to",
+            description="the full URL spans are posted to (`OTEL_ENDPOINT` wins)",
         )
     )
     otlp_endpoint: Annotated[str | None, Standard("OTEL_EXPORTER_OTLP_ENDPOINT")] = Field(
         default=None,
-        description="OTEL_EXPORTER_OTLP_ENDPOINT: base URL; spans go to <base>/v1/traces",
+        description="a base URL: spans go to `<base>/v1/traces` (`OTEL_ENDPOINT` and the "
+        "traces endpoint win)",
     )
     otlp_headers: Annotated[
         KeyValues,
         Standard("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"),
     ] = Field(
         default=(),
-        description="OTEL_EXPORTER_OTLP_[TRACES_]HEADERS: k=v,k2=v2 (values URL-encoded)",
+        description="`name=value,...` on every export, values URL-encoded",
     )
     otlp_timeout_ms: Annotated[
         float,
@@ -67,15 +78,16 @@ class OtelSettings(Group):
         default=10_000.0,
         gt=0.0,
         le=600_000.0,
-        description="OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT: milliseconds per export",
+        description="milliseconds per export, retries included",
     )
     otlp_compression: Annotated[
         OtlpCompression,
         Standard("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"),
-    ] = Field(default="none", description="OTEL_EXPORTER_OTLP_[TRACES_]COMPRESSION: none or gzip")
+    ] = Field(default="none", description="`none` or `gzip`")
     resource_attributes: Annotated[KeyValues, Standard("OTEL_RESOURCE_ATTRIBUTES")] = Field(
         default=(),
-        description="OTEL_RESOURCE_ATTRIBUTES: k=v,... on every span (service.name is ours)",
+        description="`key=value,...` resource attributes of every span (`service.name` "
+        "is `OTEL_SERVICE_NAME`)",
     )
 
     @field_validator("otlp_headers", "resource_attributes", mode="before")

@@ -57,19 +57,15 @@ def test_every_environment_name_sets_its_knob(
 
 def _documented_names() -> set[str]:
     """Every GEARBOX_DP_* and OTEL_* variable any page names, and every row of the settings
-    tables (names there are without the GEARBOX_DP_ prefix)."""
+    table (names there are without the GEARBOX_DP_ prefix, but for a standard's variables)."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in _DOCS)
     names = set(re.findall(r"\bGEARBOX_DP_[A-Z0-9_]*[A-Z0-9]\b", text))
     names |= {n for n in re.findall(r"\b(OTEL_[A-Z0-9_]*[A-Z0-9])\b", text)}
-    prefix = ""
     for row in section(REPO_ROOT / "docs/data_plane.md", "Run it").splitlines():
-        if row.startswith("| setting |"):
-            prefix = "GEARBOX_DP_"  # the table of ours; "| variable |" is OpenTelemetry's
-        elif row.startswith("| variable |"):
-            prefix = ""
-        elif row.startswith("| `"):
+        if row.startswith("| `"):
             cell = row.split(" | ")[0]
-            names |= {prefix + n for n in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
+            head = "" if "(standard, no prefix)" in cell else "GEARBOX_DP_"
+            names |= {head + n for n in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
     return names
 
 
