@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings
 from contracts.knob_table import knob_table
 from control_plane.settings import ControlPlaneSettings
 from data_plane.settings import DataPlaneSettings
+from profiler.settings import ProfilerSettings
 from tests.docs.repo_text import REPO_ROOT
 
 BEGIN = "<!-- settings table: generated from the code by `python -m tests.docs.settings_tables` -->"
@@ -19,6 +20,7 @@ END = "<!-- end of the generated settings table -->"
 TABLES: dict[Path, type[BaseSettings]] = {
     REPO_ROOT / "docs/data_plane.md": DataPlaneSettings,
     REPO_ROOT / "docs/control_plane.md": ControlPlaneSettings,
+    REPO_ROOT / "docs/profiler.md": ProfilerSettings,
 }
 
 
