@@ -28,7 +28,7 @@ _NOT_FLAGS = frozenset(
 # A renamed knob's old flag (`--port`) still sets it for one release: its dest is this + old.
 _OLD = "renamed:"
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("data_plane")  # not "__main__": run as `python -m data_plane`
 
 
 def build_parser() -> argparse.ArgumentParser:
