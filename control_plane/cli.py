@@ -99,7 +99,11 @@ def _settings(args: argparse.Namespace) -> ControlPlaneSettings:
             f"GEARBOX_CP_{knob_name(ControlPlaneSettings, tuple(e['loc'])).upper()}: {e['msg']}"
             for e in err.errors()
         )
-        raise CliError(f"invalid settings: {fields}") from err
+        # An old name's bad value is reported under the new name: say which is which.
+        notes = "; ".join(
+            f"{old} is renamed {new}" for old, new in renamed_in_use(ControlPlaneSettings)
+        )
+        raise CliError(f"invalid settings: {fields}" + (f" ({notes})" if notes else "")) from err
 
 
 def _policy(path: Path | None, settings: ControlPlaneSettings) -> Policy | None:

@@ -131,6 +131,9 @@ def main(argv: Sequence[str] | None = None, deps: AppDeps | None = None) -> int:
         for e in err.errors():
             where = knob_name(DataPlaneSettings, tuple(e["loc"])) or "(settings)"
             print(f"invalid setting {where}: {e['msg']}", file=sys.stderr)
+        # An old name's bad value is reported under the new name: say which is which.
+        for old, new in [*renamed_in_use(DataPlaneSettings), *renamed_flags(args)]:
+            print(f"note: {old} is renamed {new}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
     log_renamed(args)

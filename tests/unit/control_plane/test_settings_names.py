@@ -102,3 +102,10 @@ def test_old_names_still_work_for_one_release_and_are_printed(
         "warning: GEARBOX_CP_HISTORY_LIMIT is renamed GEARBOX_CP_PUBLISH_HISTORY_LIMIT",
         "warning: GEARBOX_CP_PRUNE_DOMINATED is renamed GEARBOX_CP_BUILD_PRUNE",
     ]
+    monkeypatch.setenv("GEARBOX_CP_HISTORY_LIMIT", "0")  # a bad value under the old name
+    assert run(["build", str(tmp_path / "missing.json"), "-o", "-"]) == 1
+    assert capsys.readouterr().err == (
+        "error: invalid settings: GEARBOX_CP_PUBLISH_HISTORY_LIMIT: Input should be greater "
+        "than or equal to 1 (GEARBOX_CP_HISTORY_LIMIT is renamed GEARBOX_CP_PUBLISH_HISTORY_LIMIT; "
+        "GEARBOX_CP_PRUNE_DOMINATED is renamed GEARBOX_CP_BUILD_PRUNE)\n"
+    )

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from contracts.knobs import KnobSpec, knobs, renamed_in_use, unknown_variables
-from data_plane.__main__ import build_parser, load_settings, log_renamed, renamed_flags
+from data_plane.__main__ import build_parser, load_settings, log_renamed, main, renamed_flags
 from data_plane.settings import RENAMED, DataPlaneSettings
 from tests.support.knob_values import other_raw_value, value_at
 
@@ -106,6 +106,20 @@ def test_each_old_name_given_is_logged_with_its_new_name(
         "the old name goes in the next release",
         "setting --tenant-header is renamed --admission-tenant-header; "
         "the old name goes in the next release",
+    ]
+
+
+def test_a_bad_value_under_an_old_name_says_which_name_it_is(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("GEARBOX_DP_ENGINE_DEADLINE_FACTOR", "-1")
+    assert main(["serve", "--port", "many"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "invalid setting server_port: Input should be a valid integer, unable to parse string "
+        "as an integer",
+        "invalid setting progress_factor: Input should be greater than or equal to 0",
+        "note: GEARBOX_DP_ENGINE_DEADLINE_FACTOR is renamed GEARBOX_DP_PROGRESS_FACTOR",
+        "note: --port is renamed --server-port",
     ]
 
 
