@@ -156,7 +156,7 @@ def create_app(settings: ControlPlaneSettings, deps: AppDeps | None = None) -> w
     policy file: bad configuration fails here, at startup."""
     server = settings.server
     if server.admin_token is None:
-        raise ValueError("admin_token is required (set GEARBOX_CP_ADMIN_TOKEN)")
+        raise ValueError("admin_token is required (set GEARBOX_CP_SERVER_ADMIN_TOKEN)")
     deps = deps or AppDeps()
     file_policy = deps.file_policy
     if file_policy is None and settings.policy_file is not None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
@@ -18,7 +19,7 @@ import aiohttp
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from contracts.knobs import UnknownKnobsError, knob_name
+from contracts.knobs import UnknownKnobsError, knob_name, renamed_in_use
 from contracts.policy import Policy
 from control_plane.admin_client import AdminApiError, AdminClient
 from control_plane.api.classifier_report import classifier_report, render_classifier
@@ -31,6 +32,7 @@ from control_plane.store.publisher import PublishError, PublishOutcome
 from control_plane.store.redis_connection import make_redis
 from control_plane.store.stored_data import StoredDataError
 
+logger = logging.getLogger(__name__)
 EXPECTED_ERRORS = (DocumentError, BuildError, PublishError, StoredDataError, RedisError,
                    AdminApiError, aiohttp.ClientError, ValueError, OSError)  # fmt: skip
 
@@ -46,12 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     redis.add_argument("--prefix", help="Redis key prefix; overrides GEARBOX_CP_REDIS_KEY_PREFIX")
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser(
-        "serve", help="run the admin API (needs GEARBOX_CP_ADMIN_TOKEN)", parents=[redis]
+        "serve", help="run the admin API (needs GEARBOX_CP_SERVER_ADMIN_TOKEN)", parents=[redis]
     )
     push = sub.add_parser("push", help="send report files to the admin API")
     push.add_argument("files", nargs="+", type=Path)
     push.add_argument("--url", help="admin API base URL (default http://HOST:PORT)")
-    push.add_argument("--token", help="admin token (default GEARBOX_CP_ADMIN_TOKEN)")
+    push.add_argument("--token", help="admin token (default GEARBOX_CP_SERVER_ADMIN_TOKEN)")
     b = sub.add_parser("build", help="build a table from report files, offline (no Redis)")
     b.add_argument("reports", nargs="+", type=Path)
     b.add_argument("-o", "--output", required=True, help="table JSON path, or - for stdout")
@@ -85,9 +87,9 @@ def _settings(args: argparse.Namespace) -> ControlPlaneSettings:
     if getattr(args, "prefix", None):
         overrides["redis_key_prefix"] = args.prefix
     if getattr(args, "allow_partial", False):
-        overrides["allow_partial_reports"] = True
+        overrides["build_allow_partial"] = True
     if getattr(args, "no_prune", False):
-        overrides["prune_dominated"] = False
+        overrides["build_prune"] = False
     try:
         return ControlPlaneSettings(**overrides)
     except UnknownKnobsError as err:  # a GEARBOX_CP_ variable that is no setting
@@ -97,7 +99,11 @@ def _settings(args: argparse.Namespace) -> ControlPlaneSettings:
             f"GEARBOX_CP_{knob_name(ControlPlaneSettings, tuple(e['loc'])).upper()}: {e['msg']}"
             for e in err.errors()
         )
-        raise CliError(f"invalid settings: {fields}") from err
+        # An old name's bad value is reported under the new name: say which is which.
+        notes = "; ".join(
+            f"{old} is renamed {new}" for old, new in renamed_in_use(ControlPlaneSettings)
+        )
+        raise CliError(f"invalid settings: {fields}" + (f" ({notes})" if notes else "")) from err
 
 
 def _policy(path: Path | None, settings: ControlPlaneSettings) -> Policy | None:
@@ -199,7 +205,7 @@ async def cmd_push(args: argparse.Namespace, settings: ControlPlaneSettings) -> 
     secret = settings.server.admin_token
     token = args.token or (secret.get_secret_value() if secret else "")
     if not token:
-        raise CliError("no admin token: pass --token or set GEARBOX_CP_ADMIN_TOKEN")
+        raise CliError("no admin token: pass --token or set GEARBOX_CP_SERVER_ADMIN_TOKEN")
     url = args.url or f"http://{settings.server.host}:{settings.server.port}"
     failures = 0
     async with aiohttp.ClientSession() as session:
@@ -228,6 +234,8 @@ def _serve(settings: ControlPlaneSettings) -> int:
     from control_plane.logs import configure_json_logging
 
     configure_json_logging(settings.log_level)
+    for old, new in renamed_in_use(ControlPlaneSettings):
+        logger.warning("setting %s is renamed %s; the old name goes in the next release", old, new)
     app = create_app(settings)
     server = settings.server
     web.run_app(app, host=server.host, port=server.port, handler_cancellation=True, print=None,
@@ -251,6 +259,8 @@ def run(argv: Sequence[str]) -> int:
         settings = _settings(args)
         if args.command == "serve":
             return _serve(settings)
+        for old, new in renamed_in_use(ControlPlaneSettings):
+            print(f"warning: {old} is renamed {new}", file=sys.stderr)
         if args.command == "build":
             return cmd_build(args, settings)
         if args.command == "push":

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import logging
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -14,14 +15,20 @@ from aiohttp import web
 from prometheus_client import disable_created_metrics
 from pydantic import ValidationError
 
-from contracts.knobs import UnknownKnobsError, knob_name, knobs
+from contracts.knobs import UnknownKnobsError, knob_name, knobs, renamed_in_use
 from data_plane.app import AppDeps, create_app
-from data_plane.settings import DataPlaneSettings
+from data_plane.settings import RENAMED, DataPlaneSettings
 from data_plane.telemetry.logs import configure_logging
 
 # Secrets stay out of argv (visible in `ps`): API keys, the /metrics token and the tenant hash
 # key come from the environment only.
-_NOT_FLAGS = frozenset({"api_keys", "engine_api_key", "metrics_token", "tenant_key_salt"})
+_NOT_FLAGS = frozenset(
+    {"server_api_keys", "engine_keys_api_key", "server_metrics_token", "admission_tenant_key_salt"}
+)
+# A renamed knob's old flag (`--port`) still sets it for one release: its dest is this + old.
+_OLD = "renamed:"
+
+logger = logging.getLogger("data_plane")  # not "__main__": run as `python -m data_plane`
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -37,25 +44,53 @@ def build_parser() -> argparse.ArgumentParser:
         help="run as an Envoy ext_proc service (docs/gateway.md); same settings",
         allow_abbrev=False,
     )
-    for knob in knobs(DataPlaneSettings):
-        if knob.flat in _NOT_FLAGS:
-            continue
-        flag = "--" + knob.flat.replace("_", "-")
-        for command in (serve, extproc):
-            command.add_argument(
-                flag, dest=knob.flat, default=None, metavar="VALUE", help=knob.description
-            )
+    for command in (serve, extproc):
+        _add_flags(command)
     return parser
+
+
+def _add_flags(command: argparse.ArgumentParser) -> None:
+    """One flag per knob, its name with dashes, its description as help; and each renamed
+    knob's old flag, left out of `--help`."""
+    for knob in knobs(DataPlaneSettings):
+        if knob.flat not in _NOT_FLAGS:
+            command.add_argument(
+                _flag(knob.flat), dest=knob.flat, metavar="VALUE", help=knob.description
+            )
+    for old, was in RENAMED.items():
+        if was.still_read and was.new not in _NOT_FLAGS:
+            command.add_argument(_flag(old), dest=_OLD + old, help=argparse.SUPPRESS)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def renamed_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(old flag, new flag) for each renamed knob's old flag given, in name order."""
+    given = sorted(d for d, v in vars(args).items() if d.startswith(_OLD) and v is not None)
+    return [(_flag(d.removeprefix(_OLD)), _flag(RENAMED[d.removeprefix(_OLD)].new)) for d in given]
 
 
 def load_settings(args: argparse.Namespace) -> DataPlaneSettings:
     """Env first, then every flag that was given; raises ValidationError naming the field,
     or UnknownKnobsError naming each GEARBOX_DP_ variable that is no setting."""
-    flags = {knob.flat for knob in knobs(DataPlaneSettings)}
+    given = {name: value for name, value in vars(args).items() if value is not None}
     overrides: dict[str, Any] = {
-        name: value for name, value in vars(args).items() if name in flags and value is not None
+        name.removeprefix(_OLD): value
+        for name, value in given.items()
+        if name.startswith(_OLD) and RENAMED[name.removeprefix(_OLD)].new not in given
     }
+    flags = {knob.flat for knob in knobs(DataPlaneSettings)}
+    overrides |= {name: value for name, value in given.items() if name in flags}
     return DataPlaneSettings(**overrides)
+
+
+def log_renamed(args: argparse.Namespace) -> None:
+    """A warning per old name still set (variable or flag), naming the new one: old names
+    work for one release (`data_plane.settings.renamed`)."""
+    for old, new in [*renamed_in_use(DataPlaneSettings), *renamed_flags(args)]:
+        logger.warning("setting %s is renamed %s; the old name goes in the next release", old, new)
 
 
 def _freeze_heap(young_threshold: int) -> Callable[[web.Application], Awaitable[None]]:
@@ -96,8 +131,12 @@ def main(argv: Sequence[str] | None = None, deps: AppDeps | None = None) -> int:
         for e in err.errors():
             where = knob_name(DataPlaneSettings, tuple(e["loc"])) or "(settings)"
             print(f"invalid setting {where}: {e['msg']}", file=sys.stderr)
+        # An old name's bad value is reported under the new name: say which is which.
+        for old, new in [*renamed_in_use(DataPlaneSettings), *renamed_flags(args)]:
+            print(f"note: {old} is renamed {new}", file=sys.stderr)
         return 2
     configure_logging(settings.log_level)
+    log_renamed(args)
     if args.command == "extproc":
         # Imported only in gateway mode: grpc and the Envoy protos stay out of `serve`.
         from data_plane.gateway_app import run_gateway

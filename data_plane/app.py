@@ -458,7 +458,7 @@ def _start_sharing(
 
 def _counters_ctx(stall: StallGuard) -> CleanupCtx:
     """The stall guard's reads of engines' token counters, on a client and pool of their own
-    (only when enabled: `ENGINE_PROBE_TIMEOUT_S` > 0)."""
+    (only when enabled: `PROGRESS_PROBE_TIMEOUT_S` > 0)."""
 
     async def counters_ctx(app: web.Application) -> AsyncIterator[None]:
         s = app[SETTINGS]

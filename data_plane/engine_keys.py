@@ -2,7 +2,7 @@
 
 The key for an attempt is the keys file's entry for the endpoint id (`family@quantization#i`),
 else for its pair (`family@quantization`), else its `"*"` entry, else
-GEARBOX_DP_ENGINE_API_KEY; none means no Authorization header. Keys come from the environment
+GEARBOX_DP_ENGINE_KEYS_API_KEY; none means no Authorization header. Keys come from the environment
 or a file, are held as SecretStr (never logged, never in a routing table), and are checked
 to be header-safe at startup. A client's own Authorization header is never sent to engines.
 """

@@ -37,7 +37,7 @@ from data_plane.wiring import (
     admission,
     endpoint_discovery,
     engine_scraper,
-    flow_limits,
+    flow_settings,
     new_metrics,
     redis_client,
     scrape_client,
@@ -80,7 +80,8 @@ class GatewayProcess:
             s.extproc.pair_header,
             admission(s, gateway=True),
             self.tracker,
-            flow_limits(s, s.extproc.max_hold_s),
+            flow_settings(s),
+            s.extproc.max_hold_s,
         )
         service = ServiceConfig(_BODY_MODES[s.extproc.body_mode], s.server.max_body_bytes)
         self.processor = ExternalProcessor(router, self.metrics, service, time.monotonic)

@@ -19,8 +19,8 @@ from data_plane.decision_step import Admission, DecisionStep
 from data_plane.domain import CompiledTable
 from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.serving.flow import FlowLimits, FlowQueue
-from data_plane.settings import DataPlaneSettings
+from data_plane.serving.flow import FlowQueue
+from data_plane.settings import DataPlaneSettings, FlowSettings
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver
 from data_plane.sync.engine_probe import EngineProbe
@@ -56,23 +56,22 @@ def admission(settings: DataPlaneSettings, gateway: bool = False) -> Admission:
     salt = None if a.tenant_key_salt is None else a.tenant_key_salt.get_secret_value().encode()
     grants = grants_of(client_keys(server.api_keys, server.api_keys_file))
     rights = Rights(a.tenant_header, salt, grants, a.priority_header_trusted, gateway)
-    return Admission(TenantLabels(a.tenant_top_n), rights, a.admission_shed)
+    return Admission(TenantLabels(a.tenant_top_n), rights, a.shed)
 
 
-def flow_limits(settings: DataPlaneSettings, max_hold_s: float | None = None) -> FlowLimits | None:
-    """The queue's bounds (docs/data_plane.md, "Flow control"; gateway mode also bounds every
-    wait by `max_hold_s`), or None when refusals or the queue are off."""
-    a = settings.admission
-    if not (a.admission_shed and a.flow_queue):
+def flow_settings(settings: DataPlaneSettings) -> FlowSettings | None:
+    """The queue's bounds (docs/data_plane.md, "Flow control"), or None when refusals or the
+    queue are off."""
+    if not (settings.admission.shed and settings.flow.queue):
         return None
-    return FlowLimits(a.flow_queue_max, a.flow_queue_per_tenant, a.flow_max_wait_s, max_hold_s)
+    return settings.flow
 
 
 def flow_queue(
     settings: DataPlaneSettings, step: DecisionStep, metrics: DataPlaneMetrics
 ) -> FlowQueue | None:
     """The HTTP door's queue, unless refusals or the queue are off."""
-    limits = flow_limits(settings)
+    limits = flow_settings(settings)
     return None if limits is None else FlowQueue(step, metrics.flow, limits)
 
 

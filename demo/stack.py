@@ -61,12 +61,12 @@ async def start_control_plane(children: ExitStack, redis_url: str, logs: Path) -
     env = {
         "GEARBOX_CP_REDIS_URL": redis_url,
         "GEARBOX_CP_REDIS_KEY_PREFIX": KEY_PREFIX,
-        "GEARBOX_CP_ADMIN_TOKEN": token,
-        "GEARBOX_CP_HOST": "127.0.0.1",
-        "GEARBOX_CP_PORT": str(port),
+        "GEARBOX_CP_SERVER_ADMIN_TOKEN": token,
+        "GEARBOX_CP_SERVER_HOST": "127.0.0.1",
+        "GEARBOX_CP_SERVER_PORT": str(port),
         # Every engine of the demo is capacity: a pair dominated at equal load still serves
         # when its dominator is busy (docs/control_plane.md, "Dominance and pruning").
-        "GEARBOX_CP_PRUNE_DOMINATED": "false",
+        "GEARBOX_CP_BUILD_PRUNE": "false",
     }
     argv = [sys.executable, "-m", "control_plane", "serve"]
     child = start_child("control plane", argv, logs / "control-plane.log", env)
@@ -85,8 +85,8 @@ async def start_data_plane(children: ExitStack, redis_url: str, logs: Path) -> t
     env = {
         "GEARBOX_DP_REDIS_URL": redis_url,
         "GEARBOX_DP_REDIS_KEY_PREFIX": KEY_PREFIX,
-        "GEARBOX_DP_HOST": "127.0.0.1",
-        "GEARBOX_DP_PORT": str(port),
+        "GEARBOX_DP_SERVER_HOST": "127.0.0.1",
+        "GEARBOX_DP_SERVER_PORT": str(port),
         "GEARBOX_DP_SCRAPE_INTERVAL_S": "1",
         "GEARBOX_DP_TABLE_POLL_INTERVAL_S": "1",
         "GEARBOX_DP_LIVE_STATE_INTERVAL_S": "2",

@@ -30,7 +30,7 @@ CHAT_PATH = "/v1/chat/completions"
 FLOW_ON: dict[str, str] = {}
 FLOW_OFF = {"GEARBOX_DP_ADMISSION_SHED": "false", "GEARBOX_DP_FLOW_QUEUE": "false"}
 QUEUE_OFF = {"GEARBOX_DP_FLOW_QUEUE": "false"}  # refusals at once instead of waits
-TRUSTED = {"GEARBOX_DP_PRIORITY_HEADER_TRUSTED": "true"}  # the client is the gateway
+TRUSTED = {"GEARBOX_DP_ADMISSION_PRIORITY_HEADER_TRUSTED": "true"}  # the client is the gateway
 
 
 @dataclass(frozen=True, slots=True)

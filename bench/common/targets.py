@@ -89,12 +89,12 @@ def gearbox_environment(
     env = {k: v for k, v in os.environ.items() if not k.startswith("GEARBOX_DP_")}
     env.update(
         {
-            "GEARBOX_DP_HOST": "127.0.0.1",
-            "GEARBOX_DP_PORT": str(port),
+            "GEARBOX_DP_SERVER_HOST": "127.0.0.1",
+            "GEARBOX_DP_SERVER_PORT": str(port),
             "GEARBOX_DP_REDIS_URL": redis_url,
-            "GEARBOX_DP_SNAPSHOT_PATH": str(snapshot),
+            "GEARBOX_DP_TABLE_SNAPSHOT_PATH": str(snapshot),
             "GEARBOX_DP_LOG_LEVEL": "WARNING",
-            "GEARBOX_DP_CONNECTOR_LIMIT": "4096",
+            "GEARBOX_DP_UPSTREAM_CONNECTOR_LIMIT": "4096",
         }
     )
     if otlp_url:

@@ -189,7 +189,7 @@ def replica_fleet(
                 "GEARBOX_DP_INSTANCE_ID": f"dp-{i}",
                 "GEARBOX_DP_TABLE_POLL_INTERVAL_S": "1",
                 "GEARBOX_DP_BREAKER_COOLDOWN_S": "60",
-                "GEARBOX_DP_BREAKER_COOLDOWN_MAX_S": "60",
+                "GEARBOX_DP_BREAKER_MAX_COOLDOWN_S": "60",
             }
             env |= extra_env or {}
             args = pinned([sys.executable, "-m", "data_plane", "serve"], pinning.proxy)

@@ -30,7 +30,8 @@ from data_plane.gateway.slo import SLO_HEADERS, slo_headers
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.serving.flow import FlowLimits, FlowQueue
+from data_plane.serving.flow import FlowQueue
+from data_plane.settings import FlowSettings
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 
@@ -155,11 +156,13 @@ def gateway_router(
     pair_header: str,
     admission: Admission | None = None,
     tracker: LoadTracker | None = None,
-    limits: FlowLimits | None = None,
+    limits: FlowSettings | None = None,
+    max_hold_s: float | None = None,
 ) -> GatewayRouter:
     """Gateway mode's router: the decision step on the engines' scraped load and its own
     requests in flight (`tracker`, which the scrape fills; without one, only its own), and
-    the queue within `limits` (None: a request every pair is full for is refused at once).
+    the queue within `limits` and `max_hold_s` (limits None: a request every pair is full for
+    is refused at once).
     By default llm-d's objective header is the gateway's (`request.identity`), as
     `wiring.admission(gateway=True)` says."""
     if admission is None:
@@ -167,5 +170,5 @@ def gateway_router(
     tracker = tracker or LoadTracker()
     parts = StepParts(store, ScrapedEngines(tracker), metrics, rng, admission=admission)
     step = DecisionStep(parts)
-    queue = None if limits is None else FlowQueue(step, metrics.flow, limits)
+    queue = None if limits is None else FlowQueue(step, metrics.flow, limits, max_hold_s)
     return GatewayRouter(GatewayDoor(step, tracker, queue), pair_header)

@@ -9,7 +9,7 @@ to it:
   is a trusted gateway's (`trusted_gateway`), whose headers speak for the principal behind it.
 - A class may always be LOWERED below the request's default (`X-Priority: batch`); a class
   above it needs the right: the key's `priorities`, a trusted gateway's key, or
-  `PRIORITY_HEADER_TRUSTED` (the deployment's own gateway sets `X-Priority` and drops the
+  `ADMISSION_PRIORITY_HEADER_TRUSTED` (the deployment's own gateway sets `X-Priority` and drops the
   client's copy). A class asked for without the right is not an error: the request is served
   as its default class, and `X-Gearbox-Priority` says so.
 - llm-d's objective header names a class through the policy's `objectives`. In gateway mode
@@ -44,7 +44,7 @@ class Rights:
     tenant_header: str = "x-gearbox-tenant"
     key_salt: bytes | None = None
     grants: Mapping[bytes, KeyGrant] = field(default_factory=dict)  # `key_digest` -> grant
-    priority_header_trusted: bool = False  # PRIORITY_HEADER_TRUSTED
+    priority_header_trusted: bool = False  # ADMISSION_PRIORITY_HEADER_TRUSTED
     objective_trusted: bool = False  # gateway mode: the objective header is the gateway's
 
 

@@ -2,8 +2,9 @@
 
 PURE. Where the tenant comes from, and which of those sources are trusted, is
 `request/identity.py`'s concern (docs/data_plane.md, "Tenants, priorities and admission");
-this module reads the candidates: a tenant named in a header (the configured `TENANT_HEADER`,
-default `x-gearbox-tenant`, then llm-d's `x-llm-d-inference-fairness-id`), and a keyed hash of
+this module reads the candidates: a tenant named in a header (the configured
+`ADMISSION_TENANT_HEADER`, default `x-gearbox-tenant`, then llm-d's
+`x-llm-d-inference-fairness-id`), and a keyed hash of
 the client's bearer key (`key-` + 12 hex digits; the raw key is never kept, logged or
 exported). A named tenant is any printable text of 1-256 bytes (UTF-8), surrounding spaces
 stripped, so the ids a gateway derives from a real principal (`auth0|5f3...`,
@@ -24,7 +25,7 @@ FAIRNESS_ID_HEADER = "x-llm-d-inference-fairness-id"  # llm-d's name for the sam
 ANONYMOUS = "anonymous"
 KEY_PREFIX = "key-"
 _KEY_HEX_DIGITS = 12  # 48 bits: collisions negligible below millions of keys
-_DEFAULT_KEY = b"gearbox-tenant"  # the hash's key when TENANT_KEY_SALT is unset
+_DEFAULT_KEY = b"gearbox-tenant"  # the hash's key when ADMISSION_TENANT_KEY_SALT is unset
 
 
 def key_tenant(api_key: str, salt: bytes | None) -> str:

@@ -106,7 +106,7 @@ class Health:
         preemption storm); one window counts only once, and an answer resets the count."""
         now = self._clock()
         if hung:
-            why = "hung: no byte on any attempt for ENGINE_STALL_OPEN_WINDOWS stall windows"
+            why = "hung: no byte on any attempt for PROGRESS_OPEN_WINDOWS stall windows"
             transition = self._board.trip(endpoint_id, now, why)
         else:
             transition = self._board.record(endpoint_id, False, now)
@@ -115,14 +115,14 @@ class Health:
 
     def hung(self, endpoint_id: str) -> None:
         """The endpoint's own token counters moved not at all, or its `/metrics` answered
-        neither read, across `ENGINE_STILL_WINDOWS` windows while our attempts waited there overdue
-        (`resilience.stillness`): it had work and did none, for anyone, so its breaker opens at
-        once. What else could explain that: one engine step longer than that span (a prefill
-        far beyond the profile, which vLLM counts only at its end; cores starved past it), or
-        a process too slow to serve `/metrics` within its timeout, twice."""
+        neither read, across `PROGRESS_STILL_WINDOWS` windows while our attempts waited there
+        overdue (`resilience.stillness`): it had work and did none, for anyone, so its breaker
+        opens at once. What else could explain that: one engine step longer than that span (a
+        prefill far beyond the profile, which vLLM counts only at its end; cores starved past
+        it), or a process too slow to serve `/metrics` within its timeout, twice."""
         why = (
             "hung: its token counters did not move (or /metrics did not answer)"
-            " across ENGINE_STILL_WINDOWS windows"
+            " across PROGRESS_STILL_WINDOWS windows"
         )
         transition = self._board.trip(endpoint_id, self._clock(), why)
         if transition is not None:

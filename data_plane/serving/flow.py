@@ -43,22 +43,13 @@ from typing import Protocol
 from data_plane.asked import Full
 from data_plane.decision_step import Decided
 from data_plane.errors import RouterError, Shed
+from data_plane.settings import FlowSettings
 from data_plane.telemetry.flow_metrics import FlowMetrics, Refusal
 
 MIN_RECHECK_S = 0.01
 MAX_RECHECK_S = 1.0
 TRIES_PER_WAKE = 8  # waiting requests decided again per wake-up, at most
 _DRAIN_SAMPLES = 64  # finishes the observed drain rate is taken over
-
-
-@dataclass(frozen=True, slots=True)
-class FlowLimits:
-    """The queue's bounds (settings group `admission`)."""
-
-    max_waiting: int = 1024  # FLOW_QUEUE_MAX
-    per_tenant: int = 128  # FLOW_QUEUE_PER_TENANT
-    max_wait_s: float = 30.0  # FLOW_MAX_WAIT_S
-    max_hold_s: float | None = None  # every wait, at most (EXTPROC_MAX_HOLD_S)
 
 
 class Redecide(Protocol):
@@ -106,10 +97,20 @@ class _Band:
 class FlowQueue:
     """This replica's waiting requests (see the module docstring)."""
 
-    def __init__(self, step: Redecide, metrics: FlowMetrics, limits: FlowLimits) -> None:
+    def __init__(
+        self,
+        step: Redecide,
+        metrics: FlowMetrics,
+        limits: FlowSettings,
+        max_hold_s: float | None = None,
+    ) -> None:
+        """`limits`: the queue's bounds, settings group `flow` (its `queue` switch is the
+        caller's: `wiring.flow_settings` gives none when it is off); `max_hold_s`: every wait,
+        at most (gateway mode's `EXTPROC_MAX_HOLD_S`; the HTTP door has none)."""
         self._step = step
         self._metrics = metrics
         self._limits = limits
+        self._max_hold_s = max_hold_s
         self._bands: dict[float, _Band] = {}
         self._waiting = 0
         self._per_tenant: dict[str, int] = {}
@@ -121,6 +122,11 @@ class FlowQueue:
     def __len__(self) -> int:
         return self._waiting
 
+    @property
+    def max_hold_s(self) -> float | None:
+        """Every wait, at most (None: the budget and `max_wait_s` alone bound it)."""
+        return self._max_hold_s
+
     async def wait(self, full: Full, arrived: float) -> Decided:
         """The request decided once a pair has room (or raises its 429). `arrived`: the loop
         time it arrived at (its budget runs from then)."""
@@ -130,8 +136,8 @@ class FlowQueue:
             raise self._refuse(full, refusal, 0.0)
         budget = full.budget_s
         wait_s = self._limits.max_wait_s if budget is None else budget - full.service_s
-        if self._limits.max_hold_s is not None:
-            wait_s = min(wait_s, self._limits.max_hold_s)
+        if self._max_hold_s is not None:
+            wait_s = min(wait_s, self._max_hold_s)
         deadline = arrived + wait_s
         if deadline <= loop.time():
             raise self._refuse(full, Refusal.DEADLINE, 0.0)
@@ -200,9 +206,9 @@ class FlowQueue:
             self._step.finished(future.result())
 
     def _bound(self, full: Full) -> Refusal | None:
-        if self._waiting >= self._limits.max_waiting:
+        if self._waiting >= self._limits.queue_max:
             return Refusal.QUEUE_FULL
-        if self._per_tenant.get(full.tenant, 0) >= self._limits.per_tenant:
+        if self._per_tenant.get(full.tenant, 0) >= self._limits.queue_per_tenant:
             return Refusal.TENANT_LIMIT
         return None
 

@@ -45,7 +45,7 @@ _HEADER_WORDS = {
     PRIORITY_HEADER: "a priority class of the policy; one above the request's default class "
     "counts only with the right to it (the API key's grant, a trusted gateway), else the "
     "default class applies (X-Gearbox-Priority says which)",
-    "x-gearbox-tenant": "the tenant (the TENANT_HEADER setting names it; 1-256 bytes of "
+    "x-gearbox-tenant": "the tenant (the ADMISSION_TENANT_HEADER setting names it; 1-256 bytes of "
     "printable text); ignored for an API key that names its own tenant",
     "X-Request-Id": "echoed back; a fresh id when absent or unsafe",
 }
@@ -148,7 +148,7 @@ OPERATIONS: dict[str, Operation] = {
         "Prometheus metrics (docs/METRICS.md)",
         {
             200: Reply("Prometheus text format", None, media_type="text/plain"),
-            401: Reply("METRICS_TOKEN is set and the bearer token is missing or wrong"),
+            401: Reply("SERVER_METRICS_TOKEN is set and the bearer token is missing or wrong"),
         },
     ),
     "openapi": Operation("This document", {200: Reply("OpenAPI 3.1", "OpenApiDocument")}),
@@ -239,7 +239,7 @@ def build_openapi(routes: Sequence[web.RouteDef], version: str) -> dict[str, Any
             "schemas": _schemas(),
             "securitySchemes": {
                 "apiKey": {"type": "http", "scheme": "bearer",
-                           "description": "only when GEARBOX_DP_API_KEYS is set"},
+                           "description": "only when GEARBOX_DP_SERVER_API_KEYS is set"},
             },
         },
     }  # fmt: skip

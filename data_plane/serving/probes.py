@@ -1,9 +1,10 @@
 """Liveness, readiness and metrics: the three routes every Gearbox process with an HTTP side
 serves (the data plane's app, and gateway mode's side app).
 
-With `METRICS_TOKEN` set, `/metrics` answers only `Authorization: Bearer <token>` (compared in
-constant time; else 401 with `WWW-Authenticate: Bearer`): its series name tenants, pairs and
-the fleet's traffic. Unset (the default), it is open, as Prometheus's default scrape expects.
+With `SERVER_METRICS_TOKEN` set, `/metrics` answers only `Authorization: Bearer <token>`
+(compared in constant time; else 401 with `WWW-Authenticate: Bearer`): its series name
+tenants, pairs and the fleet's traffic. Unset (the default), it is open, as Prometheus's
+default scrape expects.
 """
 
 from __future__ import annotations

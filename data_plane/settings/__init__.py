@@ -1,11 +1,21 @@
 """Settings of one data-plane process: env prefix GEARBOX_DP_, loaded once in `__main__`.
 
 One group per component (`settings.breaker` is the breaker board's `BreakerConfig`, ...),
-handed to it whole. Each knob keeps its flat name: the variable `GEARBOX_DP_<NAME>`, the flag
-`--<name>` and the key `DataPlaneSettings(<name>=...)` (`contracts.knobs`). Bad values fail
-at startup with the knob named, and so does a `GEARBOX_DP_` variable that names no knob (with
-the closest name, or the successor of a renamed one: `RENAMED`); nothing here reads the
-environment after construction, and no other module reads `os.environ`.
+handed to it whole.
+
+**One name per knob: its path** (`contracts.knobs`; docs/data_plane.md, "Run it"). A knob's name is
+its path joined with `_`: `progress.factor` is `progress_factor`, set by the variable
+`GEARBOX_DP_PROGRESS_FACTOR`, the flag `--progress-factor` and the key
+`DataPlaneSettings(progress_factor=...)`. A new knob gets no other name: add a field to its
+group (or a new group here) with `Field(description=...)`, which is its `--help` line and its
+row in the generated docs table; nothing else to register. Only a knob a standard defines
+reads the standard's variable instead (`Standard`, OpenTelemetry's in `tracing`). Renaming a
+knob (or a field or group on its path) adds its old name to `RENAMED` (`renamed`): the old
+name keeps working for one release and is logged with the new one.
+
+Bad values fail at startup with the knob named, and so does a `GEARBOX_DP_` variable that
+names no knob (with the closest name, or the successor of a renamed one); nothing here reads
+the environment after construction, and no other module reads `os.environ`.
 """
 
 from __future__ import annotations
@@ -20,7 +30,8 @@ from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
 from contracts.knobs import KnobSettings, Renamed
-from data_plane.settings.admission import AdmissionSettings
+from data_plane.settings.admission import AdmissionSettings, FlowSettings
+from data_plane.settings.renamed import RENAMED
 from data_plane.settings.serving import (
     BreakerConfig,
     EngineKeySettings,
@@ -45,6 +56,7 @@ from data_plane.settings.sync import (
 from data_plane.settings.tracing import OtelSettings
 
 __all__ = [
+    "RENAMED",
     "AdmissionSettings",
     "AnnouncementSettings",
     "BreakerConfig",
@@ -53,6 +65,7 @@ __all__ = [
     "EngineKeySettings",
     "ExtprocSettings",
     "FeedbackSettings",
+    "FlowSettings",
     "InFlightShareSettings",
     "LiveStateSettings",
     "OtelSettings",
@@ -77,19 +90,6 @@ def default_instance_id() -> str:
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR"]
 
-# Retired flat names an operator may still set: each stops the process at startup naming its
-# successor and what changed (docs/data_plane.md, "Run it"). Keep an entry for a release or
-# two after the rename.
-RENAMED: MappingProxyType[str, Renamed] = MappingProxyType(
-    {
-        "engine_deadline_slack_s": Renamed(
-            "engine_gap_slack_s",
-            "now pads only the gap between streamed tokens; engine stalls are judged per "
-            "endpoint (ENGINE_STALL_WINDOW_S)",
-        ),
-    }
-)
-
 
 class DataPlaneSettings(KnobSettings):
     """Everything a data plane is configured with (units in the names; seconds unless `_ms`)."""
@@ -99,14 +99,23 @@ class DataPlaneSettings(KnobSettings):
     )
     renamed_knobs: ClassVar[MappingProxyType[str, Renamed]] = RENAMED
 
-    # Unique per process unless set (docs/data_plane.md, "Replica identity").
     instance_id: str = Field(
-        default_factory=lambda: default_instance_id(), min_length=1, max_length=200
+        default_factory=lambda: default_instance_id(),
+        min_length=1,
+        max_length=200,
+        description="name of this replica in the live state, breaker announcements and "
+        "in-flight snapshots; `hostname-pid-random`, unique per process, unless set "
+        '("Replica identity")',
     )
-    log_level: LogLevel = "INFO"
-    git_sha: str = Field(default="unknown", max_length=64)
+    log_level: LogLevel = Field(
+        default="INFO", description="`DEBUG`, `INFO`, `WARNING` or `ERROR`; JSON lines on stderr"
+    )
+    git_sha: str = Field(
+        default="unknown", max_length=64, description="the build's commit, in `gearbox_build_info`"
+    )
     event_loop: EventLoop = Field(
-        default="uvloop", description="uvloop (C event loop, less CPU per request) or asyncio"
+        default="uvloop",
+        description="`uvloop` (C event loop, less CPU per request) or `asyncio`",
     )
     gc_young_threshold: int = Field(
         default=20_000,
@@ -131,3 +140,4 @@ class DataPlaneSettings(KnobSettings):
     feedback: FeedbackSettings = Field(default_factory=FeedbackSettings)
     in_flight_share: InFlightShareSettings = Field(default_factory=InFlightShareSettings)
     admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
+    flow: FlowSettings = Field(default_factory=FlowSettings)

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from contracts.knobs import Group, Knob
+from contracts.knobs import Group
 from data_plane.client_keys import read_client_keys
 from data_plane.engine_keys import check_key, read_keys_file
 
@@ -24,25 +24,54 @@ ExtProcBodyMode = Literal["buffered", "full_duplex_streamed"]
 class ServerSettings(Group):
     """The HTTP server and its gate: where it listens, client keys, slow clients, shutdown."""
 
-    host: str = "0.0.0.0"  # a server in a container listens on all interfaces
-    port: int = Field(default=8080, ge=0, le=65535)
-    api_keys: Annotated[tuple[SecretStr, ...], NoDecode] = ()
-    # Keys with their tenant, classes and default class (data_plane.client_keys).
+    host: str = Field(
+        default="0.0.0.0",  # a server in a container listens on all interfaces
+        description="address to listen on",
+    )
+    port: int = Field(default=8080, ge=0, le=65535, description="port to listen on")
+    api_keys: Annotated[tuple[SecretStr, ...], NoDecode] = Field(
+        default=(),
+        description="comma-separated bearer keys (>= 8 characters); none = open API; each is its "
+        'own tenant with the policy\'s default class (see "Tenants, priorities and admission"); '
+        "environment only",
+    )
     api_keys_file: Path | None = Field(
         default=None,
-        description='JSON list of client keys or {"key", "tenant", "priorities", '
-        '"default_priority", "trusted_gateway"} objects',
+        description="JSON list of keys, each a string (as `SERVER_API_KEYS`) or "
+        '`{"key", "tenant", "priorities", "default_priority", "trusted_gateway"}`; a bad file '
+        'stops startup naming the entry and field (see "Tenants, priorities and admission")',
     )
-    # `/metrics` answers only `Authorization: Bearer <token>` when set (environment only).
-    metrics_token: SecretStr | None = None
-    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
-    shutdown_timeout_s: float = Field(default=10.0, ge=0.0)
-    # Slow clients (slowloris): an idle or header-trickling connection is closed after
-    # keepalive_timeout_s; a body that has not fully arrived after body_read_timeout_s gets 408.
-    keepalive_timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
-    body_read_timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
-    # After an early answer (408, 413), how long the server keeps draining an unread body.
-    lingering_time_s: float = Field(default=1.0, ge=0.0, le=60.0)
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="when set, `/metrics` answers only `Authorization: Bearer <token>` (401 "
+        "otherwise); environment only",
+    )
+    max_body_bytes: int = Field(
+        default=4 * 1024 * 1024, ge=1024, description="larger request bodies get a 413 envelope"
+    )
+    shutdown_timeout_s: float = Field(
+        default=10.0, ge=0.0, description="how long a stopping server lets requests finish"
+    )
+    # Slow clients (slowloris).
+    keepalive_timeout_s: float = Field(
+        default=10.0,
+        gt=0.0,
+        le=3600.0,
+        description="an idle or header-trickling client connection is closed after this",
+    )
+    body_read_timeout_s: float = Field(
+        default=10.0,
+        gt=0.0,
+        le=3600.0,
+        description="a request body not fully in after this gets a 408 envelope and the "
+        "connection is closed",
+    )
+    lingering_time_s: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=60.0,
+        description="after an early answer (408, 413), how long an unread body is drained",
+    )
 
     @field_validator("api_keys", mode="before")
     @classmethod
@@ -78,31 +107,54 @@ class ServerSettings(Group):
 class UpstreamSettings(Group):
     """The client of engine calls and its connection pool."""
 
-    client: Annotated[UpstreamClientKind, Knob("upstream_client")] = Field(
+    client: UpstreamClientKind = Field(
         default="http1",
-        description="http1 (lean keep-alive HTTP/1.1 to engines) or aiohttp's ClientSession",
+        description="`http1`: keep-alive HTTP/1.1 to engines with answers parsed by llhttp "
+        "(`httptools`), https via aiohttp; `aiohttp`: aiohttp's client for everything",
     )
-    connector_limit: int = Field(default=1000, ge=1)
-    connector_limit_per_host: int = Field(default=0, ge=0, description="0 = no per-host cap")
-    connect_timeout_s: float = Field(default=2.0, gt=0.0, le=300.0)
-    read_timeout_s: float = Field(default=120.0, gt=0.0, le=3600.0)
-    # An engine's non-streamed answer past this many bytes ends its attempt (docs/data_plane.md,
-    # "Upstream limits").
-    max_body_bytes: Annotated[int, Knob("upstream_max_body_bytes")] = Field(
-        default=64 * 1024 * 1024, ge=64 * 1024
+    connector_limit: int = Field(
+        default=1000,
+        ge=1,
+        description="upstream connections in use, in all; further sends wait, with either client",
+    )
+    connector_limit_per_host: int = Field(
+        default=0, ge=0, description="upstream connections in use per engine (`0` = no cap)"
+    )
+    connect_timeout_s: float = Field(
+        default=2.0, gt=0.0, le=300.0, description="connecting to an engine (`sock_connect`)"
+    )
+    read_timeout_s: float = Field(
+        default=120.0,
+        gt=0.0,
+        le=3600.0,
+        description="the longest wait for one read from an engine (`sock_read`)",
+    )
+    max_body_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=64 * 1024,
+        description="an engine's non-streamed answer (or error body) past this ends the attempt "
+        'with a 502 (see "Upstream limits")',
     )
 
 
 class ProxyConfig(Group):
     """The proxy's attempts and deadlines (docs/reliability.md)."""
 
-    max_attempts: int = Field(default=3, ge=1, le=20)
-    # The deadline when no latency budget applies (or best-effort relaxed).
-    default_timeout_s: Annotated[float, Knob("default_request_timeout_s")] = Field(
-        default=300.0, gt=0.0, le=3600.0, description="deadline when no latency budget applies"
+    max_attempts: int = Field(
+        default=3, ge=1, le=20, description="attempts per request, all pairs together"
     )
-    # Added to the latency budget before the deadline cancels the request.
-    grace_s: Annotated[float, Knob("deadline_grace_s")] = Field(default=0.5, ge=0.0, le=60.0)
+    default_timeout_s: float = Field(
+        default=300.0,
+        gt=0.0,
+        le=3600.0,
+        description="deadline when no latency budget applies (or best-effort relaxed it)",
+    )
+    grace_s: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=60.0,
+        description="added to the latency budget before the deadline cancels the request",
+    )
 
 
 class ProgressConfig(Group):
@@ -124,60 +176,129 @@ class ProgressConfig(Group):
     engine may go silent for its profiled time per token at that load x the same slowdown x
     `factor` + `slack_s`, at least `gap_floor_s`."""
 
-    # x the engine's pace for the work; 0 = no engine limit at all.
-    factor: Annotated[float, Knob("engine_deadline_factor")] = Field(default=3.0, ge=0.0, le=100.0)
-    # The least overdue silence on every attempt that stalls an endpoint (scheduling noise,
-    # an engine starved of cores before its pace is known).
-    stall_window_s: Annotated[float, Knob("engine_stall_window_s")] = Field(
-        default=1.5, ge=0.0, le=600.0
+    factor: float = Field(
+        default=3.0,
+        ge=0.0,
+        le=100.0,
+        description="an attempt's allowance: its profiled time for the first byte (streams) or "
+        "for the longest answer the request allows (non-streams: `max_tokens`, else the context "
+        "left after the prompt) at its load now, x its endpoint's observed slowdown (at most "
+        "`PROGRESS_MAX_PACE_RATIO`) x this; past it the attempt is overdue, not yet at fault "
+        '(`0` = no engine limit; docs/reliability.md, "What a breaker counts")',
     )
-    # A silence this many windows long opens the breaker at once (a hang, not a slow engine).
-    open_windows: Annotated[int, Knob("engine_stall_open_windows")] = Field(default=3, ge=1, le=100)
-    # While attempts wait overdue, the engine's token counters are read from its /metrics
-    # (one GET within this; 0 = never): unmoved across `still_windows` windows, or no answer twice,
-    # is a hang and opens the breaker then (`resilience.stillness`).
-    probe_timeout_s: Annotated[float, Knob("engine_probe_timeout_s")] = Field(
-        default=1.0, ge=0.0, le=60.0, description="0 = no reads of the engines' token counters"
+    stall_window_s: float = Field(
+        default=1.5,
+        ge=0.0,
+        le=600.0,
+        description="an endpoint stalls each time it has sent no byte on any attempt for a "
+        "further window W of this long (or the longest overdue allowance, or the longest "
+        "first-token allowance of an attempt waiting there, a prefill, if longer) while some "
+        "attempt at it was overdue: one breaker failure per stall, however many attempts wait; "
+        "its overdue attempts whose request has a next candidate that fits its deadline then end "
+        "as lack of progress (`timeout_first_byte`), the others wait for the client's own limit "
+        "or the hang (`PROGRESS_OPEN_WINDOWS`)",
     )
-    still_windows: Annotated[int, Knob("engine_still_windows")] = Field(default=3, ge=1, le=100)
-    # + this on the gap limit (scheduling noise between tokens).
-    slack_s: Annotated[float, Knob("engine_gap_slack_s")] = Field(default=0.5, ge=0.0, le=600.0)
-    # An observed slowdown loosens the limits up to this much.
-    max_pace_ratio: Annotated[float, Knob("engine_pace_max_ratio")] = Field(
-        default=8.0, ge=1.0, le=100.0
+    open_windows: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="a silence this many windows long (4.5 s at the floor) opens the endpoint's "
+        "breaker at once: a hang, not a slow engine",
     )
-    # The least silence mid-answer that counts as lack of progress (a batch stalled by other
-    # requests' prefills or a preemption is not a hung engine).
-    gap_floor_s: Annotated[float, Knob("engine_gap_floor_s")] = Field(default=5.0, ge=0.0, le=600.0)
+    probe_timeout_s: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=60.0,
+        description="while attempts wait overdue at an endpoint, its token counters "
+        "(`vllm:prompt_tokens_total`, `vllm:generation_tokens_total` of the pair's served model) "
+        "are read from its `/metrics`: one GET within this, on a pool of its own, at most one in "
+        "flight per endpoint, never on a request's path; no answer within it, twice running, "
+        "counts as a frozen process (once, beside counters, as nothing) (`0` = no reads: the "
+        "stall windows' rules alone)",
+    )
+    still_windows: int = Field(
+        default=3,
+        ge=1,
+        le=100,
+        description="those counters, read each window W of our attempts' waiting (W = "
+        "max(`PROGRESS_STALL_WINDOW_S`, the longest first-token allowance among them)), that "
+        "show no movement across this many windows (4.5 s at the floor), or reads without an "
+        "answer across them, open the endpoint's breaker at once and end its overdue attempts "
+        "(a hang); counters that moved make its stalls count nothing and never hang (it works, "
+        "for someone)",
+    )
+    slack_s: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=600.0,
+        description="added to the gap limit (scheduling noise between tokens)",
+    )
+    max_pace_ratio: float = Field(
+        default=8.0,
+        ge=1.0,
+        le=100.0,
+        description="an endpoint's observed slowdown loosens its allowances up to this much",
+    )
+    gap_floor_s: float = Field(
+        default=5.0,
+        ge=0.0,
+        le=600.0,
+        description="the engine's gap limit mid-answer (after the first bytes of a stream or of "
+        "a non-streamed body) is its profiled time per token at its load x the same slowdown x "
+        "factor + slack, at least this (a batch stalled by other requests' prefills or a "
+        "preemption is not a hung engine); silence past it is lack of progress, an engine fault "
+        "(`timeout_gap`; timed only while the data plane waits for the engine, never while it "
+        "writes to a slow client)",
+    )
 
 
 class RetryBudgetSettings(Group):
     """Retries at most `ratio` of the recent requests, plus a floor (`RetryBudget`)."""
 
-    knob_prefix = "retry_budget_"
-    ratio: float = Field(default=0.2, ge=0.0, le=1.0)
-    min_per_s: float = Field(default=5.0, ge=0.0)
-    window_s: float = Field(default=10.0, gt=0.0)
+    ratio: float = Field(
+        default=0.2, ge=0.0, le=1.0, description="retries at most this share of recent requests"
+    )
+    min_per_s: float = Field(
+        default=5.0, ge=0.0, description="retries per second allowed on top of the ratio"
+    )
+    window_s: float = Field(
+        default=10.0, gt=0.0, description="how far back recent requests and retries count"
+    )
 
 
 class BreakerConfig(Group):
     """One endpoint's breaker (docs/reliability.md): when it opens, how long it stays open."""
 
-    knob_prefix = "breaker_"
-    consecutive_failures: int = Field(default=5, ge=1)  # open after this many in a row
-    failure_ratio: float = Field(default=0.5, gt=0.0, le=1.0)  # ...or this share of the window
-    window_s: float = Field(default=10.0, gt=0.0)  # sliding window for the ratio
-    min_requests: int = Field(default=20, ge=1)  # ...holding at least this many requests
-    cooldown_s: float = Field(default=5.0, gt=0.0)  # first open period
-    # The cap of the doubling cooldown.
-    max_cooldown_s: Annotated[float, Knob("breaker_cooldown_max_s")] = Field(default=60.0, gt=0.0)
-    # A half-open breaker's probe that never reports back frees the probe slot after this.
-    probe_timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0)
+    consecutive_failures: int = Field(
+        default=5, ge=1, description="an endpoint's breaker opens after this many failures in a row"
+    )
+    failure_ratio: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="...or when this share of the window's requests failed",
+    )
+    window_s: float = Field(default=10.0, gt=0.0, description="the sliding window of the ratio")
+    min_requests: int = Field(
+        default=20, ge=1, description="...holding at least this many requests"
+    )
+    cooldown_s: float = Field(
+        default=5.0, gt=0.0, description="the first open period, doubling on each re-open"
+    )
+    max_cooldown_s: float = Field(
+        default=60.0, gt=0.0, description="the cap of the doubling open period"
+    )
+    probe_timeout_s: float = Field(
+        default=30.0,
+        gt=0.0,
+        le=3600.0,
+        description="a half-open probe that never reports back frees the probe slot after this",
+    )
 
     @model_validator(mode="after")
     def _cooldowns(self) -> BreakerConfig:
         if self.max_cooldown_s < self.cooldown_s:
-            raise ValueError("breaker_cooldown_max_s must be >= breaker_cooldown_s")
+            raise ValueError("breaker_max_cooldown_s must be >= breaker_cooldown_s")
         return self
 
 
@@ -185,10 +306,15 @@ class EngineKeySettings(Group):
     """Engines behind `vllm serve --api-key` (data_plane.engine_keys): one key for every
     engine (environment only), and/or a JSON file {endpoint id | pair | "*": key}."""
 
-    knob_prefix = "engine_"
-    api_key: SecretStr | None = None
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="key sent as `Authorization: Bearer` to every engine (`vllm serve "
+        "--api-key`); environment only",
+    )
     api_keys_file: Path | None = Field(
-        default=None, description='JSON {"<endpoint id>" | "<pair>" | "*": "<engine API key>"}'
+        default=None,
+        description='JSON `{"<endpoint id>" | "<family@quantization>" | "*": "<key>"}`; the most '
+        "specific entry wins, then `*`, then `ENGINE_KEYS_API_KEY`",
     )
 
     @field_validator("api_key")
@@ -212,14 +338,24 @@ class ExtprocSettings(Group):
     longest a request is held unanswered in the queue (Envoy's ext_proc filter answers 504
     once its `message_timeout` passes: keep this below it)."""
 
-    knob_prefix = "extproc_"
-    port: int = Field(default=9004, ge=0, le=65535)
+    port: int = Field(
+        default=9004,
+        ge=0,
+        le=65535,
+        description="the ext_proc gRPC port (gateway mode only: `python -m data_plane extproc`, "
+        "docs/gateway.md)",
+    )
     pair_header: str = Field(
-        default="x-gearbox-pair", min_length=1, max_length=100, pattern=r"^[a-z0-9][a-z0-9-]*$"
+        default="x-gearbox-pair",
+        min_length=1,
+        max_length=100,
+        pattern=r"^[a-z0-9][a-z0-9-]*$",
+        description="the header naming the chosen pair, which an HTTPRoute per pair matches",
     )
     body_mode: ExtProcBodyMode = Field(
         default="buffered",
-        description="request body mode of the ext_proc filter when Envoy sends no protocol_config",
+        description="request body mode of the ext_proc filter when Envoy sends no "
+        "protocol_config (`buffered` or `full_duplex_streamed`)",
     )
     max_hold_s: float = Field(
         default=1.5,

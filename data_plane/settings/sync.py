@@ -4,11 +4,10 @@ endpoint discovery, breaker announcements, latency feedback and in-flight sharin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from contracts.knobs import Group, Knob
+from contracts.knobs import Group
 from contracts.redis_keys import DEFAULT_PREFIX, RedisKeys
 from contracts.redis_topology import Topology, parse_redis_url
 
@@ -16,13 +15,21 @@ from contracts.redis_topology import Topology, parse_redis_url
 class RedisSettings(Group):
     """The Redis client, its key prefix, and the watcher's reconnect backoff cap."""
 
-    knob_prefix = "redis_"
-    # "" = no Redis: serve the snapshot file only (static mode, and component tests).
     # Standalone, Sentinel or Cluster by the scheme (contracts/redis_topology.py).
-    url: str = "redis://127.0.0.1:6379/0"
-    key_prefix: str = DEFAULT_PREFIX
-    timeout_s: float = Field(default=2.0, gt=0.0, le=60.0)
-    backoff_max_s: float = Field(default=10.0, gt=0.0, le=600.0)
+    url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        description='`""` = static mode: serve the snapshot file only; `redis+sentinel://`, '
+        '`redis+cluster://`: docs/operations.md, "Redis topologies"',
+    )
+    key_prefix: str = Field(
+        default=DEFAULT_PREFIX, description="prefix of every key (`contracts.redis_keys`)"
+    )
+    timeout_s: float = Field(
+        default=2.0, gt=0.0, le=60.0, description="socket timeouts of the Redis client"
+    )
+    backoff_max_s: float = Field(
+        default=10.0, gt=0.0, le=600.0, description="the table watcher's reconnect backoff cap"
+    )
 
     @field_validator("key_prefix")
     @classmethod
@@ -49,44 +56,64 @@ class RedisSettings(Group):
 class TableSettings(Group):
     """Where the table comes from besides Redis pub/sub (`TableWatcher`)."""
 
-    knob_prefix = "table_"
-    poll_interval_s: float = Field(default=5.0, gt=0.0, le=3600.0)
-    snapshot_path: Annotated[Path | None, Knob("snapshot_path")] = None
+    poll_interval_s: float = Field(
+        default=5.0,
+        gt=0.0,
+        le=3600.0,
+        description="how often `current` is polled besides pub/sub",
+    )
+    snapshot_path: Path | None = Field(
+        default=None,
+        description="local copy of the last good table (atomic rename); read at startup",
+    )
 
 
 class ScrapeSettings(Group):
     """Engines' queue depth from their `/metrics` (0 = scraping off)."""
 
-    knob_prefix = "scrape_"
-    interval_s: float = Field(default=1.0, ge=0.0, description="0 = scraping off")
-    timeout_s: float = Field(default=1.0, gt=0.0, le=60.0)
-    # A /metrics page past this many bytes is a scrape error (and an unread stall probe),
-    # never read further (docs/data_plane.md, "Engine pages").
-    max_page_bytes: int = Field(default=4 * 1024 * 1024, ge=64 * 1024, le=64 * 1024 * 1024)
+    interval_s: float = Field(
+        default=1.0, ge=0.0, description="vLLM `/metrics` queue-depth scraping (`0` = off)"
+    )
+    timeout_s: float = Field(default=1.0, gt=0.0, le=60.0, description="one scrape, at most")
+    max_page_bytes: int = Field(
+        default=4 * 1024 * 1024,
+        ge=64 * 1024,
+        le=64 * 1024 * 1024,
+        description="an engine's `/metrics` page past this is a scrape error (and an unread "
+        'stall probe), never read further (see "Engine pages")',
+    )
 
 
 class LiveStateSettings(Group):
     """This replica's live state in Redis, for operators."""
 
-    knob_prefix = "live_state_"
-    interval_s: float = Field(default=5.0, gt=0.0)
-    ttl_s: int = Field(default=30, ge=1)
+    interval_s: float = Field(
+        default=5.0, gt=0.0, description="how often the live state is written to Redis"
+    )
+    ttl_s: int = Field(default=30, ge=1, description="how long one write of it lives there")
 
 
 class DiscoverySettings(Group):
     """Endpoints are pods (docs/data_plane.md, "Endpoint discovery"): engine URLs whose host
     is a name are re-resolved at this interval into one endpoint per address. 0 = off."""
 
-    knob_prefix = "endpoint_"
-    interval_s: Annotated[float, Knob("endpoint_discovery_interval_s")] = Field(
-        default=0.0, ge=0.0, le=3600.0
+    interval_s: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=3600.0,
+        description="how often engine URLs whose host is a name are re-resolved into one "
+        'endpoint per address (pod) (`0` = off; see "Endpoint discovery")',
     )
     dns_servers: str = Field(
-        default="", description="ADDRESS[:PORT],... ('' = the system resolver)"
+        default="", description="`ADDRESS[:PORT],...` (empty = the system resolver)"
     )
-    dns_timeout_s: float = Field(default=2.0, gt=0.0, le=60.0)
-    # A name with more addresses is served with the first this many (address order).
-    max_addresses_per_name: int = Field(default=256, ge=1, le=10_000)
+    dns_timeout_s: float = Field(default=2.0, gt=0.0, le=60.0, description="one lookup, at most")
+    max_addresses_per_name: int = Field(
+        default=256,
+        ge=1,
+        le=10_000,
+        description="a name with more addresses is served with the first this many (address order)",
+    )
 
     @field_validator("dns_servers")
     @classmethod
@@ -119,9 +146,17 @@ class AnnouncementSettings(Group):
     breaker is announced on Redis; the others skip the endpoint for its cooldown, at most
     `max_ttl_s`."""
 
-    knob_prefix = "breaker_announce_"
-    enabled: Annotated[bool, Knob("breaker_announcements")] = True
-    max_ttl_s: float = Field(default=30.0, gt=0.0, le=600.0)
+    enabled: bool = Field(
+        default=True,
+        description="announce opened breakers to the other replicas and skip what they announce "
+        '(see "Breaker announcements")',
+    )
+    max_ttl_s: float = Field(
+        default=30.0,
+        gt=0.0,
+        le=600.0,
+        description="an announced endpoint is skipped for its cooldown, at most this",
+    )
 
 
 class FeedbackSettings(Group):
@@ -130,32 +165,52 @@ class FeedbackSettings(Group):
     feedback"); accuracy probes of a demoted (pair, category) at most every
     `accuracy_probe_interval_s` (0 = off; docs/accuracy.md "Live checks")."""
 
-    knob_prefix = "feedback_"
-    interval_s: float = Field(default=10.0, ge=0.0, le=3600.0)
-    probe_interval_s: Annotated[float, Knob("latency_probe_interval_s")] = Field(
-        default=2.0, ge=0.0, le=3600.0
+    interval_s: float = Field(
+        default=10.0,
+        ge=0.0,
+        le=3600.0,
+        description="latency feedback summaries added to the Redis stream `dp:feedback` "
+        '(`0` = off; docs/control_plane.md "Latency feedback")',
     )
-    accuracy_probe_interval_s: Annotated[float, Knob("accuracy_probe_interval_s")] = Field(
+    probe_interval_s: float = Field(
         default=2.0,
         ge=0.0,
         le=3600.0,
-        description="least time between two accuracy checks of one demoted pair and category "
-        "on requests other pairs answered (0 = off)",
+        description="probe each pair a refit made slower than its profile, so it can be refit "
+        'back (`0` = off; docs/control_plane.md "Latency feedback")',
+    )
+    accuracy_probe_interval_s: float = Field(
+        default=2.0,
+        ge=0.0,
+        le=3600.0,
+        description="at most one accuracy check every this many seconds per demoted (pair, "
+        "category), on sampled requests of the category another pair answered, reported as "
+        "agreement (a lift needs canary items); within the policy's `accuracy_check` sample "
+        'rate, hourly caps and one client\'s share (`0` = off; docs/accuracy.md "Live checks")',
     )
     canary_items_per_minute: float = Field(
         default=0.0,
         ge=0.0,
         le=6000.0,
-        description="canary items (held-out items with known answers) sent to each pair per "
-        'minute (0 = off; docs/accuracy.md "Canary items")',
+        description="canary items (held-out items with known answers) sent to each pair of the "
+        "table per minute, through the attempt path, scored and reported in the feedback "
+        "summaries; the evidence accuracy demotions and lifts are decided on; each disagreeing "
+        "accuracy check owes its pair one item more (at most 10 owed) (`0` = off; "
+        'docs/accuracy.md "Canary items")',
     )
     canary_usd_per_hour: float = Field(
-        default=0.05, ge=0.0, le=1000.0, description="canary items' spend per pair per hour"
+        default=0.05,
+        ge=0.0,
+        le=1000.0,
+        description="the most each pair's canary items may spend per hour at its prices "
+        "(reserved at the item's worst case, settled from `usage`)",
     )
     canary_items_file: str = Field(
         default="",
         max_length=4096,
-        description="eval-set JSON lines of canary items (the profiler's holdout format)",
+        description="eval-set JSON lines in the profiler's holdout format (e.g. "
+        "`profiler/evalsets/holdout/math.jsonl`); `prompt` items only; a bad line fails startup "
+        "naming it",
     )
 
 
@@ -164,9 +219,17 @@ class InFlightShareSettings(Group):
     `interval_ms` (docs/data_plane.md, "In-flight sharing"); each replica's snapshot counts
     for at most `ttl_s` after it arrived. 0 = off."""
 
-    knob_prefix = "in_flight_share_"
-    interval_ms: int = Field(default=25, ge=0, le=10_000)
-    ttl_s: float = Field(default=1.0, gt=0.0, le=60.0)
+    interval_ms: int = Field(
+        default=25,
+        ge=0,
+        le=10_000,
+        description="exchange this replica's in-flight counts per endpoint for the other "
+        "replicas' sum through Redis every that many ms (every TTL / 2 while no other replica "
+        'is heard) (`0` = off; see "In-flight sharing")',
+    )
+    ttl_s: float = Field(
+        default=1.0, gt=0.0, le=60.0, description="each replica's counts are valid that long"
+    )
 
     @model_validator(mode="after")
     def _ttl_covers_interval(self) -> InFlightShareSettings:

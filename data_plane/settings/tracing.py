@@ -1,6 +1,6 @@
-"""The knobs of tracing: ours (`GEARBOX_DP_OTEL_*`) and OpenTelemetry's standard variables
-(docs/data_plane.md, "Observability"), read like every other knob but under their own names,
-without the `GEARBOX_DP_` prefix; the flag is the first name (`--otel-traces-sampler`)."""
+"""The knobs of tracing: ours (`GEARBOX_DP_OTEL_*`) and those OpenTelemetry standardizes
+(docs/data_plane.md, "Observability"), read from OpenTelemetry's variables (`Standard`, without
+the `GEARBOX_DP_` prefix); their flags and keys are their paths (`--otel-sampler`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from urllib.parse import unquote
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
-from contracts.knobs import Group, Knob
+from contracts.knobs import Group, Standard
 
 OtelExporter = Literal["none", "console", "otlp"]
 # OTEL_TRACES_SAMPLER values the data plane implements (the OpenTelemetry SDK's built-ins).
@@ -30,61 +30,64 @@ class OtelSettings(Group):
     """Where spans go, how many are kept (head sampling: parentbased_always_on), and what
     every span carries."""
 
-    knob_prefix = "otel_"
-    exporter: OtelExporter = "none"
-    endpoint: str | None = None
-    service_name: str = "gearbox-data-plane"
-    sampler: Annotated[TraceSampler, Knob("otel_traces_sampler", prefixed=False)] = Field(
-        default="parentbased_always_on",
-        description="OTEL_TRACES_SAMPLER: always_on, always_off, traceidratio, parentbased_*",
+    exporter: OtelExporter = Field(
+        default="none",
+        description="`none`, `console` or `otlp` (HTTP; an endpoint is required: `OTEL_ENDPOINT` "
+        "or OpenTelemetry's variables)",
     )
-    sampler_arg: Annotated[float, Knob("otel_traces_sampler_arg", prefixed=False)] = Field(
+    endpoint: str | None = Field(
+        default=None,
+        description="the URL spans are posted to; wins over OpenTelemetry's endpoint variables",
+    )
+    service_name: str = Field(
+        default="gearbox-data-plane", description="`service.name` of every span"
+    )
+    sampler: Annotated[TraceSampler, Standard("OTEL_TRACES_SAMPLER")] = Field(
+        default="parentbased_always_on",
+        description="head sampling: `always_on`, `always_off`, `traceidratio`, "
+        "`parentbased_always_on`, `parentbased_always_off`, `parentbased_traceidratio`",
+    )
+    sampler_arg: Annotated[float, Standard("OTEL_TRACES_SAMPLER_ARG")] = Field(
         default=1.0,
         ge=0.0,
         le=1.0,
-        description="OTEL_TRACES_SAMPLER_ARG: the ratio of the traceidratio samplers",
+        description="the ratio of the `traceidratio` samplers (0 to 1)",
     )
-    otlp_traces_endpoint: Annotated[
-        str | None, Knob("otel_exporter_otlp_traces_endpoint", prefixed=False)
-    ] = Field(
-        default=None,
-        description="OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: the full URL spans are posted to",
-    )
-    otlp_endpoint: Annotated[str | None, Knob("otel_exporter_otlp_endpoint", prefixed=False)] = (
+    otlp_traces_endpoint: Annotated[str | None, Standard("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")] = (
         Field(
             default=None,
-            description="OTEL_EXPORTER_OTLP_ENDPOINT: base URL; spans go to <base>/v1/traces",
+            description="the full URL spans are posted to (`OTEL_ENDPOINT` wins)",
         )
+    )
+    otlp_endpoint: Annotated[str | None, Standard("OTEL_EXPORTER_OTLP_ENDPOINT")] = Field(
+        default=None,
+        description="a base URL: spans go to `<base>/v1/traces` (`OTEL_ENDPOINT` and the "
+        "traces endpoint win)",
     )
     otlp_headers: Annotated[
         KeyValues,
-        Knob("otel_exporter_otlp_traces_headers", "otel_exporter_otlp_headers", prefixed=False),
+        Standard("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS"),
     ] = Field(
         default=(),
-        description="OTEL_EXPORTER_OTLP_[TRACES_]HEADERS: k=v,k2=v2 (values URL-encoded)",
+        description="`name=value,...` on every export, values URL-encoded",
     )
     otlp_timeout_ms: Annotated[
         float,
-        Knob("otel_exporter_otlp_traces_timeout", "otel_exporter_otlp_timeout", prefixed=False),
+        Standard("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT"),
     ] = Field(
         default=10_000.0,
         gt=0.0,
         le=600_000.0,
-        description="OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT: milliseconds per export",
+        description="milliseconds per export, retries included",
     )
     otlp_compression: Annotated[
         OtlpCompression,
-        Knob(
-            "otel_exporter_otlp_traces_compression",
-            "otel_exporter_otlp_compression",
-            prefixed=False,
-        ),
-    ] = Field(default="none", description="OTEL_EXPORTER_OTLP_[TRACES_]COMPRESSION: none or gzip")
-    resource_attributes: Annotated[KeyValues, Knob("otel_resource_attributes", prefixed=False)] = (
-        Field(
-            default=(),
-            description="OTEL_RESOURCE_ATTRIBUTES: k=v,... on every span (service.name is ours)",
-        )
+        Standard("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "OTEL_EXPORTER_OTLP_COMPRESSION"),
+    ] = Field(default="none", description="`none` or `gzip`")
+    resource_attributes: Annotated[KeyValues, Standard("OTEL_RESOURCE_ATTRIBUTES")] = Field(
+        default=(),
+        description="`key=value,...` resource attributes of every span (`service.name` "
+        "is `OTEL_SERVICE_NAME`)",
     )
 
     @field_validator("otlp_headers", "resource_attributes", mode="before")

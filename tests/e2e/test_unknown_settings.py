@@ -31,15 +31,15 @@ def test_data_plane_exits_2_naming_the_renamed_slack_and_a_typo() -> None:
         GEARBOX_DP_ENGINE_DEADLINE_SLACK_S="5",
         GEARBOX_DP_BREAKER_COOLDOWN_SECS="3",
         GEARBOX_DP_REDIS_URL="",  # static mode: without the two it would start and serve
-        GEARBOX_DP_PORT="0",
+        GEARBOX_DP_SERVER_PORT="0",
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.splitlines() == [
         "invalid setting GEARBOX_DP_BREAKER_COOLDOWN_SECS: no such setting; "
         "did you mean GEARBOX_DP_BREAKER_COOLDOWN_S?",
         "invalid setting GEARBOX_DP_ENGINE_DEADLINE_SLACK_S: renamed "
-        "GEARBOX_DP_ENGINE_GAP_SLACK_S: now pads only the gap between streamed tokens; "
-        "engine stalls are judged per endpoint (ENGINE_STALL_WINDOW_S)",
+        "GEARBOX_DP_PROGRESS_SLACK_S: now pads only the gap between streamed tokens; "
+        "engine stalls are judged per endpoint (PROGRESS_STALL_WINDOW_S)",
     ]
 
 
@@ -51,7 +51,7 @@ def test_control_plane_exits_1_like_any_bad_setting() -> None:
     assert done.stdout == ""
     assert done.stderr == (
         "error: invalid settings: GEARBOX_CP_ADMIN_TOKNE: no such setting; "
-        "did you mean GEARBOX_CP_ADMIN_TOKEN?\n"
+        "did you mean GEARBOX_CP_SERVER_ADMIN_TOKEN?\n"
     )
 
 

@@ -201,8 +201,8 @@ def test_data_plane_serves_the_table_and_is_ready(
 ) -> None:
     port = free_port()
     proc = installed.start(
-        "gearbox-data-plane", "serve", "--host", "127.0.0.1", "--port", str(port),
-        "--redis-url", "", "--snapshot-path", str(table),
+        "gearbox-data-plane", "serve", "--server-host", "127.0.0.1", "--server-port", str(port),
+        "--redis-url", "", "--table-snapshot-path", str(table),
     )  # fmt: skip
     stopping.append(proc)
     answer = _ready(f"http://127.0.0.1:{port}", proc)
@@ -214,8 +214,8 @@ def test_gateway_mode_starts_and_is_ready(
 ) -> None:
     port, grpc_port = free_port(), free_port()
     proc = installed.start(
-        "gearbox-data-plane", "extproc", "--host", "127.0.0.1", "--port", str(port),
-        "--extproc-port", str(grpc_port), "--redis-url", "", "--snapshot-path", str(table),
+        "gearbox-data-plane", "extproc", "--server-host", "127.0.0.1", "--server-port", str(port),
+        "--extproc-port", str(grpc_port), "--redis-url", "", "--table-snapshot-path", str(table),
     )  # fmt: skip
     stopping.append(proc)
     answer = _ready(f"http://127.0.0.1:{port}", proc)

@@ -1,7 +1,7 @@
 """A hung engine is told from a starved or busy one by its own token counters (docs/
 reliability.md, "What a breaker counts"; `data_plane/resilience/stillness.py`): while our
 attempts wait overdue the stall guard reads the engine's `/metrics`, and counters that do not
-move across `ENGINE_STILL_WINDOWS` (2) windows of waiting open its breaker; counters that move
+move across `PROGRESS_STILL_WINDOWS` (2) windows of waiting open its breaker; counters that move
 leave the stall windows' rules as they are.
 
 Simulated engines behind a data plane from `create_app`, as in `test_engine_stall.py` (the

@@ -193,7 +193,7 @@ async def test_a_hung_engine_that_is_the_only_choice_releases_its_clients_at_the
 ) -> None:
     """A request that can go to one pair only, on an engine that never answers, with a 30 s
     budget: the stalls before the hang leave its attempt waiting (it has nowhere else to go),
-    the hang (`ENGINE_STALL_OPEN_WINDOWS` x the 1.5 s window of silence) opens the breaker and
+    the hang (`PROGRESS_OPEN_WINDOWS` x the 1.5 s window of silence) opens the breaker and
     ends the attempt, so the client gets its 504 after about 4.6 s, not at its deadline (30.5 s;
     300 s for a request without a budget)."""
     config = SimFleetConfig(

@@ -10,7 +10,7 @@ import yaml
 
 from tests.infra.manifests import REPO_ROOT, named
 
-SNAPSHOT_ENV = "GEARBOX_DP_SNAPSHOT_PATH"
+SNAPSHOT_ENV = "GEARBOX_DP_TABLE_SNAPSHOT_PATH"
 
 
 def _under(path: str, mount: str) -> bool:

@@ -149,8 +149,8 @@ class DataPlaneProcess(Child):
         self, settings: Mapping[str, str], workdir: Path, env: Mapping[str, str] | None = None
     ) -> None:
         self.port = free_port()
-        args = [sys.executable, "-m", "data_plane", "serve", "--host", "127.0.0.1"]
-        args += ["--port", str(self.port)]
+        args = [sys.executable, "-m", "data_plane", "serve", "--server-host", "127.0.0.1"]
+        args += ["--server-port", str(self.port)]
         for name, value in settings.items():
             args += ["--" + name.replace("_", "-"), value]
         super().__init__("data-plane", args, workdir / "data-plane.log", env or {})

@@ -138,7 +138,7 @@ async def test_data_plane_restarted_during_a_redis_outage_serves_its_snapshot(
     flags = {
         "redis_url": redis.url,
         "redis_key_prefix": keys.prefix,
-        "snapshot_path": str(snapshot),
+        "table_snapshot_path": str(snapshot),
         "table_poll_interval_s": "0.2",
         "redis_timeout_s": "0.5",
         "redis_backoff_max_s": "0.3",

@@ -79,8 +79,15 @@ def running_target(workdir: Path, **dp_flags: str) -> Iterator[Target]:
     snapshot.write_text(fleet_table(urls).model_dump_json(), encoding="utf-8")
     port = free_port()
     sim_args = [sys.executable, "-m", "simulator", "serve", "--fleet", str(fleet_file)]
-    dp_args = [sys.executable, "-m", "data_plane", "serve", "--host", "127.0.0.1"]
-    dp_args += ["--port", str(port), "--redis-url", "", "--snapshot-path", str(snapshot)]
+    dp_args = [sys.executable, "-m", "data_plane", "serve", "--server-host", "127.0.0.1"]
+    dp_args += [
+        "--server-port",
+        str(port),
+        "--redis-url",
+        "",
+        "--table-snapshot-path",
+        str(snapshot),
+    ]
     for name, value in dp_flags.items():
         dp_args += ["--" + name.replace("_", "-"), value]
     with _child(sim_args, workdir / "sim.log", pairs[0].port) as sim:

@@ -39,7 +39,7 @@ BUDGET_HEADERS = (
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     workdir = tmp_path_factory.mktemp("hostile")
-    with running_target(workdir, max_body_bytes=str(MAX_BODY_BYTES)) as running:
+    with running_target(workdir, server_max_body_bytes=str(MAX_BODY_BYTES)) as running:
         yield running
 
 

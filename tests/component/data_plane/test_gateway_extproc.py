@@ -525,8 +525,8 @@ async def test_llm_ds_objective_header_sets_the_class_admission_judges() -> None
         other = {**budget, "x-llm-d-inference-objective": "someone-elses"}
         responses = await exchange(gw, [headers_message(other), body_message(body, True)])
         assert error_of(responses[-1])[0] == 429
-        # X-Priority is a client's claim here (PRIORITY_HEADER_TRUSTED off): it cannot raise
-        # a request above its class (issue 32: on 95376ca this one was routed).
+        # X-Priority is a client's claim here (ADMISSION_PRIORITY_HEADER_TRUSTED off): it cannot
+        # raise a request above its class (issue 32: on 95376ca this one was routed).
         claimed = {**budget, "x-priority": "critical"}
         responses = await exchange(gw, [headers_message(claimed), body_message(body, True)])
         status, _, headers = error_of(responses[-1])

@@ -22,7 +22,8 @@ from data_plane.gateway import protos as ext_proc
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.serving.flow import FlowLimits, FlowQueue
+from data_plane.serving.flow import FlowQueue
+from data_plane.settings import FlowSettings
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from tests.component.data_plane.test_gateway_extproc import (
@@ -57,11 +58,18 @@ class Door(Gateway):
 
 
 @asynccontextmanager
-async def door_with(limits: FlowLimits) -> AsyncIterator[Door]:
+async def door_with(limits: FlowSettings, max_hold_s: float | None = None) -> AsyncIterator[Door]:
     store, metrics, tracker = TableStore(), DataPlaneMetrics("test", "test"), LoadTracker()
     store.swap(compile_table(table([entry("llama", "fp8", tpot_per_load_s=0.1)])))
     router = gateway_router(
-        store, metrics, random.Random(7), PAIR_HEADER, default_admission(), tracker, limits
+        store,
+        metrics,
+        random.Random(7),
+        PAIR_HEADER,
+        default_admission(),
+        tracker,
+        limits,
+        max_hold_s,
     )
     assert router.door.queue is not None
     processor = ExternalProcessor(router, metrics, ServiceConfig(BUFFERED, 64 * 1024))
@@ -77,7 +85,7 @@ async def door_with(limits: FlowLimits) -> AsyncIterator[Door]:
 
 @pytest.fixture
 async def door() -> AsyncIterator[Door]:
-    async with door_with(FlowLimits()) as made:
+    async with door_with(FlowSettings()) as made:
         yield made
 
 
@@ -279,7 +287,7 @@ async def test_a_stream_half_closed_while_held_leaves_the_queue(door: Door) -> N
 async def test_one_tenants_backlog_hits_its_bound_not_another_tenants_wait() -> None:
     """A bulk tenant holding as many waiting requests as a tenant may gets 429
     `tenant_limit` at once for the next; a light tenant's request still waits its turn."""
-    async with door_with(FlowLimits(per_tenant=2)) as door:
+    async with door_with(FlowSettings(queue_per_tenant=2)) as door:
         routed = await fill(door)
         bulk = [Stream(door, {"x-gearbox-tenant": "bulk"}) for _ in range(3)]
         assert await held_or_routed(door, bulk[0])
@@ -301,7 +309,7 @@ async def test_one_tenants_backlog_hits_its_bound_not_another_tenants_wait() -> 
 async def test_the_hold_bound_ends_a_wait_the_budget_would_allow() -> None:
     """A 30 s budget allows a wait of about 29 s; `EXTPROC_MAX_HOLD_S` (here 0.2 s) ends it
     long before, so Envoy's message timeout never answers first."""
-    async with door_with(FlowLimits(max_hold_s=0.2)) as door:
+    async with door_with(FlowSettings(), max_hold_s=0.2) as door:
         door.tracker.set_queue_depth(ENDPOINT, 40.0)  # other clients' work: nothing ends
         held = Stream(door, {"x-latency-budget-ms": "30000"})
         assert await held_or_routed(door, held)

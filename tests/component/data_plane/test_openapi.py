@@ -44,7 +44,7 @@ async def test_the_served_document_covers_every_route(make_harness: MakeHarness)
     for path, ops in doc["paths"].items():
         for operation in ops.values():
             assert ("security" in operation) == path.startswith("/v1/"), path
-            # /metrics: 401 only when METRICS_TOKEN is set, so no `security` requirement.
+            # /metrics: 401 only when SERVER_METRICS_TOKEN is set, so no `security` requirement.
             guarded = path.startswith("/v1/") or path == "/metrics"
             assert ("401" in operation["responses"]) == guarded, path
 

@@ -33,8 +33,8 @@ from tests.component.data_plane.fakes import chat_json, sse_chunks, two_pair_tab
 
 
 def test_settings_read_env_and_split_api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GEARBOX_DP_API_KEYS", "first-key-1, second-key-2")
-    monkeypatch.setenv("GEARBOX_DP_PORT", "9123")
+    monkeypatch.setenv("GEARBOX_DP_SERVER_API_KEYS", "first-key-1, second-key-2")
+    monkeypatch.setenv("GEARBOX_DP_SERVER_PORT", "9123")
     s = DataPlaneSettings()
     assert [k.get_secret_value() for k in s.server.api_keys] == ["first-key-1", "second-key-2"]
     assert s.server.port == 9123
@@ -44,18 +44,18 @@ def test_settings_read_env_and_split_api_keys(monkeypatch: pytest.MonkeyPatch) -
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("port", "-1"),
-        ("api_keys", "short"),
+        ("server_port", "-1"),
+        ("server_api_keys", "short"),
         ("redis_key_prefix", "has space"),
         ("otel_exporter", "jaeger"),
-        ("max_attempts", "0"),
+        ("proxy_max_attempts", "0"),
         ("upstream_client", "curl"),
         ("event_loop", "trio"),
         ("gc_young_threshold", "-1"),
-        ("otel_traces_sampler", "sometimes"),
-        ("otel_traces_sampler_arg", "1.5"),
-        ("otel_exporter_otlp_traces_headers", "no-equals-sign"),
-        ("otel_exporter_otlp_traces_compression", "zstd"),
+        ("otel_sampler", "sometimes"),
+        ("otel_sampler_arg", "1.5"),
+        ("otel_otlp_headers", "no-equals-sign"),
+        ("otel_otlp_compression", "zstd"),
     ],
 )
 def test_bad_settings_name_the_field(field: str, value: str) -> None:
@@ -67,15 +67,15 @@ def test_bad_settings_name_the_field(field: str, value: str) -> None:
 def test_settings_reject_inconsistent_values() -> None:
     with pytest.raises(ValidationError, match="otel_endpoint"):
         DataPlaneSettings(otel=OtelSettings(exporter="otlp"))
-    with pytest.raises(ValidationError, match="breaker_cooldown_max_s"):
-        DataPlaneSettings.model_validate({"breaker_cooldown_s": 10, "breaker_cooldown_max_s": 5})
+    with pytest.raises(ValidationError, match="breaker_max_cooldown_s"):
+        DataPlaneSettings.model_validate({"breaker_cooldown_s": 10, "breaker_max_cooldown_s": 5})
 
 
 def test_cli_flags_override_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GEARBOX_DP_PORT", "1234")
+    monkeypatch.setenv("GEARBOX_DP_SERVER_PORT", "1234")
     monkeypatch.setenv("GEARBOX_DP_INSTANCE_ID", "from-env")
-    args = build_parser().parse_args(["serve", "--port", "9999", "--scrape-interval-s", "2.5"])
-    s = load_settings(args)
+    args = ["serve", "--server-port", "9999", "--scrape-interval-s", "2.5"]
+    s = load_settings(build_parser().parse_args(args))
     assert (s.server.port, s.scrape.interval_s, s.instance_id) == (9999, 2.5, "from-env")
 
 
@@ -105,7 +105,7 @@ def test_opentelemetry_variables_are_settings_under_their_own_names(
     assert DataPlaneSettings().otel.otlp_traces_url == "http://traces:4318/v1/t"
     monkeypatch.setenv("GEARBOX_DP_OTEL_ENDPOINT", "http://ours:4318/v1/traces")
     assert DataPlaneSettings().otel.otlp_traces_url == "http://ours:4318/v1/traces"
-    args = build_parser().parse_args(["serve", "--otel-traces-sampler", "always_off"])
+    args = build_parser().parse_args(["serve", "--otel-sampler", "always_off"])
     assert load_settings(args).otel.sampler == "always_off"  # a flag wins over the env
 
 
@@ -129,18 +129,19 @@ def test_the_event_loop_is_a_setting(kind: str) -> None:
 
 
 def test_cli_has_no_api_key_flag() -> None:
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["serve", "--api-keys", "abcdefgh"])
+    for flag in ("--api-keys", "--server-api-keys"):  # nor under the name before issue 31
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["serve", flag, "abcdefgh"])
     with pytest.raises(SystemExit):  # nor one for the /metrics token
         build_parser().parse_args(["serve", "--metrics-token", "abcdefgh"])
     # The keys file is a path, not a secret: a flag.
-    args = build_parser().parse_args(["serve", "--api-keys-file", "/etc/keys.json"])
-    assert args.api_keys_file == "/etc/keys.json"
+    args = build_parser().parse_args(["serve", "--server-api-keys-file", "/etc/keys.json"])
+    assert args.server_api_keys_file == "/etc/keys.json"
 
 
 def test_cli_reports_bad_values_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["serve", "--port", "many"]) == 2
-    assert "invalid setting port" in capsys.readouterr().err
+    assert main(["serve", "--server-port", "many"]) == 2
+    assert "invalid setting server_port" in capsys.readouterr().err
 
 
 # --- logs -------------------------------------------------------------------------------------

@@ -101,10 +101,10 @@ async def test_serve_runs_the_admin_api(redis_server: RedisProcess, redis_keys: 
     port = free_port()
     env = {
         **os.environ,
-        "GEARBOX_CP_ADMIN_TOKEN": TOKEN,
+        "GEARBOX_CP_SERVER_ADMIN_TOKEN": TOKEN,
         "GEARBOX_CP_REDIS_URL": redis_server.url,
         "GEARBOX_CP_REDIS_KEY_PREFIX": redis_keys.prefix,
-        "GEARBOX_CP_PORT": str(port),
+        "GEARBOX_CP_SERVER_PORT": str(port),
         "GEARBOX_CP_POLICY_FILE": "examples/policy.yaml",
     }
     proc = await asyncio.create_subprocess_exec(

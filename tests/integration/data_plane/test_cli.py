@@ -28,13 +28,13 @@ async def test_serve_command_runs_from_a_snapshot(tmp_path: Path) -> None:
         "-m",
         "data_plane",
         "serve",
-        "--host",
+        "--server-host",
         "127.0.0.1",
-        "--port",
+        "--server-port",
         str(port),
         "--redis-url",
         "",
-        "--snapshot-path",
+        "--table-snapshot-path",
         str(snapshot),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
@@ -79,8 +79,8 @@ async def test_served_process_proxies_to_an_engine(
     snapshot.write_text(two_pair_table([base], [base]).model_dump_json(), encoding="utf-8")
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "data_plane", "serve", "--host", "127.0.0.1"),
-        *("--port", str(port), "--redis-url", "", "--snapshot-path", str(snapshot)),
+        *(sys.executable, "-m", "data_plane", "serve", "--server-host", "127.0.0.1"),
+        *("--server-port", str(port), "--redis-url", "", "--table-snapshot-path", str(snapshot)),
         *("--event-loop", loop),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,

@@ -27,9 +27,9 @@ async def test_extproc_command_routes_from_a_snapshot(tmp_path: Path) -> None:
     snapshot.write_text(table.model_dump_json(), encoding="utf-8")
     http_port, grpc_port = free_port(), free_port()
     proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "data_plane", "extproc", "--host", "127.0.0.1"),
-        *("--port", str(http_port), "--extproc-port", str(grpc_port), "--redis-url", ""),
-        *("--snapshot-path", str(snapshot), "--extproc-pair-header", "x-pool"),
+        *(sys.executable, "-m", "data_plane", "extproc", "--server-host", "127.0.0.1"),
+        *("--server-port", str(http_port), "--extproc-port", str(grpc_port), "--redis-url", ""),
+        *("--table-snapshot-path", str(snapshot), "--extproc-pair-header", "x-pool"),
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -105,10 +105,10 @@ async def test_gateway_mode_sheds_on_the_engines_scraped_load(fleet: Fleet, tmp_
     snapshot.write_text(fleet_table(urls).model_dump_json(), encoding="utf-8")
     http_port, grpc_port = free_port(), free_port()
     proc = await asyncio.create_subprocess_exec(
-        *(sys.executable, "-m", "data_plane", "extproc", "--host", "127.0.0.1"),
-        *("--port", str(http_port), "--extproc-port", str(grpc_port), "--redis-url", ""),
-        *("--snapshot-path", str(snapshot), "--scrape-interval-s", "0.1"),
-        *("--priority-header-trusted", "true"),  # x-priority: critical below, by right
+        *(sys.executable, "-m", "data_plane", "extproc", "--server-host", "127.0.0.1"),
+        *("--server-port", str(http_port), "--extproc-port", str(grpc_port), "--redis-url", ""),
+        *("--table-snapshot-path", str(snapshot), "--scrape-interval-s", "0.1"),
+        *("--admission-priority-header-trusted", "true"),  # x-priority: critical below, by right
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
     )

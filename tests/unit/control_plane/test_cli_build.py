@@ -59,11 +59,11 @@ def test_build_rejects_partial_unless_flagged(
 
 def test_bad_settings_and_usage(monkeypatch: pytest.MonkeyPatch,
                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
-    monkeypatch.setenv("GEARBOX_CP_HISTORY_LIMIT", "0")
+    monkeypatch.setenv("GEARBOX_CP_PUBLISH_HISTORY_LIMIT", "0")
     assert run(["history"]) == 1
-    assert "GEARBOX_CP_HISTORY_LIMIT" in capsys.readouterr().err
-    monkeypatch.delenv("GEARBOX_CP_HISTORY_LIMIT")
-    monkeypatch.delenv("GEARBOX_CP_ADMIN_TOKEN", raising=False)
+    assert "GEARBOX_CP_PUBLISH_HISTORY_LIMIT" in capsys.readouterr().err
+    monkeypatch.delenv("GEARBOX_CP_PUBLISH_HISTORY_LIMIT")
+    monkeypatch.delenv("GEARBOX_CP_SERVER_ADMIN_TOKEN", raising=False)
     assert run(["serve"]) == 1
     assert "admin_token is required" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:

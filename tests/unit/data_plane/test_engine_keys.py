@@ -17,7 +17,7 @@ SECRET = "sk-engine-0123456789"
 
 
 def test_env_key_is_read_and_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GEARBOX_DP_ENGINE_API_KEY", SECRET)
+    monkeypatch.setenv("GEARBOX_DP_ENGINE_KEYS_API_KEY", SECRET)
     settings = DataPlaneSettings()
     assert settings.engine_keys.api_key == SecretStr(SECRET)
     assert SECRET not in repr(settings)
@@ -31,7 +31,7 @@ def test_env_key_is_read_and_never_shown(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_the_env_key_is_not_a_flag() -> None:
     help_text = build_parser().format_help() + str(build_parser()._actions)
     assert "--engine-api-key " not in help_text
-    args = build_parser().parse_args(["serve", "--engine-api-keys-file", "/x"])
+    args = build_parser().parse_args(["serve", "--engine-keys-api-keys-file", "/x"])
     assert not hasattr(args, "engine_api_key")
 
 

@@ -15,7 +15,8 @@ from data_plane.decision_step import Decided
 from data_plane.domain import Budget, HealthView
 from data_plane.errors import Shed
 from data_plane.request.inbound import InboundRequest
-from data_plane.serving.flow import TRIES_PER_WAKE, FlowLimits, FlowQueue
+from data_plane.serving.flow import TRIES_PER_WAKE, FlowQueue
+from data_plane.settings import FlowSettings
 from data_plane.telemetry.flow_metrics import FlowMetrics, Refusal
 from data_plane.telemetry.series import Exposition
 from tests.support.waiting import eventually
@@ -58,10 +59,10 @@ class Step:
 
 
 class Queue:
-    def __init__(self, limits: FlowLimits | None = None) -> None:
+    def __init__(self, limits: FlowSettings | None = None) -> None:
         self.step = Step()
         self.metrics = FlowMetrics(Exposition())
-        self.flow = FlowQueue(self.step, self.metrics, limits or FlowLimits())
+        self.flow = FlowQueue(self.step, self.metrics, limits or FlowSettings())
 
 
 async def enqueue(q: Queue, *fulls: Full) -> list[asyncio.Task[Decided]]:
@@ -138,7 +139,7 @@ async def test_a_request_whose_budget_is_already_spent_is_refused_at_once() -> N
 
 
 async def test_the_bounds_refuse_past_them() -> None:
-    q = Queue(FlowLimits(max_waiting=3, per_tenant=2))
+    q = Queue(FlowSettings(queue_max=3, queue_per_tenant=2))
     tasks = await enqueue(q, full("a"), full("a"), full("b"))
     loop = asyncio.get_running_loop()
     with pytest.raises(Shed):
@@ -147,7 +148,7 @@ async def test_the_bounds_refuse_past_them() -> None:
         await q.flow.wait(full("a"), loop.time())
     assert [r.split(":")[0] for r in q.step.refused] == ["c", "a"]
     assert q.metrics.refused.labels("standard", Refusal.QUEUE_FULL).value == 2
-    q2 = Queue(FlowLimits(max_waiting=10, per_tenant=1))
+    q2 = Queue(FlowSettings(queue_max=10, queue_per_tenant=1))
     more = await enqueue(q2, full("a"))
     with pytest.raises(Shed):
         await q2.flow.wait(full("a"), loop.time())

@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from data_plane.gateway_app import GatewayProcess
-from data_plane.serving.flow import FlowLimits
 from data_plane.settings import DataPlaneSettings
-from data_plane.wiring import flow_limits
+from data_plane.wiring import flow_settings
 
 
 def settings_of(**flat: Any) -> DataPlaneSettings:
@@ -20,13 +19,18 @@ def settings_of(**flat: Any) -> DataPlaneSettings:
 def test_the_limits_carry_the_hold_bound() -> None:
     settings = settings_of(extproc_max_hold_s=0.7, flow_queue_max=9)
     assert settings.extproc.max_hold_s == 0.7
-    assert flow_limits(settings, settings.extproc.max_hold_s) == FlowLimits(9, 128, 30.0, 0.7)
-    assert flow_limits(settings) == FlowLimits(9, 128, 30.0, None)  # the HTTP door's
+    limits = flow_settings(settings)
+    assert limits is not None
+    assert limits.queue_max == 9
+    assert limits.queue_per_tenant == 128
+    queue = GatewayProcess(settings).router.door.queue
+    assert queue is not None
+    assert queue.max_hold_s == 0.7
 
 
 def test_no_queue_when_refusals_or_the_queue_are_off() -> None:
-    assert flow_limits(settings_of(flow_queue=False), 0.7) is None
-    assert flow_limits(settings_of(admission_shed=False), 0.7) is None
+    assert flow_settings(settings_of(flow_queue=False)) is None
+    assert flow_settings(settings_of(admission_shed=False)) is None
 
 
 def test_gateway_mode_gets_the_queue_by_default() -> None:

@@ -20,11 +20,11 @@ KNOBS = knobs(DataPlaneSettings)
 _DOCS = [*sorted((REPO_ROOT / "docs").glob("*.md")), REPO_ROOT / "README.md"]
 # Values a generic rule cannot pick (format checked by a validator, or a file that must exist).
 _SPECIAL = {
-    "api_keys": "key-one-1,key-two-2",
-    "engine_api_key": "engine-secret-1",
-    "endpoint_dns_servers": "10.0.0.10:5353",
+    "server_api_keys": "key-one-1,key-two-2",
+    "engine_keys_api_key": "engine-secret-1",
+    "discovery_dns_servers": "10.0.0.10:5353",
     "redis_key_prefix": "other",
-    "otel_exporter_otlp_traces_headers": "k=v",
+    "otel_otlp_headers": "k=v",
     "otel_resource_attributes": "team=ml",
 }
 
@@ -42,9 +42,9 @@ def test_every_environment_name_sets_its_knob(
     client_keys = tmp_path / "client-keys.json"
     client_keys.write_text('["client-secret-2"]', encoding="utf-8")
     files = {
-        "engine_api_keys_file": str(keys_file),
-        "api_keys_file": str(client_keys),
-        "snapshot_path": str(tmp_path / "t.json"),
+        "engine_keys_api_keys_file": str(keys_file),
+        "server_api_keys_file": str(client_keys),
+        "table_snapshot_path": str(tmp_path / "t.json"),
     }
     default = _value(spec)
     raw = other_raw_value(DataPlaneSettings, spec, default, {**_SPECIAL, **files})
@@ -57,19 +57,15 @@ def test_every_environment_name_sets_its_knob(
 
 def _documented_names() -> set[str]:
     """Every GEARBOX_DP_* and OTEL_* variable any page names, and every row of the settings
-    tables (names there are without the GEARBOX_DP_ prefix)."""
+    table (names there are without the GEARBOX_DP_ prefix, but for a standard's variables)."""
     text = "\n".join(p.read_text(encoding="utf-8") for p in _DOCS)
     names = set(re.findall(r"\bGEARBOX_DP_[A-Z0-9_]*[A-Z0-9]\b", text))
     names |= {n for n in re.findall(r"\b(OTEL_[A-Z0-9_]*[A-Z0-9])\b", text)}
-    prefix = ""
     for row in section(REPO_ROOT / "docs/data_plane.md", "Run it").splitlines():
-        if row.startswith("| setting |"):
-            prefix = "GEARBOX_DP_"  # the table of ours; "| variable |" is OpenTelemetry's
-        elif row.startswith("| variable |"):
-            prefix = ""
-        elif row.startswith("| `"):
+        if row.startswith("| `"):
             cell = row.split(" | ")[0]
-            names |= {prefix + n for n in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
+            head = "" if "(standard, no prefix)" in cell else "GEARBOX_DP_"
+            names |= {head + n for n in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
     return names
 
 
@@ -85,7 +81,9 @@ def test_every_documented_name_is_a_knob_and_every_knob_is_documented() -> None:
 
 
 def test_flags_keys_and_error_names_are_the_flat_names() -> None:
-    flags = build_parser().parse_args(["serve", "--breaker-cooldown-max-s", "90", "--port", "1"])
+    flags = build_parser().parse_args(
+        ["serve", "--breaker-max-cooldown-s", "90", "--server-port", "1"]
+    )
     s = load_settings(flags)
     assert (s.breaker.max_cooldown_s, s.server.port) == (90.0, 1)
     given = DataPlaneSettings.model_validate({"breaker_cooldown_s": 7, "redis_url": ""})
@@ -116,7 +114,7 @@ def test_keys_given_win_over_the_environment(monkeypatch: pytest.MonkeyPatch) ->
 
 
 def test_secrets_stay_out_of_repr(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GEARBOX_DP_ENGINE_API_KEY", "engine-secret-9")
+    monkeypatch.setenv("GEARBOX_DP_ENGINE_KEYS_API_KEY", "engine-secret-9")
     s = DataPlaneSettings()
     assert s.engine_keys.api_key == SecretStr("engine-secret-9")
     assert "engine-secret-9" not in repr(s)

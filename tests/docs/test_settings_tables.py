@@ -1,0 +1,40 @@
+"""Each plane's settings table in its docs page is the one generated from the knobs'
+descriptions in code, and every knob has a description (its `--help` line and its row)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from contracts.knob_table import knob_table
+from contracts.knobs import knobs
+from data_plane.__main__ import build_parser
+from data_plane.settings import DataPlaneSettings
+from tests.docs.settings_tables import TABLES, between_markers
+
+_PAGES = sorted(TABLES)
+
+
+@pytest.mark.parametrize("page", _PAGES, ids=[p.name for p in _PAGES])
+def test_the_docs_table_is_the_generated_one(page: Path) -> None:
+    written = between_markers(page.read_text(encoding="utf-8"))
+    assert written == knob_table(TABLES[page]), (
+        f"{page.name}: run `python -m tests.docs.settings_tables` and commit the result"
+    )
+
+
+def test_every_data_plane_knob_has_a_description() -> None:
+    assert [k.flat for k in knobs(DataPlaneSettings) if not k.description] == []
+
+
+def test_help_prints_each_flag_with_its_description() -> None:
+    serve = next(
+        a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices["serve"]
+    helps = {a.dest: a.help for a in serve._actions if a.help != argparse.SUPPRESS}
+    flagged = [spec for spec in knobs(DataPlaneSettings) if spec.flat in helps]
+    assert len(flagged) == len(knobs(DataPlaneSettings)) - 4  # secrets have no flag
+    for spec in flagged:
+        assert helps[spec.flat] == spec.description
