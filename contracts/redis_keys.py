@@ -4,8 +4,9 @@ Keys a transaction or script uses together share a hash tag in a Redis Cluster, 
 operation is on one slot (tests/unit/test_redis_slots.py lists them all): the routing table's
 keys (`{prefix:rt}:...`) and the replicas' live states (`{prefix:dp:state}:...`, read with one
 MGET), with `cluster=True` only: with Sentinel or a standalone Redis the names stay as they
-always were, so no deployment changes its keys; and in-flight sharing's four keys (always
-tagged). Keys used alone need no tag (docs/operations.md, "Redis topologies").
+always were, so no deployment changes its keys; and in-flight sharing's five keys per endpoint
+group (always tagged, one tag per group). Keys used alone need no tag (docs/operations.md,
+"Redis topologies").
 """
 
 from __future__ import annotations
@@ -103,11 +104,12 @@ class RedisKeys:
         `{"instance", "endpoint", "ttl_s"}`) so the other replicas eject the endpoint too."""
         return f"{self.prefix}:dp:breakers"
 
-    @property
-    def in_flight(self) -> tuple[str, str, str, str]:
-        """Shared in-flight counts, so replicas do not herd: a hash of each data plane's latest
-        snapshot (replica -> JSON `{endpoint: count}`), a sorted set of when each came (ms),
-        their sum per endpoint (a JSON string), and which process holds each instance id (to
-        notice two processes under one id). One hash tag: a script updates all four."""
-        tag = f"{{{self.prefix}:dp:in-flight}}"
-        return f"{tag}:snapshots", f"{tag}:seen", f"{tag}:total", f"{tag}:owners"
+    def in_flight_group(self, group: int) -> tuple[str, str, str, str, str]:
+        """Shared in-flight counts of one endpoint group, so replicas do not herd: a hash of
+        each replica's count per endpoint (`replica \\x1f endpoint` -> count), a sorted set of
+        when each replica was last heard (ms), the sum per endpoint (a hash), which process
+        holds each instance id (to notice two processes under one id), and the sum as the
+        JSON answer replicas read (a hash: `json`, `at`, `dirty`). One hash tag per group: a
+        script updates all five, and a cluster spreads the groups over its slots."""
+        tag = f"{{{self.prefix}:dp:in-flight:{group}}}"
+        return f"{tag}:held", f"{tag}:seen", f"{tag}:total", f"{tag}:owners", f"{tag}:answer"

@@ -436,17 +436,22 @@ def _start_sharing(
 ) -> None:
     """Exchange this replica's in-flight counts for the others'; merge those into the load."""
     s, tracker = app[SETTINGS], app[HEALTH].tracker
+    share = s.in_flight_share
+    interval_s = share.interval_ms / 1000
     sharing = InFlightSharing(
-        s.redis.keys.in_flight,
+        s.redis.keys,
         app[IDENTITY],
         tracker.in_flight_all,
         tracker.set_peers_in_flight,
-        s.in_flight_share.ttl_s,
+        share.ttl_s,
         clock,
+        groups=share.groups,
+        refresh_s=share.refresh_s,
+        fresh_s=interval_s / 2,  # a group's answer is at most half an interval behind its sum
     )
     app[SHARING] = sharing
-    interval_s = s.in_flight_share.interval_ms / 1000
-    app[TASKS].start(_SHARING_TASKS[0], sharing.run(client, interval_s))
+    longest_s = share.longest_ms / 1000
+    app[TASKS].start(_SHARING_TASKS[0], sharing.run(client, interval_s, longest_s))
 
 
 def _counters_ctx(stall: StallGuard) -> CleanupCtx:

@@ -68,7 +68,7 @@ async def _sharing(args: argparse.Namespace, clients: list[aioredis.Redis]) -> N
     churns = [Churn(LoadTracker(), endpoints, rng) for _ in clients]
     replicas = [
         InFlightSharing(
-            keys.in_flight,
+            keys,
             replica_identity(f"dp-{args.first + i}"),
             churn.own,
             churn.tracker.set_peers_in_flight,

@@ -119,15 +119,13 @@ async def test_in_flight_sharing_and_breaker_announcements_work_on_a_cluster(
     cluster: Cluster,
 ) -> None:
     keys = RedisKeys("cluster-sharing", cluster=True)
-    url = cluster.node_url(not_the_owner(cluster, keys.in_flight[0]))
+    url = cluster.node_url(not_the_owner(cluster, keys.in_flight_group(0)[0]))
     clients = [connect_redis(url, ClientOptions(1.0)) for _ in range(2)]
     trackers = [LoadTracker(), LoadTracker()]
     heard: list[tuple[str, float]] = []
     ids = [ReplicaIdentity(f"dp-{n}", lambda: None, time.monotonic) for n in "ab"]
     sharing = [
-        InFlightSharing(
-            keys.in_flight, ids[i], t.in_flight_all, t.set_peers_in_flight, 1.0, time.monotonic
-        )
+        InFlightSharing(keys, ids[i], t.in_flight_all, t.set_peers_in_flight, 1.0, time.monotonic)
         for i, t in enumerate(trackers)
     ]
     listener = BreakerAnnouncements(

@@ -130,7 +130,7 @@ async def test_sharing_and_announcements_resume_on_the_new_master() -> None:
         ids = [ReplicaIdentity(f"dp-{n}", lambda: None, time.monotonic) for n in "ab"]
         sharing = [
             InFlightSharing(
-                keys.in_flight, ids[i], t.in_flight_all, t.set_peers_in_flight, 2.0, time.monotonic
+                keys, ids[i], t.in_flight_all, t.set_peers_in_flight, 2.0, time.monotonic
             )
             for i, t in enumerate(trackers)
         ]
