@@ -20,6 +20,7 @@ from aiohttp import web
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from contracts.redis_topology import as_cluster
 from data_plane.client_keys import client_keys
 from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
@@ -43,7 +44,7 @@ from data_plane.settings import DataPlaneSettings
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.feedback_writer import FeedbackWriter
-from data_plane.sync.in_flight_sharing import InFlightSharing
+from data_plane.sync.in_flight_sharing import CLUSTER_GROUPS, GROUPS, InFlightSharing
 from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.replica_identity import ReplicaIdentity
 from data_plane.sync.table_watcher import TableWatcher
@@ -445,7 +446,7 @@ def _start_sharing(
         tracker.set_peers_in_flight,
         share.ttl_s,
         clock,
-        groups=share.groups,
+        groups=share.groups or (CLUSTER_GROUPS if as_cluster(client) else GROUPS),
         refresh_s=share.refresh_s,
         fresh_s=interval_s / 2,  # a group's answer is at most half an interval behind its sum
     )

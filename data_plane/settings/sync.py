@@ -182,11 +182,12 @@ class InFlightShareSettings(Group):
         "doubles from interval_ms after each exchange that changed nothing; 0 = interval_ms)",
     )
     groups: int = Field(
-        default=8,
-        ge=1,
+        default=0,
+        ge=0,
         le=256,
-        description="endpoint groups, each on its own Redis hash slot; every replica of a "
-        "fleet must use the same number",
+        description="endpoint groups, each on its own Redis hash slot (0 = 1 on a standalone "
+        "Redis or Sentinel, 3 on a cluster; best a multiple of the cluster's masters); every "
+        "replica of a fleet must use the same number",
     )
     refresh_s: float = Field(
         default=5.0,

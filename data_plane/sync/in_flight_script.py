@@ -18,12 +18,16 @@ from collections.abc import Mapping
 # total (hash endpoint -> summed count), owners (hash instance id -> process token), answer
 # (hash: json = the total as JSON, at = when it was encoded (ms), dirty = '1' when the total
 # changed since). A replica is "instance id \x1f process token". ARGV: instance id, process
-# token, ttl ms, key lifetime ms, fresh ms, mode ('d' delta, 'f' full refresh), then endpoint,
+# token, ttl ms, key lifetime ms, fresh ms, mode ('d' delta, 'f' full refresh; with 'o' after
+# it, as in group 0's call, this call also keeps `owners` and looks for a clash), then endpoint,
 # count pairs: the replica's count as it is now (absolute, so a call applied twice is
 # harmless), of the endpoints that changed (delta) or of every endpoint it holds or held
-# (full). Replies {replicas heard, the answer's JSON (one string: clients parse it in C), the
-# token of another process heard within the TTL under our instance id or nil, 1 when a delta
-# came from a replica Redis does not hold (pruned or lost: send everything) or nil}.
+# (full). Replies one string of four lines (one bulk string: the client reads one reply line,
+# not five): the replicas heard (group 0's call only, else empty); the token of another
+# process heard within the TTL under our instance id, or empty; 1 when a delta came from a
+# replica Redis did not hold (pruned or lost: its counts are applied, and the replica sends
+# everything at once), or empty; the answer's JSON (clients parse it in C; JSON has no raw
+# newline).
 # The JSON answer is encoded again only when the total changed and the one held is at least
 # `fresh ms` old: however many replicas exchange, a group is encoded at most once per `fresh
 # ms`, and an answer is at most that much older than the total. Time is Redis's own; scripts
@@ -31,7 +35,8 @@ from collections.abc import Mapping
 EXCHANGE_SCRIPT = """
 local held, seen, total, owners, answer = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local instance, process, ttl_ms = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local keep_ms, fresh_ms, mode = ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local keep_ms, fresh_ms = tonumber(ARGV[4]), tonumber(ARGV[5])
+local mode, owning = string.sub(ARGV[6], 1, 1), string.sub(ARGV[6], 2) == 'o'
 local me = instance .. '\\31' .. process
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
@@ -89,24 +94,18 @@ if #quiet > 0 then
     if id and redis.call('HGET', owners, id) == token then redis.call('HDEL', owners, id) end
   end
 end
-local clash = false
-local owner = redis.call('HGET', owners, instance)
+local clash, owner = false, owning and redis.call('HGET', owners, instance)
 if owner and owner ~= process and redis.call('ZSCORE', seen, instance .. '\\31' .. owner) then
   clash = owner
 end
-local resend = false
-if mode == 'd' and not redis.call('ZSCORE', seen, me) then
-  resend = 1
-else
-  local endpoints, counts = {}, {}
-  for i = 7, #ARGV, 2 do
-    endpoints[#endpoints + 1] = ARGV[i]
-    counts[#counts + 1] = tonumber(ARGV[i + 1])
-  end
-  put(me, endpoints, counts)
-  redis.call('ZADD', seen, now, me)
-  redis.call('HSET', owners, instance, process)
+local endpoints, counts = {}, {}
+for i = 7, #ARGV, 2 do
+  endpoints[#endpoints + 1] = ARGV[i]
+  counts[#counts + 1] = tonumber(ARGV[i + 1])
 end
+put(me, endpoints, counts)
+local resend = redis.call('ZADD', seen, now, me) == 1 and mode == 'd'
+if owning and owner ~= process then redis.call('HSET', owners, instance, process) end
 local a = redis.call('HMGET', answer, 'json', 'at', 'dirty')
 local encoded = a[1]
 if not encoded or ((dirty or a[3] == '1') and now - (tonumber(a[2]) or 0) >= fresh_ms) then
@@ -117,9 +116,20 @@ if not encoded or ((dirty or a[3] == '1') and now - (tonumber(a[2]) or 0) >= fre
 elseif dirty and a[3] ~= '1' then
   redis.call('HSET', answer, 'dirty', '1')
 end
-for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, keep_ms) end
-return {redis.call('ZCARD', seen), encoded, clash, resend}
+if redis.call('PTTL', seen) < keep_ms / 2 then
+  for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, keep_ms) end
+end
+local head = (owning and redis.call('ZCARD', seen) or '') .. '\\n' .. (clash or '') .. '\\n'
+return head .. (resend and '1' or '') .. '\\n' .. encoded
 """
+
+
+def split_reply(reply: str | bytes) -> tuple[int, str | None, bool, bytes]:
+    """(replicas heard (0 when the call did not count them), a clashing process token or
+    None, whether to send everything, the sum's JSON) from one script reply (PURE)."""
+    raw = reply.encode() if isinstance(reply, str) else reply
+    held, clash, resend, total = raw.split(b"\n", 3)
+    return int(held or 0), clash.decode() or None, resend == b"1", total
 
 
 def group_of(endpoint: str, groups: int) -> int:

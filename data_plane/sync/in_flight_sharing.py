@@ -36,6 +36,7 @@ from data_plane.sync.in_flight_script import (
     group_of,
     next_wait_s,
     peers_from,
+    split_reply,
 )
 from data_plane.sync.replica_identity import ReplicaIdentity
 from data_plane.sync.script_link import ScriptLink
@@ -43,9 +44,10 @@ from data_plane.sync.script_link import ScriptLink
 # The exchange script, callable with keys and args: a `ScriptLink` (what `run` uses: one round
 # trip for every group), or redis-py's `AsyncScript` (tests: one call after the other).
 Script = Callable[..., Awaitable[Any]]
-Reply = tuple[int, str | bytes, str | bytes | None, int | None]
+Reply = tuple[int, str | None, bool, bytes]  # split_reply's
 
-GROUPS = 8  # the default IN_FLIGHT_SHARE_GROUPS
+GROUPS = 1  # IN_FLIGHT_SHARE_GROUPS's default on a standalone Redis or Sentinel
+CLUSTER_GROUPS = 3  # ...and on a cluster (one per master of the smallest cluster)
 REFRESH_S = 5.0  # the default IN_FLIGHT_SHARE_REFRESH_S
 
 logger = logging.getLogger(__name__)
@@ -71,7 +73,7 @@ class InFlightSharing:
         refresh_s: float = REFRESH_S,
         fresh_s: float = 0.0,
     ) -> None:
-        self._keys = [keys.in_flight_group(g) for g in range(groups)]
+        self._keys = [keys.in_flight_group(g, groups) for g in range(groups)]
         self._identity, self._own, self._on_peers = identity, own, on_peers
         self._ttl_s, self._clock, self._refresh_s = ttl_s, clock, refresh_s
         ttl_ms = int(ttl_s * 1000)
@@ -86,7 +88,7 @@ class InFlightSharing:
         self._sent: dict[str, int] | None = None  # own() as Redis last took it; None: unknown
         self._ever: set[str] = set()  # endpoints Redis ever took a positive count of from us
         self._mine: dict[str, int] = {}  # our positive counts, which the sums include
-        self._applied: list[str | bytes | None] = [None] * groups  # answers last applied
+        self._applied: list[bytes | None] = [None] * groups  # answers last applied
         self._refresh_at = float("-inf")  # the next full refresh, on `clock`
         self._answered_at: float | None = None  # clock time of the last answer
         self.replicas_held = 0  # replicas in the last answer, this one included
@@ -100,7 +102,7 @@ class InFlightSharing:
         own = dict(self._own())
         full = self._sent is None or self._clock() >= self._refresh_at
         counts, replies = await self._send(script, own, full)
-        if not full and any(reply[3] is not None for reply in replies):
+        if not full and any(reply[2] for reply in replies):
             full = True  # Redis no longer holds us: send everything, now
             counts, replies = await self._send(script, own, True)
         self._sent = own
@@ -126,26 +128,28 @@ class InFlightSharing:
             if g is None:
                 g = group[endpoint] = group_of(endpoint, groups)
             per_group[g] += (endpoint, n)
-        head = (*self._head, "f" if full else "d")
-        calls = [(k, (*head, *args)) for k, args in zip(self._keys, per_group, strict=True)]
+        mode = "f" if full else "d"
+        calls = [
+            (k, (*self._head, mode + ("o" if g == 0 else ""), *args))  # group 0 keeps owners
+            for g, (k, args) in enumerate(zip(self._keys, per_group, strict=True))
+        ]
         self._sent = None  # until answered: after an error Redis may hold either
         if isinstance(script, ScriptLink):
             replies = await script.batch(calls)
         else:
             replies = [await script(keys=k, args=a) for k, a in calls]
-        return counts, [tuple(reply) for reply in replies]
+        return counts, [split_reply(reply) for reply in replies]
 
     def _take(self, replies: list[Reply], changed: bool) -> None:
         """Note the answers; hand the others' sum on if it or our counts changed."""
         for reply in replies:
-            clash = reply[2]
+            clash = reply[1]
             if clash is not None:  # another process exchanges under our id: said out loud there
-                me = self._identity
-                me.is_own(me.instance_id, clash.decode() if isinstance(clash, bytes) else clash)
+                self._identity.is_own(self._identity.instance_id, clash)
         self._answered_at = self._clock()
         self.replicas_held = max(int(reply[0]) for reply in replies)
         self.exchanges += 1
-        totals: list[str | bytes | None] = [reply[1] for reply in replies]
+        totals: list[bytes | None] = [reply[3] for reply in replies]
         if changed or totals != self._applied:
             self._applied = totals
             peers: dict[str, float] = {}

@@ -28,6 +28,28 @@ from contracts.redis_topology import as_cluster
 Arg = str | bytes | int | float
 
 
+def _bulk(arg: Arg) -> bytes:
+    """One RESP bulk string, encoded as redis-py encodes it (str UTF-8, int str, float repr)."""
+    if isinstance(arg, bytes):
+        data = arg
+    elif isinstance(arg, str):
+        data = arg.encode()
+    else:
+        data = (repr(arg) if isinstance(arg, float) else str(arg)).encode()
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def pack_evalsha(sha: str, keys: Sequence[Arg], args: Sequence[Arg]) -> bytes:
+    """`EVALSHA sha numkeys keys... args...` as one RESP command (PURE). redis-py's general
+    packer spent 40% of an exchange's client CPU on in-flight sharing's calls (cProfile, 8
+    calls of ~20 arguments each)."""
+    parts = [b"*%d\r\n$7\r\nEVALSHA\r\n" % (3 + len(keys) + len(args)), _bulk(sha)]
+    parts.append(_bulk(len(keys)))
+    parts += map(_bulk, keys)
+    parts += map(_bulk, args)
+    return b"".join(parts)
+
+
 class ScriptLink:
     """Calls `script` with keys and args, as `AsyncScript` does, on a connection of its own."""
 
@@ -89,11 +111,10 @@ class ScriptLink:
         """Send every call, read every reply (an error reply is read whole, so the connection
         stays in step); the first error other than a missing script is raised after."""
         sha = self._sha
-        commands = [("EVALSHA", sha, len(k), *k, *a) for k, a in calls]
-        await conn.send_packed_command(conn.pack_commands(commands))
+        await conn.send_packed_command(b"".join(pack_evalsha(sha, k, a) for k, a in calls))
         replies: list[Any] = []
         missing, failed = False, None
-        for _ in commands:
+        for _ in calls:
             try:
                 replies.append(await conn.read_response())
             except NoScriptError:

@@ -20,8 +20,9 @@ from contracts.redis_keys import RedisKeys
 from contracts.redis_topology import ClientOptions, connect_redis
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
-from data_plane.sync.in_flight_sharing import InFlightSharing
+from data_plane.sync.in_flight_sharing import CLUSTER_GROUPS, InFlightSharing
 from data_plane.sync.replica_identity import ReplicaIdentity
+from demo.redis_cluster import Cluster, running_cluster
 from simulator import Fleet, SimFleetConfig, run_fleet
 from tests.reliability.admin import AdminClient
 from tests.reliability.conftest import ADMIN_TOKEN, StartControlPlane, StartDataPlane
@@ -36,7 +37,6 @@ from tests.reliability.stack import (
     served_name,
     sim_pair,
 )
-from tests.support.redis_topologies import Cluster, running_cluster
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -119,13 +119,21 @@ async def test_in_flight_sharing_and_breaker_announcements_work_on_a_cluster(
     cluster: Cluster,
 ) -> None:
     keys = RedisKeys("cluster-sharing", cluster=True)
-    url = cluster.node_url(not_the_owner(cluster, keys.in_flight_group(0)[0]))
+    url = cluster.node_url(not_the_owner(cluster, keys.in_flight_group(0, CLUSTER_GROUPS)[0]))
     clients = [connect_redis(url, ClientOptions(1.0)) for _ in range(2)]
     trackers = [LoadTracker(), LoadTracker()]
     heard: list[tuple[str, float]] = []
     ids = [ReplicaIdentity(f"dp-{n}", lambda: None, time.monotonic) for n in "ab"]
     sharing = [
-        InFlightSharing(keys, ids[i], t.in_flight_all, t.set_peers_in_flight, 1.0, time.monotonic)
+        InFlightSharing(
+            keys,
+            ids[i],
+            t.in_flight_all,
+            t.set_peers_in_flight,
+            1.0,
+            time.monotonic,
+            groups=CLUSTER_GROUPS,
+        )
         for i, t in enumerate(trackers)
     ]
     listener = BreakerAnnouncements(

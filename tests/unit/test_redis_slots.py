@@ -54,7 +54,7 @@ def _live_states(k: RedisKeys) -> list[str]:
 
 def _in_flight(k: RedisKeys) -> list[str]:
     """in_flight_script.EXCHANGE_SCRIPT's KEYS (one group's)."""
-    return list(k.in_flight_group(5))
+    return list(k.in_flight_group(5, 8))
 
 
 OPERATIONS: dict[str, Callable[[RedisKeys], list[str]]] = {
@@ -114,7 +114,7 @@ def test_standalone_and_sentinel_key_names_are_unchanged() -> None:
         "gearbox:dp:state:a",
     ]
     assert k.data_plane_state_pattern == "gearbox:dp:state:*"
-    assert k.in_flight_group(0)[0] == "{gearbox:dp:in-flight:0}:held"
+    assert k.in_flight_group(0)[0] == "{gearbox:dp:in-flight:1:0:0}:held"
 
 
 def test_a_cluster_tags_the_table_and_live_state_keys() -> None:
@@ -122,19 +122,27 @@ def test_a_cluster_tags_the_table_and_live_state_keys() -> None:
     assert CLUSTER.data_plane_state_pattern == "{gearbox:dp:state}:*"
 
 
-@pytest.mark.parametrize("groups", [1, 3, 8, 64])
-def test_each_exchange_call_is_on_one_slot_and_the_groups_on_many(groups: int) -> None:
-    """Every key one script call touches (one group's five) is on one slot; different groups
-    are on different slots, so a cluster spreads the exchange (8 groups reach all 3 shards of
-    an evenly split 3-master cluster)."""
+@pytest.mark.parametrize("groups", [1, 3, 6, 8, 64, 256])
+def test_each_exchange_call_is_on_one_slot_and_the_groups_spread_evenly(groups: int) -> None:
+    """Every key one script call touches (one group's five) is on one slot; the groups' slots
+    are spread evenly over the slot range, so the 3 masters of `redis-cli --cluster create`
+    (equal ranges) own an equal share of any multiple of 3 groups, within one otherwise."""
     slots = []
     for group in range(groups):
-        keys = CLUSTER.in_flight_group(group)
+        keys = CLUSTER.in_flight_group(group, groups)
         assert len({key_slot(key.encode()) for key in keys}) == 1, keys
         slots.append(key_slot(keys[0].encode()))
     assert len(set(slots)) == groups
-    if groups >= 8:
-        assert {slot * 3 // 16384 for slot in slots} == {0, 1, 2}  # 0-5460, 5461-10922, ...
+    assert slots == sorted(slots)  # group g in the g-th 1/groups of the range
+    per_master = [sum(1 for s in slots if s * 3 // 16384 == m) for m in range(3)]
+    assert max(per_master) - min(per_master) <= (0 if groups % 3 == 0 else 1), per_master
+
+
+def test_fleets_that_disagree_on_the_groups_share_no_key() -> None:
+    """A replica with another IN_FLIGHT_SHARE_GROUPS reads and writes other keys: it misses
+    the others' counts (each still sees them in the scrape) rather than mixing sums."""
+    three = {CLUSTER.in_flight_group(g, 3)[0] for g in range(3)}
+    assert three.isdisjoint({CLUSTER.in_flight_group(g, 4)[0] for g in range(4)})
 
 
 def test_a_call_names_its_groups_keys_only() -> None:

@@ -13,12 +13,13 @@ import redis.asyncio as aioredis
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.in_flight_script import EXCHANGE_SCRIPT, group_of
-from data_plane.sync.in_flight_sharing import GROUPS, InFlightSharing
+from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.replica_identity import ReplicaIdentity
 from tests.support.waiting import eventually
 
 INTERVAL_S = 0.02
 TTL_S = 0.5
+GROUPS = 3  # several calls per exchange, in one round trip
 
 
 def _replica(
@@ -32,6 +33,7 @@ def _replica(
         tracker.set_peers_in_flight,
         TTL_S,
         clock,
+        groups=GROUPS,
     )
     return tracker, sharing
 
@@ -69,7 +71,7 @@ async def test_the_sum_follows_changes_and_a_quiet_replica_drops_out(
         a.release("cheap#0")
     await share_a.exchange(script)
     for group in range(GROUPS):  # nothing in flight: no count left over
-        assert await redis_client.hlen(redis_keys.in_flight_group(group)[2]) == 0
+        assert await redis_client.hlen(redis_keys.in_flight_group(group, GROUPS)[2]) == 0
 
 
 async def test_a_replica_that_gets_no_answer_drops_the_peers_after_the_ttl(
@@ -127,6 +129,7 @@ async def test_work_per_exchange_does_not_grow_with_the_replicas(
         watched.on_peers,
         TTL_S,
         time.monotonic,
+        groups=GROUPS,
     )
     others = [_replica(redis_keys, f"dp-{n}") for n in range(1, 12)]
     for tracker, _ in others:
@@ -159,6 +162,7 @@ async def test_an_unchanged_snapshot_is_not_sent_and_an_unchanged_sum_not_applie
         watched.on_peers,
         TTL_S,
         time.monotonic,
+        groups=GROUPS,
     )
     a.acquire("cheap#0")
     watched.tracker.acquire("other#0")
@@ -239,6 +243,7 @@ async def test_two_processes_under_one_id_are_two_replicas_and_a_clash(
             tracker.set_peers_in_flight,
             TTL_S,
             time.monotonic,
+            groups=GROUPS,
         )
         made.append((tracker, sharing, identity))
     (first, share_first, id_first), (second, share_second, _) = made
@@ -264,7 +269,7 @@ async def test_a_lost_update_heals_at_the_next_full_refresh(
     now = [0.0]
     a, me = LoadTracker(), ReplicaIdentity("dp-a", lambda: None, time.monotonic)
     share_a = InFlightSharing(
-        redis_keys, me, a.in_flight_all, a.set_peers_in_flight, TTL_S, lambda: now[0]
+        redis_keys, me, a.in_flight_all, a.set_peers_in_flight, TTL_S, lambda: now[0], groups=GROUPS
     )
     b, share_b = _replica(redis_keys, "dp-b")
     a.acquire("cheap#0")
@@ -274,7 +279,7 @@ async def test_a_lost_update_heals_at_the_next_full_refresh(
     await share_a.exchange(script)  # a delta: cheap 2, other 1
     assert (share_a.full_sent, share_a.snapshots_sent) == (1, 2)
     group = group_of("cheap#0", GROUPS)
-    held, _, total, _, answer = redis_keys.in_flight_group(group)
+    held, _, total, _, answer = redis_keys.in_flight_group(group, GROUPS)
     field = f"dp-a\x1f{me.process}\x1fcheap#0"
     await redis_client.hset(held, field, 1)  # as Redis held it before the update it lost
     await redis_client.hset(total, "cheap#0", 1)
@@ -289,7 +294,7 @@ async def test_a_lost_update_heals_at_the_next_full_refresh(
     await share_b.exchange(script)
     assert b.peers_in_flight() == {"cheap#0": 2.0, "other#0": 1.0}
 
-    keys = redis_keys.in_flight_group(group)
+    keys = redis_keys.in_flight_group(group, GROUPS)
     delta = ("dp-a", me.process, int(TTL_S * 1000), 4000, 0, "d", "cheap#0", 5)
     for _ in range(2):  # the same delta twice (a reply lost, the call sent again)
         await script(keys=keys, args=delta)
@@ -298,7 +303,7 @@ async def test_a_lost_update_heals_at_the_next_full_refresh(
 
 async def _held(client: aioredis.Redis, keys: RedisKeys) -> list[dict[bytes | str, bytes | str]]:
     """Every group's counts as Redis holds them."""
-    return [await client.hgetall(keys.in_flight_group(g)[0]) for g in range(GROUPS)]
+    return [await client.hgetall(keys.in_flight_group(g, GROUPS)[0]) for g in range(GROUPS)]
 
 
 async def _stop(tasks: list[asyncio.Task[None]]) -> None:
