@@ -64,19 +64,29 @@ def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 15.0) 
 class Cluster:
     ports: list[int]
     url: str  # redis+cluster:// with every node as a seed
-    pids: list[int] = field(default_factory=list)  # the masters' processes, as `ports`
+    pids: list[int] = field(default_factory=list)  # the nodes' processes, as `ports`
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)  # as `ports`
+
+    def kill(self, port: int) -> None:
+        """Crash the node on `port` (SIGKILL), as a failover test means it."""
+        stop(self.processes[self.ports.index(port)])
 
     def node_url(self, port: int) -> str:
         return f"redis+cluster://127.0.0.1:{port}"
 
     def owner_of(self, key: str) -> int:
-        """The port of the master that owns `key`'s slot."""
-        with redis.Redis(port=self.ports[0]) as client:
-            slot = int(client.execute_command("CLUSTER", "KEYSLOT", key))
-            for start, end, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
+        """The port of the master that owns `key`'s slot, as the first live node sees it."""
+        for port in self.ports:
+            try:
+                with redis.Redis(port=port) as client:
+                    slot = int(client.execute_command("CLUSTER", "KEYSLOT", key))
+                    owners = client.execute_command("CLUSTER", "SLOTS")
+            except redis.ConnectionError:
+                continue  # a killed node
+            for start, end, master, *_ in owners:
                 if start <= slot <= end:
                     return int(master[1])
-        raise AssertionError(f"no master owns slot {slot}")
+        raise AssertionError(f"no live node knows an owner of {key!r}")
 
 
 def _cluster_ok(ports: list[int]) -> bool:
@@ -87,17 +97,27 @@ def _cluster_ok(ports: list[int]) -> bool:
     return True
 
 
+def _replicas_synced(ports: list[int]) -> bool:
+    for port in ports:
+        with redis.Redis(port=port) as client:
+            info = client.info("replication")
+            if info.get("role") != "slave" or info.get("master_link_status") != "up":
+                return False
+    return True
+
+
 @contextlib.contextmanager
-def running_cluster(masters: int = 3) -> Iterator[Cluster]:
-    """A cluster of `masters` masters (no replicas), every slot covered and state ok."""
+def running_cluster(masters: int = 3, replicas: int = 0) -> Iterator[Cluster]:
+    """A cluster of `masters` masters with `replicas` replicas each (in sync), every slot
+    covered and state ok. `ports` and `pids` list the masters first."""
     cli = shutil.which("redis-cli")
     if cli is None:
         raise RuntimeError("redis-cli is not installed; `make system-deps` installs it")
     processes = Processes()
     with tempfile.TemporaryDirectory(prefix="gearbox-cluster-") as tmp:
         try:
-            ports = [free_port() for _ in range(masters)]
-            pids = []
+            ports = [free_port() for _ in range(masters * (1 + replicas))]
+            started = []
             for port in ports:
                 workdir = Path(tmp) / str(port)
                 workdir.mkdir()
@@ -106,12 +126,14 @@ def running_cluster(masters: int = 3) -> Iterator[Cluster]:
                 args += ["--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
                 # The bus is port + 10000 unless named: past 65535 for most free ports.
                 args += ["--cluster-port", str(free_port())]
-                pids.append(processes.spawn(args, port).pid)
+                started.append(processes.spawn(args, port))
             nodes = [f"127.0.0.1:{p}" for p in ports]
-            create = [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0"]
+            create = [cli, "--cluster", "create", *nodes, "--cluster-replicas", str(replicas)]
             subprocess.run([*create, "--cluster-yes"], check=True, capture_output=True)
             wait_for(lambda: _cluster_ok(ports), "cluster state ok")
+            if replicas:
+                wait_for(lambda: _replicas_synced(ports[masters:]), "replicas in sync", 30.0)
             seeds = ",".join(nodes)
-            yield Cluster(ports, f"redis+cluster://{seeds}", pids)
+            yield Cluster(ports, f"redis+cluster://{seeds}", [p.pid for p in started], started)
         finally:
             processes.stop_all()
