@@ -4,13 +4,18 @@ Keys a transaction or script uses together share a hash tag in a Redis Cluster, 
 operation is on one slot (tests/unit/test_redis_slots.py lists them all): the routing table's
 keys (`{prefix:rt}:...`) and the replicas' live states (`{prefix:dp:state}:...`, read with one
 MGET), with `cluster=True` only: with Sentinel or a standalone Redis the names stay as they
-always were, so no deployment changes its keys; and in-flight sharing's four keys (always
-tagged). Keys used alone need no tag (docs/operations.md, "Redis topologies").
+always were, so no deployment changes its keys; and in-flight sharing's five keys per endpoint
+group (always tagged, one tag per group). Keys used alone need no tag (docs/operations.md,
+"Redis topologies").
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS as SLOTS
+from redis.crc import key_slot
 
 DEFAULT_PREFIX = "gearbox"
 
@@ -103,11 +108,27 @@ class RedisKeys:
         `{"instance", "endpoint", "ttl_s"}`) so the other replicas eject the endpoint too."""
         return f"{self.prefix}:dp:breakers"
 
-    @property
-    def in_flight(self) -> tuple[str, str, str, str]:
-        """Shared in-flight counts, so replicas do not herd: a hash of each data plane's latest
-        snapshot (replica -> JSON `{endpoint: count}`), a sorted set of when each came (ms),
-        their sum per endpoint (a JSON string), and which process holds each instance id (to
-        notice two processes under one id). One hash tag: a script updates all four."""
-        tag = f"{{{self.prefix}:dp:in-flight}}"
-        return f"{tag}:snapshots", f"{tag}:seen", f"{tag}:total", f"{tag}:owners"
+    def in_flight_group(self, group: int, groups: int = 1) -> tuple[str, str, str, str, str]:
+        """Shared in-flight counts of endpoint group `group` of `groups`, so replicas do not
+        herd: a hash of each replica's count per endpoint (`replica \\x1f endpoint` -> count), a
+        sorted set of when each replica was last heard (ms), the sum per endpoint (a hash),
+        which process holds each instance id (to notice two processes under one id), and the
+        sum as the JSON answer replicas read (a hash: `json`, `at`, `dirty`). One hash tag per
+        group, a script updates all five; the tags' slots are spread evenly over the slot
+        range (`in_flight_tag`), so a cluster whose masters own equal ranges gets an equal
+        share of the groups when `groups` is a multiple of its masters."""
+        tag = in_flight_tag(self.prefix, group, groups)
+        return f"{tag}:held", f"{tag}:seen", f"{tag}:total", f"{tag}:owners", f"{tag}:answer"
+
+
+@functools.cache
+def in_flight_tag(prefix: str, group: int, groups: int) -> str:
+    """`{prefix:dp:in-flight:<groups>:<group>:<k>}` with the first k whose slot is in the
+    group's 1/`groups` of the slot range (about `groups` tries; the number of groups is in
+    the name, so replicas that disagree on it share nothing rather than mix)."""
+    low, high = group * SLOTS // groups, (group + 1) * SLOTS // groups
+    for k in range(SLOTS * 64):
+        tag = f"{{{prefix}:dp:in-flight:{groups}:{group}:{k}}}"
+        if low <= key_slot(tag.encode()) < high:
+            return tag
+    raise ValueError(f"no tag for in-flight group {group} of {groups}")  # never: CRC16 covers all

@@ -20,6 +20,7 @@ from aiohttp import web
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from contracts.redis_topology import as_cluster
 from data_plane.client_keys import client_keys
 from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
@@ -44,7 +45,7 @@ from data_plane.settings import DataPlaneSettings
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.feedback_writer import FeedbackWriter
-from data_plane.sync.in_flight_sharing import InFlightSharing
+from data_plane.sync.in_flight_sharing import CLUSTER_GROUPS, GROUPS, InFlightSharing
 from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.replica_identity import ReplicaIdentity
 from data_plane.sync.table_watcher import TableWatcher
@@ -443,17 +444,22 @@ def _start_sharing(
 ) -> None:
     """Exchange this replica's in-flight counts for the others'; merge those into the load."""
     s, tracker = app[SETTINGS], app[HEALTH].tracker
+    share = s.in_flight_share
+    interval_s = share.interval_ms / 1000
     sharing = InFlightSharing(
-        s.redis.keys.in_flight,
+        s.redis.keys,
         app[IDENTITY],
         tracker.in_flight_all,
         tracker.set_peers_in_flight,
-        s.in_flight_share.ttl_s,
+        share.ttl_s,
         clock,
+        groups=share.groups or (CLUSTER_GROUPS if as_cluster(client) else GROUPS),
+        refresh_s=share.refresh_s,
+        fresh_s=interval_s / 2,  # a group's answer is at most half an interval behind its sum
     )
     app[SHARING] = sharing
-    interval_s = s.in_flight_share.interval_ms / 1000
-    app[TASKS].start(_SHARING_TASKS[0], sharing.run(client, interval_s))
+    longest_s = share.longest_ms / 1000
+    app[TASKS].start(_SHARING_TASKS[0], sharing.run(client, interval_s, longest_s))
 
 
 def _counters_ctx(stall: StallGuard) -> CleanupCtx:

@@ -18,7 +18,8 @@ import redis.asyncio as aioredis
 from bench.scale.fleet_worker import TTL_S, Churn, endpoint_ids, replica_identity
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.sync.in_flight_sharing import EXCHANGE_SCRIPT, InFlightSharing
+from data_plane.sync.in_flight_script import EXCHANGE_SCRIPT
+from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.script_link import ScriptLink
 from demo.redis_launcher import private_redis
 
@@ -48,7 +49,7 @@ async def _profile(url: str, replicas: int, endpoints: int, rounds: int) -> psta
     churns = [Churn(LoadTracker(), ids, rng) for _ in range(replicas)]
     sharing = [
         InFlightSharing(
-            keys.in_flight,
+            keys,
             replica_identity(f"dp-{i}"),
             c.own,
             c.tracker.set_peers_in_flight,

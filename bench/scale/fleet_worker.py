@@ -68,12 +68,13 @@ async def _sharing(args: argparse.Namespace, clients: list[aioredis.Redis]) -> N
     churns = [Churn(LoadTracker(), endpoints, rng) for _ in clients]
     replicas = [
         InFlightSharing(
-            keys.in_flight,
+            keys,
             replica_identity(f"dp-{args.first + i}"),
             churn.own,
             churn.tracker.set_peers_in_flight,
             TTL_S,
             time.monotonic,
+            fresh_s=INTERVAL_S / 2,  # as data_plane.app wires it
         )
         for i, churn in enumerate(churns)
     ]

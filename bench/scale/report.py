@@ -8,6 +8,8 @@ from bench.common.check import Check
 from bench.scale.section import ScaleResult
 
 SHARING_TARGET_RATIO = 0.02  # of a core per replica, at 64 replicas x 200 endpoints
+REDIS_STANDALONE_TARGET = 0.25  # of redis-server's core for sharing, 64 x 200
+REDIS_SHARD_TARGET = 0.50  # of each shard's core for sharing, 256 x 1,000 on 3 shards
 CHOOSE_TARGET_US = 10.0  # at 200 pairs
 BUILD_TARGET_S = 30.0  # at 200 pairs and 30,000 eval prompts
 MEMORY_SLACK_MIB = 4.0  # beyond a limit: allocator, socket buffers, one read
@@ -50,6 +52,7 @@ def scale_checks(r: ScaleResult) -> list[Check]:
                 detail,
             )
         )
+    checks += _redis_checks(r)
     choose = next((c for c in r.choose if c.pairs == 200), None)
     if choose is not None:
         where = "; ".join(f"{name} {share * 100:.0f}%" for name, share in r.choose_profile[:3])
@@ -95,6 +98,54 @@ def scale_checks(r: ScaleResult) -> list[Check]:
     return checks
 
 
+def _redis_checks(r: ScaleResult) -> list[Check]:
+    """Redis's CPU for in-flight sharing at the nominal rate, per redis-server (shard)."""
+    checks = []
+    for cost in r.redis_costs:
+        shards = len(cost.redis_cpu_per_exchange_us)
+        target = REDIS_STANDALONE_TARGET if shards == 1 else REDIS_SHARD_TARGET
+        where = "one redis-server" if shards == 1 else f"the busiest of {shards} shards"
+        detail = (
+            f"CPU per exchange x the nominal {cost.nominal_per_s:g}/s; {cost.groups} group(s); "
+            f"achieved {cost.exchanges_per_s:.0f}/s (time slowed {cost.dilation:.1f}x); "
+            f"per replica {cost.replica_at_nominal * 100:.2f}%"
+        )
+        checks.append(
+            _check(
+                f"Redis CPU for in-flight sharing, {cost.replicas} x {cost.endpoints:,}, {where}",
+                max(cost.redis_at_nominal) * 100,
+                target * 100,
+                "% of a core",
+                detail,
+            )
+        )
+    return checks
+
+
+def redis_cost_lines(r: ScaleResult) -> list[str]:
+    lines = [
+        "",
+        "### Redis's CPU for in-flight sharing (`bench/scale/redis_cost.py`)",
+        "",
+        "| replicas x endpoints | topology | groups | exchanges/s achieved / nominal "
+        "| time slowed | redis-server CPU µs per exchange, per shard "
+        "| redis-server CPU at the nominal rate, per shard | CPU per replica at the nominal rate "
+        "| staleness p50 / p99 / max ms, measured (at speed) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in r.redis_costs:
+        per_exchange = " / ".join(f"{us:.0f}" for us in c.redis_cpu_per_exchange_us)
+        nominal = " / ".join(f"{ratio * 100:.0f}%" for ratio in c.redis_at_nominal)
+        measured = " / ".join(f"{ms:.0f}" for ms in c.staleness_ms)
+        at_speed = " / ".join(f"{ms:.0f}" for ms in c.staleness_at_speed_ms)
+        lines.append(
+            f"| {c.replicas} x {c.endpoints:,} | {c.topology} | {c.groups} "
+            f"| {c.exchanges_per_s:.0f} / {c.nominal_per_s:g} | {c.dilation:.1f}x | {per_exchange} "
+            f"| {nominal} | {c.replica_at_nominal * 100:.2f}% | {measured} ({at_speed}) |"
+        )
+    return lines
+
+
 def scale_lines(r: ScaleResult) -> list[str]:
     lines = [
         "## 8. Scale (`bench/scale/`)",
@@ -124,6 +175,7 @@ def scale_lines(r: ScaleResult) -> list[str]:
         "| where | share |",
         "|---|---|",
         *(f"| {name} | {share * 100:.1f}% |" for name, share in r.exchange_profile),
+        *redis_cost_lines(r),
         "",
         "### `choose_route` on large tables",
         "",

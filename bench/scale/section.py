@@ -16,10 +16,13 @@ from bench.scale.build import BuildResult, time_build
 from bench.scale.choose import REQUEST, URLS, ChooseResult, time_choose_route
 from bench.scale.exchange_profile import profile_exchange
 from bench.scale.fleet import FleetResult, Mode, measure_fleet
+from bench.scale.redis_cost import CASES as REDIS_CASES
+from bench.scale.redis_cost import Fleet, RedisCost, measure
 from bench.scale.upstream_memory import CASES, HostileResult, measure_hostile
 from data_plane.decision.choose import choose_route
 from data_plane.decision.compile import compile_table
 from data_plane.domain import HealthView
+from data_plane.sync import in_flight_sharing
 
 FLEETS_FULL = [(n, e) for n in (4, 16, 64) for e in (20, 100, 200)]
 FLEETS_QUICK = [(4, 20), (16, 100), (64, 200)]
@@ -32,6 +35,7 @@ PAIRS = (50, 200, 1_000)
 class ScaleResult:
     fleets: list[FleetResult] = field(default_factory=list)
     exchange_profile: list[tuple[str, float]] = field(default_factory=list)  # 64 x 200, CPU
+    redis_costs: list[RedisCost] = field(default_factory=list)  # Redis's CPU for sharing
     choose: list[ChooseResult] = field(default_factory=list)
     choose_profile: list[tuple[str, float]] = field(default_factory=list)  # 200 pairs, self time
     builds: list[BuildResult] = field(default_factory=list)
@@ -68,6 +72,10 @@ def run_scale(quick: bool) -> ScaleResult:
             result.fleets.append(measure_fleet(mode, n, e, seconds))
             print(f"    {mode} {n} x {e}: done", flush=True)
     result.exchange_profile = profile_exchange(64, 200)
+    for n, e, shards, groups in REDIS_CASES:
+        fleet = Fleet(in_flight_sharing, n, e, groups)
+        result.redis_costs.append(measure(fleet, shards, 5.0 if quick else 10.0, "now"))
+        print(f"    redis cost {n} x {e} on {shards} shard(s): done", flush=True)
     for n_pairs in PAIRS:
         calls = (200 if n_pairs >= 1000 else 500) if quick else 2000
         result.choose.append(time_choose_route(n_pairs, 9 if quick else 15, calls))

@@ -223,16 +223,44 @@ class InFlightShareSettings(Group):
         default=25,
         ge=0,
         le=10_000,
-        description="exchange this replica's in-flight counts per endpoint for the other "
-        "replicas' sum through Redis every that many ms (every TTL / 2 while no other replica "
-        'is heard) (`0` = off; see "In-flight sharing")',
+        description="exchange every that many ms while counts change (0 = sharing off)",
     )
     ttl_s: float = Field(
-        default=1.0, gt=0.0, le=60.0, description="each replica's counts are valid that long"
+        default=1.0, gt=0.0, le=60.0, description="a replica's counts count that long"
     )
+    max_interval_ms: int = Field(
+        default=50,
+        ge=0,
+        le=10_000,
+        description="the longest wait between exchanges while nothing changes (the wait "
+        "doubles from interval_ms after each exchange that changed nothing; 0 = interval_ms)",
+    )
+    groups: int = Field(
+        default=0,
+        ge=0,
+        le=256,
+        description="endpoint groups, each on its own Redis hash slot (0 = 1 on a standalone "
+        "Redis or Sentinel, 3 on a cluster; best a multiple of the cluster's masters); every "
+        "replica of a fleet must use the same number",
+    )
+    refresh_s: float = Field(
+        default=5.0,
+        gt=0.0,
+        le=300.0,
+        description="send every count, not only the changed ones, at least this often (a "
+        "lost update heals within it)",
+    )
+
+    @property
+    def longest_ms(self) -> int:
+        """The longest wait between exchanges."""
+        return max(self.interval_ms, self.max_interval_ms)
 
     @model_validator(mode="after")
     def _ttl_covers_interval(self) -> InFlightShareSettings:
-        if self.ttl_s * 1000 < self.interval_ms:
-            raise ValueError("in_flight_share_ttl_s must be >= in_flight_share_interval_ms")
+        if self.ttl_s * 1000 < self.longest_ms:
+            raise ValueError(
+                "in_flight_share_ttl_s must be >= in_flight_share_interval_ms and "
+                "in_flight_share_max_interval_ms"
+            )
         return self

@@ -13,6 +13,7 @@ the keys' slot owner itself (`EVALSHA` through the client, which follows redirec
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,28 @@ from redis.exceptions import NoScriptError, ResponseError
 from contracts.redis_topology import as_cluster
 
 Arg = str | bytes | int | float
+
+
+def _bulk(arg: Arg) -> bytes:
+    """One RESP bulk string, encoded as redis-py encodes it (str UTF-8, int str, float repr)."""
+    if isinstance(arg, bytes):
+        data = arg
+    elif isinstance(arg, str):
+        data = arg.encode()
+    else:
+        data = (repr(arg) if isinstance(arg, float) else str(arg)).encode()
+    return b"$%d\r\n%s\r\n" % (len(data), data)
+
+
+def pack_evalsha(sha: str, keys: Sequence[Arg], args: Sequence[Arg]) -> bytes:
+    """`EVALSHA sha numkeys keys... args...` as one RESP command (PURE). redis-py's general
+    packer spent 40% of an exchange's client CPU on in-flight sharing's calls (cProfile, 8
+    calls of ~20 arguments each)."""
+    parts = [b"*%d\r\n$7\r\nEVALSHA\r\n" % (3 + len(keys) + len(args)), _bulk(sha)]
+    parts.append(_bulk(len(keys)))
+    parts += map(_bulk, keys)
+    parts += map(_bulk, args)
+    return b"".join(parts)
 
 
 class ScriptLink:
@@ -57,6 +80,50 @@ class ScriptLink:
             self._conn = None
             await conn.disconnect(nowait=True)
             raise
+
+    async def batch(self, calls: Sequence[tuple[Sequence[Arg], Sequence[Arg]]]) -> list[Any]:
+        """Each (keys, args) call, in order; on one connection all in one round trip (one
+        write, then the replies as they come), on a cluster each to its slot's owner."""
+        if self._cluster is not None:
+            cluster = self._cluster
+            return list(
+                await asyncio.gather(*(self._call_cluster(cluster, k, a) for k, a in calls))
+            )
+        assert self._pool is not None  # one of the two is set
+        conn = self._conn or await self._open(self._pool)
+        try:
+            replies, missing = await self._pipelined(conn, calls)
+            if missing:  # not in Redis's cache: load it once, then call again
+                await conn.send_command("SCRIPT", "LOAD", self._script)
+                await conn.read_response()
+                replies, missing = await self._pipelined(conn, calls)
+        except BaseException:  # an error or a cancel: a reply may still be on its way
+            self._conn = None
+            await conn.disconnect(nowait=True)
+            raise
+        if missing:
+            raise NoScriptError("the script is missing right after SCRIPT LOAD")
+        return replies
+
+    async def _pipelined(
+        self, conn: AbstractConnection, calls: Sequence[tuple[Sequence[Arg], Sequence[Arg]]]
+    ) -> tuple[list[Any], bool]:
+        """Send every call, read every reply (an error reply is read whole, so the connection
+        stays in step); the first error other than a missing script is raised after."""
+        sha = self._sha
+        await conn.send_packed_command(b"".join(pack_evalsha(sha, k, a) for k, a in calls))
+        replies: list[Any] = []
+        missing, failed = False, None
+        for _ in calls:
+            try:
+                replies.append(await conn.read_response())
+            except NoScriptError:
+                missing = True
+            except ResponseError as err:
+                failed = failed or err
+        if failed is not None:
+            raise failed
+        return replies, missing
 
     async def _open(self, pool: ConnectionPool) -> AbstractConnection:
         """A new connection, connected as the pool connects its own: a Sentinel's connection

@@ -5,6 +5,7 @@ from __future__ import annotations
 from bench.scale.build import BuildResult
 from bench.scale.choose import ChooseResult
 from bench.scale.fleet import FleetResult
+from bench.scale.redis_cost import RedisCost
 from bench.scale.report import scale_checks, scale_lines
 from bench.scale.section import ScaleResult
 from bench.scale.upstream_memory import HostileResult
@@ -39,3 +40,23 @@ def test_the_tables_show_every_figure() -> None:
     assert "| 200 | 30,000 | 50.0 | 25.0 | 0.10 | 0.30 | 20.0 | 172 | 1 |" in text
     assert "| head | 128 | 0.30 | 0.0625 | 0.001 | response_too_large |" in text
     assert "| redis-py | 40.0% |" in text
+
+
+def _cost(shard_us: list[float], staleness: tuple[float, float, float]) -> RedisCost:
+    """A fleet of 64 (2,560 exchanges/s nominal) run 4 times slower than nominal."""
+    return RedisCost(
+        "now", "cluster of 3", 64, 200, 5.0, 640.0, 2560.0, shard_us, 400.0, staleness, 4.0, 3
+    )
+
+
+def test_redis_cpu_is_checked_at_the_nominal_rate_on_the_busiest_shard() -> None:
+    result = _result(400.0, 9.0, 25.0)
+    result.redis_costs = [_cost([50.0, 190.0, 60.0], (100.0, 200.0, 240.0))]
+    check = next(c for c in scale_checks(result) if c.name.startswith("Redis CPU"))
+    assert check.figure == 190.0 * 2560 / 1e6 * 100  # 48.6% of a core, not at 640/s
+    assert check.passed  # <= 50% per shard
+    result.redis_costs = [_cost([50.0, 200.0, 60.0], (100.0, 200.0, 240.0))]
+    assert not next(c for c in scale_checks(result) if c.name.startswith("Redis CPU")).passed
+    text = "\n".join(scale_lines(result))
+    # staleness as measured in the slowed run, and at the fleet's own speed (/ 4)
+    assert "| 13% / 51% / 15% | 1.60% | 100 / 200 / 240 (25 / 50 / 60) |" in text

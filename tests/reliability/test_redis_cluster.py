@@ -20,8 +20,10 @@ from contracts.redis_keys import RedisKeys
 from contracts.redis_topology import ClientOptions, connect_redis
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
-from data_plane.sync.in_flight_sharing import InFlightSharing
+from data_plane.sync.in_flight_script import group_of
+from data_plane.sync.in_flight_sharing import CLUSTER_GROUPS, InFlightSharing
 from data_plane.sync.replica_identity import ReplicaIdentity
+from demo.redis_cluster import Cluster, running_cluster
 from simulator import Fleet, SimFleetConfig, run_fleet
 from tests.reliability.admin import AdminClient
 from tests.reliability.conftest import ADMIN_TOKEN, StartControlPlane, StartDataPlane
@@ -36,11 +38,13 @@ from tests.reliability.stack import (
     served_name,
     sim_pair,
 )
-from tests.support.redis_topologies import Cluster, running_cluster
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 PREFIX = "cluster"
+RESUMES_WITHIN_S = (
+    15.0  # node timeout 0.5 s: promotion takes about 1-2 s, clients re-learn the slots
+)
 KEYS = RedisKeys(PREFIX, cluster=True)
 
 
@@ -119,14 +123,20 @@ async def test_in_flight_sharing_and_breaker_announcements_work_on_a_cluster(
     cluster: Cluster,
 ) -> None:
     keys = RedisKeys("cluster-sharing", cluster=True)
-    url = cluster.node_url(not_the_owner(cluster, keys.in_flight[0]))
+    url = cluster.node_url(not_the_owner(cluster, keys.in_flight_group(0, CLUSTER_GROUPS)[0]))
     clients = [connect_redis(url, ClientOptions(1.0)) for _ in range(2)]
     trackers = [LoadTracker(), LoadTracker()]
     heard: list[tuple[str, float]] = []
     ids = [ReplicaIdentity(f"dp-{n}", lambda: None, time.monotonic) for n in "ab"]
     sharing = [
         InFlightSharing(
-            keys.in_flight, ids[i], t.in_flight_all, t.set_peers_in_flight, 1.0, time.monotonic
+            keys,
+            ids[i],
+            t.in_flight_all,
+            t.set_peers_in_flight,
+            1.0,
+            time.monotonic,
+            groups=CLUSTER_GROUPS,
         )
         for i, t in enumerate(trackers)
     ]
@@ -162,3 +172,59 @@ async def test_in_flight_sharing_and_breaker_announcements_work_on_a_cluster(
             await asyncio.gather(*tasks, return_exceptions=True)
             for client in clients:
                 await client.aclose()
+
+
+async def test_in_flight_sharing_resumes_after_a_master_with_a_replica_dies() -> None:
+    """3 masters + 3 replicas; two replicas share counts over 3 groups (one per master); the
+    master holding group 0 is killed while they exchange every 20 ms. Within the stated
+    time a count changed after the kill, in the dead master's group, reaches the other
+    replica, and the other groups' counts are there again (docs/data_plane.md,
+    "In-flight sharing")."""
+    keys = RedisKeys("failover-sharing", cluster=True)
+    with running_cluster(masters=3, replicas=1) as cluster:
+        clients = [connect_redis(cluster.url, ClientOptions(1.0)) for _ in range(2)]
+        trackers = [LoadTracker(), LoadTracker()]
+        ids = [ReplicaIdentity(f"dp-{n}", lambda: None, time.monotonic) for n in "ab"]
+        sharing = [
+            InFlightSharing(
+                keys,
+                ids[i],
+                t.in_flight_all,
+                t.set_peers_in_flight,
+                2.0,
+                time.monotonic,
+                groups=CLUSTER_GROUPS,
+            )
+            for i, t in enumerate(trackers)
+        ]
+        # One endpoint in each group, so every master carries a count.
+        endpoints = {group_of(f"e-{i}#0", CLUSTER_GROUPS): f"e-{i}#0" for i in range(64)}
+        assert sorted(endpoints) == [0, 1, 2]
+        for endpoint in endpoints.values():
+            trackers[1].acquire(endpoint)
+        tasks = [asyncio.create_task(s.run(c, 0.02)) for s, c in zip(sharing, clients, strict=True)]
+        try:
+            everywhere = {e: 1.0 for e in endpoints.values()}
+            await eventually(
+                lambda: trackers[0].peers_in_flight() == everywhere, timeout_s=30.0, what="counts"
+            )
+            victim = cluster.owner_of(keys.in_flight_group(0, CLUSTER_GROUPS)[0])
+            killed_at = time.monotonic()
+            cluster.kill(victim)
+            trackers[1].acquire(endpoints[0])  # a change in the dead master's group
+            after = {**everywhere, endpoints[0]: 2.0}
+            await eventually(
+                lambda: trackers[0].peers_in_flight() == after,
+                timeout_s=RESUMES_WITHIN_S,
+                what="the change after the failover",
+            )
+            resumed_s = time.monotonic() - killed_at
+            assert cluster.owner_of(keys.in_flight_group(0, CLUSTER_GROUPS)[0]) != victim
+            print(f"sharing resumed {resumed_s:.2f} s after the master was killed")
+        finally:
+            async with asyncio.timeout(20.0):
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                for client in clients:
+                    await client.aclose()

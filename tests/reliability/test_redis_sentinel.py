@@ -22,6 +22,7 @@ from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.replica_identity import ReplicaIdentity
+from demo.redis_cluster import stop
 from simulator import Fleet, SimFleetConfig, run_fleet
 from tests.reliability.admin import AdminClient
 from tests.reliability.conftest import ADMIN_TOKEN, StartControlPlane, StartDataPlane
@@ -35,7 +36,7 @@ from tests.reliability.stack import (
     served_name,
     sim_pair,
 )
-from tests.support.redis_topologies import SentinelGroup, running_sentinels, stop
+from tests.support.redis_topologies import SentinelGroup, running_sentinels
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -130,7 +131,7 @@ async def test_sharing_and_announcements_resume_on_the_new_master() -> None:
         ids = [ReplicaIdentity(f"dp-{n}", lambda: None, time.monotonic) for n in "ab"]
         sharing = [
             InFlightSharing(
-                keys.in_flight, ids[i], t.in_flight_all, t.set_peers_in_flight, 2.0, time.monotonic
+                keys, ids[i], t.in_flight_all, t.set_peers_in_flight, 2.0, time.monotonic
             )
             for i, t in enumerate(trackers)
         ]

@@ -6,111 +6,18 @@ tight timeouts so a failover takes about a second. Never a fake (docs/style.md).
 from __future__ import annotations
 
 import contextlib
-import shutil
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
 
+from demo.redis_cluster import NODE_TIMEOUT_MS, Processes, wait_for
 from demo.redis_launcher import free_port, redis_server_argv, redis_server_binary
-from demo.redis_launcher import wait_until_listening as _listening
 
 SERVICE = "gearbox-test"
-NODE_TIMEOUT_MS = 500
-
-
-@dataclass
-class Processes:
-    """Started processes, stopped (terminated, then killed) in reverse order."""
-
-    running: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    def spawn(self, args: list[str], port: int) -> subprocess.Popen[bytes]:
-        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.running.append(process)
-        _listening(port, process)
-        return process
-
-    def stop_all(self) -> None:
-        for process in reversed(self.running):
-            stop(process)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.kill()  # a crash, as a failover test means it
-        process.wait(timeout=10)
-    if process.stderr and not process.stderr.closed:
-        process.stderr.close()
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout_s: float = 15.0) -> None:
-    """Poll `condition()` until true; RuntimeError after `timeout_s` (for the launchers,
-    which run outside the event loop)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{what} did not happen within {timeout_s}s")
-        time.sleep(0.05)
-
-
-@dataclass
-class Cluster:
-    ports: list[int]
-    url: str  # redis+cluster:// with every node as a seed
-
-    def node_url(self, port: int) -> str:
-        return f"redis+cluster://127.0.0.1:{port}"
-
-    def owner_of(self, key: str) -> int:
-        """The port of the master that owns `key`'s slot."""
-        with redis.Redis(port=self.ports[0]) as client:
-            slot = int(client.execute_command("CLUSTER", "KEYSLOT", key))
-            for start, end, master, *_ in client.execute_command("CLUSTER", "SLOTS"):
-                if start <= slot <= end:
-                    return int(master[1])
-        raise AssertionError(f"no master owns slot {slot}")
-
-
-def _cluster_ok(ports: list[int]) -> bool:
-    for port in ports:
-        with redis.Redis(port=port) as client:
-            if b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
-                return False
-    return True
-
-
-@contextlib.contextmanager
-def running_cluster(masters: int = 3) -> Iterator[Cluster]:
-    """A cluster of `masters` masters (no replicas), every slot covered and state ok."""
-    cli = shutil.which("redis-cli")
-    if cli is None:
-        raise RuntimeError("redis-cli is not installed; `make system-deps` installs it")
-    processes = Processes()
-    with tempfile.TemporaryDirectory(prefix="gearbox-cluster-") as tmp:
-        try:
-            ports = [free_port() for _ in range(masters)]
-            for port in ports:
-                workdir = Path(tmp) / str(port)
-                workdir.mkdir()
-                args = redis_server_argv(port, workdir)
-                args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]
-                args += ["--cluster-node-timeout", str(NODE_TIMEOUT_MS)]
-                # The bus is port + 10000 unless named: past 65535 for most free ports.
-                args += ["--cluster-port", str(free_port())]
-                processes.spawn(args, port)
-            nodes = [f"127.0.0.1:{p}" for p in ports]
-            create = [cli, "--cluster", "create", *nodes, "--cluster-replicas", "0"]
-            subprocess.run([*create, "--cluster-yes"], check=True, capture_output=True)
-            wait_for(lambda: _cluster_ok(ports), "cluster state ok")
-            seeds = ",".join(nodes)
-            yield Cluster(ports, f"redis+cluster://{seeds}")
-        finally:
-            processes.stop_all()
 
 
 @dataclass

@@ -13,6 +13,7 @@ import pytest
 from redis.crc import key_slot
 
 from contracts.redis_keys import RedisKeys
+from data_plane.sync.in_flight_script import EXCHANGE_SCRIPT
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = RedisKeys("gearbox", cluster=True)
@@ -52,8 +53,8 @@ def _live_states(k: RedisKeys) -> list[str]:
 
 
 def _in_flight(k: RedisKeys) -> list[str]:
-    """in_flight_sharing.EXCHANGE_SCRIPT's KEYS."""
-    return list(k.in_flight)
+    """in_flight_script.EXCHANGE_SCRIPT's KEYS (one group's)."""
+    return list(k.in_flight_group(5, 8))
 
 
 OPERATIONS: dict[str, Callable[[RedisKeys], list[str]]] = {
@@ -69,7 +70,7 @@ OPERATIONS: dict[str, Callable[[RedisKeys], list[str]]] = {
 # the count until it is listed above.
 SITES = {
     "control_plane/store/publisher.py": (r"pipeline\(transaction=True\)", 4),
-    "data_plane/sync/in_flight_sharing.py": (r'_SCRIPT = """', 1),
+    "data_plane/sync/in_flight_script.py": (r'_SCRIPT = """', 1),
 }
 
 
@@ -113,12 +114,42 @@ def test_standalone_and_sentinel_key_names_are_unchanged() -> None:
         "gearbox:dp:state:a",
     ]
     assert k.data_plane_state_pattern == "gearbox:dp:state:*"
-    assert k.in_flight[0] == "{gearbox:dp:in-flight}:snapshots"
+    assert k.in_flight_group(0)[0] == "{gearbox:dp:in-flight:1:0:0}:held"
 
 
 def test_a_cluster_tags_the_table_and_live_state_keys() -> None:
     assert CLUSTER.table_current == "{gearbox:rt}:current"
     assert CLUSTER.data_plane_state_pattern == "{gearbox:dp:state}:*"
+
+
+@pytest.mark.parametrize("groups", [1, 3, 6, 8, 64, 256])
+def test_each_exchange_call_is_on_one_slot_and_the_groups_spread_evenly(groups: int) -> None:
+    """Every key one script call touches (one group's five) is on one slot; the groups' slots
+    are spread evenly over the slot range, so the 3 masters of `redis-cli --cluster create`
+    (equal ranges) own an equal share of any multiple of 3 groups, within one otherwise."""
+    slots = []
+    for group in range(groups):
+        keys = CLUSTER.in_flight_group(group, groups)
+        assert len({key_slot(key.encode()) for key in keys}) == 1, keys
+        slots.append(key_slot(keys[0].encode()))
+    assert len(set(slots)) == groups
+    assert slots == sorted(slots)  # group g in the g-th 1/groups of the range
+    per_master = [sum(1 for s in slots if s * 3 // 16384 == m) for m in range(3)]
+    assert max(per_master) - min(per_master) <= (0 if groups % 3 == 0 else 1), per_master
+
+
+def test_fleets_that_disagree_on_the_groups_share_no_key() -> None:
+    """A replica with another IN_FLIGHT_SHARE_GROUPS reads and writes other keys: it misses
+    the others' counts (each still sees them in the scrape) rather than mixing sums."""
+    three = {CLUSTER.in_flight_group(g, 3)[0] for g in range(3)}
+    assert three.isdisjoint({CLUSTER.in_flight_group(g, 4)[0] for g in range(4)})
+
+
+def test_a_call_names_its_groups_keys_only() -> None:
+    """The script reads and writes KEYS alone (no key built inside Lua), so a cluster routes
+    each call to its group's slot owner."""
+    touched = set(re.findall(r"redis\.call\('[A-Z]+', (\w+)", EXCHANGE_SCRIPT))
+    assert touched <= {"held", "seen", "total", "owners", "answer", "key"}, touched
 
 
 @pytest.mark.parametrize("prefix", ["a{b", "a}b"])

@@ -12,12 +12,14 @@ import redis.asyncio as aioredis
 
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.sync.in_flight_sharing import EXCHANGE_SCRIPT, InFlightSharing
+from data_plane.sync.in_flight_script import EXCHANGE_SCRIPT, group_of
+from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.replica_identity import ReplicaIdentity
 from tests.support.waiting import eventually
 
 INTERVAL_S = 0.02
 TTL_S = 0.5
+GROUPS = 3  # several calls per exchange, in one round trip
 
 
 def _replica(
@@ -25,12 +27,13 @@ def _replica(
 ) -> tuple[LoadTracker, InFlightSharing]:
     tracker = LoadTracker()
     sharing = InFlightSharing(
-        keys.in_flight,
+        keys,
         ReplicaIdentity(name, lambda: None, time.monotonic),
         tracker.in_flight_all,
         tracker.set_peers_in_flight,
         TTL_S,
         clock,
+        groups=GROUPS,
     )
     return tracker, sharing
 
@@ -67,8 +70,8 @@ async def test_the_sum_follows_changes_and_a_quiet_replica_drops_out(
     for _ in range(3):
         a.release("cheap#0")
     await share_a.exchange(script)
-    total = redis_keys.in_flight[2]
-    assert await redis_client.get(total) == b"{}"  # nothing in flight: no count left over
+    for group in range(GROUPS):  # nothing in flight: no count left over
+        assert await redis_client.hlen(redis_keys.in_flight_group(group, GROUPS)[2]) == 0
 
 
 async def test_a_replica_that_gets_no_answer_drops_the_peers_after_the_ttl(
@@ -120,12 +123,13 @@ async def test_work_per_exchange_does_not_grow_with_the_replicas(
     endpoints = [f"pair-{i}#0" for i in range(5)]
     watched = Counting(LoadTracker())
     sharing = InFlightSharing(
-        redis_keys.in_flight,
+        redis_keys,
         ReplicaIdentity("dp-0", lambda: None, time.monotonic),
         watched.own,
         watched.on_peers,
         TTL_S,
         time.monotonic,
+        groups=GROUPS,
     )
     others = [_replica(redis_keys, f"dp-{n}") for n in range(1, 12)]
     for tracker, _ in others:
@@ -152,26 +156,27 @@ async def test_an_unchanged_snapshot_is_not_sent_and_an_unchanged_sum_not_applie
     a, share_a = _replica(redis_keys, "dp-a")
     watched = Counting(LoadTracker())
     share_b = InFlightSharing(
-        redis_keys.in_flight,
+        redis_keys,
         ReplicaIdentity("dp-b", lambda: None, time.monotonic),
         watched.own,
         watched.on_peers,
         TTL_S,
         time.monotonic,
+        groups=GROUPS,
     )
     a.acquire("cheap#0")
     watched.tracker.acquire("other#0")
     for sharing in (share_a, share_b):
         await sharing.exchange(script)
     assert (share_a.snapshots_sent, share_b.snapshots_sent, watched.applied) == (1, 1, 1)
-    snapshots = await redis_client.hgetall(redis_keys.in_flight[0])
+    snapshots = await _held(redis_client, redis_keys)
 
     for _ in range(8):  # twice the TTL with nothing changed anywhere
         await asyncio.sleep(TTL_S / 4)
         for sharing in (share_a, share_b):
             await sharing.exchange(script)
     assert (share_a.snapshots_sent, share_b.snapshots_sent, watched.applied) == (1, 1, 1)
-    assert await redis_client.hgetall(redis_keys.in_flight[0]) == snapshots  # not rewritten
+    assert await _held(redis_client, redis_keys) == snapshots  # not rewritten
     assert watched.tracker.peers_in_flight() == {"cheap#0": 1.0}  # a is still counted
     assert a.peers_in_flight() == {"other#0": 1.0}
 
@@ -232,12 +237,13 @@ async def test_two_processes_under_one_id_are_two_replicas_and_a_clash(
 
         identity = ReplicaIdentity("dp-0", count, time.monotonic)
         sharing = InFlightSharing(
-            redis_keys.in_flight,
+            redis_keys,
             identity,
             tracker.in_flight_all,
             tracker.set_peers_in_flight,
             TTL_S,
             time.monotonic,
+            groups=GROUPS,
         )
         made.append((tracker, sharing, identity))
     (first, share_first, id_first), (second, share_second, _) = made
@@ -251,6 +257,53 @@ async def test_two_processes_under_one_id_are_two_replicas_and_a_clash(
     assert clashes["first"] >= 1
     assert clashes["second"] >= 1
     assert id_first.warnings()
+
+
+async def test_a_lost_update_heals_at_the_next_full_refresh(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys
+) -> None:
+    """Redis loses a replica's last update (a failover to a replica that lagged): the others
+    see the old count until the replica's next full refresh, then the right one again; a
+    delta that arrives twice changes nothing."""
+    script = redis_client.register_script(EXCHANGE_SCRIPT)
+    now = [0.0]
+    a, me = LoadTracker(), ReplicaIdentity("dp-a", lambda: None, time.monotonic)
+    share_a = InFlightSharing(
+        redis_keys, me, a.in_flight_all, a.set_peers_in_flight, TTL_S, lambda: now[0], groups=GROUPS
+    )
+    b, share_b = _replica(redis_keys, "dp-b")
+    a.acquire("cheap#0")
+    await share_a.exchange(script)  # the first exchange sends everything
+    a.acquire("cheap#0")
+    a.acquire("other#0")
+    await share_a.exchange(script)  # a delta: cheap 2, other 1
+    assert (share_a.full_sent, share_a.snapshots_sent) == (1, 2)
+    group = group_of("cheap#0", GROUPS)
+    held, _, total, _, answer = redis_keys.in_flight_group(group, GROUPS)
+    field = f"dp-a\x1f{me.process}\x1fcheap#0"
+    await redis_client.hset(held, field, 1)  # as Redis held it before the update it lost
+    await redis_client.hset(total, "cheap#0", 1)
+    await redis_client.hset(answer, "dirty", "1")
+    await share_b.exchange(script)
+    assert b.peers_in_flight()["cheap#0"] == 1.0  # the lost update shows
+    await share_a.exchange(script)  # nothing changed at a: nothing sent, nothing healed yet
+    assert share_a.full_sent == 1
+    now[0] = 5.0  # the default refresh_s later
+    await share_a.exchange(script)
+    assert share_a.full_sent == 2
+    await share_b.exchange(script)
+    assert b.peers_in_flight() == {"cheap#0": 2.0, "other#0": 1.0}
+
+    keys = redis_keys.in_flight_group(group, GROUPS)
+    delta = ("dp-a", me.process, int(TTL_S * 1000), 4000, 0, "d", "cheap#0", 5)
+    for _ in range(2):  # the same delta twice (a reply lost, the call sent again)
+        await script(keys=keys, args=delta)
+    assert await redis_client.hget(total, "cheap#0") == b"5"
+
+
+async def _held(client: aioredis.Redis, keys: RedisKeys) -> list[dict[bytes | str, bytes | str]]:
+    """Every group's counts as Redis holds them."""
+    return [await client.hgetall(keys.in_flight_group(g, GROUPS)[0]) for g in range(GROUPS)]
 
 
 async def _stop(tasks: list[asyncio.Task[None]]) -> None:

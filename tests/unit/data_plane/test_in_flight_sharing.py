@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import json
 import random
+import zlib
 
 import pytest
 from pydantic import ValidationError
 
 from data_plane.resilience.endpoint_load import LoadTracker, outside_load
 from data_plane.settings import DataPlaneSettings, InFlightShareSettings
-from data_plane.sync.in_flight_sharing import next_wait_s, peers_from
+from data_plane.sync.in_flight_script import (
+    changed_counts,
+    full_counts,
+    group_of,
+    next_wait_s,
+    peers_from,
+)
 
 
 @pytest.mark.parametrize(
@@ -88,10 +95,44 @@ def test_peers_are_the_sum_less_our_own_snapshot() -> None:
 
 
 def test_a_lone_replica_exchanges_at_half_the_ttl() -> None:
-    assert next_wait_s(2, 0.025, 1.0) == 0.025  # someone else is heard: full rate
-    assert next_wait_s(1, 0.025, 1.0) == 0.5  # only our own snapshot: stay visible only
-    assert next_wait_s(0, 0.025, 1.0) == 0.5  # no answer (Redis down): retry slowly
-    assert next_wait_s(1, 2.0, 1.0) == 2.0  # never faster than the interval
+    assert next_wait_s(2, 0, 0.025, 0.1, 1.0) == 0.025  # someone else is heard: full rate
+    assert next_wait_s(1, 0, 0.025, 0.1, 1.0) == 0.5  # only our own snapshot: stay visible only
+    assert next_wait_s(0, 0, 0.025, 0.1, 1.0) == 0.5  # no answer (Redis down): retry slowly
+    assert next_wait_s(1, 0, 2.0, 2.0, 1.0) == 2.0  # never faster than the interval
+
+
+def test_the_wait_doubles_while_nothing_changes_up_to_the_longest() -> None:
+    waits = [next_wait_s(5, quiet, 0.025, 0.1, 1.0) for quiet in range(5)]
+    assert waits == [0.025, 0.05, 0.1, 0.1, 0.1]
+    assert next_wait_s(5, 3, 0.025, 0.01, 1.0) == 0.025  # a longest below the interval: ignored
+    assert next_wait_s(5, 10_000, 0.025, 0.1, 1.0) == 0.1  # no overflow after a long quiet
+
+
+def test_only_changed_counts_are_sent_as_they_are_now() -> None:
+    sent = {"a#0": 2, "b#0": 1, "c#0": 0, "gone#0": 3, "idle#0": 0}
+    own = {"a#0": 2, "b#0": 4, "c#0": 1, "new#0": 0, "new#1": 2}
+    # b and c changed (absolute counts, so a call applied twice is harmless), gone left with
+    # a count Redis holds (sent as 0), new#1 appeared; a, idle and the idle new#0 are not sent.
+    assert changed_counts(own, sent) == {"b#0": 4, "c#0": 1, "gone#0": 0, "new#1": 2}
+    assert changed_counts(own, own) == {}
+
+
+def test_a_full_refresh_overwrites_every_count_redis_may_hold() -> None:
+    """Everything with a count now, and 0 for every endpoint Redis ever took a count of:
+    whatever an update lost, Redis holds exactly our counts after it."""
+    own = {"a#0": 2, "b#0": 0, "c#0": 0}
+    assert full_counts(own, {"b#0", "lost#0"}) == {"a#0": 2, "b#0": 0, "lost#0": 0}
+    assert full_counts({}, set()) == {}
+
+
+def test_endpoints_spread_over_the_groups_the_same_way_everywhere() -> None:
+    endpoints = [f"family-{i}@awq-int4#{i % 3}" for i in range(1000)]
+    groups = [group_of(e, 8) for e in endpoints]
+    assert groups == [zlib.crc32(e.encode()) % 8 for e in endpoints]  # not Python's hash()
+    sizes = [groups.count(g) for g in range(8)]
+    assert min(sizes) >= 90, sizes  # 125 each on average
+    assert max(sizes) <= 160, sizes
+    assert {group_of(e, 1) for e in endpoints} == {0}
 
 
 def test_settings_default_and_ttl_shorter_than_interval_is_refused() -> None:
@@ -102,4 +143,8 @@ def test_settings_default_and_ttl_shorter_than_interval_is_refused() -> None:
     with pytest.raises(ValidationError, match="in_flight_share_ttl_s"):
         DataPlaneSettings.model_validate(
             {"in_flight_share_interval_ms": 2000, "in_flight_share_ttl_s": 1.0}
+        )
+    with pytest.raises(ValidationError, match="in_flight_share_max_interval_ms"):
+        DataPlaneSettings.model_validate(
+            {"in_flight_share_max_interval_ms": 1500, "in_flight_share_ttl_s": 1.0}
         )

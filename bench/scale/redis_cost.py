@@ -1,0 +1,255 @@
+"""What in-flight sharing costs Redis, at 64 replicas x 200 endpoints on one redis-server and
+256 x 1,000 on a 3-master cluster (docs/benchmarks.md, "Scale"; `python -m
+bench.scale.redis_cost`).
+
+One process drives N logical replicas, each the data plane's own `InFlightSharing.run` on a
+connection of its own, with the fleet bench's simulated requests (`Churn`). Over a fixed window
+it reads each redis-server's CPU (user + system) from /proc/PID/stat and counts the exchanges
+answered. One process cannot keep 256 replicas at 40 exchanges a second, so the figures are
+per exchange, and at the nominal rate = per exchange x N x 40/s (the achieved rate is shown
+beside them). Staleness: every 100 ms replica 0 sets a probe endpoint to a new count; the time
+until each other replica is handed it (its `on_peers`) is one sample. `--baseline-source
+FILE` runs the same harness on another `in_flight_sharing.py` (c680376's: one script call
+with every endpoint on one slot).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import os
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from types import ModuleType
+from typing import Any
+
+from bench.scale.fleet_worker import INTERVAL_S, TTL_S, Churn, endpoint_ids, replica_identity
+from contracts.redis_keys import RedisKeys
+from contracts.redis_topology import ClientOptions, connect_redis
+from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.sync import in_flight_sharing
+from data_plane.sync.in_flight_sharing import CLUSTER_GROUPS, GROUPS
+from demo.redis_cluster import running_cluster
+from demo.redis_launcher import running_redis
+
+PROBE = "probe@awq-int4#0"
+PROBE_EVERY_S = 0.1
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True, slots=True)
+class RedisCost:
+    code: str  # "now", or the baseline's name
+    topology: str  # "standalone" or "cluster of 3"
+    replicas: int
+    endpoints: int
+    seconds: float
+    exchanges_per_s: float  # achieved, all replicas
+    nominal_per_s: float  # N x 40
+    redis_cpu_per_exchange_us: list[float]  # per redis-server (shard)
+    replica_cpu_per_exchange_us: float  # the driving process, per exchange
+    staleness_ms: tuple[float, float, float]  # p50, p99, max (as measured)
+    dilation: float  # fresh_s stretched by this (nominal / achieved rate of a first run)
+    groups: int
+
+    @property
+    def redis_at_nominal(self) -> list[float]:
+        """Each redis-server's CPU, of one core, at the nominal rate."""
+        return [us * self.nominal_per_s / 1e6 for us in self.redis_cpu_per_exchange_us]
+
+    @property
+    def staleness_at_speed_ms(self) -> tuple[float, float, float]:
+        """The staleness in the fleet's own time: as measured / the slowdown."""
+        p50, p99, most = self.staleness_ms
+        return p50 / self.dilation, p99 / self.dilation, most / self.dilation
+
+    @property
+    def replica_at_nominal(self) -> float:
+        """One replica's CPU, of one core, at 40 exchanges a second."""
+        return self.replica_cpu_per_exchange_us / INTERVAL_S / 1e6
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU of a process, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class Probe:
+    """Replica 0's probe count and the delays until the others are handed it."""
+
+    def __init__(self, every_s: float) -> None:
+        self.every_s, self.value = every_s, 0
+        self.set_at: dict[int, float] = {}  # value -> when replica 0 took it
+        self.seen: dict[int, int] = {}  # replica -> the highest value it was handed
+        self.delays_ms: list[float] = []
+
+    def own(self, churn: Churn) -> Callable[[], Mapping[str, int]]:
+        def own() -> Mapping[str, int]:
+            counts = dict(churn.own())
+            counts[PROBE] = self.value
+            return counts
+
+        return own
+
+    def on_peers(self, i: int, tracker: LoadTracker) -> Callable[[Mapping[str, float]], None]:
+        def on_peers(peers: Mapping[str, float]) -> None:
+            tracker.set_peers_in_flight(peers)
+            value, now = int(peers.get(PROBE, 0)), time.monotonic()
+            for v in range(self.seen.get(i, value) + 1, value + 1):  # each value once
+                if v in self.set_at:
+                    self.delays_ms.append((now - self.set_at[v]) * 1000)
+            self.seen[i] = max(value, self.seen.get(i, 0))
+
+        return on_peers
+
+    async def run(self) -> None:
+        while True:
+            await asyncio.sleep(self.every_s)
+            self.value += 1
+            self.set_at[self.value] = time.monotonic()
+
+
+def _replicas(
+    module: ModuleType, n: int, endpoints: int, probe: Probe, dilation: float, groups: int
+) -> list[Any]:
+    keys, rng, ids = RedisKeys("bench", cluster=True), random.Random(5), endpoint_ids(endpoints)
+    made = []
+    for i in range(n):
+        churn = Churn(LoadTracker(), ids, rng)
+        own = probe.own(churn) if i == 0 else churn.own
+        ttl_s = TTL_S * dilation
+        args = (replica_identity(f"dp-{i}"), own, probe.on_peers(i, churn.tracker), ttl_s)
+        if module is in_flight_sharing:
+            fresh_s = INTERVAL_S / 2 * dilation  # as data_plane.app, in the run's slowed time
+            refresh_s = in_flight_sharing.REFRESH_S * dilation
+            made.append(
+                module.InFlightSharing(
+                    keys, *args, time.monotonic, groups=groups, fresh_s=fresh_s, refresh_s=refresh_s
+                )
+            )
+        else:  # c680376: four keys under one tag, one call per exchange
+            tag = "{bench:dp:in-flight}"
+            old_keys = tuple(f"{tag}:{k}" for k in ("snapshots", "seen", "total", "owners"))
+            made.append(module.InFlightSharing(old_keys, *args, time.monotonic))
+    return made
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    module: ModuleType
+    replicas: int
+    endpoints: int
+    groups: int
+    dilation: float = 1.0  # nominal / achieved exchange rate
+
+
+async def _drive(
+    fleet: Fleet, url: str, pids: Sequence[int], seconds: float
+) -> tuple[float, float, list[float], float, list[float]]:
+    probe, n = Probe(min(PROBE_EVERY_S * fleet.dilation, 0.5)), fleet.replicas
+    replicas = _replicas(fleet.module, n, fleet.endpoints, probe, fleet.dilation, fleet.groups)
+    client = connect_redis(url, ClientOptions(5.0))  # each replica's link has a connection
+    tasks = [asyncio.create_task(r.run(client, INTERVAL_S)) for r in replicas]
+    tasks.append(asyncio.create_task(probe.run()))
+    await asyncio.sleep(3.0)  # every replica connected and every endpoint loaded
+    before = [_cpu_s(pid) for pid in pids]
+    own, wall, done = time.process_time(), time.monotonic(), sum(r.exchanges for r in replicas)
+    probe.delays_ms.clear()
+    await asyncio.sleep(seconds)
+    exchanges = sum(r.exchanges for r in replicas) - done
+    wall, own = time.monotonic() - wall, time.process_time() - own
+    redis = [_cpu_s(pid) - b for pid, b in zip(pids, before, strict=True)]
+    delays = list(probe.delays_ms)
+    while pending := [t for t in tasks if not t.done()]:  # redis-py can swallow a cancel
+        for task in pending:
+            task.cancel()
+        await asyncio.wait(pending, timeout=0.1)
+    return wall, exchanges, redis, own, delays
+
+
+@contextmanager
+def _topology(shards: int) -> Iterator[tuple[str, list[int]]]:
+    if shards == 1:
+        with running_redis() as server:
+            yield server.url, [server.process.pid]
+    else:
+        with running_cluster(shards) as cluster:
+            yield cluster.url, cluster.pids
+
+
+def measure(fleet: Fleet, shards: int, seconds: float, code: str) -> RedisCost:
+    """One run on a fresh standalone redis-server (`shards` 1) or cluster of masters.
+
+    One process cannot keep the nominal rate, so the run's time is slowed to the rate it
+    can keep: a first short run (with every time constant stretched 100 times, so no replica
+    expires) measures the achieved rate, and the measured run stretches the TTL, the answer
+    cache's `fresh_s` and the full refresh by nominal / achieved, as the intervals already
+    are; otherwise replicas that cannot exchange within the TTL would expire and be sent
+    again whole, and the cache would encode more often per exchange than at the nominal rate.
+    """
+    n = fleet.replicas
+    with _topology(shards) as (url, pids):
+        wall, exchanges, *_ = asyncio.run(_drive(replace(fleet, dilation=100.0), url, pids, 2.0))
+    fleet = replace(fleet, dilation=max(1.0, n / INTERVAL_S / max(exchanges / wall, 1.0)))
+    with _topology(shards) as (url, pids):
+        wall, exchanges, redis, own, delays = asyncio.run(_drive(fleet, url, pids, seconds))
+    per = max(exchanges, 1)
+    quantiles = statistics.quantiles(delays, n=100) if len(delays) >= 2 else [float("nan")] * 99
+    return RedisCost(
+        code=code,
+        topology="standalone" if shards == 1 else f"cluster of {shards}",
+        replicas=n,
+        endpoints=fleet.endpoints,
+        seconds=wall,
+        exchanges_per_s=exchanges / wall,
+        nominal_per_s=n / INTERVAL_S,
+        redis_cpu_per_exchange_us=[cpu / per * 1e6 for cpu in redis],
+        replica_cpu_per_exchange_us=own / per * 1e6,
+        staleness_ms=(quantiles[49], quantiles[98], max(delays, default=float("nan"))),
+        dilation=fleet.dilation,
+        groups=fleet.groups,
+    )
+
+
+def load_module(path: str) -> ModuleType:
+    """Another version of `data_plane/sync/in_flight_sharing.py`, imported from its file."""
+    spec = importlib.util.spec_from_file_location("baseline_in_flight_sharing", path)
+    if spec is None or spec.loader is None:
+        raise RuntimeError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+CASES = (
+    (64, 200, 1, GROUPS),
+    (256, 1000, 3, CLUSTER_GROUPS),
+)  # replicas, endpoints, shards, groups
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale.redis_cost")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--baseline-source", default="", help="an older in_flight_sharing.py")
+    parser.add_argument("--case", type=int, choices=(0, 1), action="append")
+    args = parser.parse_args(argv)
+    codes: list[tuple[ModuleType, str]] = [(in_flight_sharing, "now")]
+    if args.baseline_source:
+        codes.insert(0, (load_module(args.baseline_source), "baseline"))
+    for case in args.case or (0, 1):
+        n, e, shards, groups = CASES[case]
+        for module, code in codes:
+            cost = measure(Fleet(module, n, e, groups), shards, args.seconds, code)
+            print(json.dumps(asdict(cost)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
