@@ -8,8 +8,11 @@ from pathlib import Path
 
 from demo.flow import DemoOptions, main
 
-# per mode: requests, concurrency, loose latency budget (s)
-DEFAULTS = {"real": (60, 4, 30.0), "sim": (400, 32, 5.0)}
+# per mode: requests (None: sized to the machine, demo.sizing), concurrency, loose budget (s)
+DEFAULTS: dict[str, tuple[int | None, int, float]] = {
+    "real": (None, 4, 30.0),
+    "sim": (400, 32, 5.0),
+}
 
 
 def parse_args(argv: list[str]) -> DemoOptions:
@@ -17,7 +20,11 @@ def parse_args(argv: list[str]) -> DemoOptions:
     parser.add_argument("mode", choices=sorted(DEFAULTS), help="real engines or the simulator")
     parser.add_argument("--keep-up", action="store_true", help="leave everything running")
     parser.add_argument("--out", type=Path, help="output folder (default out/demo-MODE)")
-    parser.add_argument("--requests", type=int, help="workload size (real 60, sim 400)")
+    parser.add_argument(
+        "--requests",
+        type=int,
+        help="workload size (real: sized to the machine, 40-60; sim 400)",
+    )
     parser.add_argument("--concurrency", type=int, help="requests in flight (real 4, sim 32)")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args(argv)

@@ -20,7 +20,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.profile_report import ProfileReport
 from demo.engine_check import Dropped, require_two
-from demo.estimate import estimate
 from demo.fleet import (
     FleetPair,
     check_engine_memory,
@@ -31,7 +30,16 @@ from demo.fleet import (
 )
 from demo.plot import plot_report
 from demo.processes import StartupError
-from demo.profiling import HOLDOUT, REAL_SWEEP, SIM_SWEEP, profile_fleet, sweep_tokens
+from demo.profiling import (
+    HOLDOUT,
+    REAL_SWEEP,
+    SIM_SWEEP,
+    Sweep,
+    eval_lines,
+    profile_fleet,
+    size_work,
+    sized_sweep,
+)
 from demo.replay import make_client, replay
 from demo.report import (
     breakers_from_metrics,
@@ -41,6 +49,7 @@ from demo.report import (
     render_report,
     report_json,
 )
+from demo.sizing import SIZES, TARGET_S, pick_size
 from demo.stack import (
     KEY_PREFIX,
     Stack,
@@ -57,6 +66,7 @@ from demo.workload import build_jobs, load_items, team_floors
 
 Mode = Literal["real", "sim"]
 KV_GIB = 1
+SIM_REQUESTS = 400
 NO_MEMORY = 3
 
 
@@ -64,7 +74,7 @@ NO_MEMORY = 3
 class DemoOptions:
     mode: Mode
     out_dir: Path
-    requests: int
+    requests: int | None  # None: sized to the machine (real; demo.sizing)
     concurrency: int
     loose_budget_s: float
     keep_up: bool = False
@@ -105,12 +115,27 @@ async def start_fleet(
         more, lost = await _start_checked(children, tuple(stand_ins), logs, hardware)
         fleet, dropped = fleet + more, dropped + lost
     require_two(len(fleet), [*plan.dropped, *dropped])
-    eval_tokens, load_tokens = sweep_tokens(REAL_SWEEP)
-    speeds = [p.smoke_tokens_per_s for p in fleet]
-    guess = estimate(speeds, eval_tokens, load_tokens, opts.requests, REAL_SWEEP.parallel)
-    if guess is not None:
-        print(guess.line(len(fleet)), flush=True)
     return fleet, [*plan.dropped, *dropped]
+
+
+def size_real_run(opts: DemoOptions, fleet: list[FleetPair], elapsed_s: float) -> tuple[Sweep, int]:
+    """The profile's sweep and the replay's size, from the smoke completions' speed, so the
+    demo ends about TARGET_S after it started (demo.sizing); printed with the estimate."""
+    step(f"size the profiles and the replay to this machine's speed (target {TARGET_S / 60:.0f} "
+         f"min in all, {elapsed_s:.0f} s spent)")  # fmt: skip
+    lines = eval_lines(REAL_SWEEP.evalsets)
+    sizing = pick_size(
+        [p.smoke_tokens_per_s for p in fleet],
+        elapsed_s,
+        lambda size: size_work(REAL_SWEEP, lines, size),
+        REAL_SWEEP.parallel,
+        replay_requests=opts.requests,
+    )
+    size = SIZES[0] if sizing is None else sizing.size
+    print("  no smoke speed measured: full size" if sizing is None else sizing.line(len(fleet)),
+          flush=True)  # fmt: skip
+    sweep = sized_sweep(REAL_SWEEP, lines, size, opts.out_dir / "evalsets")
+    return sweep, opts.requests or size.replay_requests
 
 
 async def _start_checked(
@@ -134,10 +159,12 @@ def show_table(stack: Stack) -> None:
     print(done.stdout if done.returncode == 0 else done.stderr, flush=True)
 
 
-async def measure(opts: DemoOptions, stack: Stack, table: dict[str, Any]) -> dict[str, Any]:
+async def measure(
+    opts: DemoOptions, stack: Stack, table: dict[str, Any], requests: int
+) -> dict[str, Any]:
     """Replay the workload; return the report's JSON (also printed, written and plotted)."""
     items = load_items(HOLDOUT)  # never the items the profiles were measured on
-    jobs = build_jobs(items, table, opts.requests, opts.loose_budget_s, opts.seed)
+    jobs = build_jobs(items, table, requests, opts.loose_budget_s, opts.seed)
     step(f"replay {len(jobs)} requests through the data plane with the openai client "
          f"({opts.concurrency} at a time, half streaming)")  # fmt: skip
     client = make_client(stack.data_plane_url)
@@ -184,11 +211,14 @@ async def run_demo(opts: DemoOptions) -> int:
         print("  ok")
     with ExitStack() as children:
         fleet, dropped = await start_fleet(opts, children, logs)
+        if opts.mode == "sim":
+            sweep, requests = SIM_SWEEP, opts.requests or SIM_REQUESTS
+        else:
+            sweep, requests = size_real_run(opts, fleet, time.monotonic() - started)
         step("start redis-server, the control plane and the data plane")
         redis_url = await start_redis(children, logs)
         cp_url, token = await start_control_plane(children, redis_url, logs)
         step(f"profile {len(fleet)} pairs (python -m profiler run ... --push {cp_url})")
-        sweep = SIM_SWEEP if opts.mode == "sim" else REAL_SWEEP
         reports, failed = await profile_fleet(fleet, sweep, cp_url, token, opts.out_dir)
         dropped += failed
         require_two(len(reports), dropped)
@@ -203,7 +233,7 @@ async def run_demo(opts: DemoOptions) -> int:
         dp_url, _ = await start_data_plane(children, redis_url, logs)
         stack = Stack(redis_url, cp_url, dp_url, token)
         show_table(stack)
-        data = await measure(opts, stack, table)
+        data = await measure(opts, stack, table, requests)
         data["extras"] = _extras(fleet, reports, stack, time.monotonic() - started)
         data["extras"]["dropped"] = [
             {"variant": d.variant, "reason": d.reason, "log": str(d.log) if d.log else None}

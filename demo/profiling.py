@@ -7,17 +7,20 @@ one CPU, so they are profiled one after another; simulated ones all at once.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from contracts.profile_report import ProfileReport
 from demo.engine_check import Dropped
 from demo.fleet import ROOT, FleetPair
 from demo.processes import StartupError, log_tail
+from demo.sizing import DemoSize, EvalLine, progress_line, select_items
+from profiler.accuracy import EvalItem
 from profiler.profiling import load_eval_sets
 
 EVALSETS = tuple(sorted((ROOT / "profiler" / "evalsets").glob("*.jsonl")))
@@ -50,14 +53,50 @@ SIM_SWEEP = Sweep("1,8,32", "128,512", "32", requests_per_level=32, warmup=2, pa
 def sweep_tokens(sweep: Sweep) -> tuple[int, int]:
     """(output tokens the eval pass asks for at most, output tokens of the load sweep)."""
     items, _, _ = load_eval_sets(sweep.evalsets)
-    levels = [sweep.concurrency, sweep.input_tokens, sweep.output_tokens]
-    count = 1
-    for values in levels[:2]:
-        count *= len(values.split(","))
+    return sum(i.max_tokens for i in items), load_tokens(sweep)
+
+
+def load_tokens(sweep: Sweep) -> int:
+    """Output tokens the load sweep asks for: every level's requests and warm-ups."""
+    levels = len(sweep.concurrency.split(",")) * len(sweep.input_tokens.split(","))
     load = sum(int(out) for out in sweep.output_tokens.split(","))
-    return sum(i.max_tokens for i in items), count * load * (
-        sweep.requests_per_level + sweep.warmup
-    )
+    return levels * load * (sweep.requests_per_level + sweep.warmup)
+
+
+def eval_lines(paths: Sequence[Path]) -> list[EvalLine]:
+    """The eval items of `paths` in file order, each with its JSONL line (checked here)."""
+    lines = []
+    for path in paths:
+        for raw in path.read_text().splitlines():
+            if raw.strip():
+                item = EvalItem.model_validate(json.loads(raw))
+                lines.append(EvalLine(item.category, item.max_tokens, raw))
+    return lines
+
+
+def size_work(sweep: Sweep, lines: Sequence[EvalLine], size: DemoSize) -> tuple[int, int, int]:
+    """(eval items, their output tokens, load-sweep output tokens) of one pair at `size`."""
+    kept = select_items(lines, size.items_per_category)
+    sized = replace(sweep, requests_per_level=size.requests_per_level)
+    return len(kept), sum(line.max_tokens for line in kept), load_tokens(sized)
+
+
+def sized_sweep(sweep: Sweep, lines: Sequence[EvalLine], size: DemoSize, folder: Path) -> Sweep:
+    """`sweep` at `size`: its requests per level, and (when the size keeps fewer items) eval
+    sets of the kept items written to `folder`, one file per category."""
+    sized = replace(sweep, requests_per_level=size.requests_per_level)
+    if size.items_per_category is None:
+        return sized
+    folder.mkdir(parents=True, exist_ok=True)
+    files: dict[str, list[str]] = {}
+    for line in select_items(lines, size.items_per_category):
+        files.setdefault(line.category, []).append(line.text)
+    paths = []
+    for category, texts in files.items():
+        path = folder / f"{category}.jsonl"
+        path.write_text("\n".join(texts) + "\n")
+        paths.append(path)
+    return replace(sized, evalsets=tuple(paths))
 
 
 def profiler_argv(pair: FleetPair, sweep: Sweep, out: Path, control_plane_url: str) -> list[str]:
@@ -120,8 +159,10 @@ async def profile_fleet(
     profile fails (its engine died: the profiler stops it at once) is dropped with one line,
     and the others go on."""
     slots = asyncio.Semaphore(sweep.parallel)
+    start, finished = time.monotonic(), 0
 
     async def one(pair: FleetPair) -> ProfileReport | Dropped:
+        nonlocal finished
         async with slots:
             try:
                 return await profile_pair(pair, sweep, control_plane_url, token, out_dir)
@@ -131,6 +172,9 @@ async def profile_fleet(
                 dropped = Dropped(pair.pair, reason, log, "profiler log")
                 print(dropped.line(), flush=True)
                 return dropped
+            finally:
+                finished += 1
+                print(progress_line(finished, len(fleet), time.monotonic() - start), flush=True)
 
     outcomes = await asyncio.gather(*(one(p) for p in fleet))
     reports = [o for o in outcomes if isinstance(o, ProfileReport)]

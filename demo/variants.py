@@ -14,12 +14,19 @@ from dataclasses import dataclass
 from demo.engine_check import Dropped
 
 # engine variant (infra/engines) -> Gearbox quantization name
-REAL_VARIANTS = {"bf16": "bf16", "w8a8": "int8-w8a8", "w4a16": "int4-w4a16", "fp8": "fp8"}
+REAL_VARIANTS = {
+    "bf16": "bf16",
+    "w8a8": "int8-w8a8",
+    "w4a16": "int4-w4a16",
+    "fp8": "fp8",
+    "fp8kv": "bf16-fp8kv",
+}
 # What the demo starts where it can, in this order.
 DEMO_VARIANTS = ("bf16", "w8a8", "w4a16")
-# A quantized variant's stand-in: another reduced precision on the same weights
-# (docs/engines.md, "Variants per CPU").
-REPLACEMENTS: dict[str, tuple[str, ...]] = {"w8a8": ("fp8",), "w4a16": ("fp8",)}
+# A quantized variant's stand-in, in order: fp8 weights (AMX), else the bf16 weights with an fp8
+# KV cache (AVX-512 or AMX): a reduced-precision cache, not weights (docs/engines.md, "Variants
+# per CPU").
+REPLACEMENTS: dict[str, tuple[str, ...]] = {"w8a8": ("fp8", "fp8kv"), "w4a16": ("fp8", "fp8kv")}
 
 
 @dataclass(frozen=True, slots=True)

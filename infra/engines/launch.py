@@ -115,7 +115,7 @@ def missing_checkpoint(layout: Layout, variant: str) -> str | None:
     for folder in needed:
         if not (folder / MARKER).is_file():
             setup = "python3 infra/engines/engines.py setup --variants "
-            return f"{folder} is not set up; run `{setup}{'bf16' if variant == 'fp8' else variant}`"
+            return f"{folder} is not set up; run `{setup}{variant_spec(variant)[0]}`"
     return None
 
 

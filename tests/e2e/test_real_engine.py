@@ -32,7 +32,13 @@ from demo.fleet import (
 )
 from demo.profiling import EVALSETS, Sweep, profile_pair
 from demo.stack import fetch_text, publish_table, start_control_plane, start_data_plane
-from demo.variants import DEMO_VARIANTS, REAL_VARIANTS, VariantPlan, plan_variants
+from demo.variants import (
+    DEMO_VARIANTS,
+    REAL_VARIANTS,
+    REPLACEMENTS,
+    VariantPlan,
+    plan_variants,
+)
 from tests.support.redis_server import RedisProcess
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
@@ -180,23 +186,34 @@ def test_the_router_counted_cost_for_the_pair(real_stack: RealStack, client: ope
 
 
 @pytest.fixture(scope="module")
-def demo_plan() -> VariantPlan:
-    """What `make demo` starts here: the same set-up, capabilities and plan as demo.flow."""
+def demo_problems() -> dict[str, str | None]:
+    """Per variant, why this machine cannot serve it (None: it can), as demo.flow asks."""
     problem = check_engine_memory(1, 1)
     if problem is not None:
         pytest.fail(problem)
     run_setup(",".join(DEMO_VARIANTS))
     caps = asyncio.run(engine_capabilities(tuple(REAL_VARIANTS)))
-    return plan_variants(DEMO_VARIANTS, caps["variants"])
+    problems: dict[str, str | None] = caps["variants"]
+    return problems
+
+
+@pytest.fixture(scope="module")
+def demo_plan(demo_problems: dict[str, str | None]) -> VariantPlan:
+    """What `make demo` starts here: the same set-up, capabilities and plan as demo.flow."""
+    return plan_variants(DEMO_VARIANTS, demo_problems)
 
 
 @pytest.mark.parametrize("variant", list(REAL_VARIANTS))
 def test_every_variant_the_demo_starts_answers_a_smoke_completion(
-    demo_plan: VariantPlan, variant: str, tmp_path: Path
+    demo_plan: VariantPlan, demo_problems: dict[str, str | None], variant: str, tmp_path: Path
 ) -> None:
-    if variant not in demo_plan.start:
+    """Also every stand-in that runs here: the demo starts one when a variant dies at its
+    smoke completion (fp8kv on this AVX-512 machine without AMX)."""
+    stand_in = any(variant in options for options in REPLACEMENTS.values())
+    if variant not in demo_plan.start and not (stand_in and demo_problems[variant] is None):
         dropped = [d.line().strip() for d in demo_plan.dropped if d.variant == variant]
-        pytest.skip(dropped[0] if dropped else f"make demo does not start {variant} here")
+        reason = dropped[0] if dropped else demo_problems.get(variant)
+        pytest.skip(reason or f"make demo does not start {variant} here")
 
     async def smoke() -> tuple[list[FleetPair], list[str]]:
         with ExitStack() as children:  # one engine at a time, as the memory check allows
