@@ -80,6 +80,7 @@ class Decided:
     priority: str = "standard"  # its priority class
     client: str | None = None  # its tenant itself when named (None: anonymous), for evidence
     held: str | None = None  # the pair its tenant's fair share counts it at (`finished` ends it)
+    waited_s: float = 0.0  # seconds it waited in the queue first (its budget was what was left)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,10 +140,14 @@ class DecisionStep:
         self._p.metrics.tenant(tenant, priority[0])[0].inc()
         return self._decided(table, inbound, _Who(who, tenant, *priority), may_wait)
 
-    def again(self, full: Full) -> Decided:
-        """Decide a queued request again, on the health now (raises `Full` while it still
-        would be refused); the table is the one it was read on."""
-        return self._decided(full.asked.table, full.inbound, full.asked.who, True, True)
+    def again(self, full: Full, waited_s: float) -> Decided:
+        """Decide a queued request again after `waited_s` in the queue, on the health now and
+        with what is left of its budget (`Full.left_after`): raises `Full` while it still
+        would be refused, and while no pair proves what is left (the queue refuses it at its
+        deadline); the table is the one it was read on. `full`: as it arrived."""
+        asked = full.asked
+        inbound = full.inbound.within(full.left_after(waited_s))
+        return self._decided(asked.table, inbound, asked.who, True, (full, waited_s))
 
     def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed:
         """The 429 for a queued request refused after all, counted as shed."""
@@ -157,10 +162,11 @@ class DecisionStep:
         inbound: InboundRequest,
         who: _Who,
         may_wait: bool,
-        again: bool = False,
+        queued: tuple[Full, float] | None = None,
     ) -> Decided:
-        """One request read, decided (see `decide`) and its tenant's share taken; `again`:
-        a queued request decided anew (its spilled demand was counted the first time)."""
+        """One request read, decided (see `decide`) and its tenant's share taken; `queued`:
+        a queued request decided anew (see `again`) and the seconds it waited."""
+        again = None if queued is None else queued[0]
         try:
             decision = self._decision(table, inbound, who, (may_wait, again))
         except RouterError as err:  # a 429 or no route says what class it was judged as
@@ -175,7 +181,8 @@ class DecisionStep:
         if self._p.tenant_load is not None:
             held = decision.candidates[0].pair.pair
             self._p.tenant_load.start(held, who_id)
-        return Decided(table, inbound, decision, who.label, who.priority, client, held)
+        waited_s = 0.0 if queued is None else queued[1]
+        return Decided(table, inbound, decision, who.label, who.priority, client, held, waited_s)
 
     def finished(self, decided: Decided) -> None:
         """The request is over (answered, failed or cancelled): its tenant's share is free."""
@@ -209,17 +216,19 @@ class DecisionStep:
         table: CompiledTable,
         inbound: InboundRequest,
         who: _Who,
-        wait: tuple[bool, bool] = (False, False),
+        wait: tuple[bool, Full | None] = (False, None),
     ) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
         shadow mode, where the default pair serves what the router would refuse, and `Shed`
-        when admission sheds it (never in shadow mode: traffic flows as without the router)."""
+        when admission sheds it (never in shadow mode: traffic flows as without the router).
+        `wait` = (whether the door may queue it, the `Full` it waits as when it is queued
+        already and `inbound` carries what is left of its budget)."""
         p = self._p
         may_wait, again = wait
         req = RouteRequest(inbound.facts, inbound.budget)
         health = p.health.view()
         result = self._route(table, req, health)
-        if p.demand is not None and not again:
+        if p.demand is not None and again is None:  # counted when it first arrived
             p.demand.observe(table, req, health, result)
         asked = _Asked(table, req, health, who, may_wait)
         seen = self._seen(table, result, who)
@@ -229,6 +238,8 @@ class DecisionStep:
             if isinstance(verdict, ShedVerdict):
                 raise self._shed(asked, (inbound, fleet), verdict.retry_after_s, verdict.detail)
             result = verdict
+        if again is not None and not _meets(result):
+            raise again  # no pair proves what is left of its budget now: it waits on
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
             shadow = shadow_without_route(result, table, req)
@@ -376,6 +387,12 @@ class DecisionStep:
             span.set_attribute(ATTR_TABLE_VERSION, table.version)
             span.set_attribute(ATTR_REASON, decision.reason.value)
             span.set_attribute(ATTR_PAIR, first.pair.pair)
+
+
+def _meets(result: RouteDecision | NoRoute) -> bool:
+    """Whether `result` serves on a pair that proves the request's floor and budget (not a
+    best-effort relaxation, not no route)."""
+    return isinstance(result, RouteDecision) and result.reason in _FEASIBLE
 
 
 def _applied(who: _Who) -> tuple[tuple[str, str], ...]:

@@ -6,10 +6,11 @@ may have room: when one of this replica's requests finishes (`finished`), and at
 next predicted drain time (the earliest Retry-After the waiting requests were given, between
 `MIN_RECHECK_S` and `MAX_RECHECK_S`: other replicas' requests and the engines' queues, which
 this replica only learns of by sharing and scrape, drain without telling it). Re-deciding
-picks the cheapest pair that then has room and still proves its floor (`choose_route` runs
-again on the health then). Order: strict priority bands (a larger class share first), then
-the band's tenants in turn (round robin: the tenant dispatched last goes to the back), then
-the tenant's earliest deadline first.
+picks the cheapest pair that then has room and still proves its floor and what is left of
+its budget (`choose_route` runs again on the health then, `DecisionStep.again`); while no
+pair proves the remainder it waits on. Order: strict priority bands (a larger class share
+first), then the band's tenants in turn (round robin: the tenant dispatched last goes to the
+back), then the tenant's earliest deadline first.
 
 It is refused (429, `Retry-After`, `x-should-retry`) only when its *deadline* passes (its
 latency budget less the predicted service time on the cheapest pair of its fleet, idle: a
@@ -62,7 +63,7 @@ class FlowLimits:
 class Redecide(Protocol):
     """What the queue needs of the decision step (`DecisionStep`)."""
 
-    def again(self, full: Full) -> Decided: ...
+    def again(self, full: Full, waited_s: float) -> Decided: ...
 
     def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed: ...
 
@@ -74,6 +75,7 @@ class _Waiter:
     full: Full
     deadline: float  # loop time by which it must be dispatched
     since: float
+    arrived: float  # loop time it arrived at: its budget runs from then
     future: asyncio.Future[Decided]
     gone: bool = False
 
@@ -131,7 +133,7 @@ class FlowQueue:
         deadline = arrived + wait_s
         if deadline <= loop.time():
             raise self._refuse(full, Refusal.DEADLINE, 0.0)
-        waiter = _Waiter(full, deadline, loop.time(), loop.create_future())
+        waiter = _Waiter(full, deadline, loop.time(), arrived, loop.create_future())
         self._push(waiter)
         self._metrics.entered.labels(full.asked.who.label, full.priority).inc()
         self._schedule(loop, full.shed.retry_after_s)
@@ -159,6 +161,7 @@ class FlowQueue:
         tenant's head in turn, at most TRIES_PER_WAKE of them (each is a whole decision, a
         few hundred microseconds; the rest wait for the next wake-up)."""
         self._soon = False
+        now = asyncio.get_running_loop().time()
         tries = 0
         for band in sorted(self._bands):
             b = self._bands[band]
@@ -170,9 +173,9 @@ class FlowQueue:
                     return
                 tries += 1
                 try:
-                    decided = self._step.again(waiter.full)
-                except Full as still:
-                    waiter.full = still
+                    decided = self._step.again(waiter.full, now - waiter.arrived)
+                except Full as still:  # its refusal now; the request as it arrived stays
+                    waiter.full.shed = still.shed
                     continue
                 except RouterError as err:  # e.g. no route left on the health now
                     self._leave(waiter)

@@ -9,6 +9,8 @@ import json
 from collections.abc import Callable
 
 from contracts.routing_table import RoutingTable
+from data_plane.app import OVERSHOOT
+from data_plane.resilience.overshoot import MIN_SAMPLES
 from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane.conftest import CHAT_BODY, Harness, MakeHarness
 from tests.component.data_plane.fakes import FakeResponse, chat_json, make_table, pair_entry
@@ -119,3 +121,68 @@ async def test_a_client_that_goes_away_leaves_the_queue_at_once(
     assert not hold.done()
     assert len(h.upstream.requests) == 1
     hold.cancel()
+
+
+async def test_a_wait_in_the_queue_is_not_counted_as_the_engines_lateness(
+    make_harness: MakeHarness,
+) -> None:
+    """Issue 32, finding 1: the margin admission takes off a budget measures the engine's own
+    lateness, from dispatch. Nine requests at once on a one-slot pair predicted at 0.5 s that
+    answers in 0.15 s: eight wait up to 1.2 s in the queue, and every engine is early, so
+    the pair's margin stays 0 (before the fix, the waits made it 0.5 s: less capacity, more
+    queueing, a larger margin)."""
+    entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=0.5)
+    entry["latency"]["max_profiled_load"] = 1
+
+    def engine(r: UpstreamRequest) -> FakeResponse:
+        h.clock.advance(0.15)  # the router's clock runs as the engine works
+        return FakeResponse(body=chat_json(), delays_s={0: 0.15})
+
+    routes = {URL: engine}
+    h = await make_harness(make_table([entry]), routes=routes, engine_deadline_factor=0)
+    budget = {"X-Latency-Budget-Ms": "10000"}
+    answers = await asyncio.gather(*(ask(h, budget) for _ in range(MIN_SAMPLES + 1)))
+    assert [s for s, _ in answers] == [200] * (MIN_SAMPLES + 1)
+    assert h.metric("gearbox_flow_dispatched_total", **STANDARD) == MIN_SAMPLES  # they waited
+    margin_s, _ = h.app[OVERSHOOT].raw()["fam@fp16"]
+    assert margin_s == 0.0
+
+
+async def test_a_queued_request_goes_only_where_what_is_left_of_its_budget_is_met(
+    make_harness: MakeHarness,
+) -> None:
+    """Issue 32, finding 2: a queued request is decided again on what is left of its budget.
+    fam@int4 (cheap, 0.11 s) and fam@fp16 (1.01 s), one slot each, both held; a 1.5 s
+    request waits. fp16 frees at 0.8 s, when 0.7 s is left: too little for fp16's 1.01 s,
+    so it waits on and goes to int4 when that frees at 1.2 s (0.3 s left). Before the fix it
+    was sent to fp16 on its whole budget, and answered late."""
+    int4_url, fp16_url = "http://int4-a", "http://fp16-a"
+    cheap = pair_entry("fam", "int4", urls=[int4_url], ttft_base_s=0.1, usd_per_mtok=0.5)
+    slow = pair_entry("fam", "fp16", urls=[fp16_url], ttft_base_s=1.0)
+    for entry in (cheap, slow):
+        entry["latency"]["max_profiled_load"] = 1
+    held = {int4_url: [1.2], fp16_url: [0.8]}  # each pair's first answer is held, then none
+
+    def answer(url: str) -> Callable[[UpstreamRequest], FakeResponse]:
+        return lambda r: FakeResponse(
+            body=chat_json(), delays_s={0: held[url].pop() if held[url] else 0.0}
+        )
+
+    routes = {url: answer(url) for url in held}
+    h = await make_harness(make_table([cheap, slow]), routes=routes, engine_deadline_factor=0)
+
+    async def pinned(model: str) -> int:
+        body = json.dumps({**CHAT_BODY, "model": model}).encode()
+        resp = await h.client.post(
+            "/v1/chat/completions", data=body, headers={"X-Latency-Budget-Ms": "10000"}
+        )
+        await resp.read()
+        return resp.status
+
+    holds = [asyncio.create_task(pinned(m)) for m in ("fam@int4", "fam@fp16")]
+    await eventually(lambda: len(h.upstream.requests) == 2, what="both pairs are held")
+    status, headers = await ask(h, {"X-Latency-Budget-Ms": "1500"})
+    assert status == 200
+    assert headers["X-Route-Pair"] == "fam@int4"
+    assert sum(r.url.startswith(fp16_url) for r in h.upstream.requests) == 1
+    assert await asyncio.gather(*holds) == [200, 200]

@@ -41,8 +41,10 @@ class Step:
         self.order: list[str] = []
         self.refused: list[str] = []
         self.ended: list[Decided] = []
+        self.waited: list[float] = []
 
-    def again(self, f: Full) -> Decided:
+    def again(self, f: Full, waited_s: float) -> Decided:
+        self.waited.append(waited_s)
         if self.room <= 0:
             raise f
         self.room -= 1
@@ -184,12 +186,30 @@ async def test_a_wake_up_decides_again_a_bounded_number_of_waiting_requests() ->
     tried: list[str] = []
     again = q.step.again
 
-    def counting(f: Full) -> Decided:
+    def counting(f: Full, waited_s: float) -> Decided:
         tried.append(f.tenant)
-        return again(f)
+        return again(f, waited_s)
 
     q.step.again = counting  # type: ignore[method-assign]
     q.flow.kick()  # no room anywhere: each tenant's head is tried, up to the bound
     assert len(tried) == TRIES_PER_WAKE
     for t in tasks:
         t.cancel()
+
+
+async def test_a_request_is_decided_again_on_the_time_since_it_arrived() -> None:
+    """The budget runs from arrival: `again` gets the seconds since then (the body read and
+    the first decision included), for what is left of the budget (`Full.left_after`); a
+    refusal on the way keeps the request as it arrived (its whole budget)."""
+    q = Queue()
+    loop = asyncio.get_running_loop()
+    arrived = full("a")
+    task = asyncio.create_task(q.flow.wait(arrived, loop.time() - 0.5))
+    await eventually(lambda: len(q.flow) == 1, what="it waits")
+    q.flow.kick()  # still no room
+    q.step.room = 1
+    q.flow.kick()
+    assert await task == cast(Decided, "a")
+    assert len(q.step.waited) == 2
+    assert all(w >= 0.5 for w in q.step.waited)
+    assert q.step.waited[1] >= q.step.waited[0]
