@@ -55,6 +55,11 @@ class Full(Exception):  # noqa: N818 - a verdict handed to the door, not an erro
         return self.asked.who.priority
 
     @property
+    def sheddable(self) -> bool:
+        """False for a class that waits but is never refused (critical by default)."""
+        return self.asked.who.klass.sheddable
+
+    @property
     def band(self) -> float:
         """Bands in order: a larger share first (critical, standard, batch by default)."""
         return -self.asked.who.klass.share

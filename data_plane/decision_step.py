@@ -126,11 +126,19 @@ class DecisionStep:
         return table
 
     def decide(
-        self, raw: bytes, kind: BodyKind, headers: Mapping[str, str], may_wait: bool = False
+        self,
+        raw: bytes,
+        kind: BodyKind,
+        headers: Mapping[str, str],
+        may_wait: bool = False,
+        behind: float | None = None,
     ) -> Decided:
         """Read and decide one request, counted; raises RouterError for an answer the client
         gets at once (a bad body or header, an unknown model, no route outside shadow mode),
-        and `Full` instead of a refusal by load when the door may queue it (`may_wait`)."""
+        and `Full` instead of a refusal by load when the door may queue it (`may_wait`; then
+        also for a full fleet's request of a class never refused, which waits in the top
+        band). `behind`: the highest band with requests waiting in the door's queue (strict
+        bands: a request of a lower band waits behind them, `_yield`)."""
         table = self.table()
         inbound = read_request(raw, kind, headers, table)
         admission = self._p.admission
@@ -138,7 +146,7 @@ class DecisionStep:
         who, priority = me.tenant, (me.priority, me.klass)
         tenant = admission.labels.label(who)
         self._p.metrics.tenant(tenant, priority[0])[0].inc()
-        return self._decided(table, inbound, _Who(who, tenant, *priority), may_wait)
+        return self._decided(table, inbound, _Who(who, tenant, *priority), may_wait, None, behind)
 
     def again(self, full: Full, waited_s: float) -> Decided:
         """Decide a queued request again after `waited_s` in the queue, on the health now and
@@ -148,6 +156,13 @@ class DecisionStep:
         asked = full.asked
         inbound = full.inbound.within(full.left_after(waited_s))
         return self._decided(asked.table, inbound, asked.who, True, (full, waited_s))
+
+    def anyway(self, full: Full) -> Decided:
+        """A queued request of a class that is never refused (critical by default) whose
+        wait ended at its deadline or a bound: decided on its whole budget without
+        admission, as it would be without a queue."""
+        asked = full.asked
+        return self._decided(asked.table, full.inbound, asked.who, False, (full, 0.0))
 
     def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed:
         """The 429 for a queued request refused after all, counted as shed."""
@@ -163,12 +178,13 @@ class DecisionStep:
         who: _Who,
         may_wait: bool,
         queued: tuple[Full, float] | None = None,
+        behind: float | None = None,
     ) -> Decided:
         """One request read, decided (see `decide`) and its tenant's share taken; `queued`:
         a queued request decided anew (see `again`) and the seconds it waited."""
         again = None if queued is None else queued[0]
         try:
-            decision = self._decision(table, inbound, who, (may_wait, again))
+            decision = self._decision(table, inbound, who, (may_wait, again, behind))
         except RouterError as err:  # a 429 or no route says what class it was judged as
             err.applied = _applied(who)
             raise
@@ -216,29 +232,26 @@ class DecisionStep:
         table: CompiledTable,
         inbound: InboundRequest,
         who: _Who,
-        wait: tuple[bool, Full | None] = (False, None),
+        wait: tuple[bool, Full | None, float | None] = (False, None, None),
     ) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
         shadow mode, where the default pair serves what the router would refuse, and `Shed`
         when admission sheds it (never in shadow mode: traffic flows as without the router).
         `wait` = (whether the door may queue it, the `Full` it waits as when it is queued
-        already and `inbound` carries what is left of its budget)."""
+        already and `inbound` carries what is left of its budget, the band it waits behind)."""
         p = self._p
-        may_wait, again = wait
+        may_wait, again, behind = wait
         req = RouteRequest(inbound.facts, inbound.budget)
         health = p.health.view()
         result = self._route(table, req, health)
         if p.demand is not None and again is None:  # counted when it first arrived
             p.demand.observe(table, req, health, result)
         asked = _Asked(table, req, health, who, may_wait)
-        seen = self._seen(table, result, who)
+        seen = self._seen(table, result, who, may_wait)
         fleet = None if seen is None else self._fleet(asked, result, seen)
-        if fleet is not None:
-            verdict = admit(table, req, health, result, (who.priority, who.klass), fleet)
-            if isinstance(verdict, ShedVerdict):
-                raise self._shed(asked, (inbound, fleet), verdict.retry_after_s, verdict.detail)
-            result = verdict
-        if again is not None and not _meets(result):
+        if seen is not None:
+            result = self._admitted((asked, inbound), result, (fleet, seen), behind)
+        if again is not None and may_wait and not _meets(result):
             raise again  # no pair proves what is left of its budget now: it waits on
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
@@ -250,10 +263,50 @@ class DecisionStep:
             if result.ladder is not None:  # quality-first: its hysteresis state for the next one
                 p.health.set_ladder(result.ladder)
             decision = apply_rollout(result, table, p.rng.random())
-            if seen is not None:
+            if seen is not None and who.klass.sheddable:
                 self._fair_share((asked, inbound), decision, fleet, seen)
         self._count(table, decision, result)
         return decision
+
+    def _admitted(
+        self,
+        read: tuple[_Asked, InboundRequest],
+        result: RouteDecision | NoRoute,
+        judged: tuple[Fleet | None, Seen],
+        behind: float | None,
+    ) -> RouteDecision | NoRoute:
+        """`result` as admission lets it through (`decision.admission`), or raises the
+        refusal (`Full` where the door may queue it, `_shed`)."""
+        asked, inbound = read
+        table, req, health, who, may_wait = asked
+        fleet, seen = judged
+        if may_wait and behind is not None and -who.klass.share > behind:
+            self._yield(asked, inbound, fleet, seen)
+        if fleet is None:
+            return result
+        # A class never refused (critical) is judged like any while it may wait: it waits in
+        # the queue's top band, and is never refused there (`serving.flow`).
+        klass = who.klass
+        if not klass.sheddable:
+            klass = klass.model_copy(update={"sheddable": True})
+        verdict = admit(table, req, health, result, (who.priority, klass), fleet)
+        if isinstance(verdict, ShedVerdict):
+            raise self._shed(asked, (inbound, fleet), verdict.retry_after_s, verdict.detail)
+        return verdict
+
+    def _yield(
+        self, asked: _Asked, inbound: InboundRequest, fleet: Fleet | None, seen: Seen
+    ) -> None:
+        """Strict bands: a request of a class below one whose requests wait in the door's
+        queue waits behind them (`Full`), room or not, when some pair meets it unloaded; a
+        slot that frees goes to the higher band first (`serving.flow`)."""
+        table, req, health, who, _ = asked
+        if fleet is None:
+            fleet = fleet_of(table, req, health, seen, who.klass.share)
+        if fleet is not None:
+            wait_s = fleet.pairs[0].candidate.predicted_latency_s
+            detail = "requests of a higher priority class wait for room"
+            raise self._shed(asked, (inbound, fleet), wait_s, detail)
 
     def _fleet(self, asked: _Asked, result: RouteDecision | NoRoute, seen: Seen) -> Fleet | None:
         """The request's fleet (`decision.saturation`), or None when the pair chosen has room
@@ -271,12 +324,15 @@ class DecisionStep:
         return fleet_of(table, req, health, seen, who.klass.share)
 
     def _seen(
-        self, table: CompiledTable, result: RouteDecision | NoRoute, who: _Who
+        self, table: CompiledTable, result: RouteDecision | NoRoute, who: _Who, may_wait: bool
     ) -> Seen | None:
-        """What admission reads when the request may be refused (a sheddable class,
-        shedding on, outside shadow mode), else None."""
+        """What admission reads when the request may be refused or queued (a sheddable
+        class, or any class at a door that may queue it; shedding on, outside shadow mode),
+        else None."""
         p = self._p
-        if not who.klass.sheddable or not p.admission.shed or table.policy.shadow.enabled:
+        if not (who.klass.sheddable or may_wait):
+            return None
+        if not p.admission.shed or table.policy.shadow.enabled:
             return None
         if isinstance(result, RouteDecision) and result.reason is RouteReason.SHADOW:
             return None

@@ -16,8 +16,11 @@ It is refused (429, `Retry-After`, `x-should-retry`) only when its *deadline* pa
 latency budget less the predicted service time on the cheapest pair of its fleet, idle: a
 later start cannot make the budget even unloaded; `FLOW_MAX_WAIT_S` for a request without
 latency budget) or a bound is hit (`FLOW_QUEUE_MAX` waiting in all, `FLOW_QUEUE_PER_TENANT`
-of one tenant). The service time assumes the answer runs to its `max_tokens` (or the
-category's default): an answer that stops early is refused sooner than it need be.
+of one tenant). A class that is never refused (critical; `Full.sheddable` False) waits in
+its band like any, and at its deadline or a bound goes in anyway (`DecisionStep.anyway`: its
+whole budget, no admission, as without a queue). The service time assumes the answer runs
+to its `max_tokens` (or the category's default): an answer that stops early is refused
+sooner than it need be.
 Retry-After after a refusal is the observed drain: the requests waiting ahead over the rate
 at which this replica's requests finished lately (the predicted drain when none has).
 
@@ -66,6 +69,8 @@ class Redecide(Protocol):
     def again(self, full: Full, waited_s: float) -> Decided: ...
 
     def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed: ...
+
+    def anyway(self, full: Full) -> Decided: ...
 
     def finished(self, decided: Decided) -> None: ...
 
@@ -121,18 +126,23 @@ class FlowQueue:
     def __len__(self) -> int:
         return self._waiting
 
+    def top_band(self) -> float | None:
+        """The highest band with requests waiting (None: none wait); an arrival of a lower
+        band waits behind them (`DecisionStep.decide`'s `behind`)."""
+        return min(self._bands) if self._waiting else None
+
     async def wait(self, full: Full, arrived: float) -> Decided:
         """The request decided once a pair has room (or raises its 429). `arrived`: the loop
         time it arrived at (its budget runs from then)."""
         loop = asyncio.get_running_loop()
         refusal = self._bound(full)
         if refusal is not None:
-            raise self._refuse(full, refusal, 0.0)
+            return self._refuse_or_send(full, refusal, None)
         budget = full.budget_s
         wait_s = self._limits.max_wait_s if budget is None else budget - full.service_s
         deadline = arrived + wait_s
         if deadline <= loop.time():
-            raise self._refuse(full, Refusal.DEADLINE, 0.0)
+            return self._refuse_or_send(full, Refusal.DEADLINE, None)
         waiter = _Waiter(full, deadline, loop.time(), arrived, loop.create_future())
         self._push(waiter)
         self._metrics.entered.labels(full.asked.who.label, full.priority).inc()
@@ -141,8 +151,12 @@ class FlowQueue:
             async with asyncio.timeout_at(deadline):
                 return await waiter.future
         except TimeoutError:
+            future = waiter.future
+            dispatched = future.done() and not future.cancelled()
+            if dispatched and not full.sheddable:  # in the very turn its wait ended
+                return future.result()
             self._release(waiter)
-            raise self._refuse(full, Refusal.DEADLINE, loop.time() - waiter.since) from None
+            return self._refuse_or_send(full, Refusal.DEADLINE, loop.time() - waiter.since)
         except asyncio.CancelledError:  # the client went away
             self._release(waiter)
             raise
@@ -159,12 +173,15 @@ class FlowQueue:
     def kick(self) -> None:
         """Dispatch the first waiting request, in order, that now gets a decision: each
         tenant's head in turn, at most TRIES_PER_WAKE of them (each is a whole decision, a
-        few hundred microseconds; the rest wait for the next wake-up)."""
+        few hundred microseconds; the rest wait for the next wake-up). Strict bands: while a
+        band's heads find no room, no lower band's request is tried."""
         self._soon = False
         now = asyncio.get_running_loop().time()
         tries = 0
         for band in sorted(self._bands):
             b = self._bands[band]
+            if tries:
+                return  # a higher band's heads found no room
             for tenant in list(b.turn):
                 waiter = b.head(tenant)
                 if waiter is None:
@@ -244,6 +261,16 @@ class FlowQueue:
             band.turn.remove(tenant)
         if not band.tenants:
             del self._bands[key]
+
+    def _refuse_or_send(self, full: Full, refusal: Refusal, waited_s: float | None) -> Decided:
+        """The 429 for a sheddable request; a class never refused (critical) goes in
+        instead, decided without admission (`DecisionStep.anyway`), counted as dispatched
+        when it waited (`waited_s` None: it never entered the queue)."""
+        if full.sheddable:
+            raise self._refuse(full, refusal, waited_s or 0.0)
+        if waited_s is not None:
+            self._metrics.left(full.priority, waited_s, None)
+        return self._step.anyway(full)
 
     def _refuse(self, full: Full, refusal: Refusal, waited_s: float) -> Shed:
         self._metrics.left(full.priority, waited_s, refusal)

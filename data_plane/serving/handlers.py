@@ -175,7 +175,8 @@ class Handlers:
         if self._flow is None:
             return self._step.decide(raw, kind, request.headers)
         try:
-            return self._step.decide(raw, kind, request.headers, may_wait=True)
+            behind = self._flow.top_band()
+            return self._step.decide(raw, kind, request.headers, True, behind)
         except Full as full:
             return await self._flow.wait(full, arrived)
 

@@ -186,3 +186,60 @@ async def test_a_queued_request_goes_only_where_what_is_left_of_its_budget_is_me
     assert headers["X-Route-Pair"] == "fam@int4"
     assert sum(r.url.startswith(fp16_url) for r in h.upstream.requests) == 1
     assert await asyncio.gather(*holds) == [200, 200]
+
+
+CRITICAL = {"priority": "critical"}
+
+
+async def test_a_critical_request_waits_in_the_top_band_and_goes_first(
+    make_harness: MakeHarness,
+) -> None:
+    """Issue 32, finding 3: a critical request every pair is full for is not sent onto the
+    full engine (before: 2 in flight on a pair that holds 1); it waits in the top band and
+    is dispatched before the standard request queued ahead of it when the slot frees."""
+    h = await make_harness(
+        one_slot(), routes=holding(0.3), engine_deadline_factor=0, priority_header_trusted=True
+    )
+    budget = {"X-Latency-Budget-Ms": "10000"}
+    done: list[str] = []
+
+    async def sent(name: str, headers: dict[str, str]) -> int:
+        status, _ = await ask(h, {**budget, **headers})
+        done.append(name)
+        return status
+
+    hold = asyncio.create_task(sent("hold", {}))
+    await eventually(lambda: len(h.upstream.requests) == 1, what="the pair is held")
+    standard = asyncio.create_task(sent("standard", {}))
+    await eventually(lambda: h.metric("gearbox_flow_queue_length", **STANDARD) == 1, what="waits")
+    critical = asyncio.create_task(sent("critical", {"X-Priority": "critical"}))
+    await eventually(lambda: h.metric("gearbox_flow_queue_length", **CRITICAL) == 1, what="waits")
+    assert len(h.upstream.requests) == 1  # not sent onto the full engine
+    assert list(await asyncio.gather(hold, critical, standard)) == [200, 200, 200]
+    assert done == ["hold", "critical", "standard"]
+    assert h.metric("gearbox_flow_dispatched_total", **CRITICAL) == 1
+
+
+async def test_a_critical_request_is_sent_not_refused_at_its_deadline(
+    make_harness: MakeHarness,
+) -> None:
+    """A critical request is never refused: with a 1.3 s budget for a 1.008 s answer it
+    waits its 0.29 s of slack, then goes to the pair anyway (as it did without a queue),
+    where a standard request is refused (`test_a_waiting_request_is_refused_once_...`)."""
+    held = [3.0]
+    routes = {
+        URL: lambda r: FakeResponse(body=chat_json(), delays_s={0: held.pop() if held else 0})
+    }
+    h = await make_harness(
+        one_slot(), routes=routes, engine_deadline_factor=0, priority_header_trusted=True
+    )
+    hold = asyncio.create_task(ask(h, {}))
+    await eventually(lambda: len(h.upstream.requests) == 1, what="the pair is held")
+    status, _ = await ask(h, {"X-Latency-Budget-Ms": "1300", "X-Priority": "critical"})
+    assert status == 200
+    assert len(h.upstream.requests) == 2
+    assert h.metric("gearbox_flow_queued_total", tenant="anonymous", **CRITICAL) == 1
+    assert h.metric("gearbox_flow_dispatched_total", **CRITICAL) == 1
+    assert h.metric("gearbox_flow_refused_total", reason="deadline", **CRITICAL) == 0
+    assert not hold.done()
+    hold.cancel()
