@@ -39,8 +39,16 @@ class Full(Exception):  # noqa: N818 - a verdict handed to the door, not an erro
     (`serving.flow`): what re-deciding it and refusing it later need. Nothing is counted
     yet; its tenant already counts as active (`TenantLoad.refused`)."""
 
-    def __init__(self, asked: Asked, inbound: InboundRequest, shed: Shed, service_s: float):
+    def __init__(
+        self,
+        asked: Asked,
+        inbound: InboundRequest,
+        shed: Shed,
+        service_s: float,
+        pairs: frozenset[str] = frozenset(),
+    ):
         super().__init__(shed.message)
+        self.pairs = pairs  # its fleet's pairs: it waits behind a higher band's on these only
         self.asked = asked
         self.inbound = inbound
         self.shed = shed  # the 429 to answer if it is refused after all

@@ -57,6 +57,12 @@ NO_TABLE_RETRY_AFTER_S = 1.0
 _FEASIBLE = frozenset({RouteReason.CHEAPEST_FEASIBLE, RouteReason.MOST_PRECISE_FEASIBLE})
 
 
+class Behind(Protocol):
+    """The door's queue as a decision sees it (`serving.flow.FlowQueue`)."""
+
+    def top_band(self, pairs: frozenset[str] | None = None) -> float | None: ...
+
+
 class HealthSource(Protocol):
     """What a door knows about the engines when it decides (`resilience.health.Health` in the
     HTTP data plane; gateway mode sees only scraped queues, `gateway.router.ScrapedEngines`)."""
@@ -131,14 +137,14 @@ class DecisionStep:
         kind: BodyKind,
         headers: Mapping[str, str],
         may_wait: bool = False,
-        behind: float | None = None,
+        behind: Behind | None = None,
     ) -> Decided:
         """Read and decide one request, counted; raises RouterError for an answer the client
         gets at once (a bad body or header, an unknown model, no route outside shadow mode),
         and `Full` instead of a refusal by load when the door may queue it (`may_wait`; then
         also for a full fleet's request of a class never refused, which waits in the top
-        band). `behind`: the highest band with requests waiting in the door's queue (strict
-        bands: a request of a lower band waits behind them, `_yield`)."""
+        band). `behind`: the door's queue (strict bands: a request of a lower band waits
+        behind one of a higher band that waits for one of its pairs, `_yield`)."""
         table = self.table()
         inbound = read_request(raw, kind, headers, table)
         admission = self._p.admission
@@ -178,7 +184,7 @@ class DecisionStep:
         who: _Who,
         may_wait: bool,
         queued: tuple[Full, float] | None = None,
-        behind: float | None = None,
+        behind: Behind | None = None,
     ) -> Decided:
         """One request read, decided (see `decide`) and its tenant's share taken; `queued`:
         a queued request decided anew (see `again`) and the seconds it waited."""
@@ -232,7 +238,7 @@ class DecisionStep:
         table: CompiledTable,
         inbound: InboundRequest,
         who: _Who,
-        wait: tuple[bool, Full | None, float | None] = (False, None, None),
+        wait: tuple[bool, Full | None, Behind | None] = (False, None, None),
     ) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
         shadow mode, where the default pair serves what the router would refuse, and `Shed`
@@ -273,15 +279,17 @@ class DecisionStep:
         read: tuple[_Asked, InboundRequest],
         result: RouteDecision | NoRoute,
         judged: tuple[Fleet | None, Seen],
-        behind: float | None,
+        behind: Behind | None,
     ) -> RouteDecision | NoRoute:
         """`result` as admission lets it through (`decision.admission`), or raises the
         refusal (`Full` where the door may queue it, `_shed`)."""
         asked, inbound = read
         table, req, health, who, may_wait = asked
         fleet, seen = judged
-        if may_wait and behind is not None and -who.klass.share > behind:
-            self._yield(asked, inbound, fleet, seen)
+        if may_wait and behind is not None:
+            top = behind.top_band()
+            if top is not None and -who.klass.share > top:
+                self._yield(asked, (inbound, behind), fleet, seen)
         if fleet is None:
             return result
         # A class never refused (critical) is judged like any while it may wait: it waits in
@@ -295,15 +303,23 @@ class DecisionStep:
         return verdict
 
     def _yield(
-        self, asked: _Asked, inbound: InboundRequest, fleet: Fleet | None, seen: Seen
+        self,
+        asked: _Asked,
+        read: tuple[InboundRequest, Behind],
+        fleet: Fleet | None,
+        seen: Seen,
     ) -> None:
         """Strict bands: a request of a class below one whose requests wait in the door's
-        queue waits behind them (`Full`), room or not, when some pair meets it unloaded; a
-        slot that frees goes to the higher band first (`serving.flow`)."""
+        queue for one of its fleet's pairs waits behind them (`Full`), room or not; a slot
+        that frees goes to the higher band first (`serving.flow`)."""
+        inbound, behind = read
         table, req, health, who, _ = asked
         if fleet is None:
             fleet = fleet_of(table, req, health, seen, who.klass.share)
-        if fleet is not None:
+        if fleet is None:
+            return
+        top = behind.top_band(frozenset(p.pair for p in fleet.pairs))
+        if top is not None and -who.klass.share > top:
             wait_s = fleet.pairs[0].candidate.predicted_latency_s
             detail = "requests of a higher priority class wait for room"
             raise self._shed(asked, (inbound, fleet), wait_s, detail)
@@ -412,7 +428,8 @@ class DecisionStep:
             self._p.tenant_load.refused(fleet.pairs[0].pair, who.tenant)
         shed = Shed(detail, retry_after_s=retry_after_s)
         if asked.may_wait:
-            return Full(asked, inbound, shed, fleet.pairs[0].candidate.predicted_latency_s)
+            pairs = frozenset(p.pair for p in fleet.pairs)
+            return Full(asked, inbound, shed, fleet.pairs[0].candidate.predicted_latency_s, pairs)
         self._p.metrics.tenant(who.label, who.priority)[1].inc()
         return shed
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -120,16 +120,23 @@ class FlowQueue:
         self._per_tenant: dict[str, int] = {}
         self._seq = itertools.count()
         self._finishes: deque[float] = deque(maxlen=_DRAIN_SAMPLES)
+        self._pairs: dict[float, Counter[str]] = {}  # per band, its waiters' fleet pairs
         self._recheck: asyncio.TimerHandle | None = None
         self._soon = False
 
     def __len__(self) -> int:
         return self._waiting
 
-    def top_band(self) -> float | None:
-        """The highest band with requests waiting (None: none wait); an arrival of a lower
-        band waits behind them (`DecisionStep.decide`'s `behind`)."""
-        return min(self._bands) if self._waiting else None
+    def top_band(self, pairs: frozenset[str] | None = None) -> float | None:
+        """The highest band with requests waiting (for one of `pairs`, when given; None:
+        none wait); an arrival of a lower band waits behind them (`DecisionStep.decide`'s
+        `behind`)."""
+        if not self._waiting:
+            return None
+        if pairs is None:
+            return min(self._bands)
+        bands = [b for b, held in self._pairs.items() if not held.keys().isdisjoint(pairs)]
+        return min(bands, default=None)
 
     async def wait(self, full: Full, arrived: float) -> Decided:
         """The request decided once a pair has room (or raises its 429). `arrived`: the loop
@@ -178,13 +185,13 @@ class FlowQueue:
         self._soon = False
         now = asyncio.get_running_loop().time()
         tries = 0
+        blocked: set[str] = set()  # pairs a higher band's heads found no room on
         for band in sorted(self._bands):
             b = self._bands[band]
-            if tries:
-                return  # a higher band's heads found no room
+            stuck: set[str] = set()
             for tenant in list(b.turn):
                 waiter = b.head(tenant)
-                if waiter is None:
+                if waiter is None or not blocked.isdisjoint(waiter.full.pairs):
                     continue
                 if tries == TRIES_PER_WAKE:
                     return
@@ -193,6 +200,7 @@ class FlowQueue:
                     decided = self._step.again(waiter.full, now - waiter.arrived)
                 except Full as still:  # its refusal now; the request as it arrived stays
                     waiter.full.shed = still.shed
+                    stuck |= waiter.full.pairs
                     continue
                 except RouterError as err:  # e.g. no route left on the health now
                     self._leave(waiter)
@@ -207,6 +215,7 @@ class FlowQueue:
                     self._soon = True
                     loop.call_soon(self.kick)
                 return
+            blocked |= stuck
 
     def _release(self, waiter: _Waiter) -> None:
         """A request dispatched in the very turn its wait ended otherwise: its decision
@@ -231,6 +240,7 @@ class FlowQueue:
         heapq.heappush(heap, (waiter.deadline, next(self._seq), waiter))
         self._waiting += 1
         self._per_tenant[full.tenant] = self._per_tenant.get(full.tenant, 0) + 1
+        self._pairs.setdefault(full.band, Counter()).update(full.pairs)
         self._metrics.waiting(full.priority, 1)
 
     def _leave(self, waiter: _Waiter) -> None:
@@ -246,6 +256,13 @@ class FlowQueue:
             self._per_tenant[tenant] = left
         else:
             del self._per_tenant[tenant]
+        held = self._pairs[waiter.full.band]
+        held.subtract(waiter.full.pairs)
+        for pair in waiter.full.pairs:
+            if held[pair] <= 0:
+                del held[pair]
+        if not held:
+            del self._pairs[waiter.full.band]
         self._metrics.waiting(waiter.full.priority, -1)
 
     def _drop(self, waiter: _Waiter) -> None:

@@ -175,8 +175,7 @@ class Handlers:
         if self._flow is None:
             return self._step.decide(raw, kind, request.headers)
         try:
-            behind = self._flow.top_band()
-            return self._step.decide(raw, kind, request.headers, True, behind)
+            return self._step.decide(raw, kind, request.headers, True, self._flow)
         except Full as full:
             return await self._flow.wait(full, arrived)
 

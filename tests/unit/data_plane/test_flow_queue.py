@@ -28,11 +28,13 @@ NAMES = {id(STANDARD): "standard", id(BATCH): "batch", id(CRITICAL): "critical"}
 
 
 def full(tenant: str, budget_s: float = 60.0, klass: PriorityClass = STANDARD) -> Full:
-    """A request every pair was full for, predicted at 0.1 s on an idle pair."""
+    """A request every pair was full for (its fleet one pair), predicted at 0.1 s on it
+    idle."""
     name = NAMES[id(klass)]
     asked = Asked(bench_fleet(), request(Budget(latency_s=budget_s)), HealthView(),
                   Who(tenant, tenant, name, klass), True)  # fmt: skip
-    return Full(asked, cast(InboundRequest, None), Shed("full", retry_after_s=0.5), 0.1)
+    shed = Shed("full", retry_after_s=0.5)
+    return Full(asked, cast(InboundRequest, None), shed, 0.1, frozenset({"fam@fp16"}))
 
 
 class Step:
@@ -266,3 +268,26 @@ async def test_a_lower_band_waits_while_a_higher_bands_heads_find_no_room() -> N
     assert await drain(q, 1) == ["crit", "std"]
     await asyncio.gather(*tasks)
     assert q.flow.top_band() is None
+
+
+async def test_strict_bands_hold_only_on_the_pairs_the_higher_band_waits_for() -> None:
+    """A critical request that finds no room on its pair keeps the standard one behind it
+    on that pair waiting, not a standard one whose fleet is another pair (another family's
+    request is not held behind it)."""
+    q = Queue()
+    q.step.blocked.add("crit")
+    crit, same = full("crit", klass=CRITICAL), full("same")
+    other = full("other")
+    other.pairs = frozenset({"fam2@int4"})
+    tasks = await enqueue(q, crit, same, other)
+    assert q.flow.top_band(frozenset({"fam@fp16"})) == -1.0
+    assert q.flow.top_band(frozenset({"fam2@int4"})) == -0.75
+    q.step.room = 1
+    q.flow.kick()
+    assert q.step.order == ["other"]
+    q.step.blocked.clear()
+    q.step.room = 2
+    q.flow.kick()
+    await asyncio.gather(*tasks)
+    assert q.step.order == ["other", "crit", "same"]
+    assert q.flow.top_band(frozenset({"fam@fp16"})) is None
