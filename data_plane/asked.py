@@ -4,11 +4,12 @@ control"): what `decision_step.DecisionStep` hands to `serving.flow`."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import NamedTuple
 
 from contracts.policy import PriorityClass
 from data_plane.decision.feasibility import effective_limits
-from data_plane.domain import CompiledTable, HealthView, RouteRequest
+from data_plane.domain import Budget, CompiledTable, HealthView, RouteRequest
 from data_plane.errors import Shed
 from data_plane.request.inbound import InboundRequest
 
@@ -38,8 +39,16 @@ class Full(Exception):  # noqa: N818 - a verdict handed to the door, not an erro
     (`serving.flow`): what re-deciding it and refusing it later need. Nothing is counted
     yet; its tenant already counts as active (`TenantLoad.refused`)."""
 
-    def __init__(self, asked: Asked, inbound: InboundRequest, shed: Shed, service_s: float):
+    def __init__(
+        self,
+        asked: Asked,
+        inbound: InboundRequest,
+        shed: Shed,
+        service_s: float,
+        pairs: frozenset[str] = frozenset(),
+    ):
         super().__init__(shed.message)
+        self.pairs = pairs  # its fleet's pairs: it waits behind a higher band's on these only
         self.asked = asked
         self.inbound = inbound
         self.shed = shed  # the 429 to answer if it is refused after all
@@ -54,6 +63,11 @@ class Full(Exception):  # noqa: N818 - a verdict handed to the door, not an erro
         return self.asked.who.priority
 
     @property
+    def sheddable(self) -> bool:
+        """False for a class that waits but is never refused (critical by default)."""
+        return self.asked.who.klass.sheddable
+
+    @property
     def band(self) -> float:
         """Bands in order: a larger share first (critical, standard, batch by default)."""
         return -self.asked.who.klass.share
@@ -61,3 +75,15 @@ class Full(Exception):  # noqa: N818 - a verdict handed to the door, not an erro
     @property
     def budget_s(self) -> float | None:
         return effective_limits(self.asked.table, self.asked.req).latency_s
+
+    def left_after(self, waited_s: float) -> Budget:
+        """Its budget less `waited_s` spent waiting (the client's clock runs from its
+        arrival): the latency and TTFT budgets (the category's defaults where the client set
+        none) shortened, never below 0; floor, cost cap, mode and category as asked."""
+        limits = effective_limits(self.asked.table, self.asked.req)
+        latency, ttft = limits.latency_s, limits.ttft_s
+        return replace(
+            self.asked.req.budget,
+            latency_s=None if latency is None else max(0.0, latency - waited_s),
+            ttft_s=None if ttft is None else max(0.0, ttft - waited_s),
+        )

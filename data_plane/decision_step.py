@@ -21,6 +21,7 @@ from data_plane.asked import Full
 from data_plane.asked import Who as _Who
 from data_plane.decision.admission import Shed as ShedVerdict
 from data_plane.decision.admission import admit
+from data_plane.decision.capacity import predicted_at
 from data_plane.decision.choose import choose_route
 from data_plane.decision.explain import explain_request
 from data_plane.decision.fair_share import over_fair_share, surely_within
@@ -59,6 +60,12 @@ NO_TABLE_RETRY_AFTER_S = 1.0
 _FEASIBLE = frozenset({RouteReason.CHEAPEST_FEASIBLE, RouteReason.MOST_PRECISE_FEASIBLE})
 
 
+class Behind(Protocol):
+    """The door's queue as a decision sees it (`serving.flow.FlowQueue`)."""
+
+    def top_band(self, pairs: frozenset[str] | None = None) -> float | None: ...
+
+
 class HealthSource(Protocol):
     """What a door knows about the engines when it decides (`resilience.health.Health` in the
     HTTP data plane; gateway mode sees only scraped queues, `gateway.router.ScrapedEngines`)."""
@@ -83,6 +90,7 @@ class Decided:
     client: str | None = None  # its tenant itself when named (None: anonymous), for evidence
     held: str | None = None  # the pair its tenant's fair share counts it at (`finished` ends it)
     slot: Slot | None = None  # its place in flight until its first attempt takes its own
+    waited_s: float = 0.0  # seconds it waited in the queue first (its budget was what was left)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,11 +140,19 @@ class DecisionStep:
         return table
 
     def decide(
-        self, raw: bytes, kind: BodyKind, headers: Mapping[str, str], may_wait: bool = False
+        self,
+        raw: bytes,
+        kind: BodyKind,
+        headers: Mapping[str, str],
+        may_wait: bool = False,
+        behind: Behind | None = None,
     ) -> Decided:
         """Read and decide one request, counted; raises RouterError for an answer the client
         gets at once (a bad body or header, an unknown model, no route outside shadow mode),
-        and `Full` instead of a refusal by load when the door may queue it (`may_wait`)."""
+        and `Full` instead of a refusal by load when the door may queue it (`may_wait`; then
+        also for a full fleet's request of a class never refused, which waits in the top
+        band). `behind`: the door's queue (strict bands: a request of a lower band waits
+        behind one of a higher band that waits for one of its pairs, `_yield`)."""
         table = self.table()
         inbound = read_request(raw, kind, headers, table)
         admission = self._p.admission
@@ -144,12 +160,49 @@ class DecisionStep:
         who, priority = me.tenant, (me.priority, me.klass)
         tenant = admission.labels.label(who)
         self._p.metrics.tenant(tenant, priority[0])[0].inc()
-        return self._decided(table, inbound, _Who(who, tenant, *priority), may_wait)
+        return self._decided(table, inbound, _Who(who, tenant, *priority), may_wait, None, behind)
 
-    def again(self, full: Full) -> Decided:
-        """Decide a queued request again, on the health now (raises `Full` while it still
-        would be refused); the table is the one it was read on."""
-        return self._decided(full.asked.table, full.inbound, full.asked.who, True, True)
+    def again(self, full: Full, waited_s: float) -> Decided:
+        """Decide a queued request again after `waited_s` in the queue, on the health now:
+        a pair that proves what is left of its budget (`Full.left_after`) first, else as on
+        arrival if that pair alone would answer within what is left; raises `Full` while it
+        still would be refused or no such pair has room (the queue refuses it at its
+        deadline); the table is the one it was read on. `full`: as it arrived."""
+        asked = full.asked
+        inbound = full.inbound.within(full.left_after(waited_s))
+        try:
+            return self._decided(asked.table, inbound, asked.who, True, (full, waited_s))
+        except Full:
+            pass
+        # No pair proves what is left at the load now. The load curve is our estimate, and
+        # the queue's deadline rests on the idle service time: decided as on arrival, on its
+        # whole budget, it goes if its pair would answer alone within what is left (at the
+        # tenant's learned output length), and waits on otherwise.
+        decided = self._decided(asked.table, full.inbound, asked.who, True, (full, waited_s))
+        left_s = full.left_after(waited_s).latency_s
+        if left_s is not None and self._alone_s(full, decided) > left_s:
+            self.finished(decided)
+            raise full
+        return decided
+
+    def _alone_s(self, full: Full, decided: Decided) -> float:
+        """`decided`'s first pair's predicted seconds with nothing else in flight, at the
+        tenant's learned output length where one is shorter (`resilience.output_length`)."""
+        req = full.asked.req
+        limits = effective_limits(full.asked.table, req)
+        pair = decided.decision.candidates[0].pair
+        if self._p.outputs is not None:
+            learned = self._p.outputs.of(full.asked.who.tenant).get((pair.family, limits.category))
+            if learned is not None and learned < limits.output_tokens:
+                limits = limits._replace(output_tokens=learned)
+        return predicted_at(pair, limits, req.facts.input_chars, 1.0)
+
+    def anyway(self, full: Full) -> Decided:
+        """A queued request of a class that is never refused (critical by default) whose
+        wait ended at its deadline or a bound: decided on its whole budget without
+        admission, as it would be without a queue."""
+        asked = full.asked
+        return self._decided(asked.table, full.inbound, asked.who, False, (full, 0.0))
 
     def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed:
         """The 429 for a queued request refused after all, counted as shed."""
@@ -164,12 +217,14 @@ class DecisionStep:
         inbound: InboundRequest,
         who: _Who,
         may_wait: bool,
-        again: bool = False,
+        queued: tuple[Full, float] | None = None,
+        behind: Behind | None = None,
     ) -> Decided:
-        """One request read, decided (see `decide`) and its tenant's share taken; `again`:
-        a queued request decided anew (its spilled demand was counted the first time)."""
+        """One request read, decided (see `decide`) and its tenant's share taken; `queued`:
+        a queued request decided anew (see `again`) and the seconds it waited."""
+        again = None if queued is None else queued[0]
         try:
-            decision = self._decision(table, inbound, who, (may_wait, again))
+            decision = self._decision(table, inbound, who, (may_wait, again, behind))
         except RouterError as err:  # a 429 or no route says what class it was judged as
             err.applied = _applied(who)
             raise
@@ -183,7 +238,10 @@ class DecisionStep:
             held = decision.candidates[0].pair.pair
             self._p.tenant_load.start(held, who_id)
         slot = self._slot(decision)
-        return Decided(table, inbound, decision, who.label, who.priority, client, held, slot)
+        waited_s = 0.0 if queued is None else queued[1]
+        return Decided(
+            table, inbound, decision, who.label, who.priority, client, held, slot, waited_s
+        )
 
     def _slot(self, decision: RouteDecision) -> Slot | None:
         """The request counted in flight at the endpoint its first attempt goes to (the first
@@ -228,26 +286,27 @@ class DecisionStep:
         table: CompiledTable,
         inbound: InboundRequest,
         who: _Who,
-        wait: tuple[bool, bool] = (False, False),
+        wait: tuple[bool, Full | None, Behind | None] = (False, None, None),
     ) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
         shadow mode, where the default pair serves what the router would refuse, and `Shed`
-        when admission sheds it (never in shadow mode: traffic flows as without the router)."""
+        when admission sheds it (never in shadow mode: traffic flows as without the router).
+        `wait` = (whether the door may queue it, the `Full` it waits as when it is queued
+        already and `inbound` carries what is left of its budget, the band it waits behind)."""
         p = self._p
-        may_wait, again = wait
+        may_wait, again, behind = wait
         req = RouteRequest(inbound.facts, inbound.budget)
         health = p.health.view()
         result = self._route(table, req, health)
-        if p.demand is not None and not again:
+        if p.demand is not None and again is None:  # counted when it first arrived
             p.demand.observe(table, req, health, result)
         asked = _Asked(table, req, health, who, may_wait)
-        seen = self._seen(table, result, who)
+        seen = self._seen(table, result, who, may_wait)
         fleet = None if seen is None else self._fleet(asked, result, seen)
-        if fleet is not None:
-            verdict = admit(table, req, health, result, (who.priority, who.klass), fleet)
-            if isinstance(verdict, ShedVerdict):
-                raise self._shed(asked, (inbound, fleet), verdict.retry_after_s, verdict.detail)
-            result = verdict
+        if seen is not None:
+            result = self._admitted((asked, inbound), result, (fleet, seen), behind)
+        if again is not None and may_wait and not _meets(result):
+            raise again  # no pair proves what is left of its budget now: it waits on
         if isinstance(result, NoRoute):
             p.metrics.no_route.labels(result.reason).inc()
             shadow = shadow_without_route(result, table, req)
@@ -258,10 +317,60 @@ class DecisionStep:
             if result.ladder is not None:  # quality-first: its hysteresis state for the next one
                 p.health.set_ladder(result.ladder)
             decision = apply_rollout(result, table, p.rng.random())
-            if seen is not None:
+            if seen is not None and who.klass.sheddable:
                 self._fair_share((asked, inbound), decision, fleet, seen)
         self._count(table, decision, result)
         return decision
+
+    def _admitted(
+        self,
+        read: tuple[_Asked, InboundRequest],
+        result: RouteDecision | NoRoute,
+        judged: tuple[Fleet | None, Seen],
+        behind: Behind | None,
+    ) -> RouteDecision | NoRoute:
+        """`result` as admission lets it through (`decision.admission`), or raises the
+        refusal (`Full` where the door may queue it, `_shed`)."""
+        asked, inbound = read
+        table, req, health, who, may_wait = asked
+        fleet, seen = judged
+        if may_wait and behind is not None:
+            top = behind.top_band()
+            if top is not None and -who.klass.share > top:
+                self._yield(asked, (inbound, behind), fleet, seen)
+        if fleet is None:
+            return result
+        # A class never refused (critical) is judged like any while it may wait: it waits in
+        # the queue's top band, and is never refused there (`serving.flow`).
+        klass = who.klass
+        if not klass.sheddable:
+            klass = klass.model_copy(update={"sheddable": True})
+        verdict = admit(table, req, health, result, (who.priority, klass), fleet)
+        if isinstance(verdict, ShedVerdict):
+            raise self._shed(asked, (inbound, fleet), verdict.retry_after_s, verdict.detail)
+        return verdict
+
+    def _yield(
+        self,
+        asked: _Asked,
+        read: tuple[InboundRequest, Behind],
+        fleet: Fleet | None,
+        seen: Seen,
+    ) -> None:
+        """Strict bands: a request of a class below one whose requests wait in the door's
+        queue for one of its fleet's pairs waits behind them (`Full`), room or not; a slot
+        that frees goes to the higher band first (`serving.flow`)."""
+        inbound, behind = read
+        table, req, health, who, _ = asked
+        if fleet is None:
+            fleet = fleet_of(table, req, health, seen, who.klass.share)
+        if fleet is None:
+            return
+        top = behind.top_band(frozenset(p.pair for p in fleet.pairs))
+        if top is not None and -who.klass.share > top:
+            wait_s = fleet.pairs[0].candidate.predicted_latency_s
+            detail = "requests of a higher priority class wait for room"
+            raise self._shed(asked, (inbound, fleet), wait_s, detail)
 
     def _fleet(self, asked: _Asked, result: RouteDecision | NoRoute, seen: Seen) -> Fleet | None:
         """The request's fleet (`decision.saturation`), or None when the pair chosen has room
@@ -279,12 +388,15 @@ class DecisionStep:
         return fleet_of(table, req, health, seen, who.klass.share)
 
     def _seen(
-        self, table: CompiledTable, result: RouteDecision | NoRoute, who: _Who
+        self, table: CompiledTable, result: RouteDecision | NoRoute, who: _Who, may_wait: bool
     ) -> Seen | None:
-        """What admission reads when the request may be refused (a sheddable class,
-        shedding on, outside shadow mode), else None."""
+        """What admission reads when the request may be refused or queued (a sheddable
+        class, or any class at a door that may queue it; shedding on, outside shadow mode),
+        else None."""
         p = self._p
-        if not who.klass.sheddable or not p.admission.shed or table.policy.shadow.enabled:
+        if not (who.klass.sheddable or may_wait):
+            return None
+        if not p.admission.shed or table.policy.shadow.enabled:
             return None
         if isinstance(result, RouteDecision) and result.reason is RouteReason.SHADOW:
             return None
@@ -364,7 +476,8 @@ class DecisionStep:
             self._p.tenant_load.refused(fleet.pairs[0].pair, who.tenant)
         shed = Shed(detail, retry_after_s=retry_after_s)
         if asked.may_wait:
-            return Full(asked, inbound, shed, fleet.pairs[0].candidate.predicted_latency_s)
+            pairs = frozenset(p.pair for p in fleet.pairs)
+            return Full(asked, inbound, shed, fleet.pairs[0].candidate.predicted_latency_s, pairs)
         self._p.metrics.tenant(who.label, who.priority)[1].inc()
         return shed
 
@@ -395,6 +508,12 @@ class DecisionStep:
             span.set_attribute(ATTR_TABLE_VERSION, table.version)
             span.set_attribute(ATTR_REASON, decision.reason.value)
             span.set_attribute(ATTR_PAIR, first.pair.pair)
+
+
+def _meets(result: RouteDecision | NoRoute) -> bool:
+    """Whether `result` serves on a pair that proves the request's floor and budget (not a
+    best-effort relaxation, not no route)."""
+    return isinstance(result, RouteDecision) and result.reason in _FEASIBLE
 
 
 def _applied(who: _Who) -> tuple[tuple[str, str], ...]:

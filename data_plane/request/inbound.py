@@ -37,6 +37,13 @@ class InboundRequest:
             body = self._bodies[served_model_name] = rewritten
         return body
 
+    def within(self, budget: Budget) -> InboundRequest:
+        """The same request judged on `budget` instead (a queued request's remainder,
+        `asked.Full.left_after`); the rewritten bodies are shared."""
+        other = InboundRequest(self.parsed, self.facts, budget, self._raw)
+        other._bodies = self._bodies
+        return other
+
 
 def read_request(
     raw: bytes,

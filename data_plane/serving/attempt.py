@@ -103,6 +103,12 @@ class Call:
     # who sent it, when anyone is named (`request.tenant`, not its metric label): caps one
     # client's share of the latency feedback; None = anonymous
     client: str | None = None
+    # seconds it waited in the queue (`serving.flow`, loop time): its decision's budget is
+    # what was left of the client's then
+    waited_s: float = 0.0
+    # monotonic time it was decided (after its body and any wait in the queue; None: at
+    # `started_s`): the engine's lateness runs from then
+    dispatched_s: float | None = None
 
 
 @per_request

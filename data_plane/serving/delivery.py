@@ -206,14 +206,18 @@ class Delivery:
     ) -> None:
         """Latency feedback: only the first choice's clean answers (a fallback's latency
         includes the failed attempts before it), judged on the tokens the engine reported (an
-        answer without `usage` says nothing about its engine's pace); `timing` = (latency,
-        monotonic time of the first byte)."""
+        answer without `usage` says nothing about its engine's pace); `timing` = (latency
+        from the client's arrival, monotonic time of the first byte)."""
         found = answer.engine_usage
         if found is None:
             return
         call, served = walk.call, answer.served
         latency_s, first_byte_s = timing
         client = (call.client, walk.table.policy.refit.max_client_share)
+        # The engine's own time: from dispatch, not arrival (a wait in the queue is the
+        # router's, and counting it would shrink the capacity that caused it).
+        dispatched_s = call.started_s if call.dispatched_s is None else call.dispatched_s
+        latency_s -= dispatched_s - call.started_s
         if self._overshoot is not None:
             predicted_s = predicted_e2e_s(answer.cand, found)
             self._overshoot.answered(answer.cand.pair.pair, latency_s, predicted_s, client)
@@ -222,7 +226,7 @@ class Delivery:
             self._outputs.answered(kind, (found.output_tokens, call.max_tokens))
         if self._feedback is None:
             return
-        ttft_s = first_byte_s - call.started_s if served.streamed and first_byte_s else None
+        ttft_s = first_byte_s - dispatched_s if served.streamed and first_byte_s else None
         self._feedback.observe(
             walk.table.version,
             answer.cand,
@@ -240,7 +244,9 @@ class Delivery:
         if first_byte_s is not None:
             series.ttfb.observe(first_byte_s - call.started_s)
         series.latency.observe(latency_s)
-        budget_s = decision.budget_latency_s
+        budget_s = decision.budget_latency_s  # what was left of it at dispatch
+        if budget_s is not None:
+            budget_s += call.waited_s  # the client's whole budget, as `latency_s` runs
         metrics, who = self._metrics, (call.tenant, call.priority)
         met = None if budget_s is None else latency_s <= budget_s
         if met is not None:

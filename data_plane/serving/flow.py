@@ -6,17 +6,21 @@ may have room: when one of this replica's requests finishes (`finished`), and at
 next predicted drain time (the earliest Retry-After the waiting requests were given, between
 `MIN_RECHECK_S` and `MAX_RECHECK_S`: other replicas' requests and the engines' queues, which
 this replica only learns of by sharing and scrape, drain without telling it). Re-deciding
-picks the cheapest pair that then has room and still proves its floor (`choose_route` runs
-again on the health then). Order: strict priority bands (a larger class share first), then
-the band's tenants in turn (round robin: the tenant dispatched last goes to the back), then
-the tenant's earliest deadline first.
+picks the cheapest pair that then has room and still proves its floor and what is left of
+its budget (`choose_route` runs again on the health then, `DecisionStep.again`); while no
+pair proves the remainder it waits on. Order: strict priority bands (a larger class share
+first), then the band's tenants in turn (round robin: the tenant dispatched last goes to the
+back), then the tenant's earliest deadline first.
 
 It is refused (429, `Retry-After`, `x-should-retry`) only when its *deadline* passes (its
 latency budget less the predicted service time on the cheapest pair of its fleet, idle: a
 later start cannot make the budget even unloaded; `FLOW_MAX_WAIT_S` for a request without
 latency budget) or a bound is hit (`FLOW_QUEUE_MAX` waiting in all, `FLOW_QUEUE_PER_TENANT`
-of one tenant). The service time is predicted at the output length its tenant's answers
-run to (`resilience.output_length`), at most its `max_tokens` (or the category's default).
+of one tenant). A class that is never refused (critical; `Full.sheddable` False) waits in
+its band like any, and at its deadline or a bound goes in anyway (`DecisionStep.anyway`: its
+whole budget, no admission, as without a queue). The service time is predicted at the output
+length its tenant's answers run to (`resilience.output_length`), at most its `max_tokens` (or
+the category's default).
 Retry-After after a refusal is the observed drain: the requests waiting ahead over the rate
 at which this replica's requests finished lately (the predicted drain when none has).
 
@@ -36,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -55,9 +59,11 @@ _DRAIN_SAMPLES = 64  # finishes the observed drain rate is taken over
 class Redecide(Protocol):
     """What the queue needs of the decision step (`DecisionStep`)."""
 
-    def again(self, full: Full) -> Decided: ...
+    def again(self, full: Full, waited_s: float) -> Decided: ...
 
     def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed: ...
+
+    def anyway(self, full: Full) -> Decided: ...
 
     def finished(self, decided: Decided) -> None: ...
 
@@ -67,6 +73,7 @@ class _Waiter:
     full: Full
     deadline: float  # loop time by which it must be dispatched
     since: float
+    arrived: float  # loop time it arrived at: its budget runs from then
     future: asyncio.Future[Decided]
     gone: bool = False
 
@@ -116,6 +123,7 @@ class FlowQueue:
         self._per_tenant: dict[str, int] = {}
         self._seq = itertools.count()
         self._finishes: deque[float] = deque(maxlen=_DRAIN_SAMPLES)
+        self._pairs: dict[float, Counter[str]] = {}  # per band, its waiters' fleet pairs
         self._recheck: asyncio.TimerHandle | None = None
         self._soon = False
 
@@ -127,21 +135,32 @@ class FlowQueue:
         """Every wait, at most (None: the budget and `max_wait_s` alone bound it)."""
         return self._max_hold_s
 
+    def top_band(self, pairs: frozenset[str] | None = None) -> float | None:
+        """The highest band with requests waiting (for one of `pairs`, when given; None:
+        none wait); an arrival of a lower band waits behind them (`DecisionStep.decide`'s
+        `behind`)."""
+        if not self._waiting:
+            return None
+        if pairs is None:
+            return min(self._bands)
+        bands = [b for b, held in self._pairs.items() if not held.keys().isdisjoint(pairs)]
+        return min(bands, default=None)
+
     async def wait(self, full: Full, arrived: float) -> Decided:
         """The request decided once a pair has room (or raises its 429). `arrived`: the loop
         time it arrived at (its budget runs from then)."""
         loop = asyncio.get_running_loop()
         refusal = self._bound(full)
         if refusal is not None:
-            raise self._refuse(full, refusal, 0.0)
+            return self._refuse_or_send(full, refusal, None)
         budget = full.budget_s
         wait_s = self._limits.max_wait_s if budget is None else budget - full.service_s
         if self._max_hold_s is not None:
             wait_s = min(wait_s, self._max_hold_s)
         deadline = arrived + wait_s
         if deadline <= loop.time():
-            raise self._refuse(full, Refusal.DEADLINE, 0.0)
-        waiter = _Waiter(full, deadline, loop.time(), loop.create_future())
+            return self._refuse_or_send(full, Refusal.DEADLINE, None)
+        waiter = _Waiter(full, deadline, loop.time(), arrived, loop.create_future())
         self._push(waiter)
         self._metrics.entered.labels(full.asked.who.label, full.priority).inc()
         self._schedule(loop, full.shed.retry_after_s)
@@ -149,8 +168,12 @@ class FlowQueue:
             async with asyncio.timeout_at(deadline):
                 return await waiter.future
         except TimeoutError:
+            future = waiter.future
+            dispatched = future.done() and not future.cancelled()
+            if dispatched and not full.sheddable:  # in the very turn its wait ended
+                return future.result()
             self._release(waiter)
-            raise self._refuse(full, Refusal.DEADLINE, loop.time() - waiter.since) from None
+            return self._refuse_or_send(full, Refusal.DEADLINE, loop.time() - waiter.since)
         except asyncio.CancelledError:  # the client went away
             self._release(waiter)
             raise
@@ -167,22 +190,27 @@ class FlowQueue:
     def kick(self) -> None:
         """Dispatch the first waiting request, in order, that now gets a decision: each
         tenant's head in turn, at most TRIES_PER_WAKE of them (each is a whole decision, a
-        few hundred microseconds; the rest wait for the next wake-up)."""
+        few hundred microseconds; the rest wait for the next wake-up). Strict bands: while a
+        band's heads find no room, no lower band's request is tried."""
         self._soon = False
+        now = asyncio.get_running_loop().time()
         tries = 0
+        blocked: set[str] = set()  # pairs a higher band's heads found no room on
         for band in sorted(self._bands):
             b = self._bands[band]
+            stuck: set[str] = set()
             for tenant in list(b.turn):
                 waiter = b.head(tenant)
-                if waiter is None:
+                if waiter is None or not blocked.isdisjoint(waiter.full.pairs):
                     continue
                 if tries == TRIES_PER_WAKE:
                     return
                 tries += 1
                 try:
-                    decided = self._step.again(waiter.full)
-                except Full as still:
-                    waiter.full = still
+                    decided = self._step.again(waiter.full, now - waiter.arrived)
+                except Full as still:  # its refusal now; the request as it arrived stays
+                    waiter.full.shed = still.shed
+                    stuck |= waiter.full.pairs
                     continue
                 except RouterError as err:  # e.g. no route left on the health now
                     self._leave(waiter)
@@ -197,6 +225,7 @@ class FlowQueue:
                     self._soon = True
                     loop.call_soon(self.kick)
                 return
+            blocked |= stuck
 
     def _release(self, waiter: _Waiter) -> None:
         """A request dispatched in the very turn its wait ended otherwise: its decision
@@ -221,6 +250,7 @@ class FlowQueue:
         heapq.heappush(heap, (waiter.deadline, next(self._seq), waiter))
         self._waiting += 1
         self._per_tenant[full.tenant] = self._per_tenant.get(full.tenant, 0) + 1
+        self._pairs.setdefault(full.band, Counter()).update(full.pairs)
         self._metrics.waiting(full.priority, 1)
 
     def _leave(self, waiter: _Waiter) -> None:
@@ -236,6 +266,13 @@ class FlowQueue:
             self._per_tenant[tenant] = left
         else:
             del self._per_tenant[tenant]
+        held = self._pairs[waiter.full.band]
+        held.subtract(waiter.full.pairs)
+        for pair in waiter.full.pairs:
+            if held[pair] <= 0:
+                del held[pair]
+        if not held:
+            del self._pairs[waiter.full.band]
         self._metrics.waiting(waiter.full.priority, -1)
 
     def _drop(self, waiter: _Waiter) -> None:
@@ -251,6 +288,16 @@ class FlowQueue:
             band.turn.remove(tenant)
         if not band.tenants:
             del self._bands[key]
+
+    def _refuse_or_send(self, full: Full, refusal: Refusal, waited_s: float | None) -> Decided:
+        """The 429 for a sheddable request; a class never refused (critical) goes in
+        instead, decided without admission (`DecisionStep.anyway`), counted as dispatched
+        when it waited (`waited_s` None: it never entered the queue)."""
+        if full.sheddable:
+            raise self._refuse(full, refusal, waited_s or 0.0)
+        if waited_s is not None:
+            self._metrics.left(full.priority, waited_s, None)
+        return self._step.anyway(full)
 
     def _refuse(self, full: Full, refusal: Refusal, waited_s: float) -> Shed:
         self._metrics.left(full.priority, waited_s, refusal)

@@ -162,7 +162,7 @@ class Handlers:
         raw = await self._read(request)
         decided = await self._decide(raw, kind, request, arrived)
         try:
-            return await self._serve(request, decided, started, path)
+            return await self._serve(request, decided, (started, self._clock()), path)
         finally:  # answered, failed or cancelled: the tenant's fair share is free again
             self._step.finished(decided)
             if self._flow is not None:
@@ -175,13 +175,15 @@ class Handlers:
         if self._flow is None:
             return self._step.decide(raw, kind, request.headers)
         try:
-            return self._step.decide(raw, kind, request.headers, may_wait=True)
+            return self._step.decide(raw, kind, request.headers, True, self._flow)
         except Full as full:
             return await self._flow.wait(full, arrived)
 
     async def _serve(
-        self, request: web.Request, decided: Decided, started: float, path: str
+        self, request: web.Request, decided: Decided, times: tuple[float, float], path: str
     ) -> web.StreamResponse:
+        """Serve `decided`; `times` = (when it arrived, when it was decided)."""
+        started, dispatched = times
         exchange = request[EXCHANGE]
         table, inbound, decision = decided.table, decided.inbound, decided.decision
         facts = inbound.facts
@@ -202,6 +204,8 @@ class Handlers:
             tenant=decided.tenant,
             priority=decided.priority,
             client=decided.client,
+            waited_s=decided.waited_s,
+            dispatched_s=dispatched,
         )
         sink = AiohttpSink(request)
         if decided.slot is not None:

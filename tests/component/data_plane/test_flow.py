@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contracts.routing_table import RoutingTable
+from data_plane.app import OVERSHOOT
+from data_plane.resilience.overshoot import MIN_SAMPLES
 from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane.conftest import CHAT_BODY, Harness, MakeHarness
 from tests.component.data_plane.fakes import FakeResponse, chat_json, make_table, pair_entry
@@ -210,3 +212,125 @@ async def test_a_tenants_short_answers_stretch_its_own_wait_and_not_another_tena
     assert await asyncio.gather(holder, *asked) == [200, 200, 429]
     assert h.metric("gearbox_flow_refused_total", reason="deadline", **STANDARD) == 1
     assert h.metric("gearbox_flow_dispatched_total", **STANDARD) == 1
+
+
+async def test_a_wait_in_the_queue_is_not_counted_as_the_engines_lateness(
+    make_harness: MakeHarness,
+) -> None:
+    """Issue 32, finding 1: the margin admission takes off a budget measures the engine's own
+    lateness, from dispatch. Nine requests at once on a one-slot pair predicted at 0.5 s that
+    answers in 0.15 s: eight wait up to 1.2 s in the queue, and every engine is early, so
+    the pair's margin stays 0 (before the fix, the waits made it 0.5 s: less capacity, more
+    queueing, a larger margin)."""
+    entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=0.5)
+    entry["latency"]["max_profiled_load"] = 1
+
+    def engine(r: UpstreamRequest) -> FakeResponse:
+        h.clock.advance(0.15)  # the router's clock runs as the engine works
+        return FakeResponse(body=chat_json(), delays_s={0: 0.15})
+
+    routes = {URL: engine}
+    h = await make_harness(make_table([entry]), routes=routes, engine_deadline_factor=0)
+    budget = {"X-Latency-Budget-Ms": "10000"}
+    answers = await asyncio.gather(*(ask(h, budget) for _ in range(MIN_SAMPLES + 1)))
+    assert [s for s, _ in answers] == [200] * (MIN_SAMPLES + 1)
+    assert h.metric("gearbox_flow_dispatched_total", **STANDARD) == MIN_SAMPLES  # they waited
+    margin_s, _ = h.app[OVERSHOOT].raw()["fam@fp16"]
+    assert margin_s == 0.0
+
+
+async def test_a_queued_request_goes_only_where_what_is_left_of_its_budget_is_met(
+    make_harness: MakeHarness,
+) -> None:
+    """Issue 32, finding 2: a queued request is decided again on what is left of its budget.
+    fam@int4 (cheap, 0.11 s) and fam@fp16 (1.01 s), one slot each, both held; a 1.5 s
+    request waits. fp16 frees at 0.8 s, when 0.7 s is left: too little for fp16's 1.01 s,
+    so it waits on and goes to int4 when that frees at 1.2 s (0.3 s left). Before the fix it
+    was sent to fp16 on its whole budget, and answered late."""
+    int4_url, fp16_url = "http://int4-a", "http://fp16-a"
+    cheap = pair_entry("fam", "int4", urls=[int4_url], ttft_base_s=0.1, usd_per_mtok=0.5)
+    slow = pair_entry("fam", "fp16", urls=[fp16_url], ttft_base_s=1.0)
+    for entry in (cheap, slow):
+        entry["latency"]["max_profiled_load"] = 1
+    held = {int4_url: [1.2], fp16_url: [0.8]}  # each pair's first answer is held, then none
+
+    def answer(url: str) -> Callable[[UpstreamRequest], FakeResponse]:
+        return lambda r: FakeResponse(
+            body=chat_json(), delays_s={0: held[url].pop() if held[url] else 0.0}
+        )
+
+    routes = {url: answer(url) for url in held}
+    h = await make_harness(make_table([cheap, slow]), routes=routes, engine_deadline_factor=0)
+
+    async def pinned(model: str) -> int:
+        body = json.dumps({**CHAT_BODY, "model": model}).encode()
+        resp = await h.client.post(
+            "/v1/chat/completions", data=body, headers={"X-Latency-Budget-Ms": "10000"}
+        )
+        await resp.read()
+        return resp.status
+
+    holds = [asyncio.create_task(pinned(m)) for m in ("fam@int4", "fam@fp16")]
+    await eventually(lambda: len(h.upstream.requests) == 2, what="both pairs are held")
+    status, headers = await ask(h, {"X-Latency-Budget-Ms": "1500"})
+    assert status == 200
+    assert headers["X-Route-Pair"] == "fam@int4"
+    assert sum(r.url.startswith(fp16_url) for r in h.upstream.requests) == 1
+    assert await asyncio.gather(*holds) == [200, 200]
+
+
+CRITICAL = {"priority": "critical"}
+
+
+async def test_a_critical_request_waits_in_the_top_band_and_goes_first(
+    make_harness: MakeHarness,
+) -> None:
+    """Issue 32, finding 3: a critical request every pair is full for is not sent onto the
+    full engine (before: 2 in flight on a pair that holds 1); it waits in the top band and
+    is dispatched before the standard request queued ahead of it when the slot frees."""
+    h = await make_harness(
+        one_slot(), routes=holding(0.3), engine_deadline_factor=0, priority_header_trusted=True
+    )
+    budget = {"X-Latency-Budget-Ms": "10000"}
+    done: list[str] = []
+
+    async def sent(name: str, headers: dict[str, str]) -> int:
+        status, _ = await ask(h, {**budget, **headers})
+        done.append(name)
+        return status
+
+    hold = asyncio.create_task(sent("hold", {}))
+    await eventually(lambda: len(h.upstream.requests) == 1, what="the pair is held")
+    standard = asyncio.create_task(sent("standard", {}))
+    await eventually(lambda: h.metric("gearbox_flow_queue_length", **STANDARD) == 1, what="waits")
+    critical = asyncio.create_task(sent("critical", {"X-Priority": "critical"}))
+    await eventually(lambda: h.metric("gearbox_flow_queue_length", **CRITICAL) == 1, what="waits")
+    assert len(h.upstream.requests) == 1  # not sent onto the full engine
+    assert list(await asyncio.gather(hold, critical, standard)) == [200, 200, 200]
+    assert done == ["hold", "critical", "standard"]
+    assert h.metric("gearbox_flow_dispatched_total", **CRITICAL) == 1
+
+
+async def test_a_critical_request_is_sent_not_refused_at_its_deadline(
+    make_harness: MakeHarness,
+) -> None:
+    """A critical request is never refused: with a 1.3 s budget for a 1.008 s answer it
+    waits its 0.29 s of slack, then goes to the pair anyway (as it did without a queue),
+    where a standard request is refused (`test_a_waiting_request_is_refused_once_...`)."""
+    held = [3.0]
+    routes = {
+        URL: lambda r: FakeResponse(body=chat_json(), delays_s={0: held.pop() if held else 0})
+    }
+    h = await make_harness(
+        one_slot(), routes=routes, engine_deadline_factor=0, priority_header_trusted=True
+    )
+    hold = asyncio.create_task(ask(h, {}))
+    await eventually(lambda: len(h.upstream.requests) == 1, what="the pair is held")
+    status, _ = await ask(h, {"X-Latency-Budget-Ms": "1300", "X-Priority": "critical"})
+    assert status == 200
+    assert len(h.upstream.requests) == 2
+    assert h.metric("gearbox_flow_queued_total", tenant="anonymous", **CRITICAL) == 1
+    assert h.metric("gearbox_flow_dispatched_total", **CRITICAL) == 1
+    assert h.metric("gearbox_flow_refused_total", reason="deadline", **CRITICAL) == 0
+    assert not hold.done()
+    hold.cancel()

@@ -24,14 +24,18 @@ from tests.unit.data_plane.admission_fleet import bench_fleet, request
 
 STANDARD = PriorityClass(share=0.75, sheddable=True)
 BATCH = PriorityClass(share=0.5, sheddable=True)
+CRITICAL = PriorityClass(share=1.0, sheddable=False)
+NAMES = {id(STANDARD): "standard", id(BATCH): "batch", id(CRITICAL): "critical"}
 
 
 def full(tenant: str, budget_s: float = 60.0, klass: PriorityClass = STANDARD) -> Full:
-    """A request every pair was full for, predicted at 0.1 s on an idle pair."""
-    name = "standard" if klass is STANDARD else "batch"
+    """A request every pair was full for (its fleet one pair), predicted at 0.1 s on it
+    idle."""
+    name = NAMES[id(klass)]
     asked = Asked(bench_fleet(), request(Budget(latency_s=budget_s)), HealthView(),
                   Who(tenant, tenant, name, klass), True)  # fmt: skip
-    return Full(asked, cast(InboundRequest, None), Shed("full", retry_after_s=0.5), 0.1)
+    shed = Shed("full", retry_after_s=0.5)
+    return Full(asked, cast(InboundRequest, None), shed, 0.1, frozenset({"fam@fp16"}))
 
 
 class Step:
@@ -42,9 +46,13 @@ class Step:
         self.order: list[str] = []
         self.refused: list[str] = []
         self.ended: list[Decided] = []
+        self.waited: list[float] = []
+        self.anyway_sent: list[str] = []
+        self.blocked: set[str] = set()  # tenants whose requests find no room whatever
 
-    def again(self, f: Full) -> Decided:
-        if self.room <= 0:
+    def again(self, f: Full, waited_s: float) -> Decided:
+        self.waited.append(waited_s)
+        if self.room <= 0 or f.tenant in self.blocked:
             raise f
         self.room -= 1
         self.order.append(f.tenant)
@@ -56,6 +64,10 @@ class Step:
 
     def finished(self, decided: Decided) -> None:
         self.ended.append(decided)
+
+    def anyway(self, f: Full) -> Decided:
+        self.anyway_sent.append(f.tenant)
+        return cast(Decided, f"{f.tenant} anyway")
 
 
 class Queue:
@@ -185,12 +197,98 @@ async def test_a_wake_up_decides_again_a_bounded_number_of_waiting_requests() ->
     tried: list[str] = []
     again = q.step.again
 
-    def counting(f: Full) -> Decided:
+    def counting(f: Full, waited_s: float) -> Decided:
         tried.append(f.tenant)
-        return again(f)
+        return again(f, waited_s)
 
     q.step.again = counting  # type: ignore[method-assign]
     q.flow.kick()  # no room anywhere: each tenant's head is tried, up to the bound
     assert len(tried) == TRIES_PER_WAKE
     for t in tasks:
         t.cancel()
+
+
+async def test_a_request_is_decided_again_on_the_time_since_it_arrived() -> None:
+    """The budget runs from arrival: `again` gets the seconds since then (the body read and
+    the first decision included), for what is left of the budget (`Full.left_after`)."""
+    q = Queue()
+    loop = asyncio.get_running_loop()
+    arrived = full("a")
+    task = asyncio.create_task(q.flow.wait(arrived, loop.time() - 0.5))
+    await eventually(lambda: len(q.flow) == 1, what="it waits")
+    q.flow.kick()  # still no room
+    q.step.room = 1
+    q.flow.kick()
+    assert await task == cast(Decided, "a")
+    assert len(q.step.waited) == 2
+    assert all(w >= 0.5 for w in q.step.waited)
+    assert q.step.waited[1] >= q.step.waited[0]
+
+
+async def test_the_critical_band_goes_first() -> None:
+    q = Queue()
+    tasks = await enqueue(q, full("std"), full("bat", klass=BATCH), full("crit", klass=CRITICAL))
+    assert await drain(q, 3) == ["crit", "std", "bat"]
+    await asyncio.gather(*tasks)
+
+
+async def test_a_critical_request_is_sent_anyway_at_its_deadline_never_refused() -> None:
+    q = Queue()
+    (task,) = await enqueue(q, full("c", budget_s=0.15, klass=CRITICAL))  # 0.05 s of wait
+    assert await task == cast(Decided, "c anyway")
+    assert q.step.refused == []
+    assert len(q.flow) == 0
+    assert q.metrics.dispatched.labels("critical").value == 1
+    assert q.metrics.refused.labels("critical", Refusal.DEADLINE).value == 0
+
+
+async def test_a_critical_request_past_a_bound_goes_in_at_once() -> None:
+    q = Queue(FlowSettings(queue_max=10, queue_per_tenant=1))
+    waiting = await enqueue(q, full("c", klass=CRITICAL))
+    loop = asyncio.get_running_loop()
+    assert await q.flow.wait(full("c", klass=CRITICAL), loop.time()) == cast(Decided, "c anyway")
+    assert q.step.refused == []
+    assert len(q.flow) == 1
+    for t in waiting:
+        t.cancel()
+
+
+async def test_a_lower_band_waits_while_a_higher_bands_heads_find_no_room() -> None:
+    """Strict bands: a critical request that finds no room (what is left of its budget is
+    too little at the load now) keeps the slot from the standard request behind it; an
+    arrival of a lower band is told to wait behind it (`top_band`)."""
+    q = Queue()
+    assert q.flow.top_band() is None
+    q.step.blocked.add("crit")
+    tasks = await enqueue(q, full("crit", klass=CRITICAL), full("std"))
+    assert q.flow.top_band() == -1.0
+    q.step.room = 1
+    q.flow.kick()
+    assert q.step.order == []  # the standard one was not tried past the critical one
+    q.step.blocked.clear()
+    assert await drain(q, 1) == ["crit", "std"]
+    await asyncio.gather(*tasks)
+    assert q.flow.top_band() is None
+
+
+async def test_strict_bands_hold_only_on_the_pairs_the_higher_band_waits_for() -> None:
+    """A critical request that finds no room on its pair keeps the standard one behind it
+    on that pair waiting, not a standard one whose fleet is another pair (another family's
+    request is not held behind it)."""
+    q = Queue()
+    q.step.blocked.add("crit")
+    crit, same = full("crit", klass=CRITICAL), full("same")
+    other = full("other")
+    other.pairs = frozenset({"fam2@int4"})
+    tasks = await enqueue(q, crit, same, other)
+    assert q.flow.top_band(frozenset({"fam@fp16"})) == -1.0
+    assert q.flow.top_band(frozenset({"fam2@int4"})) == -0.75
+    q.step.room = 1
+    q.flow.kick()
+    assert q.step.order == ["other"]
+    q.step.blocked.clear()
+    q.step.room = 2
+    q.flow.kick()
+    await asyncio.gather(*tasks)
+    assert q.step.order == ["other", "crit", "same"]
+    assert q.flow.top_band(frozenset({"fam@fp16"})) is None
