@@ -28,6 +28,8 @@ settings.load_profile("gearbox")
 # take the machine's CPUs or memory for a while (real vLLM, the whole demo on simulated
 # engines, chromium). `latency`: modules whose assertions ride on latencies measured from
 # simulated engines (refits, stall and blame verdicts), kept from measuring beside one another.
+# `faults`: tests/reliability, which kills and restarts redis-server, Sentinel and Cluster
+# processes and engines (one module at a time, as before they ran after the other tests).
 # `wheel`: the longest module alone (it builds the wheel and installs it in a fresh venv: 380
 # to 600 s of set-up on a loaded machine), given out first rather than after the short ones.
 GROUPS = {
@@ -38,6 +40,7 @@ GROUPS = {
     "tests/ui/": "heavy",
     "tests/hostile/": "latency",
     "tests/integration/data_plane/test_refit.py": "latency",
+    "tests/reliability/": "faults",
 }
 
 

@@ -152,7 +152,8 @@ def sse_chunks(words: Sequence[str], usage: bool = True) -> list[bytes]:
 @dataclass
 class FakeResponse:
     """A scripted engine answer; `delays_s[i]` is slept before chunk i; `break_after` raises
-    StreamBroken after that many chunks; `hang` never produces a byte."""
+    StreamBroken after that many chunks; `hang` never produces a byte; `gate`, when given, is
+    waited for before the first byte (a hold the test ends, not a wall-clock window)."""
 
     status: int = 200
     body: bytes = b""
@@ -162,12 +163,17 @@ class FakeResponse:
     break_after: int | None = None
     closed: bool = False
     consumed: int = 0
+    gate: asyncio.Event | None = None
 
     async def read(self) -> bytes:
+        if self.gate is not None:
+            await self.gate.wait()
         await asyncio.sleep(self.delays_s.get(0, 0.0))
         return self.body
 
     async def chunks_gen(self) -> AsyncGenerator[bytes, None]:
+        if self.gate is not None:
+            await self.gate.wait()
         for i, chunk in enumerate(self.chunks):
             if self.break_after is not None and i >= self.break_after:
                 raise AttemptError(StreamBroken(), "scripted break")

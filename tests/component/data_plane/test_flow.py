@@ -34,6 +34,13 @@ def holding(seconds: float) -> dict[str, Callable[[UpstreamRequest], FakeRespons
     return {URL: lambda r: FakeResponse(body=chat_json(), delays_s={0: seconds})}
 
 
+def held_until(release: asyncio.Event) -> dict[str, Callable[[UpstreamRequest], FakeResponse]]:
+    """Answers held until the test sets `release`: a request that must find the pair full is
+    sent while it is, however slow the machine (a 0.3 s hold ran out first in a make test
+    beside other suites: the second request went in without waiting)."""
+    return {URL: lambda r: FakeResponse(body=chat_json(), gate=release)}
+
+
 async def ask(h: Harness, headers: dict[str, str]) -> tuple[int, dict[str, str]]:
     resp = await h.client.post("/v1/chat/completions", data=BODY, headers=headers)
     await resp.read()
@@ -43,7 +50,8 @@ async def ask(h: Harness, headers: dict[str, str]) -> tuple[int, dict[str, str]]
 async def test_a_request_waits_for_a_full_pair_and_goes_in_when_one_finishes(
     make_harness: MakeHarness,
 ) -> None:
-    h = await make_harness(one_slot(), routes=holding(0.3), engine_deadline_factor=0)
+    release = asyncio.Event()
+    h = await make_harness(one_slot(), routes=held_until(release), engine_deadline_factor=0)
     first = asyncio.create_task(ask(h, {}))
     await eventually(lambda: len(h.upstream.requests) == 1, what="the first holds the pair")
     second = asyncio.create_task(ask(h, {}))
@@ -51,6 +59,7 @@ async def test_a_request_waits_for_a_full_pair_and_goes_in_when_one_finishes(
         lambda: h.metric("gearbox_flow_queue_length", **STANDARD) == 1, what="it waits"
     )
     assert len(h.upstream.requests) == 1  # not sent to the full pair
+    release.set()
     assert [s for s, _ in await asyncio.gather(first, second)] == [200, 200]
     assert len(h.upstream.requests) == 2
     assert h.metric("gearbox_flow_queue_length", **STANDARD) == 0
@@ -86,7 +95,8 @@ async def test_a_tenant_past_its_share_waits_while_the_other_goes_in(
     entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=1.0)
     entry["latency"]["max_profiled_load"] = 4
     table = make_table([entry], policy={"priorities": {"standard": {"share": 1.0}}})
-    h = await make_harness(table, routes=holding(0.5), engine_deadline_factor=0)
+    release = asyncio.Event()
+    h = await make_harness(table, routes=held_until(release), engine_deadline_factor=0)
     bursty, steady = {"x-gearbox-tenant": "bursty"}, {"x-gearbox-tenant": "steady"}
     burst = [asyncio.create_task(ask(h, bursty)) for _ in range(2)]
     await eventually(lambda: len(h.upstream.requests) == 2, what="the burst holds two")
@@ -98,6 +108,7 @@ async def test_a_tenant_past_its_share_waits_while_the_other_goes_in(
     )
     second = asyncio.create_task(ask(h, steady))
     await eventually(lambda: len(h.upstream.requests) == 4, what="the steady one's second")
+    release.set()
     statuses = [s for s, _ in await asyncio.gather(*burst, first, third, second)]
     assert statuses == [200] * 5
     assert h.metric("gearbox_flow_queued_total", tenant="bursty", **STANDARD) == 1

@@ -106,12 +106,29 @@ class Traffic:
 
 async def stop(*tasks: asyncio.Task[None]) -> None:
     """Cancel the senders and the loop; a sender that failed (a 429, a 504) says so here
-    rather than as a wait that ran out of answers."""
-    for task in tasks:
-        task.cancel()
+    rather than as a wait that ran out of answers. Cancelled again until each has ended, as
+    the data plane's shutdown does (`BackgroundTasks.stop`): one run of this module beside
+    other suites hung until pytest's 300 s with its event loop idle, and its refit loop was
+    still running at teardown ("refit check failed: ConnectionError" as its client closed),
+    which is what a lost cancel here does (not proven to be the cause)."""
+    async with asyncio.timeout(20.0):
+        while pending := [t for t in tasks if not t.done()]:
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=0.5)
     for result in await asyncio.gather(*tasks, return_exceptions=True):
         if isinstance(result, Exception):
             raise result
+
+
+def running(*tasks: asyncio.Task[None]) -> None:
+    """Fail at once, with its error, when a sender or the loop stopped (a 504, a 429, a Redis
+    error): the waits count answers, and a dead sender adds none, so without this the wait ran
+    to its 180 s safety net (one full-suite run went past pytest's 300 s in this module)."""
+    for task in tasks:
+        if task.done():
+            task.result()  # raises what stopped it
+            raise AssertionError(f"{task.get_coro()!r} returned; it runs until cancelled")
 
 
 def control_plane_loop(
@@ -144,12 +161,13 @@ async def test_a_slowed_pair_is_refit_and_traffic_moves_away(
 
     engines.set_faults(CHEAP, FaultConfig(slowdown_factor=3.0))
     slowed_at, healthy = time.monotonic(), len(traffic.served)
-
-    def answers() -> int:  # since the slowdown: the evidence the refit waits on
-        return len(traffic.served) - healthy
-
     sender = asyncio.create_task(traffic.run())
     refits = asyncio.create_task(loop.run(0.25))
+
+    def answers() -> int:  # since the slowdown: the evidence the refit waits on
+        running(sender, refits)
+        return len(traffic.served) - healthy
+
     try:
         # ~25 answers here (with the 40 healthy ones, 30 per fold of the window)
         await within_evidence(lambda: (plane.version or 0) > v1, answers, 100, "refit published")
@@ -203,17 +221,18 @@ async def test_a_pair_refit_slower_is_probed_and_refit_back(
     async def served_cheap() -> bool:
         return await traffic.one() == "fam@int4"
 
+    def probes_sent() -> int:
+        running(refits)
+        return probes.sent
+
     try:
         # ~60-90 probes (30 per fold of the window), ~5 a second unloaded: 13-17 s under two
         # CPU hogs, so a 20 s deadline failed on a loaded machine. The bound is on the probes.
-        await within_evidence(
-            lambda: (plane.version or 0) > v2, lambda: probes.sent, 240, "refit back"
-        )
+        await within_evidence(lambda: (plane.version or 0) > v2, probes_sent, 240, "refit back")
         # a few refits may be needed to come all the way
-        await within_evidence(served_cheap, lambda: probes.sent, 480, "traffic back")
+        await within_evidence(served_cheap, probes_sent, 480, "traffic back")
     finally:
-        refits.cancel()
-        await asyncio.gather(refits, return_exceptions=True)
+        await stop(refits)
     assert traffic.served[-1][1] == "fam@int4"
     back = await Publishing.tables(redis_client, redis_keys).get(v2 + 1)
     assert back is not None
@@ -255,6 +274,7 @@ async def test_a_refit_that_under_corrects_a_slowdown_is_refit_further_not_rever
     mild_at = len(traffic.served)
 
     def answers() -> int:  # on the mild refit: the evidence the next table waits on
+        running(*tasks)
         return len(traffic.served) - mild_at
 
     try:
