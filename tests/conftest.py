@@ -24,9 +24,10 @@ settings.register_profile("gearbox", deadline=None)
 settings.load_profile("gearbox")
 
 # Units of work that run one module after another on one worker under `--dist loadfile`
-# (`make test`), scheduled first so the longest units do not start last. `heavy`: modules that
-# take the machine's CPUs or memory for a while (real vLLM, the whole demo on simulated
-# engines, chromium). `latency`: modules whose assertions ride on latencies measured from
+# (`make test`), scheduled first so the longest units do not start last. `heavy`: the modules
+# that start real vLLM engines (about 5.5 GiB each: one at a time); `demo` (the whole demo on
+# simulated engines) and `browser` (chromium) take CPU for a while but little memory, so they
+# run beside the engines on other workers rather than after them. `latency`: modules whose assertions ride on latencies measured from
 # simulated engines (refits, stall and blame verdicts), kept from measuring beside one another.
 # `faults`: tests/reliability, which kills and restarts redis-server, Sentinel and Cluster
 # processes and engines (one module at a time, as before they ran after the other tests).
@@ -36,8 +37,8 @@ GROUPS = {
     "tests/e2e/test_wheel_install.py": "wheel",
     "tests/e2e/test_real_engine.py": "heavy",
     "tests/integration/data_plane/test_real_prefill.py": "heavy",
-    "tests/e2e/test_demo_sim.py": "heavy",
-    "tests/ui/": "heavy",
+    "tests/e2e/test_demo_sim.py": "demo",
+    "tests/ui/": "browser",
     "tests/hostile/": "latency",
     "tests/integration/data_plane/test_refit.py": "latency",
     "tests/reliability/": "faults",
