@@ -18,10 +18,11 @@ from contracts.profile_report import ProfileReport
 from demo.engine_check import Dropped
 from demo.fleet import ROOT, FleetPair
 from demo.processes import StartupError, log_tail
-from profiler.profiling import load_eval_sets
+from profiler.run.profiling import load_eval_sets
 
 EVALSETS = tuple(sorted((ROOT / "profiler" / "evalsets").glob("*.jsonl")))
-# Replayed and scored by the demo: items no profile was measured on (profiler.evalset_generator).
+# Replayed and scored by the demo: items no profile was measured on
+# (profiler.evals.evalset_generator).
 HOLDOUT = tuple(sorted((ROOT / "profiler" / "evalsets" / "holdout").glob("*.jsonl")))
 
 
