@@ -24,12 +24,13 @@ from contracts.redis_topology import as_cluster
 from data_plane.client_keys import client_keys
 from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
+from data_plane.progress.pace import EnginePace
+from data_plane.progress.stall_guard import StallGuard
 from data_plane.resilience.breaker import BreakerBoard
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
 from data_plane.resilience.output_length import OutputLengths
 from data_plane.resilience.overshoot import Overshoot
-from data_plane.resilience.progress import EnginePace
 from data_plane.resilience.retry import RetryBudget
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.serving.accuracy_check import AccuracyChecker, CheckerConfig, CheckerParts
@@ -40,7 +41,6 @@ from data_plane.serving.handlers import Handlers
 from data_plane.serving.latency_probe import LatencyProbe
 from data_plane.serving.middleware import ApiKeys, make_gateway
 from data_plane.serving.proxy import Proxy, ProxyParts
-from data_plane.serving.stall_guard import StallGuard
 from data_plane.settings import DataPlaneSettings
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
@@ -203,7 +203,7 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
 
 
 def _engine_pace(s: DataPlaneSettings, app: web.Application) -> EnginePace:
-    """Each endpoint's observed pace, which its own limit allows for (`resilience.progress`)."""
+    """Each endpoint's observed pace, which its own limit allows for (`progress.pace`)."""
     pace = EnginePace(s.progress)
     app[STORE].on_swap(lambda table: pace.retain(e.id for p in table.pairs for e in p.endpoints))
     return pace

@@ -35,13 +35,12 @@ class UpstreamStatus:
 @dataclass(frozen=True, slots=True)
 class Timeout:
     """`connect`: no connection; `first_byte`: no first byte (streams) or no answer
-    (non-streams) before the attempt's endpoint stalled, no byte on any of its attempts for the
-    stall window while attempts at it were overdue by the engine's own pace
-    (`resilience.stall`; nothing sent to the client yet), or no response head within the
+    (non-streams) before the attempt's endpoint stalled (the model in `data_plane.progress`;
+    nothing sent to the client yet), or no response head within the
     transport's read timeout; `gap`: the engine went silent mid-answer (after the first bytes
     of a stream or of a non-streamed body) for longer than its own gap limit, its profiled
     time per token at its load times its observed slowdown and a margin, at least a floor
-    (`resilience.progress`; lack of progress, an engine fault); `read`: no byte for the
+    (`progress.pace`; lack of progress, an engine fault); `read`: no byte for the
     transport's read timeout (`READ_TIMEOUT_S`, the backstop when no gap limit applies)."""
 
     phase: TimeoutPhase

@@ -20,11 +20,12 @@ from demo.engine_check import Dropped
 from demo.fleet import ROOT, FleetPair
 from demo.processes import StartupError, log_tail
 from demo.sizing import DemoSize, EvalLine, progress_line, select_items
-from profiler.accuracy import EvalItem
-from profiler.profiling import load_eval_sets
+from profiler.evals.accuracy import EvalItem
+from profiler.run.profiling import load_eval_sets
 
 EVALSETS = tuple(sorted((ROOT / "profiler" / "evalsets").glob("*.jsonl")))
-# Replayed and scored by the demo: items no profile was measured on (profiler.evalset_generator).
+# Replayed and scored by the demo: items no profile was measured on
+# (profiler.evals.evalset_generator).
 HOLDOUT = tuple(sorted((ROOT / "profiler" / "evalsets" / "holdout").glob("*.jsonl")))
 
 

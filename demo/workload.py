@@ -22,7 +22,7 @@ from statistics import median
 from typing import Any
 
 from contracts.routing_table import LatencyModel
-from profiler.accuracy import EvalItem, parse_eval_set
+from profiler.evals.accuracy import EvalItem, parse_eval_set
 
 BUDGET_CLASSES = ("quality", "balanced", "cheap", "tight")
 OPEN_PROMPTS = (

@@ -22,20 +22,20 @@ from pydantic import ValidationError
 
 from contracts.knobs import UnknownKnobsError
 from contracts.profile_report import ProfileReport
-from profiler import importing
-from profiler.accuracy import format_loc
 from profiler.cli import asking_plan, build_parser, decision_target, plan_from_args
-from profiler.decisions import render_undecided, undecided
 from profiler.errors import InputError, ProfilerError, PushError
-from profiler.fleet import load_fleet, run_fleet
-from profiler.inprocess import EngineIdentity, load_vllm_engine, profile_inprocess
-from profiler.plots import write_plots
-from profiler.profiling import Runtime, profile_pair
-from profiler.progress import Progress, SilentProgress, TqdmProgress
-from profiler.push import check_push_target, push_report
-from profiler.report import load_report, render_comparison, render_summary
+from profiler.evals.accuracy import format_loc
+from profiler.evals.decisions import render_undecided, undecided
+from profiler.evals.traffic import load_traffic, render_evidence
+from profiler.reports import importing
+from profiler.reports.plots import write_plots
+from profiler.reports.push import check_push_target, push_report
+from profiler.reports.report import load_report, render_comparison, render_summary
+from profiler.run.fleet import load_fleet, run_fleet
+from profiler.run.inprocess import EngineIdentity, load_vllm_engine, profile_inprocess
+from profiler.run.profiling import Runtime, profile_pair
+from profiler.run.progress import Progress, SilentProgress, TqdmProgress
 from profiler.settings import ProfilerSettings
-from profiler.traffic import load_traffic, render_evidence
 
 logger = logging.getLogger("profiler")
 

@@ -15,14 +15,15 @@ from pydantic import TypeAdapter, ValidationError
 from contracts.names import Family, HttpUrl, Quantization
 from contracts.policy import PolicyError, load_policy
 from contracts.profile_report import Hardware, Prices
-from profiler import PROFILER_VERSION, importing
-from profiler.accuracy import format_loc
-from profiler.decisions import DEFAULT_FLOORS, DecisionTarget
+from profiler import PROFILER_VERSION
 from profiler.errors import InputError
-from profiler.profiling import PairPlan, builtin_evalsets
+from profiler.evals.accuracy import format_loc
+from profiler.evals.decisions import DEFAULT_FLOORS, DecisionTarget
+from profiler.evals.traffic import load_traffic
+from profiler.load.workload import build_sweep
+from profiler.reports import importing
+from profiler.run.profiling import PairPlan, builtin_evalsets
 from profiler.settings import ProfilerSettings
-from profiler.traffic import load_traffic
-from profiler.workload import build_sweep
 
 _FAMILY: TypeAdapter[str] = TypeAdapter(Family)
 _QUANT: TypeAdapter[str] = TypeAdapter(Quantization)

@@ -23,16 +23,17 @@ _prefixes = count()
 settings.register_profile("gearbox", deadline=None)
 settings.load_profile("gearbox")
 
-# Units of work that run one module after another on one worker under `--dist loadfile`
-# (`make test`), scheduled first so the longest units do not start last. `heavy`: the modules
-# that start real vLLM engines (about 5.5 GiB each: one at a time); `demo` (the whole demo on
-# simulated engines) and `browser` (chromium) take CPU for a while but little memory, so they
-# run beside the engines on other workers rather than after them. `latency`: modules whose assertions ride on latencies measured from
-# simulated engines (refits, stall and blame verdicts), kept from measuring beside one another.
-# `faults`: tests/reliability, which kills and restarts redis-server, Sentinel and Cluster
-# processes and engines (one module at a time, as before they ran after the other tests).
-# `wheel`: the longest module alone (it builds the wheel and installs it in a fresh venv: 380
-# to 600 s of set-up on a loaded machine), given out first rather than after the short ones.
+# Units of work that run one module after another on one worker under `--dist loadfile` (`make
+# test`), scheduled first so the longest units do not start last. `heavy`: the modules that start
+# real vLLM engines (about 5.5 GiB each: one at a time); `demo` (the whole demo on simulated
+# engines) and `browser` (chromium) take CPU for a while but little memory, so they run beside the
+# engines on other workers rather than after them. `latency`: modules whose assertions ride on
+# latencies measured from simulated engines (refits, stall and blame verdicts), kept from
+# measuring beside one another. `faults`: tests/reliability, which kills and restarts
+# redis-server, Sentinel and Cluster processes and engines (one module at a time, as before they
+# ran after the other tests). `wheel`: the longest module alone (it builds the wheel and installs
+# it in a fresh venv: 380 to 600 s of set-up on a loaded machine), given out first rather than
+# after the short ones.
 GROUPS = {
     "tests/e2e/test_wheel_install.py": "wheel",
     "tests/e2e/test_real_engine.py": "heavy",

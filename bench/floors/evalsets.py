@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.quality import fleet as qf
-from profiler.evalset_generator import MAKERS
+from profiler.evals.evalset_generator import MAKERS
 
 EVALSETS = Path(__file__).resolve().parents[2] / "profiler" / "evalsets"
 MAX_TRIES = 100_000  # the chat maker has about 1,077 distinct prompts in all

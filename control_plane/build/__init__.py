@@ -1,1 +1,2 @@
-"""PURE: the table build (reports + policy -> RoutingTable) and the documents it reads."""
+"""PURE: the table build (reports + policy -> RoutingTable) and the documents it reads.
+It may import only `settings` (and `contracts`); every floor above may import it."""

@@ -129,7 +129,7 @@ class BreakerBoard:
 
     def trip(self, endpoint_id: str, now: float, why: str) -> Transition | None:
         """Open the breaker now on a failure that alone is strong evidence (a hung engine's
-        silence, `resilience.stall`): counted as a failure, and an open one stays as it is;
+        silence, `progress.stall`): counted as a failure, and an open one stays as it is;
         a half-open one treats it as its probe's failure."""
         b = self._get(endpoint_id)
         if b.state is BreakerState.HALF_OPEN:

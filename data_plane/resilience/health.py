@@ -98,12 +98,8 @@ class Health:
                 self._publish((transition,))
 
     def stalled(self, endpoint_id: str, hung: bool) -> None:
-        """The endpoint stalled (`resilience.stall`): no byte on any attempt for a further
-        window of overdue silence. That is one observation however many attempts waited on
-        it, so one breaker failure; `hung` (the silence reached `open_windows` windows) opens
-        the breaker at once. What else could explain such a silence: an engine working without
-        sending anyone a byte for that long (starved of cores, long non-streamed answers, a
-        preemption storm); one window counts only once, and an answer resets the count."""
+        """The endpoint stalled: one breaker failure, or, `hung`, the breaker opens at once
+        (the rule and what else could explain a stall: the model in `data_plane.progress`)."""
         now = self._clock()
         if hung:
             why = "hung: no byte on any attempt for PROGRESS_OPEN_WINDOWS stall windows"
@@ -114,12 +110,12 @@ class Health:
             self._publish((transition,))
 
     def hung(self, endpoint_id: str) -> None:
-        """The endpoint's own token counters moved not at all, or its `/metrics` answered
-        neither read, across `PROGRESS_STILL_WINDOWS` windows while our attempts waited there
-        overdue (`resilience.stillness`): it had work and did none, for anyone, so its breaker
-        opens at once. What else could explain that: one engine step longer than that span (a
-        prefill far beyond the profile, which vLLM counts only at its end; cores starved past
-        it), or a process too slow to serve `/metrics` within its timeout, twice."""
+        """The endpoint's own token counters moved not at all, or its `/metrics` answered neither
+        read, across `PROGRESS_STILL_WINDOWS` windows while our attempts waited there overdue
+        (`progress.stillness`): it had work and did none, for anyone, so its breaker opens at
+        once. What else could explain that: one engine step longer than that span (a prefill far
+        beyond the profile, which vLLM counts only at its end; cores starved past it), or a
+        process too slow to serve `/metrics` within its timeout, twice."""
         why = (
             "hung: its token counters did not move (or /metrics did not answer)"
             " across PROGRESS_STILL_WINDOWS windows"

@@ -85,10 +85,8 @@ def breaker_success(outcome: Outcome | None) -> bool | None:
     Evidence model (docs/reliability.md, "What a breaker counts"): False only for what the
     engine alone explains: connect errors and resets (nothing listens), 5xx and 429 (the engine
     said it failed or is full), broken or stalled streams, and lack of progress judged per
-    endpoint over time (`Timeout("first_byte")`: the endpoint sent no byte on ANY attempt for
-    its stall window while attempts at it were overdue by its own pace, `resilience.stall`;
-    what else could explain that is an engine working without sending anyone a byte for that
-    long, or bytes another replica saw, which the window and the allowances cover), including
+    endpoint over time (`Timeout("first_byte")`: the endpoint stalled, the model in
+    `data_plane.progress`), including
     silence mid-answer past its gap limit (`Timeout("gap")`: a batch stalled by other prefills
     or a preemption could explain a short one, which the floor covers; a slow client is never
     timed). None for what the client explains: a cancel, a missed client limit

@@ -21,10 +21,10 @@ from opentelemetry.trace import SpanKind
 from data_plane.domain import Candidate, CompiledEndpoint, per_request
 from data_plane.engine_keys import EngineKeys
 from data_plane.outcome import BudgetMissed, Cancelled, Outcome, Timeout, UpstreamStatus
+from data_plane.progress.pace import EnginePace, engine_time_s, engine_tpot_s, output_cap
+from data_plane.progress.stall import StallWatch
+from data_plane.progress.stall_guard import StallGuard, Wait
 from data_plane.resilience.health import Health
-from data_plane.resilience.progress import EnginePace, engine_time_s, engine_tpot_s, output_cap
-from data_plane.resilience.stall import StallWatch
-from data_plane.serving.stall_guard import StallGuard, Wait
 from data_plane.serving.usage import SSE_TAIL_BYTES, Usage, find_usage
 from data_plane.settings import ProgressConfig
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -96,7 +96,7 @@ class Call:
     # The client's traceparent/tracestate, passed on as they are while tracing is off.
     trace_headers: Mapping[str, str]
     # max_tokens / max_completion_tokens when the client set it; None: the answer may run to
-    # the context limit (what the engine's allowance is for, `resilience.progress`).
+    # the context limit (what the engine's allowance is for, `progress.pace`).
     max_tokens: int | None = None
     tenant: str = "anonymous"  # the tenant's metric label (`telemetry.tenants`)
     priority: str = "standard"  # the priority class (`request.priority`)
@@ -142,19 +142,16 @@ class AttemptLimit:
     re-ask), kept by the upstream client as a transport deadline; a miss is `BudgetMissed`
     (next candidate, no blame); None = none (the request deadline still applies, and a request
     deadline is never an engine fault). `allowance_s`: the engine's own pace for the work at
-    `load` (`resilience.progress`); past it the attempt is overdue, and it ends as lack of
-    progress (`Timeout("first_byte")`, an engine fault) only when its endpoint stalls, no byte
-    on ANY attempt for a window of overdue time (`resilience.stall`, `serving.stall_guard`),
-    and only when `movable`: the request has somewhere else to go (a next candidate fits in
-    the client's deadline, `Proxy._handover_limit`); otherwise it waits until the client's own
-    limit. None = not watched. `load` = requests at the endpoint when the attempt started,
-    this one included (what its pace is measured at). `gap_s`: the engine's gap limit, how
-    long it may go
-    silent after a stream's first byte or after a non-streamed body's first bytes
+    `load` (`progress.pace`); when an overdue attempt ends as lack of progress is the
+    package's model (`data_plane.progress`): `movable` says the request has somewhere else
+    to go (a next candidate fits in the client's deadline, `Proxy._handover_limit`). None =
+    not watched. `load` = requests at the endpoint when the attempt started, this one
+    included (what its pace is measured at). `gap_s`: the engine's gap limit, how long it may
+    go silent after a stream's first byte or after a non-streamed body's first bytes
     (`UpstreamRequest.gap_s`; a miss is `Timeout("gap")`, an engine fault); None = the read
     timeout only. `first_token_s`: the engine's own pace for its first token (`allowance_s`
     for streams, the prefill's share of it for non-streams): how long it may work on the
-    attempt without moving a token counter (`resilience.stillness`); None = `allowance_s`."""
+    attempt without moving a token counter (`progress.stillness`); None = `allowance_s`."""
 
     limit_s: float | None = None
     allowance_s: float | None = None
@@ -212,7 +209,7 @@ class AttemptRunner:
         """The engine's own terms for an attempt at `endpoint` now: its allowance, its profiled
         time for the first byte (streams) or for the longest answer the request allows
         (non-streams: `max_tokens`, else the context left), at its load now, x its observed
-        slowdown x the margin (`resilience.progress`); and its gap limit, from its profiled time
+        slowdown x the margin (`progress.pace`); and its gap limit, from its profiled time
         per token at that load, the same slowdown and margin, at least the floor. Never our
         prediction for this request, and no client limit (the proxy adds that)."""
         load = self._health.tracker.load.get(endpoint.id, 0.0) + 1.0
@@ -295,7 +292,7 @@ class AttemptRunner:
         limit: AttemptLimit,
     ) -> Served | Failed:
         """`_limited`, ended as lack of progress when its endpoint stalls: the guard cancels
-        the task while it waits (`serving.stall_guard`); that cancellation, and only that one,
+        the task while it waits (`progress.stall_guard`); that cancellation, and only that one,
         becomes `Timeout("first_byte")` (the request deadline's or a client's disconnect,
         arriving as well, goes on as a cancellation)."""
         wait = attempt[2]
@@ -374,7 +371,7 @@ class AttemptRunner:
         """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk
         (the client's limit covers the first chunk only; the gap limit each later wait for
         the engine, never the time `sink.write` spends on a slow client). Every chunk is the
-        endpoint's progress (`serving.stall_guard`)."""
+        endpoint's progress (`progress.stall_guard`)."""
         cand, endpoint_id, wait = target
         stall = self.stall
         async with aclosing(resp.chunks()) as chunks:

@@ -24,8 +24,8 @@ from data_plane.domain import (
     RouteReason,
 )
 from data_plane.errors import DeadlineExceeded
+from data_plane.progress.pace import output_cap
 from data_plane.resilience.health import Health
-from data_plane.resilience.progress import output_cap
 from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
 from data_plane.serving.accuracy_check import AccuracyChecker
 from data_plane.serving.attempt import (
@@ -139,7 +139,7 @@ class Proxy:
         but never before the attempt's allowance: only an attempt the engine is already
         overdue on, by its own pace, is given up for the client's sake. A missed client
         limit (`BudgetMissed`): the engine is not blamed, and its silence so far counts as
-        it would have at the deadline (`resilience.stall`). Only then is the attempt
+        it would have at the deadline (`progress.stall`). Only then is the attempt
         `movable`, which a stall may end; without a next candidate that fits, it waits until
         the client's own limit (a slow engine that is the only choice answers late, not 504)."""
         allowance_s = limit.allowance_s

@@ -159,7 +159,7 @@ class ProxyConfig(Group):
 
 class ProgressConfig(Group):
     """Lack of progress, judged from the engine's own pace (docs/reliability.md, "What a
-    breaker counts"; `resilience.progress`, `resilience.stall`). An attempt is overdue after
+    breaker counts"; `progress.pace`, `progress.stall`). An attempt is overdue after
     the pair's profiled time for its first byte (streams) or for the longest answer the request
     allows (non-streams: max_tokens, else the context left) at the endpoint's load, x its
     observed slowdown (at most `max_pace_ratio`) x `factor`. The endpoint stalls when it sent no

@@ -45,3 +45,12 @@ def test_the_map_groups_modules_by_folder(package: str) -> None:
     assert folders, f"{package} has no sub-packages"
     for folder in sorted(folders):
         assert f"**`{folder}/`**" in text, f"no group for {folder}/"
+
+
+def test_one_requests_map_names_every_data_plane_module_and_only_those() -> None:
+    """docs/design.md maps one request by capability, from the door to the engine and back:
+    every data-plane module is named there (on the path or off it), and each name exists."""
+    named = set(_NAMED.findall(section(REPO_ROOT / "docs/design.md", "One request, by capability")))
+    modules = _modules("data_plane")
+    assert sorted(modules - named) == [], "not in docs/design.md's request map"
+    assert sorted(named - modules) == [], "named in docs/design.md's request map, no such module"

@@ -30,7 +30,7 @@ from demo.workload import (
     predicted_latency_s,
     team_floors,
 )
-from profiler.profiling import load_eval_sets
+from profiler.run.profiling import load_eval_sets
 
 
 def entry(pair: str, rank: int, accuracy: dict[str, float], tpot_s: float) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from demo.sizing import (
     progress_line,
     select_items,
 )
-from profiler.profiling import load_eval_sets
+from profiler.run.profiling import load_eval_sets
 
 AVX512_SMOKE = [17.9, 18.5, 16.7]
 AVX2_SMOKE = [17.9 / 5.48, 18.5 / 6.54]

@@ -1,5 +1,5 @@
 """A hung engine is told from a starved or busy one by its own token counters (docs/
-reliability.md, "What a breaker counts"; `data_plane/resilience/stillness.py`): while our
+reliability.md, "What a breaker counts"; `data_plane/progress/stillness.py`): while our
 attempts wait overdue the stall guard reads the engine's `/metrics`, and counters that do not
 move across `PROGRESS_STILL_WINDOWS` (2) windows of waiting open its breaker; counters that move
 leave the stall windows' rules as they are.

@@ -28,8 +28,8 @@ import pytest
 from aiohttp import web
 
 from data_plane.domain import CompiledEndpoint
-from data_plane.resilience.stillness import Unread
-from data_plane.sync.engine_probe import EngineProbe
+from data_plane.progress.engine_probe import EngineProbe
+from data_plane.progress.stillness import Unread
 from data_plane.sync.engine_scrape import ScrapeTarget
 from data_plane.sync.metrics_page import PageRefusals
 from data_plane.upstream.http1 import Http1Upstream

@@ -1,5 +1,5 @@
 """Lack of progress is judged per endpoint over time (docs/reliability.md, "What a breaker
-counts"; `data_plane/resilience/stall.py`): an endpoint is blamed only when it sent no byte on
+counts"; `data_plane/progress/stall.py`): an endpoint is blamed only when it sent no byte on
 ANY attempt for its stall window while some attempt at it was overdue by its own pace.
 
 Simulated engines behind a data plane from `create_app`, as in `test_engine_blame.py` (the

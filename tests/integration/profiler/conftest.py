@@ -10,10 +10,10 @@ import aiohttp
 import pytest
 
 from contracts.profile_report import Hardware
-from profiler.profiling import PairPlan, Runtime, builtin_evalsets
-from profiler.progress import SilentProgress
+from profiler.load.workload import build_sweep
+from profiler.run.profiling import PairPlan, Runtime, builtin_evalsets
+from profiler.run.progress import SilentProgress
 from profiler.settings import ProfilerSettings
-from profiler.workload import build_sweep
 from simulator.config import SimFleetConfig, SimPairConfig
 from tests.support.redis_server import free_port
 

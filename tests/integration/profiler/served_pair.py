@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from profiler.profiling import builtin_evalsets
+from profiler.run.profiling import builtin_evalsets
 
 REPO = Path(__file__).resolve().parents[3]
 MODEL = "sim-a"

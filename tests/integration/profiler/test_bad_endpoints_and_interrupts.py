@@ -14,8 +14,8 @@ import pytest
 
 from contracts.profile_report import ProfileReport
 from profiler.errors import EndpointError
-from profiler.profiling import Runtime, builtin_evalsets, load_eval_sets, profile_pair
-from profiler.workload import build_sweep
+from profiler.load.workload import build_sweep
+from profiler.run.profiling import Runtime, builtin_evalsets, load_eval_sets, profile_pair
 from simulator.fleet import run_fleet
 from tests.integration.profiler.conftest import closed_port, make_plan, sim_fleet, sim_pair
 from tests.support.waiting import eventually

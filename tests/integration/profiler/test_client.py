@@ -13,8 +13,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from profiler.accuracy import EvalItem
-from profiler.client import EngineClient, RequestFailedError
+from profiler.engine.client import EngineClient, RequestFailedError
+from profiler.evals.accuracy import EvalItem
 from tests.support.loopback import served
 
 pytestmark = pytest.mark.integration

@@ -15,9 +15,9 @@ from contracts.routing_table import RoutingTable
 from control_plane.app import AppDeps, create_app
 from control_plane.settings import ControlPlaneSettings, RedisSettings, ServerSettings
 from profiler.errors import PushError
-from profiler.profiling import Runtime, profile_pair
-from profiler.push import push_report
-from profiler.workload import build_sweep
+from profiler.load.workload import build_sweep
+from profiler.reports.push import push_report
+from profiler.run.profiling import Runtime, profile_pair
 from simulator.fleet import run_fleet
 from tests.integration.profiler.conftest import closed_port, make_plan, sim_fleet, sim_pair
 from tests.support.loopback import served

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from contracts.profile_report import ProfileReport
-from profiler.engine_gone import DEAD_ENGINE_FAILURES, EngineGoneError
 from profiler.errors import EndpointError
-from profiler.profiling import Runtime, builtin_evalsets, load_eval_sets, profile_pair
+from profiler.load.engine_gone import DEAD_ENGINE_FAILURES, EngineGoneError
+from profiler.run.profiling import Runtime, builtin_evalsets, load_eval_sets, profile_pair
 from simulator.config import FaultConfig
 from simulator.fleet import run_fleet
 from tests.integration.profiler.conftest import make_plan, sim_fleet, sim_pair

@@ -22,10 +22,10 @@ from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
 from control_plane.build.table import build_table
 from profiler.errors import PushError
-from profiler.fleet import run_fleet as profile_fleet
-from profiler.profiling import Runtime, profile_pair
-from profiler.push import push_report
-from profiler.workload import build_sweep
+from profiler.load.workload import build_sweep
+from profiler.reports.push import push_report
+from profiler.run.fleet import run_fleet as profile_fleet
+from profiler.run.profiling import Runtime, profile_pair
 from simulator.config import SimFleetConfig
 from simulator.fleet import run_fleet
 from tests.integration.profiler.conftest import closed_port, make_plan, sim_pair

@@ -9,9 +9,9 @@ import pytest
 
 from contracts.accuracy_bound import lower_bound, upper_bound
 from contracts.profile_report import ProfileReport
-from profiler.profiling import Runtime, builtin_evalsets, load_eval_sets, profile_pair
-from profiler.progress import SilentProgress
-from profiler.workload import build_sweep
+from profiler.load.workload import build_sweep
+from profiler.run.profiling import Runtime, builtin_evalsets, load_eval_sets, profile_pair
+from profiler.run.progress import SilentProgress
 from simulator.fleet import run_fleet
 from tests.integration.profiler.conftest import make_plan, sim_fleet, sim_pair
 

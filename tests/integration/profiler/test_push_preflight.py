@@ -19,7 +19,7 @@ from pydantic import SecretStr
 from control_plane.app import create_app
 from control_plane.settings import ControlPlaneSettings, RedisSettings, ServerSettings
 from profiler.errors import PushError
-from profiler.push import check_push_target
+from profiler.reports.push import check_push_target
 from simulator.fleet import run_fleet
 from tests.integration.profiler.conftest import closed_port, sim_fleet, sim_pair
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncGenerator
 
 import pytest
 
-from data_plane.sync.engine_probe import token_counters
+from data_plane.progress.engine_probe import token_counters
 from data_plane.sync.engine_scrape import queue_depth
 from data_plane.sync.metrics_page import (
     MAX_LINE_BYTES,

@@ -1,4 +1,4 @@
-"""The engine's own pace (`data_plane.resilience.progress`): its profiled time for the work at
+"""The engine's own pace (`data_plane.progress.pace`): its profiled time for the work at
 its load, its observed slowdown, a margin; never our prediction for the request."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from data_plane.decision.compile import compile_table
-from data_plane.resilience.progress import EnginePace, engine_time_s, engine_tpot_s, output_cap
+from data_plane.progress.pace import EnginePace, engine_time_s, engine_tpot_s, output_cap
 from data_plane.settings import ProgressConfig
 from tests.component.data_plane.fakes import make_table, pair_entry
 

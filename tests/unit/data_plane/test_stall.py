@@ -1,4 +1,4 @@
-"""Lack of progress per endpoint over time (`data_plane.resilience.stall.StallWatch`): an
+"""Lack of progress per endpoint over time (`data_plane.progress.stall.StallWatch`): an
 endpoint stalls only when it sent no byte on ANY attempt for the window while some attempt at
 it was overdue by the engine's own pace; a client that ends attempts early adds nothing."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from data_plane.resilience.stall import StallWatch
+from data_plane.progress.stall import StallWatch
 
 W = 2.0  # the window's floor
 

@@ -1,13 +1,13 @@
-"""Hang or progress from an engine's own token counters (`data_plane.resilience.stillness`),
+"""Hang or progress from an engine's own token counters (`data_plane.progress.stillness`),
 and when the stall watch reads them and acts on a hang (`StallWatch.probes_due`, `read`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from data_plane.resilience.stall import StallWatch
-from data_plane.resilience.stillness import Counters, Unread, Verdict, still_verdict
-from data_plane.sync.engine_probe import parse_token_counters
+from data_plane.progress.engine_probe import parse_token_counters
+from data_plane.progress.stall import StallWatch
+from data_plane.progress.stillness import Counters, Unread, Verdict, still_verdict
 
 W = 1.5  # the window's floor
 C = Counters(100.0, 40.0)

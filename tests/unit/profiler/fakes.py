@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from profiler.accuracy import EvalItem
-from profiler.client import RequestFailedError
+from profiler.engine.client import RequestFailedError
+from profiler.evals.accuracy import EvalItem
 from profiler.stats import TimedStream
 
 

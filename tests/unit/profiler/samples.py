@@ -12,7 +12,7 @@ from contracts.profile_report import (
     Memory,
     Prices,
 )
-from profiler.report import Measured, RunFacts
+from profiler.reports.report import Measured, RunFacts
 from profiler.stats import summarize
 
 STARTED = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)

@@ -11,7 +11,7 @@ import pytest
 
 from contracts.answer_scoring import Scorer, score
 from contracts.names import KNOWN_CATEGORIES
-from profiler.accuracy import (
+from profiler.evals.accuracy import (
     EvalItem,
     EvalResult,
     EvalSetError,
@@ -19,7 +19,7 @@ from profiler.accuracy import (
     parse_eval_set,
     summarize_accuracy,
 )
-from profiler.profiling import builtin_evalsets
+from profiler.run.profiling import builtin_evalsets
 
 GOOD = [
     {"prompt": "12 + 7 =", "expected": 19, "category": "math", "scorer": "numeric"},

@@ -8,7 +8,7 @@ import pytest
 
 from profiler.cli import build_parser, plan_from_args
 from profiler.errors import InputError
-from profiler.profiling import builtin_evalsets
+from profiler.run.profiling import builtin_evalsets
 from profiler.settings import ProfilerSettings
 
 BASE = [
@@ -28,7 +28,7 @@ def test_flags_become_a_plan() -> None:
         "--input-tokens", "64", "--output-tokens", "16", "--requests-per-level", "5",
         "--warmup", "1", "--open-loop-rps", "3", "--out", "r.json",
     )  # fmt: skip
-    from profiler.profiling import PairPlan
+    from profiler.run.profiling import PairPlan
 
     assert isinstance(plan, PairPlan)
     assert plan.pair == "gemma-3-270m@bf16"
@@ -47,7 +47,7 @@ def test_flags_become_a_plan() -> None:
 def test_defaults_for_out_hardware_and_explicit_prices() -> None:
     settings = ProfilerSettings(hardware="lab-box", engine_version="0.9.9")
     plan = _plan("--input-price", "0.1", "--output-price", "0.3", settings=settings)
-    from profiler.profiling import PairPlan
+    from profiler.run.profiling import PairPlan
 
     assert isinstance(plan, PairPlan)
     assert plan.out == Path("gemma-3-270m@bf16.json")
@@ -60,7 +60,7 @@ def test_defaults_for_out_hardware_and_explicit_prices() -> None:
 def test_defaults_measure_more_than_one_prompt_length() -> None:
     # One length would leave TTFT per input token unidentifiable (fitted as 0).
     plan = _plan("--hourly-usd", "1")
-    from profiler.profiling import PairPlan
+    from profiler.run.profiling import PairPlan
 
     assert isinstance(plan, PairPlan)
     assert len({lv.input_tokens for lv in plan.sweep}) >= 2
@@ -98,7 +98,7 @@ def test_integer_lists_are_checked_by_argparse(capsys: pytest.CaptureFixture[str
 
 
 def test_until_decided_takes_its_target_from_the_flags_or_a_policy(tmp_path: Path) -> None:
-    from profiler.profiling import PairPlan
+    from profiler.run.profiling import PairPlan
 
     plan = _plan("--hourly-usd", "1", "--until-decided", "--floors", "0.75", "--first-items", "50")
     assert isinstance(plan, PairPlan)

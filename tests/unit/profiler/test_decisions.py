@@ -8,9 +8,9 @@ from collections.abc import Callable
 import pytest
 
 from contracts.accuracy_bound import decides, per_look
-from profiler.accuracy import EvalItem, EvalResult, summarize_accuracy
-from profiler.decisions import MAX_LOOKS, DecisionTarget, render_undecided, undecided_counts
-from profiler.sequential import ask_until_decided
+from profiler.evals.accuracy import EvalItem, EvalResult, summarize_accuracy
+from profiler.evals.decisions import MAX_LOOKS, DecisionTarget, render_undecided, undecided_counts
+from profiler.run.sequential import ask_until_decided
 from tests.unit.profiler.fakes import FakeClient
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiler.engine_facts import FactsTracker, MetricsSnapshot, parse_metrics, version_from
+from profiler.engine.engine_facts import FactsTracker, MetricsSnapshot, parse_metrics, version_from
 
 VLLM_METRICS = """\
 # HELP vllm:num_requests_running Number of requests in model execution batches.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contracts.category_model import HEAD_CHARS, TAIL_CHARS
-from profiler.accuracy import EvalItem, labelled_prompts
+from profiler.evals.accuracy import EvalItem, labelled_prompts
 
 
 def _item(**kw: object) -> EvalItem:

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-from profiler.accuracy import parse_eval_set
-from profiler.evalset_generator import CATEGORIES, FOLDER, expected_files, holdout_sets
-from profiler.profiling import builtin_evalsets, load_eval_sets
+from profiler.evals.accuracy import parse_eval_set
+from profiler.evals.evalset_generator import CATEGORIES, FOLDER, expected_files, holdout_sets
+from profiler.run.profiling import builtin_evalsets, load_eval_sets
 
 
 def test_generated_files_are_what_the_generator_writes() -> None:
     for path, text in expected_files().items():
         assert path.read_text(encoding="utf-8") == text, (
-            f"{path} is stale: run `python -m profiler.evalset_generator`"
+            f"{path} is stale: run `python -m profiler.evals.evalset_generator`"
         )
 
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from profiler.errors import InputError
-from profiler.fleet import load_fleet, parse_fleet
-from profiler.profiling import builtin_evalsets
+from profiler.run.fleet import load_fleet, parse_fleet
+from profiler.run.profiling import builtin_evalsets
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "fleet-profile.yaml"
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from profiler.errors import InputError
-from profiler.guidellm_import import levels
-from profiler.lm_eval_import import (
+from profiler.reports.guidellm_import import levels
+from profiler.reports.lm_eval_import import (
     Sample,
     SamplesFile,
     accuracy_part,

@@ -12,17 +12,17 @@ import pytest
 
 from contracts.profile_report import Hardware, Memory, ProfileReport
 from profiler.errors import EngineMissingError
-from profiler.inprocess import (
+from profiler.load.runner import Calibration, LevelRecorder
+from profiler.load.workload import LoadLevel, build_sweep
+from profiler.run.inprocess import (
     EngineIdentity,
     Generation,
     import_engine_modules,
     measure_level,
     profile_inprocess,
 )
-from profiler.profiling import PairPlan
-from profiler.progress import SilentProgress
-from profiler.runner import Calibration, LevelRecorder
-from profiler.workload import LoadLevel, build_sweep
+from profiler.run.profiling import PairPlan
+from profiler.run.progress import SilentProgress
 
 PREFILL_S = 0.05
 DECODE_S = 0.01

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from profiler.plots import write_plots
-from profiler.report import build_document, validate_report
+from profiler.reports.plots import write_plots
+from profiler.reports.report import build_document, validate_report
 from tests.unit.profiler.samples import FINISHED, measured, run_facts
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -10,7 +10,7 @@ import pytest
 from contracts.profile_report import Prices, ProfileReport
 from profiler import PROFILER_VERSION
 from profiler.errors import InputError
-from profiler.report import (
+from profiler.reports.report import (
     build_document,
     load_report,
     output_usd_per_mtok,

@@ -7,11 +7,11 @@ import asyncio
 
 import pytest
 
-from profiler.accuracy import EvalItem, EvalResult
-from profiler.client import RequestFailedError
-from profiler.runner import Calibration, LevelRecorder, LoadRunner, run_evals
+from profiler.engine.client import RequestFailedError
+from profiler.evals.accuracy import EvalItem, EvalResult
+from profiler.load.runner import Calibration, LevelRecorder, LoadRunner, run_evals
+from profiler.load.workload import LoadLevel
 from profiler.stats import RequestTiming
-from profiler.workload import LoadLevel
 from tests.support.waiting import eventually
 from tests.unit.profiler.fakes import FakeClient
 

@@ -1,5 +1,6 @@
-"""`--traffic` and `--item-budget` (profiler/traffic.py, docs/profiler.md): undecided categories
-ranked by the traffic deciding them would move, and an item budget spent in that order."""
+"""`--traffic` and `--item-budget` (profiler/evals/traffic.py, docs/profiler.md): undecided
+categories ranked by the traffic deciding them would move, and an item budget spent in that
+order."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import pytest
 
 from contracts.latency_feedback import MixCell
 from contracts.profile_report import Prices
-from profiler.accuracy import EvalItem, EvalResult
-from profiler.decisions import MAX_LOOKS, DecisionTarget
 from profiler.errors import InputError
-from profiler.sequential import ask_until_decided
-from profiler.traffic import Traffic, category_order, load_traffic
+from profiler.evals.accuracy import EvalItem, EvalResult
+from profiler.evals.decisions import MAX_LOOKS, DecisionTarget
+from profiler.evals.traffic import Traffic, category_order, load_traffic
+from profiler.run.sequential import ask_until_decided
 from tests.unit.profiler.fakes import FakeClient
 
 PRICES = Prices(input_usd_per_mtok=0.05, output_usd_per_mtok=0.2)

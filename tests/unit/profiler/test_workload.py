@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from profiler.workload import (
+from profiler.load.workload import (
     LoadLevel,
     arrival_offsets_s,
     build_sweep,

@@ -1,4 +1,4 @@
-"""Ends attempts at a stalled endpoint: `resilience.stall.StallWatch` on one loop timer.
+"""Ends attempts at a stalled endpoint: `progress.stall.StallWatch` on one loop timer.
 
 An attempt registers while it waits for its first progress (`StallGuard.waiting`); the guard
 keeps ONE timer, armed at the soonest time any endpoint could stall, and when the watch says an
@@ -6,13 +6,13 @@ endpoint stalled it tells the breakers once (`on_stall(endpoint, hung)`: one fai
 now) and cancels the tasks of its overdue attempts that have somewhere else to go, marking them
 `stalled`, so the attempt (`AttemptRunner.run`) turns that cancellation into lack of progress
 (`Timeout("first_byte")`, not counted again by the breaker) and the proxy tries the next
-candidate. Why a stall is the engine's fault, and what else could explain it, is the watch's
-docstring.
+candidate. Why a stall is the engine's fault, and what else could explain it, is the
+package's model (`data_plane.progress`).
 
-With a probe (`set_probe`: `sync.engine_probe`, one bounded GET of the engine's `/metrics`),
+With a probe (`set_probe`: `progress.engine_probe`, one bounded GET of the engine's `/metrics`),
 the guard also reads the counters of an endpoint where attempts wait overdue when the watch
 says so (`StallWatch.probes_due`), each read a task of its own, at most one per endpoint, off
-every request's path; a reading that shows the hang (`resilience.stillness`) ends its overdue
+every request's path; a reading that shows the hang (`progress.stillness`) ends its overdue
 attempts and opens its breaker as the windows' hang does.
 
 A cancellation lands only at the await the attempt waits on (the upstream client's send, a
@@ -28,8 +28,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
-from data_plane.resilience.stall import StallWatch, Waiter
-from data_plane.resilience.stillness import Reading, Unread
+from data_plane.progress.stall import StallWatch, Waiter
+from data_plane.progress.stillness import Reading, Unread
 
 logger = logging.getLogger(__name__)
 # One endpoint's token counters, read (never raises but for a cancellation).

@@ -12,8 +12,8 @@ import json
 import aiohttp
 
 from contracts.profile_report import ProfileReport
-from profiler.client import error_message
-from profiler.connect_words import connect_reason, v1_hint
+from profiler.engine.client import error_message
+from profiler.engine.connect_words import connect_reason, v1_hint
 from profiler.errors import PushError
 
 

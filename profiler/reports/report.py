@@ -28,8 +28,8 @@ from contracts.profile_report import (
     ProfileReport,
 )
 from profiler import PROFILER_VERSION
-from profiler.accuracy import format_loc
 from profiler.errors import InputError
+from profiler.evals.accuracy import format_loc
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from contracts.profile_report import (
     ProfileReport,
     SourceFile,
 )
-from profiler.lm_eval_import import AccuracyPart
+from profiler.reports.lm_eval_import import AccuracyPart
 
 
 def _sources(base: ProfileReport, replaced: PartSource) -> tuple[PartSource, ...]:

@@ -19,10 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from contracts.names import Family, HttpUrl, Quantization
 from contracts.profile_report import Hardware, Prices, ProfileReport
 from contracts.strict import find_unknown_keys
-from profiler.accuracy import format_loc
 from profiler.errors import InputError, ProfilerError
-from profiler.profiling import PairPlan, Runtime, builtin_evalsets, profile_pair
-from profiler.workload import build_sweep
+from profiler.evals.accuracy import format_loc
+from profiler.load.workload import build_sweep
+from profiler.run.profiling import PairPlan, Runtime, builtin_evalsets, profile_pair
 
 logger = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from profiler.accuracy import EvalItem, EvalResult
-from profiler.decisions import MAX_LOOKS, DecisionTarget, undecided_counts
-from profiler.runner import Advance, CompletionClient, run_evals
+from profiler.evals.accuracy import EvalItem, EvalResult
+from profiler.evals.decisions import MAX_LOOKS, DecisionTarget, undecided_counts
+from profiler.load.runner import Advance, CompletionClient, run_evals
 
 MIN_BATCH = 10
 # category -> (right, n) so far -> the categories in the order further items go

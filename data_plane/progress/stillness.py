@@ -1,7 +1,7 @@
 """Hang or progress, read from the engine's own token counters (docs/reliability.md, "What a
 breaker counts"): the verdict from two readings of an endpoint's `/metrics`.
 
-PURE: no clock, no I/O. `sync.engine_probe` takes the readings, `resilience.stall` decides
+PURE: no clock, no I/O. `progress.engine_probe` takes the readings, `progress.stall` decides
 when (only while our attempts at the endpoint wait overdue, never on the request path) and
 acts on a hang.
 
@@ -26,7 +26,7 @@ explain still counters:
   its own timeout, twice; the attempts waiting there had no byte either).
 Counters that moved are progress (it works, for someone): the endpoint's stalls then count
 nothing against its breaker and never reach the windows' hang, while overdue attempts that
-have somewhere else to go still move on (`resilience.stall`). No counters (a 404, a page
+have somewhere else to go still move on (`progress.stall`). No counters (a 404, a page
 without those series, our own client's limit) is no evidence either way: the stall windows'
 rules apply unchanged.
 """

@@ -17,7 +17,10 @@ from pathlib import Path
 import aiohttp
 
 from contracts.profile_report import Hardware, Prices, ProfileReport
-from profiler.accuracy import (
+from profiler.engine.client import EngineClient
+from profiler.engine.engine_facts import EndpointInfo, FactsTracker, preflight, watch_metrics
+from profiler.errors import EndpointError, InputError
+from profiler.evals.accuracy import (
     EvalItem,
     EvalResult,
     EvalSetError,
@@ -26,22 +29,25 @@ from profiler.accuracy import (
     parse_eval_set,
     summarize_accuracy,
 )
-from profiler.client import EngineClient
-from profiler.decisions import MAX_LOOKS, DecisionTarget
-from profiler.engine_facts import EndpointInfo, FactsTracker, preflight, watch_metrics
-from profiler.engine_gone import DeadEngineGuard, engine_gone_in
-from profiler.errors import EndpointError, InputError
-from profiler.progress import Progress
-from profiler.report import Measured, RunFacts, build_document, validate_report, write_document
-from profiler.runner import Calibration, LevelRecorder, LoadRunner, run_evals
-from profiler.sequential import Order, ask_until_decided
+from profiler.evals.decisions import MAX_LOOKS, DecisionTarget
+from profiler.evals.traffic import Traffic, category_order
+from profiler.load.engine_gone import DeadEngineGuard, engine_gone_in
+from profiler.load.runner import Calibration, LevelRecorder, LoadRunner, run_evals
+from profiler.load.workload import LoadLevel
+from profiler.reports.report import (
+    Measured,
+    RunFacts,
+    build_document,
+    validate_report,
+    write_document,
+)
+from profiler.run.progress import Progress
+from profiler.run.sequential import Order, ask_until_decided
 from profiler.settings import ProfilerSettings
-from profiler.traffic import Traffic, category_order
-from profiler.workload import LoadLevel
 
 logger = logging.getLogger(__name__)
 
-EVALSET_DIR = Path(__file__).parent / "evalsets"
+EVALSET_DIR = Path(__file__).parents[1] / "evalsets"
 
 
 def builtin_evalsets() -> tuple[Path, ...]:
@@ -70,7 +76,7 @@ class PairPlan:
     decide: DecisionTarget | None = None
     first_items: int = 100
     # `--item-budget`: items asked after the first ones, at most (None: no limit), spent
-    # first where `--traffic`'s mix says deciding moves the most (profiler/traffic.py).
+    # first where `--traffic`'s mix says deciding moves the most (profiler/evals/traffic.py).
     item_budget: int | None = None
     traffic: Traffic | None = None
 

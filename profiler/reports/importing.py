@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from contracts.profile_report import ProfileReport
-from profiler import guidellm_import, lm_eval_import
 from profiler.errors import InputError
-from profiler.merge import with_accuracy, with_latency
-from profiler.report import load_report, render_summary, write_document
+from profiler.reports import guidellm_import, lm_eval_import
+from profiler.reports.merge import with_accuracy, with_latency
+from profiler.reports.report import load_report, render_summary, write_document
 
 
 def add_parsers(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,5 +1,5 @@
 """One bounded read of an engine's token counters from its `/metrics`, for the stall guard's
-hang evidence (`resilience.stillness`; docs/reliability.md, "What a breaker counts").
+hang evidence (`progress.stillness`; docs/reliability.md, "What a breaker counts").
 
 Reads only `vllm:prompt_tokens_total` and `vllm:generation_tokens_total` of the pair's served
 model (series without a `model_name` label count too), as the queue-depth scrape reads only
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from prometheus_client.parser import text_string_to_metric_families
 
 from data_plane.outcome import ResponseTooLarge
-from data_plane.resilience.stillness import Counters, Reading, Unread
+from data_plane.progress.stillness import Counters, Reading, Unread
 from data_plane.sync.engine_scrape import ScrapeTarget
 from data_plane.sync.metrics_page import (
     DEFAULT_MAX_PAGE_BYTES,

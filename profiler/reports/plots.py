@@ -13,7 +13,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from contracts.profile_report import LatencySample, ProfileReport
-from profiler.report import output_usd_per_mtok
+from profiler.reports.report import output_usd_per_mtok
 
 
 def _series(report: ProfileReport) -> dict[tuple[int, int], list[LatencySample]]:

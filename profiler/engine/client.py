@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from profiler.accuracy import EvalItem
+from profiler.evals.accuracy import EvalItem
 from profiler.stats import TimedStream
 
 _SSE_DATA = b"data:"

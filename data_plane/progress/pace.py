@@ -9,7 +9,7 @@ Before an attempt's first progress this gives its *allowance* (`EnginePace.allow
 its first byte (streams) or for the longest answer the request allows (non-streams:
 `max_tokens`, else the context left after the prompt, `output_cap`). Past it the attempt is
 overdue, which is not yet a fault: whether the engine is making progress is judged per endpoint
-over time (`resilience.stall`: silence on every attempt, counted only while some attempt is
+over time (`progress.stall`: silence on every attempt, counted only while some attempt is
 overdue, for a window). An overdue attempt at an endpoint still sending bytes elsewhere is a
 latency fact (load, pace, feedback), never an ejection.
 
@@ -92,7 +92,7 @@ class EnginePace:
     def allowance_s(self, endpoint_id: str, profile_s: float) -> float | None:
         """How long the engine may take for work the profile puts at `profile_s` before an
         attempt waiting on it is overdue: that x its observed slowdown x `factor` (None:
-        `factor` 0, no engine limit). Overdue is not a fault: `resilience.stall` counts the
+        `factor` 0, no engine limit). Overdue is not a fault: `progress.stall` counts the
         endpoint's silence while attempts are overdue, and only that silence ends them."""
         cfg = self._config
         if cfg.factor <= 0:

@@ -18,8 +18,8 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.profile_report import EngineFacts, Memory
-from profiler.client import EngineClient
-from profiler.connect_words import connect_reason, v1_hint
+from profiler.engine.client import EngineClient
+from profiler.engine.connect_words import connect_reason, v1_hint
 from profiler.errors import EndpointError
 
 logger = logging.getLogger(__name__)

@@ -10,10 +10,10 @@ and timeouts of a slow engine do not count.
 
 from __future__ import annotations
 
-from profiler.accuracy import EvalItem
-from profiler.client import RequestFailedError
+from profiler.engine.client import RequestFailedError
 from profiler.errors import EndpointError
-from profiler.runner import CompletionClient
+from profiler.evals.accuracy import EvalItem
+from profiler.load.runner import CompletionClient
 from profiler.stats import TimedStream
 
 # Requests in a row that failed as only a dead engine fails, before the pair is given up.

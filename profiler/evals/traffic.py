@@ -21,8 +21,8 @@ from contracts.accuracy_bound import per_look, routing_bound
 from contracts.evidence import EvidenceRow, PairAccuracy, evidence_row, rank_key
 from contracts.latency_feedback import MixCell
 from contracts.profile_report import Prices, ProfileReport
-from profiler.decisions import DecisionTarget
 from profiler.errors import InputError
+from profiler.evals.decisions import DecisionTarget
 
 _CELLS = TypeAdapter(tuple[MixCell, ...])
 

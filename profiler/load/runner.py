@@ -16,20 +16,20 @@ from typing import Protocol
 
 from contracts.answer_scoring import score
 from contracts.profile_report import LatencySample
-from profiler.accuracy import EvalItem, EvalResult
-from profiler.client import RequestFailedError
-from profiler.stats import (
-    RequestTiming,
-    TimedStream,
-    extract_timing,
-    summarize_level,
-)
-from profiler.workload import (
+from profiler.engine.client import RequestFailedError
+from profiler.evals.accuracy import EvalItem, EvalResult
+from profiler.load.workload import (
     DEFAULT_CHARS_PER_TOKEN,
     LoadLevel,
     arrival_offsets_s,
     make_prompt,
     request_seed,
+)
+from profiler.stats import (
+    RequestTiming,
+    TimedStream,
+    extract_timing,
+    summarize_level,
 )
 
 Advance = Callable[[int], object]

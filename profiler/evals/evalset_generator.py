@@ -1,6 +1,6 @@
 """The procedurally generated part of the built-in eval sets, and the held-out set.
 
-`python -m profiler.evalset_generator` rewrites `profiler/evalsets/<category>-generated.jsonl`
+`python -m profiler.evals.evalset_generator` rewrites `profiler/evalsets/<category>-generated.jsonl`
 (GENERATED items per category, profiled with the hand-written `<category>.jsonl`) and
 `profiler/evalsets/holdout/<category>.jsonl` (HOLDOUT items per category that no built-in set
 holds: the demo reports accuracy on these, never on the items it profiled on). Deterministic:
@@ -19,9 +19,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from profiler.accuracy import EvalItem
+from profiler.evals.accuracy import EvalItem
 
-FOLDER = Path(__file__).parent / "evalsets"
+FOLDER = Path(__file__).parents[1] / "evalsets"
 CATEGORIES = ("chat", "extraction", "code", "math", "reasoning")
 GENERATED = 100
 HOLDOUT = 40

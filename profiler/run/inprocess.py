@@ -19,10 +19,12 @@ from typing import Any, Protocol
 
 from contracts.answer_scoring import score
 from contracts.profile_report import EngineFacts, Memory, ProfileReport
-from profiler.accuracy import EvalItem, EvalResult
-from profiler.engine_facts import EndpointInfo, FactsTracker
+from profiler.engine.engine_facts import EndpointInfo, FactsTracker
 from profiler.errors import EngineMissingError
-from profiler.profiling import (
+from profiler.evals.accuracy import EvalItem, EvalResult
+from profiler.load.runner import Advance, Calibration, LevelRecorder
+from profiler.load.workload import make_prompt, request_seed
+from profiler.run.profiling import (
     PairPlan,
     RunState,
     finish_report,
@@ -30,10 +32,8 @@ from profiler.profiling import (
     run_facts,
     write_partial,
 )
-from profiler.progress import Progress
-from profiler.runner import Advance, Calibration, LevelRecorder
+from profiler.run.progress import Progress
 from profiler.stats import TimedStream, extract_timing
-from profiler.workload import make_prompt, request_seed
 
 logger = logging.getLogger(__name__)
 
