@@ -166,7 +166,9 @@ class AccuracyCheckPolicy(_Policy):
         "this confidence, and publishes a lower bound that holds at it (docs/accuracy.md)",
     )
     demote: bool = Field(
-        default=False, description="publish a table with the live accuracy of a drifting pair"
+        default=True,
+        description="publish a table with the canary items' accuracy of a drifting pair "
+        '(docs/accuracy.md "Canary items"; agreement re-asks never demote by themselves)',
     )
 
 

@@ -37,36 +37,76 @@ _MAX_ITEMS_PER_HOUR = 1_000_000  # the dollar budget and the rate limit, not a c
 MAX_EXTRA = 10  # extra items a pair's disagreements may queue, at most, at any time
 
 
+# The shipped items: the profiler's held-out sets (`profiler/evalsets/holdout/*.jsonl`, in
+# name order), which no built-in eval item repeats; used when no item file is named.
+SHIPPED_ITEMS = Path(__file__).with_name("canary_items.jsonl")
+_ROLES = frozenset({"system", "user", "assistant"})
+
+
 @dataclass(frozen=True, slots=True)
 class CanaryItem:
     category: str
-    prompt: str  # sent to /v1/completions, as the profiler sends prompt items
+    prompt: str  # sent to /v1/completions, as the profiler sends prompt items ("" for chat)
     expected: Any
     scorer: Scorer
     max_tokens: int
     tolerance: float = 0.0
+    # A chat item (free text): sent to /v1/chat/completions, as the profiler sends them.
+    messages: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self.messages else "/v1/completions"
+
+    @property
+    def chars(self) -> int:
+        """The characters the engine is asked to read (the prompt or every message)."""
+        return len(self.prompt) + sum(len(content) for _, content in self.messages)
+
+    def body(self) -> dict[str, Any]:
+        """The request body, greedy, without `model`."""
+        asked: dict[str, Any] = (
+            {"messages": [{"role": r, "content": c} for r, c in self.messages]}
+            if self.messages
+            else {"prompt": self.prompt}
+        )
+        return {**asked, "max_tokens": self.max_tokens, "temperature": 0.0}
+
+
+def _messages(doc: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A chat item's messages as (role, content); ValueError unless each is a known role
+    with string content and one is the user's."""
+    found = tuple((str(m["role"]), m["content"]) for m in doc["messages"])
+    if not all(r in _ROLES and isinstance(c, str) for r, c in found):
+        raise ValueError("`messages` need a role of system/user/assistant and string content")
+    if not any(r == "user" for r, _ in found):
+        raise ValueError("`messages` need a user message")
+    return found
+
+
+def _item(doc: dict[str, Any]) -> CanaryItem:
+    messages = _messages(doc) if "prompt" not in doc else ()
+    return CanaryItem(
+        category=str(doc["category"]),
+        prompt=str(doc["prompt"]) if "prompt" in doc else "",
+        expected=doc["expected"],
+        scorer=Scorer(doc["scorer"]),
+        max_tokens=int(doc.get("max_tokens", 16)),
+        tolerance=float(doc.get("tolerance", 0.0)),
+        messages=messages,
+    )
 
 
 def parse_items(lines: list[str]) -> dict[str, tuple[CanaryItem, ...]]:
-    """Items per category from eval-set JSON lines (the profiler's holdout format: `prompt`,
-    `expected`, `scorer`, `category`, `max_tokens`, optional `tolerance`); lines with
-    `messages` instead of `prompt` are skipped. Raises ValueError naming the line."""
+    """Items per category from eval-set JSON lines (the profiler's format: `prompt` or
+    `messages` (chat: free text, sent to /v1/chat/completions), `expected`, `scorer`,
+    `category`, `max_tokens`, optional `tolerance`). Raises ValueError naming the line."""
     found: dict[str, list[CanaryItem]] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            doc = json.loads(line)
-            if "prompt" not in doc:
-                continue
-            item = CanaryItem(
-                category=str(doc["category"]),
-                prompt=str(doc["prompt"]),
-                expected=doc["expected"],
-                scorer=Scorer(doc["scorer"]),
-                max_tokens=int(doc.get("max_tokens", 16)),
-                tolerance=float(doc.get("tolerance", 0.0)),
-            )
+            item = _item(json.loads(line))
         except (ValueError, KeyError, TypeError) as err:
             raise ValueError(f"canary item line {number}: {err}") from err
         found.setdefault(item.category, []).append(item)
@@ -170,7 +210,7 @@ class CanarySender:
         return scored
 
     async def _send(self, version: int, pair: CompiledPair, item: CanaryItem) -> int:
-        chars = len(item.prompt)
+        chars = item.chars
         worst = cost_usd(pair, Usage(round(chars / pair.chars_per_token) + 1, item.max_tokens))
         limits = self._limits.setdefault(pair.pair, HourlyLimits(self._p.clock))
         if not limits.reserve(worst, _MAX_ITEMS_PER_HOUR, self._config.usd_per_hour):
@@ -205,10 +245,10 @@ class CanarySender:
         endpoint = next((e for e in target.endpoints if p.health.allow(e.id)), None)
         if endpoint is None:
             return None
-        body = {"prompt": item.prompt, "max_tokens": item.max_tokens, "temperature": 0.0}
+        body = item.body()
         call = Call(
             request_id=f"canary-{next(self._ids)}",
-            path="/v1/completions",
+            path=item.path,
             stream=False,
             wants_json=False,
             started_s=p.clock(),

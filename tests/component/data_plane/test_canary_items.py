@@ -11,8 +11,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from contracts.policy import Policy
 from data_plane.app import CANARY, FEEDBACK, STORE
-from data_plane.serving.canary_items import parse_items
+from data_plane.serving.canary_items import SHIPPED_ITEMS, load_items, parse_items
+from data_plane.settings import DataPlaneSettings
 from tests.component.data_plane import conftest as component
 from tests.component.data_plane.conftest import Harness, MakeHarness
 from tests.component.data_plane.fakes import ok_json, two_pair_table
@@ -25,8 +27,7 @@ ITEM = {"prompt": "2 - 31 =", "expected": -29, "scorer": "numeric", "category": 
 
 def _items(tmp_path: Path) -> Path:
     path = tmp_path / "canary.jsonl"
-    lines = [json.dumps({**ITEM, "max_tokens": 8}), json.dumps({"messages": [], "x": 1})]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.write_text(json.dumps({**ITEM, "max_tokens": 8}) + "\n", encoding="utf-8")
     return path
 
 
@@ -129,3 +130,87 @@ async def test_a_disagreement_raises_the_pairs_canary_rate_and_decides_nothing(
 def test_a_bad_item_line_is_named() -> None:
     with pytest.raises(ValueError, match="line 2"):
         parse_items([json.dumps(ITEM), json.dumps({**ITEM, "scorer": "judge"})])
+
+
+CHAT_ITEM = {
+    "messages": [
+        {"role": "system", "content": "Answer in one word."},
+        {"role": "user", "content": "Which season follows spring?"},
+    ],
+    "expected": "summer",
+    "scorer": "contains",
+    "category": "chat",
+    "max_tokens": 16,
+}
+
+
+async def test_a_chat_item_is_asked_on_the_chat_path_and_scored_by_its_scorer(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """Free text: a `messages` item goes to /v1/chat/completions, greedy, and the answer is
+    scored by the item's scorer (`contains`), as the profiler scores it. On c680376 chat
+    items were skipped: nothing was sent."""
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps(CHAT_ITEM) + "\n", encoding="utf-8")
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: ok_json("Summer, of course."), INT4: ok_json("Autumn.")},
+        feedback_canary_items_per_minute=30.0,
+        feedback_canary_items_file=str(path),
+    )
+    table = h.app[STORE].current
+    assert table is not None
+    assert await h.app[CANARY].send_due(table) == 2
+    assert {r.url.split("/v1/")[1] for r in h.upstream.requests} == {"chat/completions"}
+    sent = orjson.loads(h.upstream.requests[0].body)
+    assert sent["messages"] == CHAT_ITEM["messages"]
+    assert (sent["temperature"], sent["max_tokens"]) == (0.0, 16)
+    chat = {"pair": "fam@fp16", "category": "chat"}
+    assert h.metric("gearbox_canary_items_total", **chat, outcome="right") == 1
+    chat["pair"] = "fam@int4"
+    assert h.metric("gearbox_canary_items_total", **chat, outcome="wrong") == 1
+
+
+def test_chat_items_parse_and_a_bad_one_is_named() -> None:
+    (item,) = parse_items([json.dumps(CHAT_ITEM)])["chat"]
+    assert item.path == "/v1/chat/completions"
+    assert item.chars == len("Answer in one word.") + len("Which season follows spring?")
+    no_user = {**CHAT_ITEM, "messages": [{"role": "system", "content": "Hi."}]}
+    with pytest.raises(ValueError, match="line 2: `messages` need a user message"):
+        parse_items([json.dumps(ITEM), json.dumps(no_user)])
+    bad_role = {**CHAT_ITEM, "messages": [{"role": "tool", "content": "x"}]}
+    with pytest.raises(ValueError, match="line 1"):
+        parse_items([json.dumps(bad_role)])
+
+
+def test_the_shipped_items_are_the_profilers_held_out_sets() -> None:
+    """On by default: with no item file named, the data plane sends the profiler's held-out
+    items (no built-in eval item repeats them), every category the profiles measure."""
+    holdout = sorted((Path(__file__).parents[3] / "profiler/evalsets/holdout").glob("*.jsonl"))
+    lines = [line for p in holdout for line in p.read_text(encoding="utf-8").splitlines()]
+    assert SHIPPED_ITEMS.read_text(encoding="utf-8").splitlines() == lines
+    shipped = load_items([SHIPPED_ITEMS])
+    assert sorted(shipped) == ["chat", "code", "extraction", "math", "reasoning"]
+    assert all(len(items) == 40 for items in shipped.values())
+
+
+async def test_with_no_file_named_the_shipped_items_are_sent(make_harness: MakeHarness) -> None:
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: ok_json("-29"), INT4: ok_json("-29")},
+        feedback_canary_items_per_minute=30.0,
+    )
+    table = h.app[STORE].current
+    assert table is not None
+    assert await h.app[CANARY].send_due(table) == 2
+    prompts = {orjson.loads(r.body)["prompt"] for r in h.upstream.requests}
+    shipped = {i.prompt for items in load_items([SHIPPED_ITEMS]).values() for i in items}
+    assert prompts <= shipped
+
+
+def test_canaries_are_on_by_default() -> None:
+    """A fresh deployment sends them at the sized rate and budget (docs/accuracy.md)."""
+    feedback = DataPlaneSettings().feedback
+    assert (feedback.canary_items_per_minute, feedback.canary_usd_per_hour) == (120.0, 0.25)
+    assert feedback.canary_items_file == ""
+    assert Policy().accuracy_check.demote is True
