@@ -35,6 +35,7 @@ from data_plane.serving.usage import Usage, cost_usd, find_usage
 logger = logging.getLogger(__name__)
 _MAX_ITEMS_PER_HOUR = 1_000_000  # the dollar budget and the rate limit, not a count
 MAX_EXTRA = 10  # extra items a pair's disagreements may queue, at most, at any time
+MAX_IN_FLIGHT = 4  # items of one pair awaiting their answers at once, at most
 
 
 # The shipped items: the profiler's held-out sets (`profiler/evalsets/holdout/*.jsonl`, in
@@ -159,6 +160,7 @@ class CanarySender:
         self._limits: dict[str, HourlyLimits] = {}
         self._ids = itertools.count(1)
         self._extra: dict[str, int] = {}  # pair -> items owed to its disagreements
+        self._in_flight: dict[str, int] = {}  # pair -> its items awaiting answers (`run`)
 
     def raise_rate(self, pair: str) -> None:
         """An agreement re-ask of `pair` disagreed: send it one item more than its rate
@@ -184,30 +186,58 @@ class CanarySender:
 
     async def run(self, table: Callable[[], CompiledTable | None]) -> None:
         """Send due items to the pairs of the table in force, looking once per slot (at
-        most once a second)."""
+        most once a second); each item on its own task, so a slow pair holds back neither
+        the others nor its own next slots (at most `MAX_IN_FLIGHT` of its items at once)."""
         interval_s = min(1.0, 60.0 / max(self._config.items_per_minute, 1e-9))
-        while True:
-            await asyncio.sleep(interval_s)
-            current = table()
-            if current is None:
-                continue
-            try:
-                await self.send_due(current)
-            except Exception:  # a canary must never end the sender
-                logger.exception("canary item failed")
+        tasks: set[asyncio.Task[int]] = set()
+        try:
+            while True:
+                await asyncio.sleep(interval_s)
+                current = table()
+                if current is None:
+                    continue
+                for pair, item in self._due_items(current, self._has_room):
+                    self._in_flight[pair.pair] = self._in_flight.get(pair.pair, 0) + 1
+                    task = asyncio.create_task(self._send_one(current.version, pair, item))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def send_due(self, table: CompiledTable) -> int:
-        """Send one item to each pair whose slot is open; returns how many were scored."""
-        scored = 0
+    def _has_room(self, pair: str) -> bool:
+        return self._in_flight.get(pair, 0) < MAX_IN_FLIGHT
+
+    async def _send_one(self, version: int, pair: CompiledPair, item: CanaryItem) -> int:
+        try:
+            return await self._send(version, pair, item)
+        except Exception:  # a canary must never end the sender
+            logger.exception("canary item failed")
+            return 0
+        finally:
+            self._in_flight[pair.pair] -= 1
+
+    def _due_items(
+        self, table: CompiledTable, room: Callable[[str], bool] = lambda _pair: True
+    ) -> list[tuple[CompiledPair, CanaryItem]]:
+        """An item for each pair whose slot is open (and that has `room`), its slot taken."""
+        due = []
         for pair in table.pairs:
-            if not self._due(pair.pair):
+            if not room(pair.pair) or not self._due(pair.pair):
                 continue
             item = self._pick(pair)
             if item is None:
                 continue
             self._last[pair.pair] = self._p.clock()
-            scored += await self._send(table.version, pair, item)
-        return scored
+            due.append((pair, item))
+        return due
+
+    async def send_due(self, table: CompiledTable) -> int:
+        """Send one item to each pair whose slot is open, all at once; returns how many
+        were scored."""
+        sends = [self._send(table.version, pair, item) for pair, item in self._due_items(table)]
+        return sum(await asyncio.gather(*sends))
 
     async def _send(self, version: int, pair: CompiledPair, item: CanaryItem) -> int:
         chars = item.chars

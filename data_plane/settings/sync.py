@@ -142,13 +142,13 @@ class FeedbackSettings(Group):
         description="least time between two accuracy checks of one demoted pair and category "
         "on requests other pairs answered (0 = off)",
     )
-    # On by default (docs/accuracy.md "Canary items", the sizing): at 120 items a minute
-    # per pair, a pair measured on five categories gets ~24 items a minute in each, so a
-    # 15-point drop from a 0.90 profile is demoted within 10 minutes in 99.7% of runs
-    # (`make bench`, section 7); an item of the shipped set costs at most $1.7e-5 at the
-    # example 70B prices, $0.12 an hour at this rate, within the $0.25 budget.
+    # On by default; the sizing is docs/accuracy.md "Canary items": at 240 items a minute per
+    # pair, a pair measured on five categories gets ~48 a minute in each, and a 15-point
+    # drop from a 0.90 profile is demoted within 10 minutes (median 3 min, `make bench`
+    # section 7); an item of the shipped set costs at most $1.7e-5 at the example 70B
+    # prices: $0.25 an hour at this rate, half the budget.
     canary_items_per_minute: float = Field(
-        default=120.0,
+        default=240.0,
         ge=0.0,
         le=6000.0,
         description="canary items (held-out items with known answers) sent to each pair per "
@@ -156,7 +156,7 @@ class FeedbackSettings(Group):
         '(docs/accuracy.md "Canary items")',
     )
     canary_usd_per_hour: float = Field(
-        default=0.25,
+        default=0.5,
         ge=0.0,
         le=1000.0,
         description="canary items' spend per pair per hour by this replica (reserved at an "

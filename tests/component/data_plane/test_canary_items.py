@@ -5,6 +5,7 @@ never as client traffic."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -13,11 +14,12 @@ import pytest
 
 from contracts.policy import Policy
 from data_plane.app import CANARY, FEEDBACK, STORE
-from data_plane.serving.canary_items import SHIPPED_ITEMS, load_items, parse_items
+from data_plane.serving.canary_items import MAX_IN_FLIGHT, SHIPPED_ITEMS, load_items, parse_items
 from data_plane.settings import DataPlaneSettings
+from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane import conftest as component
 from tests.component.data_plane.conftest import Harness, MakeHarness
-from tests.component.data_plane.fakes import ok_json, two_pair_table
+from tests.component.data_plane.fakes import FakeResponse, chat_json, ok_json, two_pair_table
 from tests.support.waiting import eventually
 
 make_harness = component.make_harness
@@ -211,6 +213,38 @@ async def test_with_no_file_named_the_shipped_items_are_sent(make_harness: MakeH
 def test_canaries_are_on_by_default() -> None:
     """A fresh deployment sends them at the sized rate and budget (docs/accuracy.md)."""
     feedback = DataPlaneSettings().feedback
-    assert (feedback.canary_items_per_minute, feedback.canary_usd_per_hour) == (120.0, 0.25)
+    assert (feedback.canary_items_per_minute, feedback.canary_usd_per_hour) == (240.0, 0.5)
     assert feedback.canary_items_file == ""
     assert Policy().accuracy_check.demote is True
+
+
+async def test_a_hanging_pair_holds_back_neither_the_others_nor_its_own_slots(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """At 240 items a minute one slot is 0.25 s: the sender may not wait for one pair's
+    answer before asking the next. int4 never answers: fp16 still gets an item every slot,
+    and int4 has at most `MAX_IN_FLIGHT` items waiting. On c680376 the sender awaited each
+    item in turn and stopped at int4's first."""
+
+    def hang(_request: UpstreamRequest) -> FakeResponse:
+        return FakeResponse(body=chat_json("-29"), delays_s={0: 3600.0})
+
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: ok_json("-29"), INT4: hang},
+        feedback_canary_items_per_minute=240.0,
+        feedback_canary_items_file=str(_items(tmp_path)),
+    )
+    task = asyncio.create_task(h.app[CANARY].run(lambda: h.app[STORE].current))
+    try:
+        for slot in range(1, 9):
+            await eventually(
+                lambda slot=slot: _items_metric(h, "fam@fp16", "right") == slot,  # type: ignore[misc]
+                what=f"fp16's item of slot {slot}",
+            )
+            h.clock.advance(0.25)
+        assert len(h.upstream.hosts()) == 8 + MAX_IN_FLIGHT
+        assert h.upstream.hosts().count(INT4) == MAX_IN_FLIGHT
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
