@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -121,6 +122,12 @@ def load_items(paths: list[Path]) -> dict[str, tuple[CanaryItem, ...]]:
     return parse_items(lines)
 
 
+def worst_cost_usd(pair: CompiledPair, item: CanaryItem) -> float:
+    """What `item` may cost on `pair` at most (reserved before it is sent): its prompt at
+    the pair's characters per token, and all of its `max_tokens`."""
+    return cost_usd(pair, Usage(round(item.chars / pair.chars_per_token) + 1, item.max_tokens))
+
+
 class _Sink:
     """Where a canary's answer goes: nobody waits for it (non-streamed, never written to)."""
 
@@ -156,7 +163,8 @@ class CanarySender:
         self._p = parts
         self._items = items
         self._config = config
-        self._last: dict[str, float] = {}  # pair -> when its last item was sent
+        self._next: dict[str, float] = {}  # pair -> when its next slot opens
+        self._paced: set[str] = set()  # pairs whose budget, not the rate, spaces their items
         self._limits: dict[str, HourlyLimits] = {}
         self._ids = itertools.count(1)
         self._extra: dict[str, int] = {}  # pair -> items owed to its disagreements
@@ -171,11 +179,25 @@ class CanarySender:
     def _due(self, pair: str) -> bool:
         if self._config.items_per_minute <= 0:
             return False
-        if self._extra.get(pair, 0) > 0:
+        if self._extra.get(pair, 0) > 0 and pair not in self._paced:
             self._extra[pair] -= 1
             return True
-        last = self._last.get(pair)
-        return last is None or self._p.clock() - last >= 60.0 / self._config.items_per_minute
+        opens = self._next.get(pair)
+        return opens is None or self._p.clock() >= opens
+
+    def _take_slot(self, pair: CompiledPair, item: CanaryItem) -> None:
+        """The pair's next slot: one rate interval on, or, where the item's worst case at
+        that rate would spend the budget before the hour is out, as far on as spreads the
+        budget over the hour (so a dear pair gets fewer items all hour, never a spent
+        budget and no evidence for the rest of it; its disagreements then owe nothing)."""
+        usd = self._config.usd_per_hour
+        by_rate = 60.0 / self._config.items_per_minute
+        by_budget = worst_cost_usd(pair, item) * 3600.0 / usd if usd > 0 else math.inf
+        self._next[pair.pair] = self._p.clock() + max(by_rate, by_budget)
+        if by_budget > by_rate:
+            self._paced.add(pair.pair)
+        else:
+            self._paced.discard(pair.pair)
 
     def _pick(self, pair: CompiledPair) -> CanaryItem | None:
         categories = sorted(c for c in pair.accuracy if self._items.get(c))
@@ -229,7 +251,7 @@ class CanarySender:
             item = self._pick(pair)
             if item is None:
                 continue
-            self._last[pair.pair] = self._p.clock()
+            self._take_slot(pair, item)
             due.append((pair, item))
         return due
 
@@ -241,7 +263,7 @@ class CanarySender:
 
     async def _send(self, version: int, pair: CompiledPair, item: CanaryItem) -> int:
         chars = item.chars
-        worst = cost_usd(pair, Usage(round(chars / pair.chars_per_token) + 1, item.max_tokens))
+        worst = worst_cost_usd(pair, item)
         limits = self._limits.setdefault(pair.pair, HourlyLimits(self._p.clock))
         if not limits.reserve(worst, _MAX_ITEMS_PER_HOUR, self._config.usd_per_hour):
             self._count(pair.pair, item.category, "over_budget")

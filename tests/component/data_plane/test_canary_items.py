@@ -14,7 +14,13 @@ import pytest
 
 from contracts.policy import Policy
 from data_plane.app import CANARY, FEEDBACK, STORE
-from data_plane.serving.canary_items import MAX_IN_FLIGHT, SHIPPED_ITEMS, load_items, parse_items
+from data_plane.serving.canary_items import (
+    MAX_IN_FLIGHT,
+    SHIPPED_ITEMS,
+    load_items,
+    parse_items,
+    worst_cost_usd,
+)
 from data_plane.settings import DataPlaneSettings
 from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane import conftest as component
@@ -233,6 +239,7 @@ async def test_a_hanging_pair_holds_back_neither_the_others_nor_its_own_slots(
         two_pair_table([FP16], [INT4]),
         routes={FP16: ok_json("-29"), INT4: hang},
         feedback_canary_items_per_minute=240.0,
+        feedback_canary_usd_per_hour=10.0,  # the rate, not the budget, spaces the items
         feedback_canary_items_file=str(_items(tmp_path)),
     )
     task = asyncio.create_task(h.app[CANARY].run(lambda: h.app[STORE].current))
@@ -248,3 +255,35 @@ async def test_a_hanging_pair_holds_back_neither_the_others_nor_its_own_slots(
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_dear_pair_spreads_its_budget_over_the_hour(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """At 240 a minute fp16's items ($7.6e-5 each at worst) would spend its $0.10 in 5.5
+    minutes and leave it without canaries for the rest of the hour; they are spaced 2.7 s
+    apart so the budget lasts the hour (int4's, four times cheaper, 0.68 s). The unpaced
+    sender (3f75c62) sent fp16 an item every 0.25 s: this test fails there at "not yet"."""
+    h = await _harness(make_harness, tmp_path, usd_per_hour=0.1)
+    current = h.app[STORE].current
+    assert current is not None
+    table = current
+    fp16 = next(p for p in table.pairs if p.pair == "fam@fp16")
+    (item,) = load_items([_items(tmp_path)])["math"]
+    spacing_s = worst_cost_usd(fp16, item) * 3600.0 / 0.1
+    assert spacing_s > 60.0 / 240.0
+    assert await h.app[CANARY].send_due(table) == 2
+    h.clock.advance(spacing_s - 0.01)
+    before = _items_metric(h, "fam@fp16", "right")
+    await h.app[CANARY].send_due(table)
+    assert _items_metric(h, "fam@fp16", "right") == before  # not yet
+    h.clock.advance(0.01)
+    await h.app[CANARY].send_due(table)
+    assert _items_metric(h, "fam@fp16", "right") == before + 1
+    for _ in range(int(600 / 0.25)):  # ten minutes, a look every rate slot
+        h.clock.advance(0.25)
+        await h.app[CANARY].send_due(table)
+    spent = h.metric("gearbox_canary_cost_usd_total", pair="fam@fp16")
+    assert _items_metric(h, "fam@fp16", "over_budget") == 0
+    assert spent <= 0.1 * (600 + 2 * spacing_s) / 3600
+    assert _items_metric(h, "fam@fp16", "right") >= 600 / spacing_s
