@@ -171,8 +171,8 @@ class AccuracyCheckPolicy(_Policy):
         le=10_000,
         description="looks at one window's canary counts that a demotion is corrected for "
         "(Bonferroni: each look's upper bound at 1 - (1 - confidence) / 2 / looks): the "
-        "refit window over the loop's check interval, 600 s / 30 s by default; without it a "
-        "healthy pair watched every 30 s is demoted ~10x as often as `confidence` says",
+        "refit window over the loop's check interval, 600 s / 30 s by default "
+        '(docs/accuracy.md "Canary items")',
     )
     demote: bool = Field(
         default=True,

@@ -15,7 +15,8 @@ control plane's `merge_canaries` and `plan_canary_demotions` judge the reports o
 - Drop: `DROPPED`'s math accuracy falls from its profile's 0.90 to 0.75 at time 0; seconds
   until its demotion (the table the loop publishes; data planes follow within their poll).
 - Healthy: every pair answers as profiled for an hour while 40% of the clients' prompts are
-  ones both pairs get wrong. Client prompts never enter the canary counts; their agreement
+  ones both pairs get wrong (and, for contrast, the same hours judged at one look's level,
+  `canary_looks` 1: no target). Client prompts never enter the canary counts; their agreement
   re-asks (the policy's cap, 600 an hour, all on one pair) disagree at 40% at least, and each
   disagreement only owes the pair one more item: `EXTRA_PER_MINUTE` more items, all counted.
 - Spend: each pair's worst case per hour at the default rate (`worst_cost_usd`, what the
@@ -62,6 +63,7 @@ class CanaryRows:
     drop_profile_bound: float  # what the dropped pair's math routes on
     healthy_hours: int  # simulated hours of the whole example fleet
     healthy_demotions: int  # demotions of pairs answering as profiled
+    healthy_one_look: int  # the same hours judged at one look's level (canary_looks 1)
     cells: int  # (pair, category) cells watched in each healthy hour
     worst_usd_per_hour: dict[str, float]  # pair -> worst case per hour at the default rate
     max_item_usd: float  # the dearest item's worst case on the dearest pair
@@ -165,15 +167,21 @@ def run_canary_rows(quick: bool) -> CanaryRows:
     table = example_table(Policy())
     drop_runs, hours = (40, 2) if quick else (300, 20)
     drops = tuple(_drop_seconds(table, per_minute, seed) for seed in range(drop_runs))
-    healthy = 0
+    checks = table.policy.accuracy_check
+    one_look = table.model_copy(
+        update={"policy": table.policy.model_copy(
+            update={"accuracy_check": checks.model_copy(update={"canary_looks": 1})})}
+    )  # fmt: skip
+    healthy = [0, 0]
     for hour in range(hours):
-        sim = _Simulation(table, _truth(table), per_minute + EXTRA_PER_MINUTE, 10_000 + hour)
-        healthy += len(sim.run(3600.0, None))
+        for i, judged in enumerate((table, one_look)):
+            sim = _Simulation(judged, _truth(table), per_minute + EXTRA_PER_MINUTE, 10_000 + hour)
+            healthy[i] += len(sim.run(3600.0, None))
     entry = table.entry(DROPPED)
     assert entry is not None
     per_hour, dearest = _spend(table, per_minute)
     return CanaryRows(
         per_minute, feedback.canary_usd_per_hour, drop_runs, drops,
-        (entry.accuracy_bound or entry.accuracy)[CATEGORY], hours, healthy,
+        (entry.accuracy_bound or entry.accuracy)[CATEGORY], hours, healthy[0], healthy[1],
         sum(len(a) for a in _truth(table).values()), per_hour, dearest,
     )  # fmt: skip

@@ -85,9 +85,12 @@ def _canary_rows(r: HostileResult) -> list[str]:
         f"{_seconds(max(c.drop_s))} | 100% within {WITHIN_S:g} s |",
         f"| healthy pairs, 40% both-wrong client prompts | {c.healthy_demotions} demotions in "
         f"{c.healthy_hours} h of the example fleet ({c.cells} pair-categories) | 0 |",
+        f"| the same, judged at one look's level (`canary_looks` 1; for contrast) | "
+        f"{c.healthy_one_look} demotions | - |",
         f"| spend, worst case per pair | ${c.worst_usd_per_hour[dearest]:.3f}/hour on {dearest} "
         f"(an item at most ${c.max_item_usd:.2g}) | <= ${c.usd_per_hour:g}/hour |",
-        f"| spend, measured live (30 s of section 7's run) | {_live_canary(r)} | "
+        f"| spend, measured live ({r.seconds:g} s without the hostile client) | "
+        f"{_live_canary(r)} | "
         f"<= ${c.usd_per_hour:g}/hour, 0 unsent |",
         "",
     ]

@@ -70,7 +70,7 @@ def canary_rows(**fields: object) -> CanaryRows:
     base: dict[str, object] = {
         "items_per_minute": 240.0, "usd_per_hour": 0.5, "drop_runs": 4,
         "drop_s": (120.0, 150.0, 180.0, 390.0), "drop_profile_bound": 0.881,
-        "healthy_hours": 2, "healthy_demotions": 0, "cells": 30,
+        "healthy_hours": 2, "healthy_demotions": 0, "healthy_one_look": 1, "cells": 30,
         "worst_usd_per_hour": {"a@int4": 0.18, "b@fp16": 0.03}, "max_item_usd": 1.7e-5,
     }  # fmt: skip
     return CanaryRows(**(base | fields))  # type: ignore[arg-type]

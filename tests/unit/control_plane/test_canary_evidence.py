@@ -79,9 +79,9 @@ def test_a_demotion_needs_the_canarys_upper_bound_below_the_profile_bound(
 def test_the_upper_bound_a_demotion_rests_on_holds_over_the_loops_looks() -> None:
     """The loop looks at a sliding window's counts every 30 s: 20 looks per 600 s window. At
     one look's confidence a pair right on 76 of 100 items (profile bound 0.867) is demoted;
-    over 20 looks (Bonferroni) it is not, while 150 of 200 still is. Without the correction
-    a simulated healthy pair (0.90, 24 items a minute) was demoted in 3.0e-3 of its hours,
-    with it in none of 20,000 (docs/accuracy.md "Canary items")."""
+    over 20 looks (Bonferroni) it is not, while 150 of 200 still is. For a healthy 0.90
+    pair with 480 items a window against 0.881, that is 2.6e-5 -> 3.5e-7 per look
+    (docs/accuracy.md "Canary items")."""
     table = _table()
     (one,) = merge_canaries([_report(3, 100, 76)], table, CONFIDENCE)
     (over,) = merge_canaries([_report(3, 100, 76)], table, CONFIDENCE, looks=20)
