@@ -6,9 +6,12 @@ A background task (`CanarySender.run`) sends, per pair of the table in force, at
 holds, through the attempt path client requests take (`AttemptRunner`: engine key, breakers,
 load, the engine's deadline), greedy and within the item's `max_tokens`, never counted as
 client traffic (no decision, no latency feedback). Each pair may spend at most `usd_per_hour`
-on them (reserved at the item's worst case before sending, settled from `usage`). The answer
+on them (reserved at the item's worst case before sending, settled from `usage`), spread over
+the hour: a pair whose items would spend it early gets them spaced out instead. The answer
 is scored with `contracts.answer_scoring.score` and counted in the feedback summaries
-(`FeedbackAggregator.observe_canary`), which the control plane's demotion rule reads.
+(`FeedbackAggregator.observe_canary`), which the control plane's demotion rule reads. The
+items are the configured file's, else the shipped held-out sets (`SHIPPED_ITEMS`); `prompt`
+items go to /v1/completions, `messages` (chat) items to /v1/chat/completions.
 """
 
 from __future__ import annotations
