@@ -165,8 +165,19 @@ class AccuracyCheckPolicy(_Policy):
         description="a demotion needs the live evidence to contradict the pair's bound at "
         "this confidence, and publishes a lower bound that holds at it (docs/accuracy.md)",
     )
+    canary_looks: int = Field(
+        default=20,
+        ge=1,
+        le=10_000,
+        description="looks at one window's canary counts that a demotion is corrected for "
+        "(Bonferroni: each look's upper bound at 1 - (1 - confidence) / 2 / looks): the "
+        "refit window over the loop's check interval, 600 s / 30 s by default "
+        '(docs/accuracy.md "Canary items")',
+    )
     demote: bool = Field(
-        default=False, description="publish a table with the live accuracy of a drifting pair"
+        default=True,
+        description="publish a table with the canary items' accuracy of a drifting pair "
+        '(docs/accuracy.md "Canary items"; agreement re-asks never demote by themselves)',
     )
 
 

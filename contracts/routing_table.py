@@ -382,6 +382,7 @@ _ADDED_DEFAULTS: tuple[tuple[tuple[str, ...], Any], ...] = (
     (("policy", "accuracy_check", "max_tokens"), 256),
     (("policy", "accuracy_check", "confidence"), 0.99),
     (("policy", "accuracy_check", "max_input_tokens"), 2048),
+    (("policy", "accuracy_check", "canary_looks"), 20),
 )
 # The same for fields added to each entry, and to its latency model.
 _ADDED_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (

@@ -35,7 +35,12 @@ from data_plane.resilience.retry import RetryBudget
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.serving.accuracy_check import AccuracyChecker, CheckerConfig, CheckerParts
 from data_plane.serving.attempt import AttemptRunner
-from data_plane.serving.canary_items import CanaryConfig, CanarySender, load_items
+from data_plane.serving.canary_items import (
+    SHIPPED_ITEMS,
+    CanaryConfig,
+    CanarySender,
+    load_items,
+)
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.handlers import Handlers
 from data_plane.serving.latency_probe import LatencyProbe
@@ -339,11 +344,11 @@ def _upstream_adapter(settings: DataPlaneSettings) -> AiohttpUpstream | Http1Ups
 
 
 def _canary_sender(settings: DataPlaneSettings, parts: CheckerParts) -> CanarySender:
-    """Canary items from the configured file (none: nothing to send; a bad file fails
-    startup with the line named)."""
+    """Canary items from the configured file, else the shipped held-out items (a bad file
+    fails startup with the line named)."""
     feedback = settings.feedback
     path = feedback.canary_items_file
-    items = load_items([Path(path)]) if path else {}
+    items = load_items([Path(path) if path else SHIPPED_ITEMS])
     config = CanaryConfig(
         feedback.canary_items_per_minute,
         feedback.canary_usd_per_hour,
@@ -363,8 +368,6 @@ def _lifecycle(adapter: AiohttpUpstream | Http1Upstream | None) -> CleanupCtx:
         if tracing.enabled:
             app[TASKS].start("trace_export", tracing.run())
         app[TASKS].start("accuracy_check", app[CHECKER].run())
-        if app[SETTINGS].feedback.canary_items_per_minute > 0:
-            app[TASKS].start("canary_items", app[CANARY].run(lambda: app[STORE].current))
         if app[SETTINGS].feedback.probe_interval_s > 0:
             probe = app[PROBE].run(app[SETTINGS].feedback.probe_interval_s)
             app[TASKS].start("latency_probe", probe)
@@ -408,13 +411,20 @@ def _redis_ctx(deps: AppDeps) -> CleanupCtx:
         if s.feedback.interval_s > 0:
             feedback = FeedbackWriter(client, keys, s.instance_id, app[FEEDBACK], deps.wall_clock)
             tasks.start("feedback", feedback.run(s.feedback.interval_s))
+            if s.feedback.canary_items_per_minute > 0:  # their counts go out with feedback
+                tasks.start("canary_items", app[CANARY].run(lambda: app[STORE].current))
         if s.announcements.enabled:
             _start_announcements(app, client)
         if s.in_flight_share.interval_ms > 0:
             _start_sharing(app, client, deps.clock)
         yield
         await tasks.stop(
-            "table_watcher", "live_state", "feedback", *_ANNOUNCEMENT_TASKS, *_SHARING_TASKS
+            "table_watcher",
+            "live_state",
+            "feedback",
+            "canary_items",
+            *_ANNOUNCEMENT_TASKS,
+            *_SHARING_TASKS,
         )
         await client.aclose()
 

@@ -76,11 +76,13 @@ async def start_control_plane(children: ExitStack, redis_url: str, logs: Path) -
     return url, token
 
 
-async def start_data_plane(children: ExitStack, redis_url: str, logs: Path) -> tuple[str, Child]:
+async def start_data_plane(
+    children: ExitStack, redis_url: str, logs: Path, canary_per_minute: float | None = None
+) -> tuple[str, Child]:
     """`python -m data_plane serve`, scraping engine queue depth each second; waits for /readyz.
     Real engines sharing the machine's cores need no setting of their own: a starved engine is
     slow, not stalled, as long as it sends bytes (docs/reliability.md, "What a breaker
-    counts")."""
+    counts"). Canary items at `canary_per_minute` per pair (None: the default)."""
     port = free_port()
     env = {
         "GEARBOX_DP_REDIS_URL": redis_url,
@@ -92,6 +94,8 @@ async def start_data_plane(children: ExitStack, redis_url: str, logs: Path) -> t
         "GEARBOX_DP_LIVE_STATE_INTERVAL_S": "2",
         "GEARBOX_DP_INSTANCE_ID": "demo-dp-0",
     }
+    if canary_per_minute is not None:
+        env["GEARBOX_DP_FEEDBACK_CANARY_ITEMS_PER_MINUTE"] = f"{canary_per_minute:g}"
     argv = [sys.executable, "-m", "data_plane", "serve"]
     child = start_child("data plane", argv, logs / "data-plane.log", env)
     children.callback(child.stop)

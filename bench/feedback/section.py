@@ -80,7 +80,9 @@ async def data_plane_server(
         server=ServerSettings(host="127.0.0.1", port=port),
         redis=RedisSettings(url=url, key_prefix=keys.prefix),
         instance_id="bench-dp", table=TableSettings(poll_interval_s=0.5),
-        feedback=feedback or FeedbackSettings(interval_s=FEEDBACK_INTERVAL_S),
+        # A latency scenario: no canary items (on by default) unless the caller sends them.
+        feedback=feedback
+        or FeedbackSettings(interval_s=FEEDBACK_INTERVAL_S, canary_items_per_minute=0.0),
         log_level="WARNING",
     )  # fmt: skip
     async with data_plane(settings):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 from bench.common.check import Check
 from bench.feedback.accuracy_drift import CHECKS
 from bench.feedback.report import DETECT_WITHIN_S, REFIT_WITHIN_S
+from bench.hostile.canary import WITHIN_S
 from bench.hostile.section import Caught, HostileResult, Run
 
 ATTAINMENT_POINTS = 1.0  # the other clients' budget attainment, with against without
@@ -54,6 +56,46 @@ def _caught_rows(r: HostileResult) -> list[str]:
     ]
 
 
+def _live_canary(r: HostileResult) -> str:
+    """The canary items the data plane sent in the run without the hostile client."""
+    run, minutes = r.without, r.seconds / 60.0
+    parts = [
+        f"{pair}: {n / minutes:.0f} items/min, ${usd / minutes * 60:.4f}/hour"
+        for pair, (n, usd) in run.canary.items()
+    ]
+    return "; ".join(parts) + f"; {run.canary_over_budget} left unsent over budget"
+
+
+def _canary_rows(r: HostileResult) -> list[str]:
+    c = r.canary
+    if c is None:
+        return []
+    seen = sorted(s for s in c.drop_s if math.isfinite(s))
+    p95 = seen[max(0, math.ceil(0.95 * len(c.drop_s)) - 1)] if seen else math.nan
+    dearest = max(c.worst_usd_per_hour, key=c.worst_usd_per_hour.__getitem__)
+    return [
+        f"Canary items at the defaults ({c.items_per_minute:g} items a minute and "
+        f"${c.usd_per_hour:g} an hour per pair), on a simulated clock (bench/hostile/canary.py):",
+        "",
+        "| row | measured | target |",
+        "|---|---|---|",
+        f"| a true 15-point drop (math 0.90 -> 0.75, routed on {c.drop_profile_bound:.3f}) | "
+        f"demoted within {WITHIN_S / 60:g} min in {c.within * 100:.1f}% of {c.drop_runs} runs; "
+        f"median {statistics.median(c.drop_s):.0f} s, p95 {p95:.0f} s, latest "
+        f"{_seconds(max(c.drop_s))} | 100% within {WITHIN_S:g} s |",
+        f"| healthy pairs, 40% both-wrong client prompts | {c.healthy_demotions} demotions in "
+        f"{c.healthy_hours} h of the example fleet ({c.cells} pair-categories) | 0 |",
+        f"| the same, judged at one look's level (`canary_looks` 1; for contrast) | "
+        f"{c.healthy_one_look} demotions | - |",
+        f"| spend, worst case per pair | ${c.worst_usd_per_hour[dearest]:.3f}/hour on {dearest} "
+        f"(an item at most ${c.max_item_usd:.2g}) | <= ${c.usd_per_hour:g}/hour |",
+        f"| spend, measured live ({r.seconds:g} s without the hostile client) | "
+        f"{_live_canary(r)} | "
+        f"<= ${c.usd_per_hour:g}/hour, 0 unsent |",
+        "",
+    ]
+
+
 def hostile_lines(r: HostileResult) -> list[str]:
     return [
         "## 7. A hostile tenant: one client's legal but odd requests as 10% of the load",
@@ -72,6 +114,7 @@ def hostile_lines(r: HostileResult) -> list[str]:
         "",
         *_caught_rows(r),
         "",
+        *_canary_rows(r),
         *(f"- {n}" for n in r.notes),
         "",
     ]
@@ -131,6 +174,35 @@ def _caught_checks(r: HostileResult, c: Caught) -> list[Check]:
     ]
 
 
+def _canary_checks(r: HostileResult) -> list[Check]:
+    c = r.canary
+    if c is None:
+        return []
+    worst = max(c.worst_usd_per_hour.values())
+    live = max((usd / r.seconds * 3600 for _, usd in r.without.canary.values()), default=0.0)
+    budget = c.usd_per_hour
+    return [
+        Check(
+            "hostile", "canaries: share of true 15-point drops demoted within 10 minutes",
+            c.within, 1.0, c.within, "", "1.0", c.within >= 1.0,
+            f"{c.drop_runs} simulated runs, median {statistics.median(c.drop_s):.0f} s",
+        ),
+        _zero(
+            "canaries: demotions of healthy pairs, 40% both-wrong prompts",
+            c.healthy_demotions,
+            f"{c.healthy_hours} simulated hours of {c.cells} pair-categories",
+            c.healthy_hours > 0,
+        ),
+        Check(
+            "hostile", "canaries: spend per pair per hour at the default rate (worst case)",
+            worst, budget, worst / budget, "$/hour", f"<= {budget:g}",
+            worst <= budget and live <= budget and r.without.canary_over_budget == 0
+            and bool(r.without.canary),
+            f"measured live: {_live_canary(r)}",
+        ),
+    ]  # fmt: skip
+
+
 def hostile_checks(r: HostileResult) -> list[Check]:
     delta = (r.without.attainment - r.with_hostile.attainment) * 100
     attainment = Check(
@@ -144,4 +216,4 @@ def hostile_checks(r: HostileResult) -> list[Check]:
         r.with_hostile.normal > 0 and delta <= ATTAINMENT_POINTS,
         f"without {r.without.attainment * 100:.1f}%, with {r.with_hostile.attainment * 100:.1f}%",
     )
-    return [*_healthy_checks(r), attainment, *_caught_checks(r, r.caught)]
+    return [*_healthy_checks(r), attainment, *_caught_checks(r, r.caught), *_canary_checks(r)]

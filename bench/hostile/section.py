@@ -17,6 +17,10 @@ a fresh data plane and Redis prefix:
 - the cheap engine hangs (no headers ever; the table from a snapshot file, no Redis): seconds
   from the first request until its breaker opens, while the normal clients are served by the
   other pair.
+The data plane sends canary items at its defaults (docs/accuracy.md "Canary items"), which the
+engines answer as the math key (right at their accuracy); what they cost per pair is reported
+beside the canary rows of `bench.hostile.canary` (simulated clock: a 15-point drop within 10
+minutes, healthy pairs over hours, the spend at the example prices).
 A truly slowed engine (time to refit) and a true 15-point accuracy drop (time to detect and to
 demote) come from sections 5 and 5b's scenarios (`bench.feedback.section`,
 `bench.feedback.accuracy_drift`), under the same policies, and are reported here beside them
@@ -51,6 +55,7 @@ from bench.common.in_process import (
 from bench.common.processes import free_port
 from bench.feedback.accuracy_drift import CHECKS, AccuracyDriftResult
 from bench.feedback.section import REFIT, FeedbackResult
+from bench.hostile.canary import CanaryRows, run_canary_rows
 from bench.hostile.traffic import (
     ANSWERS,
     BUDGET_MS,
@@ -71,6 +76,7 @@ from control_plane.runtime.services import Services, make_services
 from control_plane.settings import ControlPlaneSettings
 from control_plane.settings import RedisSettings as ControlPlaneRedis
 from data_plane.app import FEEDBACK, METRICS
+from data_plane.serving.canary_items import SHIPPED_ITEMS
 from data_plane.settings import (
     DataPlaneSettings,
     FeedbackSettings,
@@ -81,6 +87,7 @@ from data_plane.settings import (
 )
 from demo.redis_launcher import private_redis
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
+from simulator.answer_key import load_answer_keys
 
 ENDPOINTS = (f"{CHEAP}#0", f"{PRICEY}#0")
 CLIENTS = 4
@@ -121,6 +128,9 @@ class Run:
     check_usd: float = 0.0  # the re-asks' cost
     capped: int = 0  # latency samples left out because their client had its share
     loop: dict[str, int] = field(default_factory=dict)  # the loop's check outcomes
+    # pair -> (canary items scored, their dollars), at the data plane's default rate
+    canary: dict[str, tuple[int, float]] = field(default_factory=dict)
+    canary_over_budget: int = 0  # canary items not sent: the pair's budget was spent
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +154,7 @@ class HostileResult:
     hung_served: float  # share of normal requests answered (200) meanwhile
     caught: Caught
     notes: tuple[str, ...] = field(default=())
+    canary: CanaryRows | None = None  # the canary rows, on a simulated clock
 
 
 def caught_from(feedback: FeedbackResult, drift: AccuracyDriftResult) -> Caught:
@@ -217,6 +228,23 @@ def _check_counts(app: web.Application) -> tuple[int, int, float]:
     return decided, unsent, usd
 
 
+def _canary_counts(app: web.Application) -> tuple[dict[str, tuple[int, float]], int]:
+    """Per pair, canary items scored and their dollars; items left unsent over budget."""
+    items: Counter[str] = Counter()
+    usd: dict[str, float] = {}
+    over = 0
+    for metric in app[METRICS].registry.collect():
+        for sample in metric.samples:
+            pair = sample.labels.get("pair", "")
+            if sample.name == "gearbox_canary_items_total":
+                outcome = sample.labels["outcome"]
+                items[pair] += int(sample.value) if outcome in ("right", "wrong") else 0
+                over += int(sample.value) if outcome == "over_budget" else 0
+            elif sample.name == "gearbox_canary_cost_usd_total":
+                usd[pair] = usd.get(pair, 0.0) + sample.value
+    return {p: (items[p], usd.get(p, 0.0)) for p in sorted(set(items) | set(usd))}, over
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -269,6 +297,7 @@ async def _run(
                 await asyncio.gather(checks, return_exceptions=True)
             outcomes[await loop.check_once()] += 1
             openings, counts, capped = _openings(app), _check_counts(app), app[FEEDBACK].capped
+            canary, over_budget = _canary_counts(app)
     finally:
         await redis.aclose()
     n = len(traffic.normal)
@@ -286,6 +315,8 @@ async def _run(
         check_usd=counts[2],
         capped=capped,
         loop={str(outcome): count for outcome, count in outcomes.most_common()},
+        canary=canary,
+        canary_over_budget=over_budget,
     )
 
 
@@ -315,7 +346,7 @@ async def _hung(fleet: Fleet, folder: Path, timeout_s: float) -> tuple[float, fl
     return detected, (sum(answered) / len(answered) if answered else 0.0)
 
 
-async def _measure(seconds: float, caught: Caught) -> HostileResult:
+async def _measure(seconds: float, caught: Caught, canary: CanaryRows) -> HostileResult:
     pairs = [
         SimPairConfig(name=f"sim-{q}", family="fam", quantization=q, ttft_base_s=TTFT_S,
                       ttft_per_input_token_s=PREFILL_S, tpot_base_s=TPOT_S, max_running=64,
@@ -324,7 +355,9 @@ async def _measure(seconds: float, caught: Caught) -> HostileResult:
         for q, acc, seed in (("int4", 0.90, 2), ("fp16", 0.97, 1))
     ]  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="gearbox-hostile-") as tmp, private_redis() as url:
-        async with run_fleet(SimFleetConfig(pairs=pairs), answers=ANSWERS) as fleet:
+        # The canary items the data plane sends by default are answered as the math key is.
+        answers = {**load_answer_keys([SHIPPED_ITEMS]), **ANSWERS}
+        async with run_fleet(SimFleetConfig(pairs=pairs), answers=answers) as fleet:
             runs: list[Run] = []
             for name, hostile, policy in RUNS:
                 for pair in ("sim-int4", "sim-fp16"):
@@ -332,7 +365,7 @@ async def _measure(seconds: float, caught: Caught) -> HostileResult:
                 runs.append(await _run(name, fleet, url, seconds, hostile, policy))
             detect_s, served = await _hung(fleet, Path(tmp), timeout_s=30.0)
     return HostileResult(
-        seconds, runs[0], runs[1], runs[2], detect_s, served, caught,
+        seconds, runs[0], runs[1], runs[2], detect_s, served, caught, canary=canary,
         notes=(
             f"{CLIENTS} closed-loop normal clients (math questions, max_tokens 10, budget "
             f"{BUDGET_MS} ms, 12 API keys); the hostile client (one key) sends one request per "
@@ -357,4 +390,5 @@ RUNS = (
 
 
 def run_hostile(quick: bool, caught: Caught) -> HostileResult:
-    return asyncio.run(_measure(10.0 if quick else 30.0, caught))
+    canary = run_canary_rows(quick)
+    return asyncio.run(_measure(10.0 if quick else 30.0, caught, canary))

@@ -10,7 +10,10 @@ distribution its profile was measured on, and Clopper-Pearson bounds on them hol
 (docs/accuracy.md "Canary items").
 
 The decision (docs/accuracy.md "Demote and lift"), with `min_checks` items of the table in
-force and bounds at `confidence` (two-sided: each one-sided bound at 1 - (1 - confidence)/2):
+force and bounds at `confidence` (two-sided: each one-sided bound at 1 - (1 - confidence)/2;
+the upper bound also corrected for the loop's `canary_looks` looks at one window's counts, so
+the chance of demoting a healthy pair stays what `confidence` says while the loop keeps
+looking):
 
 - demote when the canary's upper bound is below the pair's profile bound: the items
   contradict what the table claims. The demotion publishes the canary's lower bound.
@@ -29,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from contracts.accuracy_bound import lower_bound, upper_bound
+from contracts.accuracy_bound import lower_bound, per_look, upper_bound
 from contracts.latency_feedback import LatencyFeedback
 from contracts.policy import AccuracyCheckPolicy
 from contracts.routing_table import RoutingTable
@@ -43,7 +46,8 @@ class PairCanary:
     n: int  # canary items scored
     right: int  # of them, right
     lower: float  # Clopper-Pearson lower bound of the pair's accuracy (what a demotion publishes)
-    upper: float  # Clopper-Pearson upper bound (a demotion needs it below `profile_bound`)
+    upper: float  # Clopper-Pearson upper bound over the looks (a demotion needs it below the
+    # profile's bound)
     profile_bound: float  # what the profiles say (kept through a demotion in force)
     demoted: bool  # a demotion of this pair and category is in force
 
@@ -78,12 +82,15 @@ def _merged(reports: Iterable[LatencyFeedback], version: int) -> dict[tuple[str,
 
 
 def merge_canaries(
-    reports: Iterable[LatencyFeedback], table: RoutingTable, confidence: float
+    reports: Iterable[LatencyFeedback], table: RoutingTable, confidence: float, looks: int = 1
 ) -> list[PairCanary]:
     """Canary counts per (pair, category) over the reports about `table` (others are
-    ignored: a lift counts only items of the demoted table), with bounds at `confidence`.
-    Pairs the table does not hold, and categories it has no accuracy for, are skipped."""
+    ignored: a lift counts only items of the demoted table), with bounds at `confidence`;
+    the upper bound, which a demotion rests on, holds over `looks` looks at one window's
+    counts (Bonferroni: `per_look`). Pairs the table does not hold, and categories it has
+    no accuracy for, are skipped."""
     each = 1.0 - (1.0 - confidence) / 2.0
+    upper_each = per_look(each, looks)
     result = []
     for (pair, category), (n, right) in sorted(_merged(reports, table.version).items()):
         entry = table.entry(pair)
@@ -96,7 +103,7 @@ def merge_canaries(
                 n=n,
                 right=right,
                 lower=lower_bound(right, n, each),
-                upper=upper_bound(right, n, each),
+                upper=upper_bound(right, n, upper_each),
                 profile_bound=profile_bound(table, entry, category),
                 demoted=category in table.demotions.get(pair, {}),
             )

@@ -105,7 +105,8 @@ class FeedbackLoop:
         self._metrics.set_drift(drifts.values())
         confidence = effective.accuracy_check.confidence
         self._metrics.set_agreement(merge_agreement(reports, table, confidence))
-        canaries = merge_canaries(reports, table, confidence)
+        looks = effective.accuracy_check.canary_looks
+        canaries = merge_canaries(reports, table, confidence, looks)
         self._metrics.set_canary(canaries)
         if not policy.enabled:
             return RefitCheck.DISABLED

@@ -6,9 +6,12 @@ A background task (`CanarySender.run`) sends, per pair of the table in force, at
 holds, through the attempt path client requests take (`AttemptRunner`: engine key, breakers,
 load, the engine's deadline), greedy and within the item's `max_tokens`, never counted as
 client traffic (no decision, no latency feedback). Each pair may spend at most `usd_per_hour`
-on them (reserved at the item's worst case before sending, settled from `usage`). The answer
+on them (reserved at the item's worst case before sending, settled from `usage`), spread over
+the hour: a pair whose items would spend it early gets them spaced out instead. The answer
 is scored with `contracts.answer_scoring.score` and counted in the feedback summaries
-(`FeedbackAggregator.observe_canary`), which the control plane's demotion rule reads.
+(`FeedbackAggregator.observe_canary`), which the control plane's demotion rule reads. The
+items are the configured file's, else the shipped held-out sets (`SHIPPED_ITEMS`); `prompt`
+items go to /v1/completions, `messages` (chat) items to /v1/chat/completions.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import asyncio
 import itertools
 import json
 import logging
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,38 +39,79 @@ from data_plane.serving.usage import Usage, cost_usd, find_usage
 logger = logging.getLogger(__name__)
 _MAX_ITEMS_PER_HOUR = 1_000_000  # the dollar budget and the rate limit, not a count
 MAX_EXTRA = 10  # extra items a pair's disagreements may queue, at most, at any time
+MAX_IN_FLIGHT = 4  # items of one pair awaiting their answers at once, at most
+
+
+# The shipped items: the profiler's held-out sets (`profiler/evalsets/holdout/*.jsonl`, in
+# name order), which no built-in eval item repeats; used when no item file is named.
+SHIPPED_ITEMS = Path(__file__).with_name("canary_items.jsonl")
+_ROLES = frozenset({"system", "user", "assistant"})
 
 
 @dataclass(frozen=True, slots=True)
 class CanaryItem:
     category: str
-    prompt: str  # sent to /v1/completions, as the profiler sends prompt items
+    prompt: str  # sent to /v1/completions, as the profiler sends prompt items ("" for chat)
     expected: Any
     scorer: Scorer
     max_tokens: int
     tolerance: float = 0.0
+    # A chat item (free text): sent to /v1/chat/completions, as the profiler sends them.
+    messages: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def path(self) -> str:
+        return "/v1/chat/completions" if self.messages else "/v1/completions"
+
+    @property
+    def chars(self) -> int:
+        """The characters the engine is asked to read (the prompt or every message)."""
+        return len(self.prompt) + sum(len(content) for _, content in self.messages)
+
+    def body(self) -> dict[str, Any]:
+        """The request body, greedy, without `model`."""
+        asked: dict[str, Any] = (
+            {"messages": [{"role": r, "content": c} for r, c in self.messages]}
+            if self.messages
+            else {"prompt": self.prompt}
+        )
+        return {**asked, "max_tokens": self.max_tokens, "temperature": 0.0}
+
+
+def _messages(doc: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """A chat item's messages as (role, content); ValueError unless each is a known role
+    with string content and one is the user's."""
+    found = tuple((str(m["role"]), m["content"]) for m in doc["messages"])
+    if not all(r in _ROLES and isinstance(c, str) for r, c in found):
+        raise ValueError("`messages` need a role of system/user/assistant and string content")
+    if not any(r == "user" for r, _ in found):
+        raise ValueError("`messages` need a user message")
+    return found
+
+
+def _item(doc: dict[str, Any]) -> CanaryItem:
+    messages = _messages(doc) if "prompt" not in doc else ()
+    return CanaryItem(
+        category=str(doc["category"]),
+        prompt=str(doc["prompt"]) if "prompt" in doc else "",
+        expected=doc["expected"],
+        scorer=Scorer(doc["scorer"]),
+        max_tokens=int(doc.get("max_tokens", 16)),
+        tolerance=float(doc.get("tolerance", 0.0)),
+        messages=messages,
+    )
 
 
 def parse_items(lines: list[str]) -> dict[str, tuple[CanaryItem, ...]]:
-    """Items per category from eval-set JSON lines (the profiler's holdout format: `prompt`,
-    `expected`, `scorer`, `category`, `max_tokens`, optional `tolerance`); lines with
-    `messages` instead of `prompt` are skipped. Raises ValueError naming the line."""
+    """Items per category from eval-set JSON lines (the profiler's format: `prompt` or
+    `messages` (chat: free text, sent to /v1/chat/completions), `expected`, `scorer`,
+    `category`, `max_tokens`, optional `tolerance`). Raises ValueError naming the line."""
     found: dict[str, list[CanaryItem]] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            doc = json.loads(line)
-            if "prompt" not in doc:
-                continue
-            item = CanaryItem(
-                category=str(doc["category"]),
-                prompt=str(doc["prompt"]),
-                expected=doc["expected"],
-                scorer=Scorer(doc["scorer"]),
-                max_tokens=int(doc.get("max_tokens", 16)),
-                tolerance=float(doc.get("tolerance", 0.0)),
-            )
+            item = _item(json.loads(line))
         except (ValueError, KeyError, TypeError) as err:
             raise ValueError(f"canary item line {number}: {err}") from err
         found.setdefault(item.category, []).append(item)
@@ -78,6 +123,12 @@ def load_items(paths: list[Path]) -> dict[str, tuple[CanaryItem, ...]]:
     for path in paths:
         lines.extend(path.read_text(encoding="utf-8").splitlines())
     return parse_items(lines)
+
+
+def worst_cost_usd(pair: CompiledPair, item: CanaryItem) -> float:
+    """What `item` may cost on `pair` at most (reserved before it is sent): its prompt at
+    the pair's characters per token, and all of its `max_tokens`."""
+    return cost_usd(pair, Usage(round(item.chars / pair.chars_per_token) + 1, item.max_tokens))
 
 
 class _Sink:
@@ -115,10 +166,12 @@ class CanarySender:
         self._p = parts
         self._items = items
         self._config = config
-        self._last: dict[str, float] = {}  # pair -> when its last item was sent
+        self._next: dict[str, float] = {}  # pair -> when its next slot opens
+        self._paced: set[str] = set()  # pairs whose budget, not the rate, spaces their items
         self._limits: dict[str, HourlyLimits] = {}
         self._ids = itertools.count(1)
         self._extra: dict[str, int] = {}  # pair -> items owed to its disagreements
+        self._in_flight: dict[str, int] = {}  # pair -> its items awaiting answers (`run`)
 
     def raise_rate(self, pair: str) -> None:
         """An agreement re-ask of `pair` disagreed: send it one item more than its rate
@@ -129,11 +182,25 @@ class CanarySender:
     def _due(self, pair: str) -> bool:
         if self._config.items_per_minute <= 0:
             return False
-        if self._extra.get(pair, 0) > 0:
+        if self._extra.get(pair, 0) > 0 and pair not in self._paced:
             self._extra[pair] -= 1
             return True
-        last = self._last.get(pair)
-        return last is None or self._p.clock() - last >= 60.0 / self._config.items_per_minute
+        opens = self._next.get(pair)
+        return opens is None or self._p.clock() >= opens
+
+    def _take_slot(self, pair: CompiledPair, item: CanaryItem) -> None:
+        """The pair's next slot: one rate interval on, or, where the item's worst case at
+        that rate would spend the budget before the hour is out, as far on as spreads the
+        budget over the hour (so a dear pair gets fewer items all hour, never a spent
+        budget and no evidence for the rest of it; its disagreements then owe nothing)."""
+        usd = self._config.usd_per_hour
+        by_rate = 60.0 / self._config.items_per_minute
+        by_budget = worst_cost_usd(pair, item) * 3600.0 / usd if usd > 0 else math.inf
+        self._next[pair.pair] = self._p.clock() + max(by_rate, by_budget)
+        if by_budget > by_rate:
+            self._paced.add(pair.pair)
+        else:
+            self._paced.discard(pair.pair)
 
     def _pick(self, pair: CompiledPair) -> CanaryItem | None:
         categories = sorted(c for c in pair.accuracy if self._items.get(c))
@@ -144,34 +211,62 @@ class CanarySender:
 
     async def run(self, table: Callable[[], CompiledTable | None]) -> None:
         """Send due items to the pairs of the table in force, looking once per slot (at
-        most once a second)."""
+        most once a second); each item on its own task, so a slow pair holds back neither
+        the others nor its own next slots (at most `MAX_IN_FLIGHT` of its items at once)."""
         interval_s = min(1.0, 60.0 / max(self._config.items_per_minute, 1e-9))
-        while True:
-            await asyncio.sleep(interval_s)
-            current = table()
-            if current is None:
-                continue
-            try:
-                await self.send_due(current)
-            except Exception:  # a canary must never end the sender
-                logger.exception("canary item failed")
+        tasks: set[asyncio.Task[int]] = set()
+        try:
+            while True:
+                await asyncio.sleep(interval_s)
+                current = table()
+                if current is None:
+                    continue
+                for pair, item in self._due_items(current, self._has_room):
+                    self._in_flight[pair.pair] = self._in_flight.get(pair.pair, 0) + 1
+                    task = asyncio.create_task(self._send_one(current.version, pair, item))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def send_due(self, table: CompiledTable) -> int:
-        """Send one item to each pair whose slot is open; returns how many were scored."""
-        scored = 0
+    def _has_room(self, pair: str) -> bool:
+        return self._in_flight.get(pair, 0) < MAX_IN_FLIGHT
+
+    async def _send_one(self, version: int, pair: CompiledPair, item: CanaryItem) -> int:
+        try:
+            return await self._send(version, pair, item)
+        except Exception:  # a canary must never end the sender
+            logger.exception("canary item failed")
+            return 0
+        finally:
+            self._in_flight[pair.pair] -= 1
+
+    def _due_items(
+        self, table: CompiledTable, room: Callable[[str], bool] = lambda _pair: True
+    ) -> list[tuple[CompiledPair, CanaryItem]]:
+        """An item for each pair whose slot is open (and that has `room`), its slot taken."""
+        due = []
         for pair in table.pairs:
-            if not self._due(pair.pair):
+            if not room(pair.pair) or not self._due(pair.pair):
                 continue
             item = self._pick(pair)
             if item is None:
                 continue
-            self._last[pair.pair] = self._p.clock()
-            scored += await self._send(table.version, pair, item)
-        return scored
+            self._take_slot(pair, item)
+            due.append((pair, item))
+        return due
+
+    async def send_due(self, table: CompiledTable) -> int:
+        """Send one item to each pair whose slot is open, all at once; returns how many
+        were scored."""
+        sends = [self._send(table.version, pair, item) for pair, item in self._due_items(table)]
+        return sum(await asyncio.gather(*sends))
 
     async def _send(self, version: int, pair: CompiledPair, item: CanaryItem) -> int:
-        chars = len(item.prompt)
-        worst = cost_usd(pair, Usage(round(chars / pair.chars_per_token) + 1, item.max_tokens))
+        chars = item.chars
+        worst = worst_cost_usd(pair, item)
         limits = self._limits.setdefault(pair.pair, HourlyLimits(self._p.clock))
         if not limits.reserve(worst, _MAX_ITEMS_PER_HOUR, self._config.usd_per_hour):
             self._count(pair.pair, item.category, "over_budget")
@@ -205,10 +300,10 @@ class CanarySender:
         endpoint = next((e for e in target.endpoints if p.health.allow(e.id)), None)
         if endpoint is None:
             return None
-        body = {"prompt": item.prompt, "max_tokens": item.max_tokens, "temperature": 0.0}
+        body = item.body()
         call = Call(
             request_id=f"canary-{next(self._ids)}",
-            path="/v1/completions",
+            path=item.path,
             stream=False,
             wants_json=False,
             started_s=p.clock(),

@@ -188,29 +188,31 @@ class FeedbackSettings(Group):
         "agreement (a lift needs canary items); within the policy's `accuracy_check` sample "
         'rate, hourly caps and one client\'s share (`0` = off; docs/accuracy.md "Live checks")',
     )
+    # On by default; the sizing is docs/accuracy.md "Canary items": at 240 items a minute per
+    # pair, a pair measured on five categories gets ~48 a minute in each, and a 15-point
+    # drop from a 0.90 profile is demoted within 10 minutes (300 of 300 simulated runs,
+    # median 150 s: `make bench` section 7). An item of the shipped set costs at most
+    # $1.7e-5 at the example 70B prices: $0.18 an hour at this rate, within the $0.50.
     canary_items_per_minute: float = Field(
-        default=0.0,
+        default=240.0,
         ge=0.0,
         le=6000.0,
-        description="canary items (held-out items with known answers) sent to each pair of the "
-        "table per minute, through the attempt path, scored and reported in the feedback "
-        "summaries; the evidence accuracy demotions and lifts are decided on; each disagreeing "
-        "accuracy check owes its pair one item more (at most 10 owed) (`0` = off; "
-        'docs/accuracy.md "Canary items")',
+        description="canary items (held-out items with known answers) sent to each pair per "
+        "minute by this replica, while feedback goes to Redis; 0 = off "
+        '(docs/accuracy.md "Canary items")',
     )
     canary_usd_per_hour: float = Field(
-        default=0.05,
+        default=0.5,
         ge=0.0,
         le=1000.0,
-        description="the most each pair's canary items may spend per hour at its prices "
-        "(reserved at the item's worst case, settled from `usage`)",
+        description="canary items' spend per pair per hour by this replica (reserved at an "
+        "item's worst case before sending, settled from its usage)",
     )
     canary_items_file: str = Field(
         default="",
         max_length=4096,
-        description="eval-set JSON lines in the profiler's holdout format (e.g. "
-        "`profiler/evalsets/holdout/math.jsonl`); `prompt` items only; a bad line fails startup "
-        "naming it",
+        description="eval-set JSON lines of canary items (the profiler's format: prompt or "
+        "chat items); empty: the shipped held-out items, data_plane/serving/canary_items.jsonl",
     )
 
 

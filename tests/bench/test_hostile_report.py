@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from bench.hostile.canary import CanaryRows
 from bench.hostile.report import hostile_checks, hostile_lines
 from bench.hostile.section import Caught, HostileResult, Run
 
@@ -63,3 +64,53 @@ def test_the_hostile_requests_statuses_are_printed_by_kind() -> None:
     text = "\n".join(hostile_lines(result(run("with", hostile=HOSTILE, refits=2))))
     assert "essay, no max_tokens: 21 x 200; long prompt: 50 x 200" in text
     assert "| with | 200 | 99.0% |" in text
+
+
+def canary_rows(**fields: object) -> CanaryRows:
+    base: dict[str, object] = {
+        "items_per_minute": 240.0, "usd_per_hour": 0.5, "drop_runs": 4,
+        "drop_s": (120.0, 150.0, 180.0, 390.0), "drop_profile_bound": 0.881,
+        "healthy_hours": 2, "healthy_demotions": 0, "healthy_one_look": 1, "cells": 30,
+        "worst_usd_per_hour": {"a@int4": 0.18, "b@fp16": 0.03}, "max_item_usd": 1.7e-5,
+    }  # fmt: skip
+    return CanaryRows(**(base | fields))  # type: ignore[arg-type]
+
+
+def with_canaries(rows: CanaryRows, live: dict[str, tuple[int, float]] | None = None,
+                  over_budget: int = 0) -> HostileResult:  # fmt: skip
+    spent = live if live is not None else {"fam@int4": (120, 0.0005), "fam@fp16": (120, 0.002)}
+    without = run("without", canary=spent, canary_over_budget=over_budget)
+    unguarded = run("unguarded", hostile=HOSTILE, refits=1)
+    return HostileResult(
+        30.0, without, run("with", hostile=HOSTILE), unguarded, 2.0, 1.0, CAUGHT, canary=rows
+    )
+
+
+def test_the_canary_rows_print_target_measured_and_pass() -> None:
+    r = with_canaries(canary_rows())
+    checks = hostile_checks(r)
+    assert [c.passed for c in checks[7:]] == [True, True, True]
+    text = "\n".join(hostile_lines(r))
+    assert "demoted within 10 min in 100.0% of 4 runs; median 165 s, p95 390 s" in text
+    assert "| 0 demotions in 2 h of the example fleet (30 pair-categories) | 0 |" in text
+    assert "$0.180/hour on a@int4" in text
+    assert "fam@int4: 240 items/min, $0.0600/hour" in text  # 120 items and $0.0005 in 30 s
+
+
+@pytest.mark.parametrize(
+    ("rows", "live", "over", "failed"),
+    [
+        (canary_rows(drop_s=(120.0, 150.0, 180.0, math.inf)), None, 0, 7),  # one never
+        (canary_rows(drop_s=(120.0, 150.0, 180.0, 660.0)), None, 0, 7),  # one late
+        (canary_rows(healthy_demotions=1), None, 0, 8),
+        (canary_rows(worst_usd_per_hour={"a@int4": 0.6}), None, 0, 9),
+        (canary_rows(), {"fam@int4": (120, 0.01)}, 0, 9),  # $1.20 an hour measured
+        (canary_rows(), None, 3, 9),  # items left unsent: the budget cut the rate
+        (canary_rows(), {}, 0, 9),  # no canary item sent at all
+    ],
+)
+def test_a_late_drop_a_healthy_demotion_or_an_overspend_fails(
+    rows: CanaryRows, live: dict[str, tuple[int, float]] | None, over: int, failed: int
+) -> None:
+    checks = hostile_checks(with_canaries(rows, live, over))
+    assert [i for i, c in enumerate(checks) if not c.passed] == [failed]

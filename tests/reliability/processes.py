@@ -151,7 +151,8 @@ class DataPlaneProcess(Child):
         self.port = free_port()
         args = [sys.executable, "-m", "data_plane", "serve", "--server-host", "127.0.0.1"]
         args += ["--server-port", str(self.port)]
-        for name, value in settings.items():
+        # Canary items are on by default; these tests count engine traffic without them.
+        for name, value in {"feedback_canary_items_per_minute": "0", **settings}.items():
             args += ["--" + name.replace("_", "-"), value]
         super().__init__("data-plane", args, workdir / "data-plane.log", env or {})
 

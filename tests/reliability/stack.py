@@ -93,6 +93,7 @@ def dp_settings(redis_url: str, prefix: str, snapshot: Path, **kw: Any) -> DataP
         "breaker_cooldown_max_s": 2.0,
         "connect_timeout_s": 1.0,
         "instance_id": "rel-dp",
+        "feedback_canary_items_per_minute": 0.0,  # on by default; tests that mean them say so
     }
     return DataPlaneSettings(**{**base, **kw})
 

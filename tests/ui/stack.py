@@ -89,6 +89,7 @@ def dp_settings(redis_url: str, keys: RedisKeys, instance: str, **kw: Any) -> Da
         "redis_timeout_s": 1.0,
         "redis_backoff_max_s": 0.3,
         "live_state_interval_s": 0.2,
+        "feedback_canary_items_per_minute": 0.0,  # on by default; tests that mean them say so
         **kw,
     }
     return DataPlaneSettings(**values)

@@ -68,8 +68,8 @@ def test_redis_keys_prefix() -> None:
 
 
 def test_a_table_written_before_the_accuracy_check_budget_keeps_its_hash() -> None:
-    """`max_usd_per_hour`, `max_tokens`, `confidence` and `max_input_tokens` came after
-    `accuracy_check`: a table whose accuracy checks were set without them (an older
+    """`max_usd_per_hour`, `max_tokens`, `confidence`, `max_input_tokens` and `canary_looks`
+    came after `accuracy_check`: a table whose accuracy checks were set without them (an older
     writer's) keeps its hash."""
     import json
 

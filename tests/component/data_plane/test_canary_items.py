@@ -5,17 +5,27 @@ never as client traffic."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 import orjson
 import pytest
 
+from contracts.policy import Policy
 from data_plane.app import CANARY, FEEDBACK, STORE
-from data_plane.serving.canary_items import parse_items
+from data_plane.serving.canary_items import (
+    MAX_IN_FLIGHT,
+    SHIPPED_ITEMS,
+    load_items,
+    parse_items,
+    worst_cost_usd,
+)
+from data_plane.settings import DataPlaneSettings
+from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane import conftest as component
 from tests.component.data_plane.conftest import Harness, MakeHarness
-from tests.component.data_plane.fakes import ok_json, two_pair_table
+from tests.component.data_plane.fakes import FakeResponse, chat_json, ok_json, two_pair_table
 from tests.support.waiting import eventually
 
 make_harness = component.make_harness
@@ -25,8 +35,7 @@ ITEM = {"prompt": "2 - 31 =", "expected": -29, "scorer": "numeric", "category": 
 
 def _items(tmp_path: Path) -> Path:
     path = tmp_path / "canary.jsonl"
-    lines = [json.dumps({**ITEM, "max_tokens": 8}), json.dumps({"messages": [], "x": 1})]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    path.write_text(json.dumps({**ITEM, "max_tokens": 8}) + "\n", encoding="utf-8")
     return path
 
 
@@ -129,3 +138,152 @@ async def test_a_disagreement_raises_the_pairs_canary_rate_and_decides_nothing(
 def test_a_bad_item_line_is_named() -> None:
     with pytest.raises(ValueError, match="line 2"):
         parse_items([json.dumps(ITEM), json.dumps({**ITEM, "scorer": "judge"})])
+
+
+CHAT_ITEM = {
+    "messages": [
+        {"role": "system", "content": "Answer in one word."},
+        {"role": "user", "content": "Which season follows spring?"},
+    ],
+    "expected": "summer",
+    "scorer": "contains",
+    "category": "chat",
+    "max_tokens": 16,
+}
+
+
+async def test_a_chat_item_is_asked_on_the_chat_path_and_scored_by_its_scorer(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """Free text: a `messages` item goes to /v1/chat/completions, greedy, and the answer is
+    scored by the item's scorer (`contains`), as the profiler scores it. On c680376 chat
+    items were skipped: nothing was sent."""
+    path = tmp_path / "chat.jsonl"
+    path.write_text(json.dumps(CHAT_ITEM) + "\n", encoding="utf-8")
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: ok_json("Summer, of course."), INT4: ok_json("Autumn.")},
+        feedback_canary_items_per_minute=30.0,
+        feedback_canary_items_file=str(path),
+    )
+    table = h.app[STORE].current
+    assert table is not None
+    assert await h.app[CANARY].send_due(table) == 2
+    assert {r.url.split("/v1/")[1] for r in h.upstream.requests} == {"chat/completions"}
+    sent = orjson.loads(h.upstream.requests[0].body)
+    assert sent["messages"] == CHAT_ITEM["messages"]
+    assert (sent["temperature"], sent["max_tokens"]) == (0.0, 16)
+    chat = {"pair": "fam@fp16", "category": "chat"}
+    assert h.metric("gearbox_canary_items_total", **chat, outcome="right") == 1
+    chat["pair"] = "fam@int4"
+    assert h.metric("gearbox_canary_items_total", **chat, outcome="wrong") == 1
+
+
+def test_chat_items_parse_and_a_bad_one_is_named() -> None:
+    (item,) = parse_items([json.dumps(CHAT_ITEM)])["chat"]
+    assert item.path == "/v1/chat/completions"
+    assert item.chars == len("Answer in one word.") + len("Which season follows spring?")
+    no_user = {**CHAT_ITEM, "messages": [{"role": "system", "content": "Hi."}]}
+    with pytest.raises(ValueError, match="line 2: `messages` need a user message"):
+        parse_items([json.dumps(ITEM), json.dumps(no_user)])
+    bad_role = {**CHAT_ITEM, "messages": [{"role": "tool", "content": "x"}]}
+    with pytest.raises(ValueError, match="line 1"):
+        parse_items([json.dumps(bad_role)])
+
+
+def test_the_shipped_items_are_the_profilers_held_out_sets() -> None:
+    """On by default: with no item file named, the data plane sends the profiler's held-out
+    items (no built-in eval item repeats them), every category the profiles measure."""
+    holdout = sorted((Path(__file__).parents[3] / "profiler/evalsets/holdout").glob("*.jsonl"))
+    lines = [line for p in holdout for line in p.read_text(encoding="utf-8").splitlines()]
+    assert SHIPPED_ITEMS.read_text(encoding="utf-8").splitlines() == lines
+    shipped = load_items([SHIPPED_ITEMS])
+    assert sorted(shipped) == ["chat", "code", "extraction", "math", "reasoning"]
+    assert all(len(items) == 40 for items in shipped.values())
+
+
+async def test_with_no_file_named_the_shipped_items_are_sent(make_harness: MakeHarness) -> None:
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: ok_json("-29"), INT4: ok_json("-29")},
+        feedback_canary_items_per_minute=30.0,
+    )
+    table = h.app[STORE].current
+    assert table is not None
+    assert await h.app[CANARY].send_due(table) == 2
+    prompts = {orjson.loads(r.body)["prompt"] for r in h.upstream.requests}
+    shipped = {i.prompt for items in load_items([SHIPPED_ITEMS]).values() for i in items}
+    assert prompts <= shipped
+
+
+def test_canaries_are_on_by_default() -> None:
+    """A fresh deployment sends them at the sized rate and budget (docs/accuracy.md)."""
+    feedback = DataPlaneSettings().feedback
+    assert (feedback.canary_items_per_minute, feedback.canary_usd_per_hour) == (240.0, 0.5)
+    assert feedback.canary_items_file == ""
+    assert Policy().accuracy_check.demote is True
+
+
+async def test_a_hanging_pair_holds_back_neither_the_others_nor_its_own_slots(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """At 240 items a minute one slot is 0.25 s: the sender may not wait for one pair's
+    answer before asking the next. int4 never answers: fp16 still gets an item every slot,
+    and int4 has at most `MAX_IN_FLIGHT` items waiting. On c680376 the sender awaited each
+    item in turn and stopped at int4's first."""
+
+    def hang(_request: UpstreamRequest) -> FakeResponse:
+        return FakeResponse(body=chat_json("-29"), delays_s={0: 3600.0})
+
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: ok_json("-29"), INT4: hang},
+        feedback_canary_items_per_minute=240.0,
+        feedback_canary_usd_per_hour=10.0,  # the rate, not the budget, spaces the items
+        feedback_canary_items_file=str(_items(tmp_path)),
+    )
+    task = asyncio.create_task(h.app[CANARY].run(lambda: h.app[STORE].current))
+    try:
+        for slot in range(1, 9):
+            await eventually(
+                lambda slot=slot: _items_metric(h, "fam@fp16", "right") == slot,  # type: ignore[misc]
+                what=f"fp16's item of slot {slot}",
+            )
+            h.clock.advance(0.25)
+        assert len(h.upstream.hosts()) == 8 + MAX_IN_FLIGHT
+        assert h.upstream.hosts().count(INT4) == MAX_IN_FLIGHT
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_a_dear_pair_spreads_its_budget_over_the_hour(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """At 240 a minute fp16's items ($7.6e-5 each at worst) would spend its $0.10 in 5.5
+    minutes and leave it without canaries for the rest of the hour; they are spaced 2.7 s
+    apart so the budget lasts the hour (int4's, four times cheaper, 0.68 s). The unpaced
+    sender (3f75c62) sent fp16 an item every 0.25 s: this test fails there at "not yet"."""
+    h = await _harness(make_harness, tmp_path, usd_per_hour=0.1)
+    current = h.app[STORE].current
+    assert current is not None
+    table = current
+    fp16 = next(p for p in table.pairs if p.pair == "fam@fp16")
+    (item,) = load_items([_items(tmp_path)])["math"]
+    spacing_s = worst_cost_usd(fp16, item) * 3600.0 / 0.1
+    assert spacing_s > 60.0 / 240.0
+    assert await h.app[CANARY].send_due(table) == 2
+    h.clock.advance(spacing_s - 0.01)
+    before = _items_metric(h, "fam@fp16", "right")
+    await h.app[CANARY].send_due(table)
+    assert _items_metric(h, "fam@fp16", "right") == before  # not yet
+    h.clock.advance(0.01)
+    await h.app[CANARY].send_due(table)
+    assert _items_metric(h, "fam@fp16", "right") == before + 1
+    for _ in range(int(600 / 0.25)):  # ten minutes, a look every rate slot
+        h.clock.advance(0.25)
+        await h.app[CANARY].send_due(table)
+    spent = h.metric("gearbox_canary_cost_usd_total", pair="fam@fp16")
+    assert _items_metric(h, "fam@fp16", "over_budget") == 0
+    assert spent <= 0.1 * (600 + 2 * spacing_s) / 3600
+    assert _items_metric(h, "fam@fp16", "right") >= 600 / spacing_s

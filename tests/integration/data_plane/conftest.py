@@ -113,6 +113,7 @@ def plane_settings(redis_url: str, keys: RedisKeys, snapshot: Path, **kw: Any) -
         "breaker_cooldown_s": 0.5,
         "deadline_grace_s": 0.5,
         "instance_id": "it-dp",
+        "feedback_canary_items_per_minute": 0.0,  # on by default; tests that mean them say so
     }
     return DataPlaneSettings(**{**base, **kw})
 

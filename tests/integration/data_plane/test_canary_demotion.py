@@ -21,6 +21,8 @@ from control_plane.runtime.feedback_loop import FeedbackLoop
 from control_plane.runtime.metrics import ControlPlaneMetrics
 from control_plane.runtime.services import make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
+from data_plane.serving.canary_items import SHIPPED_ITEMS
+from data_plane.settings import FeedbackSettings
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from simulator.answer_key import load_answer_keys
 from tests.component.data_plane.fakes import make_table, pair_entry
@@ -111,3 +113,53 @@ async def test_a_fifteen_point_drop_is_demoted_on_canary_items(
         int8_items = plane.metric("gearbox_canary_items_total", pair="fam@int8", category="math",
                                   outcome="right")  # fmt: skip
         assert int8_items > 0
+
+
+def _math_only(entry: dict[str, object], accuracy: float) -> dict[str, object]:
+    return {**entry, "accuracy": {"math": accuracy}, "accuracy_n": {"math": 400}}
+
+
+async def test_at_the_defaults_a_drifting_pair_is_demoted_without_configuration(
+    make_plane: MakePlane,
+    redis_client: aioredis.Redis,
+    redis_keys: RedisKeys,
+    redis_server: RedisProcess,
+) -> None:
+    """A fresh deployment: no item file, the default rate and budget, the default policy (no
+    policy stored). The data plane sends the shipped held-out items, the simulated engines
+    answer them from their key, and the loop demotes the pair that lost 15 points (math
+    only, so all 240 items a minute are math: a decision within about a minute). Only the
+    feedback interval is shortened. On c680376 nothing was sent (rate 0, no file)."""
+    defaults = FeedbackSettings()
+    async with run_fleet(_fleet(), answers=load_answer_keys([SHIPPED_ITEMS])) as fleet:
+        fleet.set_faults("sim-int8", FaultConfig(accuracy_drop=0.15))
+        plane = await make_plane(
+            feedback_interval_s=0.5,
+            feedback_canary_items_per_minute=defaults.canary_items_per_minute,  # undo the harness
+        )
+        entries = [
+            _math_only(pair_entry("fam", "fp16", urls=[fleet.url("sim-fp16")], accuracy=0.97,
+                                  usd_per_mtok=4.0, served_model_name="sim-fp16"), 0.97),
+            _math_only(pair_entry("fam", "int8", urls=[fleet.url("sim-int8")], accuracy=0.9,
+                                  precision_rank=1, served_model_name="sim-int8"), 0.9),
+        ]  # fmt: skip
+        v1 = await plane.publisher.publish(make_table(entries))
+        await eventually(lambda: plane.version == v1, what="table loaded")
+        settings = ControlPlaneSettings(
+            redis=RedisSettings(url=redis_server.url, key_prefix=redis_keys.prefix)
+        )
+        services = make_services(redis_client, settings, lambda: datetime.now(UTC), None)
+        metrics = ControlPlaneMetrics("test")
+        loop = FeedbackLoop(services, redis_keys.feedback, metrics, lambda: datetime.now(UTC))
+        outcomes: list[RefitCheck] = []
+
+        async def decided() -> bool:
+            outcomes.append(await loop.check_once())
+            return outcomes[-1] is not RefitCheck.NO_DRIFT
+
+        await eventually(decided, timeout_s=240, interval_s=1.0, what="a decision")
+        assert outcomes[-1] is RefitCheck.DEMOTED
+        demoted = await services.tables.current()
+        assert demoted is not None
+        assert set(demoted.demotions) == {"fam@int8"}
+        assert demoted.demotions["fam@int8"]["math"].checks >= Policy().accuracy_check.min_checks

@@ -76,6 +76,23 @@ def test_a_demotion_needs_the_canarys_upper_bound_below_the_profile_bound(
     assert plan.lift == ()
 
 
+def test_the_upper_bound_a_demotion_rests_on_holds_over_the_loops_looks() -> None:
+    """The loop looks at a sliding window's counts every 30 s: 20 looks per 600 s window. At
+    one look's confidence a pair right on 76 of 100 items (profile bound 0.867) is demoted;
+    over 20 looks (Bonferroni) it is not, while 150 of 200 still is. For a healthy 0.90
+    pair with 480 items a window against 0.881, that is 2.6e-5 -> 3.5e-7 per look
+    (docs/accuracy.md "Canary items")."""
+    table = _table()
+    (one,) = merge_canaries([_report(3, 100, 76)], table, CONFIDENCE)
+    (over,) = merge_canaries([_report(3, 100, 76)], table, CONFIDENCE, looks=20)
+    assert over.upper == pytest.approx(upper_bound(76, 100, 1.0 - (1.0 - EACH) / 20))
+    assert over.lower == one.lower  # what a demotion publishes is the same bound
+    assert contradicts(one, POLICY)
+    assert not contradicts(over, POLICY)
+    (drop,) = merge_canaries([_report(3, 200, 150)], table, CONFIDENCE, looks=20)
+    assert contradicts(drop, POLICY)
+
+
 def test_a_demotion_publishes_the_canarys_lower_bound() -> None:
     table = _table()
     plan = plan_canary_demotions(merge_canaries([_report(3, 200, 150)], table, 0.99), POLICY)
