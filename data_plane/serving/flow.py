@@ -203,6 +203,9 @@ class FlowQueue:
                 waiter = b.head(tenant)
                 if waiter is None or not blocked.isdisjoint(waiter.full.pairs):
                     continue
+                if waiter.future.done():  # its wait ended this turn (deadline, client gone)
+                    self._leave(waiter)  # before its task resumed to leave: not dispatched
+                    continue
                 if tries == TRIES_PER_WAKE:
                     return
                 tries += 1

@@ -292,3 +292,22 @@ async def test_strict_bands_hold_only_on_the_pairs_the_higher_band_waits_for() -
     await asyncio.gather(*tasks)
     assert q.step.order == ["other", "crit", "same"]
     assert q.flow.top_band(frozenset({"fam@fp16"})) is None
+
+
+async def test_a_wait_that_ended_in_this_turn_is_not_dispatched_by_a_kick_before_it_leaves() -> (
+    None
+):
+    """A waiter's deadline (or its client going) cancels its future at once, but its task
+    leaves the queue only when it next runs; a kick in between must not decide it again
+    (before: `again` took a share no one freed, then InvalidStateError on the cancelled
+    future, as a four-worker component run hit in test_flow.py)."""
+    q = Queue()
+    first, second = await enqueue(q, full("a"), full("b"))
+    first.cancel()  # cancels the waiter's future now; the task runs its cleanup later
+    q.step.room = 2
+    q.flow.kick()  # in the same turn: a's wait has ended, b is dispatched
+    assert q.step.order == ["b"]
+    assert await second == cast(Decided, "b")
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert len(q.flow) == 0
