@@ -313,6 +313,9 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     )
     step = _decision_step(app, deps)
     proxy = _build_proxy(settings, deps, runner, app)
+    flow = flow_queue(settings, step, metrics)
+    if flow is not None:  # client requests waiting for a pair come before its canary items
+        app[CANARY].yield_to(flow.waits_for)
     handlers = Handlers(
         store,
         step,
@@ -325,7 +328,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         open_api=not keys,
         identity=(settings.instance_id, app[IDENTITY].warnings),
         metrics_token=server.metrics_token,
-        flow=flow_queue(settings, step, metrics),
+        flow=flow,
     )
     app.add_routes(handlers.routes())
     app.cleanup_ctx.append(_lifecycle(adapter))

@@ -172,6 +172,13 @@ class CanarySender:
         self._ids = itertools.count(1)
         self._extra: dict[str, int] = {}  # pair -> items owed to its disagreements
         self._in_flight: dict[str, int] = {}  # pair -> its items awaiting answers (`run`)
+        self._clients_wait: Callable[[str], bool] = lambda _pair: False
+
+    def yield_to(self, clients_wait: Callable[[str], bool]) -> None:
+        """No item goes to a pair while `clients_wait` for it (the flow-control queue's
+        `waits_for`): canary items are this replica's own load, never ahead of a client's
+        request; a pair's slot stays open and its item goes once nobody waits."""
+        self._clients_wait = clients_wait
 
     def raise_rate(self, pair: str) -> None:
         """An agreement re-ask of `pair` disagreed: send it one item more than its rate
@@ -232,7 +239,7 @@ class CanarySender:
             await asyncio.gather(*tasks, return_exceptions=True)
 
     def _has_room(self, pair: str) -> bool:
-        return self._in_flight.get(pair, 0) < MAX_IN_FLIGHT
+        return self._in_flight.get(pair, 0) < MAX_IN_FLIGHT and not self._clients_wait(pair)
 
     async def _send_one(self, version: int, pair: CompiledPair, item: CanaryItem) -> int:
         try:
@@ -261,7 +268,8 @@ class CanarySender:
     async def send_due(self, table: CompiledTable) -> int:
         """Send one item to each pair whose slot is open, all at once; returns how many
         were scored."""
-        sends = [self._send(table.version, pair, item) for pair, item in self._due_items(table)]
+        due = self._due_items(table, self._has_room)
+        sends = [self._send(table.version, pair, item) for pair, item in due]
         return sum(await asyncio.gather(*sends))
 
     async def _send(self, version: int, pair: CompiledPair, item: CanaryItem) -> int:

@@ -130,6 +130,10 @@ class FlowQueue:
     def __len__(self) -> int:
         return self._waiting
 
+    def waits_for(self, pair: str) -> bool:
+        """Whether a request waits here for `pair` (one of the pairs of its fleet)."""
+        return any(pair in held for held in self._pairs.values())
+
     @property
     def max_hold_s(self) -> float | None:
         """Every wait, at most (None: the budget and `max_wait_s` alone bound it)."""

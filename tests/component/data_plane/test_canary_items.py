@@ -25,7 +25,14 @@ from data_plane.settings import DataPlaneSettings
 from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane import conftest as component
 from tests.component.data_plane.conftest import Harness, MakeHarness
-from tests.component.data_plane.fakes import FakeResponse, chat_json, ok_json, two_pair_table
+from tests.component.data_plane.fakes import (
+    FakeResponse,
+    chat_json,
+    make_table,
+    ok_json,
+    pair_entry,
+    two_pair_table,
+)
 from tests.support.waiting import eventually
 
 make_harness = component.make_harness
@@ -287,3 +294,43 @@ async def test_a_dear_pair_spreads_its_budget_over_the_hour(
     assert _items_metric(h, "fam@fp16", "over_budget") == 0
     assert spent <= 0.1 * (600 + 2 * spacing_s) / 3600
     assert _items_metric(h, "fam@fp16", "right") >= 600 / spacing_s
+
+
+async def test_no_canary_item_goes_to_a_pair_a_client_request_waits_for(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """Canary items are the replica's own load: while a client's request waits in the flow
+    queue for a full pair, the pair's due item is held back (its slot stays open) and goes
+    once nobody waits; the client is dispatched first."""
+    entry = pair_entry("fam", "fp16", urls=[FP16], ttft_base_s=1.0)
+    entry["latency"]["max_profiled_load"] = 1
+    release = asyncio.Event()
+    h = await make_harness(
+        make_table([entry]),
+        routes={FP16: lambda r: FakeResponse(body=chat_json(), gate=release)},
+        engine_deadline_factor=0,
+        feedback_canary_items_per_minute=30.0,
+        feedback_canary_items_file=str(_items(tmp_path)),
+    )
+    table = h.app[STORE].current
+    assert table is not None
+    body = json.dumps({"model": "auto", "messages": [{"role": "user", "content": "hi"}]})
+
+    async def ask() -> int:
+        resp = await h.client.post("/v1/chat/completions", data=body.encode())
+        await resp.read()
+        return resp.status
+
+    holder = asyncio.create_task(ask())
+    await eventually(lambda: len(h.upstream.requests) == 1, what="a client holds the pair")
+    waiting = asyncio.create_task(ask())
+    await eventually(
+        lambda: h.metric("gearbox_flow_queue_length", priority="standard") == 1,
+        what="a client waits for the pair",
+    )
+    # Before: the item went to the full pair ahead of the client (and hung on its gate).
+    assert await asyncio.wait_for(h.app[CANARY].send_due(table), timeout=10) == 0
+    assert len(h.upstream.requests) == 1  # no item went in ahead of the waiting client
+    release.set()
+    assert list(await asyncio.gather(holder, waiting)) == [200, 200]
+    assert await h.app[CANARY].send_due(table) == 1  # nobody waits: its open slot is used
