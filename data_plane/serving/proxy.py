@@ -64,6 +64,29 @@ class ProxyParts:
     deadlines: Deadlines = field(default_factory=Deadlines)
 
 
+class _Targets:
+    """A chain's (candidate, endpoint) attempts in order, built as far as they are read: a
+    request answered by its first attempts never builds the rest of its chain's candidates
+    (`decision.chain`: each is built on first read)."""
+
+    __slots__ = ("_built", "_rest")
+
+    def __init__(self, chain: Sequence[Candidate]) -> None:
+        self._rest: Iterator[tuple[Candidate, CompiledEndpoint]] = (
+            (cand, endpoint) for cand in chain for endpoint in cand.endpoints
+        )
+        self._built: list[tuple[Candidate, CompiledEndpoint]] = []
+
+    def get(self, at: int) -> tuple[Candidate, CompiledEndpoint] | None:
+        """Attempt `at` (from 0), or None past the last."""
+        while len(self._built) <= at:
+            target = next(self._rest, None)
+            if target is None:
+                return None
+            self._built.append(target)
+        return self._built[at]
+
+
 def _reask_output(call: Call, answer: Answer) -> int:
     """Output tokens a re-ask of `answer` is predicted to write: as many as the answer it
     replaces (its `usage`; the same prompt, and a degenerate answer often ran to its bound),
@@ -130,7 +153,7 @@ class Proxy:
         self,
         walk: RequestWalk,
         limit: AttemptLimit,
-        targets: Sequence[tuple[Candidate, CompiledEndpoint]],
+        targets: _Targets,
         at: int,
     ) -> AttemptLimit:
         """`limit` for target `at`, ended sooner for the client when waiting longer would
@@ -156,19 +179,16 @@ class Proxy:
             handover_s, allowance_s, limit.load, limit.gap_s, True, limit.first_token_s
         )
 
-    def _following(
-        self, walk: RequestWalk, targets: Sequence[tuple[Candidate, CompiledEndpoint]], at: int
-    ) -> Candidate | None:
+    def _following(self, walk: RequestWalk, targets: _Targets, at: int) -> Candidate | None:
         """The candidate the next attempt would go to after target `at` fails (None: none;
         endpoints whose breakers are open now are passed over, and so is everything once the
         attempt limit is reached)."""
         if walk.attempt >= self._config.max_attempts:
             return None
         skipped = self._p.health.view().open_endpoints
-        for index in range(at + 1, len(targets)):
-            cand, endpoint = targets[index]
-            if endpoint.id not in skipped:
-                return cand
+        while (target := targets.get(at := at + 1)) is not None:
+            if target[1].id not in skipped:
+                return target[0]
         return None
 
     async def serve(
@@ -191,12 +211,6 @@ class Proxy:
                     "the latency budget ran out before an engine answered"
                 ) from err
             return await p.delivery.deadline_in_stream(walk)
-
-    @staticmethod
-    def _targets(chain: Sequence[Candidate]) -> Iterator[tuple[Candidate, CompiledEndpoint]]:
-        for cand in chain:
-            for endpoint in cand.endpoints:
-                yield cand, endpoint
 
     async def _walk(self, walk: RequestWalk) -> RequestOutcome:
         """The decision's chain; then, for a best-effort request whose feasible pairs all
@@ -253,8 +267,10 @@ class Proxy:
         """Walk `chain`; the outcome once an answer went out, None when nothing was served
         (`walk.stopped` says whether the retry policy or budget ended it)."""
         p = self._p
-        targets = tuple(self._targets(chain))
-        for at, (cand, endpoint) in enumerate(targets):
+        targets = _Targets(chain)
+        at = -1
+        while (target := targets.get(at := at + 1)) is not None:
+            cand, endpoint = target
             if not self._retry_allowed(walk):
                 walk.stopped = True
                 return None

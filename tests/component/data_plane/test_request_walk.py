@@ -14,7 +14,7 @@ import orjson
 
 import data_plane
 from tests.component.data_plane.conftest import CHAT_BODY, Harness, MakeHarness
-from tests.component.data_plane.fakes import ok_json, two_pair_table
+from tests.component.data_plane.fakes import make_table, ok_json, pair_entry, two_pair_table
 
 FP16, INT4 = "http://fp16-a", "http://int4-a"
 ROOT = Path(data_plane.__file__).parent
@@ -90,3 +90,43 @@ async def test_route_reads_its_body_once_and_only_in_request(make_harness: MakeH
     walk = await _traced(h, "/v1/route", {"model": "auto", "prompt": "Say hello.", "max_tokens": 8})
     assert walk.visits("request") == 1, walk.stops
     assert walk.decoders == {"request"}  # the handler does not decode it to pick its kind
+
+
+class Built:
+    """How many fallback candidates one request builds (`decision.chain.candidate_of`)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_name == "candidate_of" and _folder(frame):
+            self.count += 1
+
+
+async def test_an_answered_first_attempt_builds_only_the_candidates_it_reads(
+    make_harness: MakeHarness,
+) -> None:
+    """Four feasible pairs, the cheapest answers: the walk builds the choice and the next
+    candidate (the first attempt's handover reads it), not the whole chain (it built all
+    four before the attempts were read lazily)."""
+    urls = [f"http://pair-{i}" for i in range(4)]
+    entries = [
+        pair_entry(f"fam{i}", "fp16", urls=[url], usd_per_mtok=1.0 + i)
+        for i, url in enumerate(urls)
+    ]
+    h = await make_harness(make_table(entries), routes={urls[0]: ok_json()})
+
+    async def send() -> int:
+        resp = await h.client.post("/v1/chat/completions", json=CHAT_BODY)
+        await resp.read()
+        return resp.status
+
+    assert await send() == 200
+    built = Built()
+    sys.setprofile(built)
+    try:
+        status = await send()
+    finally:
+        sys.setprofile(None)
+    assert status == 200
+    assert built.count == 2
