@@ -12,13 +12,13 @@ In one process and event loop, on fresh simulated engines of one family (`fam@in
   each, no budget). Measured: the heavy requests' statuses, breaker openings, the engines'
   prompt tokens over the router's estimate (`gearbox_prompt_estimate_ratio`), and the
   ordinary clients' p99 in both runs.
-- A 48 MiB `/metrics` page: the cheap engine sits behind a loopback server that passes its
+- A 48 MiB `/metrics` page: the cheap engine sits behind a loopback server (its own process,
+  `bench.hostile.page_engine`, so writing the pages is not charged to this loop) that passes its
   chat completions through and answers `/metrics` with the engine's own page (clean) or with
   `PAGE_BYTES` of realistic histogram lines (hostile). The data plane scrapes at its defaults
   (every second, 4 MiB page limit). The ordinary clients run through `SEGMENT_S` segments
   alternating clean and hostile in one data plane, so the load of the machine (shared, noisy)
-  falls on both alike; measured: the
-  request p99 of each, and `gearbox_engine_scrape_errors_total`.
+  falls on both alike; measured: the request p99 of each, and `gearbox_engine_scrape_errors_total`.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,7 +37,7 @@ import aiohttp
 from aiohttp import web
 
 from bench.common.in_process import Profiled, family_entry, family_table, static_data_plane
-from bench.hostile.page_engine import page_engine
+from bench.hostile.page_engine import PageControl, page_engine
 from contracts.routing_table import RoutingTable
 from data_plane.app import METRICS
 from data_plane.settings import ScrapeSettings
@@ -229,40 +227,38 @@ async def run_tools(seconds: float) -> ToolsRow:
     )  # fmt: skip
 
 
-@asynccontextmanager
-async def _page_plane(
-    fleet: Fleet, folder: Path
-) -> AsyncIterator[tuple[str, Any, web.Application]]:
-    async with page_engine(fleet.url("sim-int4")) as engine:
-        table = _table({"int4": engine.url, "fp16": fleet.url("sim-fp16")})
-        async with static_data_plane(table, folder, "bench-page", scrape=ScrapeSettings()) as (
-            url,
-            app,
-        ):
-            yield url, engine, app
+async def _page_segments(url: str, control: PageControl, seconds: float) -> tuple[Clients, Clients]:
+    """The ordinary clients through alternating clean and hostile segments."""
+    clean = Clients(url, _body("What is 2 + 2?"), Counter(), [])
+    hostile = Clients(url, _body("What is 2 + 2?"), Counter(), [])
+    for _ in range(round(seconds / SEGMENT_S)):
+        for segment, page_bytes in ((clean, 0), (hostile, PAGE_BYTES)):
+            await control.serve(page_bytes)
+            await _for(SEGMENT_S, control.session, (segment, ORDINARY))
+    return clean, hostile
 
 
 async def run_page(seconds: float) -> PageRow:
+    timeout = aiohttp.ClientTimeout(total=30)
     async with run_fleet(SimFleetConfig(pairs=_pairs()), answers={}) as fleet:
-        with tempfile.TemporaryDirectory(prefix="gearbox-page-") as tmp:
-            async with (
-                _page_plane(fleet, Path(tmp)) as (url, engine, app),
-                aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session,
-            ):
-                clean = Clients(url, _body("What is 2 + 2?"), Counter(), [])
-                hostile = Clients(url, _body("What is 2 + 2?"), Counter(), [])
-                for _ in range(round(seconds / SEGMENT_S)):
-                    for segment, page_bytes in ((clean, 0), (hostile, PAGE_BYTES)):
-                        engine.page_bytes = page_bytes
-                        await _for(SEGMENT_S, session, (segment, ORDINARY))
+        with (
+            tempfile.TemporaryDirectory(prefix="gearbox-page-") as tmp,
+            page_engine(fleet.url("sim-int4"), Path(tmp)) as engine_url,
+        ):
+            table = _table({"int4": engine_url, "fp16": fleet.url("sim-fp16")})
+            plane = static_data_plane(table, Path(tmp), "bench-page", scrape=ScrapeSettings())
+            async with plane as (url, app), aiohttp.ClientSession(timeout=timeout) as session:
+                control = PageControl(engine_url, session)
+                clean, hostile = await _page_segments(url, control, seconds)
                 errors = int(_sample(app, "gearbox_engine_scrape_errors_total"))
+                most = await control.most_written()
     statuses = clean.statuses + hostile.statuses
     return PageRow(
         page_bytes=PAGE_BYTES, p99_ms_clean=p99_ms(clean.latencies),
         p99_ms_page=p99_ms(hostile.latencies),
         requests=(len(clean.latencies), len(hostile.latencies)),
         non_200=sum(n for s, n in statuses.items() if s != 200), scrape_errors=errors,
-        pages_left_at_mib=max(engine.written, default=0) / MiB,
+        pages_left_at_mib=most / MiB,
     )  # fmt: skip
 
 

@@ -2,18 +2,26 @@
 that passes its chat completions through and answers `/metrics` with the engine's own page, or
 (`page_bytes` > 0) with that many bytes of realistic histogram lines, streamed as they are
 written, the queue gauges at the end (a misconfigured exporter, a hostile pod found by
-endpoint discovery). For section 7's page row (`bench.hostile.engines`).
+endpoint discovery). It runs in its own process (`python -m bench.hostile.page_engine PORT
+SIM_URL`); the bench switches its page with `PUT /page`. For section 7's page row
+(`bench.hostile.engines`).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import aiohttp
 from aiohttp import web
+
+from bench.common.processes import free_port, running
+
+ROOT = Path(__file__).parents[2]
 
 LINE = b'vllm:time_to_first_token_seconds_bucket{engine="0",le="0.25",model_name="sim-int4"} 12.0\n'
 PIECE = LINE * (64 * 1024 // len(LINE))
@@ -22,7 +30,6 @@ TAIL = b'vllm:num_requests_running{engine="0"} 1.0\nvllm:num_requests_waiting{en
 
 @dataclass
 class PageEngine:
-    url: str
     page_bytes: int = 0  # 0: the engine's own page
     written: list[int] = field(default_factory=list)  # bytes of each oversized page sent
 
@@ -44,9 +51,11 @@ async def _huge(request: web.Request, engine: PageEngine) -> web.StreamResponse:
     return resp
 
 
-def _app(sim_url: str, session: aiohttp.ClientSession, engine: PageEngine) -> web.Application:
+def _app(sim_url: str, engine: PageEngine) -> web.Application:
+    session: list[aiohttp.ClientSession] = []
+
     async def passed(request: web.Request) -> web.Response:
-        async with session.request(
+        async with session[0].request(
             request.method, f"{sim_url}{request.path}", data=await request.read(),
             headers={"Content-Type": request.headers.get("Content-Type", "application/json")},
         ) as answer:  # fmt: skip
@@ -57,23 +66,55 @@ def _app(sim_url: str, session: aiohttp.ClientSession, engine: PageEngine) -> we
     async def metrics(request: web.Request) -> web.StreamResponse:
         return await _huge(request, engine) if engine.page_bytes else await passed(request)
 
+    async def page(request: web.Request) -> web.Response:
+        engine.page_bytes = int(await request.text())
+        return web.Response(text="ok")
+
+    async def written(request: web.Request) -> web.Response:
+        return web.Response(text=str(max(engine.written, default=0)))
+
+    async def client(app: web.Application) -> AsyncIterator[None]:
+        async with aiohttp.ClientSession() as opened:
+            session.append(opened)
+            yield
+
     app = web.Application()
+    app.cleanup_ctx.append(client)
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/chat/completions", passed)
+    app.router.add_put("/page", page)
+    app.router.add_get("/written", written)
     return app
 
 
-@asynccontextmanager
-async def page_engine(sim_url: str) -> AsyncIterator[PageEngine]:
-    """The server in front of the simulated engine at `sim_url`, on a free loopback port."""
-    async with aiohttp.ClientSession() as session:
-        engine = PageEngine("")
-        runner = web.AppRunner(_app(sim_url, session, engine), handle_signals=False)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        engine.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
-        try:
-            yield engine
-        finally:
-            await runner.cleanup()
+class PageControl:
+    """The page server in its own process, seen from the bench: its URL, the page to serve."""
+
+    def __init__(self, url: str, session: aiohttp.ClientSession) -> None:
+        self.url, self.session = url, session
+
+    async def serve(self, page_bytes: int) -> None:
+        """Serve pages of `page_bytes` from now on (0: the engine's own)."""
+        async with self.session.put(f"{self.url}/page", data=str(page_bytes)) as resp:
+            resp.raise_for_status()
+
+    async def most_written(self) -> int:
+        """The most bytes of one oversized page sent before its reader left."""
+        async with self.session.get(f"{self.url}/written") as resp:
+            return int(await resp.text())
+
+
+@contextmanager
+def page_engine(sim_url: str, folder: Path) -> Iterator[str]:
+    """The server in front of the simulated engine at `sim_url`, in its own process (so what
+    it costs to write the pages is not charged to the data plane's loop); its URL."""
+    port = free_port()
+    args = [sys.executable, "-m", "bench.hostile.page_engine", str(port), sim_url]
+    with running(args, folder / "page-engine.log", port=port, cwd=ROOT):
+        yield f"http://127.0.0.1:{port}"
+
+
+if __name__ == "__main__":
+    web.run_app(
+        _app(sys.argv[2], PageEngine()), host="127.0.0.1", port=int(sys.argv[1]), print=None
+    )
