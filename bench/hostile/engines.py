@@ -7,11 +7,12 @@ In one process and event loop, on fresh simulated engines of one family (`fam@in
 - Tools-heavy prompts: the engines prefill as profiled (`PREFILL_S` per input token, context
   32,768, 4 characters per token in the table and in the simulator, which counts the `tools`
   JSON into the prompt as the chat template renders it). `ORDINARY` closed-loop clients send
-  short streamed requests; one run without, one with `HEAVY` more closed-loop clients sending
-  streamed requests carrying about `TOOLS_TOKENS` tokens of `tools` (a few seconds of prefill
-  each, no budget). Measured: the heavy requests' statuses, breaker openings, the engines'
-  prompt tokens over the router's estimate (`gearbox_prompt_estimate_ratio`), and the
-  ordinary clients' p99 in both runs.
+  short streamed requests through `TOOLS_SEGMENT_S` segments alternating without and with
+  `HEAVY` more closed-loop clients sending streamed requests carrying about `TOOLS_TOKENS`
+  tokens of `tools` (a few seconds of prefill each, no budget), in one data plane. Measured:
+  the heavy requests' statuses, breaker openings, the engines' prompt tokens over the
+  router's estimate (`gearbox_prompt_estimate_ratio`), and the ordinary clients' p99 in
+  each kind of segment.
 - A 48 MiB `/metrics` page: the cheap engine sits behind a loopback server (its own process,
   `bench.hostile.page_engine`, so writing the pages is not charged to this loop) that passes its
   chat completions through and answers `/metrics` with the engine's own page (clean) or with
@@ -41,7 +42,7 @@ from bench.hostile.page_engine import PageControl, page_engine
 from contracts.routing_table import RoutingTable
 from data_plane.app import METRICS
 from data_plane.settings import ScrapeSettings
-from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet
+from simulator import SimFleetConfig, SimPairConfig, run_fleet
 
 MiB = 1024 * 1024
 PAGE_BYTES = 48 * MiB
@@ -53,18 +54,19 @@ CHARS_PER_TOKEN = 4.0
 TOOLS_TOKENS = 24_000  # about 4 s of prefill at PREFILL_S
 QUANTS = (("int4", 1.0), ("fp16", 4.0))
 SEGMENT_S = 1.0  # the page row alternates clean and hostile pages this often
+TOOLS_SEGMENT_S = 4.0  # the tools row alternates without and with the heavy clients
 
 
 @dataclass(frozen=True, slots=True)
 class ToolsRow:
     heavy: dict[int, int]  # status -> count of the tools-heavy requests (-1: no answer)
     prompt_tokens: int  # what the engine counted for one of them
-    openings: dict[str, int]  # endpoint -> breaker openings, in the run with them
+    openings: dict[str, int]  # endpoint -> breaker openings over the whole run
     estimate_ratio: float  # the engines' prompt tokens over the router's estimate (mean)
     estimate_n: int  # answers behind that mean
-    p99_ms_without: float  # the ordinary clients' p99, run without the heavy client
+    p99_ms_without: float  # the ordinary clients' p99 in the segments without the heavy ones
     p99_ms_with: float
-    ordinary: dict[int, int]  # status -> count of the ordinary requests, in the run with them
+    ordinary: dict[int, int]  # status -> count of the ordinary requests, both kinds of segment
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +82,7 @@ class PageRow:
 
 @dataclass(frozen=True, slots=True)
 class EngineRows:
-    seconds: float  # per run (tools) and per kind of page (in SEGMENT_S segments)
+    seconds: float  # per kind of segment (without and with the heavy clients or the page)
     tools: ToolsRow
     page: PageRow
 
@@ -194,26 +196,28 @@ def _openings(app: web.Application) -> dict[str, int]:
     }
 
 
-async def _tools_run(
-    fleet: Fleet, folder: Path, seconds: float, heavy: bool
-) -> tuple[Clients, Clients, web.Application]:
-    table = _table({q: fleet.url(f"sim-{q}") for q, _ in QUANTS})
-    timeout = aiohttp.ClientTimeout(total=60)
-    async with (
-        static_data_plane(table, folder, "bench-tools") as (url, app),
-        aiohttp.ClientSession(timeout=timeout) as session,
-    ):
-        ordinary = Clients(url, _body("What is 2 + 2?"), Counter(), [])
-        tools = Clients(url, _body("Which item is low?", tools_list(TOOLS_TOKENS)), Counter(), [])
-        await _for(seconds, session, (ordinary, ORDINARY), (tools, HEAVY if heavy else 0))
-    return ordinary, tools, app
+async def _tools_segments(
+    url: str, session: aiohttp.ClientSession, seconds: float
+) -> tuple[Clients, Clients, Clients]:
+    """The ordinary clients through alternating segments without and with the tools-heavy
+    clients (each segment ends once its requests are answered)."""
+    clean = Clients(url, _body("What is 2 + 2?"), Counter(), [])
+    ordinary = Clients(url, _body("What is 2 + 2?"), Counter(), [])
+    tools = Clients(url, _body("Which item is low?", tools_list(TOOLS_TOKENS)), Counter(), [])
+    for _ in range(max(1, round(seconds / TOOLS_SEGMENT_S))):
+        await _for(TOOLS_SEGMENT_S, session, (clean, ORDINARY))
+        await _for(TOOLS_SEGMENT_S, session, (ordinary, ORDINARY), (tools, HEAVY))
+    return clean, ordinary, tools
 
 
 async def run_tools(seconds: float) -> ToolsRow:
+    timeout = aiohttp.ClientTimeout(total=60)
     async with run_fleet(SimFleetConfig(pairs=_pairs()), answers={}) as fleet:
+        table = _table({q: fleet.url(f"sim-{q}") for q, _ in QUANTS})
         with tempfile.TemporaryDirectory(prefix="gearbox-tools-") as tmp:
-            clean, _, _ = await _tools_run(fleet, Path(tmp), seconds, heavy=False)
-            ordinary, tools, app = await _tools_run(fleet, Path(tmp), seconds, heavy=True)
+            plane = static_data_plane(table, Path(tmp), "bench-tools")
+            async with plane as (url, app), aiohttp.ClientSession(timeout=timeout) as session:
+                clean, ordinary, tools = await _tools_segments(url, session, seconds)
     ratio = "gearbox_prompt_estimate_ratio"
     n = _sample(app, f"{ratio}_count")
     estimate = _sample(app, f"{ratio}_sum") / n if n else float("nan")
@@ -223,7 +227,7 @@ async def run_tools(seconds: float) -> ToolsRow:
         heavy=dict(tools.statuses), prompt_tokens=round(prompt / CHARS_PER_TOKEN),
         openings=_openings(app), estimate_ratio=estimate, estimate_n=int(n),
         p99_ms_without=p99_ms(clean.latencies), p99_ms_with=p99_ms(ordinary.latencies),
-        ordinary=dict(ordinary.statuses),
+        ordinary=dict(clean.statuses + ordinary.statuses),
     )  # fmt: skip
 
 
