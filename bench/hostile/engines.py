@@ -7,9 +7,12 @@ In one process and event loop, on fresh simulated engines of one family (`fam@in
 - Tools-heavy prompts: the engines prefill as profiled (`PREFILL_S` per input token, context
   32,768, 4 characters per token in the table and in the simulator, which counts the `tools`
   JSON into the prompt as the chat template renders it). `ORDINARY` closed-loop clients send
-  short streamed requests through `TOOLS_SEGMENT_S` segments alternating without and with
-  `HEAVY` more closed-loop clients sending streamed requests carrying about `TOOLS_TOKENS`
-  tokens of `tools` (a few seconds of prefill each, no budget), in one data plane. Measured:
+  short streamed requests for `PINNED` (the reference pair, by name) through `TOOLS_SEGMENT_S`
+  segments alternating without and with `HEAVY` more closed-loop clients sending streamed
+  requests carrying about `TOOLS_TOKENS` tokens of `tools` (a few seconds of prefill each, no
+  budget; routed, so to the cheap pair, whose counters then move only when their prefill
+  ends), in one data plane, after one segment of the heavy clients alone (the issue's
+  reproduction: on 95376ca, without other traffic, they were cut as hangs). Measured:
   the heavy requests' statuses, breaker openings, the engines' prompt tokens over the
   router's estimate (`gearbox_prompt_estimate_ratio`), and the ordinary clients' p99 in
   each kind of segment.
@@ -51,8 +54,9 @@ TTFT_S, TPOT_S = 0.03, 0.006
 PREFILL_S = 0.00017  # per input token: the shipped 70B awq-int4 profile's figure
 CONTEXT = 32_768
 CHARS_PER_TOKEN = 4.0
-TOOLS_TOKENS = 24_000  # about 4 s of prefill at PREFILL_S
+TOOLS_TOKENS = 31_500  # the issue's tool list: about 5.4 s of prefill at PREFILL_S
 QUANTS = (("int4", 1.0), ("fp16", 4.0))
+PINNED = "fam@fp16"  # what the tools row's ordinary clients ask for by name
 SEGMENT_S = 1.0  # the page row alternates clean and hostile pages this often
 TOOLS_SEGMENT_S = 4.0  # the tools row alternates without and with the heavy clients
 
@@ -131,9 +135,11 @@ def _table(urls: dict[str, str]) -> RoutingTable:
     return family_table(entries, baselines={"fam": "fam@fp16"})
 
 
-def _body(question: str, tools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def _body(
+    question: str, tools: list[dict[str, Any]] | None = None, model: str = "auto"
+) -> dict[str, Any]:
     body: dict[str, Any] = {
-        "model": "auto", "messages": [{"role": "user", "content": question}],
+        "model": model, "messages": [{"role": "user", "content": question}],
         "max_tokens": 10, "stream": True, "stream_options": {"include_usage": True},
     }  # fmt: skip
     return body | ({"tools": tools} if tools else {})
@@ -200,10 +206,12 @@ async def _tools_segments(
     url: str, session: aiohttp.ClientSession, seconds: float
 ) -> tuple[Clients, Clients, Clients]:
     """The ordinary clients through alternating segments without and with the tools-heavy
-    clients (each segment ends once its requests are answered)."""
-    clean = Clients(url, _body("What is 2 + 2?"), Counter(), [])
-    ordinary = Clients(url, _body("What is 2 + 2?"), Counter(), [])
+    clients (each segment ends once its requests are answered), after one segment of the
+    heavy clients alone."""
+    clean = Clients(url, _body("What is 2 + 2?", model=PINNED), Counter(), [])
+    ordinary = Clients(url, _body("What is 2 + 2?", model=PINNED), Counter(), [])
     tools = Clients(url, _body("Which item is low?", tools_list(TOOLS_TOKENS)), Counter(), [])
+    await _for(TOOLS_SEGMENT_S, session, (tools, HEAVY))
     for _ in range(max(1, round(seconds / TOOLS_SEGMENT_S))):
         await _for(TOOLS_SEGMENT_S, session, (clean, ORDINARY))
         await _for(TOOLS_SEGMENT_S, session, (ordinary, ORDINARY), (tools, HEAVY))
