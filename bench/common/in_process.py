@@ -114,10 +114,14 @@ async def data_plane(settings: DataPlaneSettings) -> AsyncIterator[web.Applicati
 
 @asynccontextmanager
 async def static_data_plane(
-    table: RoutingTable, folder: Path, instance_id: str, admission: AdmissionSettings | None = None
+    table: RoutingTable,
+    folder: Path,
+    instance_id: str,
+    admission: AdmissionSettings | None = None,
+    scrape: ScrapeSettings | None = None,
 ) -> AsyncIterator[tuple[str, web.Application]]:
     """A fresh data plane in static mode (the table from a snapshot file in `folder`, no Redis,
-    no scraping); yields its chat-completions URL and the app."""
+    no scraping unless `scrape` says); yields its chat-completions URL and the app."""
     snapshot = folder / f"table-{time.monotonic_ns()}.json"
     snapshot.write_text(table.model_dump_json())
     port = free_port()
@@ -125,8 +129,8 @@ async def static_data_plane(
     settings = DataPlaneSettings(
         server=ServerSettings(host="127.0.0.1", port=port),
         redis=RedisSettings(url=""), table=TableSettings(snapshot_path=snapshot),
-        instance_id=instance_id, log_level="WARNING", scrape=ScrapeSettings(interval_s=0.0),
-        **groups,
+        instance_id=instance_id, log_level="WARNING",
+        scrape=scrape or ScrapeSettings(interval_s=0.0), **groups,
     )  # fmt: skip
     async with data_plane(settings) as app:
         yield f"http://127.0.0.1:{port}{CHAT_PATH}", app

@@ -9,6 +9,7 @@ from bench.common.check import Check
 from bench.feedback.accuracy_drift import CHECKS
 from bench.feedback.report import DETECT_WITHIN_S, REFIT_WITHIN_S
 from bench.hostile.canary import WITHIN_S
+from bench.hostile.engine_report import engine_checks, engine_lines
 from bench.hostile.section import Caught, HostileResult, Run
 
 ATTAINMENT_POINTS = 1.0  # the other clients' budget attainment, with against without
@@ -115,6 +116,7 @@ def hostile_lines(r: HostileResult) -> list[str]:
         *_caught_rows(r),
         "",
         *_canary_rows(r),
+        *engine_lines(r.engines),
         *(f"- {n}" for n in r.notes),
         "",
     ]
@@ -216,4 +218,10 @@ def hostile_checks(r: HostileResult) -> list[Check]:
         r.with_hostile.normal > 0 and delta <= ATTAINMENT_POINTS,
         f"without {r.without.attainment * 100:.1f}%, with {r.with_hostile.attainment * 100:.1f}%",
     )
-    return [*_healthy_checks(r), attainment, *_caught_checks(r, r.caught), *_canary_checks(r)]
+    return [
+        *_healthy_checks(r),
+        attainment,
+        *_caught_checks(r, r.caught),
+        *_canary_checks(r),
+        *engine_checks(r.engines),
+    ]

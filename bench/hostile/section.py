@@ -20,7 +20,8 @@ a fresh data plane and Redis prefix:
 The data plane sends canary items at its defaults (docs/accuracy.md "Canary items"), which the
 engines answer as the math key (right at their accuracy); what they cost per pair is reported
 beside the canary rows of `bench.hostile.canary` (simulated clock: a 15-point drop within 10
-minutes, healthy pairs over hours, the spend at the example prices).
+minutes, healthy pairs over hours, the spend at the example prices); `bench.hostile.engines`'
+rows (tools-heavy prompts, a 48 MiB `/metrics` page) on their own engines and data planes.
 A truly slowed engine (time to refit) and a true 15-point accuracy drop (time to detect and to
 demote) come from sections 5 and 5b's scenarios (`bench.feedback.section`,
 `bench.feedback.accuracy_drift`), under the same policies, and are reported here beside them
@@ -35,7 +36,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,7 @@ from bench.common.processes import free_port
 from bench.feedback.accuracy_drift import CHECKS, AccuracyDriftResult
 from bench.feedback.section import REFIT, FeedbackResult
 from bench.hostile.canary import CanaryRows, run_canary_rows
+from bench.hostile.engines import EngineRows, run_engine_rows
 from bench.hostile.traffic import (
     ANSWERS,
     BUDGET_MS,
@@ -155,6 +157,7 @@ class HostileResult:
     caught: Caught
     notes: tuple[str, ...] = field(default=())
     canary: CanaryRows | None = None  # the canary rows, on a simulated clock
+    engines: EngineRows | None = None  # tools-heavy prompts and a 48 MiB page (engines.py)
 
 
 def caught_from(feedback: FeedbackResult, drift: AccuracyDriftResult) -> Caught:
@@ -390,5 +393,5 @@ RUNS = (
 
 
 def run_hostile(quick: bool, caught: Caught) -> HostileResult:
-    canary = run_canary_rows(quick)
-    return asyncio.run(_measure(10.0 if quick else 30.0, caught, canary))
+    canary, engines = run_canary_rows(quick), run_engine_rows(quick)
+    return replace(asyncio.run(_measure(10.0 if quick else 30.0, caught, canary)), engines=engines)

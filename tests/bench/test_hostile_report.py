@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from bench.hostile.canary import CanaryRows
+from bench.hostile.engines import EngineRows, PageRow, ToolsRow
 from bench.hostile.report import hostile_checks, hostile_lines
 from bench.hostile.section import Caught, HostileResult, Run
 
@@ -114,3 +116,65 @@ def test_a_late_drop_a_healthy_demotion_or_an_overspend_fails(
 ) -> None:
     checks = hostile_checks(with_canaries(rows, live, over))
     assert [i for i, c in enumerate(checks) if not c.passed] == [failed]
+
+
+def tools_row(**fields: object) -> ToolsRow:
+    base: dict[str, object] = {
+        "heavy": {200: 4}, "prompt_tokens": 24_040, "openings": CLOSED,
+        "estimate_ratio": 1.0, "estimate_n": 356, "p99_ms_without": 100.0,
+        "p99_ms_with": 110.0, "ordinary": {200: 352},
+    }  # fmt: skip
+    return ToolsRow(**(base | fields))  # type: ignore[arg-type]
+
+
+def page_row(**fields: object) -> PageRow:
+    base: dict[str, object] = {
+        "page_bytes": 48 * 1024 * 1024, "p99_ms_clean": 107.0, "p99_ms_page": 118.0,
+        "requests": (362, 346), "non_200": 0, "scrape_errors": 8, "pages_left_at_mib": 7.6,
+    }  # fmt: skip
+    return PageRow(**(base | fields))  # type: ignore[arg-type]
+
+
+def with_engines(tools: ToolsRow, page: PageRow) -> HostileResult:
+    return replace(result(run("with", hostile=HOSTILE)), engines=EngineRows(8.0, tools, page))
+
+
+def test_the_engine_rows_print_target_measured_and_pass() -> None:
+    r = with_engines(tools_row(), page_row())
+    checks = hostile_checks(r)
+    assert [c.passed for c in checks[7:]] == [True] * 4
+    assert checks[9].figure == pytest.approx(1.1)  # the ordinary p99, x the run without
+    assert checks[10].figure == pytest.approx(118 / 107)
+    text = "\n".join(hostile_lines(r))
+    assert "| tools-heavy prompts (about 24,040 tokens, 4.1 s of prefill) |" in text
+    assert "tools-heavy requests: 4 x 200; breaker openings: fam@int4#0 0, fam@fp16#0 0" in text
+    assert "engine's prompt tokens / estimate 1.000 (mean of 356 answers)" in text
+    assert "request p99 118 ms, 1.10x the clean page's (107 ms; 346 and 362 requests" in text
+    assert "8 scrape errors counted; each page left after 7.6 MiB" in text
+
+
+@pytest.mark.parametrize(
+    ("tools", "page", "failed"),
+    [
+        (tools_row(openings={"fam@int4#0": 1, "fam@fp16#0": 0}), page_row(), [7]),
+        (tools_row(heavy={}), page_row(), [7, 8]),  # no tools-heavy request sent proves nothing
+        (tools_row(heavy={200: 3, 504: 1}), page_row(), [8]),
+        (tools_row(heavy={200: 3, -1: 1}), page_row(), [8]),  # one never answered
+        (tools_row(ordinary={200: 350, 503: 2}), page_row(), [8, 9]),
+        (tools_row(p99_ms_with=130.0), page_row(), [9]),  # 1.3x
+        (tools_row(), page_row(p99_ms_page=139.0), [10]),  # 1.3x
+        (tools_row(), page_row(scrape_errors=0), [10]),  # the page was never refused
+        (tools_row(), page_row(non_200=1), [10]),
+        (tools_row(), page_row(requests=(362, 0)), [10]),
+    ],
+)
+def test_an_opening_an_unanswered_prompt_or_a_slower_p99_fails(
+    tools: ToolsRow, page: PageRow, failed: list[int]
+) -> None:
+    checks = hostile_checks(with_engines(tools, page))
+    assert [i for i, c in enumerate(checks) if not c.passed] == failed
+
+
+def test_an_unanswered_tools_heavy_request_is_printed_as_such() -> None:
+    text = "\n".join(hostile_lines(with_engines(tools_row(heavy={-1: 2}), page_row())))
+    assert "tools-heavy requests: 2 x no answer;" in text
