@@ -216,6 +216,12 @@ class ProfileReport(_Contract):
     chars_per_token: PosFloat = Field(
         default=4.0, description="prompt characters per prompt token, measured from usage"
     )
+    json_chars_per_token: PosFloat | None = Field(
+        default=None,
+        description="characters per prompt token of JSON schemas (a tools list, rendered with "
+        "', ' and ': '), measured from usage: the same chat request with and without the "
+        "tools, token difference over character difference; absent: not measured",
+    )
     latency: tuple[LatencySample, ...] = Field(min_length=1)
     accuracy: tuple[CategoryAccuracy, ...] = Field(min_length=1)
     memory: Memory = Memory()

@@ -173,6 +173,11 @@ class PairEntry(_Contract):
     endpoints: tuple[EndpointEntry, ...] = Field(min_length=1)
     context_length: int = Field(ge=16)
     chars_per_token: PosFloat
+    json_chars_per_token: PosFloat | None = Field(
+        default=None,
+        description="the profile's characters per token of JSON schemas (tools, tool_calls, "
+        "response_format); absent: JSON is priced at chars_per_token",
+    )
     input_usd_per_mtok: NonNegFloat
     output_usd_per_mtok: NonNegFloat
     price_source: Literal["explicit", "derived"]

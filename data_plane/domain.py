@@ -247,6 +247,10 @@ class CompiledTable:
     # category -> pairs an accuracy demotion in force lowered in it, in cost order; data planes
     # check them on other pairs' traffic so the demotion can be lifted (`check_sampling`)
     demoted: Mapping[str, tuple[CompiledPair, ...]] = field(default_factory=dict)
+    # alias -> text characters one JSON character counts as in `input_chars`: the largest
+    # chars_per_token / json_chars_per_token among the alias's pairs (`compile.json_weights`);
+    # a missing alias counts JSON as text
+    json_weight: Mapping[str, float] = field(default_factory=dict)
 
 
 # --- health and load ----------------------------------------------------------------------

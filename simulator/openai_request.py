@@ -137,12 +137,13 @@ def _image_parts(content: Any) -> int:
 def _chat_prompt(req: ChatRequest, config: SimPairConfig) -> tuple[int, str | None]:
     """Prompt tokens as vLLM counts them: the text of every turn, each image part as
     IMAGE_TOKENS, and the `tools` schema's JSON (the chat template renders it into the
-    prompt)."""
+    prompt) at `json_chars_per_token`, finer than prose as a real tokenizer splits it."""
     chars = sum(len(content_text(m.content)) for m in req.messages)
-    chars += len(json.dumps(req.tools)) if req.tools else 0
+    schema_chars = len(json.dumps(req.tools)) if req.tools else 0
     images = sum(_image_parts(m.content) for m in req.messages)
     dumped = [m.model_dump() for m in req.messages]
     tokens = count_tokens(chars, config.chars_per_token) + images * IMAGE_TOKENS
+    tokens += count_tokens(schema_chars, config.json_chars_per_token)
     return tokens, last_user_text(dumped)
 
 

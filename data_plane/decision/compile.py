@@ -292,4 +292,21 @@ def compile_table(table: RoutingTable) -> CompiledTable:
             by_name[p] for p in (table.refit.slowed if table.refit else {}) if p in by_name
         ),
         demoted=MappingProxyType(_demoted(table, pairs)),
+        json_weight=MappingProxyType(json_weights(table.entries, by_alias)),
     )
+
+
+def json_weights(
+    entries: Sequence[PairEntry], by_alias: Mapping[str, tuple[CompiledPair, ...]]
+) -> dict[str, float]:
+    """alias -> the weight of one JSON character in `input_chars`, so that a pair dividing
+    it by its chars_per_token counts JSON at its family's measured json_chars_per_token: the
+    largest chars_per_token / json_chars_per_token among the alias's pairs (an over-estimate
+    for the others; 1.0 for a pair without the figure). Aliases of weight 1.0 are left out."""
+    own = {
+        e.pair: e.chars_per_token / e.json_chars_per_token
+        for e in entries
+        if e.json_chars_per_token is not None
+    }
+    weights = {alias: max(own.get(p.pair, 1.0) for p in ps) for alias, ps in by_alias.items()}
+    return {alias: w for alias, w in weights.items() if w != 1.0}

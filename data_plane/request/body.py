@@ -73,7 +73,9 @@ _PROMPT_SCHEMA = {
 class ParsedBody:
     """The facts routing needs from a body. `classify_text` is the last user turn only (a long
     system prompt must not make every request look hard); `input_chars` counts every part the
-    engine tokenizes (`prompt_size`: every turn's text, tools, tool calls, images, ...)."""
+    engine tokenizes (`prompt_size`: every turn's text, tools, tool calls, images, ...), and
+    `json_chars` the part of it rendered as JSON, which a family may price at its own
+    characters per token (`category.request_facts`)."""
 
     alias: str
     stream: bool
@@ -81,6 +83,7 @@ class ParsedBody:
     wants_json: bool
     classify_text: str
     input_chars: int
+    json_chars: int = 0
 
 
 def _text_of(content: Any) -> str:
@@ -300,12 +303,14 @@ def _fast_facts(raw: bytes, kind: BodyKind | Literal["either"]) -> Facts | None:
 def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
     """The facts of a decoded body, validated by pydantic (raises InvalidRequest)."""
     body = _validate(doc, kind)
-    extra = 0
+    extra = schema = 0
     if isinstance(body, _ChatBody):
         texts = [_text_of(m.content) for m in body.messages]
         users = [i for i, m in enumerate(body.messages) if m.role == "user"]
         classify_text = texts[users[-1]] if users else ""
-        extra = body_chars(doc) + sum(map(message_chars, doc["messages"]))
+        added = [message_chars(m) for m in doc["messages"]]
+        schema = body_chars(doc) + sum(calls for calls, _ in added)
+        extra = schema + sum(images for _, images in added)
     else:
         texts = [body.prompt] if isinstance(body.prompt, str) else list(body.prompt)
         classify_text = "\n".join(texts)
@@ -317,6 +322,7 @@ def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
         wants_json=fmt is not None and fmt["type"] in JSON_FORMATS,
         classify_text=classify_text,
         input_chars=sum(len(t) for t in texts) + extra,
+        json_chars=schema,
     )
 
 

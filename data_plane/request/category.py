@@ -252,6 +252,16 @@ def classify_text(classifier: CategoryScorer, text: str) -> tuple[list[float], f
     return classifier.evaluate_text(text)
 
 
+def weighed_chars(parsed: ParsedBody, table: CompiledTable) -> int:
+    """The body's characters with its JSON weighed by the table's measured figure for the
+    alias (`CompiledTable.json_weight`; prompt_size), so the one estimate counts JSON at the
+    family's json_chars_per_token."""
+    if not parsed.json_chars:
+        return parsed.input_chars
+    weight = table.json_weight.get(parsed.alias, 1.0)
+    return parsed.input_chars + math.ceil(parsed.json_chars * weight) - parsed.json_chars
+
+
 def request_facts(parsed: ParsedBody, table: CompiledTable, budget: Budget) -> RequestFacts:
     """Routing facts for a parsed body under `table`: the category is X-Task-Category when
     given (a 400 unless the table knows it), else the table's classifier's, with doubt; the
@@ -274,7 +284,7 @@ def request_facts(parsed: ParsedBody, table: CompiledTable, budget: Budget) -> R
         alias=parsed.alias,
         category=category,
         complexity=score,
-        input_chars=parsed.input_chars,
+        input_chars=weighed_chars(parsed, table),
         max_output_tokens=parsed.max_output_tokens,
         stream=parsed.stream,
         wants_json=parsed.wants_json,

@@ -16,9 +16,10 @@ MAX_OUTPUT_TOKENS = 2**31 - 1
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
 MAX_MODEL_CHARS = 256
 
-# (alias, stream, max_output_tokens, wants_json, classify_text, input_chars): input_chars is
-# every part the engine tokenizes (`prompt_size`)
-Facts = tuple[str, bool, int | None, bool, str, int]
+# (alias, stream, max_output_tokens, wants_json, classify_text, input_chars, json_chars):
+# input_chars is every part the engine tokenizes (`prompt_size`), json_chars the part of it
+# rendered as JSON (tools, tool calls, documents, a response_format schema)
+Facts = tuple[str, bool, int | None, bool, str, int, int]
 
 
 def _tokens(value: Any) -> bool:
@@ -71,7 +72,7 @@ def chat_facts(doc: dict[str, Any]) -> Facts | None:
     messages = doc.get("messages")
     if common is None or type(messages) is not list or not messages:
         return None
-    chars = 0
+    chars = schema = 0
     last_user = ""
     for message in messages:
         if type(message) is not dict:
@@ -82,10 +83,13 @@ def chat_facts(doc: dict[str, Any]) -> Facts | None:
             return None
         chars += len(text)
         if type(content) is list or "tool_calls" in message:  # a plain turn adds nothing
-            chars += message_chars(message)
+            calls, images = message_chars(message)
+            chars += calls + images
+            schema += calls
         if role == "user":
             last_user = text
-    return (*common, last_user, chars + body_chars(doc))
+    body = body_chars(doc)
+    return (*common, last_user, chars + body, schema + body)
 
 
 def completion_facts(doc: dict[str, Any]) -> Facts | None:
@@ -95,7 +99,7 @@ def completion_facts(doc: dict[str, Any]) -> Facts | None:
     if common is None:
         return None
     if type(prompt) is str:
-        return (*common, prompt, len(prompt))
+        return (*common, prompt, len(prompt), 0)
     if type(prompt) is not list or not prompt or any(type(p) is not str for p in prompt):
         return None
-    return (*common, "\n".join(prompt), sum(map(len, prompt)))
+    return (*common, "\n".join(prompt), sum(map(len, prompt)), 0)

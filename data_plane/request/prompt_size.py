@@ -23,11 +23,14 @@ What an engine tokenizes beyond the messages' text (docs/data_plane.md, "Prompt 
   sees 576 x 4 / c tokens per image (658 at 3.5, 512 at 4.5).
 Not counted: the template's own text (role headers, a few tokens per turn).
 
-The limit: JSON is priced at the family's characters per token measured on prose prompts by
-the profiler; a tokenizer splits JSON finer (1.28-1.39x more tokens with gemma-3-270m's, 2.2x
-under a template rendering it with indent=4: docs/data_plane.md "Prompt size"), so
-tools-heavy prompts are under-estimated. `gearbox_prompt_estimate_ratio` (the engine's
-`usage.prompt_tokens` over this estimate, per pair) shows by how much on live traffic.
+JSON (every part above but images) is counted apart as well (`ParsedBody.json_chars`): a
+tokenizer splits JSON finer than prose (1.28-1.39x more tokens with gemma-3-270m's, 2.2x
+under a template rendering it with indent=4: docs/data_plane.md "Prompt size"). Where the
+profile measured the family's JSON characters per token, `category.request_facts` weighs
+those characters by the table's `json_weight` for the alias; else JSON is priced at the
+prose figure and tools-heavy prompts are under-estimated. `gearbox_prompt_estimate_ratio`
+(the engine's `usage.prompt_tokens` over this estimate, per pair) shows by how much on live
+traffic.
 """
 
 from __future__ import annotations
@@ -62,20 +65,22 @@ def image_chars(content: list[Any]) -> int:
     return images * IMAGE_CHARS
 
 
-def message_chars(message: dict[str, Any]) -> int:
-    """What a message adds beyond its text: its `tool_calls` and its image parts."""
-    extra = 0
+def message_chars(message: dict[str, Any]) -> tuple[int, int]:
+    """What a message adds beyond its text: (its `tool_calls` as rendered JSON, its image
+    parts)."""
+    schema = images = 0
     calls = message.get("tool_calls")
     if calls:
-        extra += rendered_chars(calls)
+        schema = rendered_chars(calls)
     content = message.get("content")
     if type(content) is list:
-        extra += image_chars(content)
-    return extra
+        images = image_chars(content)
+    return schema, images
 
 
 def body_chars(doc: dict[str, Any]) -> int:
-    """What a body adds beyond its messages: `tools`, `documents`, a response_format schema."""
+    """What a body adds beyond its messages, all rendered JSON: `tools`, `documents`, a
+    response_format schema."""
     extra = 0
     for name in _RENDERED:
         value = doc.get(name)

@@ -134,6 +134,24 @@ class EngineClient:
         else:
             messages = [m.model_dump() for m in item.messages or ()]
             path, body["messages"] = "/v1/chat/completions", messages
+        return _answer_text(await self._post(path, body))
+
+    async def prompt_tokens(self, body: dict[str, Any]) -> int:
+        """`usage.prompt_tokens` of one chat request (`body` plus the model, one output
+        token, greedy): what the engine tokenized for it."""
+        sent = {**body, "model": self.model, "max_tokens": 1, "temperature": 0.0}
+        payload = await self._post("/v1/chat/completions", sent)
+        try:
+            usage = json.loads(payload)["usage"]
+        except (ValueError, KeyError, TypeError) as err:
+            raise RequestFailedError("the answer carries no usage") from err
+        tokens = _count(usage if isinstance(usage, dict) else {}, "prompt_tokens")
+        if tokens is None:
+            raise RequestFailedError("the answer's usage has no prompt_tokens")
+        return tokens
+
+    async def _post(self, path: str, body: dict[str, Any]) -> bytes:
+        """The body of a 200 answer to a POST; anything else is a RequestFailedError."""
         try:
             async with (
                 asyncio.timeout(self._request_timeout_s),
@@ -146,7 +164,7 @@ class EngineClient:
             raise RequestFailedError(f"{type(err).__name__}: {err}") from err
         if resp.status != 200:
             raise RequestFailedError(f"HTTP {resp.status}: {error_message(payload)}")
-        return _answer_text(payload)
+        return payload
 
     async def fetch(self, path: str, timeout_s: float) -> tuple[int, bytes]:
         """(status, body) of a GET; aiohttp errors and TimeoutError propagate to the caller."""

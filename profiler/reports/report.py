@@ -62,6 +62,11 @@ class Measured:
     chars_per_token: float
     engine_facts: EngineFacts
     memory: Memory
+    json_chars_per_token: float | None = None  # None: not measured (the field is left out)
+
+
+def _json_rate(figure: float | None) -> dict[str, float]:
+    return {} if figure is None else {"json_chars_per_token": figure}
 
 
 def build_document(
@@ -78,6 +83,7 @@ def build_document(
         "prices": None if facts.prices is None else facts.prices.model_dump(mode="json"),
         "context_length": facts.context_length,
         "chars_per_token": measured.chars_per_token,
+        **_json_rate(measured.json_chars_per_token),
         "latency": [s.model_dump(mode="json") for s in measured.latency],
         "accuracy": [a.model_dump(mode="json") for a in measured.accuracy],
         "memory": measured.memory.model_dump(mode="json"),

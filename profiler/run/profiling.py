@@ -19,6 +19,7 @@ import aiohttp
 from contracts.profile_report import Hardware, Prices, ProfileReport
 from profiler.engine.client import EngineClient
 from profiler.engine.engine_facts import EndpointInfo, FactsTracker, preflight, watch_metrics
+from profiler.engine.token_rates import measure_json_chars_per_token
 from profiler.errors import EndpointError, InputError
 from profiler.evals.accuracy import (
     EvalItem,
@@ -104,6 +105,7 @@ class RunState:
     evals: list[EvalResult] = field(default_factory=list)
     tracker: FactsTracker = field(default_factory=lambda: FactsTracker([]))
     calibration: Calibration = field(default_factory=Calibration)
+    json_chars_per_token: float | None = None
 
 
 def _order(plan: PairPlan) -> Order | None:
@@ -258,6 +260,7 @@ async def _measure(
                     len(recorder.timings),
                     recorder.errors,
                 )
+        state.json_chars_per_token = await measure_json_chars_per_token(client)
         watcher.cancel()
 
 
@@ -289,6 +292,7 @@ def _summarize(plan: PairPlan, state: RunState) -> Measured:
         latency=tuple(samples),
         accuracy=summarize_accuracy(state.evals, 1 if plan.decide is None else MAX_LOOKS),
         chars_per_token=state.calibration.chars_per_token,
+        json_chars_per_token=state.json_chars_per_token,
         engine_facts=state.tracker.engine_facts(),
         memory=state.tracker.memory(),
     )

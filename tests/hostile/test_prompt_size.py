@@ -29,7 +29,9 @@ from control_plane.build.table import build_table
 from data_plane.app import AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
 from data_plane.upstream.port import UpstreamRequest
-from simulator import SimFleetConfig, SimPairConfig, run_fleet
+from profiler.engine.client import EngineClient
+from profiler.engine.token_rates import measure_json_chars_per_token
+from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from tests.component.data_plane import conftest as component
 from tests.component.data_plane.conftest import Harness, MakeHarness
 from tests.component.data_plane.fakes import FakeResponse, chat_json, two_pair_table
@@ -56,19 +58,23 @@ def _served(quant: str) -> str:
     return f"sim/{FAMILY}-{quant}"
 
 
-def _report(quant: str, urls: Sequence[str]) -> ProfileReport:
+def _report(quant: str, urls: Sequence[str], json_rate: float | None = None) -> ProfileReport:
+    """The shipped report, served by `urls`; `json_rate`: the JSON characters per token the
+    profiler measured (the shipped reports carry none)."""
     data = json.loads((EXAMPLES / f"{FAMILY}@{quant}.json").read_text(encoding="utf-8"))
     price = PRICE_USD_PER_MTOK[quant]
     data |= {
         "endpoints": list(urls),
         "served_model_name": _served(quant),
         "prices": {"input_usd_per_mtok": price, "output_usd_per_mtok": 2 * price},
+        "json_chars_per_token": json_rate,
     }
     return ProfileReport.model_validate(data)
 
 
-def _as_profiled(quant: str) -> SimPairConfig:
-    """The engine as its report says: its TTFT line (base and per input token) and TPOT."""
+def _as_profiled(quant: str, json_rate: float = CHARS_PER_TOKEN) -> SimPairConfig:
+    """The engine as its report says: its TTFT line (base and per input token) and TPOT;
+    it counts `tools` at `json_rate` characters per token (as prose by default)."""
     table = build_table([_report(quant, ["http://127.0.0.1:1"])], Policy(), NOW)
     line = table.entries[0].latency
     return SimPairConfig(
@@ -81,14 +87,16 @@ def _as_profiled(quant: str) -> SimPairConfig:
         max_running=64,
         context_length=32_768,
         chars_per_token=CHARS_PER_TOKEN,
+        json_chars_per_token=json_rate,
     )
 
 
 @asynccontextmanager
 async def _data_plane(
-    urls: Mapping[str, Sequence[str]], tmp_path: Path
+    urls: Mapping[str, Sequence[str]], tmp_path: Path, json_rate: float | None = None
 ) -> AsyncIterator[tuple[str, web.Application]]:
-    table = build_table([_report(q, u) for q, u in urls.items()], Policy(), NOW)
+    table = build_table([_report(q, u, json_rate) for q, u in urls.items()], Policy(), NOW)
+    assert {e.json_chars_per_token for e in table.entries} == {json_rate}
     snapshot = tmp_path / "table.json"
     snapshot.write_text(table.model_dump_json())
     values: dict[str, Any] = {
@@ -220,6 +228,46 @@ async def test_the_check_cap_counts_a_prompt_s_tools(make_harness: MakeHarness) 
     await _ask_math(h, {})
     await eventually(lambda: _checks(h, "agree") == 1, timeout_s=10, what="checked")
     assert _checks(h, "too_long") == 1
+
+
+async def _estimate_ratio(fleet: Fleet, tmp_path: Path, json_rate: float | None) -> float:
+    """usage.prompt_tokens over the router's estimate for one tools-heavy request, behind a
+    data plane whose table is built from reports carrying `json_rate`."""
+    urls = {q: [fleet.url(_served(q))] for q in QUANTS}
+    heavy = {
+        "model": "auto",
+        "messages": [{"role": "user", "content": "Which item is low?"}],
+        "tools": _tools(6_000),
+        "max_tokens": 8,
+    }
+    async with (
+        _data_plane(urls, tmp_path, json_rate) as (url, app),
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session,
+    ):
+        status, pair, raw = await post(session, url, heavy)
+        assert status == 200, raw[:300]
+        ratio = "gearbox_prompt_estimate_ratio"
+        return metric(app, f"{ratio}_sum", pair=pair) / metric(app, f"{ratio}_count", pair=pair)
+
+
+async def test_a_measured_json_rate_brings_the_tools_estimate_to_the_engine_s_count(
+    tmp_path: Path,
+) -> None:
+    """Engines that count a tools schema at 3.0 characters per token (a tokenizer splits
+    JSON finer than prose; the text is 4.1): the profiler's measurement (`token_rates`)
+    reads 3.0 from the engine's usage, the table built from reports carrying it keeps it, and
+    the router's estimate for 6,000 tokens of tools moves from 1.37x under the engine's count
+    (the prose rate; what c680376 does with any profile) to within 3% of it."""
+    config = SimFleetConfig(pairs=[_as_profiled(q, json_rate=3.0) for q in QUANTS])
+    async with run_fleet(config, answers={}) as fleet:
+        async with aiohttp.ClientSession() as session:
+            engine = EngineClient(session, fleet.url(_served(QUANTS[0])), _served(QUANTS[0]), 10)
+            measured = await measure_json_chars_per_token(engine)
+        assert measured == pytest.approx(3.0, rel=0.01)
+        before = await _estimate_ratio(fleet, tmp_path, None)
+        after = await _estimate_ratio(fleet, tmp_path, measured)
+    assert before == pytest.approx(CHARS_PER_TOKEN / 3.0, rel=0.03)
+    assert after == pytest.approx(1.0, abs=0.03)
 
 
 async def test_routing_sizes_the_prompt_with_its_tools(make_harness: MakeHarness) -> None:

@@ -36,6 +36,7 @@ async def test_profile_recovers_configured_latency_and_accuracy(
         tpot_per_running_s=TPOT_PER_RUNNING_S,
         max_running=8,
         chars_per_token=3.5,
+        json_chars_per_token=2.6,
         context_length=2048,
         accuracy=ACCURACY,
         seed=11,
@@ -52,6 +53,8 @@ async def test_profile_recovers_configured_latency_and_accuracy(
     assert (one.concurrency, four.concurrency) == (1, 4)
     assert (one.requests, one.errors, four.requests, four.errors) == (16, 0, 16, 0)
     assert report.chars_per_token == pytest.approx(3.5, rel=0.03)
+    # a tools list's tokens over its characters, from the engine's usage (token_rates)
+    assert report.json_chars_per_token == pytest.approx(2.6, rel=0.03)
     assert one.input_tokens == pytest.approx(200, rel=0.05)  # prompts calibrated to usage
     assert one.output_tokens == 16
 

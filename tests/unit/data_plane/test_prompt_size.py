@@ -7,13 +7,18 @@ for its part (issue 36, finding 1).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from data_plane.decision.compile import compile_table
+from data_plane.domain import Budget, CompiledTable
 from data_plane.request.body import parse_request_body, validated_facts
+from data_plane.request.category import request_facts
 from data_plane.request.fields import chat_facts
 from data_plane.request.prompt_size import IMAGE_CHARS, IMAGE_TOKENS, rendered_chars
+from tests.component.data_plane.fakes import make_table, pair_entry
 
 ASK = "What is the weather in Paris?"
 TOOL = {
@@ -120,3 +125,48 @@ def test_completions_count_their_prompt_only() -> None:
     """A completions body has no template: its prompt is what the engine tokenizes."""
     raw = json.dumps({"model": "auto", "prompt": ASK, "tools": [TOOL]}).encode()
     assert parse_request_body(raw, "completions").input_chars == len(ASK)
+
+
+def _compiled(rates: dict[str, float | None]) -> CompiledTable:
+    """One pair per family (4.0 characters per token of text), each with its JSON figure."""
+    entries = []
+    for family, rate in rates.items():
+        row = pair_entry(family, "fp16")
+        row["json_chars_per_token"] = rate
+        entries.append(row)
+    return compile_table(make_table(entries))
+
+
+def test_json_parts_are_weighed_by_the_alias_s_measured_rate() -> None:
+    """Tools at the family's measured 2.0 characters per token: the estimate counts them
+    twice as heavy as text (on c680376 a table had no figure and JSON counted as text); a
+    family without the figure counts them as text, and `auto` (both families) takes the
+    heavier weight (an over-estimate for the other)."""
+    table = _compiled({"famj": 2.0, "famt": None})
+    assert dict(table.json_weight) == {"famj": 2.0, "famj@fp16": 2.0, "auto": 2.0}
+    body = {"model": "famj", "messages": [{"role": "user", "content": ASK}], "tools": [TOOL]}
+    parsed = parse_request_body(json.dumps(body).encode(), "chat")
+    schema = rendered_chars([TOOL])
+    assert parsed.json_chars == schema
+    assert parsed.input_chars == len(ASK) + schema
+    weighed = {
+        alias: request_facts(replace(parsed, alias=alias), table, Budget()).input_chars
+        for alias in ("famj", "famt", "auto")
+    }
+    assert weighed == {
+        "famj": len(ASK) + 2 * schema,
+        "famt": len(ASK) + schema,
+        "auto": len(ASK) + 2 * schema,
+    }
+    plain = parse_request_body(json.dumps(body | {"tools": []}).encode(), "chat")
+    assert plain.json_chars == 0
+    assert request_facts(plain, table, Budget()).input_chars == len(ASK)
+
+
+def test_images_are_not_json() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    content = [{"type": "text", "text": ASK}, image]
+    parsed = validated_facts(
+        {"model": "m", "messages": [{"role": "user", "content": content}]}, "chat"
+    )
+    assert (parsed.input_chars, parsed.json_chars) == (len(ASK) + IMAGE_CHARS, 0)

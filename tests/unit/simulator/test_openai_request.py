@@ -55,7 +55,16 @@ def test_images_and_tools_count_as_prompt_tokens_as_in_vllm() -> None:
         "max_tokens": 5,
     }
     facts = parse_request(Route.CHAT, json.dumps(body).encode(), big)
-    assert facts.prompt_tokens == math.ceil((4 + len(json.dumps(tools))) / 4) + IMAGE_TOKENS
+    schema = math.ceil(len(json.dumps(tools)) / 3)  # JSON at json_chars_per_token (3.0)
+    assert facts.prompt_tokens == math.ceil(4 / 4) + schema + IMAGE_TOKENS
+
+
+def test_a_tools_schema_is_counted_at_its_own_characters_per_token() -> None:
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"a": "b" * 60}}}]
+    rates = {**CONFIG.model_dump(), "context_length": 4096, "json_chars_per_token": 2.0}
+    body = {"model": "served", "messages": [{"role": "user", "content": "x"}], "tools": tools}
+    facts = parse_request(Route.CHAT, json.dumps(body).encode(), SimPairConfig(**rates))
+    assert facts.prompt_tokens == 1 + math.ceil(len(json.dumps(tools)) / 2.0)
 
 
 @pytest.mark.parametrize(
