@@ -6,7 +6,8 @@ In one process and event loop, on fresh simulated engines of one family (`fam@in
 
 - Tools-heavy prompts: the engines prefill as profiled (`PREFILL_S` per input token, context
   32,768, 4 characters per token in the table and in the simulator, which counts the `tools`
-  JSON into the prompt as the chat template renders it). `ORDINARY` closed-loop clients send
+  JSON into the prompt as the chat template renders it, at the same 4: the table carries no
+  measured JSON figure here, so the router's estimate and the engine's count agree). `ORDINARY` closed-loop clients send
   short streamed requests for `PINNED` (the reference pair, by name) through `TOOLS_SEGMENT_S`
   segments alternating without and with `HEAVY` more closed-loop clients sending streamed
   requests carrying about `TOOLS_TOKENS` tokens of `tools` (a few seconds of prefill each, no
@@ -121,7 +122,8 @@ def _pairs() -> list[SimPairConfig]:
     return [
         SimPairConfig(name=f"sim-{q}", family="fam", quantization=q, ttft_base_s=TTFT_S,
                       ttft_per_input_token_s=PREFILL_S, tpot_base_s=TPOT_S, max_running=64,
-                      context_length=CONTEXT, chars_per_token=CHARS_PER_TOKEN, seed=i)
+                      context_length=CONTEXT, chars_per_token=CHARS_PER_TOKEN,
+                      json_chars_per_token=CHARS_PER_TOKEN, seed=i)
         for i, (q, _) in enumerate(QUANTS)
     ]  # fmt: skip
 
