@@ -7,8 +7,8 @@ In one process and event loop, on fresh simulated engines of one family (`fam@in
 - Tools-heavy prompts: the engines prefill as profiled (`PREFILL_S` per input token, context
   32,768, 4 characters per token in the table and in the simulator, which counts the `tools`
   JSON into the prompt as the chat template renders it, at the same 4: the table carries no
-  measured JSON figure here, so the router's estimate and the engine's count agree). `ORDINARY` closed-loop clients send
-  short streamed requests for `PINNED` (the reference pair, by name) through `TOOLS_SEGMENT_S`
+  measured JSON figure here, so the router's estimate and the engine's count agree).
+  `ORDINARY` closed-loop clients send short streamed requests for `PINNED` (the reference pair, by name) through `TOOLS_SEGMENT_S`
   segments alternating without and with `HEAVY` more closed-loop clients sending streamed
   requests carrying about `TOOLS_TOKENS` tokens of `tools` (a few seconds of prefill each, no
   budget; routed, so to the cheap pair, whose counters then move only when their prefill
