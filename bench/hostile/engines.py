@@ -5,18 +5,17 @@ In one process and event loop, on fresh simulated engines of one family (`fam@in
 `fam@fp16`, four times the price) and data planes from `create_app` in static mode:
 
 - Tools-heavy prompts: the engines prefill as profiled (`PREFILL_S` per input token, context
-  32,768, 4 characters per token in the table and in the simulator, which counts the `tools`
-  JSON into the prompt as the chat template renders it, at the same 4: the table carries no
-  measured JSON figure here, so the router's estimate and the engine's count agree).
-  `ORDINARY` closed-loop clients send short streamed requests for `PINNED` (the reference pair, by name) through `TOOLS_SEGMENT_S`
-  segments alternating without and with `HEAVY` more closed-loop clients sending streamed
-  requests carrying about `TOOLS_TOKENS` tokens of `tools` (a few seconds of prefill each, no
-  budget; routed, so to the cheap pair, whose counters then move only when their prefill
+  32,768, 4 characters per token in the table and in the simulator, which counts the `tools` JSON
+  into the prompt as the chat template renders it, at the same 4: the table carries no measured
+  JSON figure here, so the router's estimate and the engine's count agree). `ORDINARY` closed-loop
+  clients send short streamed requests for `PINNED` (the reference pair, by name) through
+  `TOOLS_SEGMENT_S` segments alternating without and with `HEAVY` more closed-loop clients sending
+  streamed requests carrying about `TOOLS_TOKENS` tokens of `tools` (a few seconds of prefill
+  each, no budget; routed, so to the cheap pair, whose counters then move only when their prefill
   ends), in one data plane, after one segment of the heavy clients alone (the issue's
-  reproduction: on 95376ca, without other traffic, they were cut as hangs). Measured:
-  the heavy requests' statuses, breaker openings, the engines' prompt tokens over the
-  router's estimate (`gearbox_prompt_estimate_ratio`), and the ordinary clients' p99 in
-  each kind of segment.
+  reproduction: on 95376ca, without other traffic, they were cut as hangs). Measured: the heavy
+  requests' statuses, breaker openings, the engines' prompt tokens over the router's estimate
+  (`gearbox_prompt_estimate_ratio`), and the ordinary clients' p99 in each kind of segment.
 - A 48 MiB `/metrics` page: the cheap engine sits behind a loopback server (its own process,
   `bench.hostile.page_engine`, so writing the pages is not charged to this loop) that passes its
   chat completions through and answers `/metrics` with the engine's own page (clean) or with
