@@ -66,7 +66,8 @@ async def test_bad_items_answered_4xx_never_stop_a_profile(runtime: Runtime) -> 
             await profile_pair(plan, runtime)
         sent = fleet.stats("sim-a").received
     assert not isinstance(caught.value, EngineGoneError)
-    assert sent == ITEMS + sum(level.total for level in plan.sweep)
+    # and the JSON characters-per-token probe's first request (refused, so the probe stops)
+    assert sent == ITEMS + sum(level.total for level in plan.sweep) + 1
 
 
 async def test_a_healthy_engine_profiles_to_the_end(runtime: Runtime, tmp_path: Path) -> None:
