@@ -87,7 +87,8 @@ async def start_stack(children: ExitStack, mode: str, redis_url: str, out: Path)
     sweep = replace(SWEEP, evalsets=(small_evalset(out / "evals.jsonl"),))
     await profile_pair(pair, sweep, cp_url, token, out)
     await publish_table(cp_url, token)
-    dp_url, _ = await start_data_plane(children, redis_url, logs)
+    # No canary items: they are traffic at the engine, and the test reads its counters.
+    dp_url, _ = await start_data_plane(children, redis_url, logs, canary_per_minute=0)
     return PrefillStack(mode, pair, engine.engine.child, dp_url)
 
 
