@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 # `make test` runs pytest on this many xdist workers (0: one process, no xdist). The suite
 # mostly waits on loopback servers and child processes (CI's pytest used about 10% of a core),
 # so workers overlap the waits; how they share the work: docs/style.md, "Tests".
-PYTEST_WORKERS ?= 4
+PYTEST_WORKERS ?= 6
 
 .PHONY: help venv system-deps lint test pytest test-fast demo demo-cp demo-sim bench bench-quick soak engines calibrate clean
 

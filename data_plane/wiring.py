@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from importlib import metadata
+from weakref import WeakKeyDictionary
 
 import redis.asyncio as aioredis
 
@@ -139,9 +140,18 @@ def engine_probe(
     )
 
 
+_REFUSALS: WeakKeyDictionary[DataPlaneMetrics, PageRefusals] = WeakKeyDictionary()
+
+
 def page_refusals(metrics: DataPlaneMetrics) -> PageRefusals:
-    """Refused engine pages into `gearbox_engine_scrape_errors_total` (a log once per endpoint)."""
-    return PageRefusals(lambda reason: metrics.scrape_errors.labels(reason).inc())
+    """Refused engine pages into `gearbox_engine_scrape_errors_total`, logged once per endpoint
+    whichever reader met the page first: the scrape and the stall probe share one record per
+    data plane (its metrics), so a huge page is one warning, not one per reader."""
+    refusals = _REFUSALS.get(metrics)
+    if refusals is None:
+        refusals = PageRefusals(lambda reason: metrics.scrape_errors.labels(reason).inc())
+        _REFUSALS[metrics] = refusals
+    return refusals
 
 
 def _metrics_client(

@@ -24,26 +24,40 @@ settings.register_profile("gearbox", deadline=None)
 settings.load_profile("gearbox")
 
 # Units of work that run one module after another on one worker under `--dist loadfile` (`make
-# test`), scheduled first so the longest units do not start last. `heavy`: the modules that start
-# real vLLM engines (about 5.5 GiB each: one at a time); `demo` (the whole demo on simulated
-# engines) and `browser` (chromium) take CPU for a while but little memory, so they run beside the
-# engines on other workers rather than after them. `latency`: modules whose assertions ride on
-# latencies measured from simulated engines (refits, stall and blame verdicts), kept from
-# measuring beside one another. `faults`: tests/reliability, which kills and restarts
-# redis-server, Sentinel and Cluster processes and engines (one module at a time, as before they
-# ran after the other tests). `wheel`: the longest module alone (it builds the wheel and installs
-# it in a fresh venv: 380 to 600 s of set-up on a loaded machine), given out first rather than
-# after the short ones.
+# test`), scheduled first, longest first (`_GROUP_ORDER`): xdist gives each worker one unit to
+# start with, in that order. `heavy` and `heavy-variants`: the modules that start real vLLM
+# engines (about 5.5 GiB each: one at a time per unit, two units side by side; as one unit they
+# were 20 of a CI run's 27 minutes). `demo` (the whole demo on simulated engines) and `browser`
+# (chromium) take CPU for a while but little memory, so they run beside the engines on other
+# workers rather than after them. `latency`: modules whose assertions ride on latencies measured
+# from simulated engines (refits, stall and blame verdicts), kept from measuring beside one
+# another. `faults`: tests/reliability, which kills and restarts redis-server, Sentinel and
+# Cluster processes and engines (one module at a time, as before they ran after the other
+# tests). `wheel`: the longest module alone (it builds the wheel and installs it in a fresh
+# venv: 380 to 600 s of set-up on a loaded machine), given out early rather than after the short
+# ones.
 GROUPS = {
     "tests/e2e/test_wheel_install.py": "wheel",
     "tests/e2e/test_real_engine.py": "heavy",
     "tests/integration/data_plane/test_real_prefill.py": "heavy",
+    "tests/e2e/test_real_variants.py": "heavy-variants",
     "tests/e2e/test_demo_sim.py": "demo",
     "tests/ui/": "browser",
     "tests/hostile/": "latency",
     "tests/integration/data_plane/test_refit.py": "latency",
     "tests/reliability/": "faults",
 }
+
+
+# The order groups are given out in: the longest first (a fresh-clone make test on 2 cores:
+# real engines 5 to 6 min per unit, the wheel 4 to 6, the latency verdicts and faults 3 to 4).
+_GROUP_ORDER = {
+    group: i
+    for i, group in enumerate(
+        ("heavy", "heavy-variants", "wheel", "latency", "faults", "demo", "browser")
+    )
+}
+assert set(_GROUP_ORDER) == set(GROUPS.values())
 
 
 def unit_of_work(nodeid: str) -> str:
@@ -69,13 +83,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On xdist's workers the groups' tests come first (stable: the order is kept within
-    them and after them), which `--no-loadscope-reorder` makes the order units are given
-    out. A run without xdist keeps pytest's order."""
+    """On xdist's workers the groups' tests come first, in `_GROUP_ORDER` (stable: the order
+    is kept within them and after them), which `--no-loadscope-reorder` makes the order units
+    are given out. A run without xdist keeps pytest's order."""
     if not hasattr(config, "workerinput"):
         return
-    first = set(GROUPS.values())
-    items.sort(key=lambda item: unit_of_work(item.nodeid) not in first)
+    items.sort(key=lambda item: _GROUP_ORDER.get(unit_of_work(item.nodeid), len(_GROUP_ORDER)))
 
 
 @pytest.fixture(scope="session")

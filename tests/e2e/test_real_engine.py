@@ -1,10 +1,9 @@
-"""The real path: one vLLM CPU engine, profiled, published, and routed to through the data plane;
-and one smoke completion on every variant `make demo` would start on this machine.
+"""The real path: one vLLM CPU engine (bf16), profiled, published, and routed to through the
+data plane. The other variants `make demo` starts are smoked in test_real_variants.py, on
+another xdist worker (docs/style.md, "Tests").
 
-The fixtures run the idempotent engine set-up and FAIL, never skip, when the set-up, the
-memory check or the engine start fails: this test is what proves the real path. A variant is
-skipped only where the demo itself would drop it up front, with the demo's reason (issue 35:
-`make test` passed on a machine where `make demo` died on its W4A16 engine).
+The fixture runs the idempotent engine set-up and FAILS, never skips, when the set-up, the
+memory check or the engine start fails: this test is what proves the real path.
 """
 
 from __future__ import annotations
@@ -27,17 +26,12 @@ from demo.fleet import (
     ENGINES_CLI,
     FleetPair,
     check_engine_memory,
-    engine_capabilities,
     start_real_engines,
 )
 from demo.profiling import EVALSETS, Sweep, profile_pair
 from demo.stack import fetch_text, publish_table, start_control_plane, start_data_plane
 from demo.variants import (
-    DEMO_VARIANTS,
     REAL_VARIANTS,
-    REPLACEMENTS,
-    VariantPlan,
-    plan_variants,
 )
 from tests.support.redis_server import RedisProcess
 
@@ -109,6 +103,13 @@ def client(real_stack: RealStack) -> Iterator[openai.OpenAI]:
         base_url=f"{real_stack.data_plane_url}/v1", api_key="e2e", max_retries=0, timeout=120
     ) as sdk:
         yield sdk
+
+
+def test_the_stack_engine_answered_its_smoke_completion(real_stack: RealStack) -> None:
+    """bf16's smoke completion, the one `make demo` runs: the stack starts its engine through
+    the same `start_real_engines` (test_real_variants.py smokes the other variants)."""
+    assert real_stack.engine.quantization == REAL_VARIANTS["bf16"]
+    assert real_stack.engine.smoke_tokens_per_s > 0
 
 
 def test_the_published_table_holds_what_the_profiler_measured(real_stack: RealStack) -> None:
@@ -183,47 +184,3 @@ def test_the_router_counted_cost_for_the_pair(real_stack: RealStack, client: ope
     ]
     assert costs
     assert costs[0] > 0
-
-
-@pytest.fixture(scope="module")
-def demo_problems() -> dict[str, str | None]:
-    """Per variant, why this machine cannot serve it (None: it can), as demo.flow asks."""
-    problem = check_engine_memory(1, 1)
-    if problem is not None:
-        pytest.fail(problem)
-    run_setup(",".join(DEMO_VARIANTS))
-    caps = asyncio.run(engine_capabilities(tuple(REAL_VARIANTS)))
-    problems: dict[str, str | None] = caps["variants"]
-    return problems
-
-
-@pytest.fixture(scope="module")
-def demo_plan(demo_problems: dict[str, str | None]) -> VariantPlan:
-    """What `make demo` starts here: the same set-up, capabilities and plan as demo.flow."""
-    return plan_variants(DEMO_VARIANTS, demo_problems)
-
-
-@pytest.mark.parametrize("variant", list(REAL_VARIANTS))
-def test_every_variant_the_demo_starts_answers_a_smoke_completion(
-    demo_plan: VariantPlan, demo_problems: dict[str, str | None], variant: str, tmp_path: Path
-) -> None:
-    """Also every stand-in that runs here: the demo starts one when a variant dies at its
-    smoke completion (fp8kv on this AVX-512 machine without AMX)."""
-    stand_in = any(variant in options for options in REPLACEMENTS.values())
-    if variant not in demo_plan.start and not (stand_in and demo_problems[variant] is None):
-        dropped = [d.line().strip() for d in demo_plan.dropped if d.variant == variant]
-        reason = dropped[0] if dropped else demo_problems.get(variant)
-        pytest.skip(reason or f"make demo does not start {variant} here")
-
-    async def smoke() -> tuple[list[FleetPair], list[str]]:
-        with ExitStack() as children:  # one engine at a time, as the memory check allows
-            fleet, dropped = await start_real_engines(
-                children, (variant,), tmp_path, 1, ("--all-cpus",)
-            )
-        return fleet, [d.line() for d in dropped]
-
-    fleet, dropped = asyncio.run(smoke())
-    assert dropped == []
-    (pair,) = fleet
-    assert pair.quantization == REAL_VARIANTS[variant]
-    assert pair.smoke_tokens_per_s > 0

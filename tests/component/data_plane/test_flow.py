@@ -299,9 +299,11 @@ async def test_a_critical_request_waits_in_the_top_band_and_goes_first(
     """Issue 32, finding 3: a critical request every pair is full for is not sent onto the
     full engine (before: 2 in flight on a pair that holds 1); it waits in the top band and
     is dispatched before the standard request queued ahead of it when the slot frees."""
+    release = asyncio.Event()
     h = await make_harness(
-        one_slot(), routes=holding(0.3), engine_deadline_factor=0, priority_header_trusted=True
-    )
+        one_slot(), routes=held_until(release), engine_deadline_factor=0,
+        priority_header_trusted=True,
+    )  # fmt: skip
     budget = {"X-Latency-Budget-Ms": "10000"}
     done: list[str] = []
 
@@ -317,6 +319,7 @@ async def test_a_critical_request_waits_in_the_top_band_and_goes_first(
     critical = asyncio.create_task(sent("critical", {"X-Priority": "critical"}))
     await eventually(lambda: h.metric("gearbox_flow_queue_length", **CRITICAL) == 1, what="waits")
     assert len(h.upstream.requests) == 1  # not sent onto the full engine
+    release.set()
     assert list(await asyncio.gather(hold, critical, standard)) == [200, 200, 200]
     assert done == ["hold", "critical", "standard"]
     assert h.metric("gearbox_flow_dispatched_total", **CRITICAL) == 1

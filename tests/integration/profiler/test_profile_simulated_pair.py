@@ -63,7 +63,14 @@ async def test_profile_recovers_configured_latency_and_accuracy(
     assert one.tpot_s.p50 == pytest.approx(TPOT_BASE_S, rel=TOLERANCE)
     # four streams decode together: every token step is slower by 3 x per-running cost
     assert four.tpot_s.p50 == pytest.approx(TPOT_BASE_S + 3 * TPOT_PER_RUNNING_S, rel=TOLERANCE)
-    assert four.output_tokens_per_s > one.output_tokens_per_s
+    # Four requests were in flight at once, not one after another (Little's law: requests per
+    # second x mean seconds each). Throughput itself is no verdict here: a CI run with engines
+    # starting beside it stretched one c=4 request to 1.8 s, and c=4 measured 75.0 tok/s against
+    # c=1's 75.5, while in flight stays what the loop kept, however slow the machine.
+    in_flight_one = one.requests_per_s * one.e2e_s.mean
+    in_flight_four = four.requests_per_s * four.e2e_s.mean
+    assert in_flight_one == pytest.approx(1.0, abs=0.2)
+    assert in_flight_four > 2.5 * in_flight_one
     assert one.ttft_s.n == 16
     assert one.tpot_s.n == 16
 
