@@ -14,7 +14,6 @@ pinned in engine.lock and quant.lock beside this file.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import shlex
@@ -50,12 +49,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
     variants = parse_variants(args.variants)
     say(f"engine set-up for {', '.join(variants)} under {layout.root}")
     try:
-        # One set-up at a time per cache: `make test` runs the real-engine modules on two xdist
-        # workers, and a second caller waits here, then finds every step done (idempotent).
-        layout.root.mkdir(parents=True, exist_ok=True)
-        with (layout.root / ".setup.lock").open("w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            seconds = run_setup(layout, variants)
+        seconds = run_setup(layout, variants)
     except (CommandError, RuntimeError, OSError) as err:
         say(f"set-up failed: {err}")
         return 1
