@@ -3,6 +3,7 @@ and how `make test` spreads the suite over pytest-xdist workers (docs/style.md, 
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from itertools import count
 from typing import Any
@@ -89,6 +90,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not hasattr(config, "workerinput"):
         return
     items.sort(key=lambda item: _GROUP_ORDER.get(unit_of_work(item.nodeid), len(_GROUP_ORDER)))
+
+
+# The real engines are background CPU work for the rest of the suite: starting one is minutes of
+# imports and model loading on 2 cores. Under `make test`, a worker that reaches a test marked
+# `engine` lowers its own priority (and so its engines', which inherit it) by this much, so the
+# modules whose verdicts ride on wall-clock latencies (`latency`, `faults`, the demo) get the CPU
+# first; the engines take what those leave, which is most of it (they mostly wait).
+ENGINE_NICENESS = 10
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if hasattr(item.config, "workerinput") and item.get_closest_marker("engine") is not None:
+        _yield_cpu_to_the_suite()
+
+
+def _yield_cpu_to_the_suite() -> None:
+    """Lower this process's priority to ENGINE_NICENESS, once (nice values only add up)."""
+    current = os.nice(0)
+    if current < ENGINE_NICENESS:
+        os.nice(ENGINE_NICENESS - current)
 
 
 @pytest.fixture(scope="session")
