@@ -21,6 +21,14 @@ from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from contracts.redis_topology import as_cluster
+from data_plane.checks.accuracy_check import AccuracyChecker, CheckerConfig, CheckerParts
+from data_plane.checks.canary_items import (
+    SHIPPED_ITEMS,
+    CanaryConfig,
+    CanarySender,
+    load_items,
+)
+from data_plane.checks.latency_probe import LatencyProbe
 from data_plane.client_keys import client_keys
 from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
@@ -33,17 +41,9 @@ from data_plane.resilience.output_length import OutputLengths
 from data_plane.resilience.overshoot import Overshoot
 from data_plane.resilience.retry import RetryBudget
 from data_plane.resilience.tenant_load import TenantLoad
-from data_plane.serving.accuracy_check import AccuracyChecker, CheckerConfig, CheckerParts
 from data_plane.serving.attempt import AttemptRunner
-from data_plane.serving.canary_items import (
-    SHIPPED_ITEMS,
-    CanaryConfig,
-    CanarySender,
-    load_items,
-)
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.handlers import Handlers
-from data_plane.serving.latency_probe import LatencyProbe
 from data_plane.serving.middleware import ApiKeys, make_gateway
 from data_plane.serving.proxy import Proxy, ProxyParts
 from data_plane.settings import DataPlaneSettings

@@ -1,6 +1,6 @@
 """One request as admission judges it (who sent it, what it asks, on what health), and the
 verdict a door that may queue it gets instead of a refusal (docs/data_plane.md, "Flow
-control"): what `decision_step.DecisionStep` hands to `serving.flow`."""
+control"): what `decision_step.DecisionStep` hands to `flow.queue`."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ class Asked(NamedTuple):
 
 class Full(Exception):  # noqa: N818 - a verdict handed to the door, not an error
     """Admission would refuse the request now and its door may queue it instead
-    (`serving.flow`): what re-deciding it and refusing it later need. Nothing is counted
+    (`flow.queue`): what re-deciding it and refusing it later need. Nothing is counted
     yet; its tenant already counts as active (`TenantLoad.refused`)."""
 
     def __init__(

@@ -61,7 +61,7 @@ _FEASIBLE = frozenset({RouteReason.CHEAPEST_FEASIBLE, RouteReason.MOST_PRECISE_F
 
 
 class Behind(Protocol):
-    """The door's queue as a decision sees it (`serving.flow.FlowQueue`)."""
+    """The door's queue as a decision sees it (`flow.queue.FlowQueue`)."""
 
     def top_band(self, pairs: frozenset[str] | None = None) -> float | None: ...
 
@@ -341,7 +341,7 @@ class DecisionStep:
         if fleet is None:
             return result
         # A class never refused (critical) is judged like any while it may wait: it waits in
-        # the queue's top band, and is never refused there (`serving.flow`).
+        # the queue's top band, and is never refused there (`flow.queue`).
         klass = who.klass
         if not klass.sheddable:
             klass = klass.model_copy(update={"sheddable": True})
@@ -359,7 +359,7 @@ class DecisionStep:
     ) -> None:
         """Strict bands: a request of a class below one whose requests wait in the door's
         queue for one of its fleet's pairs waits behind them (`Full`), room or not; a slot
-        that frees goes to the higher band first (`serving.flow`)."""
+        that frees goes to the higher band first (`flow.queue`)."""
         inbound, behind = read
         table, req, health, who, _ = asked
         if fleet is None:

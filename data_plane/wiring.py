@@ -18,10 +18,10 @@ from contracts.redis_topology import ClientOptions, connect_redis
 from data_plane.client_keys import client_keys, grants_of
 from data_plane.decision_step import Admission, DecisionStep
 from data_plane.domain import CompiledTable
+from data_plane.flow.queue import FlowQueue
 from data_plane.progress.engine_probe import EngineProbe
 from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.serving.flow import FlowQueue
 from data_plane.settings import DataPlaneSettings, FlowSettings
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver

@@ -40,8 +40,8 @@ from contracts.routing_table import RoutingTable
 from control_plane.build.table import build_table
 from control_plane.loop.canary_evidence import merge_canaries, plan_canary_demotions
 from control_plane.settings import ControlPlaneSettings
+from data_plane.checks.canary_items import SHIPPED_ITEMS, load_items, worst_cost_usd
 from data_plane.decision.compile import compile_table
-from data_plane.serving.canary_items import SHIPPED_ITEMS, load_items, worst_cost_usd
 from data_plane.settings import FeedbackSettings
 
 PROFILES = sorted((Path(__file__).parents[2] / "examples" / "profiles").glob("*.json"))

@@ -78,7 +78,7 @@ from control_plane.runtime.services import Services, make_services
 from control_plane.settings import ControlPlaneSettings
 from control_plane.settings import RedisSettings as ControlPlaneRedis
 from data_plane.app import FEEDBACK, METRICS
-from data_plane.serving.canary_items import SHIPPED_ITEMS
+from data_plane.checks.canary_items import SHIPPED_ITEMS
 from data_plane.settings import (
     DataPlaneSettings,
     FeedbackSettings,

@@ -12,7 +12,7 @@ PURE, beside `choose_route` and called after it with the request's fleet
   fleet is pressed; at least 1), counting only what is in flight.
 
 Then it is refused with the predicted drain time as Retry-After (in the HTTP door it first
-waits in the replica's queue while its budget allows, `serving.flow`). While some pair has
+waits in the replica's queue while its budget allows, `flow.queue`). While some pair has
 room, the decision's candidates with room go first (while the fleet is pressed, a pair
 within the class's line is preferred to a cheaper one past it); the decision itself is
 unchanged when its first candidate has room, the common case.

@@ -10,7 +10,7 @@ is active. Work-conserving
 between active and idle tenants: a tenant alone gets the whole fleet, and one that stops
 asking stops taking a share ACTIVE_S after its last refusal. Not between active tenants: a
 share the light tenant leaves unused stays free (without a queue a slot must be free for its
-next request to go in; in the HTTP door the queue hands a freed slot over, `serving.flow`).
+next request to go in; in the HTTP door the queue hands a freed slot over, `flow.queue`).
 A tenant within its share is never refused by this rule, nor any tenant while a pair of the
 fleet has an idle endpoint; the class line (`admission`) is judged first and refuses only a
 full fleet.

@@ -1,6 +1,6 @@
 """Gateway mode's own requests, from the decision to the end of their answer (docs/gateway.md,
 "Load and shedding", "Flow control"): a request every pair is full for is held in the HTTP
-door's queue (`serving.flow.FlowQueue`, the same bands, tenant turns and deadlines) while
+door's queue (`flow.queue.FlowQueue`, the same bands, tenant turns and deadlines) while
 its ext_proc stream waits unanswered; once routed it counts at one endpoint of its pair
 until its answer ends, and its end wakes the queue.
 
@@ -26,9 +26,9 @@ from dataclasses import dataclass
 
 from data_plane.asked import Full
 from data_plane.decision_step import Decided, DecisionStep
+from data_plane.flow.queue import FlowQueue
 from data_plane.request.body import BodyKind
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.serving.flow import FlowQueue
 
 
 class Running:

@@ -25,12 +25,12 @@ from data_plane.decision_step import (
     default_admission,
 )
 from data_plane.domain import HealthView, per_request
+from data_plane.flow.queue import FlowQueue
 from data_plane.gateway.in_flight import GatewayDoor, Running
 from data_plane.gateway.slo import SLO_HEADERS, slo_headers
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.serving.flow import FlowQueue
 from data_plane.settings import FlowSettings
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics

@@ -116,7 +116,7 @@ class LoadTracker:
 class Slot:
     """A request's place in the in-flight count at the endpoint its decision chose, from the
     decision on: counted at once, so a decision made before this request reaches its engine
-    (a dispatch from the queue, `serving.flow`, whose handler runs later) does not see the
+    (a dispatch from the queue, `flow.queue`, whose handler runs later) does not see the
     same slot free (docs/data_plane.md, "Flow control"). Freed when its first attempt takes
     its own place in the count, or when the request ends without one; freeing twice is a
     no-op."""

@@ -103,7 +103,7 @@ class Call:
     # who sent it, when anyone is named (`request.tenant`, not its metric label): caps one
     # client's share of the latency feedback; None = anonymous
     client: str | None = None
-    # seconds it waited in the queue (`serving.flow`, loop time): its decision's budget is
+    # seconds it waited in the queue (`flow.queue`, loop time): its decision's budget is
     # what was left of the client's then
     waited_s: float = 0.0
     # monotonic time it was decided (after its body and any wait in the queue; None: at

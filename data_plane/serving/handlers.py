@@ -14,11 +14,11 @@ from data_plane.asked import Full
 from data_plane.decision_step import Decided, DecisionStep
 from data_plane.domain import Candidate, CompiledTable
 from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, RouterError
+from data_plane.flow.queue import FlowQueue
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
 from data_plane.serving.delivery import route_headers
-from data_plane.serving.flow import FlowQueue
 from data_plane.serving.middleware import EXCHANGE, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.probes import Probes
@@ -171,7 +171,7 @@ class Handlers:
     async def _decide(
         self, raw: bytes, kind: BodyKind, request: web.Request, arrived: float
     ) -> Decided:
-        """The decision, after a wait in the queue when every pair is full (`serving.flow`)."""
+        """The decision, after a wait in the queue when every pair is full (`flow.queue`)."""
         if self._flow is None:
             return self._step.decide(raw, kind, request.headers)
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.decision.relaxed import latency_relaxed
@@ -27,7 +28,6 @@ from data_plane.errors import DeadlineExceeded
 from data_plane.progress.pace import output_cap
 from data_plane.resilience.health import Health
 from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
-from data_plane.serving.accuracy_check import AccuracyChecker
 from data_plane.serving.attempt import (
     NO_LIMIT,
     AttemptLimit,
@@ -49,6 +49,21 @@ from data_plane.telemetry.tracing import Tracing
 REASK_MARGIN_S = 0.05
 
 
+class AnswerCheck(Protocol):
+    """The live checks (`data_plane.checks.accuracy_check.AccuracyChecker`), offered each served
+    answer after the client has it; serving does not import the checks package, which sits
+    above it (the "Data plane layers" contract)."""
+
+    def offer(
+        self,
+        call: Call,
+        table: CompiledTable,
+        decision: RouteDecision,
+        cand: Candidate,
+        served: Served,
+    ) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ProxyParts:
     runner: AttemptRunner
@@ -59,7 +74,7 @@ class ProxyParts:
     tracing: Tracing
     clock: Callable[[], float]  # monotonic seconds
     rng: random.Random
-    checker: AccuracyChecker | None = None  # shadow re-asks, after the client's answer
+    checker: AnswerCheck | None = None  # shadow re-asks, after the client's answer
     # Request deadlines on one shared timer (a timer per request costs ~2 us more).
     deadlines: Deadlines = field(default_factory=Deadlines)
 

@@ -212,7 +212,7 @@ class FeedbackSettings(Group):
         default="",
         max_length=4096,
         description="eval-set JSON lines of canary items (the profiler's format: prompt or "
-        "chat items); empty: the shipped held-out items, data_plane/serving/canary_items.jsonl",
+        "chat items); empty: the shipped held-out items, data_plane/checks/canary_items.jsonl",
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from contracts.policy import Policy
 from data_plane.app import CANARY, FEEDBACK, STORE
-from data_plane.serving.canary_items import (
+from data_plane.checks.canary_items import (
     MAX_IN_FLIGHT,
     SHIPPED_ITEMS,
     load_items,

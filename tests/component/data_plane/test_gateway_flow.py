@@ -18,11 +18,11 @@ import pytest
 
 from data_plane.decision.compile import compile_table
 from data_plane.decision_step import default_admission
+from data_plane.flow.queue import FlowQueue
 from data_plane.gateway import protos as ext_proc
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.serving.flow import FlowQueue
 from data_plane.settings import FlowSettings
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics

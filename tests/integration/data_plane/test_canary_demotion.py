@@ -21,7 +21,7 @@ from control_plane.runtime.feedback_loop import FeedbackLoop
 from control_plane.runtime.metrics import ControlPlaneMetrics
 from control_plane.runtime.services import make_services
 from control_plane.settings import ControlPlaneSettings, RedisSettings
-from data_plane.serving.canary_items import SHIPPED_ITEMS
+from data_plane.checks.canary_items import SHIPPED_ITEMS
 from data_plane.settings import FeedbackSettings
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from simulator.answer_key import load_answer_keys

@@ -8,8 +8,8 @@ import json
 import orjson
 import pytest
 
-from data_plane.serving.agreement import answer_text, checked, verdict
-from data_plane.serving.reask import reask
+from data_plane.checks.agreement import answer_text, checked, verdict
+from data_plane.checks.reask import reask
 
 
 @pytest.mark.parametrize(

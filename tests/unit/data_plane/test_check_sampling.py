@@ -6,14 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from contracts.routing_table import stamp_table
-from data_plane.decision.compile import compile_table
-from data_plane.domain import CompiledTable
-from data_plane.serving.check_sampling import (
+from data_plane.checks.check_sampling import (
     ClientShares,
     ClientSpend,
     ProbeSlots,
     probe_targets,
 )
+from data_plane.decision.compile import compile_table
+from data_plane.domain import CompiledTable
 from tests.unit.data_plane.tables import entry, table
 
 

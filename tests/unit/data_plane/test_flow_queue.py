@@ -1,4 +1,4 @@
-"""serving/flow.py: the queue inside the budget. A waiting request is dispatched when a
+"""flow/queue.py: the queue inside the budget. A waiting request is dispatched when a
 decision finds room, in order (band, then tenants in turn, then earliest deadline), refused
 at its deadline or at a bound, and leaves at once when its client goes away."""
 
@@ -14,8 +14,8 @@ from data_plane.asked import Asked, Full, Who
 from data_plane.decision_step import Decided
 from data_plane.domain import Budget, HealthView
 from data_plane.errors import Shed
+from data_plane.flow.queue import TRIES_PER_WAKE, FlowQueue
 from data_plane.request.inbound import InboundRequest
-from data_plane.serving.flow import TRIES_PER_WAKE, FlowQueue
 from data_plane.settings import FlowSettings
 from data_plane.telemetry.flow_metrics import FlowMetrics, Refusal
 from data_plane.telemetry.series import Exposition

@@ -29,10 +29,10 @@ from typing import Any
 import orjson
 
 from contracts.answer_scoring import Scorer, score
+from data_plane.checks.accuracy_check import CheckerParts, HourlyLimits
+from data_plane.checks.agreement import answer_text
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.domain import CompiledPair, CompiledTable
-from data_plane.serving.accuracy_check import CheckerParts, HourlyLimits
-from data_plane.serving.agreement import answer_text
 from data_plane.serving.attempt import Call, CallState, Served
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 

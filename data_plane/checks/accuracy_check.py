@@ -28,6 +28,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from contracts.policy import AccuracyCheckPolicy
+from data_plane.checks.agreement import answer_text, checked, verdict
+from data_plane.checks.check_sampling import ClientShares, ClientSpend, ProbeSlots, probe_targets
+from data_plane.checks.reask import Reask, reask
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.domain import (
     Candidate,
@@ -37,10 +40,7 @@ from data_plane.domain import (
     RouteDecision,
 )
 from data_plane.resilience.health import Health
-from data_plane.serving.agreement import answer_text, checked, verdict
 from data_plane.serving.attempt import AttemptLimit, AttemptRunner, Call, CallState, Served
-from data_plane.serving.check_sampling import ClientShares, ClientSpend, ProbeSlots, probe_targets
-from data_plane.serving.reask import Reask, reask
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics
