@@ -3,9 +3,12 @@ and scored by the category's scorer (docs/accuracy.md "Canary items").
 
 A background task (`CanarySender.run`) sends, per pair of the table in force, at most
 `items_per_minute` items, each to a category the pair's profile measured and the item file
-holds, through the attempt path client requests take (`AttemptRunner`: engine key, breakers,
-load, the engine's deadline), greedy and within the item's `max_tokens`, never counted as
-client traffic (no decision, no latency feedback). Each pair may spend at most `usd_per_hour`
+holds, through the attempt path client requests take (`AttemptRunner`: engine key, an
+endpoint whose breaker is closed), greedy and within the item's `max_tokens`, never counted as
+client traffic (no decision, no latency feedback) and as the router's own load
+(`AttemptLimit.background`: in no endpoint's load, no stall rule, breaker or pace; given up
+after its allowance, no blame), so it never changes when a hung engine's clients are released.
+Each pair may spend at most `usd_per_hour`
 on them (reserved at the item's worst case before sending, settled from `usage`), spread over
 the hour: a pair whose items would spend it early gets them spaced out instead. The answer
 is scored with `contracts.answer_scoring.score` and counted in the feedback summaries
@@ -31,9 +34,10 @@ import orjson
 from contracts.answer_scoring import Scorer, score
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.domain import CompiledPair, CompiledTable
+from data_plane.resilience.breaker import BreakerState
 from data_plane.serving.accuracy_check import CheckerParts, HourlyLimits
 from data_plane.serving.agreement import answer_text
-from data_plane.serving.attempt import Call, CallState, Served
+from data_plane.serving.attempt import AttemptLimit, Call, CallState, Served
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 
 logger = logging.getLogger(__name__)
@@ -291,6 +295,17 @@ class CanarySender:
         self._count(pair.pair, item.category, "right" if right else "wrong")
         return 1
 
+    def _limit(self, engine: AttemptLimit, pair: str) -> AttemptLimit:
+        """The router's own load (`AttemptLimit.background`: no client's allowance, decision
+        or hang verdict is priced with it), given up without blame after its allowance for
+        each of the pair's items in flight, itself included (they may queue at the engine
+        one behind another), or the timeout if sooner."""
+        limit_s = self._config.timeout_s
+        if engine.allowance_s is not None:
+            queued = max(1, self._in_flight.get(pair, 0))
+            limit_s = min(limit_s, engine.allowance_s * queued)
+        return replace(engine, limit_s=limit_s, background=True)
+
     def _count(self, pair: str, category: str, outcome: str) -> None:
         self._p.metrics.canary_items.labels(pair, category, outcome).inc()
 
@@ -305,7 +320,9 @@ class CanarySender:
             return None
         ordered = order_endpoints(live, health.load, p.rng)
         target = predict(pair, ordered, chars, item.max_tokens, health.load)
-        endpoint = next((e for e in target.endpoints if p.health.allow(e.id)), None)
+        # a closed breaker only: a canary item is never a half-open endpoint's probe
+        closed = BreakerState.CLOSED
+        endpoint = next((e for e in target.endpoints if p.health.state(e.id) is closed), None)
         if endpoint is None:
             return None
         body = item.body()
@@ -322,8 +339,7 @@ class CanarySender:
             trace_headers={},
             max_tokens=item.max_tokens,
         )
-        engine = p.runner.engine_limit(call, target, endpoint)
-        limit = replace(engine, limit_s=self._config.timeout_s)
+        limit = self._limit(p.runner.engine_limit(call, target, endpoint), pair.pair)
         result = await p.runner.run(call, target, endpoint, 1, _Sink(), limit)
         if not isinstance(result, Served):
             return None

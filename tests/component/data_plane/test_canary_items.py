@@ -13,7 +13,8 @@ import orjson
 import pytest
 
 from contracts.policy import Policy
-from data_plane.app import CANARY, FEEDBACK, STORE
+from data_plane.app import CANARY, FEEDBACK, HEALTH, STORE
+from data_plane.resilience.breaker import BreakerState
 from data_plane.serving.canary_items import (
     MAX_IN_FLIGHT,
     SHIPPED_ITEMS,
@@ -237,7 +238,8 @@ async def test_a_hanging_pair_holds_back_neither_the_others_nor_its_own_slots(
     """At 240 items a minute one slot is 0.25 s: the sender may not wait for one pair's
     answer before asking the next. int4 never answers: fp16 still gets an item every slot,
     and int4 has at most `MAX_IN_FLIGHT` items waiting. On c680376 the sender awaited each
-    item in turn and stopped at int4's first."""
+    item in turn and stopped at int4's first. (No engine allowance here, `progress_factor`
+    0: an item waits until its timeout, not its allowance, as the next test has it.)"""
 
     def hang(_request: UpstreamRequest) -> FakeResponse:
         return FakeResponse(body=chat_json("-29"), delays_s={0: 3600.0})
@@ -248,6 +250,7 @@ async def test_a_hanging_pair_holds_back_neither_the_others_nor_its_own_slots(
         feedback_canary_items_per_minute=240.0,
         feedback_canary_usd_per_hour=10.0,  # the rate, not the budget, spaces the items
         feedback_canary_items_file=str(_items(tmp_path)),
+        progress_factor=0.0,
     )
     task = asyncio.create_task(h.app[CANARY].run(lambda: h.app[STORE].current))
     try:
@@ -259,6 +262,42 @@ async def test_a_hanging_pair_holds_back_neither_the_others_nor_its_own_slots(
             h.clock.advance(0.25)
         assert len(h.upstream.hosts()) == 8 + MAX_IN_FLIGHT
         assert h.upstream.hosts().count(INT4) == MAX_IN_FLIGHT
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_items_waiting_at_a_hung_pair_count_in_no_load_and_give_up_without_blame(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """int4 never answers. Its items are the router's own load (`AttemptLimit.background`):
+    while they wait, the endpoint's in-flight count (what clients' allowances and decisions
+    are priced with) stays 0 and no stall rule watches them; each is given up after its
+    allowance for each of the pair's items in flight (about 0.2 s apiece here), counted
+    `error` (a miss of its own limit), with nothing against int4's breaker. On cfcc038 they
+    counted as load and waited, watched, until the timeout (300 s)."""
+
+    def hang(_request: UpstreamRequest) -> FakeResponse:
+        return FakeResponse(body=chat_json("-29"), delays_s={0: 3600.0})
+
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: ok_json("-29"), INT4: hang},
+        feedback_canary_items_per_minute=240.0,
+        feedback_canary_usd_per_hour=10.0,
+        feedback_canary_items_file=str(_items(tmp_path)),
+    )
+    task = asyncio.create_task(h.app[CANARY].run(lambda: h.app[STORE].current))
+    try:
+        await eventually(lambda: INT4 in h.upstream.hosts(), what="an item sent to int4")
+        assert h.app[HEALTH].tracker.in_flight("fam@int4#0") == 0
+        await eventually(lambda: _items_metric(h, "fam@int4", "error") == 1, what="given up")
+        assert h.app[HEALTH].state("fam@int4#0") is BreakerState.CLOSED
+        attempts = {"endpoint": "fam@int4#0"}
+        assert h.metric("gearbox_upstream_attempts_total", **attempts,
+                        outcome="ttft_budget_missed") == 1  # fmt: skip
+        assert h.metric("gearbox_upstream_attempts_total", **attempts,
+                        outcome="timeout_first_byte") == 0  # fmt: skip
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
