@@ -153,11 +153,23 @@ class _Sink:
         return None
 
 
+def capacity_spacing_s(pair: CompiledPair, item: CanaryItem, share: float, replicas: int) -> float:
+    """Seconds between a pair's items for `item` to keep the items within `share` of the
+    pair's profiled output tokens a second (its `sustained_output_tokens_per_s` x its
+    endpoints), split among `replicas` (each sends its own): item's `max_tokens` x replicas /
+    (share x capacity). 0 when the capacity is not known."""
+    capacity = pair.sustained_output_tokens_per_s * len(pair.endpoints)
+    if not math.isfinite(capacity) or capacity <= 0:
+        return 0.0
+    return item.max_tokens * max(1, replicas) / (share * capacity)
+
+
 @dataclass(frozen=True, slots=True)
 class CanaryConfig:
     items_per_minute: float  # per pair; 0 = off
     usd_per_hour: float  # per pair
     timeout_s: float = 30.0
+    capacity_share: float = 0.02  # of the pair's profiled output tokens a second
 
 
 class CanarySender:
@@ -177,6 +189,12 @@ class CanarySender:
         self._extra: dict[str, int] = {}  # pair -> items owed to its disagreements
         self._in_flight: dict[str, int] = {}  # pair -> its items awaiting answers (`run`)
         self._clients_wait: Callable[[str], bool] = lambda _pair: False
+        self._replicas: Callable[[], int] = lambda: 1
+
+    def count_replicas(self, replicas: Callable[[], int]) -> None:
+        """The replicas sending items, this one included (those sharing in-flight counts;
+        0 or 1: this one alone): the capacity share is split among them."""
+        self._replicas = replicas
 
     def yield_to(self, clients_wait: Callable[[str], bool]) -> None:
         """No item goes to a pair while `clients_wait` for it (the flow-control queue's
@@ -203,10 +221,15 @@ class CanarySender:
         """The pair's next slot: one rate interval on, or, where the item's worst case at
         that rate would spend the budget before the hour is out, as far on as spreads the
         budget over the hour (so a dear pair gets fewer items all hour, never a spent
-        budget and no evidence for the rest of it; its disagreements then owe nothing)."""
-        usd = self._config.usd_per_hour
-        by_rate = 60.0 / self._config.items_per_minute
+        budget and no evidence for the rest of it; its disagreements then owe nothing), or
+        as far on as keeps the items within their share of the pair's capacity
+        (`capacity_spacing_s`), whichever is furthest."""
+        config = self._config
+        usd = config.usd_per_hour
+        by_rate = 60.0 / config.items_per_minute
         by_budget = worst_cost_usd(pair, item) * 3600.0 / usd if usd > 0 else math.inf
+        share, replicas = config.capacity_share, self._replicas()
+        by_budget = max(by_budget, capacity_spacing_s(pair, item, share, replicas))
         self._next[pair.pair] = self._p.clock() + max(by_rate, by_budget)
         if by_budget > by_rate:
             self._paced.add(pair.pair)

@@ -15,6 +15,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from aiohttp.test_utils import TestServer
 
 from data_plane.app import AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
-from simulator import SimFleetConfig, SimPairConfig, run_fleet
+from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from tests.reliability.stack import metric
 from tests.support.redis_server import running_redis
 from tests.support.routing_tables import entry, table
@@ -87,11 +88,18 @@ class FreezableProxy:
             await server.wait_closed()
 
 
+@dataclass(frozen=True, slots=True)
+class Plane:
+    url: str
+    app: web.Application
+    proxy: FreezableProxy
+    fleet: Fleet
+
+
 @asynccontextmanager
-async def cpu_engine_plane(
-    tmp_path: Path, **settings: Any
-) -> AsyncIterator[tuple[str, web.Application, FreezableProxy]]:
-    """The CPU-shaped engine behind a freezable proxy, and a data plane routing to it."""
+async def cpu_engine_plane(tmp_path: Path, sustained_tokens_per_s: float) -> AsyncIterator[Plane]:
+    """The CPU-shaped engine behind a freezable proxy, and a data plane routing to it; the
+    table says the engine sustains `sustained_tokens_per_s` output tokens a second."""
     engine = SimPairConfig(
         name=SERVED, family="fam", quantization="bf16", max_running=1, ttft_base_s=TTFT_S,
         ttft_per_input_token_s=TTFT_PER_TOKEN_S, tpot_base_s=TPOT_S,
@@ -104,6 +112,7 @@ async def cpu_engine_plane(
                 ttft_per_input_token_s=TTFT_PER_TOKEN_S, ttft_per_load_s=TTFT_S,
                 tpot_base_s=TPOT_S, tpot_per_load_s=0.0,
             )  # fmt: skip
+            row["sustained_output_tokens_per_s"] = sustained_tokens_per_s
             snapshot = tmp_path / "table.json"
             snapshot.write_text(table([row], version=1).model_dump_json())
             with running_redis() as redis:
@@ -113,13 +122,12 @@ async def cpu_engine_plane(
                     "snapshot_path": snapshot,
                     "scrape_interval_s": 0.0,
                     "instance_id": "canary-load-dp",
-                    **settings,
                 }
                 app = create_app(DataPlaneSettings(**values), AppDeps())
                 server = TestServer(app, host="127.0.0.1")
                 await server.start_server()
                 try:
-                    yield str(server.make_url("")).rstrip("/"), app, proxy
+                    yield Plane(str(server.make_url("")).rstrip("/"), app, proxy, fleet)
                 finally:
                     await server.close()
 
@@ -157,9 +165,10 @@ async def test_a_stopped_engine_releases_its_client_at_the_hang_with_canary_item
     allowance of (0.3 + 0.3) x 3 = 1.8 s, then 3 windows of 1.8 s of silence, or 3 unanswered
     reads of `/metrics` a window apart: its 504 after about 7.3 s, as with canary items off."""
     async with (
-        cpu_engine_plane(tmp_path) as (url, app, proxy),
+        cpu_engine_plane(tmp_path, 1000.0) as plane,  # the capacity share lets 150 a minute by
         aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session,
     ):
+        url, app, proxy = plane.url, plane.app, plane.proxy
         await eventually(lambda: canaries(app, "right", "wrong") >= 2, timeout_s=30.0,
                          what="canary items answered")  # fmt: skip
         errors = canaries(app, "error")
@@ -174,3 +183,32 @@ async def test_a_stopped_engine_releases_its_client_at_the_hang_with_canary_item
         # canary items were waiting at the stopped engine, and got no answer
         await eventually(lambda: canaries(app, "error") > errors, timeout_s=30.0,
                          what="canary items given up")  # fmt: skip
+
+
+async def test_canary_items_on_a_small_pair_leave_its_clients_the_engine(tmp_path: Path) -> None:
+    """The same one-slot engine, profiled at 20 output tokens a second (a CPU engine of `make
+    demo`), and one client asking it 20 questions in turn. At the default 240 items a minute
+    (cfcc038) the items, 0.7 s of engine time each, kept the engine busy: nearly every client
+    request found one there and queued behind it. Bounded by 2% of the pair's capacity, an
+    item's 8 tokens come once every 20 s: the client's requests share the engine with at most
+    the items sent meanwhile (counts, not times: the engine's own count of requests in
+    flight, beside each client request)."""
+    async with (
+        cpu_engine_plane(tmp_path, 20.0) as plane,
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session,
+    ):
+        app = plane.app
+        await eventually(lambda: canaries(app) >= 1, timeout_s=30.0, what="the first item")
+        before, shared = canaries(app), 0
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        body = {"model": "auto", "prompt": "Say hello.", "max_tokens": 4}
+        for _ in range(20):
+            plane.fleet.reset(SERVED)
+            async with session.post(f"{plane.url}/v1/completions", json=body) as resp:
+                assert resp.status == 200, await resp.text()
+            shared += plane.fleet.stats(SERVED).peak_in_flight > 1
+        sent = canaries(app) - before
+        # one slot every 20 s (items answered meanwhile; cfcc038: about 1.4 a second)
+        assert sent <= 1 + (loop.time() - started) / 20.0, sent
+        assert shared <= sent + 1, (shared, sent)  # +1: one in flight at the start
