@@ -356,6 +356,7 @@ def _canary_sender(settings: DataPlaneSettings, parts: CheckerParts) -> CanarySe
         feedback.canary_items_per_minute,
         feedback.canary_usd_per_hour,
         settings.proxy.default_timeout_s,
+        feedback.canary_capacity_share,
     )
     return CanarySender(parts, items, config)
 
@@ -471,6 +472,7 @@ def _start_sharing(
         fresh_s=interval_s / 2,  # a group's answer is at most half an interval behind its sum
     )
     app[SHARING] = sharing
+    app[CANARY].count_replicas(lambda: sharing.replicas_held)  # the capacity share is split
     longest_s = share.longest_ms / 1000
     app[TASKS].start(_SHARING_TASKS[0], sharing.run(client, interval_s, longest_s))
 

@@ -104,6 +104,9 @@ class CompiledPair:
     # trusted (feasibility.latency_violation), and it is the load one replica is known to
     # sustain (the autoscaling signal's unit, docs/METRICS.md "Autoscaling"). inf: not known.
     max_profiled_load: float = math.inf
+    # The best output tokens a second one endpoint sustained in the profile (the table's
+    # `sustained_output_tokens_per_s`): what the canary items' share is of. inf: not known.
+    sustained_output_tokens_per_s: float = math.inf
     # The quality-first objective's ladder: 0 = the most precise declared format and bits
     # (FP16 < FP8 < INT8 < INT4; `decision.ladder.ladder_rank`).
     ladder_rank: int = 0

@@ -40,7 +40,12 @@ from contracts.routing_table import RoutingTable
 from control_plane.build.table import build_table
 from control_plane.loop.canary_evidence import merge_canaries, plan_canary_demotions
 from control_plane.settings import ControlPlaneSettings
-from data_plane.checks.canary_items import SHIPPED_ITEMS, load_items, worst_cost_usd
+from data_plane.checks.canary_items import (
+    SHIPPED_ITEMS,
+    capacity_spacing_s,
+    load_items,
+    worst_cost_usd,
+)
 from data_plane.decision.compile import compile_table
 from data_plane.settings import FeedbackSettings
 
@@ -57,6 +62,7 @@ Truth = dict[str, dict[str, float]]  # pair -> category -> true accuracy
 @dataclass(frozen=True, slots=True)
 class CanaryRows:
     items_per_minute: float  # per pair, the default
+    pair_per_minute: dict[str, float]  # per pair at one replica, within its capacity share
     usd_per_hour: float  # per pair, the default budget
     drop_runs: int
     drop_s: tuple[float, ...]  # seconds to demotion per run (inf: not within DROP_WATCH_S)
@@ -85,10 +91,13 @@ def _truth(table: RoutingTable) -> Truth:
 class _Simulation:
     """One run: reports every feedback interval, the loop's judgement every loop interval."""
 
-    def __init__(self, table: RoutingTable, truth: Truth, per_minute: float, seed: int) -> None:
+    def __init__(
+        self, table: RoutingTable, truth: Truth, per_minute: dict[str, float], seed: int
+    ) -> None:
         self.table, self.truth, self.policy = table, truth, table.policy
         self.items = load_items([SHIPPED_ITEMS])
-        self.per_bucket = per_minute * FeedbackSettings().interval_s / 60.0
+        bucket_s = FeedbackSettings().interval_s
+        self.per_bucket = {pair: rate * bucket_s / 60.0 for pair, rate in per_minute.items()}
         self.rng = random.Random(seed)
         self.reports: list[tuple[float, LatencyFeedback]] = []
         self.carry = dict.fromkeys(truth, 0.0)
@@ -96,7 +105,7 @@ class _Simulation:
     def _bucket(self, end_s: float) -> None:
         counts: Counter[tuple[str, str, bool]] = Counter()
         for pair, accuracy in self.truth.items():
-            self.carry[pair] += self.per_bucket
+            self.carry[pair] += self.per_bucket[pair]
             categories = sorted(c for c in accuracy if self.items.get(c))
             while self.carry[pair] >= 1.0:
                 self.carry[pair] -= 1.0
@@ -142,19 +151,33 @@ class _Simulation:
         return demoted
 
 
-def _spend(table: RoutingTable, per_minute: float) -> tuple[dict[str, float], float]:
+def pair_rates(table: RoutingTable, feedback: FeedbackSettings) -> dict[str, float]:
+    """Each pair's items a minute at one replica: the configured rate, or fewer where the
+    items' share of the pair's capacity spaces them further (`capacity_spacing_s`, over the
+    items the pair may get; the dollar budget does not bind for the example pairs, below)."""
+    items = load_items([SHIPPED_ITEMS])
+    rates = {}
+    for pair in compile_table(table).pairs:
+        mine = [i for c in sorted(pair.accuracy) for i in items.get(c, ())]
+        share = feedback.canary_capacity_share
+        spacing_s = statistics.fmean(capacity_spacing_s(pair, i, share, 1) for i in mine)
+        rates[pair.pair] = min(feedback.canary_items_per_minute, 60.0 / max(spacing_s, 1e-9))
+    return rates
+
+
+def _spend(table: RoutingTable, per_minute: dict[str, float]) -> tuple[dict[str, float], float]:
     items = load_items([SHIPPED_ITEMS])
     compiled = compile_table(table)
     per_hour, dearest = {}, 0.0
     for pair in compiled.pairs:
         categories = [c for c in sorted(pair.accuracy) if items.get(c)]
         means = [statistics.fmean(worst_cost_usd(pair, i) for i in items[c]) for c in categories]
-        per_hour[pair.pair] = statistics.fmean(means) * per_minute * 60.0
+        per_hour[pair.pair] = statistics.fmean(means) * per_minute[pair.pair] * 60.0
         dearest = max(dearest, *(worst_cost_usd(pair, i) for c in categories for i in items[c]))
     return per_hour, dearest
 
 
-def _drop_seconds(table: RoutingTable, per_minute: float, seed: int) -> float:
+def _drop_seconds(table: RoutingTable, per_minute: dict[str, float], seed: int) -> float:
     truth = {DROPPED: dict(_truth(table)[DROPPED])}
     truth[DROPPED][CATEGORY] -= DROP
     demoted = _Simulation(table, truth, per_minute, seed).run(DROP_WATCH_S, (DROPPED, CATEGORY))
@@ -163,8 +186,13 @@ def _drop_seconds(table: RoutingTable, per_minute: float, seed: int) -> float:
 
 def run_canary_rows(quick: bool) -> CanaryRows:
     feedback = FeedbackSettings()
-    per_minute = feedback.canary_items_per_minute
     table = example_table(Policy())
+    per_minute = pair_rates(table, feedback)
+    # a disagreement owes an item only to a pair its rate, not its share or budget, spaces
+    owed = {
+        p: rate + (EXTRA_PER_MINUTE if rate >= feedback.canary_items_per_minute else 0.0)
+        for p, rate in per_minute.items()
+    }
     drop_runs, hours = (40, 2) if quick else (300, 20)
     drops = tuple(_drop_seconds(table, per_minute, seed) for seed in range(drop_runs))
     checks = table.policy.accuracy_check
@@ -175,13 +203,14 @@ def run_canary_rows(quick: bool) -> CanaryRows:
     healthy = [0, 0]
     for hour in range(hours):
         for i, judged in enumerate((table, one_look)):
-            sim = _Simulation(judged, _truth(table), per_minute + EXTRA_PER_MINUTE, 10_000 + hour)
+            sim = _Simulation(judged, _truth(table), owed, 10_000 + hour)
             healthy[i] += len(sim.run(3600.0, None))
     entry = table.entry(DROPPED)
     assert entry is not None
     per_hour, dearest = _spend(table, per_minute)
     return CanaryRows(
-        per_minute, feedback.canary_usd_per_hour, drop_runs, drops,
+        feedback.canary_items_per_minute, per_minute, feedback.canary_usd_per_hour, drop_runs,
+        drops,
         (entry.accuracy_bound or entry.accuracy)[CATEGORY], hours, healthy[0], healthy[1],
         sum(len(a) for a in _truth(table).values()), per_hour, dearest,
     )  # fmt: skip

@@ -74,9 +74,12 @@ def _canary_rows(r: HostileResult) -> list[str]:
     seen = sorted(s for s in c.drop_s if math.isfinite(s))
     p95 = seen[max(0, math.ceil(0.95 * len(c.drop_s)) - 1)] if seen else math.nan
     dearest = max(c.worst_usd_per_hour, key=c.worst_usd_per_hour.__getitem__)
+    rates = sorted(c.pair_per_minute.values())
     return [
         f"Canary items at the defaults ({c.items_per_minute:g} items a minute and "
-        f"${c.usd_per_hour:g} an hour per pair), on a simulated clock (bench/hostile/canary.py):",
+        f"${c.usd_per_hour:g} an hour per pair, within the share of each pair's capacity: "
+        f"{rates[0]:.0f}-{rates[-1]:.0f} a minute here), on a simulated clock "
+        "(bench/hostile/canary.py):",
         "",
         "| row | measured | target |",
         "|---|---|---|",

@@ -3,9 +3,12 @@ and scored by the category's scorer (docs/accuracy.md "Canary items").
 
 A background task (`CanarySender.run`) sends, per pair of the table in force, at most
 `items_per_minute` items, each to a category the pair's profile measured and the item file
-holds, through the attempt path client requests take (`AttemptRunner`: engine key, breakers,
-load, the engine's deadline), greedy and within the item's `max_tokens`, never counted as
-client traffic (no decision, no latency feedback). Each pair may spend at most `usd_per_hour`
+holds, through the attempt path client requests take (`AttemptRunner`: engine key, an
+endpoint whose breaker is closed), greedy and within the item's `max_tokens`, never counted as
+client traffic (no decision, no latency feedback) and as the router's own load
+(`AttemptLimit.background`: in no endpoint's load, no stall rule, breaker or pace; given up
+after its allowance, no blame), so it never changes when a hung engine's clients are released.
+Each pair may spend at most `usd_per_hour`
 on them (reserved at the item's worst case before sending, settled from `usage`), spread over
 the hour: a pair whose items would spend it early gets them spaced out instead. The answer
 is scored with `contracts.answer_scoring.score` and counted in the feedback summaries
@@ -33,7 +36,8 @@ from data_plane.checks.accuracy_check import CheckerParts, HourlyLimits
 from data_plane.checks.agreement import answer_text
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.domain import CompiledPair, CompiledTable
-from data_plane.serving.attempt import Call, CallState, Served
+from data_plane.resilience.breaker import BreakerState
+from data_plane.serving.attempt import AttemptLimit, Call, CallState, Served
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 
 logger = logging.getLogger(__name__)
@@ -149,11 +153,23 @@ class _Sink:
         return None
 
 
+def capacity_spacing_s(pair: CompiledPair, item: CanaryItem, share: float, replicas: int) -> float:
+    """Seconds between a pair's items for `item` to keep the items within `share` of the
+    pair's profiled output tokens a second (its `sustained_output_tokens_per_s` x its
+    endpoints), split among `replicas` (each sends its own): item's `max_tokens` x replicas /
+    (share x capacity). 0 when the capacity is not known."""
+    capacity = pair.sustained_output_tokens_per_s * len(pair.endpoints)
+    if not math.isfinite(capacity) or capacity <= 0:
+        return 0.0
+    return item.max_tokens * max(1, replicas) / (share * capacity)
+
+
 @dataclass(frozen=True, slots=True)
 class CanaryConfig:
     items_per_minute: float  # per pair; 0 = off
     usd_per_hour: float  # per pair
     timeout_s: float = 30.0
+    capacity_share: float = 0.02  # of the pair's profiled output tokens a second
 
 
 class CanarySender:
@@ -173,6 +189,12 @@ class CanarySender:
         self._extra: dict[str, int] = {}  # pair -> items owed to its disagreements
         self._in_flight: dict[str, int] = {}  # pair -> its items awaiting answers (`run`)
         self._clients_wait: Callable[[str], bool] = lambda _pair: False
+        self._replicas: Callable[[], int] = lambda: 1
+
+    def count_replicas(self, replicas: Callable[[], int]) -> None:
+        """The replicas sending items, this one included (those sharing in-flight counts;
+        0 or 1: this one alone): the capacity share is split among them."""
+        self._replicas = replicas
 
     def yield_to(self, clients_wait: Callable[[str], bool]) -> None:
         """No item goes to a pair while `clients_wait` for it (the flow-control queue's
@@ -199,10 +221,15 @@ class CanarySender:
         """The pair's next slot: one rate interval on, or, where the item's worst case at
         that rate would spend the budget before the hour is out, as far on as spreads the
         budget over the hour (so a dear pair gets fewer items all hour, never a spent
-        budget and no evidence for the rest of it; its disagreements then owe nothing)."""
-        usd = self._config.usd_per_hour
-        by_rate = 60.0 / self._config.items_per_minute
+        budget and no evidence for the rest of it; its disagreements then owe nothing), or
+        as far on as keeps the items within their share of the pair's capacity
+        (`capacity_spacing_s`), whichever is furthest."""
+        config = self._config
+        usd = config.usd_per_hour
+        by_rate = 60.0 / config.items_per_minute
         by_budget = worst_cost_usd(pair, item) * 3600.0 / usd if usd > 0 else math.inf
+        share, replicas = config.capacity_share, self._replicas()
+        by_budget = max(by_budget, capacity_spacing_s(pair, item, share, replicas))
         self._next[pair.pair] = self._p.clock() + max(by_rate, by_budget)
         if by_budget > by_rate:
             self._paced.add(pair.pair)
@@ -291,6 +318,17 @@ class CanarySender:
         self._count(pair.pair, item.category, "right" if right else "wrong")
         return 1
 
+    def _limit(self, engine: AttemptLimit, pair: str) -> AttemptLimit:
+        """The router's own load (`AttemptLimit.background`: no client's allowance, decision
+        or hang verdict is priced with it), given up without blame after its allowance for
+        each of the pair's items in flight, itself included (they may queue at the engine
+        one behind another), or the timeout if sooner."""
+        limit_s = self._config.timeout_s
+        if engine.allowance_s is not None:
+            queued = max(1, self._in_flight.get(pair, 0))
+            limit_s = min(limit_s, engine.allowance_s * queued)
+        return replace(engine, limit_s=limit_s, background=True)
+
     def _count(self, pair: str, category: str, outcome: str) -> None:
         self._p.metrics.canary_items.labels(pair, category, outcome).inc()
 
@@ -305,7 +343,9 @@ class CanarySender:
             return None
         ordered = order_endpoints(live, health.load, p.rng)
         target = predict(pair, ordered, chars, item.max_tokens, health.load)
-        endpoint = next((e for e in target.endpoints if p.health.allow(e.id)), None)
+        # a closed breaker only: a canary item is never a half-open endpoint's probe
+        closed = BreakerState.CLOSED
+        endpoint = next((e for e in target.endpoints if p.health.state(e.id) is closed), None)
         if endpoint is None:
             return None
         body = item.body()
@@ -322,8 +362,7 @@ class CanarySender:
             trace_headers={},
             max_tokens=item.max_tokens,
         )
-        engine = p.runner.engine_limit(call, target, endpoint)
-        limit = replace(engine, limit_s=self._config.timeout_s)
+        limit = self._limit(p.runner.engine_limit(call, target, endpoint), pair.pair)
         result = await p.runner.run(call, target, endpoint, 1, _Sink(), limit)
         if not isinstance(result, Served):
             return None

@@ -134,6 +134,7 @@ def compile_pair(
         precision_rank=entry.precision_rank,
         order=order,
         max_profiled_load=float(latency.max_profiled_load),
+        sustained_output_tokens_per_s=entry.sustained_output_tokens_per_s,
         ladder_rank=ladder_rank,
         accuracy_bound=MappingProxyType(routing_accuracy(entry)),
         floor_basis=MappingProxyType(floor_basis(entry, confidence, min_items)),

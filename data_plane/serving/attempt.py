@@ -151,7 +151,12 @@ class AttemptLimit:
     (`UpstreamRequest.gap_s`; a miss is `Timeout("gap")`, an engine fault); None = the read
     timeout only. `first_token_s`: the engine's own pace for its first token (`allowance_s`
     for streams, the prefill's share of it for non-streams): how long it may work on the
-    attempt without moving a token counter (`progress.stillness`); None = `allowance_s`."""
+    attempt without moving a token counter (`progress.stillness`); None = `allowance_s`.
+    `background`: the router's own item (a canary item), never a client's: it counts in no
+    load at the endpoint (no client's allowance or decision is priced with it), no stall rule
+    watches it (its `limit_s` ends it, no blame), and it feeds no breaker and no pace, so it
+    never changes when a hung engine is given up on; an answer to it still counts as the
+    endpoint's progress (the engine works)."""
 
     limit_s: float | None = None
     allowance_s: float | None = None
@@ -159,6 +164,7 @@ class AttemptLimit:
     gap_s: float | None = None
     movable: bool = False
     first_token_s: float | None = None
+    background: bool = False
 
     def missed(self) -> AttemptError:
         return AttemptError(BudgetMissed(), "no first byte within the client's limit")
@@ -248,6 +254,8 @@ class AttemptRunner:
         sink: ClientSink,
         limit: AttemptLimit = NO_LIMIT,
     ) -> Served | Failed:
+        if limit.background:
+            return await self._background(call, cand, endpoint, sink, limit)
         started = self._clock()
         call.state.attempts += 1
         outcome: Outcome | None = Cancelled()
@@ -280,6 +288,38 @@ class AttemptRunner:
                 label = "ok" if outcome is None else outcome.label
                 span.set_attribute(ATTR_OUTCOME, label)
                 self._metrics.observe_attempt(endpoint.id, label, self._clock() - started)
+        return result
+
+    async def _background(
+        self,
+        call: Call,
+        cand: Candidate,
+        endpoint: CompiledEndpoint,
+        sink: ClientSink,
+        limit: AttemptLimit,
+    ) -> Served | Failed:
+        """A `background` attempt (`AttemptLimit`): no load, no stall watch, no breaker, no
+        pace; an answer from the engine, whatever its status, is the endpoint's progress."""
+        started = self._clock()
+        call.state.attempts += 1
+        outcome: Outcome | None = Cancelled()
+        with self._tracing.span(
+            "gearbox.upstream",
+            SpanKind.CLIENT,
+            {ATTR_PAIR: cand.pair.pair, ATTR_ENDPOINT: endpoint.id, ATTR_ATTEMPT: 1},
+        ) as span:
+            try:
+                result = await self._limited(call, cand, (endpoint, 1, None), sink, span, limit)
+                outcome = result.outcome
+            except AttemptError as err:
+                outcome = err.outcome
+                result = Failed(err.outcome)
+            finally:
+                label = "ok" if outcome is None else outcome.label
+                span.set_attribute(ATTR_OUTCOME, label)
+                self._metrics.observe_attempt(endpoint.id, label, self._clock() - started)
+        if isinstance(result, Served) or result.status is not None:
+            self.stall.progress(endpoint.id)
         return result
 
     async def _stallable(

@@ -190,9 +190,10 @@ class FeedbackSettings(Group):
     )
     # On by default; the sizing is docs/accuracy.md "Canary items": at 240 items a minute per
     # pair, a pair measured on five categories gets ~48 a minute in each, and a 15-point
-    # drop from a 0.90 profile is demoted within 10 minutes (300 of 300 simulated runs,
-    # median 150 s: `make bench` section 7). An item of the shipped set costs at most
-    # $1.7e-5 at the example 70B prices: $0.18 an hour at this rate, within the $0.50.
+    # drop from a 0.90 profile is demoted within 10 minutes (300 of 300 simulated runs at the
+    # 207 a minute the capacity share leaves the example 70B pair, median 180 s: `make bench`
+    # section 7). An item of the shipped set costs at most $1.7e-5 at the example 70B prices:
+    # $0.16 an hour at that rate, within the $0.50.
     canary_items_per_minute: float = Field(
         default=240.0,
         ge=0.0,
@@ -207,6 +208,15 @@ class FeedbackSettings(Group):
         le=1000.0,
         description="canary items' spend per pair per hour by this replica (reserved at an "
         "item's worst case before sending, settled from its usage)",
+    )
+    canary_capacity_share: float = Field(
+        default=0.02,
+        gt=0.0,
+        le=1.0,
+        description="canary items take at most this share of a pair's profiled output "
+        "tokens a second (the table's sustained_output_tokens_per_s x its endpoints), split "
+        "among the replicas sharing in-flight counts: each item's max_tokens count against "
+        'it, and the pair\'s items are spaced out to fit (docs/accuracy.md "Canary items")',
     )
     canary_items_file: str = Field(
         default="",

@@ -71,6 +71,7 @@ def test_the_hostile_requests_statuses_are_printed_by_kind() -> None:
 def canary_rows(**fields: object) -> CanaryRows:
     base: dict[str, object] = {
         "items_per_minute": 240.0, "usd_per_hour": 0.5, "drop_runs": 4,
+        "pair_per_minute": {"a@int4": 207.5, "b@fp16": 240.0},
         "drop_s": (120.0, 150.0, 180.0, 390.0), "drop_profile_bound": 0.881,
         "healthy_hours": 2, "healthy_demotions": 0, "healthy_one_look": 1, "cells": 30,
         "worst_usd_per_hour": {"a@int4": 0.18, "b@fp16": 0.03}, "max_item_usd": 1.7e-5,
@@ -96,6 +97,7 @@ def test_the_canary_rows_print_target_measured_and_pass() -> None:
     assert "demoted within 10 min in 100.0% of 4 runs; median 165 s, p95 390 s" in text
     assert "| 0 demotions in 2 h of the example fleet (30 pair-categories) | 0 |" in text
     assert "$0.180/hour on a@int4" in text
+    assert "within the share of each pair's capacity: 208-240 a minute here" in text
     assert "fam@int4: 240 items/min, $0.0600/hour" in text  # 120 items and $0.0005 in 30 s
 
 

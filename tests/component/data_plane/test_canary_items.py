@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from contracts.policy import Policy
-from data_plane.app import CANARY, FEEDBACK, STORE
+from data_plane.app import CANARY, FEEDBACK, HEALTH, STORE
 from data_plane.checks.canary_items import (
     MAX_IN_FLIGHT,
     SHIPPED_ITEMS,
@@ -21,6 +21,7 @@ from data_plane.checks.canary_items import (
     parse_items,
     worst_cost_usd,
 )
+from data_plane.resilience.breaker import BreakerState
 from data_plane.settings import DataPlaneSettings
 from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane import conftest as component
@@ -237,7 +238,8 @@ async def test_a_hanging_pair_holds_back_neither_the_others_nor_its_own_slots(
     """At 240 items a minute one slot is 0.25 s: the sender may not wait for one pair's
     answer before asking the next. int4 never answers: fp16 still gets an item every slot,
     and int4 has at most `MAX_IN_FLIGHT` items waiting. On c680376 the sender awaited each
-    item in turn and stopped at int4's first."""
+    item in turn and stopped at int4's first. (No engine allowance here, `progress_factor`
+    0: an item waits until its timeout, not its allowance, as the next test has it.)"""
 
     def hang(_request: UpstreamRequest) -> FakeResponse:
         return FakeResponse(body=chat_json("-29"), delays_s={0: 3600.0})
@@ -247,7 +249,9 @@ async def test_a_hanging_pair_holds_back_neither_the_others_nor_its_own_slots(
         routes={FP16: ok_json("-29"), INT4: hang},
         feedback_canary_items_per_minute=240.0,
         feedback_canary_usd_per_hour=10.0,  # the rate, not the budget, spaces the items
+        feedback_canary_capacity_share=1.0,  # nor the capacity (1,000 tokens a second here)
         feedback_canary_items_file=str(_items(tmp_path)),
+        progress_factor=0.0,
     )
     task = asyncio.create_task(h.app[CANARY].run(lambda: h.app[STORE].current))
     try:
@@ -259,6 +263,42 @@ async def test_a_hanging_pair_holds_back_neither_the_others_nor_its_own_slots(
             h.clock.advance(0.25)
         assert len(h.upstream.hosts()) == 8 + MAX_IN_FLIGHT
         assert h.upstream.hosts().count(INT4) == MAX_IN_FLIGHT
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_items_waiting_at_a_hung_pair_count_in_no_load_and_give_up_without_blame(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """int4 never answers. Its items are the router's own load (`AttemptLimit.background`):
+    while they wait, the endpoint's in-flight count (what clients' allowances and decisions
+    are priced with) stays 0 and no stall rule watches them; each is given up after its
+    allowance for each of the pair's items in flight (about 0.2 s apiece here), counted
+    `error` (a miss of its own limit), with nothing against int4's breaker. On cfcc038 they
+    counted as load and waited, watched, until the timeout (300 s)."""
+
+    def hang(_request: UpstreamRequest) -> FakeResponse:
+        return FakeResponse(body=chat_json("-29"), delays_s={0: 3600.0})
+
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: ok_json("-29"), INT4: hang},
+        feedback_canary_items_per_minute=240.0,
+        feedback_canary_usd_per_hour=10.0,
+        feedback_canary_items_file=str(_items(tmp_path)),
+    )
+    task = asyncio.create_task(h.app[CANARY].run(lambda: h.app[STORE].current))
+    try:
+        await eventually(lambda: INT4 in h.upstream.hosts(), what="an item sent to int4")
+        assert h.app[HEALTH].tracker.in_flight("fam@int4#0") == 0
+        await eventually(lambda: _items_metric(h, "fam@int4", "error") == 1, what="given up")
+        assert h.app[HEALTH].state("fam@int4#0") is BreakerState.CLOSED
+        attempts = {"endpoint": "fam@int4#0"}
+        assert h.metric("gearbox_upstream_attempts_total", **attempts,
+                        outcome="ttft_budget_missed") == 1  # fmt: skip
+        assert h.metric("gearbox_upstream_attempts_total", **attempts,
+                        outcome="timeout_first_byte") == 0  # fmt: skip
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
@@ -294,6 +334,44 @@ async def test_a_dear_pair_spreads_its_budget_over_the_hour(
     assert _items_metric(h, "fam@fp16", "over_budget") == 0
     assert spent <= 0.1 * (600 + 2 * spacing_s) / 3600
     assert _items_metric(h, "fam@fp16", "right") >= 600 / spacing_s
+
+
+async def test_a_small_pairs_items_stay_within_their_share_of_its_capacity(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """int4 sustains 40 output tokens a second (a CPU engine of `make demo`), fp16 1,000. At
+    the default 2% share an item's 8 tokens fit int4's 0.8 tokens a second once every 10 s
+    (6 a minute, not 240), fp16's 20 every 0.4 s; with two replicas sharing in-flight counts
+    each sends int4 one every 20 s. On cfcc038 int4 got an item every 0.25 s per replica."""
+    h = await make_harness(
+        make_table([
+            {**pair_entry("fam", "fp16", urls=[FP16], accuracy=0.9, usd_per_mtok=4.0),
+             "sustained_output_tokens_per_s": 1000.0},
+            {**pair_entry("fam", "int4", urls=[INT4], accuracy=0.6, precision_rank=1),
+             "sustained_output_tokens_per_s": 40.0},
+        ]),
+        routes={FP16: ok_json("-29"), INT4: ok_json("-29")},
+        feedback_canary_items_per_minute=240.0,
+        feedback_canary_usd_per_hour=10.0,  # the capacity, not the budget, spaces the items
+        feedback_canary_items_file=str(_items(tmp_path)),
+    )  # fmt: skip
+    current = h.app[STORE].current
+    assert current is not None
+    table, sender = current, h.app[CANARY]
+
+    async def sent_after(seconds: float) -> tuple[float, float]:
+        h.clock.advance(seconds)
+        await sender.send_due(table)
+        return _items_metric(h, "fam@fp16", "right"), _items_metric(h, "fam@int4", "right")
+
+    assert await sent_after(0.0) == (1, 1)
+    assert await sent_after(0.4) == (2, 1)  # fp16's next slot; int4's is 10 s on
+    assert (await sent_after(9.59))[1] == 1
+    assert (await sent_after(0.01))[1] == 2
+    sender.count_replicas(lambda: 2)
+    assert (await sent_after(10.0))[1] == 3  # its slot was taken at one replica's spacing
+    assert (await sent_after(19.99))[1] == 3
+    assert (await sent_after(0.01))[1] == 4  # 20 s: the share split between two replicas
 
 
 async def test_no_canary_item_goes_to_a_pair_a_client_request_waits_for(

@@ -79,6 +79,7 @@ async def test_a_fifteen_point_drop_is_demoted_on_canary_items(
             feedback_interval_s=0.2,
             feedback_canary_items_per_minute=3000.0,
             feedback_canary_usd_per_hour=100.0,
+            feedback_canary_capacity_share=1.0,  # the table's 1,000 tokens a second: 7,500/min
             feedback_canary_items_file=str(HOLDOUT),
         )
         v1 = await plane.publisher.publish(_table(fleet))
@@ -128,8 +129,9 @@ async def test_at_the_defaults_a_drifting_pair_is_demoted_without_configuration(
     """A fresh deployment: no item file, the default rate and budget, the default policy (no
     policy stored). The data plane sends the shipped held-out items, the simulated engines
     answer them from their key, and the loop demotes the pair that lost 15 points (math
-    only, so all 240 items a minute are math: a decision within about a minute). Only the
-    feedback interval is shortened. On c680376 nothing was sent (rate 0, no file)."""
+    only, so all its items are math: 150 a minute, the 2% capacity share of the table's
+    1,000 tokens a second; a decision within about a minute). Only the feedback interval is
+    shortened. On c680376 nothing was sent (rate 0, no file)."""
     defaults = FeedbackSettings()
     async with run_fleet(_fleet(), answers=load_answer_keys([SHIPPED_ITEMS])) as fleet:
         fleet.set_faults("sim-int8", FaultConfig(accuracy_drop=0.15))
