@@ -204,6 +204,7 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
         app[HEALTH].tracker,
         app[OUTPUTS],
     )
+    app[METRICS].flow.watch_outputs(app[OUTPUTS].figures, parts.admission.labels.peek)
     return DecisionStep(parts)
 
 

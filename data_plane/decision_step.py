@@ -13,7 +13,7 @@ import logging
 import random
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from data_plane.asked import Asked as _Asked
@@ -24,7 +24,7 @@ from data_plane.decision.admission import admit
 from data_plane.decision.capacity import predicted_at
 from data_plane.decision.choose import choose_route
 from data_plane.decision.explain import explain_request
-from data_plane.decision.fair_share import over_fair_share, surely_within
+from data_plane.decision.fair_share import lent_past_shares, over_fair_share, surely_within
 from data_plane.decision.feasibility import effective_limits
 from data_plane.decision.no_route import no_route_error
 from data_plane.decision.rollout import apply_rollout, shadow_without_route
@@ -345,10 +345,21 @@ class DecisionStep:
         klass = who.klass
         if not klass.sheddable:
             klass = klass.model_copy(update={"sheddable": True})
+        fleet = self._lent(fleet, who, seen)
         verdict = admit(table, req, health, result, (who.priority, klass), fleet)
         if isinstance(verdict, ShedVerdict):
             raise self._shed(asked, (inbound, fleet), verdict.retry_after_s, verdict.detail)
         return verdict
+
+    def _lent(self, fleet: Fleet, who: _Who, seen: Seen) -> Fleet:
+        """`fleet` with what other tenants hold past their shares lent to `who`'s tenant
+        while it is within its own (`fair_share.lent_past_shares`): looked at only when the
+        fleet is full at the class's line and another tenant is active."""
+        load = self._p.tenant_load
+        if load is None or not fleet.full or load.alone(who.tenant):
+            return fleet
+        lent = lent_past_shares(fleet, who.tenant, seen)
+        return replace(fleet, lent=lent) if lent > 0 else fleet
 
     def _yield(
         self,

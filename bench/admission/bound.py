@@ -88,6 +88,29 @@ def router(shed: Callable[[Arrival], bool], least_loaded: bool, full_sheds: bool
     return decide
 
 
+def lined(lines: dict[str, int]) -> Router:
+    """Strict class lines per engine: a request of a class goes to the first engine (cheapest
+    first) holding fewer than its class's line (`lines`: priority -> requests per engine),
+    so the slots above a lower class's line stay free for the classes above it, in and out
+    of the burst; when none has room, a critical request goes to the less loaded engine
+    and any other is shed. The data plane's shares (standard 0.75, batch 0.5, critical 1.0
+    of the 8 that fit) give 6 / 4 / 8: what it does with exact counts and no overhead."""
+
+    def decide(a: Arrival, loads: list[int], burst: bool) -> int | None:
+        room = [k for k in range(2) if loads[k] + 1 <= lines[a.priority]]
+        if room:
+            return room[0]
+        if a.priority != "critical":
+            return None
+        return 0 if loads[0] <= loads[1] else 1
+
+    return decide
+
+
+def _lines(standard: int, batch: int) -> dict[str, int]:
+    return {"critical": SLOTS, "standard": standard, "batch": batch}
+
+
 ROUTERS: dict[str, Router] = {
     "shed exactly the bursty tenant's sheddable requests in its burst, cheapest engine first,"
     " best effort when both are full": router(lambda a: a.tenant == "bursty", False, False),
@@ -101,6 +124,11 @@ ROUTERS: dict[str, Router] = {
     "shed every sheddable request in the burst window, least-loaded engine first": router(
         lambda a: a.in_burst, True, True
     ),
+    # A reserve for the critical class: critical / standard / batch lines, per engine of 8.
+    "class lines 8 / 6 / 4 (the policy's shares)": lined(_lines(6, 4)),
+    "class lines 8 / 5 / 3": lined(_lines(5, 3)),
+    "class lines 8 / 4 / 2": lined(_lines(4, 2)),
+    "class lines 8 / 3 / 1": lined(_lines(3, 1)),
 }
 
 

@@ -13,7 +13,8 @@ share the light tenant leaves unused stays free (without a queue a slot must be 
 next request to go in; in the HTTP door the queue hands a freed slot over, `flow.queue`).
 A tenant within its share is never refused by this rule, nor any tenant while a pair of the
 fleet has an idle endpoint; the class line (`admission`) is judged first and refuses only a
-full fleet.
+full fleet, and a tenant within its share may fill past that line by what the other tenants
+hold past theirs (`lent_past_shares`, up to the sustainable concurrency).
 
 Tenant counts and refusals are this replica's own; the fleet's load also holds the other
 replicas' shared counts and the engines' queues, so a replica divides only its part of the
@@ -78,6 +79,24 @@ def over_fair_share(
     # its load now); it is back under its share once held - share + 1 of them have.
     wait_s = (held - share + 1) * latency_now_s / max(held, 1)
     return OverShare(len(fleet.pairs), held, share, wait_s)
+
+
+def lent_past_shares(fleet: Fleet, tenant: str, seen: Seen) -> float:
+    """The requests the other active tenants hold at the fleet here past their fair shares,
+    when `tenant` is within its own (its next request included); else 0. A tenant within
+    its share may fill a pair past its class's line by this many, up to the pair's
+    sustainable concurrency (`saturation.Fleet.lent`): a share shrinks when the capacity
+    does (a margin that grew, a queued request judged on what is left of its budget) or
+    when a tenant becomes active, but requests already dispatched stay; without this, the
+    tenant over its share kept the class's line full and the one within it waited for the
+    excess to drain (issue 32: a light tenant's misses beside a bulk tenant)."""
+    held, others = active_at(fleet, tenant, seen)
+    if not others:
+        return 0.0
+    share = fleet.capacity / (len(others) + 1)
+    if held + 1 > share:
+        return 0.0
+    return sum(max(0.0, n - share) for n in others.values())
 
 
 def surely_within(held: int, active: int, pair_capacity: float, part_floor: float) -> bool:

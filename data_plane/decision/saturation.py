@@ -114,13 +114,21 @@ class Fleet:
     load: float  # requests in flight at the fleet's live endpoints (all replicas, queues)
     part: float  # this replica's part: (its own in flight + 1) / (load + 1), at most 1
     pressed: bool  # load + 1 past the class's share of the summed sustainable concurrency
+    # Requests other tenants hold here past their fair shares, which this request's tenant,
+    # within its own, may add to the class's line (`fair_share.lent_past_shares`; 0: none)
+    lent: float = 0.0
 
     @property
     def full(self) -> bool:
         return not self.with_room()
 
     def with_room(self) -> frozenset[str]:
-        return frozenset(p.pair for p in self.pairs if p.least + 1.0 <= p.limit(self.pressed))
+        return frozenset(p.pair for p in self.pairs if p.least + 1.0 <= self._limit(p))
+
+    def _limit(self, p: PairRoom) -> float:
+        """What `p`'s endpoints may hold for this request: its limit, past the class's line
+        by what is lent, never past the sustainable concurrency (the budget still holds)."""
+        return min(p.per_endpoint, p.limit(self.pressed) + self.lent)
 
 
 def room_at(

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 SAMPLES = 64  # the recent answers per (tenant, family, category) the figure is the quantile of
 MIN_SAMPLES = 16  # fewer samples than this: the request's max_tokens is used
@@ -70,6 +70,13 @@ class OutputLengths:
     def of(self, tenant: str) -> Mapping[tuple[str, str], int]:
         """`tenant`'s figures: (family, category) -> output tokens."""
         return self._figures.get(tenant, _NONE)
+
+    def figures(self) -> Iterator[tuple[str, str, str, int]]:
+        """Every learned figure: (tenant, family, category, output tokens), for the gauge
+        `gearbox_flow_output_tokens` (`telemetry.flow_metrics`)."""
+        for tenant, mine in self._figures.items():
+            for (family, category), tokens in mine.items():
+                yield tenant, family, category, tokens
 
     def _set(self, kind: tuple[str, str, str], figure: int | None) -> None:
         tenant, family, category = kind

@@ -3,7 +3,8 @@ pair: the margin `decision.capacity` takes off a budget before it seeks the sust
 
 Each sample is one clean first-choice answer's observed latency (from its dispatch: a wait in
 the flow queue is the router's, not the engine's) minus the prediction for the
-tokens its engine reported at the load it met (`telemetry.pair_totals.predicted_e2e_s`, as
+tokens its engine reported at the load it met (the decision's, or more where requests joined
+its endpoint after it: `telemetry.pair_totals.predicted_e2e_s`, as
 the latency feedback compares them: a short answer is not counted as early), which holds the
 router's own time and the prediction's error at that load. A sample is bounded to
 [0, the prediction] (one stalled answer counts as a doubled one, not a minute), and a pair's

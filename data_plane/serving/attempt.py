@@ -78,6 +78,10 @@ class CallState:
 
     streaming_pair: str | None = None
     attempts: int = 0
+    # The most requests in flight at its last attempt's endpoint, at that attempt's start or
+    # end (this one included): the load its answer met, which later arrivals raise above the
+    # decision's (`resilience.overshoot` predicts at it).
+    load_met: float = 0.0
 
 
 @per_request
@@ -260,6 +264,8 @@ class AttemptRunner:
         call.state.attempts += 1
         outcome: Outcome | None = Cancelled()
         self._health.acquire(endpoint.id)
+        in_flight = self._health.tracker.load
+        load_met = in_flight.get(endpoint.id, 0.0)
         allowance_s = limit.allowance_s
         wait = None
         if allowance_s is not None:
@@ -284,6 +290,7 @@ class AttemptRunner:
                 self.stall.done(wait)
                 # a stall was counted once for the endpoint, not once per attempt it ended
                 counted = wait is None or not wait.stalled
+                call.state.load_met = max(load_met, in_flight.get(endpoint.id, 0.0))
                 self._health.release(endpoint.id, outcome, counted)
                 label = "ok" if outcome is None else outcome.label
                 span.set_attribute(ATTR_OUTCOME, label)

@@ -219,7 +219,7 @@ class Delivery:
         dispatched_s = call.started_s if call.dispatched_s is None else call.dispatched_s
         latency_s -= dispatched_s - call.started_s
         if self._overshoot is not None:
-            predicted_s = predicted_e2e_s(answer.cand, found)
+            predicted_s = predicted_e2e_s(answer.cand, found, call.state.load_met)
             self._overshoot.answered(answer.cand.pair.pair, latency_s, predicted_s, client)
         if self._outputs is not None:
             kind = (call.client or ANONYMOUS, answer.cand.pair.family, walk.decision.category)

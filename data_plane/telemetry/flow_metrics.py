@@ -5,7 +5,7 @@ priority classes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
 
 from data_plane.telemetry.series import C, Exposition, Family
@@ -22,9 +22,17 @@ class Refusal(StrEnum):
 
 
 class FlowMetrics:
-    """Queue length and wait per band, requests queued per tenant, dispatches and refusals."""
+    """Queue length and wait per band, requests queued per tenant, dispatches and refusals,
+    and the output lengths learned per tenant, family and category."""
 
     def __init__(self, r: Exposition) -> None:
+        self._exposition = r
+        self.output_tokens = r.gauge(
+            "gearbox_flow_output_tokens",
+            "Output tokens flow control predicts a tenant's requests at: the p90 of its recent "
+            "answers' usage.completion_tokens (tenant other: the largest of the unlabelled)",
+            ["tenant", "family", "category"],
+        )
         self.queued = r.gauge(
             "gearbox_flow_queue_length", "Requests waiting in this replica's queue", ["priority"]
         )
@@ -56,6 +64,29 @@ class FlowMetrics:
             self.wait.labels(priority, outcome)
         for reason in Refusal:
             self.refused.labels(priority, reason)
+
+    def watch_outputs(
+        self,
+        figures: Callable[[], Iterable[tuple[str, str, str, int]]],
+        label: Callable[[str], str],
+    ) -> None:
+        """Set `gearbox_flow_output_tokens` at every scrape from `figures` ((tenant, family,
+        category, tokens), `OutputLengths.figures`), each tenant under `label` of it (the
+        bounded labels, `TenantLabels.peek`): where several tenants share a label, the
+        largest figure (the one that admits the fewest requests). A figure no longer learned
+        leaves the page."""
+        gauge = self.output_tokens
+
+        def refresh() -> None:
+            largest: dict[tuple[str, str, str], int] = {}
+            for tenant, family, category, tokens in figures():
+                key = (label(tenant), family, category)
+                largest[key] = max(tokens, largest.get(key, 0))
+            gauge.children.clear()
+            for key, tokens in largest.items():
+                gauge.labels(*key).set(tokens)
+
+        self._exposition.before_collect.append(refresh)
 
     def waiting(self, priority: str, delta: int) -> None:
         self.queued.labels(priority).inc(delta)

@@ -64,6 +64,11 @@ class TenantLabels:
             return self._grant(tenant)
         return OTHER
 
+    def peek(self, tenant: str) -> str:
+        """`tenant`'s label now, counting no request: its own while it holds one, else
+        `other`."""
+        return self._issued[tenant] if tenant in self._labelled else OTHER
+
     def labelled(self) -> frozenset[str]:
         """The tenants holding their own label now."""
         return frozenset(self._labelled)

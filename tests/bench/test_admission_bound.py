@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.admission.bound import SLOTS, router, simulate
+from bench.admission.bound import SLOTS, lined, router, simulate
 from bench.admission.burst import Arrival, engine_latency_s
 
 
@@ -27,3 +27,14 @@ def test_routers_shed_sheddable_requests_only_in_the_burst_run() -> None:
     assert shed_bursty(Arrival(1.0, "bursty", "critical", True), [8, 8], True) == 0
     assert shed_bursty(Arrival(1.0, "steady", "batch", True), [8, 8], True) is None
     assert router(lambda a: False, True, False)(bursty, [5, 2], True) == 1
+
+
+def test_class_lines_keep_the_slots_above_a_lower_class_for_the_ones_above() -> None:
+    decide = lined({"critical": SLOTS, "standard": 6, "batch": 4})
+    at = Arrival(1.0, "steady", "standard", False)
+    assert decide(at, [5, 0], False) == 0
+    assert decide(at, [6, 5], False) == 1
+    assert decide(at, [6, 6], True) is None
+    assert decide(Arrival(1.0, "steady", "batch", False), [4, 3], False) == 1
+    assert decide(Arrival(1.0, "steady", "critical", False), [6, 6], True) == 0
+    assert decide(Arrival(1.0, "steady", "critical", False), [9, 8], True) == 1

@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.redis_keys import RedisKeys
 from data_plane.app import STORE
+from data_plane.resilience.output_length import MIN_SAMPLES as OUTPUT_SAMPLES
 from simulator import FaultConfig, Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from simulator.answer_key import KnownAnswer
 from tests.infra.metric_names import documented_metrics, metric_names_in_infra
@@ -178,6 +179,11 @@ async def _traffic(stack: Stack, fleet: Fleet) -> None:
         }
         status, headers, _ = await _call(s, chat, _chat("auto", messages=[unsure]))
         assert (status, "category_uncertain" in headers["X-Route-Reason"]) == (200, True)
+        # answers without max_tokens, enough of them for a learned output length
+        learn = {"model": PRECISE_PAIR, "messages": [{"role": "user", "content": "Say hi."}]}
+        for _ in range(OUTPUT_SAMPLES):
+            status, _, _ = await _call(s, chat, learn, **{"X-Task-Category": "chat"})
+            assert status == 200, "an answer its output length is learned from"
 
 
 async def _shadow_traffic(stack: Stack) -> None:

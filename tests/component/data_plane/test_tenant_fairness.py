@@ -12,6 +12,7 @@ import json
 from contracts.routing_table import RoutingTable
 from tests.component.data_plane.conftest import CHAT_BODY, Harness, MakeHarness
 from tests.component.data_plane.fakes import FakeResponse, chat_json, make_table, pair_entry
+from tests.support.waiting import eventually
 
 URL = "http://fp16-a"
 BODY = json.dumps(CHAT_BODY).encode()
@@ -89,3 +90,44 @@ async def test_without_the_queue_the_bulk_tenant_is_the_one_refused(
     assert beside["light"]["served"] >= 0.6 * alone["served"], (alone, beside)
     assert beside["bulk"]["refused"] > beside["light"]["refused"], beside
     assert beside["bulk"]["served"] > 0, beside  # work-conserving: it keeps its share
+
+
+async def test_a_tenant_within_its_share_goes_past_the_line_another_holds_past_its_share(
+    make_harness: MakeHarness,
+) -> None:
+    """The bench's light tenant lost budget here (issue 32, 89.4% against 100% alone): the
+    bulk tenant held the class's line (4 of the 6 the pair sustains) past its share, taken
+    before the light tenant was active or while the capacity was larger, and the light
+    tenant's requests waited in the queue for that excess to drain. Now a tenant within its
+    share may fill the pair past the line by what the others hold past theirs, up to what
+    the pair sustains; the bulk tenant's backlog still waits. On cfcc038 the light tenant's
+    first request waits in the queue."""
+    release = asyncio.Event()
+    gated = {URL: lambda r: FakeResponse(body=chat_json(), gate=release)}
+    h = await make_harness(pair_of_six(), routes=gated, engine_deadline_factor=0)
+    bulk, light = {"x-gearbox-tenant": "bulk"}, {"x-gearbox-tenant": "light"}
+    held = [asyncio.create_task(ask(h, bulk)) for _ in range(4)]
+    await eventually(lambda: len(h.upstream.requests) == 4, what="bulk holds the line")
+    backlog = asyncio.create_task(ask(h, bulk))
+    await eventually(
+        lambda: h.metric("gearbox_flow_queue_length", priority="standard") == 1,
+        what="the bulk tenant's fifth waits",
+    )
+    lights = [asyncio.create_task(ask(h, light)) for _ in range(2)]
+
+    def light_placed() -> bool:
+        queued = h.metric("gearbox_flow_queued_total", tenant="light", priority="standard")
+        return len(h.upstream.requests) == 6 or queued > 0
+
+    await eventually(light_placed, what="the light tenant's requests sent or queued")
+    assert h.metric("gearbox_flow_queued_total", tenant="light", priority="standard") == 0
+    assert len(h.upstream.requests) == 6  # past the line (4), not past what it sustains (6)
+    assert h.metric("gearbox_flow_queue_length", priority="standard") == 1  # bulk's fifth
+    release.set()
+    assert await asyncio.gather(*held, backlog, *lights) == [200] * 7
+
+
+async def ask(h: Harness, headers: dict[str, str]) -> int:
+    resp = await h.client.post("/v1/chat/completions", data=BODY, headers=headers)
+    await resp.read()
+    return resp.status

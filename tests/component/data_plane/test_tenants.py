@@ -9,6 +9,7 @@ import json
 from contracts.routing_table import RoutingTable
 from data_plane.app import OVERSHOOT
 from data_plane.request.tenant import key_tenant
+from data_plane.resilience.output_length import MIN_SAMPLES as OUTPUT_SAMPLES
 from data_plane.resilience.overshoot import MIN_SAMPLES
 from tests.component.data_plane.conftest import CHAT_BODY, MakeHarness
 from tests.component.data_plane.fakes import (
@@ -187,3 +188,26 @@ async def test_each_answer_counts_toward_its_pairs_margin(make_harness: MakeHarn
         assert resp.status == 200, i
     margin_s, _ = h.app[OVERSHOOT].raw()["fam@int4"]
     assert margin_s >= 0.0
+
+
+async def test_the_output_lengths_learned_are_on_the_metrics_page_under_bounded_labels(
+    make_harness: MakeHarness,
+) -> None:
+    """Issue 32: flow control predicts a tenant's requests at the p90 of its answers'
+    `usage.completion_tokens` (`resilience.output_length`); the gauge shows each figure per
+    family and category under the tenant's bounded label, the largest where tenants share
+    `other`."""
+    tokens = [3]
+    answers = {FP16: lambda r: FakeResponse(body=chat_json(completion_tokens=tokens[0]))}
+    table = make_table([pair_entry("fam", "fp16", urls=[FP16])])
+    h = await make_harness(table, routes=answers, tenant_top_n=1)  # team-a's, then other
+    for tenant, length in (("team-a", 3), ("team-b", 5), ("team-c", 6)):
+        tokens[0] = length
+        headers = {"x-gearbox-tenant": tenant, "X-Task-Category": "chat"}
+        for _ in range(OUTPUT_SAMPLES):
+            resp = await h.client.post("/v1/chat/completions", data=BODY, headers=headers)
+            assert resp.status == 200
+    learned = {"family": "fam", "category": "chat"}
+    assert h.metric("gearbox_flow_output_tokens", tenant="team-a", **learned) == 3
+    assert h.metric("gearbox_flow_output_tokens", tenant="other", **learned) == 6
+    assert h.metric("gearbox_flow_output_tokens", tenant="team-b", **learned) == 0  # no label

@@ -3,9 +3,11 @@ a tenant refused lately still counts as active."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from data_plane.decision.fair_share import ACTIVE_S, over_fair_share
+from data_plane.decision.fair_share import ACTIVE_S, lent_past_shares, over_fair_share
 from data_plane.resilience.tenant_load import MAX_REFUSED, TenantLoad
 from tests.unit.data_plane.admission_fleet import FP16, INT4, fleet, seen
 
@@ -111,3 +113,31 @@ def test_tenant_load_remembers_refusals_for_a_while_and_boundedly() -> None:
         load.refused("p", f"t{i}")
     assert len(load.refusals()["p"]) == MAX_REFUSED
     assert "light" not in load.refusals()["p"]  # older than ACTIVE_S: gone
+
+
+def lent(tenant: str, tenants: dict[str, dict[str, int]]) -> float:
+    load = {f"{p}#0": float(sum(t.values())) for p, t in tenants.items()}
+    found = fleet(load, tenants, share=1.0)  # 8 a pair, 16 in all
+    assert found is not None
+    return lent_past_shares(found, tenant, seen(tenants))
+
+
+def test_what_others_hold_past_their_shares_is_lent_to_a_tenant_within_its_own() -> None:
+    # 16 for two tenants: 8 each; the bursty one holds 11, 3 past its share.
+    assert lent("steady", HOLDING) == 3
+    assert lent("bursty", HOLDING) == 0  # past its own share: nothing lent
+    # A newcomer: 16 / 3 each; the bursty tenant holds 11 - 5.33 past it, the steady none.
+    assert lent("newcomer", HOLDING) == pytest.approx(11 - 16 / 3)
+    assert lent("bursty", {"fam@int4": {"bursty": 7}}) == 0  # alone: no line to lend past
+
+
+def test_what_is_lent_fills_past_the_class_line_never_past_the_sustainable_load() -> None:
+    # Standard fills 6 of the 8 a pair sustains while the fleet is pressed.
+    at_line = fleet({INT4: 6.0, FP16: 6.0})
+    assert at_line is not None
+    assert at_line.pressed
+    assert at_line.full
+    assert replace(at_line, lent=1.0).with_room() == {"fam@int4", "fam@fp16"}
+    at_eight = fleet({INT4: 8.0, FP16: 7.0})
+    assert at_eight is not None
+    assert replace(at_eight, lent=5.0).with_room() == {"fam@fp16"}  # int4 sustains 8

@@ -77,3 +77,14 @@ def test_the_kinds_kept_are_bounded_and_the_least_recently_answered_goes() -> No
     lengths.answered(("c", "fam", "chat"), (10, None))
     assert lengths.of("a") == {("fam", "chat"): 10}
     assert lengths.of("b") == {}
+
+
+def test_every_figure_is_listed_for_the_gauge_and_a_lost_one_leaves() -> None:
+    lengths = OutputLengths()
+    for _ in range(MIN_SAMPLES):
+        lengths.answered(LONG, (300, 1000))
+        lengths.answered(TINY, (2, 1000))
+    assert sorted(lengths.figures()) == [("long", "fam", "chat", 300), ("tiny", "fam", "chat", 2)]
+    for _ in range(SAMPLES):
+        lengths.answered(TINY, (1000, 1000))  # every answer cut: no figure
+    assert list(lengths.figures()) == [("long", "fam", "chat", 300)]

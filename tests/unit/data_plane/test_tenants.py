@@ -98,3 +98,13 @@ def test_labels_and_memory_stay_bounded_with_long_ids() -> None:
     assert len(seen - {OTHER}) <= 6
     assert all(s == OTHER or s.startswith(HASHED_PREFIX) for s in seen)
     assert len(labels._counts) <= 12  # the sketch: 4 x top_n ids at most
+
+
+def test_peeking_at_a_label_counts_no_request() -> None:
+    labels = TenantLabels(1)
+    assert labels.label("busy") == "busy"
+    assert labels.peek("busy") == "busy"
+    assert labels.peek("quiet") == OTHER
+    for _ in range(5):
+        assert labels.peek("quiet") == OTHER  # peeks count nothing: "quiet" never passes
+    assert labels.label("quiet") == OTHER  # "busy" (1) is not passed by "quiet" (1)
