@@ -468,7 +468,6 @@ def _start_sharing(
         clock,
         groups=share.groups or (CLUSTER_GROUPS if as_cluster(client) else GROUPS),
         refresh_s=share.refresh_s,
-        fresh_s=interval_s / 2,  # a group's answer is at most half an interval behind its sum
     )
     app[SHARING] = sharing
     longest_s = share.longest_ms / 1000
