@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.command_link import CommandLink
-from data_plane.sync.in_flight_sharing import InFlightSharing
+from data_plane.sync.in_flight_sharing import REFRESH_S, InFlightSharing
 from data_plane.sync.in_flight_snapshot import group_of
 from data_plane.sync.replica_identity import ReplicaIdentity
 from tests.support.waiting import eventually
@@ -34,7 +34,11 @@ async def link(redis_client: aioredis.Redis) -> AsyncIterator[CommandLink]:
 
 
 def _replica(
-    keys: RedisKeys, name: str, clock: Callable[[], float] = time.monotonic
+    keys: RedisKeys,
+    name: str,
+    clock: Callable[[], float] = time.monotonic,
+    ttl_s: float = TTL_S,
+    refresh_s: float = REFRESH_S,
 ) -> tuple[LoadTracker, InFlightSharing]:
     tracker = LoadTracker()
     sharing = InFlightSharing(
@@ -42,9 +46,10 @@ def _replica(
         ReplicaIdentity(name, lambda: None, time.monotonic),
         tracker.in_flight_all,
         tracker.set_peers_in_flight,
-        TTL_S,
+        ttl_s,
         clock,
         groups=GROUPS,
+        refresh_s=refresh_s,
     )
     return tracker, sharing
 
@@ -335,7 +340,9 @@ async def _commands_per_round(
     """Commands Redis ran (INFO commandstats) for one round of 4 replicas' exchanges, each
     with a changed count, after two rounds that made every replica known to every other."""
     names = [f"pair-{i}#0" for i in range(endpoints)]
-    replicas = [_replica(keys, f"dp-{i}") for i in range(4)]
+    # A TTL and refresh no stall of a loaded machine outlasts (an expired snapshot, or a
+    # full refresh, would write again): the count is the exchange's own.
+    replicas = [_replica(keys, f"dp-{i}", ttl_s=60.0, refresh_s=600.0) for i in range(4)]
     for tracker, _ in replicas:
         for name in names:
             tracker.acquire(name)  # every replica's catalog is every endpoint
