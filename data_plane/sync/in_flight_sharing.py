@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import redis.asyncio as aioredis
@@ -30,7 +30,6 @@ from redis.exceptions import RedisError
 from contracts.redis_keys import InFlightKeys, RedisKeys
 from data_plane.sync.command_link import Command, CommandLink, Packed
 from data_plane.sync.in_flight_snapshot import (
-    FINGERPRINT,
     Catalog,
     encode,
     fingerprints,
@@ -60,6 +59,8 @@ class _Group:
     listed: bool = False  # `others` came from a listing (else: list them at the next exchange)
     read: Packed | None = None  # the MGET of `read_of`'s snapshots, packed once
     read_of: tuple[bytes, ...] = ()
+    twins: list[bytes] = field(default_factory=list)  # others under our instance id
+    named: set[bytes] = field(default_factory=set)  # catalogs the others' snapshots name
     dead_since: dict[bytes, float] = field(default_factory=dict)  # listed, no snapshot
     prune: list[bytes] = field(default_factory=list)  # taken off the list next exchange
     applied: tuple[tuple[bytes, bytes], ...] | None = None  # the others' snapshots applied
@@ -72,6 +73,7 @@ class _Read:
 
     lost: bool
     members: set[bytes] | None  # None: the count differed from ours; listed in a catch-up
+    listed: bool  # `members` is a listing (else: the count matched, the list is as known)
     snapshots: dict[bytes, bytes | None]
 
 
@@ -191,7 +193,8 @@ class InFlightSharing:
                 members = {*group.others, self._me} if listing == len(group.others) + 1 else None
             else:
                 members = set(listing)
-            reads.append(_Read(lost, members, dict(zip(group.others, read, strict=True))))
+            listed = not isinstance(listing, int)
+            reads.append(_Read(lost, members, listed, dict(zip(group.others, read, strict=True))))
         return reads
 
     async def _list(self, link: CommandLink, reads: list[_Read]) -> None:
@@ -200,7 +203,7 @@ class InFlightSharing:
         if unlisted:
             listings = await link([("SMEMBERS", g.keys.members) for g, _ in unlisted])
             for (_, read), listing in zip(unlisted, listings, strict=True):
-                read.members = set(listing)
+                read.members, read.listed = set(listing), True
 
     async def _read_new(self, link: CommandLink, reads: list[_Read]) -> None:
         """Read the snapshots of replicas listed for the first time, in one more round trip."""
@@ -221,7 +224,9 @@ class InFlightSharing:
     async def _learn_catalogs(self, link: CommandLink, reads: list[_Read]) -> None:
         """Fetch the catalogs the snapshots name that we do not know (a new endpoint
         somewhere); forget those no snapshot names any more."""
-        named = [fingerprints(s for s in r.snapshots.values() if s) for r in reads]
+        named = [fingerprints(r.snapshots.values()) for r in reads]
+        for group, names in zip(self._groups, named, strict=True):
+            group.named = names
         self._catalogs = {f: c for f, c in self._catalogs.items() if any(f in n for n in named)}
         wanted = [sorted(n - self._catalogs.keys()) for n in named]
         commands: list[Command] = [
@@ -246,7 +251,7 @@ class InFlightSharing:
         answers = [
             self._note(group, read, now) for group, read in zip(self._groups, reads, strict=True)
         ]
-        self._clashes(answers[0])
+        self._clashes(self._groups[0], reads[0])
         self.replicas_held = 1 + max(len(answer) for answer in answers)
         if any(a != g.applied for a, g in zip(answers, self._groups, strict=True)):
             peers: dict[str, float] = {}
@@ -263,43 +268,49 @@ class InFlightSharing:
     def _note(self, group: _Group, read: _Read, now: float) -> tuple[tuple[bytes, bytes], ...]:
         """The group's live snapshots but ours, by replica; the list for the next exchange,
         and the replicas silent past the list's life, to be taken off it."""
-        group.others, group.listed = sorted((read.members or set()) - {self._me}), True
+        if read.listed or not group.listed:
+            group.others, group.listed = sorted((read.members or set()) - {self._me}), True
+            head = self._identity.instance_id.encode() + b"\x1f"
+            group.twins = [m for m in group.others if m.startswith(head)]
         group.prune = []
-        live: list[tuple[bytes, bytes]] = []
+        get = read.snapshots.get
+        live = [(m, s) for m in group.others if (s := get(m)) is not None]
+        if len(live) < len(group.others) or group.dead_since:
+            self._note_dead(group, read, now)
+        self._adopt(group)
+        return tuple(live)
+
+    def _note_dead(self, group: _Group, read: _Read, now: float) -> None:
+        """Replicas listed without a snapshot: taken off the list once silent past its life."""
         for member in group.others:
-            snapshot = read.snapshots.get(member)
-            if snapshot is not None:
-                live.append((member, snapshot))
-                if group.dead_since:
-                    group.dead_since.pop(member, None)
+            if read.snapshots.get(member) is not None:
+                group.dead_since.pop(member, None)
             elif now - group.dead_since.setdefault(member, now) >= self._keep_s:
                 group.prune.append(member)
                 del group.dead_since[member]
         if group.prune:  # off the list at the next exchange: no longer read, nor counted
             group.others = [m for m in group.others if m not in group.prune]
-        self._adopt(group, live)
-        return tuple(live)
 
-    def _adopt(self, group: _Group, live: Sequence[tuple[bytes, bytes]]) -> None:
+    def _adopt(self, group: _Group) -> None:
         """Take the endpoints of the others' catalogs into ours: the fleet converges on one
         catalog per group, whose snapshots sum in one big-integer addition (a catalog per
         replica would be decoded one by one)."""
         ours, union = group.catalog.fingerprint, group.ever
-        for _, snapshot in live:
-            catalog = self._catalogs.get(snapshot[:FINGERPRINT])
-            if catalog is not None and catalog.fingerprint != ours:
+        for fingerprint in group.named:
+            catalog = self._catalogs.get(fingerprint)
+            if catalog is not None and fingerprint != ours:
                 union = union.union(catalog.endpoints)
         if len(union) > len(group.ever):
             group.ever = union
             self._known.update(union)
             group.catalog, group.catalog_sent = Catalog.of(union), False
 
-    def _clashes(self, answer: tuple[tuple[bytes, bytes], ...]) -> None:
+    def _clashes(self, group: _Group, read: _Read) -> None:
         """Another live process under our instance id: said out loud (`ReplicaIdentity`)."""
-        head = self._identity.instance_id.encode() + b"\x1f"
-        for member, _ in answer:
-            if member.startswith(head):
-                self._identity.is_own(self._identity.instance_id, member[len(head) :].decode())
+        instance = self._identity.instance_id
+        for twin in group.twins:
+            if read.snapshots.get(twin) is not None:
+                self._identity.is_own(instance, twin[len(instance.encode()) + 1 :].decode())
 
     def expire(self) -> None:
         """No answer within `ttl_s`: the others' counts are unknown; drop them."""
