@@ -9,7 +9,7 @@ round trip on a standalone Redis or Sentinel's master. A snapshot is written onl
 changed (or at a full refresh every `refresh_s`); an unchanged one only has its expiry renewed,
 and if Redis no longer holds it (it went quiet past the TTL, or Redis lost its data) it is
 written again at once. Redis does no work per endpoint: the replica sums the others'
-snapshots itself (as big integers, `in_flight_snapshot.sum_snapshots`) and hands the sum to the
+snapshots itself (as one matrix, `in_flight_snapshot.sum_snapshots`) and hands the sum to the
 load tracker. After an exchange that changed nothing (our snapshots and every other one as
 before), the wait doubles up to `max_interval_s`; any change brings it back to `interval_s`.
 A replica that hears no other waits `ttl_s` / 2, enough to stay visible. No Redis I/O on the
@@ -293,8 +293,8 @@ class InFlightSharing:
 
     def _adopt(self, group: _Group) -> None:
         """Take the endpoints of the others' catalogs into ours: the fleet converges on one
-        catalog per group, whose snapshots sum in one big-integer addition (a catalog per
-        replica would be decoded one by one)."""
+        catalog per group, whose snapshots sum as one matrix (a catalog per replica would be
+        summed one by one)."""
         ours, union = group.catalog.fingerprint, group.ever
         for fingerprint in group.named:
             catalog = self._catalogs.get(fingerprint)

@@ -13,7 +13,6 @@ from data_plane.resilience.endpoint_load import LoadTracker, outside_load
 from data_plane.settings import DataPlaneSettings, InFlightShareSettings
 from data_plane.sync.in_flight_snapshot import (
     COUNT_MAX,
-    PER_SUM,
     Catalog,
     encode,
     fingerprints,
@@ -106,14 +105,14 @@ def test_the_sum_of_snapshots_is_the_sum_of_their_counts() -> None:
 
 
 def test_many_large_counts_sum_without_a_carry_between_endpoints() -> None:
-    """Counts are capped below 2**24, so even 600 replicas at the cap (summed 255 at a time)
-    never spill into the next endpoint's count."""
+    """A count past 32 bits is capped, one below zero is 0, and 600 replicas at the cap sum
+    exactly: no count spills into the next endpoint's."""
     catalog = Catalog.of(["a#0", "b#0", "c#0"])
-    top = encode(catalog, {"a#0": 10**9, "b#0": 0, "c#0": -3})  # past the cap; below zero
+    top = encode(catalog, {"a#0": 10**12, "b#0": 0, "c#0": -3})
     assert sum_snapshots([top], {catalog.fingerprint: catalog}) == {"a#0": float(COUNT_MAX)}
-    many = [top] * (2 * PER_SUM + 90)
+    many = [top] * 600
     summed = sum_snapshots(many, {catalog.fingerprint: catalog})
-    assert summed == {"a#0": float(COUNT_MAX * len(many))}
+    assert summed == {"a#0": float(COUNT_MAX * 600)}
 
 
 def test_a_catalog_is_taken_only_under_its_own_fingerprint() -> None:
