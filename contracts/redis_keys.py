@@ -4,7 +4,7 @@ Keys a transaction or script uses together share a hash tag in a Redis Cluster, 
 operation is on one slot (tests/unit/test_redis_slots.py lists them all): the routing table's
 keys (`{prefix:rt}:...`) and the replicas' live states (`{prefix:dp:state}:...`, read with one
 MGET), with `cluster=True` only: with Sentinel or a standalone Redis the names stay as they
-always were, so no deployment changes its keys; and in-flight sharing's five keys per endpoint
+always were, so no deployment changes its keys; and in-flight sharing's keys per endpoint
 group (always tagged, one tag per group). Keys used alone need no tag (docs/operations.md,
 "Redis topologies").
 """
@@ -108,17 +108,36 @@ class RedisKeys:
         `{"instance", "endpoint", "ttl_s"}`) so the other replicas eject the endpoint too."""
         return f"{self.prefix}:dp:breakers"
 
-    def in_flight_group(self, group: int, groups: int = 1) -> tuple[str, str, str, str, str]:
+    def in_flight_group(self, group: int, groups: int = 1) -> InFlightKeys:
         """Shared in-flight counts of endpoint group `group` of `groups`, so replicas do not
-        herd: a hash of each replica's count per endpoint (`replica \\x1f endpoint` -> count), a
-        sorted set of when each replica was last heard (ms), the sum per endpoint (a hash),
-        which process holds each instance id (to notice two processes under one id), and the
-        sum as the JSON answer replicas read (a hash: `json`, `at`, `dirty`). One hash tag per
-        group, a script updates all five; the tags' slots are spread evenly over the slot
-        range (`in_flight_tag`), so a cluster whose masters own equal ranges gets an equal
-        share of the groups when `groups` is a multiple of its masters."""
-        tag = in_flight_tag(self.prefix, group, groups)
-        return f"{tag}:held", f"{tag}:seen", f"{tag}:total", f"{tag}:owners", f"{tag}:answer"
+        herd: one snapshot string per replica (expires `ttl_s` after it was written), the set
+        of replicas that wrote one, and the endpoint catalogs the snapshots name. One hash
+        tag per group, so one MGET reads a group's snapshots; the tags' slots are spread
+        evenly over the slot range (`in_flight_tag`), so a cluster whose masters own equal
+        ranges gets an equal share of the groups when `groups` is a multiple of its masters."""
+        return InFlightKeys(in_flight_tag(self.prefix, group, groups))
+
+
+@dataclass(frozen=True, slots=True)
+class InFlightKeys:
+    """One endpoint group's keys, all under its hash tag (so on one slot)."""
+
+    tag: str
+
+    @property
+    def members(self) -> str:
+        """Set of the replicas (`instance \\x1f process`) that wrote a snapshot."""
+        return f"{self.tag}:members"
+
+    def snapshot(self, replica: str | bytes) -> str:
+        """One replica's snapshot of the group: its catalog's fingerprint, then its count per
+        catalog endpoint (docs/data_plane.md, "In-flight sharing"); PX = the sharing TTL."""
+        name = replica.decode(errors="replace") if isinstance(replica, bytes) else replica
+        return f"{self.tag}:snap:{name}"
+
+    def catalog(self, fingerprint: bytes) -> str:
+        """The endpoints a snapshot's counts are of, in order, named by their fingerprint."""
+        return f"{self.tag}:catalog:{fingerprint.hex()}"
 
 
 @functools.cache

@@ -171,7 +171,7 @@ def connect_redis(url: str, options: ClientOptions) -> aioredis.Redis:
 
     A cluster's client is a `RedisCluster`, which is not a subclass of `Redis` but answers
     the commands the planes send (single-key commands, same-slot transactions and scripts,
-    pub/sub); the planes check for it where the two differ (sharded pub/sub, `ScriptLink`).
+    pub/sub); the planes check for it where the two differ (sharded pub/sub, `CommandLink`).
     """
     target = parse_redis_url(url)
     common = options.kwargs()

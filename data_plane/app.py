@@ -470,7 +470,6 @@ def _start_sharing(
         clock,
         groups=share.groups or (CLUSTER_GROUPS if as_cluster(client) else GROUPS),
         refresh_s=share.refresh_s,
-        fresh_s=interval_s / 2,  # a group's answer is at most half an interval behind its sum
     )
     app[SHARING] = sharing
     app[CANARY].count_replicas(lambda: sharing.replicas_held)  # the capacity share is split

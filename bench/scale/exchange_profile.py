@@ -18,9 +18,8 @@ import redis.asyncio as aioredis
 from bench.scale.fleet_worker import TTL_S, Churn, endpoint_ids, replica_identity
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.sync.in_flight_script import EXCHANGE_SCRIPT
+from data_plane.sync.command_link import CommandLink
 from data_plane.sync.in_flight_sharing import InFlightSharing
-from data_plane.sync.script_link import ScriptLink
 from demo.redis_launcher import private_redis
 
 _GROUPS = (
@@ -44,7 +43,7 @@ def _group(filename: str, function: str) -> str:
 
 async def _profile(url: str, replicas: int, endpoints: int, rounds: int) -> pstats.Stats:
     client = aioredis.Redis.from_url(url)
-    script = ScriptLink(client, EXCHANGE_SCRIPT)  # as InFlightSharing.run calls it
+    link = CommandLink(client)  # as InFlightSharing.run sends its commands
     keys, rng, ids = RedisKeys("bench"), random.Random(3), endpoint_ids(endpoints)
     churns = [Churn(LoadTracker(), ids, rng) for _ in range(replicas)]
     sharing = [
@@ -60,13 +59,13 @@ async def _profile(url: str, replicas: int, endpoints: int, rounds: int) -> psta
     ]
     for _ in range(3):  # every endpoint carries some load at every replica
         for s in sharing:
-            await s.exchange(script)
+            await s.exchange(link)
     profile = cProfile.Profile(time.process_time)  # CPU time: a wait on the socket is not cost
     profile.enable()
     for _ in range(rounds):
-        await sharing[0].exchange(script)
+        await sharing[0].exchange(link)
     profile.disable()
-    await script.close()
+    await link.close()
     await client.aclose()
     return pstats.Stats(profile)
 

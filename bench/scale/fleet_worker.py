@@ -74,7 +74,6 @@ async def _sharing(args: argparse.Namespace, clients: list[aioredis.Redis]) -> N
             churn.tracker.set_peers_in_flight,
             TTL_S,
             time.monotonic,
-            fresh_s=INTERVAL_S / 2,  # as data_plane.app wires it
         )
         for i, churn in enumerate(churns)
     ]

@@ -55,7 +55,9 @@ class RedisCost:
     redis_cpu_per_exchange_us: list[float]  # per redis-server (shard)
     replica_cpu_per_exchange_us: float  # the driving process, per exchange
     staleness_ms: tuple[float, float, float]  # p50, p99, max (as measured)
-    dilation: float  # fresh_s stretched by this (nominal / achieved rate of a first run)
+    dilation: (
+        float  # the TTL and refresh stretched by this (nominal / achieved rate of a first run)
+    )
     groups: int
 
     @property
@@ -128,11 +130,10 @@ def _replicas(
         ttl_s = TTL_S * dilation
         args = (replica_identity(f"dp-{i}"), own, probe.on_peers(i, churn.tracker), ttl_s)
         if module is in_flight_sharing:
-            fresh_s = INTERVAL_S / 2 * dilation  # as data_plane.app, in the run's slowed time
             refresh_s = in_flight_sharing.REFRESH_S * dilation
             made.append(
                 module.InFlightSharing(
-                    keys, *args, time.monotonic, groups=groups, fresh_s=fresh_s, refresh_s=refresh_s
+                    keys, *args, time.monotonic, groups=groups, refresh_s=refresh_s
                 )
             )
         else:  # c680376: four keys under one tag, one call per exchange
@@ -190,10 +191,9 @@ def measure(fleet: Fleet, shards: int, seconds: float, code: str) -> RedisCost:
 
     One process cannot keep the nominal rate, so the run's time is slowed to the rate it
     can keep: a first short run (with every time constant stretched 100 times, so no replica
-    expires) measures the achieved rate, and the measured run stretches the TTL, the answer
-    cache's `fresh_s` and the full refresh by nominal / achieved, as the intervals already
-    are; otherwise replicas that cannot exchange within the TTL would expire and be sent
-    again whole, and the cache would encode more often per exchange than at the nominal rate.
+    expires) measures the achieved rate, and the measured run stretches the TTL and the full
+    refresh by nominal / achieved, as the intervals already are; otherwise replicas that
+    cannot exchange within the TTL would expire and be sent again whole.
     """
     n = fleet.replicas
     with _topology(shards) as (url, pids):

@@ -13,7 +13,10 @@ import pytest
 from redis.crc import key_slot
 
 from contracts.redis_keys import RedisKeys
-from data_plane.sync.in_flight_script import EXCHANGE_SCRIPT
+from data_plane.sync.command_link import Packed
+from data_plane.sync.in_flight_sharing import InFlightSharing
+from data_plane.sync.in_flight_snapshot import Catalog
+from data_plane.sync.replica_identity import ReplicaIdentity
 
 ROOT = Path(__file__).resolve().parents[2]
 CLUSTER = RedisKeys("gearbox", cluster=True)
@@ -53,8 +56,10 @@ def _live_states(k: RedisKeys) -> list[str]:
 
 
 def _in_flight(k: RedisKeys) -> list[str]:
-    """in_flight_script.EXCHANGE_SCRIPT's KEYS (one group's)."""
-    return list(k.in_flight_group(5, 8))
+    """In-flight sharing's MGETs of one group's snapshots and catalogs (and its other keys)."""
+    group = k.in_flight_group(5, 8)
+    snapshots = [group.snapshot(f"dp-{i}\x1fp{i}") for i in range(20)]
+    return [group.members, *snapshots, group.catalog(Catalog.of(["a#0"]).fingerprint)]
 
 
 OPERATIONS: dict[str, Callable[[RedisKeys], list[str]]] = {
@@ -63,14 +68,13 @@ OPERATIONS: dict[str, Callable[[RedisKeys], list[str]]] = {
     "trim transactions": _trim,
     "version MGET": _read_versions,
     "live-state MGET": _live_states,
-    "in-flight exchange script": _in_flight,
+    "in-flight snapshot MGETs": _in_flight,
 }
 
 # Where each kind of multi-key operation is written, and how many there are: a new one fails
 # the count until it is listed above.
 SITES = {
     "control_plane/store/publisher.py": (r"pipeline\(transaction=True\)", 4),
-    "data_plane/sync/in_flight_script.py": (r'_SCRIPT = """', 1),
 }
 
 
@@ -114,7 +118,7 @@ def test_standalone_and_sentinel_key_names_are_unchanged() -> None:
         "gearbox:dp:state:a",
     ]
     assert k.data_plane_state_pattern == "gearbox:dp:state:*"
-    assert k.in_flight_group(0)[0] == "{gearbox:dp:in-flight:1:0:0}:held"
+    assert k.in_flight_group(0).members == "{gearbox:dp:in-flight:1:0:0}:members"
 
 
 def test_a_cluster_tags_the_table_and_live_state_keys() -> None:
@@ -124,12 +128,13 @@ def test_a_cluster_tags_the_table_and_live_state_keys() -> None:
 
 @pytest.mark.parametrize("groups", [1, 3, 6, 8, 64, 256])
 def test_each_exchange_call_is_on_one_slot_and_the_groups_spread_evenly(groups: int) -> None:
-    """Every key one script call touches (one group's five) is on one slot; the groups' slots
+    """Every key of one group (its list, snapshots and catalogs) is on one slot; the groups' slots
     are spread evenly over the slot range, so the 3 masters of `redis-cli --cluster create`
     (equal ranges) own an equal share of any multiple of 3 groups, within one otherwise."""
     slots = []
     for group in range(groups):
-        keys = CLUSTER.in_flight_group(group, groups)
+        k = CLUSTER.in_flight_group(group, groups)
+        keys = [k.members, k.snapshot("dp-0\x1fp"), k.snapshot(b"x{y}"), k.catalog(b"\x00" * 8)]
         assert len({key_slot(key.encode()) for key in keys}) == 1, keys
         slots.append(key_slot(keys[0].encode()))
     assert len(set(slots)) == groups
@@ -141,15 +146,23 @@ def test_each_exchange_call_is_on_one_slot_and_the_groups_spread_evenly(groups: 
 def test_fleets_that_disagree_on_the_groups_share_no_key() -> None:
     """A replica with another IN_FLIGHT_SHARE_GROUPS reads and writes other keys: it misses
     the others' counts (each still sees them in the scrape) rather than mixing sums."""
-    three = {CLUSTER.in_flight_group(g, 3)[0] for g in range(3)}
-    assert three.isdisjoint({CLUSTER.in_flight_group(g, 4)[0] for g in range(4)})
+    three = {CLUSTER.in_flight_group(g, 3).members for g in range(3)}
+    assert three.isdisjoint({CLUSTER.in_flight_group(g, 4).members for g in range(4)})
 
 
-def test_a_call_names_its_groups_keys_only() -> None:
-    """The script reads and writes KEYS alone (no key built inside Lua), so a cluster routes
-    each call to its group's slot owner."""
-    touched = set(re.findall(r"redis\.call\('[A-Z]+', (\w+)", EXCHANGE_SCRIPT))
-    assert touched <= {"held", "seen", "total", "owners", "answer", "key"}, touched
+def test_an_exchange_names_its_groups_keys_only() -> None:
+    """Each command of an exchange (writes, the list, the MGETs) names keys of one group
+    only, so a cluster routes it to that group's slot owner."""
+    identity = ReplicaIdentity("dp-0", lambda: None, lambda: 0.0)
+    sharing = InFlightSharing(CLUSTER, identity, dict, lambda _: None, 1.0, lambda: 0.0, groups=3)
+    snapshots = sharing._encode({f"e{i}#0": i % 3 for i in range(30)})
+    for g, group in enumerate(sharing._groups):
+        group.others, group.prune = [b"dp-1\x1fq", b"dp-2\x1fr"], [b"dp-3\x1fs"]
+        slot = key_slot(CLUSTER.in_flight_group(g, 3).members.encode())
+        for command in sharing._commands(group, snapshots[g], True):
+            name, *args = command.args if isinstance(command, Packed) else command
+            keys = args if name == "MGET" else args[:1]
+            assert {key_slot(str(key).encode()) for key in keys} == {slot}, command
 
 
 @pytest.mark.parametrize("prefix", ["a{b", "a}b"])

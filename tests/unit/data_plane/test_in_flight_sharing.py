@@ -3,7 +3,6 @@ the other replicas' counts with the scraped depth (pure), the message format and
 
 from __future__ import annotations
 
-import json
 import random
 import zlib
 
@@ -12,12 +11,14 @@ from pydantic import ValidationError
 
 from data_plane.resilience.endpoint_load import LoadTracker, outside_load
 from data_plane.settings import DataPlaneSettings, InFlightShareSettings
-from data_plane.sync.in_flight_script import (
-    changed_counts,
-    full_counts,
+from data_plane.sync.in_flight_snapshot import (
+    COUNT_MAX,
+    Catalog,
+    encode,
+    fingerprints,
     group_of,
     next_wait_s,
-    peers_from,
+    sum_snapshots,
 )
 
 
@@ -85,13 +86,60 @@ def test_tracker_load_is_own_plus_outside_load_after_any_sequence() -> None:
             assert tracker.load.get(e, 0.0) == tracker.in_flight(e) + outside, e
 
 
-def test_peers_are_the_sum_less_our_own_snapshot() -> None:
-    total = json.dumps({"a#0": 5, "b#0": 1, "c#0": 2})
-    assert peers_from(total, {"a#0": 2, "c#0": 2}) == {"a#0": 3.0, "b#0": 1.0}
-    assert peers_from(total.encode(), {}) == {"a#0": 5.0, "b#0": 1.0, "c#0": 2.0}
-    assert peers_from("{}", {"a#0": 1}) == {}
-    for bad in ("not json", "[1]", json.dumps({"a#0": "2"}), json.dumps({"a#0": None})):
-        assert peers_from(bad, {}) == {}
+def test_the_sum_of_snapshots_is_the_sum_of_their_counts() -> None:
+    """Snapshots of one catalog and of another (a replica that met a new endpoint) add up per
+    endpoint; a snapshot of an unknown catalog, or cut short, counts as none."""
+    one, two = Catalog.of(["b#0", "a#0"]), Catalog.of(["a#0", "b#0", "c#0"])
+    assert one.endpoints == ("a#0", "b#0")  # sorted: equal sets share one catalog
+    snapshots = [
+        encode(one, {"a#0": 2, "b#0": 0, "z#0": 9}),  # z is not in the catalog: not sent
+        encode(one, {"a#0": 1, "b#0": 4}),
+        encode(two, {"c#0": 3}),
+    ]
+    catalogs = {c.fingerprint: c for c in (one, two)}
+    assert fingerprints(snapshots) == set(catalogs)
+    assert sum_snapshots(snapshots, catalogs) == {"a#0": 3.0, "b#0": 4.0, "c#0": 3.0}
+    assert sum_snapshots(snapshots, {one.fingerprint: one}) == {"a#0": 3.0, "b#0": 4.0}
+    assert sum_snapshots([snapshots[0][:-1], b"short"], catalogs) == {}
+    assert sum_snapshots([], catalogs) == {}
+
+
+def test_many_large_counts_sum_without_a_carry_between_endpoints() -> None:
+    """A count past 32 bits is capped, one below zero is 0, and 600 replicas at the cap sum
+    exactly: no count spills into the next endpoint's."""
+    catalog = Catalog.of(["a#0", "b#0", "c#0"])
+    top = encode(catalog, {"a#0": 10**12, "b#0": 0, "c#0": -3})
+    assert sum_snapshots([top], {catalog.fingerprint: catalog}) == {"a#0": float(COUNT_MAX)}
+    many = [top] * 600
+    summed = sum_snapshots(many, {catalog.fingerprint: catalog})
+    assert summed == {"a#0": float(COUNT_MAX * 600)}
+
+
+def test_a_catalog_is_taken_only_under_its_own_fingerprint() -> None:
+    catalog = Catalog.of(["x#1", "x#0"])
+    assert Catalog.parse(catalog.fingerprint, catalog.text) == catalog
+    assert Catalog.parse(catalog.fingerprint, b"x#0") is None  # another list
+    assert Catalog.parse(catalog.fingerprint, None) is None  # expired
+    empty = Catalog.of([])
+    assert Catalog.parse(empty.fingerprint, empty.text) == empty
+    assert encode(empty, {"a#0": 1}) == empty.fingerprint
+
+
+def test_random_snapshots_sum_as_dictionaries_would() -> None:
+    rng = random.Random(11)
+    names = [f"e{i}#0" for i in range(40)]
+    catalogs: dict[bytes, Catalog] = {}
+    snapshots: list[bytes] = []
+    expected: dict[str, float] = {}
+    for _ in range(300):
+        catalog = Catalog.of(rng.sample(names, rng.randrange(1, 40)))
+        catalogs[catalog.fingerprint] = catalog
+        own = {e: rng.randrange(0, 5) for e in catalog.endpoints}
+        snapshots.append(encode(catalog, own))
+        for e, n in own.items():
+            if n:
+                expected[e] = expected.get(e, 0.0) + n
+    assert sum_snapshots(snapshots, catalogs) == expected
 
 
 def test_a_lone_replica_exchanges_at_half_the_ttl() -> None:
@@ -106,23 +154,6 @@ def test_the_wait_doubles_while_nothing_changes_up_to_the_longest() -> None:
     assert waits == [0.025, 0.05, 0.1, 0.1, 0.1]
     assert next_wait_s(5, 3, 0.025, 0.01, 1.0) == 0.025  # a longest below the interval: ignored
     assert next_wait_s(5, 10_000, 0.025, 0.1, 1.0) == 0.1  # no overflow after a long quiet
-
-
-def test_only_changed_counts_are_sent_as_they_are_now() -> None:
-    sent = {"a#0": 2, "b#0": 1, "c#0": 0, "gone#0": 3, "idle#0": 0}
-    own = {"a#0": 2, "b#0": 4, "c#0": 1, "new#0": 0, "new#1": 2}
-    # b and c changed (absolute counts, so a call applied twice is harmless), gone left with
-    # a count Redis holds (sent as 0), new#1 appeared; a, idle and the idle new#0 are not sent.
-    assert changed_counts(own, sent) == {"b#0": 4, "c#0": 1, "gone#0": 0, "new#1": 2}
-    assert changed_counts(own, own) == {}
-
-
-def test_a_full_refresh_overwrites_every_count_redis_may_hold() -> None:
-    """Everything with a count now, and 0 for every endpoint Redis ever took a count of:
-    whatever an update lost, Redis holds exactly our counts after it."""
-    own = {"a#0": 2, "b#0": 0, "c#0": 0}
-    assert full_counts(own, {"b#0", "lost#0"}) == {"a#0": 2, "b#0": 0, "lost#0": 0}
-    assert full_counts({}, set()) == {}
 
 
 def test_endpoints_spread_over_the_groups_the_same_way_everywhere() -> None:
