@@ -59,7 +59,7 @@ test: venv system-deps
 # latency verdicts, the fault tests, the real engines, the wheel) each run on one worker.
 pytest: venv
 	@echo "==> pytest ($(PYTEST_WORKERS) workers)"
-	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS); \
+	@$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=15 $(PYTEST_ARGS); \
 	  rc=$$?; if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): failing" >&2; exit 1; fi; \
 	  exit $$rc
 

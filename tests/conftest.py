@@ -92,26 +92,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: _GROUP_ORDER.get(unit_of_work(item.nodeid), len(_GROUP_ORDER)))
 
 
-# The real engines are background CPU work for the rest of the suite: starting one is minutes of
-# imports and model loading on 2 cores. Under `make test`, a module marked `engine` runs at this
-# niceness (its engines inherit it), so the modules whose verdicts ride on wall-clock latencies
-# (`latency`, `faults`, the demo) get the CPU first and the engines take what those leave, which
-# is most of it (they mostly wait). The worker's priority is restored after the module, so the
-# units it runs next are not slowed (profiler CLI tests timed out on a worker left at nice 10);
-# restoring needs root (CI's case), so elsewhere the priority is left alone.
-ENGINE_NICENESS = 10
+# The real engines and the wheel build are background CPU work for the rest of the suite:
+# starting an engine is minutes of imports and model loading on 2 cores, building and installing
+# the wheel minutes of pip. Under `make test`, a module marked `background` runs at this
+# niceness (its children inherit it), so the modules whose verdicts ride on wall-clock latencies
+# (`latency`, `faults`, the demo) get the CPU first and the background work takes what those
+# leave, which is most of it (they mostly wait). The worker's priority is restored after the
+# module, so the units it runs next are not slowed (profiler CLI tests timed out on a worker
+# left at nice 10); restoring needs root (CI's case), so elsewhere the priority is left alone.
+BACKGROUND_NICENESS = 10
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _engines_yield_the_cpu(request: pytest.FixtureRequest) -> Iterator[None]:
-    engines = request.node.get_closest_marker("engine") is not None
-    if not (engines and hasattr(request.config, "workerinput") and os.geteuid() == 0):
+    background = request.node.get_closest_marker("background") is not None
+    if not (background and hasattr(request.config, "workerinput") and os.geteuid() == 0):
         yield
         return
     before = os.getpriority(os.PRIO_PROCESS, 0)
-    os.setpriority(os.PRIO_PROCESS, 0, ENGINE_NICENESS)
+    os.setpriority(os.PRIO_PROCESS, 0, BACKGROUND_NICENESS)
     try:
-        yield  # the module's own fixtures (its engines) end before this one
+        yield  # the module's own fixtures (its engines, its venv) end before this one
     finally:
         os.setpriority(os.PRIO_PROCESS, 0, before)
 

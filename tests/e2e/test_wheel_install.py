@@ -30,7 +30,8 @@ from contracts.profile_report import ProfileReport
 from contracts.routing_table import RoutingTable
 from tests.support.redis_server import free_port
 
-pytestmark = pytest.mark.timeout(600)  # the module's first test waits for the install
+# the module's first test waits for the install; building and installing is background CPU
+pytestmark = [pytest.mark.timeout(600), pytest.mark.background]
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("contracts", "control_plane", "data_plane", "profiler", "simulator", "demo")
