@@ -35,7 +35,7 @@ from demo.variants import (
 )
 from tests.support.redis_server import RedisProcess
 
-pytestmark = [pytest.mark.engine, pytest.mark.background, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 
 PAIR = "gemma-3-270m@bf16"
 COUNTING = "One, two, three, four,"

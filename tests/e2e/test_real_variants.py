@@ -21,7 +21,7 @@ from demo.fleet import FleetPair, check_engine_memory, engine_capabilities, star
 from demo.variants import DEMO_VARIANTS, REAL_VARIANTS, REPLACEMENTS, VariantPlan, plan_variants
 from tests.e2e.test_real_engine import run_setup
 
-pytestmark = [pytest.mark.engine, pytest.mark.background, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 
 SMOKED_BY_THE_STACK = "bf16"
 

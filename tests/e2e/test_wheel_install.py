@@ -30,8 +30,7 @@ from contracts.profile_report import ProfileReport
 from contracts.routing_table import RoutingTable
 from tests.support.redis_server import free_port
 
-# the module's first test waits for the install; building and installing is background CPU
-pytestmark = [pytest.mark.timeout(600), pytest.mark.background]
+pytestmark = pytest.mark.timeout(600)  # the module's first test waits for the install
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("contracts", "control_plane", "data_plane", "profiler", "simulator", "demo")

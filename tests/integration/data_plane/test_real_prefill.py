@@ -37,7 +37,7 @@ from demo.stack import fetch_text, publish_table, start_control_plane, start_dat
 from tests.e2e.test_real_engine import run_setup, small_evalset
 from tests.support.redis_server import running_redis
 
-pytestmark = [pytest.mark.engine, pytest.mark.background, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 
 PAIR = "gemma-3-270m@bf16"
 # Sentences of ~12 tokens: ~2,700 prompt tokens, under the 4,096-token context also by the
