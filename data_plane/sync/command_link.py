@@ -6,10 +6,7 @@ client layer: taking a connection from the pool and giving it back, the retry wr
 response callbacks. A `CommandLink` keeps one connection, made by the client's pool with the
 client's settings (address, credentials, TLS, timeouts), and sends each batch of commands on
 it in one write, then reads the replies as Redis sends them (raw: bytes, lists, integers),
-within the client's socket timeout. Each chunk received is fed to hiredis's C parser
-(`hiredis.Reader`, redis-py's own optional parser): redis-py's pure-Python parser read an MGET
-of 63 snapshots element by element, about 2 ms of a replica's CPU per exchange (cProfile,
-64 replicas x 200 endpoints).
+parsed from one receive buffer (`resp_replies.py`), within the client's socket timeout.
 After any failure other than an error reply the connection is closed (a reply may still be
 on its way) and the next batch opens a new one. A Redis Cluster's client sends each batch
 through its pipeline, which routes each command to its key's slot owner and follows
@@ -23,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
@@ -31,6 +27,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import InvalidResponse, ResponseError
 
 from contracts.redis_topology import as_cluster
+from data_plane.sync.resp_replies import IncompleteReplyError, parse_replies
 
 Arg = str | bytes | int | float
 
@@ -75,39 +72,6 @@ def pack_commands(commands: Sequence[Command]) -> bytes:
     return b"".join(parts)
 
 
-_INCOMPLETE = object()  # hiredis.Reader.gets()'s answer while a reply is incomplete
-
-
-def _error_reply(message: str) -> ResponseError:
-    return ResponseError(message.removeprefix("ERR "))
-
-
-class Replies:
-    """A batch's `count` replies, read by `hiredis.Reader` from the chunks received (RESP2
-    and RESP3: a set is a list, a map a dict, a null None). An error reply is a
-    `ResponseError` in the list, not raised; a protocol error raises `InvalidResponse`."""
-
-    def __init__(self, count: int) -> None:
-        self._reader = hiredis.Reader(
-            protocolError=InvalidResponse, replyError=_error_reply, notEnoughData=_INCOMPLETE
-        )
-        self._count = count
-        self._replies: list[Any] = []
-
-    def feed(self, chunk: bytes) -> list[Any] | None:
-        """Every reply once the chunks so far hold them all, else None (receive more).
-        Bytes beyond the last reply raise `InvalidResponse`: the link is out of step."""
-        self._reader.feed(chunk)
-        while len(self._replies) < self._count:
-            reply = self._reader.gets()
-            if reply is _INCOMPLETE:
-                return None
-            self._replies.append(reply)
-        if self._reader.has_data():
-            raise InvalidResponse("more bytes than the replies asked for")
-        return self._replies
-
-
 class CommandLink:
     """Sends batches of commands, as a non-transactional pipeline would, on a connection of
     its own; the replies in order, the first error reply raised after all were read."""
@@ -137,17 +101,23 @@ class CommandLink:
 
     @staticmethod
     async def _receive(conn: AbstractConnection, count: int) -> list[Any]:
-        """`count` replies, each chunk as it arrives fed to one `Replies`."""
+        """`count` replies, from one receive buffer (`resp_replies`), not element by element."""
         reader: asyncio.StreamReader | None = getattr(conn, "_reader", None)
         if reader is None:
             raise RedisConnectionError("the connection closed")
-        replies = Replies(count)
+        buffer = b""
         while True:
             chunk = await reader.read(1 << 16)
             if not chunk:
                 raise RedisConnectionError("Redis closed the connection")
-            if (done := replies.feed(chunk)) is not None:
-                return done
+            buffer += chunk
+            try:
+                replies, used = parse_replies(buffer, count)
+            except IncompleteReplyError:
+                continue
+            if used != len(buffer):
+                raise InvalidResponse("more bytes than the replies asked for")
+            return replies
 
     async def _open(self, pool: ConnectionPool) -> AbstractConnection:
         """A new connection, connected as the pool connects its own: a Sentinel's connection
