@@ -14,6 +14,7 @@ from hypothesis import settings
 from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
 
 from contracts.redis_keys import RedisKeys
+from tests.support.loop_dump import watchdog
 from tests.support.redis_server import RedisProcess, running_redis
 
 _prefixes = count()
@@ -129,6 +130,31 @@ def _group_priority(request: pytest.FixtureRequest) -> Iterator[None]:
         yield  # the module's own fixtures (its engines, servers, venv) end before this one
     finally:
         os.setpriority(os.PRIO_PROCESS, 0, before)
+
+
+def _timeout_s(item: pytest.Item) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is not None and marker.args:
+        return float(marker.args[0])
+    return float(item.config.getini("timeout") or 0)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with watchdog(_timeout_s(item)):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with watchdog(_timeout_s(item)):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    with watchdog(_timeout_s(item)):
+        return (yield)
 
 
 @pytest.fixture(scope="session")
