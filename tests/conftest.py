@@ -89,9 +89,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """On xdist's workers the groups' tests come first, in `_GROUP_ORDER` (stable: the order
     is kept within them and after them), which `--no-loadscope-reorder` makes the order units
     are given out. A run without xdist keeps pytest's order."""
+    for item in items:
+        if item.nodeid.startswith(TIMING_BOUND):
+            item.add_marker(pytest.mark.flaky(reruns=1))
     if not hasattr(config, "workerinput"):
         return
     items.sort(key=lambda item: _GROUP_ORDER.get(unit_of_work(item.nodeid), len(_GROUP_ORDER)))
+
+
+# Tests whose verdict rides on latencies measured from engines that share the machine's two
+# cores with the rest of the suite (simulated engines in the test's own process at a few ms a
+# token, real engines, subprocess stacks): a refit published, a stall judged, a 504 or a 429 at
+# a budget. Each passed alone in every failure we traced (closing notes of 2026-12-07), and a
+# CPU-starved run fails them at random: one failure of such a test is run once more
+# (pytest-rerunfailures, shown as R in the summary), the second fails the suite. A test whose
+# verdict does not ride on time is never rerun.
+TIMING_BOUND = (
+    "tests/hostile/",
+    "tests/integration/data_plane/test_refit.py",
+    "tests/integration/data_plane/test_replica_admission.py",
+    "tests/integration/data_plane/test_real_prefill.py",
+    "tests/integration/profiler/test_profile_simulated_pair.py",
+    "tests/integration/profiler/test_bad_endpoints_and_interrupts.py",
+    "tests/e2e/test_demo_sim.py",
+    "tests/reliability/test_soak_smoke.py",
+)
 
 
 # CPU priority per group under `make test` (root only: raising a priority, or restoring one,
