@@ -9,13 +9,16 @@ from __future__ import annotations
 import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 import grpc
 
+from data_plane.client_keys import KeyGrant, key_digest
 from data_plane.decision.compile import compile_table
 from data_plane.decision_step import default_admission
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
+from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.settings import FlowSettings
 from data_plane.table_store import TableStore
@@ -83,12 +86,13 @@ async def test_a_light_tenant_goes_past_the_line_the_bulk_tenant_holds_past_its_
 
 
 @asynccontextmanager
-async def queueless() -> AsyncIterator[Gateway]:
+async def queueless(rights: Rights | None = None) -> AsyncIterator[Gateway]:
     """Gateway mode with the queue off (`FLOW_QUEUE=false`): a request admission would
-    hold is refused at once."""
+    hold is refused at once. `rights`: who may claim what (default: gateway mode's)."""
     store, metrics = TableStore(), DataPlaneMetrics("test", "test")
     store.swap(compile_table(table([entry("llama", "fp8", tpot_per_load_s=SLOW)])))
     admission, tracker = default_admission(), LoadTracker()
+    admission = replace(admission, rights=rights or Rights(objective_trusted=True))
     router = gateway_router(store, metrics, random.Random(7), PAIR_HEADER, admission, tracker)
     assert router.door.queue is None
     processor = ExternalProcessor(router, metrics, ServiceConfig(BUFFERED, 64 * 1024))
@@ -127,6 +131,28 @@ async def test_without_the_queue_the_bulk_tenant_is_refused_past_its_share() -> 
         late = [await answered(Stream(gateway, h)) for h in (BULK, LIGHT)]
         assert [error_of(s.first.result())[0] for s in late if s.first is not None] == [429] * 2
         for stream in (*bulk, light, *late):
+            await stream.close()
+
+
+async def test_a_key_holder_naming_another_tenant_takes_its_own_share_not_that_tenants() -> None:
+    """With API keys, a key's tenant wins over the tenant header and llm-d's fairness id in
+    gateway mode too (`request.identity`): a key holder naming `victim` fills the line as
+    `acme` (its 429 says so), and `victim`'s own request, within its share, is routed past
+    the line. Counted as `victim`, the key holder would have put `victim` over its share."""
+    rights = Rights(grants={key_digest("k-acme"): KeyGrant(tenant="acme")}, objective_trusted=True)
+    posing = {**BUDGET, "authorization": "Bearer k-acme", "x-gearbox-tenant": "victim"}
+    fairness_id = {**BUDGET, "authorization": "Bearer k-acme"}
+    fairness_id["x-llm-d-inference-fairness-id"] = "victim"
+    async with queueless(rights) as gateway:
+        acme = [await answered(Stream(gateway, h)) for h in (posing, fairness_id, posing)]
+        assert [s.pair() for s in acme] == ["llama@fp8"] * 3
+        refused = await answered(Stream(gateway, fairness_id))
+        assert refused.first is not None
+        status, _, headers = error_of(refused.first.result())
+        assert (status, headers["x-gearbox-tenant"]) == (429, "acme")
+        victim = await answered(Stream(gateway, {**BUDGET, "x-gearbox-tenant": "victim"}))
+        assert victim.pair() == "llama@fp8"
+        for stream in (*acme, refused, victim):
             await stream.close()
 
 
