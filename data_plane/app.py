@@ -20,7 +20,6 @@ from aiohttp import web
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from contracts.redis_topology import as_cluster
 from data_plane.checks.accuracy_check import AccuracyChecker, CheckerConfig, CheckerParts
 from data_plane.checks.canary_items import (
     SHIPPED_ITEMS,
@@ -50,7 +49,7 @@ from data_plane.settings import DataPlaneSettings
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.feedback_writer import FeedbackWriter
-from data_plane.sync.in_flight_sharing import CLUSTER_GROUPS, GROUPS, InFlightSharing
+from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.live_state import LiveStateWriter, build_state
 from data_plane.sync.replica_identity import ReplicaIdentity
 from data_plane.sync.table_watcher import TableWatcher
@@ -72,11 +71,13 @@ from data_plane.wiring import (
     engine_probe,
     engine_scraper,
     flow_queue,
+    in_flight_sharing,
     new_metrics,
     package_version,
     probe_client,
     redis_client,
     scrape_client,
+    sharing_intervals_s,
     table_watcher,
 )
 
@@ -480,23 +481,11 @@ def _start_sharing(
     app: web.Application, client: aioredis.Redis, clock: Callable[[], float]
 ) -> None:
     """Exchange this replica's in-flight counts for the others'; merge those into the load."""
-    s, tracker = app[SETTINGS], app[HEALTH].tracker
-    share = s.in_flight_share
-    interval_s = share.interval_ms / 1000
-    sharing = InFlightSharing(
-        s.redis.keys,
-        app[IDENTITY],
-        tracker.in_flight_all,
-        tracker.set_peers_in_flight,
-        share.ttl_s,
-        clock,
-        groups=share.groups or (CLUSTER_GROUPS if as_cluster(client) else GROUPS),
-        refresh_s=share.refresh_s,
-    )
+    s = app[SETTINGS]
+    sharing = in_flight_sharing(s, client, app[IDENTITY], app[HEALTH].tracker, clock)
     app[SHARING] = sharing
     app[CANARY].count_replicas(lambda: sharing.replicas_held)  # the capacity share is split
-    longest_s = share.longest_ms / 1000
-    app[TASKS].start(_SHARING_TASKS[0], sharing.run(client, interval_s, longest_s))
+    app[TASKS].start(_SHARING_TASKS[0], sharing.run(client, *sharing_intervals_s(s)))
 
 
 def _counters_ctx(stall: StallGuard) -> CleanupCtx:

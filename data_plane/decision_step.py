@@ -89,7 +89,7 @@ class Decided:
     priority: str = "standard"  # its priority class
     client: str | None = None  # its tenant itself when named (None: anonymous), for evidence
     held: str | None = None  # the pair its tenant's fair share counts it at (`finished` ends it)
-    slot: Slot | None = None  # its place in flight until its first attempt takes its own
+    slot: Slot | None = None  # its place in flight until its first attempt (or its end)
     waited_s: float = 0.0  # seconds it waited in the queue first (its budget was what was left)
 
 
@@ -117,11 +117,11 @@ class StepParts:
     feedback: FeedbackAggregator | None = None  # the recent traffic mix (contracts.evidence)
     admission: Admission = field(default_factory=default_admission)
     # This process's requests in flight and refusals per pair and tenant, for fair shares
-    # (None, as in gateway mode, which sends no request and does not see requests end).
+    # (both doors keep them; None: no fair shares).
     tenant_load: TenantLoad | None = None
     overshoot: Overshoot | None = None  # per pair, the margin its answers ask for
-    # The in-flight counts a decided request joins at once (`endpoint_load.Slot`; None, as in
-    # gateway mode, whose requests are counted by the engines' scrape alone).
+    # The in-flight counts a decided request joins at once (`endpoint_load.Slot`; gateway
+    # mode keeps it until the answer ends; None: not counted).
     slots: LoadTracker | None = None
     outputs: OutputLengths | None = None  # how long answers run, per tenant (`output_length`)
 
@@ -427,7 +427,7 @@ class DecisionStep:
     ) -> None:
         """Refuse a sheddable request whose tenant holds its fair share of the fleet while
         another tenant is active (`decision.fair_share`; a canary's baseline is judged on its
-        own pair alone; HTTP data plane only: gateway mode does not see requests end)."""
+        own pair alone)."""
         asked, inbound = read
         table, req, health, who, _ = asked
         load = self._p.tenant_load

@@ -2,10 +2,11 @@
 
 The ext_proc gRPC service on `extproc_port`, fed by the same table watcher as the HTTP data
 plane (Redis, or the snapshot file alone); the engines' queues scraped from their `/metrics`
-as the data plane scrapes them, one endpoint per pod when endpoint discovery is on (the only
-load gateway mode sees: docs/gateway.md, "Load and shedding"); and a small HTTP side on `port`
-for `/healthz`, `/readyz` and `/metrics`. No engine calls, breakers or retries: those are the
-gateway's.
+as the data plane scrapes them, one endpoint per pod when endpoint discovery is on; its own
+requests in flight exchanged with the other gateway replicas' through Redis as the data plane
+shares them (`IN_FLIGHT_SHARE_*`; the load gateway mode sees: docs/gateway.md, "Load and
+shedding"); and a small HTTP side on `port` for `/healthz`, `/readyz` and `/metrics`. No
+engine calls, breakers or retries: those are the gateway's.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_s
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.serving.probes import Probes
 from data_plane.settings import DataPlaneSettings
+from data_plane.sync.in_flight_sharing import InFlightSharing
+from data_plane.sync.replica_identity import ReplicaIdentity
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.upstream.http1 import Http1Upstream
@@ -38,9 +41,11 @@ from data_plane.wiring import (
     endpoint_discovery,
     engine_scraper,
     flow_settings,
+    in_flight_sharing,
     new_metrics,
     redis_client,
     scrape_client,
+    sharing_intervals_s,
     table_watcher,
 )
 
@@ -85,6 +90,10 @@ class GatewayProcess:
         )
         service = ServiceConfig(_BODY_MODES[s.extproc.body_mode], s.server.max_body_bytes)
         self.processor = ExternalProcessor(router, self.metrics, service, time.monotonic)
+        self.identity = ReplicaIdentity(
+            s.instance_id, self.metrics.instance_id_clashes.inc, time.monotonic
+        )
+        self.sharing: InFlightSharing | None = None  # while `run` shares in-flight counts
         self._stopped = asyncio.Event()
 
     def stop(self) -> None:
@@ -95,6 +104,7 @@ class GatewayProcess:
         self.watcher.load_snapshot()
         client = redis_client(s) if s.redis.url else None
         watch = None if client is None else asyncio.create_task(self.watcher.run(client))
+        share = None if client is None else self._start_sharing(client)
         scrape = self._start_scrape()
         discover = None if self.discovery is None else asyncio.create_task(self.discovery.run())
         host = s.server.host
@@ -118,7 +128,19 @@ class GatewayProcess:
                 await asyncio.gather(discover, return_exceptions=True)
             if scrape is not None:
                 await scrape.stop()
+            if share is not None:
+                share.cancel()
+                await asyncio.gather(share, return_exceptions=True)
             await _shutdown(server, runner, watch, client, s.server.shutdown_timeout_s)
+
+    def _start_sharing(self, client: aioredis.Redis) -> asyncio.Task[None] | None:
+        """The exchange of this replica's in-flight counts for the other replicas', as the
+        HTTP data plane's (None when `IN_FLIGHT_SHARE_INTERVAL_MS` is 0: off)."""
+        s = self.settings
+        if s.in_flight_share.interval_ms <= 0:
+            return None
+        self.sharing = in_flight_sharing(s, client, self.identity, self.tracker, time.monotonic)
+        return asyncio.create_task(self.sharing.run(client, *sharing_intervals_s(s)))
 
     def _start_scrape(self) -> _Scrape | None:
         """The engine scrape into `tracker`, every `SCRAPE_INTERVAL_S` (None when 0: off)."""

@@ -14,7 +14,7 @@ from weakref import WeakKeyDictionary
 
 import redis.asyncio as aioredis
 
-from contracts.redis_topology import ClientOptions, connect_redis
+from contracts.redis_topology import ClientOptions, as_cluster, connect_redis
 from data_plane.client_keys import client_keys, grants_of
 from data_plane.decision_step import Admission, DecisionStep
 from data_plane.domain import CompiledTable
@@ -26,7 +26,9 @@ from data_plane.settings import DataPlaneSettings, FlowSettings
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
 from data_plane.sync.endpoint_resolver import DnsResolver
 from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
+from data_plane.sync.in_flight_sharing import CLUSTER_GROUPS, GROUPS, InFlightSharing
 from data_plane.sync.metrics_page import PageRefusals
+from data_plane.sync.replica_identity import ReplicaIdentity
 from data_plane.sync.table_watcher import TableWatcher
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -89,6 +91,35 @@ def table_watcher(
 def redis_client(settings: DataPlaneSettings) -> aioredis.Redis:
     """A client for `settings.redis.url` (standalone, Sentinel or Cluster)."""
     return connect_redis(settings.redis.url, ClientOptions(settings.redis.timeout_s))
+
+
+def in_flight_sharing(
+    settings: DataPlaneSettings,
+    client: aioredis.Redis,
+    identity: ReplicaIdentity,
+    tracker: LoadTracker,
+    clock: Callable[[], float],
+) -> InFlightSharing:
+    """The exchange of `tracker`'s in-flight counts for the other replicas' (docs/data_plane.md,
+    "In-flight sharing"), as `IN_FLIGHT_SHARE_*` configure it; `run` it with
+    `sharing_intervals_s`."""
+    share = settings.in_flight_share
+    return InFlightSharing(
+        settings.redis.keys,
+        identity,
+        tracker.in_flight_all,
+        tracker.set_peers_in_flight,
+        share.ttl_s,
+        clock,
+        groups=share.groups or (CLUSTER_GROUPS if as_cluster(client) else GROUPS),
+        refresh_s=share.refresh_s,
+    )
+
+
+def sharing_intervals_s(settings: DataPlaneSettings) -> tuple[float, float]:
+    """The in-flight sharing's interval and longest wait, in seconds."""
+    share = settings.in_flight_share
+    return share.interval_ms / 1000, share.longest_ms / 1000
 
 
 def engine_client(

@@ -48,7 +48,7 @@ from data_plane.domain import Candidate, CompiledTable, HealthView, RouteRequest
 
 class Seen(NamedTuple):
     """What this replica saw for one decision: its requests in flight per pair and tenant
-    (None in gateway mode, which does not see requests end), the tenants it refused lately
+    (None: a door that keeps no tenant counts), the tenants it refused lately
     per pair (tenant -> when), and per pair the margin its answers ask for, read at `now`."""
 
     tenants: Mapping[str, Mapping[str, int]] | None
@@ -200,8 +200,8 @@ def assemble(
     mine = 0.0
     if seen.tenants is not None:
         mine = sum(sum(seen.tenants.get(p.pair, {}).values()) for p in pairs)
-    # This request counted as this replica's own; a door that sends nothing itself (gateway
-    # mode) has the whole fleet as its part.
+    # This request counted as this replica's own; a door that keeps no tenant counts has
+    # the whole fleet as its part.
     part = 1.0 if seen.tenants is None else min(1.0, (mine + 1.0) / (load + 1.0))
     capacity = sum(p.line * len(p.candidate.endpoints) for p in pairs) * part
     sustained = sum(p.per_endpoint * len(p.candidate.endpoints) for p in pairs)

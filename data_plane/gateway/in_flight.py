@@ -6,11 +6,15 @@ until its answer ends, and its end wakes the queue.
 
 Where it counts: Envoy's endpoint picker, not Gearbox, picks the pod, so a routed request
 is counted at the endpoint its decision put first (the less loaded of two of its pair as
-Gearbox sees them, `decision.feasibility.order_endpoints`). The scrape subtracts its own
-requests from that endpoint's scraped count (`LoadTracker.set_queue_depth`). Where the
-picker chose another pod, the pair's total can count a request twice (its own count at the
-guessed endpoint, the scrape at its pod) while the guessed endpoint's scraped count is
-below Gearbox's own count there: an over-count, which queues sooner, never more traffic.
+Gearbox sees them, `decision.feasibility.order_endpoints`), from the decision on
+(`endpoint_load.Slot`, as in the HTTP door): a request dispatched from the queue is counted
+before its stream's task runs again, so no other wake-up sees its slot free. The scrape
+subtracts its own requests from that endpoint's scraped count
+(`LoadTracker.set_queue_depth`). Where the picker chose another pod, the pair's total can
+count a request twice (its own count at the guessed endpoint, the scrape at its pod) while
+the guessed endpoint's scraped count is below Gearbox's own count there: an over-count,
+which queues sooner, never more traffic. Its tenant's share is counted from the decision to
+the end too (`resilience.tenant_load`, the HTTP door's fair shares).
 
 When it ends: at the first of the response body's last chunk (`end_of_stream`), response
 headers that end the response, or the ext_proc stream's end (Envoy closes it when the HTTP
@@ -28,49 +32,46 @@ from data_plane.asked import Full
 from data_plane.decision_step import Decided, DecisionStep
 from data_plane.flow.queue import FlowQueue
 from data_plane.request.body import BodyKind
-from data_plane.resilience.endpoint_load import LoadTracker
 
 
 class Running:
     """One routed request until its answer ends (`end`, idempotent): its count at an
-    endpoint, its tenant's share, and the queue's wake-up when it goes."""
+    endpoint (`Decided.slot`, taken by the decision step at the decision), its tenant's
+    share, and the queue's wake-up when it goes."""
 
-    __slots__ = ("_door", "_endpoint", "_over", "decided")
+    __slots__ = ("_door", "_over", "decided")
 
     def __init__(self, door: GatewayDoor, decided: Decided) -> None:
         self._door = door
         self.decided = decided
         self._over = False
-        first = decided.decision.candidates[0]
-        self._endpoint = first.endpoints[0].id if first.endpoints else None
-        if self._endpoint is not None:
-            door.tracker.acquire(self._endpoint)
 
     def end(self) -> None:
         if self._over:
             return
         self._over = True
         door = self._door
-        if self._endpoint is not None:
-            door.tracker.release(self._endpoint)
-        door.step.finished(self.decided)
+        door.step.finished(self.decided)  # its slot and its tenant's share are free
         if door.queue is not None:
             door.queue.finished()
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayDoor:
-    """The decision step, the queue (None: refused at once) and the in-flight counts."""
+    """The decision step (whose `StepParts.slots` count each request in flight from its
+    decision on) and the queue (None: refused at once)."""
 
     step: DecisionStep
-    tracker: LoadTracker
     queue: FlowQueue | None = None
 
     def decide(self, kind: BodyKind, headers: Mapping[str, str], body: bytes) -> Running:
         """The request decided now (raises the RouterError its client gets at once), or
-        `Full` when every pair that meets it is full and the queue may hold it (`wait`)."""
-        may_wait = self.queue is not None
-        return Running(self, self.step.decide(body, kind, headers, may_wait=may_wait))
+        `Full` when every pair that meets it is full and the queue may hold it (`wait`), or
+        when a request of a higher band waits for one of its pairs (strict bands, as in the
+        HTTP door)."""
+        queue = self.queue
+        decided = self.step.decide(body, kind, headers, queue is not None, queue)
+        return Running(self, decided)
 
     async def wait(self, full: Full, arrived: float) -> Running:
         """`full` decided once a pair has room (raises its 429 at its deadline or a bound);

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import posixpath
 import random
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from urllib.parse import unquote
 
@@ -31,6 +32,7 @@ from data_plane.gateway.slo import SLO_HEADERS, slo_headers
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.settings import FlowSettings
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -158,17 +160,27 @@ def gateway_router(
     tracker: LoadTracker | None = None,
     limits: FlowSettings | None = None,
     max_hold_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> GatewayRouter:
     """Gateway mode's router: the decision step on the engines' scraped load and its own
     requests in flight (`tracker`, which the scrape fills; without one, only its own), and
     the queue within `limits` and `max_hold_s` (limits None: a request every pair is full for
-    is refused at once).
+    is refused at once); its requests in flight and refusals per pair and tenant, on `clock`,
+    for fair shares (`resilience.tenant_load`, as the HTTP door keeps them).
     By default llm-d's objective header is the gateway's (`request.identity`), as
     `wiring.admission(gateway=True)` says."""
     if admission is None:
         admission = replace(default_admission(), rights=Rights(objective_trusted=True))
     tracker = tracker or LoadTracker()
-    parts = StepParts(store, ScrapedEngines(tracker), metrics, rng, admission=admission)
+    parts = StepParts(
+        store,
+        ScrapedEngines(tracker),
+        metrics,
+        rng,
+        admission=admission,
+        tenant_load=TenantLoad(clock),
+        slots=tracker,
+    )
     step = DecisionStep(parts)
     queue = None if limits is None else FlowQueue(step, metrics.flow, limits, max_hold_s)
-    return GatewayRouter(GatewayDoor(step, tracker, queue), pair_header)
+    return GatewayRouter(GatewayDoor(step, queue), pair_header)

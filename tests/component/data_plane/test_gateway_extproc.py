@@ -468,7 +468,7 @@ async def test_a_shed_request_is_a_429_with_llm_ds_dropped_reason() -> None:
     admission = gateway_rights(priority_header_trusted=True)
     step = DecisionStep(StepParts(store, loaded, metrics, random.Random(7), admission=admission))
     processor = ExternalProcessor(
-        GatewayRouter(GatewayDoor(step, LoadTracker()), PAIR_HEADER),
+        GatewayRouter(GatewayDoor(step), PAIR_HEADER),
         metrics,
         ServiceConfig(BUFFERED, 64 * 1024),
     )
@@ -504,7 +504,7 @@ async def test_llm_ds_objective_header_sets_the_class_admission_judges() -> None
     loaded, admission = LoadedEngines(busy, 20.0), gateway_rights()
     step = DecisionStep(StepParts(store, loaded, metrics, random.Random(7), admission=admission))
     processor = ExternalProcessor(
-        GatewayRouter(GatewayDoor(step, LoadTracker()), PAIR_HEADER),
+        GatewayRouter(GatewayDoor(step), PAIR_HEADER),
         metrics,
         ServiceConfig(BUFFERED, 64 * 1024),
     )

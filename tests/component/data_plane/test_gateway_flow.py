@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -58,9 +58,13 @@ class Door(Gateway):
 
 
 @asynccontextmanager
-async def door_with(limits: FlowSettings, max_hold_s: float | None = None) -> AsyncIterator[Door]:
+async def door_with(
+    limits: FlowSettings, max_hold_s: float | None = None, tpot_per_load_s: float = 0.1
+) -> AsyncIterator[Door]:
+    """The gateway on one pair whose answers slow by `tpot_per_load_s` per output token and
+    request in flight (`ENDPOINT`'s)."""
     store, metrics, tracker = TableStore(), DataPlaneMetrics("test", "test"), LoadTracker()
-    store.swap(compile_table(table([entry("llama", "fp8", tpot_per_load_s=0.1)])))
+    store.swap(compile_table(table([entry("llama", "fp8", tpot_per_load_s=tpot_per_load_s)])))
     router = gateway_router(
         store,
         metrics,
@@ -70,6 +74,7 @@ async def door_with(limits: FlowSettings, max_hold_s: float | None = None) -> As
         tracker,
         limits,
         max_hold_s,
+        clock=lambda: 0.0,  # fair shares: a tenant refused once stays active all the test
     )
     assert router.door.queue is not None
     processor = ExternalProcessor(router, metrics, ServiceConfig(BUFFERED, 64 * 1024))
@@ -93,7 +98,7 @@ class Stream:
     """One ext_proc stream as Envoy keeps it: the request phase sent, the answer to it
     awaited in `first`, the stream open until `finish` (the response phase) or `close`."""
 
-    def __init__(self, door: Door, headers: dict[str, str], mode: int = FULL_DUPLEX) -> None:
+    def __init__(self, door: Gateway, headers: dict[str, str], mode: int = FULL_DUPLEX) -> None:
         self.call = door.stub.Process()
         self._headers, self._mode = {**BUDGET, **headers}, mode
         self.first: asyncio.Task[Any] | None = None
@@ -150,11 +155,12 @@ async def held_or_routed(door: Door, stream: Stream) -> bool:
     return not stream.answered
 
 
-async def fill(door: Door) -> list[Stream]:
-    """Routed streams, kept open, until the pair is full: the last one opened is held."""
+async def fill(door: Door, headers: dict[str, str] | None = None) -> list[Stream]:
+    """Routed streams of one tenant (`headers`; anonymous by default), kept open, until the
+    pair is full for it: the last one opened was held, and is gone."""
     routed: list[Stream] = []
     while len(routed) < 20:
-        stream = Stream(door, {})
+        stream = Stream(door, headers or {})
         if await held_or_routed(door, stream):
             await stream.close()
             await eventually(lambda: len(door.queue) == 0, what="the probe left the queue")
@@ -230,37 +236,56 @@ async def test_a_stream_closed_while_held_leaves_the_queue_at_once(door: Door) -
         await stream.close()
 
 
-async def test_bands_then_tenant_turns_order_the_dispatch(door: Door) -> None:
-    routed = await fill(door)
-    bulk = {"x-gearbox-tenant": "bulk"}
-    waiting = [
-        ("batch", Stream(door, {**bulk, "x-priority": "batch"})),
-        ("bulk-1", Stream(door, bulk)),
-        ("bulk-2", Stream(door, bulk)),
-        ("bulk-3", Stream(door, bulk)),
-        ("light", Stream(door, {"x-gearbox-tenant": "light"})),
-    ]
-    for _, stream in waiting:
+async def answered(streams: Iterable[Stream], count: int) -> None:
+    """Once `count` of `streams` are answered."""
+    await eventually(lambda: sum(s.answered for s in streams) == count, what=f"{count} answered")
+
+
+async def test_bands_then_tenant_turns_order_the_dispatch() -> None:
+    """Five requests wait on a pair filled to what it sustains (the line, and one request
+    of a `spare` tenant past it, `fair_share.lent_past_shares`): four standard ones of two
+    tenants and a batch one. Once the pair is empty they are dispatched by band, then
+    tenant turn, then deadline, and each tenant to its fair share: two tenants active
+    beside the anonymous one refused, each holds at most one of the line's three.
+    Answers six times as slow and a 30 s budget: the same concurrencies as a 5 s budget
+    (4, and a line of 3), and about 24 s before a waiting request's deadline."""
+    async with door_with(FlowSettings(), tpot_per_load_s=0.6) as door:
+        await dispatch_in_order(door, {"x-latency-budget-ms": "30000"})
+
+
+async def dispatch_in_order(door: Door, budget: dict[str, str]) -> None:
+    routed = await fill(door, budget)
+    spare = Stream(door, {**budget, "x-gearbox-tenant": "spare"})
+    assert not await held_or_routed(door, spare)  # within its share: past the line
+    routed.append(spare)
+    assert len(routed) == 4
+    bulk = {**budget, "x-gearbox-tenant": "bulk"}
+    waiting = {
+        "batch": Stream(door, {**bulk, "x-priority": "batch"}),
+        "bulk-1": Stream(door, bulk),
+        "bulk-2": Stream(door, bulk),
+        "bulk-3": Stream(door, bulk),
+        "light": Stream(door, {**budget, "x-gearbox-tenant": "light"}),
+    }
+    for stream in waiting.values():
         assert await held_or_routed(door, stream)
-    order: list[str] = []
-    running = list(routed)  # routed and open, oldest first
-    for _ in range(4):  # each answer that ends frees one slot: one request is dispatched
-        await running.pop(0).finish()
-        await eventually(
-            lambda: sum(s.answered for _, s in waiting) > len(order), what="one more dispatched"
-        )
-        (name, stream), *more = [(n, s) for n, s in waiting if s.answered and n not in order]
-        assert not more
-        order.append(name)
-        running.append(stream)
-    for stream in running:  # the batch band goes last, once the standard one is empty
-        await stream.close()
-    await eventually(lambda: all(s.answered for _, s in waiting), what="the batch request")
-    assert waiting[0][1].pair() == "llama@fp8"  # routed, not refused
-    # Strict bands (standard before batch); within the band the tenants take turns in the
-    # order they came (bulk first), each tenant's requests earliest deadline first.
-    assert order == ["bulk-1", "light", "bulk-2", "bulk-3"]
-    for _, stream in waiting:
+    groups: list[set[str]] = []
+    running = routed  # routed and open: closed together, a group is dispatched
+    for size in (2, 1, 1, 1):
+        for stream in running:
+            await stream.close()
+        dispatched = sum(len(g) for g in groups) + size
+        await answered(waiting.values(), dispatched)
+        group = {n for n, s in waiting.items() if s.answered} - set().union(*groups)
+        groups.append(group)
+        assert len(door.queue) == len(waiting) - dispatched
+        running = [waiting[n] for n in group]
+    # Tenant turns: the light tenant's one request goes with the bulk tenant's first, ahead
+    # of the bulk tenant's backlog, which goes earliest deadline first, one at a time (its
+    # share); strict bands: the batch request last, once the standard band is empty.
+    assert groups == [{"bulk-1", "light"}, {"bulk-2"}, {"bulk-3"}, {"batch"}]
+    assert all(s.pair() == "llama@fp8" for s in waiting.values())  # routed, not refused
+    for stream in waiting.values():
         await stream.close()
 
 
@@ -286,10 +311,12 @@ async def test_a_stream_half_closed_while_held_leaves_the_queue(door: Door) -> N
 
 async def test_one_tenants_backlog_hits_its_bound_not_another_tenants_wait() -> None:
     """A bulk tenant holding as many waiting requests as a tenant may gets 429
-    `tenant_limit` at once for the next; a light tenant's request still waits its turn."""
-    async with door_with(FlowSettings(queue_per_tenant=2)) as door:
-        routed = await fill(door)
-        bulk = [Stream(door, {"x-gearbox-tenant": "bulk"}) for _ in range(3)]
+    `tenant_limit` at once for the next; a light tenant's requests are routed to its share
+    and then wait their turn."""
+    slow = {"x-latency-budget-ms": "30000"}  # as in `test_bands_then_tenant_turns_...`
+    async with door_with(FlowSettings(queue_per_tenant=2), tpot_per_load_s=0.6) as door:
+        routed = await fill(door, {**slow, "x-gearbox-tenant": "bulk"})
+        bulk = [Stream(door, {**slow, "x-gearbox-tenant": "bulk"}) for _ in range(3)]
         assert await held_or_routed(door, bulk[0])
         assert await held_or_routed(door, bulk[1])
         assert not await held_or_routed(door, bulk[2])  # answered at once: refused
@@ -299,10 +326,14 @@ async def test_one_tenants_backlog_hits_its_bound_not_another_tenants_wait() -> 
         assert "its tenant has as many requests waiting as it may" in error["error"]["message"]
         labels = {"priority": "standard", "reason": "tenant_limit"}
         assert door.metric("gearbox_flow_refused_total", **labels) == 1.0
-        light = Stream(door, {"x-gearbox-tenant": "light"})
-        assert await held_or_routed(door, light)
+        # The light tenant's first request is routed past the line (its fair share); its
+        # second waits its turn, not refused by the bulk tenant's bound.
+        light = [Stream(door, {**slow, "x-gearbox-tenant": "light"}) for _ in range(2)]
+        assert not await held_or_routed(door, light[0])
+        assert light[0].pair() == "llama@fp8"
+        assert await held_or_routed(door, light[1])
         assert len(door.queue) == 3
-        for stream in (*routed, *bulk, light):
+        for stream in (*routed, *bulk, *light):
             await stream.close()
 
 

@@ -76,9 +76,8 @@ async def test_a_light_tenant_beside_a_bulk_tenant_is_served_about_as_well_as_al
 async def test_without_the_queue_the_bulk_tenant_is_the_one_refused(
     make_harness: MakeHarness,
 ) -> None:
-    """With the queue off (`FLOW_QUEUE=false`; gateway mode has none either) the fair share
-    alone protects the light tenant: refused lately, it counts as active, and the bulk
-    tenant is held to its share."""
+    """With the queue off (`FLOW_QUEUE=false`) the fair share alone protects the light
+    tenant: refused lately, it counts as active, and the bulk tenant is held to its share."""
     hold = {URL: lambda r: FakeResponse(body=chat_json(), delays_s={0: HOLD_S})}
     h = await make_harness(pair_of_six(), routes=hold, engine_deadline_factor=0, flow_queue=False)
     alone = (await run(h, {"light": 2}))["light"]

@@ -75,7 +75,7 @@ def test_a_replica_counts_its_own_part_of_the_fleet() -> None:
 
 
 def test_a_door_that_sends_nothing_itself_has_the_whole_fleet_as_its_part() -> None:
-    # Gateway mode: Envoy sends the requests; the scraped load is what it judges.
+    # No tenant counts (`Seen.tenants` None): all the load it sees is judged as its part.
     health = HealthView(load={INT4: 8, FP16: 7})
     found = fleet_of(bench_fleet(), request(), health, Seen(None, 0.0), 1.0)
     assert found is not None
