@@ -8,7 +8,11 @@ counts would say) and decides `requests` requests, each finished before the next
 share and slot freed), reporting CPU microseconds per request (`time.process_time`, best of
 `rounds`) and, with `--profile`, cProfile's top functions by own time.
 
-    python -m bench.overhead.step_cpu [--requests 20000] [--rounds 3] [--profile]
+    python -m bench.overhead.step_cpu [--requests 20000] [--rounds 3] [--unique] [--profile]
+
+`--unique` gives each request a prompt of its own, their lengths over several of
+admission's prompt buckets; every round repeats them in order, so with more requests than
+the classifier's memo holds (`category.MEMO_WINDOWS`, 1,024) it misses every time.
 """
 
 from __future__ import annotations
@@ -66,6 +70,7 @@ class FixedHealth:
 @dataclass(frozen=True, slots=True)
 class StepCost:
     scenario: str
+    unique: bool  # each request's prompt its own
     requests: int
     cpu_us: float  # CPU microseconds per request, best round
     pair: str  # the pair the last request was decided on
@@ -100,13 +105,28 @@ def _step(table: CompiledTable, scenario: str) -> DecisionStep:
     return DecisionStep(parts)
 
 
-def _driver(step: DecisionStep, requests: int) -> Callable[[], str]:
-    raw = request_body("auto", stream=False)
+def _bodies(requests: int, unique: bool) -> list[bytes]:
+    """The overhead section's body `requests` times, or with `unique` each with a prompt of
+    its own (a number and 0-399 more characters), so the classifier's memo never hits and
+    the prompt lengths spread over several buckets (`decision.headroom`)."""
+    if not unique:
+        return [request_body("auto", stream=False)] * requests
+    base = json.loads(request_body("auto", stream=False))
+    bodies = []
+    for i in range(requests):
+        messages = [dict(m) for m in base["messages"]]
+        messages[-1]["content"] += f" Case {i}." + " Be brief." * (i % 40)
+        bodies.append(json.dumps({**base, "messages": messages}).encode())
+    return bodies
+
+
+def _driver(step: DecisionStep, requests: int, unique: bool = False) -> Callable[[], str]:
+    bodies = _bodies(requests, unique)
     headers = dict(REQUEST_HEADERS)
 
     def run() -> str:
         pair = ""
-        for _ in range(requests):
+        for raw in bodies:
             decided = step.decide(raw, "chat", headers)
             pair = decided.decision.candidates[0].pair.pair
             step.finished(decided)
@@ -115,22 +135,23 @@ def _driver(step: DecisionStep, requests: int) -> Callable[[], str]:
     return run
 
 
-def measure(scenario: str, requests: int, rounds: int) -> StepCost:
-    """CPU per request of `requests` decisions in `scenario`, best of `rounds`."""
+def measure(scenario: str, requests: int, rounds: int, unique: bool = False) -> StepCost:
+    """CPU per request of `requests` decisions in `scenario`, best of `rounds` (`unique`:
+    each request's prompt its own, `_bodies`; the same prompts again in every round)."""
     table = _table()
-    run = _driver(_step(table, scenario), requests)
+    run = _driver(_step(table, scenario), requests, unique)
     run()  # warm: the first decisions build caches
     best, pair = float("inf"), ""
     for _ in range(rounds):
         started = time.process_time()
         pair = run()
         best = min(best, time.process_time() - started)
-    return StepCost(scenario, requests, best / requests * 1e6, pair)
+    return StepCost(scenario, unique, requests, best / requests * 1e6, pair)
 
 
-def profile(scenario: str, requests: int, top: int) -> str:
+def profile(scenario: str, requests: int, top: int, unique: bool = False) -> str:
     """cProfile's `top` functions by own time over `requests` decisions in `scenario`."""
-    run = _driver(_step(_table(), scenario), requests)
+    run = _driver(_step(_table(), scenario), requests, unique)
     run()
     prof = cProfile.Profile()
     prof.runcall(run)
@@ -148,12 +169,13 @@ def main() -> None:
     parser.add_argument("--scenario", choices=sorted(SCENARIOS), action="append")
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions")
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--unique", action="store_true", help="a prompt of its own per request")
     args = parser.parse_args()
     for scenario in args.scenario or list(SCENARIOS):
-        cost = measure(scenario, args.requests, args.rounds)
+        cost = measure(scenario, args.requests, args.rounds, args.unique)
         print(json.dumps({**asdict(cost), "cpu_us": round(cost.cpu_us, 1)}))
         if args.profile:
-            print(profile(scenario, args.requests // 4, args.top))
+            print(profile(scenario, args.requests // 4, args.top, args.unique))
 
 
 if __name__ == "__main__":
