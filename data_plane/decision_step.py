@@ -304,7 +304,10 @@ class DecisionStep:
             p.demand.observe(table, req, health, result)
         asked = _Asked(table, req, health, who, may_wait)
         seen = self._seen(table, result, who, may_wait)
-        fleet = None if seen is None else self._fleet(asked, result, seen)
+        # A queued request judged on what is left of its budget has a shape of its own at
+        # every wake-up: admission's bound for it would be computed each time, never reused.
+        remainder = again is not None and inbound is not again.inbound
+        fleet = None if seen is None else self._fleet(asked, result, seen, not remainder)
         if seen is not None:
             result = self._admitted((asked, inbound), result, (fleet, seen), behind)
         if again is not None and may_wait and not _meets(result):
@@ -385,16 +388,18 @@ class DecisionStep:
             detail = "requests of a higher priority class wait for room"
             raise self._shed(asked, (inbound, fleet), wait_s, detail)
 
-    def _fleet(self, asked: _Asked, result: RouteDecision | NoRoute, seen: Seen) -> Fleet | None:
+    def _fleet(
+        self, asked: _Asked, result: RouteDecision | NoRoute, seen: Seen, bounded: bool = True
+    ) -> Fleet | None:
         """The request's fleet (`decision.saturation`), or None when the pair chosen has room
         for it (the fast path, `headroom.Headroom.room_for`: one sustainable figure, and a
         bound kept per request shape, compared with in-flight counts) or no pair meets the
-        request unloaded."""
+        request unloaded; `bounded`: whether that bound may be kept for this request)."""
         table, req, health, who, _ = asked
         share = who.klass.share
         if isinstance(result, RouteDecision) and result.reason in _FEASIBLE:
             first = result.candidates[0]
-            if self._headroom.room_for(first, (table, req, health), (seen, share)):
+            if self._headroom.room_for(first, (table, req, health), (seen, share), bounded):
                 return None
         return fleet_of(table, req, health, seen, share)
 

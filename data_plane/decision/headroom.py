@@ -167,12 +167,20 @@ class Headroom:
         self._bounds: OrderedDict[Shape, Bound | None] = OrderedDict()
         self._families: dict[str, tuple[str, ...]] = {}
 
-    def room_for(self, first: Candidate, asked: Asked, judged: Judged) -> bool:
+    @property
+    def kept(self) -> int:
+        """How many request shapes' bounds are kept now (at most MAX_BOUNDS)."""
+        return len(self._bounds)
+
+    def room_for(
+        self, first: Candidate, asked: Asked, judged: Judged, bounded: bool = True
+    ) -> bool:
         """Whether a feasible decision whose first candidate is `first` is served as decided
         without the fleet: nothing in flight at its endpoint; or its pair's least loaded live
         endpoint below the class's line; or below its sustainable concurrency while the
-        fleet is surely not pressed (`unpressed`). False: the caller computes the fleet
-        (`saturation.fleet_of`), as admission always did."""
+        fleet is surely not pressed (`unpressed`; only when `bounded`, else the bound is
+        neither read nor kept). False: the caller computes the fleet (`saturation.fleet_of`),
+        as admission always did."""
         if first.load <= 1.0:
             return True  # nothing in flight at its endpoint: room for any class
         table, req, health = asked
@@ -183,7 +191,7 @@ class Headroom:
         if room.has_room:
             return True
         below = room.least + 1.0 <= room.per_endpoint
-        return below and self.unpressed(table, req, health, judged)
+        return below and bounded and self.unpressed(table, req, health, judged)
 
     def unpressed(
         self,

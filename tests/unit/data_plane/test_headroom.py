@@ -13,6 +13,7 @@ and loads drawn around each pair's line and sustainable concurrency:
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import replace
@@ -22,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contracts.policy import PriorityClass
+from data_plane.asked import Full
 from data_plane.decision.admission import Shed, admit
 from data_plane.decision.choose import choose_route
 from data_plane.decision.compile import compile_table
@@ -34,6 +36,7 @@ from data_plane.decision.headroom import (
     prompt_bucket,
 )
 from data_plane.decision.saturation import Fleet, Seen, fleet_of
+from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.domain import (
     Budget,
     CompiledTable,
@@ -44,6 +47,9 @@ from data_plane.domain import (
     RouteReason,
     RouteRequest,
 )
+from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.table_store import TableStore
+from data_plane.telemetry.metrics import DataPlaneMetrics
 from tests.unit.data_plane.tables import CATEGORIES, entry, table
 
 _SETTINGS = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -241,3 +247,56 @@ def test_a_pair_at_what_its_margin_lets_it_sustain_is_not_served_as_decided() ->
     result = choose_route(t, req, health, random.Random(1))
     assert isinstance(result, RouteDecision)
     assert Headroom().room_for(result.candidates[0], (t, req, health), (seen, 0.75))
+
+
+class _Health:
+    """A `HealthSource` whose loads the test sets."""
+
+    def __init__(self) -> None:
+        self.load: dict[str, float] = {}
+
+    def view(self) -> HealthView:
+        return HealthView(load=dict(self.load))
+
+    def set_ladder(self, state: frozenset[tuple[str, str]]) -> None:
+        pass
+
+    def retry_after_s(self) -> float:
+        return 1.0
+
+
+def test_a_queued_request_judged_on_what_is_left_of_its_budget_keeps_no_bound() -> None:
+    """Each wake-up of a queued request judges it on a budget of its own (what is left):
+    a bound kept for it would be computed at every wake-up and never read again, and would
+    push the bounds of real request shapes out of the memo. Its decision takes the fleet
+    path instead; the same decision."""
+    a = entry("fam", "a", ttft_per_input_token_s=0.0, ttft_per_load_s=0.01, tpot_per_load_s=0.001)
+    b = entry("fam", "b", endpoints=2, input_usd_per_mtok=1.0, output_usd_per_mtok=4.0)
+    b["latency"].update(ttft_per_input_token_s=0.0, ttft_per_load_s=0.01, tpot_per_load_s=0.001)
+    store, health = TableStore(), _Health()
+    store.swap(compile_table(table([a, b])))
+    step = DecisionStep(
+        StepParts(store, health, DataPlaneMetrics("t", "t"), random.Random(7), slots=LoadTracker())
+    )
+    raw = json.dumps(
+        {"model": "fam", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}]}
+    )
+    headers = {"X-Latency-Budget-Ms": "2000", "X-Task-Category": "chat"}
+    # 8 in flight everywhere: each pair sustains 8 (1.05 s + 0.11 s per request in flight).
+    health.load = {"fam@a#0": 8.0, "fam@b#0": 8.0, "fam@b#1": 8.0}
+    try:
+        step.decide(raw.encode(), "chat", headers, may_wait=True)
+        raise AssertionError("a full fleet queues the request")
+    except Full as caught:
+        full = caught
+    # fam@a past standard's line (6) but below what it sustains on what is left (7 in 1.9 s),
+    # fam@b idle: the fast path's case, on a budget of the request's own.
+    health.load = {"fam@a#0": 6.0}
+    assert step._headroom.kept == 0
+    decided = step.again(full, 0.1)
+    assert decided.decision.candidates[0].pair.pair == "fam@a"
+    assert step._headroom.kept == 0
+    step.finished(decided)
+    fresh = step.decide(raw.encode(), "chat", headers)  # a request of its own: kept
+    assert fresh.decision.candidates[0].pair.pair == "fam@a"
+    assert step._headroom.kept == 1
