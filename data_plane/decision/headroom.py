@@ -7,24 +7,27 @@ its first pair has room: one of its live endpoints below the class's line, or be
 sustainable concurrency while the fleet is not pressed (`saturation`). The first is one
 sustainable figure and a comparison; the second needed the whole fleet, every pair of the
 model predicted and its sustainable concurrency sought, on every request whose first pair
-was past its line (issue 33: 17% of the event loop's samples). Here the fleet's
-load-independent part is kept instead: for the request's shape (model, effective limits,
-class share, ejected endpoints, the tenant's learned output lengths, and its prompt length
-and the pairs' margins each rounded to a bucket), a lower bound on what the fleet sustains
+was past its line (issue 33; 7% of the event loop's samples at 64 connections in the
+overhead section on 8c8a749). Here the fleet's load-independent part is kept instead: for
+the request's shape (model, effective limits, ejected endpoints, the tenant's learned output
+lengths, and its prompt length and the pairs' margins each rounded to a bucket; not its
+class: the bound does not depend on it), a lower bound on what the fleet sustains
 (`Bound.sustained`) and the endpoints of every pair that could be in it (`Bound.endpoints`).
 The fleet is surely not pressed when the requests in flight at those endpoints, plus one,
 are within the class's share of that bound: `unpressed`, the sums of a few loads.
 
-Why the bound holds: on a pair whose load curve is *monotone* (`monotone`: no term falls as
-the load or the prompt grows, prices and per-token terms not negative) a longer prompt or a
-larger margin never helps. So the pairs that meet the request unloaded at the bucket's
-longest prompt also meet it at any shorter one, each sustaining at least what it sustains
-at the longest prompt and the largest margin rounded up; and any pair that meets it at all
-meets it at the bucket's shortest prompt. A model with a pair whose curve is not monotone
-gets no bound (None): its requests take the full computation, as before. Whenever the bound
-says "not pressed", the full computation says so too, so the verdict is the same
-(property-tested, tests/unit/data_plane/test_headroom.py); near the line it answers
-"do the full computation", never a different verdict.
+Why the bound holds: on a pair whose prediction at every load, and whose cost, never fall
+as the prompt grows (`prompt_monotone`; profiled tables have it) and with a margin that only
+shrinks the budgets, a longer prompt or a larger margin never helps. So the pairs that meet
+the request unloaded at the bucket's longest prompt also meet it at any shorter one, and any
+pair that meets it at all meets it at the bucket's shortest prompt; each sustains at least
+`capacity.steady_load` at the longest prompt and the largest margin rounded up (the loads
+from 1 up that all meet: `sustainable_load`'s search stops at or above them whatever the
+load curve's shape). A model with a pair whose prediction falls as the prompt grows gets
+no bound (None): its requests take the full computation, as before. Whenever the bound says
+"not pressed", the full computation says so too, so the verdict is the same
+(property-tested, tests/unit/data_plane/test_headroom.py, load curves that fall included);
+near the line it answers "do the full computation", never a different verdict.
 """
 
 from __future__ import annotations
@@ -33,10 +36,9 @@ import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
-from itertools import pairwise
 from typing import NamedTuple
 
-from data_plane.decision.capacity import fleet_sustainable
+from data_plane.decision.capacity import steady_load
 from data_plane.decision.feasibility import Limits, effective_limits
 from data_plane.decision.saturation import Seen, room_at, unloaded
 from data_plane.domain import (
@@ -69,7 +71,6 @@ class Shape(NamedTuple):
 
     alias: str
     limits: Limits
-    share: float
     ejected: frozenset[str]
     outputs: tuple[int | None, ...]  # per family of the model, its learned output tokens
     prompt: tuple[int, int]  # the prompt-length bucket: (shortest, longest) characters
@@ -93,28 +94,22 @@ def margin_bucket_ms(margin_s: float) -> int:
     return ms if ms / 1000.0 >= margin_s else ms * 2  # (a rounding of the product)
 
 
-def monotone(pair: CompiledPair) -> bool:
-    """Whether `pair`'s predicted latency never falls as the load, the prompt or the answer
-    grows, and its cost never as the prompt does (the condition the bound rests on)."""
-    if min(pair.ttft_per_input_token_s, pair.ttft_per_load_s, pair.tpot_per_load_s) < 0.0:
-        return False
-    if min(pair.tpot_base_s, pair.input_usd_per_token, pair.output_usd_per_token) < 0.0:
-        return False
+def prompt_monotone(pair: CompiledPair) -> bool:
+    """Whether `pair`'s prediction at every load, and its cost, never fall as the prompt
+    grows (its per-input-token terms and input price are not negative): what the bound
+    rests on. Profiled tables have it (`control_plane.build.fitting` keeps the per-level
+    slopes non-decreasing from a non-negative fit); nothing is assumed of the load curve."""
     per_input = pair.ttft_per_input_by_load
-    if (per_input and min(per_input) < 0.0) or (pair.tpot_by_load and min(pair.tpot_by_load) < 0):
+    if per_input and min(per_input) < 0.0:
         return False
-    return all(_rising(t) for t in (pair.ttft_by_load, pair.tpot_by_load, per_input))
-
-
-def _rising(terms: tuple[float, ...]) -> bool:
-    return all(a <= b for a, b in pairwise(terms))
+    return pair.ttft_per_input_token_s >= 0.0 and pair.input_usd_per_token >= 0.0
 
 
 def bound_of(table: CompiledTable, req: RouteRequest, shape: Shape) -> Bound | None:
     """The bound for `req`'s shape (see the module docstring); None when a pair of its model
-    is not `monotone`."""
+    has a pair whose prediction falls as the prompt grows (`prompt_monotone`)."""
     rows = table.scan_rows.get(shape.alias, ())
-    if not all(monotone(row.pair) for row in rows):
+    if not all(prompt_monotone(row.pair) for row in rows):
         return None
     shortest, longest = shape.prompt
     margin_s = shape.margin_ms / 1000.0
@@ -124,7 +119,7 @@ def bound_of(table: CompiledTable, req: RouteRequest, shape: Shape) -> Bound | N
     sustained = 0.0
     for cand in unloaded(table, at_longest, health, (shape.limits, seen)):
         limits = seen.limits_for(shape.limits, cand.pair.family)
-        per = fleet_sustainable(cand.pair, limits, longest, margin_s)
+        per = steady_load(cand.pair, limits, longest, margin_s)
         sustained += per * len(cand.endpoints)
     widest = unloaded(table, _at_chars(req, shortest), health, (shape.limits, seen))
     return Bound(sustained, tuple(e.id for c in widest for e in c.endpoints))
@@ -205,7 +200,7 @@ class Headroom:
         if table is not self._table:
             self._table, self._families = table, {}
             self._bounds.clear()
-        shape = self._shape(table, req, health, judged)
+        shape = self._shape(table, req, health, judged[0])
         bounds = self._bounds
         if shape in bounds:
             bounds.move_to_end(shape)
@@ -217,13 +212,9 @@ class Headroom:
         return bound is not None and unpressed(bound, health.load, judged[1])
 
     def _shape(
-        self,
-        table: CompiledTable,
-        req: RouteRequest,
-        health: HealthView,
-        judged: tuple[Seen, float],
+        self, table: CompiledTable, req: RouteRequest, health: HealthView, seen: Seen
     ) -> Shape:
-        seen, share = judged
+        """The request's shape (see `Shape`)."""
         alias = req.facts.alias
         rows = table.scan_rows.get(alias, ())
         names = self._families.get(alias)
@@ -239,4 +230,4 @@ class Headroom:
             margin = max((seen.margin_s(row.pair.pair) for row in rows), default=0.0)
         prompt = prompt_bucket(req.facts.input_chars)
         ejected = health.open_endpoints
-        return Shape(alias, limits, share, ejected, outputs, prompt, margin_bucket_ms(margin))
+        return Shape(alias, limits, ejected, outputs, prompt, margin_bucket_ms(margin))

@@ -1,14 +1,15 @@
 """Admission's fast path (decision/headroom.py, issue 33) against the full computation, over
-random tables, budgets, prompts, margins, learned output lengths, ejected endpoints, classes
-and loads drawn around each pair's line and sustainable concurrency:
+random tables (load curves that rise and that fall), budgets, prompts, margins, learned
+output lengths, ejected endpoints, classes and loads drawn around each pair's line and
+sustainable concurrency:
 
 - wherever the fast path serves a decision as decided, `admit` on the whole fleet
   (`saturation.fleet_of`) serves it unchanged too, so every admit/queue/refuse verdict is
   the full computation's;
 - where its bound is exact (a prompt shorter than a bucket's step; one margin for every
-  pair, a power of two of milliseconds, or none), it serves a decision as decided exactly
-  when the full computation finds room on its first pair: an off-by-one either way in its
-  thresholds fails here.
+  pair, a power of two of milliseconds, or none; load curves that rise), it serves a
+  decision as decided exactly when the full computation finds room on its first pair: an
+  off-by-one either way in its thresholds fails here.
 """
 
 from __future__ import annotations
@@ -17,23 +18,28 @@ import json
 import math
 import random
 from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from contracts.policy import PriorityClass
+from contracts.policy import Policy, PriorityClass
+from contracts.profile_report import ProfileReport
+from control_plane.build.table import build_table
 from data_plane.asked import Full
 from data_plane.decision.admission import Shed, admit
+from data_plane.decision.capacity import fleet_sustainable, steady_load
 from data_plane.decision.choose import choose_route
 from data_plane.decision.compile import compile_table
-from data_plane.decision.feasibility import effective_limits
+from data_plane.decision.feasibility import Limits, effective_limits
 from data_plane.decision.headroom import (
     Headroom,
     bound_of,
     margin_bucket_ms,
-    monotone,
     prompt_bucket,
+    prompt_monotone,
 )
 from data_plane.decision.saturation import Fleet, Seen, fleet_of
 from data_plane.decision_step import DecisionStep, StepParts
@@ -59,7 +65,7 @@ Case = tuple[CompiledTable, RouteRequest, HealthView, Seen, float]
 
 
 @st.composite
-def _table(draw: st.DrawFn) -> CompiledTable:
+def _table(draw: st.DrawFn, bent: bool) -> CompiledTable:
     entries: list[dict[str, Any]] = []
     for i in range(draw(st.integers(1, 4))):
         e = entry(
@@ -76,7 +82,17 @@ def _table(draw: st.DrawFn) -> CompiledTable:
             accuracy={c: draw(st.floats(0.5, 1.0)) for c in CATEGORIES},
             precision_rank=i,
         )
-        e["latency"]["max_profiled_load"] = draw(st.integers(1, 24))
+        top = draw(st.integers(1, 24))
+        e["latency"]["max_profiled_load"] = top
+        if bent and top >= 3 and draw(st.booleans()):  # terms per level, falling as often as not
+            levels = [1, top // 2 + 1, top]
+            e["latency"].update(
+                load_levels=levels,
+                ttft_load_s=[draw(st.floats(0.0, 0.5)) for _ in levels],
+                tpot_load_s=[draw(st.floats(0.0, 0.01)) for _ in levels],
+                ttft_rmse_load_s=[draw(st.floats(0.0, 0.1)) for _ in levels],
+                tpot_rmse_load_s=[draw(st.floats(0.0, 0.002)) for _ in levels],
+            )
         entries.append(e)
     return compile_table(table(entries))
 
@@ -101,7 +117,7 @@ def _near(per: float, line: float) -> st.SearchStrategy[float]:
 
 @st.composite
 def _case(draw: st.DrawFn, exact: bool) -> Case:
-    t = draw(_table())
+    t = draw(_table(bent=not exact))
     chars = draw(st.integers(0, 7) if exact else st.integers(0, 20_000))
     facts = RequestFacts("f", "chat", 0.3, chars, draw(st.integers(1, 1500)))
     budget = Budget(
@@ -204,22 +220,23 @@ def test_margin_buckets_are_the_least_power_of_two_milliseconds_at_or_above() ->
         assert margin_bucket_ms(ms / 1000.0) < 2 * ms
 
 
-def test_a_model_with_a_curve_that_falls_with_load_gets_no_bound() -> None:
-    """A pair whose TTFT falls as load rises (a noisy profile) breaks the monotonicity the
-    bound rests on: its model takes the full computation."""
+def test_a_model_whose_prediction_falls_as_the_prompt_grows_gets_no_bound() -> None:
+    """A pair whose TTFT per input token falls below zero at some load breaks what the
+    bound rests on: its model takes the full computation. A load curve that falls does not
+    (the property tests above draw such curves)."""
     t = compile_table(table([entry("f", "q0"), entry("f", "q1", precision_rank=1)]))
     rows = t.scan_rows["f"]
-    assert all(monotone(r.pair) for r in rows)
-    terms = list(rows[1].pair.ttft_by_load)
-    terms[2] = terms[1] - 0.01
-    bent = replace(rows[1].pair, ttft_by_load=tuple(terms))
-    assert not monotone(bent)
+    assert all(prompt_monotone(r.pair) for r in rows)
+    per_input = list(rows[1].pair.ttft_per_input_by_load)
+    per_input[2] = -1e-5
+    bent = replace(rows[1].pair, ttft_per_input_by_load=tuple(per_input))
+    assert not prompt_monotone(bent)
     broken = replace(t, scan_rows={**t.scan_rows, "f": (rows[0], rows[1]._replace(pair=bent))})
     req = RouteRequest(RequestFacts("f", "chat", 0.3, 100, 50), Budget(latency_s=5.0))
     headroom = Headroom()
-    shape = headroom._shape(broken, req, HealthView(), (Seen(None, 0.0), 0.75))
+    shape = headroom._shape(broken, req, HealthView(), Seen(None, 0.0))
     assert bound_of(broken, req, shape) is None
-    assert bound_of(t, req, headroom._shape(t, req, HealthView(), (Seen(None, 0.0), 0.75)))
+    assert bound_of(t, req, headroom._shape(t, req, HealthView(), Seen(None, 0.0)))
 
 
 def test_a_pair_at_what_its_margin_lets_it_sustain_is_not_served_as_decided() -> None:
@@ -300,3 +317,50 @@ def test_a_queued_request_judged_on_what_is_left_of_its_budget_keeps_no_bound() 
     fresh = step.decide(raw.encode(), "chat", headers)  # a request of its own: kept
     assert fresh.decision.candidates[0].pair.pair == "fam@a"
     assert step._headroom.kept == 1
+
+
+@st.composite
+def _pair_case(
+    draw: st.DrawFn,
+) -> tuple[CompiledTable, Limits, tuple[int, int], tuple[float, float]]:
+    t = draw(_table(bent=True))
+    req = RouteRequest(
+        RequestFacts("f", "chat", 0.3, 0, draw(st.integers(1, 1500))),
+        Budget(
+            latency_s=draw(st.floats(0.05, 30.0)), ttft_s=draw(st.none() | st.floats(0.02, 3.0))
+        ),
+    )
+    longest = draw(st.integers(0, 20_000))
+    margin = draw(st.floats(0.0, 2.0))
+    shorter = (draw(st.integers(0, longest)), draw(st.floats(0.0, margin)))
+    return t, effective_limits(t, req), (longest, shorter[0]), (margin, shorter[1])
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_pair_case())
+def test_steady_load_is_a_floor_for_any_shorter_prompt_and_smaller_margin(
+    case: tuple[CompiledTable, Limits, tuple[int, int], tuple[float, float]],
+) -> None:
+    """`capacity.steady_load` at a prompt and a margin never exceeds what the full
+    computation finds at a shorter prompt and a smaller margin, load curves that fall
+    included."""
+    t, limits, (longest, chars), (margin, smaller) = case
+    for p in t.pairs:
+        floor = steady_load(p, limits, longest, margin)
+        assert 1.0 <= floor <= fleet_sustainable(p, limits, longest, margin)
+        assert floor <= fleet_sustainable(p, limits, chars, smaller)
+
+
+def test_the_example_fleets_profiled_table_gets_a_bound() -> None:
+    """The control plane's fit keeps each level's per-input slope non-negative and
+    non-decreasing (`control_plane.build.fitting`): the table built from the example
+    profiles is one admission's fast path holds on."""
+    paths = sorted(Path(__file__).parents[3].joinpath("examples", "profiles").glob("*.json"))
+    reports = [ProfileReport.model_validate_json(p.read_bytes()) for p in paths]
+    t = compile_table(build_table(reports, Policy(), datetime(2026, 1, 1, tzinfo=UTC)))
+    assert len(t.pairs) >= 4
+    assert all(prompt_monotone(p) for p in t.pairs)
+    req = RouteRequest(RequestFacts("auto", "chat", 0.3, 2000, 256), Budget(latency_s=20.0))
+    bound = bound_of(t, req, Headroom()._shape(t, req, HealthView(), Seen(None, 0.0)))
+    assert bound is not None
+    assert bound.sustained >= 1.0
