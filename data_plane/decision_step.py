@@ -26,6 +26,7 @@ from data_plane.decision.choose import choose_route
 from data_plane.decision.explain import explain_request
 from data_plane.decision.fair_share import lent_past_shares, over_fair_share, surely_within
 from data_plane.decision.feasibility import effective_limits
+from data_plane.decision.headroom import Headroom
 from data_plane.decision.no_route import no_route_error
 from data_plane.decision.rollout import apply_rollout, shadow_without_route
 from data_plane.decision.saturation import Fleet, Seen, assemble, fleet_of, latency_now_s, room_at
@@ -129,6 +130,7 @@ class StepParts:
 class DecisionStep:
     def __init__(self, parts: StepParts) -> None:
         self._p = parts
+        self._headroom = Headroom()  # admission's fast path (`decision.headroom`)
 
     def table(self) -> CompiledTable:
         """The served table, read once per request; 503 with Retry-After before the first."""
@@ -302,7 +304,10 @@ class DecisionStep:
             p.demand.observe(table, req, health, result)
         asked = _Asked(table, req, health, who, may_wait)
         seen = self._seen(table, result, who, may_wait)
-        fleet = None if seen is None else self._fleet(asked, result, seen)
+        # A queued request judged on what is left of its budget has a shape of its own at
+        # every wake-up: admission's bound for it would be computed each time, never reused.
+        remainder = again is not None and inbound is not again.inbound
+        fleet = None if seen is None else self._fleet(asked, result, seen, not remainder)
         if seen is not None:
             result = self._admitted((asked, inbound), result, (fleet, seen), behind)
         if again is not None and may_wait and not _meets(result):
@@ -383,20 +388,20 @@ class DecisionStep:
             detail = "requests of a higher priority class wait for room"
             raise self._shed(asked, (inbound, fleet), wait_s, detail)
 
-    def _fleet(self, asked: _Asked, result: RouteDecision | NoRoute, seen: Seen) -> Fleet | None:
+    def _fleet(
+        self, asked: _Asked, result: RouteDecision | NoRoute, seen: Seen, bounded: bool = True
+    ) -> Fleet | None:
         """The request's fleet (`decision.saturation`), or None when the pair chosen has room
-        for it (the fast path: one sustainable figure and a comparison with its in-flight
-        count) or no pair meets the request unloaded."""
+        for it (the fast path, `headroom.Headroom.room_for`: one sustainable figure, and a
+        bound kept per request shape, compared with in-flight counts) or no pair meets the
+        request unloaded; `bounded`: whether that bound may be kept for this request)."""
         table, req, health, who, _ = asked
+        share = who.klass.share
         if isinstance(result, RouteDecision) and result.reason in _FEASIBLE:
             first = result.candidates[0]
-            if first.load <= 1.0:
-                return None  # nothing in flight at its endpoint: room for any class
-            margin = seen.margin_s(first.pair.pair)
-            limits = seen.limits_for(effective_limits(table, req), first.pair.family)
-            if room_at(first, limits, req, health, (who.klass.share, margin)).has_room:
+            if self._headroom.room_for(first, (table, req, health), (seen, share), bounded):
                 return None
-        return fleet_of(table, req, health, seen, who.klass.share)
+        return fleet_of(table, req, health, seen, share)
 
     def _seen(
         self, table: CompiledTable, result: RouteDecision | NoRoute, who: _Who, may_wait: bool

@@ -94,6 +94,29 @@ def sustainable_load(
     return float(load)
 
 
+def steady_load(
+    pair: CompiledPair, limits: Limits, input_chars: int, margin_s: float, cap: int = 1024
+) -> float:
+    """A floor of `fleet_sustainable` that holds for any shorter prompt and smaller margin
+    (`decision.headroom`): the largest L (at most `cap` and `max_profiled_load`, at least 1)
+    such that every load from 1 to L meets the budgets less `margin_s`. At each load the
+    prediction grows with the prompt (its per-token terms are not negative,
+    `headroom.prompt_monotone`) and the margin only shrinks the budgets, so those loads
+    meet a shorter prompt too, and `sustainable_load`'s search, wherever it starts, stops at
+    or above L. On a curve that rises with load it is `fleet_sustainable` itself (up to
+    `cap`); on one that falls somewhere it may be less."""
+    if limits.latency_s is None and limits.ttft_s is None:
+        return fleet_sustainable(pair, limits, input_chars, margin_s)  # the profiled top
+    limits = less_margin(limits, margin_s)
+    top = pair.max_profiled_load
+    tokens = input_tokens(pair, input_chars)
+    prompt = (pair.ttft_base_s + pair.ttft_per_input_token_s * tokens, tokens)
+    load = 0
+    while load < min(top, cap) and _meets(pair, limits, prompt, load + 1):
+        load += 1
+    return float(max(1, load))
+
+
 def fleet_sustainable(
     pair: CompiledPair, limits: Limits, input_chars: int, margin_s: float
 ) -> float:
