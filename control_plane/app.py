@@ -20,6 +20,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 
 from contracts.policy import Policy
+from contracts.task_stop import STOP_GRACE_S, stop_tasks, where
 from control_plane.api import auth, ops, policy, profiles, tables
 from control_plane.api.context import (
     METRICS_KEY,
@@ -139,13 +140,15 @@ def _services_ctx(
             loop = FeedbackLoop(
                 services, settings.redis.keys.feedback, app[METRICS_KEY], deps.clock
             )
-            refits = asyncio.create_task(loop.run(settings.refit_check_interval_s))
+            refits = asyncio.create_task(
+                loop.run(settings.refit_check_interval_s), name="gearbox-cp-refits"
+            )
         try:
             yield
         finally:
-            if refits is not None:
-                refits.cancel()
-                await asyncio.gather(refits, return_exceptions=True)
+            if refits is not None:  # cancelled until it ends: redis-py can swallow one cancel
+                for task in await stop_tasks([refits]):
+                    logger.error("did not stop within %.0f s: %s", STOP_GRACE_S, where(task))
             await redis.aclose()
 
     return ctx

@@ -20,6 +20,7 @@ from aiohttp import web
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from contracts.task_stop import STOP_GRACE_S, stop_tasks, where
 from data_plane.checks.accuracy_check import AccuracyChecker, CheckerConfig, CheckerParts
 from data_plane.checks.canary_items import (
     SHIPPED_ITEMS,
@@ -58,7 +59,6 @@ from data_plane.telemetry.demand import SpilledDemand, pair_demand
 from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.span_pipelines import tracing_for
-from data_plane.telemetry.task_stack import await_chain
 from data_plane.telemetry.tracing import Tracing
 from data_plane.telemetry.traffic import TrafficStats
 from data_plane.upstream.collector_post import CollectorPost
@@ -102,10 +102,6 @@ class AppDeps:
     metrics: DataPlaneMetrics | None = None
 
 
-# How long shutdown waits for a background task after cancelling it (BackgroundTasks.stop).
-STOP_GRACE_S = 10.0
-
-
 class BackgroundTasks:
     """Tasks the cleanup contexts start; cancelled and awaited on shutdown."""
 
@@ -119,34 +115,17 @@ class BackgroundTasks:
         self.tasks[name] = task
 
     async def stop(self, *names: str) -> None:
-        """Cancel and await the named tasks (a failure was logged when it happened).
-
-        Cancels again until each task has ended: on Python 3.11 redis-py can swallow a cancel
-        (its writes go through `asyncio.wait_for`, CPython gh-86296), and one lost cancel
-        must not hang shutdown forever. A task still running `grace_s` after the first
-        cancel is left behind with an error naming where it waits: shutdown goes on (an
-        operator's SIGTERM is answered within the pod's grace period, and a test's teardown
-        ends) rather than waiting on it.
-        """
+        """Cancel and await the named tasks (a failure was logged when it happened), again
+        until each has ended, for at most `grace_s` (`contracts.task_stop`: redis-py can
+        swallow one cancel); a task still running then is left behind with an error naming
+        where it waits, and shutdown goes on."""
         tasks = [self.tasks.pop(n) for n in names if n in self.tasks]
-        loop = asyncio.get_running_loop()
-        give_up_at = loop.time() + self._grace_s
-        while pending := [t for t in tasks if not t.done()]:
-            left_s = give_up_at - loop.time()
-            if left_s <= 0:
-                for task in pending:
-                    logger.error(
-                        "background task %s did not stop within %.0f s of shutdown; left "
-                        "running, waiting at: %s",
-                        task.get_name(),
-                        self._grace_s,
-                        " <- ".join(reversed(await_chain(task))),
-                    )
-                break
-            for task in pending:
-                task.cancel()
-            await asyncio.wait(pending, timeout=min(0.5, left_s))
-        await asyncio.gather(*(t for t in tasks if t.done()), return_exceptions=True)
+        for task in await stop_tasks(tasks, self._grace_s):
+            logger.error(
+                "background task did not stop within %.0f s of shutdown; left running: %s",
+                self._grace_s,
+                where(task),
+            )
 
 
 def _report_death(task: asyncio.Task[None]) -> None:

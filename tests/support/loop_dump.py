@@ -16,7 +16,7 @@ import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from data_plane.telemetry.task_stack import await_chain, coroutine_chain
+from contracts.task_stop import await_chain, coroutine_chain
 
 LEAD_S = 20.0  # printed this long before the limit, so the dump lands before the kill
 

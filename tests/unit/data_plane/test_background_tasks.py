@@ -48,12 +48,14 @@ async def test_a_task_that_ignores_cancel_is_left_behind_named_where_it_waits(
     tasks.start("polite", _forever())
     stubborn, polite = tasks.tasks["stubborn"], tasks.tasks["polite"]
     await asyncio.sleep(0)
-    with caplog.at_level(logging.ERROR, logger="data_plane.app"):
-        await tasks.stop("stubborn", "polite")  # returns: the test would time out otherwise
-    assert polite.cancelled()
-    assert not stubborn.done()
-    [record] = [r for r in caplog.records if "did not stop" in r.getMessage()]
-    assert "gearbox-stubborn" in record.getMessage()
-    assert "_stubborn_wait" in record.getMessage(), "the await that holds it is named"
-    release.set()
-    await stubborn
+    try:
+        with caplog.at_level(logging.ERROR, logger="data_plane.app"):
+            await tasks.stop("stubborn", "polite")  # returns: the test would time out otherwise
+        assert polite.cancelled()
+        assert not stubborn.done()
+        [record] = [r for r in caplog.records if "did not stop" in r.getMessage()]
+        assert "gearbox-stubborn" in record.getMessage()
+        assert "_stubborn_wait" in record.getMessage(), "the await that holds it is named"
+    finally:
+        release.set()  # a task left running would hang the loop's own teardown
+        await stubborn
