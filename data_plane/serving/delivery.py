@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Callable
 
-from data_plane.domain import Candidate, CompiledTable, RouteDecision
+from data_plane.domain import Candidate, CompiledTable
 from data_plane.errors import (
     AllUpstreamsUnavailable,
     DeadlineExceeded,
@@ -39,24 +38,6 @@ from data_plane.telemetry.pair_totals import predicted_e2e_s
 from data_plane.telemetry.traffic import TrafficStats
 
 logger = logging.getLogger(__name__)
-
-
-def route_headers(
-    decision: RouteDecision, table_version: int, cand: Candidate, attempts: int
-) -> dict[str, str]:
-    """The X-Route-* headers of a routed answer (never an endpoint URL). A best-effort
-    candidate's reason is its own (what the table leaves unproven for the pair that answers)
-    with its chance of meeting the request (docs/data_plane.md, "Best effort")."""
-    chance = cand.chance
-    reason = decision.reason.value if chance is None else chance.reason + chance.reason_suffix
-    return {
-        "X-Route-Pair": cand.pair.pair,
-        "X-Route-Reason": reason,
-        "X-Route-Table-Version": str(table_version),
-        "X-Route-Predicted-Latency-Ms": str(math.ceil(cand.predicted_latency_s * 1000)),
-        "X-Route-Estimated-Cost-Usd": f"{cand.estimated_cost_usd:.8f}",
-        "X-Route-Attempts": str(attempts),
-    }
 
 
 def give_up_error(failure: Failed | None, attempts: int, retry_after_s: float) -> RouterError:

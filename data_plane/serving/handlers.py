@@ -18,11 +18,11 @@ from data_plane.flow.queue import FlowQueue
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
-from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.probes import Probes
 from data_plane.serving.proxy import Proxy
+from data_plane.serving.route_headers import route_headers
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import TRACE_HEADERS
@@ -281,11 +281,9 @@ def _headers_for(decided: Decided, request_id: str) -> Callable[[Candidate, int]
     applied = {PRIORITY_APPLIED: decided.priority, TENANT_APPLIED: decided.tenant}
 
     def headers_for(cand: Candidate, attempts: int) -> dict[str, str]:
-        headers = route_headers(decision, version, cand, attempts)
+        headers = route_headers(decision, version, cand, attempts, doubt)
         headers[REQUEST_ID_HEADER] = request_id
         headers.update(applied)
-        if doubt is not None:
-            headers["X-Route-Reason"] += doubt.reason_suffix
         return headers
 
     return headers_for
