@@ -280,15 +280,15 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         upstream = adapter = _upstream_adapter(settings)
     else:
         upstream = deps.upstream
+    # Read once: the attempts and the latency probe send the same keys.
+    engine_keys = EngineKeys.load(settings.engine_keys.api_key, settings.engine_keys.api_keys_file)
     runner = AttemptRunner(
         upstream,
         health,
         metrics,
         tracing,
         deps.clock,
-        engine_keys=EngineKeys.load(
-            settings.engine_keys.api_key, settings.engine_keys.api_keys_file
-        ),
+        engine_keys=engine_keys,
         pace=_engine_pace(settings, app),
     )
     stall = runner.stall
@@ -310,7 +310,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         app[FEEDBACK],
         app[HEALTH].view,
         deps.clock,
-        EngineKeys.load(settings.engine_keys.api_key, settings.engine_keys.api_keys_file),
+        engine_keys,
     )
     step = _decision_step(app, deps)
     proxy = _build_proxy(settings, deps, runner, app)
