@@ -73,11 +73,16 @@ class ClientSink(Protocol):
 
 @dataclass(slots=True)
 class CallState:
-    """The little that changes during a call: which pair is streaming to the client, and
-    how many engine attempts were started (an error after one says "do not retry")."""
+    """Where one request's walk stands: the proxy (`proxy.py`) moves it, the attempt runner
+    and delivery (`delivery.py`) read and note what they see. One counter of its engine
+    attempts (the walk's retry policy reads it, each attempt is numbered by it, and an error
+    after one says "do not retry")."""
 
-    streaming_pair: str | None = None
     attempts: int = 0
+    failure: Failed | None = None  # the last attempt's, while no answer is in hand
+    last: Candidate | None = None  # the candidate of the walk's last attempt
+    stopped: bool = False  # retry policy or retry budget said stop (no relaxed fallback)
+    streaming_pair: str | None = None  # the pair whose stream the client is reading
     # The most requests in flight at its last attempt's endpoint, at that attempt's start or
     # end (this one included): the load its answer met, which later arrivals raise above the
     # decision's (`resilience.overshoot` predicts at it).
@@ -261,7 +266,6 @@ class AttemptRunner:
         if limit.background:
             return await self._background(call, cand, endpoint, sink, limit)
         started = self._clock()
-        call.state.attempts += 1
         outcome: Outcome | None = Cancelled()
         self._health.acquire(endpoint.id)
         in_flight = self._health.tracker.load
@@ -308,7 +312,6 @@ class AttemptRunner:
         """A `background` attempt (`AttemptLimit`): no load, no stall watch, no breaker, no
         pace; an answer from the engine, whatever its status, is the endpoint's progress."""
         started = self._clock()
-        call.state.attempts += 1
         outcome: Outcome | None = Cancelled()
         with self._tracing.span(
             "gearbox.upstream",

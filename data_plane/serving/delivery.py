@@ -109,7 +109,7 @@ class Delivery:
             return outcome
         headers = {
             "Content-Type": served.content_type or "application/json",
-            **walk.call.headers_for(answer.cand, walk.attempt),
+            **walk.call.headers_for(answer.cand, walk.state.attempts),
         }
         try:
             await walk.sink.send(served.status, headers, served.body)
@@ -119,10 +119,11 @@ class Delivery:
 
     async def give_up(self, walk: RequestWalk, retry_after_s: float) -> RequestOutcome:
         """Pass an engine's 4xx through (normalised envelope); raise for everything else."""
-        failure, attempts = walk.failure, walk.attempt
+        state = walk.state
+        failure, attempts = state.failure, state.attempts
         match failure:
             case Failed(outcome=UpstreamStatus(code=code)) if code < 500 and code != 429:
-                last = walk.last or walk.decision.candidates[0]
+                last = state.last or walk.decision.candidates[0]
                 body = json.dumps(normalize_upstream_error(code, failure.body)).encode()
                 route = walk.call.headers_for(last, attempts)
                 headers = {"Content-Type": "application/json", **route}
@@ -132,7 +133,7 @@ class Delivery:
 
     async def deadline_in_stream(self, walk: RequestWalk) -> RequestOutcome:
         """The budget ran out after the first byte: one SSE error event ends the stream."""
-        pair = walk.call.state.streaming_pair
+        pair = walk.state.streaming_pair
         if pair is not None:
             self._metrics.pair(pair).stream_errors.inc()
             totals = self._traffic.pairs.get(pair)

@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from data_plane.domain import Candidate, CompiledTable, RouteDecision
-from data_plane.serving.attempt import Call, ClientSink, Failed, Served
+from data_plane.serving.attempt import Call, CallState, ClientSink, Served
 from data_plane.serving.deadlines import Deadline
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 
 
 @dataclass(slots=True)
 class RequestWalk:
-    """Everything one request's attempts share, and where the walk stands."""
+    """Everything one request's attempts share; where the walk stands is its `state`."""
 
     call: Call  # a relaxed fallback's answers say so in X-Route-Reason (`relax`)
     table: CompiledTable  # read once; every retry uses it
@@ -24,10 +24,12 @@ class RequestWalk:
     sink: ClientSink
     deadline: Deadline  # the request's timeout (moved when best-effort relaxes)
     deadline_at: float  # the same moment on the injected clock
-    attempt: int = 0
-    failure: Failed | None = None
-    last: Candidate | None = None
-    stopped: bool = False  # retry policy or retry budget said stop (no relaxed fallback)
+
+    @property
+    def state(self) -> CallState:
+        """Where the walk stands (its one attempt counter): the call's, which the attempt
+        runner sees too."""
+        return self.call.state
 
     def answered(self) -> None:
         """A whole answer is in hand: writing it to the client is not held to the budget (a
