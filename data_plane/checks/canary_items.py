@@ -37,7 +37,7 @@ from data_plane.checks.agreement import answer_text
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.domain import CompiledPair, CompiledTable
 from data_plane.resilience.breaker import BreakerState
-from data_plane.serving.attempt import AttemptLimit, Call, CallState, Served
+from data_plane.serving.attempt import Attempt, AttemptLimit, Call, CallState, Served
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 
 logger = logging.getLogger(__name__)
@@ -363,7 +363,7 @@ class CanarySender:
             max_tokens=item.max_tokens,
         )
         limit = self._limit(p.runner.engine_limit(call, target, endpoint), pair.pair)
-        result = await p.runner.run(call, target, endpoint, 1, _Sink(), limit)
+        result = await p.runner.run(call, Attempt(target, endpoint, 1, limit), _Sink())
         if not isinstance(result, Served):
             return None
         usage = find_usage(result.body)

@@ -30,6 +30,7 @@ from data_plane.resilience.health import Health
 from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
 from data_plane.serving.attempt import (
     NO_LIMIT,
+    Attempt,
     AttemptLimit,
     AttemptRunner,
     Call,
@@ -300,7 +301,8 @@ class Proxy:
             limit = self.attempt_limit(walk.call, walk.decision, cand, endpoint)
             limit = self._handover_limit(walk, limit, targets, at)
             retry = state.failure is not None
-            result = await p.runner.run(walk.call, cand, endpoint, state.attempts, walk.sink, limit)
+            attempt = Attempt(cand, endpoint, state.attempts, limit)
+            result = await p.runner.run(walk.call, attempt, walk.sink)
             p.delivery.attempted(cand, retry, isinstance(result, Failed))
             if isinstance(result, Failed):
                 state.failure = result
@@ -387,8 +389,8 @@ class Proxy:
         p.metrics.quality_escalations.labels(answer.cand.pair.pair, problem).inc()
         walk.state.attempts += 1
         limit = self._reask_limit(walk, target, endpoint)
-        number = walk.state.attempts
-        result = await p.runner.run(walk.call, target, endpoint, number, walk.sink, limit)
+        attempt = Attempt(target, endpoint, walk.state.attempts, limit)
+        result = await p.runner.run(walk.call, attempt, walk.sink)
         if isinstance(result, Served):
             reask = Answer(target, result)
             p.delivery.account_reask(walk, answer, reask)
