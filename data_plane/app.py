@@ -6,11 +6,10 @@ upstream, a Redis factory or a span exporter through `AppDeps`; nothing is patch
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
 from contracts.redis_topology import as_cluster
+from data_plane.background_tasks import BackgroundTasks
 from data_plane.checks.accuracy_check import AccuracyChecker, CheckerConfig, CheckerParts
 from data_plane.checks.canary_items import (
     SHIPPED_ITEMS,
@@ -98,41 +98,6 @@ class AppDeps:
     # metrics built on another exposition (docs/benchmarks.md).
     span_processor: SpanProcessor | None = None
     metrics: DataPlaneMetrics | None = None
-
-
-class BackgroundTasks:
-    """Tasks the cleanup contexts start; cancelled and awaited on shutdown."""
-
-    def __init__(self) -> None:
-        self.tasks: dict[str, asyncio.Task[None]] = {}
-
-    def start(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro, name=f"gearbox-{name}")
-        task.add_done_callback(_report_death)
-        self.tasks[name] = task
-
-    async def stop(self, *names: str) -> None:
-        """Cancel and await the named tasks (a failure was logged when it happened).
-
-        Cancels again until each task has ended: on Python 3.11 redis-py can swallow a cancel
-        (its writes go through `asyncio.wait_for`, CPython gh-86296), and one lost cancel
-        must not hang shutdown forever.
-        """
-        tasks = [self.tasks.pop(n) for n in names if n in self.tasks]
-        while pending := [t for t in tasks if not t.done()]:
-            for task in pending:
-                task.cancel()
-            await asyncio.wait(pending, timeout=0.5)
-        await asyncio.gather(*tasks, return_exceptions=True)
-
-
-def _report_death(task: asyncio.Task[None]) -> None:
-    """A background loop must run until shutdown; one that ends early is a bug, said loudly."""
-    if task.cancelled():
-        return
-    err = task.exception()
-    if err is not None:
-        logger.error("background task %s died", task.get_name(), exc_info=err)
 
 
 SETTINGS = web.AppKey("gearbox_settings", DataPlaneSettings)

@@ -16,13 +16,11 @@ import random
 import signal
 import time
 from collections.abc import Callable
-from typing import NamedTuple
 
-import grpc
-import redis.asyncio as aioredis
 from aiohttp import web
 from pydantic import SecretStr
 
+from data_plane.background_tasks import BackgroundTasks
 from data_plane.gateway.protos import ProcessingMode
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
@@ -86,17 +84,20 @@ class GatewayProcess:
         service = ServiceConfig(_BODY_MODES[s.extproc.body_mode], s.server.max_body_bytes)
         self.processor = ExternalProcessor(router, self.metrics, service, time.monotonic)
         self._stopped = asyncio.Event()
+        self.tasks = BackgroundTasks()  # the table watch, the scrape, endpoint discovery
 
     def stop(self) -> None:
         self._stopped.set()
 
     async def run(self) -> None:
-        s = self.settings
+        s, tasks = self.settings, self.tasks
         self.watcher.load_snapshot()
         client = redis_client(s) if s.redis.url else None
-        watch = None if client is None else asyncio.create_task(self.watcher.run(client))
+        if client is not None:
+            tasks.start("table_watch", self.watcher.run(client))
         scrape = self._start_scrape()
-        discover = None if self.discovery is None else asyncio.create_task(self.discovery.run())
+        if self.discovery is not None:
+            tasks.start("endpoint_discovery", self.discovery.run())
         host = s.server.host
         server, grpc_port = await start_server(self.processor, host, s.extproc.port)
         runner = web.AppRunner(
@@ -113,48 +114,26 @@ class GatewayProcess:
         try:
             await self._stopped.wait()
         finally:
-            if discover is not None:
-                discover.cancel()
-                await asyncio.gather(discover, return_exceptions=True)
+            await tasks.stop("endpoint_discovery", "engine_scrape")
             if scrape is not None:
-                await scrape.stop()
-            await _shutdown(server, runner, watch, client, s.server.shutdown_timeout_s)
+                await scrape.close()
+            await server.stop(s.server.shutdown_timeout_s)
+            await runner.cleanup()
+            await tasks.stop("table_watch")
+            if client is not None:
+                await client.aclose()
 
-    def _start_scrape(self) -> _Scrape | None:
-        """The engine scrape into `tracker`, every `SCRAPE_INTERVAL_S` (None when 0: off)."""
+    def _start_scrape(self) -> AiohttpUpstream | Http1Upstream | None:
+        """The engine scrape into `tracker`, every `SCRAPE_INTERVAL_S`; its client (None when
+        0: off), closed once the task is stopped."""
         s = self.settings
         if s.scrape.interval_s <= 0:
             return None
         client = scrape_client(s)
         client.open()
         scraper = engine_scraper(s, self.store, self.tracker, self.metrics, client)
-        return _Scrape(client, asyncio.create_task(scraper.run(s.scrape.interval_s)))
-
-
-class _Scrape(NamedTuple):
-    client: AiohttpUpstream | Http1Upstream
-    task: asyncio.Task[None]
-
-    async def stop(self) -> None:
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
-        await self.client.close()
-
-
-async def _shutdown(
-    server: grpc.aio.Server,
-    runner: web.AppRunner,
-    watch: asyncio.Task[None] | None,
-    client: aioredis.Redis | None,
-    grace_s: float,
-) -> None:
-    await server.stop(grace_s)
-    await runner.cleanup()
-    if watch is not None:
-        watch.cancel()
-        await asyncio.gather(watch, return_exceptions=True)
-    if client is not None:
-        await client.aclose()
+        self.tasks.start("engine_scrape", scraper.run(s.scrape.interval_s))
+        return client
 
 
 def run_gateway(settings: DataPlaneSettings) -> None:
