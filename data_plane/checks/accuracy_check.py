@@ -323,10 +323,11 @@ class AccuracyChecker:
             headers_for=lambda _cand, _n: {},
             state=CallState(),
             trace_headers={},
+            sink=_NoClient(),
             max_tokens=job.ask.max_tokens,
         )
         limit = self._limit(call, target, endpoint)
-        result = await p.runner.run(call, Attempt(target, endpoint, 1, limit), _NoClient())
+        result = await p.runner.run(call, Attempt(target, endpoint, 1, limit))
         if not isinstance(result, Served):
             return None
         usage = find_usage(result.body)

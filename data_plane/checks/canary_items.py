@@ -360,10 +360,11 @@ class CanarySender:
             headers_for=lambda _cand, _n: {},
             state=CallState(),
             trace_headers={},
+            sink=_Sink(),
             max_tokens=item.max_tokens,
         )
         limit = self._limit(p.runner.engine_limit(call, target, endpoint), pair.pair)
-        result = await p.runner.run(call, Attempt(target, endpoint, 1, limit), _Sink())
+        result = await p.runner.run(call, Attempt(target, endpoint, 1, limit))
         if not isinstance(result, Served):
             return None
         usage = find_usage(result.body)

@@ -105,6 +105,7 @@ class Call:
     state: CallState
     # The client's traceparent/tracestate, passed on as they are while tracing is off.
     trace_headers: Mapping[str, str]
+    sink: ClientSink  # where its answer goes (a stream's chunks as they come)
     # max_tokens / max_completion_tokens when the client set it; None: the answer may run to
     # the context limit (what the engine's allowance is for, `progress.pace`).
     max_tokens: int | None = None
@@ -267,10 +268,10 @@ class AttemptRunner:
             return
         self.pace.observe(endpoint_id, took_s, profile_s)
 
-    async def run(self, call: Call, attempt: Attempt, sink: ClientSink) -> Served | Failed:
+    async def run(self, call: Call, attempt: Attempt) -> Served | Failed:
         limit, endpoint, cand = attempt.limit, attempt.endpoint, attempt.cand
         if limit.background:
-            return await self._background(call, attempt, sink)
+            return await self._background(call, attempt)
         started = self._clock()
         outcome: Outcome | None = Cancelled()
         self._health.acquire(endpoint.id)
@@ -288,7 +289,7 @@ class AttemptRunner:
         ) as span:
             try:
                 attempt.span = span
-                result = await self._stallable(call, attempt, sink)
+                result = await self._stallable(call, attempt)
                 outcome = result.outcome
                 if isinstance(result, Served) and outcome is None:
                     done_s = result.first_byte_s
@@ -308,7 +309,7 @@ class AttemptRunner:
                 self._metrics.observe_attempt(endpoint.id, label, self._clock() - started)
         return result
 
-    async def _background(self, call: Call, attempt: Attempt, sink: ClientSink) -> Served | Failed:
+    async def _background(self, call: Call, attempt: Attempt) -> Served | Failed:
         """A `background` attempt (`AttemptLimit`): no load, no stall watch, no breaker, no
         pace; an answer from the engine, whatever its status, is the endpoint's progress."""
         started = self._clock()
@@ -321,7 +322,7 @@ class AttemptRunner:
         ) as span:
             try:
                 attempt.span = span
-                result = await self._limited(call, attempt, sink)
+                result = await self._limited(call, attempt)
                 outcome = result.outcome
             except AttemptError as err:
                 outcome = err.outcome
@@ -334,14 +335,14 @@ class AttemptRunner:
             self.stall.progress(endpoint.id)
         return result
 
-    async def _stallable(self, call: Call, attempt: Attempt, sink: ClientSink) -> Served | Failed:
+    async def _stallable(self, call: Call, attempt: Attempt) -> Served | Failed:
         """`_limited`, ended as lack of progress when its endpoint stalls: the guard cancels
         the task while it waits (`progress.stall_guard`); that cancellation, and only that one,
         becomes `Timeout("first_byte")` (the request deadline's or a client's disconnect,
         arriving as well, goes on as a cancellation)."""
         wait = attempt.wait
         try:
-            return await self._limited(call, attempt, sink)
+            return await self._limited(call, attempt)
         except asyncio.CancelledError:
             if wait is None or not wait.stalled:
                 raise
@@ -351,16 +352,16 @@ class AttemptRunner:
             stalled = "no progress on any attempt at this endpoint for its stall window"
             raise AttemptError(Timeout("first_byte"), stalled) from None
 
-    async def _limited(self, call: Call, attempt: Attempt, sink: ClientSink) -> Served | Failed:
+    async def _limited(self, call: Call, attempt: Attempt) -> Served | Failed:
         """`_exchange` under the attempt's own limit, which the upstream client keeps (a
         transport deadline: the http1 client moves its connection's one timer, so no timer
         is armed per attempt); its expiry becomes the limit's outcome."""
         try:
-            return await self._exchange(call, attempt, sink)
+            return await self._exchange(call, attempt)
         except LimitReachedError as err:
             raise attempt.limit.missed() from err
 
-    async def _exchange(self, call: Call, attempt: Attempt, sink: ClientSink) -> Served | Failed:
+    async def _exchange(self, call: Call, attempt: Attempt) -> Served | Failed:
         cand, endpoint, limit = attempt.cand, attempt.endpoint, attempt.limit
         headers = {
             "Content-Type": "application/json",
@@ -378,7 +379,7 @@ class AttemptRunner:
         resp = await self._upstream.send(request)
         try:
             if call.stream and resp.status == 200:
-                return await self._relay(call, attempt, resp, sink)
+                return await self._relay(call, attempt, resp)
             data = await resp.read()
             self.stall.arrived(
                 attempt.wait
@@ -390,15 +391,13 @@ class AttemptRunner:
             return Failed(outcome, resp.status, data[:MAX_ERROR_BODY_BYTES])
         return Served(resp.status, data, resp.content_type, False, None, usage=find_usage(data))
 
-    async def _relay(
-        self, call: Call, attempt: Attempt, resp: UpstreamResponse, sink: ClientSink
-    ) -> Served | Failed:
+    async def _relay(self, call: Call, attempt: Attempt, resp: UpstreamResponse) -> Served | Failed:
         """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk
         (the client's limit covers the first chunk only; the gap limit each later wait for
         the engine, never the time `sink.write` spends on a slow client). Every chunk is the
         endpoint's progress (`progress.stall_guard`)."""
         cand, endpoint_id, wait = attempt.cand, attempt.endpoint.id, attempt.wait
-        stall = self.stall
+        stall, sink = self.stall, call.sink
         async with aclosing(resp.chunks()) as chunks:
             first = await anext(chunks, b"")
             if not first:

@@ -188,6 +188,7 @@ class Handlers:
         table, inbound, decision = decided.table, decided.inbound, decided.decision
         facts = inbound.facts
         stream = facts.stream
+        sink = AiohttpSink(request)
         call = Call(
             request_id=exchange.request_id,
             path=path,
@@ -200,6 +201,7 @@ class Handlers:
             state=CallState(),
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
+            sink=sink,
             max_tokens=facts.max_output_tokens,
             tenant=decided.tenant,
             priority=decided.priority,
@@ -207,13 +209,12 @@ class Handlers:
             waited_s=decided.waited_s,
             dispatched_s=dispatched,
         )
-        sink = AiohttpSink(request)
         if decided.slot is not None:
             # The first attempt takes its own place in the in-flight count before the proxy
             # first yields to the loop: nothing else is decided in between.
             decided.slot.free()
         try:
-            exchange.outcome = await self._proxy.serve(call, table, decision, sink)
+            exchange.outcome = await self._proxy.serve(call, table, decision)
         except ClientGoneError:
             exchange.outcome = RequestOutcome.CANCELLED
         except RouterError as err:

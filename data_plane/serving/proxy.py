@@ -34,7 +34,6 @@ from data_plane.serving.attempt import (
     AttemptLimit,
     AttemptRunner,
     Call,
-    ClientSink,
     Failed,
     Served,
 )
@@ -208,21 +207,21 @@ class Proxy:
         return None
 
     async def serve(
-        self, call: Call, table: CompiledTable, decision: RouteDecision, sink: ClientSink
+        self, call: Call, table: CompiledTable, decision: RouteDecision
     ) -> RequestOutcome:
-        """Answer the client through `sink`; raises RouterError while nothing was sent."""
+        """Answer the client through `call.sink`; raises RouterError while nothing was sent."""
         p = self._p
         p.retry_budget.record_request()
         deadline_s = self.deadline_s(decision)
         deadline = p.deadlines.timeout(deadline_s)
-        walk = RequestWalk(call, table, decision, sink, deadline, p.clock() + deadline_s)
+        walk = RequestWalk(call, table, decision, deadline, p.clock() + deadline_s)
         try:
             async with deadline:
                 return await self._walk(walk)
         except TimeoutError as err:
             if not deadline.expired():
                 raise
-            if not sink.started:
+            if not call.sink.started:
                 raise DeadlineExceeded(
                     "the latency budget ran out before an engine answered"
                 ) from err
@@ -302,7 +301,7 @@ class Proxy:
             limit = self._handover_limit(walk, limit, targets, at)
             retry = state.failure is not None
             attempt = Attempt(cand, endpoint, state.attempts, limit)
-            result = await p.runner.run(walk.call, attempt, walk.sink)
+            result = await p.runner.run(walk.call, attempt)
             p.delivery.attempted(cand, retry, isinstance(result, Failed))
             if isinstance(result, Failed):
                 state.failure = result
@@ -390,7 +389,7 @@ class Proxy:
         walk.state.attempts += 1
         limit = self._reask_limit(walk, target, endpoint)
         attempt = Attempt(target, endpoint, walk.state.attempts, limit)
-        result = await p.runner.run(walk.call, attempt, walk.sink)
+        result = await p.runner.run(walk.call, attempt)
         if isinstance(result, Served):
             reask = Answer(target, result)
             p.delivery.account_reask(walk, answer, reask)

@@ -21,7 +21,6 @@ class RequestWalk:
     call: Call  # a relaxed fallback's answers say so in X-Route-Reason (`relax`)
     table: CompiledTable  # read once; every retry uses it
     decision: RouteDecision  # the chain walked (with the relaxed pairs once relaxed)
-    sink: ClientSink
     deadline: Deadline  # the request's timeout (moved when best-effort relaxes)
     deadline_at: float  # the same moment on the injected clock
 
@@ -30,6 +29,11 @@ class RequestWalk:
         """Where the walk stands (its one attempt counter): the call's, which the attempt
         runner sees too."""
         return self.call.state
+
+    @property
+    def sink(self) -> ClientSink:
+        """Where the answer goes: the call's."""
+        return self.call.sink
 
     def answered(self) -> None:
         """A whole answer is in hand: writing it to the client is not held to the budget (a
