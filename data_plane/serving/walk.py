@@ -2,6 +2,8 @@
 
 The proxy (`proxy.py`) moves a `RequestWalk` along; delivery (`delivery.py`) reads it to send
 the answer or the error and to account it. Neither passes the request's parts to the other.
+Where the walk stands (its one attempt counter, the last failure and candidate) is the call's
+`CallState`, which the attempt runner, handed the call and one `Attempt` at a time, sees too.
 """
 
 from __future__ import annotations
