@@ -6,11 +6,10 @@ upstream, a Redis factory or a span exporter through `AppDeps`; nothing is patch
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from aiohttp import web
 from opentelemetry.sdk.trace import SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
-from contracts.task_stop import STOP_GRACE_S, stop_tasks, where
+from data_plane.background_tasks import BackgroundTasks
 from data_plane.checks.accuracy_check import AccuracyChecker, CheckerConfig, CheckerParts
 from data_plane.checks.canary_items import (
     SHIPPED_ITEMS,
@@ -100,41 +99,6 @@ class AppDeps:
     # metrics built on another exposition (docs/benchmarks.md).
     span_processor: SpanProcessor | None = None
     metrics: DataPlaneMetrics | None = None
-
-
-class BackgroundTasks:
-    """Tasks the cleanup contexts start; cancelled and awaited on shutdown."""
-
-    def __init__(self, grace_s: float = STOP_GRACE_S) -> None:
-        self.tasks: dict[str, asyncio.Task[None]] = {}
-        self._grace_s = grace_s
-
-    def start(self, name: str, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(coro, name=f"gearbox-{name}")
-        task.add_done_callback(_report_death)
-        self.tasks[name] = task
-
-    async def stop(self, *names: str) -> None:
-        """Cancel and await the named tasks (a failure was logged when it happened), again
-        until each has ended, for at most `grace_s` (`contracts.task_stop`: redis-py can
-        swallow one cancel); a task still running then is left behind with an error naming
-        where it waits, and shutdown goes on."""
-        tasks = [self.tasks.pop(n) for n in names if n in self.tasks]
-        for task in await stop_tasks(tasks, self._grace_s):
-            logger.error(
-                "background task did not stop within %.0f s of shutdown; left running: %s",
-                self._grace_s,
-                where(task),
-            )
-
-
-def _report_death(task: asyncio.Task[None]) -> None:
-    """A background loop must run until shutdown; one that ends early is a bug, said loudly."""
-    if task.cancelled():
-        return
-    err = task.exception()
-    if err is not None:
-        logger.error("background task %s died", task.get_name(), exc_info=err)
 
 
 SETTINGS = web.AppKey("gearbox_settings", DataPlaneSettings)
@@ -282,15 +246,15 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         upstream = adapter = _upstream_adapter(settings)
     else:
         upstream = deps.upstream
+    # Read once: the attempts and the latency probe send the same keys.
+    engine_keys = EngineKeys.load(settings.engine_keys.api_key, settings.engine_keys.api_keys_file)
     runner = AttemptRunner(
         upstream,
         health,
         metrics,
         tracing,
         deps.clock,
-        engine_keys=EngineKeys.load(
-            settings.engine_keys.api_key, settings.engine_keys.api_keys_file
-        ),
+        engine_keys=engine_keys,
         pace=_engine_pace(settings, app),
     )
     stall = runner.stall
@@ -312,7 +276,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         app[FEEDBACK],
         app[HEALTH].view,
         deps.clock,
-        EngineKeys.load(settings.engine_keys.api_key, settings.engine_keys.api_keys_file),
+        engine_keys,
     )
     step = _decision_step(app, deps)
     proxy = _build_proxy(settings, deps, runner, app)

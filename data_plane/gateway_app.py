@@ -17,13 +17,12 @@ import random
 import signal
 import time
 from collections.abc import Callable
-from typing import NamedTuple
 
-import grpc
 import redis.asyncio as aioredis
 from aiohttp import web
 from pydantic import SecretStr
 
+from data_plane.background_tasks import BackgroundTasks
 from data_plane.gateway.protos import ProcessingMode
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
@@ -95,18 +94,22 @@ class GatewayProcess:
         )
         self.sharing: InFlightSharing | None = None  # while `run` shares in-flight counts
         self._stopped = asyncio.Event()
+        # the table watch, in-flight sharing, the scrape, endpoint discovery
+        self.tasks = BackgroundTasks()
 
     def stop(self) -> None:
         self._stopped.set()
 
     async def run(self) -> None:
-        s = self.settings
+        s, tasks = self.settings, self.tasks
         self.watcher.load_snapshot()
         client = redis_client(s) if s.redis.url else None
-        watch = None if client is None else asyncio.create_task(self.watcher.run(client))
-        share = None if client is None else self._start_sharing(client)
+        if client is not None:
+            tasks.start("table_watch", self.watcher.run(client))
+            self._start_sharing(client)
         scrape = self._start_scrape()
-        discover = None if self.discovery is None else asyncio.create_task(self.discovery.run())
+        if self.discovery is not None:
+            tasks.start("endpoint_discovery", self.discovery.run())
         host = s.server.host
         server, grpc_port = await start_server(self.processor, host, s.extproc.port)
         runner = web.AppRunner(
@@ -123,60 +126,35 @@ class GatewayProcess:
         try:
             await self._stopped.wait()
         finally:
-            if discover is not None:
-                discover.cancel()
-                await asyncio.gather(discover, return_exceptions=True)
+            await tasks.stop("endpoint_discovery", "engine_scrape")
             if scrape is not None:
-                await scrape.stop()
-            if share is not None:
-                share.cancel()
-                await asyncio.gather(share, return_exceptions=True)
-            await _shutdown(server, runner, watch, client, s.server.shutdown_timeout_s)
+                await scrape.close()
+            await server.stop(s.server.shutdown_timeout_s)
+            await runner.cleanup()
+            await tasks.stop("table_watch", "in_flight_sharing")
+            if client is not None:
+                await client.aclose()
 
-    def _start_sharing(self, client: aioredis.Redis) -> asyncio.Task[None] | None:
+    def _start_sharing(self, client: aioredis.Redis) -> None:
         """The exchange of this replica's in-flight counts for the other replicas', as the
-        HTTP data plane's (None when `IN_FLIGHT_SHARE_INTERVAL_MS` is 0: off)."""
+        HTTP data plane's (not started when `IN_FLIGHT_SHARE_INTERVAL_MS` is 0: off)."""
         s = self.settings
         if s.in_flight_share.interval_ms <= 0:
-            return None
+            return
         self.sharing = in_flight_sharing(s, client, self.identity, self.tracker, time.monotonic)
-        return asyncio.create_task(self.sharing.run(client, *sharing_intervals_s(s)))
+        self.tasks.start("in_flight_sharing", self.sharing.run(client, *sharing_intervals_s(s)))
 
-    def _start_scrape(self) -> _Scrape | None:
-        """The engine scrape into `tracker`, every `SCRAPE_INTERVAL_S` (None when 0: off)."""
+    def _start_scrape(self) -> AiohttpUpstream | Http1Upstream | None:
+        """The engine scrape into `tracker`, every `SCRAPE_INTERVAL_S`; its client (None when
+        0: off), closed once the task is stopped."""
         s = self.settings
         if s.scrape.interval_s <= 0:
             return None
         client = scrape_client(s)
         client.open()
         scraper = engine_scraper(s, self.store, self.tracker, self.metrics, client)
-        return _Scrape(client, asyncio.create_task(scraper.run(s.scrape.interval_s)))
-
-
-class _Scrape(NamedTuple):
-    client: AiohttpUpstream | Http1Upstream
-    task: asyncio.Task[None]
-
-    async def stop(self) -> None:
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
-        await self.client.close()
-
-
-async def _shutdown(
-    server: grpc.aio.Server,
-    runner: web.AppRunner,
-    watch: asyncio.Task[None] | None,
-    client: aioredis.Redis | None,
-    grace_s: float,
-) -> None:
-    await server.stop(grace_s)
-    await runner.cleanup()
-    if watch is not None:
-        watch.cancel()
-        await asyncio.gather(watch, return_exceptions=True)
-    if client is not None:
-        await client.aclose()
+        self.tasks.start("engine_scrape", scraper.run(s.scrape.interval_s))
+        return client
 
 
 def run_gateway(settings: DataPlaneSettings) -> None:

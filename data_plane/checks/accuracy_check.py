@@ -40,7 +40,14 @@ from data_plane.domain import (
     RouteDecision,
 )
 from data_plane.resilience.health import Health
-from data_plane.serving.attempt import AttemptLimit, AttemptRunner, Call, CallState, Served
+from data_plane.serving.attempt import (
+    Attempt,
+    AttemptLimit,
+    AttemptRunner,
+    Call,
+    CallState,
+    Served,
+)
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -316,10 +323,11 @@ class AccuracyChecker:
             headers_for=lambda _cand, _n: {},
             state=CallState(),
             trace_headers={},
+            sink=_NoClient(),
             max_tokens=job.ask.max_tokens,
         )
         limit = self._limit(call, target, endpoint)
-        result = await p.runner.run(call, target, endpoint, 1, _NoClient(), limit)
+        result = await p.runner.run(call, Attempt(target, endpoint, 1, limit))
         if not isinstance(result, Served):
             return None
         usage = find_usage(result.body)

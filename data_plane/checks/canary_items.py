@@ -37,7 +37,7 @@ from data_plane.checks.agreement import answer_text
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.domain import CompiledPair, CompiledTable
 from data_plane.resilience.breaker import BreakerState
-from data_plane.serving.attempt import AttemptLimit, Call, CallState, Served
+from data_plane.serving.attempt import Attempt, AttemptLimit, Call, CallState, Served
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 
 logger = logging.getLogger(__name__)
@@ -360,10 +360,11 @@ class CanarySender:
             headers_for=lambda _cand, _n: {},
             state=CallState(),
             trace_headers={},
+            sink=_Sink(),
             max_tokens=item.max_tokens,
         )
         limit = self._limit(p.runner.engine_limit(call, target, endpoint), pair.pair)
-        result = await p.runner.run(call, target, endpoint, 1, _Sink(), limit)
+        result = await p.runner.run(call, Attempt(target, endpoint, 1, limit))
         if not isinstance(result, Served):
             return None
         usage = find_usage(result.body)

@@ -33,6 +33,7 @@ from data_plane.request.body import BodyKind
 from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.tenant_load import TenantLoad
+from data_plane.serving.route_headers import route_reason
 from data_plane.settings import FlowSettings
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -134,14 +135,9 @@ class GatewayRouter:
         decision, doubt = decided.decision, decided.inbound.facts.doubt
         first = decision.candidates[0]
         pair = first.pair
-        reason = decision.reason.value
-        if first.chance is not None:  # best effort: what is unproven, and the chance
-            reason = first.chance.reason + first.chance.reason_suffix
-        if doubt is not None:
-            reason += doubt.reason_suffix
         out = [
             (self.pair_header, pair.pair),
-            (REASON_HEADER, reason),
+            (REASON_HEADER, route_reason(decision.reason, first, doubt)),
             (VERSION_HEADER, str(decided.table.version)),
             *slo_headers(decision, first),
         ]

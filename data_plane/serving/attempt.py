@@ -33,6 +33,7 @@ from data_plane.telemetry.tracing import (
     ATTR_ENDPOINT,
     ATTR_OUTCOME,
     ATTR_PAIR,
+    NO_SPAN,
     AnySpan,
     Tracing,
 )
@@ -73,11 +74,16 @@ class ClientSink(Protocol):
 
 @dataclass(slots=True)
 class CallState:
-    """The little that changes during a call: which pair is streaming to the client, and
-    how many engine attempts were started (an error after one says "do not retry")."""
+    """Where one request's walk stands: the proxy (`proxy.py`) moves it, the attempt runner
+    and delivery (`delivery.py`) read and note what they see. One counter of its engine
+    attempts (the walk's retry policy reads it, each attempt is numbered by it, and an error
+    after one says "do not retry")."""
 
-    streaming_pair: str | None = None
     attempts: int = 0
+    failure: Failed | None = None  # the last attempt's, while no answer is in hand
+    last: Candidate | None = None  # the candidate of the walk's last attempt
+    stopped: bool = False  # retry policy or retry budget said stop (no relaxed fallback)
+    streaming_pair: str | None = None  # the pair whose stream the client is reading
     # The most requests in flight at its last attempt's endpoint, at that attempt's start or
     # end (this one included): the load its answer met, which later arrivals raise above the
     # decision's (`resilience.overshoot` predicts at it).
@@ -99,6 +105,7 @@ class Call:
     state: CallState
     # The client's traceparent/tracestate, passed on as they are while tracing is off.
     trace_headers: Mapping[str, str]
+    sink: ClientSink  # where its answer goes (a stream's chunks as they come)
     # max_tokens / max_completion_tokens when the client set it; None: the answer may run to
     # the context limit (what the engine's allowance is for, `progress.pace`).
     max_tokens: int | None = None
@@ -175,8 +182,20 @@ class AttemptLimit:
 
 
 NO_LIMIT = AttemptLimit()
-# The endpoint, the attempt's number, its registration while it waits (None: not watched).
-_Attempt = tuple[CompiledEndpoint, int, Wait | None]
+
+
+@dataclass(slots=True)
+class Attempt:
+    """One try of a request at one endpoint: the candidate and endpoint it goes to, its
+    number (the walk's count, `CallState.attempts`) and its limits; while it runs, the runner
+    sets its client span and its stall registration (`wait`; None: not watched)."""
+
+    cand: Candidate
+    endpoint: CompiledEndpoint
+    number: int
+    limit: AttemptLimit = NO_LIMIT
+    span: AnySpan = NO_SPAN
+    wait: Wait | None = None
 
 
 def stream_error_event(message: str, code: str) -> bytes:
@@ -249,19 +268,11 @@ class AttemptRunner:
             return
         self.pace.observe(endpoint_id, took_s, profile_s)
 
-    async def run(
-        self,
-        call: Call,
-        cand: Candidate,
-        endpoint: CompiledEndpoint,
-        number: int,
-        sink: ClientSink,
-        limit: AttemptLimit = NO_LIMIT,
-    ) -> Served | Failed:
+    async def run(self, call: Call, attempt: Attempt) -> Served | Failed:
+        limit, endpoint, cand = attempt.limit, attempt.endpoint, attempt.cand
         if limit.background:
-            return await self._background(call, cand, endpoint, sink, limit)
+            return await self._background(call, attempt)
         started = self._clock()
-        call.state.attempts += 1
         outcome: Outcome | None = Cancelled()
         self._health.acquire(endpoint.id)
         in_flight = self._health.tracker.load
@@ -270,14 +281,15 @@ class AttemptRunner:
         wait = None
         if allowance_s is not None:
             wait = self.stall.waiting(endpoint.id, allowance_s, limit.movable, limit.first_token_s)
+        attempt.wait = wait
         with self._tracing.span(
             "gearbox.upstream",
             SpanKind.CLIENT,
-            {ATTR_PAIR: cand.pair.pair, ATTR_ENDPOINT: endpoint.id, ATTR_ATTEMPT: number},
+            {ATTR_PAIR: cand.pair.pair, ATTR_ENDPOINT: endpoint.id, ATTR_ATTEMPT: attempt.number},
         ) as span:
             try:
-                attempt = (endpoint, number, wait)
-                result = await self._stallable(call, cand, attempt, sink, span, limit)
+                attempt.span = span
+                result = await self._stallable(call, attempt)
                 outcome = result.outcome
                 if isinstance(result, Served) and outcome is None:
                     done_s = result.first_byte_s
@@ -297,26 +309,20 @@ class AttemptRunner:
                 self._metrics.observe_attempt(endpoint.id, label, self._clock() - started)
         return result
 
-    async def _background(
-        self,
-        call: Call,
-        cand: Candidate,
-        endpoint: CompiledEndpoint,
-        sink: ClientSink,
-        limit: AttemptLimit,
-    ) -> Served | Failed:
+    async def _background(self, call: Call, attempt: Attempt) -> Served | Failed:
         """A `background` attempt (`AttemptLimit`): no load, no stall watch, no breaker, no
         pace; an answer from the engine, whatever its status, is the endpoint's progress."""
         started = self._clock()
-        call.state.attempts += 1
         outcome: Outcome | None = Cancelled()
+        endpoint = attempt.endpoint
         with self._tracing.span(
             "gearbox.upstream",
             SpanKind.CLIENT,
-            {ATTR_PAIR: cand.pair.pair, ATTR_ENDPOINT: endpoint.id, ATTR_ATTEMPT: 1},
+            {ATTR_PAIR: attempt.cand.pair.pair, ATTR_ENDPOINT: endpoint.id, ATTR_ATTEMPT: 1},
         ) as span:
             try:
-                result = await self._limited(call, cand, (endpoint, 1, None), sink, span, limit)
+                attempt.span = span
+                result = await self._limited(call, attempt)
                 outcome = result.outcome
             except AttemptError as err:
                 outcome = err.outcome
@@ -329,22 +335,14 @@ class AttemptRunner:
             self.stall.progress(endpoint.id)
         return result
 
-    async def _stallable(
-        self,
-        call: Call,
-        cand: Candidate,
-        attempt: _Attempt,
-        sink: ClientSink,
-        span: AnySpan,
-        limit: AttemptLimit,
-    ) -> Served | Failed:
+    async def _stallable(self, call: Call, attempt: Attempt) -> Served | Failed:
         """`_limited`, ended as lack of progress when its endpoint stalls: the guard cancels
         the task while it waits (`progress.stall_guard`); that cancellation, and only that one,
         becomes `Timeout("first_byte")` (the request deadline's or a client's disconnect,
         arriving as well, goes on as a cancellation)."""
-        wait = attempt[2]
+        wait = attempt.wait
         try:
-            return await self._limited(call, cand, attempt, sink, span, limit)
+            return await self._limited(call, attempt)
         except asyncio.CancelledError:
             if wait is None or not wait.stalled:
                 raise
@@ -354,39 +352,23 @@ class AttemptRunner:
             stalled = "no progress on any attempt at this endpoint for its stall window"
             raise AttemptError(Timeout("first_byte"), stalled) from None
 
-    async def _limited(
-        self,
-        call: Call,
-        cand: Candidate,
-        attempt: _Attempt,
-        sink: ClientSink,
-        span: AnySpan,
-        limit: AttemptLimit,
-    ) -> Served | Failed:
+    async def _limited(self, call: Call, attempt: Attempt) -> Served | Failed:
         """`_exchange` under the attempt's own limit, which the upstream client keeps (a
         transport deadline: the http1 client moves its connection's one timer, so no timer
         is armed per attempt); its expiry becomes the limit's outcome."""
         try:
-            return await self._exchange(call, cand, attempt, sink, span, limit)
+            return await self._exchange(call, attempt)
         except LimitReachedError as err:
-            raise limit.missed() from err
+            raise attempt.limit.missed() from err
 
-    async def _exchange(
-        self,
-        call: Call,
-        cand: Candidate,
-        attempt: _Attempt,
-        sink: ClientSink,
-        span: AnySpan,
-        limit: AttemptLimit,
-    ) -> Served | Failed:
-        endpoint, number, wait = attempt
+    async def _exchange(self, call: Call, attempt: Attempt) -> Served | Failed:
+        cand, endpoint, limit = attempt.cand, attempt.endpoint, attempt.limit
         headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream" if call.stream else "application/json",
             "X-Request-Id": call.request_id,
         }
-        self._tracing.inject(headers, span, call.trace_headers)
+        self._tracing.inject(headers, attempt.span, call.trace_headers)
         if self._engine_keys is not None:  # the engine's key; never the client's
             auth = self._engine_keys.authorization(endpoint.id, cand.pair.pair)
             if auth is not None:
@@ -397,9 +379,11 @@ class AttemptRunner:
         resp = await self._upstream.send(request)
         try:
             if call.stream and resp.status == 200:
-                return await self._relay(call, (cand, endpoint.id, wait), number, resp, sink)
+                return await self._relay(call, attempt, resp)
             data = await resp.read()
-            self.stall.arrived(wait)  # a whole answer, whatever its status: the engine works
+            self.stall.arrived(
+                attempt.wait
+            )  # a whole answer, whatever its status: the engine works
         finally:
             resp.close()
         outcome = _status_outcome(resp.status)
@@ -407,26 +391,19 @@ class AttemptRunner:
             return Failed(outcome, resp.status, data[:MAX_ERROR_BODY_BYTES])
         return Served(resp.status, data, resp.content_type, False, None, usage=find_usage(data))
 
-    async def _relay(
-        self,
-        call: Call,
-        target: tuple[Candidate, str, Wait | None],
-        number: int,
-        resp: UpstreamResponse,
-        sink: ClientSink,
-    ) -> Served | Failed:
+    async def _relay(self, call: Call, attempt: Attempt, resp: UpstreamResponse) -> Served | Failed:
         """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk
         (the client's limit covers the first chunk only; the gap limit each later wait for
         the engine, never the time `sink.write` spends on a slow client). Every chunk is the
         endpoint's progress (`progress.stall_guard`)."""
-        cand, endpoint_id, wait = target
-        stall = self.stall
+        cand, endpoint_id, wait = attempt.cand, attempt.endpoint.id, attempt.wait
+        stall, sink = self.stall, call.sink
         async with aclosing(resp.chunks()) as chunks:
             first = await anext(chunks, b"")
             if not first:
                 raise AttemptError(Timeout("first_byte"), "stream ended before its first byte")
             stall.arrived(wait)
-            await sink.start(200, {**SSE_HEADERS, **call.headers_for(cand, number)})
+            await sink.start(200, {**SSE_HEADERS, **call.headers_for(cand, attempt.number)})
             call.state.streaming_pair = cand.pair.pair
             first_byte_s = self._clock()
             await sink.write(first)

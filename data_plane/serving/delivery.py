@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Callable
 
-from data_plane.domain import Candidate, CompiledTable, RouteDecision
+from data_plane.domain import Candidate, CompiledTable
 from data_plane.errors import (
     AllUpstreamsUnavailable,
     DeadlineExceeded,
@@ -39,24 +38,6 @@ from data_plane.telemetry.pair_totals import predicted_e2e_s
 from data_plane.telemetry.traffic import TrafficStats
 
 logger = logging.getLogger(__name__)
-
-
-def route_headers(
-    decision: RouteDecision, table_version: int, cand: Candidate, attempts: int
-) -> dict[str, str]:
-    """The X-Route-* headers of a routed answer (never an endpoint URL). A best-effort
-    candidate's reason is its own (what the table leaves unproven for the pair that answers)
-    with its chance of meeting the request (docs/data_plane.md, "Best effort")."""
-    chance = cand.chance
-    reason = decision.reason.value if chance is None else chance.reason + chance.reason_suffix
-    return {
-        "X-Route-Pair": cand.pair.pair,
-        "X-Route-Reason": reason,
-        "X-Route-Table-Version": str(table_version),
-        "X-Route-Predicted-Latency-Ms": str(math.ceil(cand.predicted_latency_s * 1000)),
-        "X-Route-Estimated-Cost-Usd": f"{cand.estimated_cost_usd:.8f}",
-        "X-Route-Attempts": str(attempts),
-    }
 
 
 def give_up_error(failure: Failed | None, attempts: int, retry_after_s: float) -> RouterError:
@@ -128,7 +109,7 @@ class Delivery:
             return outcome
         headers = {
             "Content-Type": served.content_type or "application/json",
-            **walk.call.headers_for(answer.cand, walk.attempt),
+            **walk.call.headers_for(answer.cand, walk.state.attempts),
         }
         try:
             await walk.sink.send(served.status, headers, served.body)
@@ -138,10 +119,11 @@ class Delivery:
 
     async def give_up(self, walk: RequestWalk, retry_after_s: float) -> RequestOutcome:
         """Pass an engine's 4xx through (normalised envelope); raise for everything else."""
-        failure, attempts = walk.failure, walk.attempt
+        state = walk.state
+        failure, attempts = state.failure, state.attempts
         match failure:
             case Failed(outcome=UpstreamStatus(code=code)) if code < 500 and code != 429:
-                last = walk.last or walk.decision.candidates[0]
+                last = state.last or walk.decision.candidates[0]
                 body = json.dumps(normalize_upstream_error(code, failure.body)).encode()
                 route = walk.call.headers_for(last, attempts)
                 headers = {"Content-Type": "application/json", **route}
@@ -151,7 +133,7 @@ class Delivery:
 
     async def deadline_in_stream(self, walk: RequestWalk) -> RequestOutcome:
         """The budget ran out after the first byte: one SSE error event ends the stream."""
-        pair = walk.call.state.streaming_pair
+        pair = walk.state.streaming_pair
         if pair is not None:
             self._metrics.pair(pair).stream_errors.inc()
             totals = self._traffic.pairs.get(pair)

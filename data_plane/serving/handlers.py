@@ -18,11 +18,11 @@ from data_plane.flow.queue import FlowQueue
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
 from data_plane.serving.attempt import Call, CallState, ClientGoneError
-from data_plane.serving.delivery import route_headers
 from data_plane.serving.middleware import EXCHANGE, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.probes import Probes
 from data_plane.serving.proxy import Proxy
+from data_plane.serving.route_headers import route_headers
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import TRACE_HEADERS
@@ -188,6 +188,7 @@ class Handlers:
         table, inbound, decision = decided.table, decided.inbound, decided.decision
         facts = inbound.facts
         stream = facts.stream
+        sink = AiohttpSink(request)
         call = Call(
             request_id=exchange.request_id,
             path=path,
@@ -200,6 +201,7 @@ class Handlers:
             state=CallState(),
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
+            sink=sink,
             max_tokens=facts.max_output_tokens,
             tenant=decided.tenant,
             priority=decided.priority,
@@ -207,13 +209,12 @@ class Handlers:
             waited_s=decided.waited_s,
             dispatched_s=dispatched,
         )
-        sink = AiohttpSink(request)
         if decided.slot is not None:
             # The first attempt takes its own place in the in-flight count before the proxy
             # first yields to the loop: nothing else is decided in between.
             decided.slot.free()
         try:
-            exchange.outcome = await self._proxy.serve(call, table, decision, sink)
+            exchange.outcome = await self._proxy.serve(call, table, decision)
         except ClientGoneError:
             exchange.outcome = RequestOutcome.CANCELLED
         except RouterError as err:
@@ -281,11 +282,9 @@ def _headers_for(decided: Decided, request_id: str) -> Callable[[Candidate, int]
     applied = {PRIORITY_APPLIED: decided.priority, TENANT_APPLIED: decided.tenant}
 
     def headers_for(cand: Candidate, attempts: int) -> dict[str, str]:
-        headers = route_headers(decision, version, cand, attempts)
+        headers = route_headers(decision, version, cand, attempts, doubt)
         headers[REQUEST_ID_HEADER] = request_id
         headers.update(applied)
-        if doubt is not None:
-            headers["X-Route-Reason"] += doubt.reason_suffix
         return headers
 
     return headers_for

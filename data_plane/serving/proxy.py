@@ -30,10 +30,10 @@ from data_plane.resilience.health import Health
 from data_plane.resilience.retry import GiveUp, RetryBudget, next_step
 from data_plane.serving.attempt import (
     NO_LIMIT,
+    Attempt,
     AttemptLimit,
     AttemptRunner,
     Call,
-    ClientSink,
     Failed,
     Served,
 )
@@ -198,7 +198,7 @@ class Proxy:
         """The candidate the next attempt would go to after target `at` fails (None: none;
         endpoints whose breakers are open now are passed over, and so is everything once the
         attempt limit is reached)."""
-        if walk.attempt >= self._config.max_attempts:
+        if walk.state.attempts >= self._config.max_attempts:
             return None
         skipped = self._p.health.view().open_endpoints
         while (target := targets.get(at := at + 1)) is not None:
@@ -207,21 +207,21 @@ class Proxy:
         return None
 
     async def serve(
-        self, call: Call, table: CompiledTable, decision: RouteDecision, sink: ClientSink
+        self, call: Call, table: CompiledTable, decision: RouteDecision
     ) -> RequestOutcome:
-        """Answer the client through `sink`; raises RouterError while nothing was sent."""
+        """Answer the client through `call.sink`; raises RouterError while nothing was sent."""
         p = self._p
         p.retry_budget.record_request()
         deadline_s = self.deadline_s(decision)
         deadline = p.deadlines.timeout(deadline_s)
-        walk = RequestWalk(call, table, decision, sink, deadline, p.clock() + deadline_s)
+        walk = RequestWalk(call, table, decision, deadline, p.clock() + deadline_s)
         try:
             async with deadline:
                 return await self._walk(walk)
         except TimeoutError as err:
             if not deadline.expired():
                 raise
-            if not sink.started:
+            if not call.sink.started:
                 raise DeadlineExceeded(
                     "the latency budget ran out before an engine answered"
                 ) from err
@@ -235,18 +235,18 @@ class Proxy:
         done = await self._try_chain(walk, decision.candidates)
         if done is not None:
             return done
-        may_relax = not walk.stopped and self._retry_allowed(walk)
+        may_relax = not walk.state.stopped and self._retry_allowed(walk)
         relaxed = self._relaxed(walk.table, decision) if may_relax else None
         if relaxed is not None:
             walk.extend(self._config.default_timeout_s - self.deadline_s(decision))
             # Accounted as fallbacks from the first choice, measured against the same budget.
             walk.decision = replace(relaxed, candidates=(*decision.candidates, *relaxed.candidates))
             walk.call = _with_reason(call, relaxed.reason)
-            tried = walk.attempt
+            tried = walk.state.attempts
             done = await self._try_chain(walk, relaxed.candidates)
             if done is not None:
                 return done
-            if walk.attempt == tried:  # the failure given up on came from the first chain
+            if walk.state.attempts == tried:  # the failure given up on came from the first chain
                 walk.call = call
         retry_after_s = p.health.retry_after_s()
         walk.answered()  # an engine's 4xx goes out whole, or an error is raised
@@ -257,52 +257,54 @@ class Proxy:
 
     def _retry_allowed(self, walk: RequestWalk) -> bool:
         """After a failure: may another attempt go out (retry policy, then the budget later)?"""
-        if walk.failure is None:
+        failure, attempts = walk.state.failure, walk.state.attempts
+        if failure is None:
             return True
         remaining_s = walk.remaining_s(self._p.clock())
-        step = next_step(walk.failure.outcome, walk.attempt, remaining_s, self._config.max_attempts)
+        step = next_step(failure.outcome, attempts, remaining_s, self._config.max_attempts)
         return not isinstance(step, GiveUp)
 
     def _spend_retry(self, walk: RequestWalk, endpoint_id: str) -> bool:
         """Take a retry from the retry budget (not for a first attempt); on a refusal give
         back the half-open probe slot `allow` may have taken for `endpoint_id`."""
-        p = self._p
-        if walk.failure is None:
+        p, failure = self._p, walk.state.failure
+        if failure is None:
             return True
         if not p.retry_budget.try_spend():
             p.health.release_probe(endpoint_id)
             p.metrics.retry_budget_exhausted.inc()
             return False
-        p.metrics.count_retry(walk.failure.outcome.label)
+        p.metrics.count_retry(failure.outcome.label)
         return True
 
     async def _try_chain(
         self, walk: RequestWalk, chain: Sequence[Candidate]
     ) -> RequestOutcome | None:
         """Walk `chain`; the outcome once an answer went out, None when nothing was served
-        (`walk.stopped` says whether the retry policy or budget ended it)."""
-        p = self._p
+        (`walk.state.stopped` says whether the retry policy or budget ended it)."""
+        p, state = self._p, walk.state
         targets = _Targets(chain)
         at = -1
         while (target := targets.get(at := at + 1)) is not None:
             cand, endpoint = target
             if not self._retry_allowed(walk):
-                walk.stopped = True
+                state.stopped = True
                 return None
             if not p.health.allow(endpoint.id):
                 continue
             if not self._spend_retry(walk, endpoint.id):
-                walk.stopped = True
+                state.stopped = True
                 return None
-            walk.attempt += 1
-            walk.last = cand
+            state.attempts += 1
+            state.last = cand
             limit = self.attempt_limit(walk.call, walk.decision, cand, endpoint)
             limit = self._handover_limit(walk, limit, targets, at)
-            retry = walk.failure is not None
-            result = await p.runner.run(walk.call, cand, endpoint, walk.attempt, walk.sink, limit)
+            retry = state.failure is not None
+            attempt = Attempt(cand, endpoint, state.attempts, limit)
+            result = await p.runner.run(walk.call, attempt)
             p.delivery.attempted(cand, retry, isinstance(result, Failed))
             if isinstance(result, Failed):
-                walk.failure = result
+                state.failure = result
                 continue
             answer = Answer(cand, result)
             if not result.streamed and cand.pair.precision_rank > 0:
@@ -331,7 +333,7 @@ class Proxy:
         if (
             better is None
             or decision.reason is RouteReason.SHADOW
-            or walk.attempt >= self._config.max_attempts
+            or walk.state.attempts >= self._config.max_attempts
             # by name: comparing CompiledPair values field by field costs ~1 us a pair
             or all(p.pair != better.pair for p in table.by_alias.get(decision.alias, ()))
         ):
@@ -384,9 +386,10 @@ class Proxy:
             p.metrics.retry_budget_exhausted.inc()
             return answer
         p.metrics.quality_escalations.labels(answer.cand.pair.pair, problem).inc()
-        walk.attempt += 1
+        walk.state.attempts += 1
         limit = self._reask_limit(walk, target, endpoint)
-        result = await p.runner.run(walk.call, target, endpoint, walk.attempt, walk.sink, limit)
+        attempt = Attempt(target, endpoint, walk.state.attempts, limit)
+        result = await p.runner.run(walk.call, attempt)
         if isinstance(result, Served):
             reask = Answer(target, result)
             p.delivery.account_reask(walk, answer, reask)

@@ -2,6 +2,8 @@
 
 The proxy (`proxy.py`) moves a `RequestWalk` along; delivery (`delivery.py`) reads it to send
 the answer or the error and to account it. Neither passes the request's parts to the other.
+Where the walk stands (its one attempt counter, the last failure and candidate) is the call's
+`CallState`, which the attempt runner, handed the call and one `Attempt` at a time, sees too.
 """
 
 from __future__ import annotations
@@ -9,25 +11,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from data_plane.domain import Candidate, CompiledTable, RouteDecision
-from data_plane.serving.attempt import Call, ClientSink, Failed, Served
+from data_plane.serving.attempt import Call, CallState, ClientSink, Served
 from data_plane.serving.deadlines import Deadline
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 
 
 @dataclass(slots=True)
 class RequestWalk:
-    """Everything one request's attempts share, and where the walk stands."""
+    """Everything one request's attempts share; where the walk stands is its `state`."""
 
     call: Call  # a relaxed fallback's answers say so in X-Route-Reason (`relax`)
     table: CompiledTable  # read once; every retry uses it
     decision: RouteDecision  # the chain walked (with the relaxed pairs once relaxed)
-    sink: ClientSink
     deadline: Deadline  # the request's timeout (moved when best-effort relaxes)
     deadline_at: float  # the same moment on the injected clock
-    attempt: int = 0
-    failure: Failed | None = None
-    last: Candidate | None = None
-    stopped: bool = False  # retry policy or retry budget said stop (no relaxed fallback)
+
+    @property
+    def state(self) -> CallState:
+        """Where the walk stands (its one attempt counter): the call's, which the attempt
+        runner sees too."""
+        return self.call.state
+
+    @property
+    def sink(self) -> ClientSink:
+        """Where the answer goes: the call's."""
+        return self.call.sink
 
     def answered(self) -> None:
         """A whole answer is in hand: writing it to the client is not held to the budget (a

@@ -18,7 +18,7 @@ import redis
 
 from contracts.redis_keys import RedisKeys
 from contracts.redis_topology import ClientOptions, connect_redis
-from data_plane.app import BackgroundTasks
+from data_plane.background_tasks import BackgroundTasks
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
 from data_plane.sync.in_flight_sharing import InFlightSharing

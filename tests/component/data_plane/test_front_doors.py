@@ -43,6 +43,7 @@ FLOORS = {"categories": {"chat": {"min_accuracy": 0.8}, "reasoning": {"min_accur
                          "code": {}, "extraction": {}, "math": {}}}  # fmt: skip
 UNSURE = "Compare these two options and tell me which is better."
 STRICT_REFUSED = {"x-budget-mode": "strict", "x-min-accuracy": "0.99"}  # no pair reaches 0.99
+BELOW_FLOOR = {"x-min-accuracy": "0.99"}  # best effort: the most accurate pair, with its chance
 # What the decision step counts (durations by count only: their sums are times).
 Answer = tuple[int, str, str | None]  # status, pair or error code, reason
 DECISION_SERIES = (
@@ -76,6 +77,9 @@ CASES = {
     "shadow-serves-what-would-be-refused": Case(SHADOW, STRICT_REFUSED),
     "abstention": Case(FLOORS, {}, text=UNSURE),
     "abstention-refused": Case(FLOORS, STRICT_REFUSED, text=UNSURE),
+    # X-Route-Reason: the pair's own best-effort reason and chance, then the doubt's suffix
+    "best-effort": Case({}, BELOW_FLOOR),
+    "best-effort-abstention": Case(FLOORS, BELOW_FLOOR, text=UNSURE),
 }
 
 
@@ -166,6 +170,9 @@ OUTCOME_CASES: dict[str, tuple[Case, float, str]] = {
     "invalid": (Case({}, {}, max_tokens=-1), 0.0, "invalid_request"),
     "strict-refused": (Case({}, STRICT_REFUSED), 0.0, "budget_infeasible"),
     "unknown-model": (Case({}, {}, model="gpt-9"), 0.0, "no_route"),
+    # A request that fails: no table is loaded yet (503 no_healthy_upstream in both doors).
+    # An engine's failure is not one: gateway mode never sees the engine's answer.
+    "no-table": (Case({}, BUDGET_1S), 0.0, "unavailable"),
 }
 
 
@@ -197,7 +204,7 @@ def counted_since(before: dict[str, float], registry: CollectorRegistry) -> dict
 
 
 async def second_outcome_http(
-    make_harness: MakeHarness, table: RoutingTable, case: Case, load: float
+    make_harness: MakeHarness, table: RoutingTable | None, case: Case, load: float
 ) -> tuple[int, dict[str, float]]:
     """The status and the outcome counted for the second of two same requests."""
     h = await make_harness(table, routes={FP16: ok_json(), INT4: ok_json()})
@@ -214,11 +221,12 @@ async def second_outcome_http(
 
 
 async def second_outcome_gateway(
-    table: RoutingTable, case: Case, load: float
+    table: RoutingTable | None, case: Case, load: float
 ) -> tuple[int, dict[str, float]]:
     """As `second_outcome_http`, through gateway mode with `load` scraped."""
     store, metrics, tracker = TableStore(), DataPlaneMetrics("test", "test"), LoadTracker()
-    store.swap(compile_table(table))
+    if table is not None:
+        store.swap(compile_table(table))
     for endpoint in ENDPOINTS:
         tracker.set_queue_depth(endpoint, load)
     router = gateway_router(store, metrics, random.Random(7), "x-gearbox-pair", tracker=tracker)
@@ -247,7 +255,7 @@ async def test_either_door_counts_the_same_request_outcome(
     of two same requests is compared: the HTTP door's fleet is overloaded only once an
     arrival has counted there (`decision/capacity.py`), gateway mode's from the scrape."""
     case, load, outcome = OUTCOME_CASES[name]
-    table = load_sensitive_table()
+    table = None if name == "no-table" else load_sensitive_table()
     http = await second_outcome_http(make_harness, table, case, load)
     gateway = await second_outcome_gateway(table, case, load)
     assert http[1] == {outcome: 1}
