@@ -10,6 +10,8 @@ import pytest
 
 from contracts.knob_table import knob_table
 from contracts.knobs import knobs
+from control_plane.cli import _parser as control_plane_parser
+from control_plane.settings import ControlPlaneSettings
 from data_plane.__main__ import build_parser
 from data_plane.settings import DataPlaneSettings
 from tests.docs.settings_tables import TABLES, between_markers
@@ -40,3 +42,13 @@ def test_help_prints_each_flag_with_its_description(command: str) -> None:
     assert len(flagged) == len(knobs(DataPlaneSettings)) - 4  # secrets have no flag
     for spec in flagged:
         assert helps[spec.flat] == spec.description
+
+
+def test_the_control_planes_knob_flags_print_their_descriptions() -> None:
+    show = next(
+        a for a in control_plane_parser()._actions if isinstance(a, argparse._SubParsersAction)
+    ).choices["show"]
+    helps = {a.dest: a.help for a in show._actions if a.help != argparse.SUPPRESS}
+    about = {spec.flat: spec.description for spec in knobs(ControlPlaneSettings)}
+    flagged = {dest: text for dest, text in helps.items() if dest in about}
+    assert flagged == {name: about[name] for name in ("redis_url", "redis_key_prefix")}
