@@ -19,7 +19,7 @@ import aiohttp
 from pydantic import ValidationError
 from redis.exceptions import RedisError
 
-from contracts.knobs import UnknownKnobsError, knob_name, renamed_in_use
+from contracts.knobs import UnknownKnobsError, knob_name, knobs, renamed_in_use
 from contracts.policy import Policy
 from control_plane.admin_client import AdminApiError, AdminClient
 from control_plane.api.classifier_report import classifier_report, render_classifier
@@ -37,15 +37,23 @@ EXPECTED_ERRORS = (DocumentError, BuildError, PublishError, StoredDataError, Red
                    AdminApiError, aiohttp.ClientError, ValueError, OSError)  # fmt: skip
 
 
+# Flags renamed to their knob's path (issue 31): old flag's dest -> (old flag, new flag). The
+# old flag still sets the knob for one release, left out of `--help`, with a warning.
+_RENAMED_FLAGS = {"old_prefix": ("--prefix", "--redis-key-prefix")}
+
+
 class CliError(Exception):
     """A failure worth one line on stderr."""
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m control_plane", description=__doc__)
+    about = {knob.flat: knob.description for knob in knobs(ControlPlaneSettings)}
     redis = argparse.ArgumentParser(add_help=False)
-    redis.add_argument("--redis-url", help="overrides GEARBOX_CP_REDIS_URL")
-    redis.add_argument("--prefix", help="Redis key prefix; overrides GEARBOX_CP_REDIS_KEY_PREFIX")
+    # A knob's flag is its path, its help its description; each overrides its variable.
+    redis.add_argument("--redis-url", help=about["redis_url"])
+    redis.add_argument("--redis-key-prefix", help=about["redis_key_prefix"])
+    redis.add_argument("--prefix", dest="old_prefix", help=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", required=True)
     sub.add_parser(
         "serve", help="run the admin API (needs GEARBOX_CP_SERVER_ADMIN_TOKEN)", parents=[redis]
@@ -84,8 +92,9 @@ def _settings(args: argparse.Namespace) -> ControlPlaneSettings:
     overrides: dict[str, Any] = {}
     if getattr(args, "redis_url", None):
         overrides["redis_url"] = args.redis_url
-    if getattr(args, "prefix", None):
-        overrides["redis_key_prefix"] = args.prefix
+    prefix = getattr(args, "redis_key_prefix", None) or getattr(args, "old_prefix", None)
+    if prefix:
+        overrides["redis_key_prefix"] = prefix
     if getattr(args, "allow_partial", False):
         overrides["build_allow_partial"] = True
     if getattr(args, "no_prune", False):
@@ -104,6 +113,11 @@ def _settings(args: argparse.Namespace) -> ControlPlaneSettings:
             f"{old} is renamed {new}" for old, new in renamed_in_use(ControlPlaneSettings)
         )
         raise CliError(f"invalid settings: {fields}" + (f" ({notes})" if notes else "")) from err
+
+
+def renamed_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """(old flag, new flag) for each renamed flag given."""
+    return [names for dest, names in _RENAMED_FLAGS.items() if getattr(args, dest, None)]
 
 
 def _policy(path: Path | None, settings: ControlPlaneSettings) -> Policy | None:
@@ -227,14 +241,14 @@ async def cmd_push(args: argparse.Namespace, settings: ControlPlaneSettings) -> 
     return 1 if failures else 0
 
 
-def _serve(settings: ControlPlaneSettings) -> int:
+def _serve(settings: ControlPlaneSettings, renamed: list[tuple[str, str]]) -> int:
     from aiohttp import web
 
     from control_plane.app import create_app
     from control_plane.logs import configure_json_logging
 
     configure_json_logging(settings.log_level)
-    for old, new in renamed_in_use(ControlPlaneSettings):
+    for old, new in renamed:
         logger.warning("setting %s is renamed %s; the old name goes in the next release", old, new)
     app = create_app(settings)
     server = settings.server
@@ -257,9 +271,10 @@ def run(argv: Sequence[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = _settings(args)
+        renamed = [*renamed_in_use(ControlPlaneSettings), *renamed_flags(args)]
         if args.command == "serve":
-            return _serve(settings)
-        for old, new in renamed_in_use(ControlPlaneSettings):
+            return _serve(settings, renamed)
+        for old, new in renamed:
             print(f"warning: {old} is renamed {new}", file=sys.stderr)
         if args.command == "build":
             return cmd_build(args, settings)

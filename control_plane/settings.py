@@ -54,11 +54,10 @@ class ServerSettings(Group):
 class RedisSettings(Group):
     """The Redis client (`make_redis`) and the key prefix."""
 
-    # Standalone, Sentinel or Cluster by the scheme (contracts/redis_topology.py).
     url: str = Field(
         default="redis://127.0.0.1:6379/0",
-        description="`redis+sentinel://`, `redis+cluster://`: "
-        'docs/operations.md, "Redis topologies"',
+        description="standalone, Sentinel or Cluster by the scheme: `redis://`, "
+        '`redis+sentinel://`, `redis+cluster://` (docs/operations.md, "Redis topologies")',
     )
     key_prefix: str = Field(
         default=DEFAULT_PREFIX, description="prefix of every key (`contracts.redis_keys`)"

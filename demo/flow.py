@@ -175,7 +175,7 @@ async def _start_checked(
 
 def show_table(stack: Stack) -> None:
     argv = [sys.executable, "-m", "control_plane", "show", "--redis-url", stack.redis_url]
-    done = subprocess.run([*argv, "--prefix", KEY_PREFIX], capture_output=True, text=True)
+    done = subprocess.run([*argv, "--redis-key-prefix", KEY_PREFIX], capture_output=True, text=True)
     print(done.stdout if done.returncode == 0 else done.stderr, flush=True)
 
 

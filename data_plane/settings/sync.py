@@ -15,11 +15,11 @@ from contracts.redis_topology import Topology, parse_redis_url
 class RedisSettings(Group):
     """The Redis client, its key prefix, and the watcher's reconnect backoff cap."""
 
-    # Standalone, Sentinel or Cluster by the scheme (contracts/redis_topology.py).
     url: str = Field(
         default="redis://127.0.0.1:6379/0",
-        description='`""` = static mode: serve the snapshot file only; `redis+sentinel://`, '
-        '`redis+cluster://`: docs/operations.md, "Redis topologies"',
+        description="standalone, Sentinel or Cluster by the scheme: `redis://`, "
+        '`redis+sentinel://`, `redis+cluster://` (docs/operations.md, "Redis topologies"); '
+        '`""` = static mode: serve the snapshot file only',
     )
     key_prefix: str = Field(
         default=DEFAULT_PREFIX, description="prefix of every key (`contracts.redis_keys`)"

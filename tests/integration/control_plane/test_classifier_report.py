@@ -65,7 +65,7 @@ def test_the_cli_prints_accuracy_and_the_confusion_matrix(
     capsys: pytest.CaptureFixture[str],
     tmp_path: Any,
 ) -> None:
-    where = ["--redis-url", redis_server.url, "--prefix", redis_keys.prefix]
+    where = ["--redis-url", redis_server.url, "--redis-key-prefix", redis_keys.prefix]
     assert run(["classifier", *where]) == 1
     assert capsys.readouterr().err == "error: no table published yet\n"
     path = tmp_path / "report.json"

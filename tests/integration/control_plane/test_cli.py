@@ -27,7 +27,7 @@ REPORTS = sorted(str(p) for p in Path("examples/profiles").glob("*.json"))
 
 def test_publish_show_history_rollback(redis_server: RedisProcess, redis_keys: RedisKeys,
                                        capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
-    where = ["--redis-url", redis_server.url, "--prefix", redis_keys.prefix]
+    where = ["--redis-url", redis_server.url, "--redis-key-prefix", redis_keys.prefix]
     assert run(["show", *where]) == 1
     assert capsys.readouterr().err == "error: no table published yet\n"
     assert run(["publish", *where]) == 1  # nothing stored, no files
@@ -52,6 +52,19 @@ def test_publish_show_history_rollback(redis_server: RedisProcess, redis_keys: R
     assert capsys.readouterr().err == "error: version 9 is not among the kept versions\n"
     assert run(["show", "--version", "9", *where]) == 1
     assert "version 9 is not kept" in capsys.readouterr().err
+
+
+def test_the_old_prefix_flag_still_sets_the_key_prefix_and_names_the_new_one(
+    redis_server: RedisProcess, redis_keys: RedisKeys, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = ["--redis-url", redis_server.url, "--redis-key-prefix", redis_keys.prefix]
+    assert run(["publish", *REPORTS, "--policy", "examples/policy.yaml", *new]) == 0
+    assert capsys.readouterr().err == ""
+    old = ["--redis-url", redis_server.url, "--prefix", redis_keys.prefix]
+    assert run(["show", *old]) == 0  # the table published under the prefix
+    captured = capsys.readouterr()
+    assert "routing table v1" in captured.out
+    assert captured.err == "warning: --prefix is renamed --redis-key-prefix\n"
 
 
 def test_commands_fail_cleanly_without_redis(capsys: pytest.CaptureFixture[str]) -> None:
