@@ -207,7 +207,10 @@ def test_the_shipped_items_are_the_profilers_held_out_sets() -> None:
     assert SHIPPED_ITEMS.read_text(encoding="utf-8").splitlines() == lines
     shipped = load_items([SHIPPED_ITEMS])
     assert sorted(shipped) == ["chat", "code", "extraction", "math", "reasoning"]
-    assert all(len(items) == 40 for items in shipped.values())
+    assert {c: len(items) for c, items in shipped.items()} == {
+        "chat": 40, "code": 47, "extraction": 40, "math": 40, "reasoning": 40,
+    }  # fmt: skip
+    assert sum(i.tests is not None for i in shipped["code"]) == 7  # holdout/code-tests.jsonl
 
 
 async def test_with_no_file_named_the_shipped_items_are_sent(make_harness: MakeHarness) -> None:
