@@ -3,6 +3,7 @@ the program an answer makes, and the sandboxed runner, against right, wrong and 
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from contracts.code_tests import (
     score_answer,
     score_answer_blocking,
 )
+from tests.support.waiting import eventually
 
 PROMPT = 'def add(a, b):\n    """Return the sum of a and b."""\n'
 TESTS = "assert add(2, 3) == 5\nassert add(-4, 4) == 0\n"
@@ -120,3 +122,53 @@ async def test_the_answer_sees_no_environment(
         "    import os\n    assert 'GEARBOX_SECRET_FOR_TEST' not in os.environ\n    return a + b\n"
     )
     assert await score_answer(runner, reads, ITEM)
+
+
+class _Counting(CodeTestRunner):
+    """Counts the programs running at once (each child held on its own gate)."""
+
+    running = 0
+    most = 0
+
+    async def _run(self, code: str, folder: str) -> bool:
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            return await super()._run(code, folder)
+        finally:
+            self.running -= 1
+
+
+async def test_at_most_at_once_programs_run_at_a_time(tmp_path: Path) -> None:
+    runner = _Counting(LIMITS, at_once=2)
+    gates = [tmp_path / f"gate{i}" for i in range(3)]
+    for gate in gates:
+        os.mkfifo(gate)
+    held = [f"    open({str(gate)!r}).read()\n    return a + b\n" for gate in gates]
+    once = Scoring(PROMPT, ITEM.expected, ITEM.scorer, tests="assert add(2, 3) == 5")
+    scoring = [asyncio.create_task(score_answer(runner, answer, once)) for answer in held]
+    try:
+        await eventually(lambda: runner.running == 2, timeout_s=60.0, what="two children")
+        for gate in gates:  # each child waits on its gate: released in turn as they come
+            os.close(await _writer(gate))
+        assert await asyncio.wait_for(asyncio.gather(*scoring), timeout=60.0) == [True] * 3
+    finally:
+        for task in scoring:
+            task.cancel()
+        await asyncio.gather(*scoring, return_exceptions=True)
+    assert runner.most == 2
+
+
+async def _writer(fifo: Path) -> int:
+    """`fifo`'s write end, once a child holds its read end."""
+    opened: list[int] = []
+
+    def reader_came() -> bool:
+        try:
+            opened.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            return False
+        return True
+
+    await eventually(reader_came, timeout_s=60.0, what=f"a child opened {fifo.name}")
+    return opened[0]
