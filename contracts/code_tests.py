@@ -84,7 +84,7 @@ class CodeLimits:
     of wall clock (then its process group is killed), bytes of address space."""
 
     cpu_s: int = 2
-    wall_s: float = 10.0
+    wall_s: float = 30.0  # only for code that sleeps or blocks: CPU hogs meet `cpu_s` first
     memory_bytes: int = 512 * 1024 * 1024
 
 
