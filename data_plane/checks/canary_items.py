@@ -11,10 +11,13 @@ after its allowance, no blame), so it never changes when a hung engine's clients
 Each pair may spend at most `usd_per_hour`
 on them (reserved at the item's worst case before sending, settled from `usage`), spread over
 the hour: a pair whose items would spend it early gets them spaced out instead. The answer
-is scored with `contracts.answer_scoring.score` and counted in the feedback summaries
-(`FeedbackAggregator.observe_canary`), which the control plane's demotion rule reads. The
-items are the configured file's, else the shipped held-out sets (`SHIPPED_ITEMS`); `prompt`
-items go to /v1/completions, `messages` (chat) items to /v1/chat/completions.
+is scored as the profiler scores it (`contracts.code_tests.score_answer`: by the item's
+`tests` run against the answer in a sandboxed child interpreter where it carries them, off
+the event loop, else by its text scorer, `contracts.answer_scoring.score`) and counted in the
+feedback summaries (`FeedbackAggregator.observe_canary`), which the control plane's demotion
+rule reads. The items are the configured file's, else the shipped held-out sets
+(`SHIPPED_ITEMS`); `prompt` items go to /v1/completions, `messages` (chat) items to
+/v1/chat/completions.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ from typing import Any
 
 import orjson
 
-from contracts.answer_scoring import Scorer, score
+from contracts.answer_scoring import Scorer
+from contracts.code_tests import CodeTestRunner, Scoring, check_tests, score_answer
 from data_plane.checks.accuracy_check import CheckerParts, HourlyLimits
 from data_plane.checks.agreement import answer_text
 from data_plane.decision.choose import order_endpoints, predict
@@ -62,6 +66,13 @@ class CanaryItem:
     tolerance: float = 0.0
     # A chat item (free text): sent to /v1/chat/completions, as the profiler sends them.
     messages: tuple[tuple[str, str], ...] = ()
+    # Code items: Python asserts run against the answer's code (`contracts.code_tests`).
+    tests: str | None = None
+
+    @property
+    def scoring(self) -> Scoring:
+        """What the answer is scored by: the tests where the item has them, else its scorer."""
+        return Scoring(self.prompt, self.expected, self.scorer, self.tolerance, self.tests)
 
     @property
     def path(self) -> str:
@@ -103,13 +114,15 @@ def _item(doc: dict[str, Any]) -> CanaryItem:
         max_tokens=int(doc.get("max_tokens", 16)),
         tolerance=float(doc.get("tolerance", 0.0)),
         messages=messages,
+        tests=check_tests(doc["tests"]) if "tests" in doc else None,
     )
 
 
 def parse_items(lines: list[str]) -> dict[str, tuple[CanaryItem, ...]]:
     """Items per category from eval-set JSON lines (the profiler's format: `prompt` or
     `messages` (chat: free text, sent to /v1/chat/completions), `expected`, `scorer`,
-    `category`, `max_tokens`, optional `tolerance`). Raises ValueError naming the line."""
+    `category`, `max_tokens`, optional `tolerance`, optional `tests`: Python asserts that
+    must compile). Raises ValueError naming the line."""
     found: dict[str, list[CanaryItem]] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -178,10 +191,13 @@ class CanarySender:
         parts: CheckerParts,
         items: dict[str, tuple[CanaryItem, ...]],
         config: CanaryConfig,
+        code: CodeTestRunner | None = None,
     ) -> None:
         self._p = parts
         self._items = items
         self._config = config
+        # Code items' tests run in child interpreters, a few at a time, awaited off the loop.
+        self._code = code if code is not None else CodeTestRunner()
         self._next: dict[str, float] = {}  # pair -> when its next slot opens
         self._paced: set[str] = set()  # pairs whose budget, not the rate, spaces their items
         self._limits: dict[str, HourlyLimits] = {}
@@ -190,6 +206,10 @@ class CanarySender:
         self._in_flight: dict[str, int] = {}  # pair -> its items awaiting answers (`run`)
         self._clients_wait: Callable[[str], bool] = lambda _pair: False
         self._replicas: Callable[[], int] = lambda: 1
+
+    def run_code_with(self, runner: CodeTestRunner) -> None:
+        """The sandboxed runner code items' tests run in (its limits, how many at once)."""
+        self._code = runner
 
     def count_replicas(self, replicas: Callable[[], int]) -> None:
         """The replicas sending items, this one included (those sharing in-flight counts;
@@ -313,7 +333,7 @@ class CanarySender:
         if answer is None:
             self._count(pair.pair, item.category, "error")
             return 0
-        right = score(answer, item.expected, item.scorer, item.tolerance)
+        right = await score_answer(self._code, answer, item.scoring)
         self._p.feedback.observe_canary(version, pair.pair, item.category, right)
         self._count(pair.pair, item.category, "right" if right else "wrong")
         return 1

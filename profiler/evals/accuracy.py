@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from contracts.answer_scoring import Scorer, score
 from contracts.category_model import LabelledPrompt, prompt_window
+from contracts.code_tests import Scoring, check_tests
 from contracts.names import Category
 from contracts.profile_report import CategoryAccuracy
 from profiler.stats import wilson_interval
@@ -32,7 +33,9 @@ class Message(BaseModel):
 class EvalItem(BaseModel):
     """One eval line. Exactly one of `prompt` (sent to /v1/completions) or `messages`
     (/v1/chat/completions). `answer`, when given, is a sample right answer that the scorer
-    must accept: it documents the item and catches a wrong `expected` at load time."""
+    must accept: it documents the item and catches a wrong `expected` at load time. `tests`,
+    when given (code items), is Python source (asserts) that decides the item instead of the
+    text scorer (`contracts.code_tests`); it must compile, and is not run here."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -45,6 +48,7 @@ class EvalItem(BaseModel):
     tolerance: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
     max_tokens: int = Field(default=16, ge=1, le=4096)
     answer: str | None = None
+    tests: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> EvalItem:
@@ -53,11 +57,19 @@ class EvalItem(BaseModel):
         if self.messages is not None and not any(m.role == "user" for m in self.messages):
             raise ValueError("`messages` needs at least one user message")
         _check_expected(self.scorer, self.expected)
+        if self.tests is not None:
+            check_tests(self.tests)
         if self.answer is not None and not score(
             self.answer, self.expected, self.scorer, self.tolerance
         ):
             raise ValueError(f"the sample `answer` does not pass the {self.scorer} scorer")
         return self
+
+    @property
+    def scoring(self) -> Scoring:
+        """What the item is scored by (`contracts.code_tests.score_answer`)."""
+        prompt = self.prompt or ""
+        return Scoring(prompt, self.expected, self.scorer, self.tolerance, self.tests)
 
     @property
     def key(self) -> str:

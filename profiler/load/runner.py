@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from contracts.answer_scoring import score
+from contracts.code_tests import CodeTestRunner, score_answer
 from contracts.profile_report import LatencySample
 from profiler.engine.client import RequestFailedError
 from profiler.evals.accuracy import EvalItem, EvalResult
@@ -164,10 +164,14 @@ async def run_evals(
     concurrency: int,
     results: list[EvalResult],
     advance: Advance = lambda n: None,
+    code: CodeTestRunner | None = None,
 ) -> None:
     """Ask every item greedily, `concurrency` at a time, appending scored results as they
-    finish. A failed request is a wrong answer that carries its error (never dropped)."""
+    finish. A failed request is a wrong answer that carries its error (never dropped). An
+    item with `tests` is scored by running them against the answer (`code`, a sandboxed
+    runner; `contracts.code_tests`), any other by its text scorer."""
     slots = asyncio.Semaphore(concurrency)
+    runner = code if code is not None else CodeTestRunner()
 
     async def ask(item: EvalItem) -> None:
         try:
@@ -175,7 +179,7 @@ async def run_evals(
         except RequestFailedError as err:
             results.append(EvalResult(item.category, False, err.reason, item.key))
         else:
-            ok = score(answer, item.expected, item.scorer, item.tolerance)
+            ok = await score_answer(runner, answer, item.scoring)
             results.append(EvalResult(item.category, correct=ok, item=item.key))
         finally:
             slots.release()

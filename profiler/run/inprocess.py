@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from types import ModuleType
 from typing import Any, Protocol
 
-from contracts.answer_scoring import score
+from contracts.code_tests import CodeTestRunner, score_answer_blocking
 from contracts.profile_report import EngineFacts, Memory, ProfileReport
 from profiler.engine.engine_facts import EndpointInfo, FactsTracker
 from profiler.errors import EngineMissingError
@@ -194,8 +194,9 @@ def measure_accuracy(
     answers += engine.chat(
         [([m.model_dump() for m in i.messages or ()], i.max_tokens) for i in chats]
     )
+    runner = CodeTestRunner()  # items with `tests` run them against the answer
     for item, gen in zip([*prompted, *chats], answers, strict=True):
-        ok = score(gen.text, item.expected, item.scorer, item.tolerance)
+        ok = score_answer_blocking(runner, gen.text, item.scoring)
         results.append(EvalResult(item.category, correct=ok, item=item.key))
     advance(len(items))
 

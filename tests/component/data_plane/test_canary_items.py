@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from pathlib import Path
 
 import orjson
 import pytest
 
+from contracts.code_tests import CodeLimits, CodeTestRunner
 from contracts.policy import Policy
 from data_plane.app import CANARY, FEEDBACK, HEALTH, STORE
 from data_plane.checks.canary_items import (
@@ -207,7 +209,10 @@ def test_the_shipped_items_are_the_profilers_held_out_sets() -> None:
     assert SHIPPED_ITEMS.read_text(encoding="utf-8").splitlines() == lines
     shipped = load_items([SHIPPED_ITEMS])
     assert sorted(shipped) == ["chat", "code", "extraction", "math", "reasoning"]
-    assert all(len(items) == 40 for items in shipped.values())
+    assert {c: len(items) for c, items in shipped.items()} == {
+        "chat": 40, "code": 46, "extraction": 40, "math": 40, "reasoning": 40,
+    }  # fmt: skip
+    assert sum(i.tests is not None for i in shipped["code"]) == 6  # holdout/code-tests.jsonl
 
 
 async def test_with_no_file_named_the_shipped_items_are_sent(make_harness: MakeHarness) -> None:
@@ -412,3 +417,113 @@ async def test_no_canary_item_goes_to_a_pair_a_client_request_waits_for(
     release.set()
     assert list(await asyncio.gather(holder, waiting)) == [200, 200]
     assert await h.app[CANARY].send_due(table) == 1  # nobody waits: its open slot is used
+
+
+CODE_ITEM = {
+    "prompt": 'def add(a, b):\n    """Return the sum of a and b."""\n',
+    "expected": r"a\s*\+\s*b",  # the text scorer: what the item was scored by before its tests
+    "scorer": "regex",
+    "tests": "assert add(2, 3) == 5\nassert add(-4, 4) == 0\n",
+    "category": "code",
+    "max_tokens": 64,
+}
+
+
+def _code_metric(h: Harness, pair: str, outcome: str) -> float:
+    return h.metric("gearbox_canary_items_total", pair=pair, category="code", outcome=outcome)
+
+
+async def test_a_code_item_is_scored_by_its_tests_not_its_text(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """fp16's answer does the sum in other words (its text fails the regex); int4's is one
+    token off (its text passes the regex, its code fails `add(2, 3) == 5`). Scored by the
+    item's tests as the profiler scores them: fp16 right, int4 wrong. Fails on ec20e3e, where
+    the tests were ignored and the text decided (fp16 wrong, int4 right)."""
+    path = tmp_path / "code.jsonl"
+    path.write_text(json.dumps(CODE_ITEM) + "\n", encoding="utf-8")
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={
+            FP16: ok_json("    total=b+a\n    return (total)\n\nprint(add(1, 2))\n"),
+            INT4: ok_json("    return a + b + 1\n"),
+        },
+        feedback_canary_items_per_minute=30.0,
+        feedback_canary_items_file=str(path),
+    )
+    table = h.app[STORE].current
+    assert table is not None
+    assert await h.app[CANARY].send_due(table) == 2
+    assert _code_metric(h, "fam@fp16", "right") == 1
+    assert _code_metric(h, "fam@int4", "wrong") == 1
+    (report,) = h.app[FEEDBACK].drain("dp", now=1.0)
+    assert [(c.pair, c.n, c.right) for c in report.canary] == [
+        ("fam@fp16", 1, 1),
+        ("fam@int4", 1, 0),
+    ]
+
+
+def test_a_code_item_whose_tests_do_not_compile_is_named() -> None:
+    bad = {**CODE_ITEM, "tests": "assert add(2, 3) == \n"}
+    with pytest.raises(ValueError, match=r"canary item line 2: `tests` is not valid Python"):
+        parse_items([json.dumps(CODE_ITEM), json.dumps(bad)])
+    with pytest.raises(ValueError, match="line 1: `tests` must be non-empty Python source"):
+        parse_items([json.dumps({**CODE_ITEM, "tests": ""})])
+
+
+async def test_hostile_code_answers_are_wrong_and_the_data_plane_serves_meanwhile(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    """A pair's answer is untrusted code: int4's waits on a pipe the test holds, then forks
+    in an endless loop; fp16's prints 200 MB. While int4's is held running, a client's
+    request through the data plane answers (the tests run in child processes, never on the
+    loop); once released, int4's is killed at its CPU limit and both count wrong."""
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    hostile = (
+        f"    open({str(gate)!r}).read()\n    import os\n    while True:\n"
+        "        try:\n            os.fork()\n        except Exception:\n            pass\n"
+    )
+    path = tmp_path / "code.jsonl"
+    path.write_text(json.dumps(CODE_ITEM) + "\n", encoding="utf-8")
+    h = await make_harness(
+        two_pair_table([FP16], [INT4]),
+        routes={FP16: ok_json("    print('x' * 200_000_000)\n"), INT4: ok_json(hostile)},
+        feedback_canary_items_per_minute=30.0,
+        feedback_canary_items_file=str(path),
+    )
+    h.app[CANARY].run_code_with(CodeTestRunner(CodeLimits(cpu_s=1, wall_s=120.0)))
+    table = h.app[STORE].current
+    assert table is not None
+    sending = asyncio.create_task(h.app[CANARY].send_due(table))
+    try:
+        await eventually(lambda: _code_metric(h, "fam@fp16", "wrong") == 1, timeout_s=60.0)
+        held = await _open_for_writing(gate)  # int4's child is reading the gate: still running
+        body = json.dumps(
+            {"model": "fam@int4", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}
+        )
+        resp = await h.client.post("/v1/chat/completions", data=body)
+        assert resp.status == 200
+        assert (await resp.json())["choices"][0]["message"]["content"] == hostile
+        assert not sending.done()  # int4's answer is still held at the gate
+        os.close(held)  # released: it forks (refused) in an endless loop until its CPU limit
+        assert await asyncio.wait_for(sending, timeout=60.0) == 2
+    finally:
+        sending.cancel()
+        await asyncio.gather(sending, return_exceptions=True)
+    assert _code_metric(h, "fam@int4", "wrong") == 1
+
+
+async def _open_for_writing(fifo: Path) -> int:
+    """The gate's write end, once a reader holds its read end (bounded by `eventually`)."""
+    opened: list[int] = []
+
+    def reader_came() -> bool:
+        try:
+            opened.append(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            return False
+        return True
+
+    await eventually(reader_came, timeout_s=60.0, what="the answer's child opened the gate")
+    return opened[0]

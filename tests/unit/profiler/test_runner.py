@@ -121,3 +121,28 @@ def test_calibration_ignores_requests_without_usage() -> None:
     calibration.observe(RequestTiming(0.1, 1.0, 3, 0.45, 0.0, 1.0, 400, prompt_tokens=100))
     calibration.observe(RequestTiming(0.1, 1.0, 3, 0.45, 0.0, 1.0, 500, prompt_tokens=100))
     assert calibration.chars_per_token == pytest.approx(4.5)
+
+
+async def test_the_eval_pass_scores_a_code_item_by_its_tests() -> None:
+    """The profiler and the canary items score code alike (`contracts.code_tests`): an answer
+    in other words passes the item's tests, one token off fails them, whatever the regex
+    says; an item without tests keeps its text scorer."""
+    prompt = 'def add(a, b):\n    """Return the sum of a and b."""\n'
+    coded = {"prompt": prompt, "expected": r"a\s*\+\s*b", "scorer": "regex", "category": "code"}
+    items = [
+        EvalItem.model_validate({**coded, "id": "other-words", "tests": "assert add(2, 3) == 5"}),
+        EvalItem.model_validate({**coded, "id": "one-off", "tests": "assert add(2, 3) == 5"}),
+        EvalItem.model_validate({**coded, "id": "text-only"}),
+    ]
+    answers = {
+        "other-words": "    total=b+a\n    return total\n",
+        "one-off": "    return a + b + 1\n",
+    }
+    client = FakeClient(answer=lambda item: answers.get(str(item.id), "    return a + b + 1\n"))
+    results: list[EvalResult] = []
+    await run_evals(client, items, concurrency=3, results=results)
+    assert {r.item: r.correct for r in results} == {
+        "other-words": True,
+        "one-off": False,
+        "text-only": True,
+    }
