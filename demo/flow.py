@@ -149,21 +149,12 @@ def size_real_run(opts: DemoOptions, fleet: list[FleetPair], elapsed_s: float) -
     return sweep, opts.requests or size.replay_requests
 
 
-# The demo runs its engines side by side on one host: the OS places each one's model thread
-# (`engines.py start --no-bind`). With vLLM's own `auto` binding every engine pins its model
-# thread to the same core, so the replay's busy engines shared one core of two (measured on the
-# 2-core machine: all three workers on CPU 0 for the whole run).
-ENGINE_FLAGS = ("--no-bind",)
-
-
 async def _start_checked(
     children: ExitStack, variants: tuple[str, ...], logs: Path, hardware: str
 ) -> tuple[list[FleetPair], list[Dropped]]:
     step(f"start {len(variants)} vLLM CPU engines ({', '.join(variants)}; KV {KV_GIB:g} GiB "
          "each); each answers one completion before it is profiled")  # fmt: skip
-    fleet, dropped = await start_real_engines(
-        children, variants, logs, KV_GIB, ENGINE_FLAGS, hardware
-    )
+    fleet, dropped = await start_real_engines(children, variants, logs, KV_GIB, (), hardware)
     for pair in fleet:
         print(f"  {pair.pair:28} {pair.url}  up in {pair.started_s:.0f} s, "
               f"RSS {pair.rss_bytes / 2**30:.1f} GiB, "

@@ -122,7 +122,6 @@ def cmd_start(args: argparse.Namespace) -> int:
         kv_gib=args.kv_gib,
         eager=not args.compiled,
         all_cpus=args.all_cpus,
-        no_bind=args.no_bind,
         max_model_len=args.max_model_len,
         served_model_name=args.served_model_name,
         host=args.host,
@@ -188,12 +187,6 @@ def parser() -> argparse.ArgumentParser:
         "--compiled", action="store_true", help="drop --enforce-eager (slower start)"
     )
     start.add_argument("--all-cpus", action="store_true", help="VLLM_CPU_NUM_OF_RESERVED_CPU=0")
-    start.add_argument(
-        "--no-bind",
-        action="store_true",
-        help="VLLM_CPU_OMP_THREADS_BIND=nobind: the OS places the model thread (several "
-        "engines on one host; `auto` pins every engine's to the same core)",
-    )
     start.add_argument("--skip-memory-check", action="store_true")
     start.add_argument("--print-command", action="store_true", help="print, do not start")
     start.add_argument("extra", nargs="*", help="after --: more `vllm serve` arguments")

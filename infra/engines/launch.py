@@ -23,10 +23,6 @@ class ServeOptions:
     kv_gib: int = 1  # vLLM reads VLLM_CPU_KVCACHE_SPACE as whole GiB
     eager: bool = True
     all_cpus: bool = False
-    # Several engines on one host: let the OS place each one's model thread. vLLM's `auto`
-    # binding pins it to the same core in every engine (each assumes it is alone), so two
-    # engines busy at once share one core while the other serves only API servers.
-    no_bind: bool = False
     max_model_len: int = 2048
     served_model_name: str | None = None
     host: str = "127.0.0.1"
@@ -110,8 +106,6 @@ def serve_env(opts: ServeOptions) -> dict[str, str]:
     if opts.all_cpus:
         # vLLM keeps a core for the API server by default; on 2 cores that halves the model.
         env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
-    if opts.no_bind:
-        env["VLLM_CPU_OMP_THREADS_BIND"] = "nobind"
     return env
 
 
