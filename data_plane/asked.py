@@ -46,9 +46,13 @@ class Full(Exception):  # noqa: N818 - a verdict handed to the door, not an erro
         shed: Shed,
         service_s: float,
         pairs: frozenset[str] = frozenset(),
+        relaxable: bool = False,
     ):
         super().__init__(shed.message)
         self.pairs = pairs  # its fleet's pairs: it waits behind a higher band's on these only
+        # Whether best effort may serve it late on an idle pair instead of its 429 at the
+        # deadline (`DecisionStep.relaxed`): its fleet is full, not its tenant past its share.
+        self.relaxable = relaxable
         self.asked = asked
         self.inbound = inbound
         self.shed = shed  # the 429 to answer if it is refused after all

@@ -28,6 +28,7 @@ from data_plane.decision.fair_share import lent_past_shares, over_fair_share, su
 from data_plane.decision.feasibility import effective_limits
 from data_plane.decision.headroom import Headroom
 from data_plane.decision.no_route import no_route_error
+from data_plane.decision.relaxed import idle_relaxed
 from data_plane.decision.rollout import apply_rollout, shadow_without_route
 from data_plane.decision.saturation import Fleet, Seen, assemble, fleet_of, latency_now_s, room_at
 from data_plane.domain import (
@@ -206,6 +207,20 @@ class DecisionStep:
         asked = full.asked
         return self._decided(asked.table, full.inbound, asked.who, False, (full, 0.0))
 
+    def relaxed(self, full: Full) -> Decided | None:
+        """Best effort instead of the 429 for a queued request whose fleet stayed full until
+        its deadline: decided on its whole budget, without admission, on the endpoints with
+        nothing in flight now, when one of those pairs proves its floor
+        (`relaxed.idle_relaxed`); None: refuse it (strict mode, a tenant past its fair share,
+        no idle pair that proves the floor)."""
+        if not full.relaxable:
+            return None
+        asked = full.asked
+        relaxed = idle_relaxed(asked.table, asked.req, self._p.health.view(), self._p.rng)
+        if relaxed is None:
+            return None
+        return self._decided(asked.table, full.inbound, asked.who, False, (full, 0.0), relaxed)
+
     def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed:
         """The 429 for a queued request refused after all, counted as shed."""
         self._p.metrics.tenant(full.asked.who.label, full.priority)[1].inc()
@@ -220,13 +235,17 @@ class DecisionStep:
         who: _Who,
         may_wait: bool,
         queued: tuple[Full, float] | None = None,
-        behind: Behind | None = None,
+        given: RouteDecision | Behind | None = None,
     ) -> Decided:
         """One request read, decided (see `decide`) and its tenant's share taken; `queued`:
-        a queued request decided anew (see `again`) and the seconds it waited."""
+        a queued request decided anew (see `again`) and the seconds it waited; `given`: the
+        door's queue (see `decide`), or the decision already taken (`relaxed`)."""
         again = None if queued is None else queued[0]
+        behind = None if isinstance(given, RouteDecision) else given
+        decided = given if isinstance(given, RouteDecision) else None
         try:
-            decision = self._decision(table, inbound, who, (may_wait, again, behind))
+            wait = (may_wait, again, behind)
+            decision = self._decision(table, inbound, who, wait, decided)
         except RouterError as err:  # a 429 or no route says what class it was judged as
             err.applied = _applied(who)
             raise
@@ -289,6 +308,7 @@ class DecisionStep:
         inbound: InboundRequest,
         who: _Who,
         wait: tuple[bool, Full | None, Behind | None] = (False, None, None),
+        given: RouteDecision | None = None,
     ) -> RouteDecision:
         """The decision to serve (after shadow/canary), counted; raises for no route, except in
         shadow mode, where the default pair serves what the router would refuse, and `Shed`
@@ -299,11 +319,11 @@ class DecisionStep:
         may_wait, again, behind = wait
         req = RouteRequest(inbound.facts, inbound.budget)
         health = p.health.view()
-        result = self._route(table, req, health)
+        result = self._route(table, req, health) if given is None else given
         if p.demand is not None and again is None:  # counted when it first arrived
             p.demand.observe(table, req, health, result)
         asked = _Asked(table, req, health, who, may_wait)
-        seen = self._seen(table, result, who, may_wait)
+        seen = None if given is not None else self._seen(table, result, who, may_wait)
         # A queued request judged on what is left of its budget has a shape of its own at
         # every wake-up: admission's bound for it would be computed each time, never reused.
         remainder = again is not None and inbound is not again.inbound
@@ -352,9 +372,14 @@ class DecisionStep:
             klass = klass.model_copy(update={"sheddable": True})
         fleet = self._lent(fleet, who, seen)
         verdict = admit(table, req, health, result, (who.priority, klass), fleet)
-        if isinstance(verdict, ShedVerdict):
-            raise self._shed(asked, (inbound, fleet), verdict.retry_after_s, verdict.detail)
-        return verdict
+        if not isinstance(verdict, ShedVerdict):
+            return verdict
+        if not may_wait:  # no wait: best effort serves late on an idle pair, if one proves it
+            relaxed = idle_relaxed(table, req, health, self._p.rng)
+            if relaxed is not None:
+                return relaxed
+        shed = (verdict.retry_after_s, verdict.detail)
+        raise self._shed(asked, (inbound, fleet), *shed, relaxable=True)
 
     def _lent(self, fleet: Fleet, who: _Who, seen: Seen) -> Fleet:
         """`fleet` with what other tenants hold past their shares lent to `who`'s tenant
@@ -483,6 +508,7 @@ class DecisionStep:
         read: tuple[InboundRequest, Fleet],
         retry_after_s: float,
         detail: str,
+        relaxable: bool = False,
     ) -> Shed | Full:
         """The refusal to raise: `Full` when the door may queue the request, else the 429
         (`errors.Shed`), counted. Either way its tenant stays active at the fleet a while."""
@@ -493,7 +519,8 @@ class DecisionStep:
         shed = Shed(detail, retry_after_s=retry_after_s)
         if asked.may_wait:
             pairs = frozenset(p.pair for p in fleet.pairs)
-            return Full(asked, inbound, shed, fleet.pairs[0].candidate.predicted_latency_s, pairs)
+            service_s = fleet.pairs[0].candidate.predicted_latency_s
+            return Full(asked, inbound, shed, service_s, pairs, relaxable)
         self._p.metrics.tenant(who.label, who.priority)[1].inc()
         return shed
 

@@ -1,9 +1,17 @@
-"""Best-effort's last resort after the attempt walk: latency-relaxed pairs (PURE).
+"""Best effort's latency-relaxed pairs, where a best-effort request would otherwise fail (PURE).
 
-A feasible decision's chain holds only the pairs that meet the whole budget. When every one of
-them failed (or is ejected), a best-effort request is not failed while slower pairs that keep
-the accuracy floor and the cost ceiling are healthy: the decision is taken again with the
-chain's pairs ejected, and only a latency-relaxed answer is accepted (docs/reliability.md).
+After the attempt walk (`latency_relaxed`): a feasible decision's chain holds only the pairs
+that meet the whole budget. When every one of them failed (or is ejected), a best-effort
+request is not failed while slower pairs that keep the accuracy floor and the cost ceiling
+are healthy: the decision is taken again with the chain's pairs ejected, and only a
+latency-relaxed answer is accepted (docs/reliability.md).
+
+Instead of a refusal by load (`idle_relaxed`): when every pair that meets a best-effort
+request's budget is full and no wait its budget allows makes room, a pair that keeps its floor
+and has an endpoint with nothing in flight serves it late rather than a 429: the decision is
+taken again with every busy endpoint ejected, and only a decision whose floor is proven is
+accepted (docs/data_plane.md, "Flow control"). An idle endpoint takes nothing from anyone's
+request, and the request counts there at once, so one such placement per idle endpoint.
 """
 
 from __future__ import annotations
@@ -11,7 +19,7 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from data_plane.decision.choose import Limits, choose_route
+from data_plane.decision.choose import Limits, choose_route, effective_limits
 from data_plane.domain import (
     Budget,
     BudgetMode,
@@ -22,6 +30,35 @@ from data_plane.domain import (
     RouteReason,
     RouteRequest,
 )
+
+_FEASIBLE = frozenset({RouteReason.CHEAPEST_FEASIBLE, RouteReason.MOST_PRECISE_FEASIBLE})
+
+
+def idle_relaxed(
+    table: CompiledTable, req: RouteRequest, health: HealthView, rng: random.Random
+) -> RouteDecision | None:
+    """`req` decided on the endpoints with nothing in flight only (`health.load` 0, not
+    ejected): that decision when it is feasible there, else best effort's chain cut to the
+    pairs whose floor is proven (`_floor_kept`); None: strict mode, or no idle pair proves
+    the floor."""
+    limits = effective_limits(table, req)
+    if limits.mode is not BudgetMode.BEST_EFFORT:
+        return None
+    busy = frozenset(endpoint for endpoint, load in health.load.items() if load > 0.0)
+    idle = HealthView(health.open_endpoints | busy, health.load, health.ladder)
+    result = choose_route(table, req, idle, rng, limits)
+    if not isinstance(result, RouteDecision):
+        return None
+    return result if result.reason in _FEASIBLE else _floor_kept(result)
+
+
+def _floor_kept(result: RouteDecision) -> RouteDecision | None:
+    """A best-effort decision's chain cut to the candidates whose floor is proven, as a
+    latency-relaxed decision (None: none is)."""
+    keep = tuple(c for c in result.candidates if c.chance is not None and c.chance.floor_proven)
+    if not keep:
+        return None
+    return replace(result, candidates=keep, reason=RouteReason.LATENCY_RELAXED)
 
 
 def latency_relaxed(
@@ -58,7 +95,4 @@ def latency_relaxed(
     result = choose_route(table, RouteRequest(facts, Budget()), ejected, rng, limits)
     if not isinstance(result, RouteDecision) or result.reason is RouteReason.CHEAPEST_FEASIBLE:
         return None
-    keep = tuple(c for c in result.candidates if c.chance is not None and c.chance.floor_proven)
-    if not keep:
-        return None
-    return replace(result, candidates=keep, reason=RouteReason.LATENCY_RELAXED)
+    return _floor_kept(result)

@@ -18,7 +18,10 @@ later start cannot make the budget even unloaded; `FLOW_MAX_WAIT_S` for a reques
 latency budget) or a bound is hit (`FLOW_QUEUE_MAX` waiting in all, `FLOW_QUEUE_PER_TENANT`
 of one tenant). A class that is never refused (critical; `Full.sheddable` False) waits in
 its band like any, and at its deadline or a bound goes in anyway (`DecisionStep.anyway`: its
-whole budget, no admission, as without a queue). The service time is predicted at the output
+whole budget, no admission, as without a queue). At its deadline a best-effort request whose
+fleet stayed full is served late instead, where a pair that proves its floor has an endpoint
+with nothing in flight (`DecisionStep.relaxed`; not a tenant past its fair share, and not at
+a bound). The service time is predicted at the output
 length its tenant's answers run to (`resilience.output_length`), at most its `max_tokens` (or
 the category's default).
 Retry-After after a refusal is the observed drain: the requests waiting ahead over the rate
@@ -64,6 +67,8 @@ class Redecide(Protocol):
     def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed: ...
 
     def anyway(self, full: Full) -> Decided: ...
+
+    def relaxed(self, full: Full) -> Decided | None: ...
 
     def finished(self, decided: Decided) -> None: ...
 
@@ -217,6 +222,7 @@ class FlowQueue:
                     decided = self._step.again(waiter.full, now - waiter.arrived)
                 except Full as still:  # its refusal now; the request as it arrived stays
                     waiter.full.shed = still.shed
+                    waiter.full.relaxable = still.relaxable
                     stuck |= waiter.full.pairs
                     continue
                 except RouterError as err:  # e.g. no route left on the health now
@@ -297,14 +303,21 @@ class FlowQueue:
             del self._bands[key]
 
     def _refuse_or_send(self, full: Full, refusal: Refusal, waited_s: float | None) -> Decided:
-        """The 429 for a sheddable request; a class never refused (critical) goes in
-        instead, decided without admission (`DecisionStep.anyway`), counted as dispatched
-        when it waited (`waited_s` None: it never entered the queue)."""
+        """The 429 for a sheddable request, unless at its deadline best effort serves it late
+        on an idle pair that proves its floor (`DecisionStep.relaxed`); a class never refused
+        (critical) goes in instead, decided without admission (`DecisionStep.anyway`). Either
+        is counted as dispatched when it waited (`waited_s` None: it never entered the
+        queue)."""
         if full.sheddable:
-            raise self._refuse(full, refusal, waited_s or 0.0)
+            relaxed = self._step.relaxed(full) if refusal is Refusal.DEADLINE else None
+            if relaxed is None:
+                raise self._refuse(full, refusal, waited_s or 0.0)
+            decided = relaxed
+        else:
+            decided = self._step.anyway(full)
         if waited_s is not None:
             self._metrics.left(full.priority, waited_s, None)
-        return self._step.anyway(full)
+        return decided
 
     def _refuse(self, full: Full, refusal: Refusal, waited_s: float) -> Shed:
         self._metrics.left(full.priority, waited_s, refusal)

@@ -387,3 +387,40 @@ async def test_a_critical_request_is_sent_not_refused_at_its_deadline(
     assert h.metric("gearbox_flow_refused_total", reason="deadline", **CRITICAL) == 0
     assert not hold.done()
     hold.cancel()
+
+
+async def test_at_its_deadline_best_effort_serves_late_on_an_idle_pair_not_a_429(
+    make_harness: MakeHarness,
+) -> None:
+    """A 0.5 s budget only fam@int4 (0.11 s, one slot) meets; it is held by a request with a
+    long budget. fam@fp16 (1.01 s)
+    keeps the floor and is idle: once the wait its budget allows is over (0.39 s), the
+    best-effort request is served there, late, instead of a 429 (before: 429 with fp16
+    idle, `make demo-sim` in CI). A second such request finds fp16 busy too and is refused,
+    and strict mode keeps the 429."""
+    int4_url, fp16_url = "http://int4-a", "http://fp16-a"
+    cheap = pair_entry("fam", "int4", urls=[int4_url], ttft_base_s=0.1, usd_per_mtok=0.5)
+    slow = pair_entry("fam", "fp16", urls=[fp16_url], ttft_base_s=1.0)
+    for entry in (cheap, slow):
+        entry["latency"]["max_profiled_load"] = 1
+    release = asyncio.Event()
+    routes = {url: held_until(release)[URL] for url in (int4_url, fp16_url)}
+    h = await make_harness(make_table([cheap, slow]), routes=routes, engine_deadline_factor=0)
+    tight = {"X-Latency-Budget-Ms": "500"}
+    hold = asyncio.create_task(ask(h, {"X-Latency-Budget-Ms": "60000"}))
+    await eventually(lambda: len(h.upstream.requests) == 1, what="int4 is held")
+    late = asyncio.create_task(ask(h, tight))
+    await eventually(lambda: len(h.upstream.requests) == 2, what="the idle fp16 took one")
+    assert h.upstream.requests[1].url.startswith(fp16_url)
+    status, _ = await ask(h, tight)  # both pairs busy now: refused
+    assert status == 429
+    strict_status, _ = await ask(h, {**tight, "X-Budget-Mode": "strict"})
+    assert strict_status == 429
+    release.set()
+    (held_status, _), (late_status, late_headers) = await asyncio.gather(hold, late)
+    assert (held_status, late_status) == (200, 200)
+    assert late_headers["X-Route-Pair"] == "fam@fp16"
+    assert late_headers["X-Route-Reason"].startswith("best_effort_latency_relaxed;")
+    assert len(h.upstream.requests) == 2
+    assert h.metric("gearbox_flow_refused_total", reason="deadline", **STANDARD) == 2
+    assert h.metric("gearbox_flow_dispatched_total", **STANDARD) == 1

@@ -28,14 +28,17 @@ CRITICAL = PriorityClass(share=1.0, sheddable=False)
 NAMES = {id(STANDARD): "standard", id(BATCH): "batch", id(CRITICAL): "critical"}
 
 
-def full(tenant: str, budget_s: float = 60.0, klass: PriorityClass = STANDARD) -> Full:
+def full(
+    tenant: str, budget_s: float = 60.0, klass: PriorityClass = STANDARD, relaxable: bool = True
+) -> Full:
     """A request every pair was full for (its fleet one pair), predicted at 0.1 s on it
-    idle."""
+    idle; `relaxable` False: its tenant was past its fair share instead."""
     name = NAMES[id(klass)]
     asked = Asked(bench_fleet(), request(Budget(latency_s=budget_s)), HealthView(),
                   Who(tenant, tenant, name, klass), True)  # fmt: skip
     shed = Shed("full", retry_after_s=0.5)
-    return Full(asked, cast(InboundRequest, None), shed, 0.1, frozenset({"fam@fp16"}))
+    pairs = frozenset({"fam@fp16"})
+    return Full(asked, cast(InboundRequest, None), shed, 0.1, pairs, relaxable)
 
 
 class Step:
@@ -49,6 +52,8 @@ class Step:
         self.waited: list[float] = []
         self.anyway_sent: list[str] = []
         self.blocked: set[str] = set()  # tenants whose requests find no room whatever
+        self.idle = 0  # idle pairs best effort may serve a refused request on instead
+        self.relaxed_sent: list[str] = []
 
     def again(self, f: Full, waited_s: float) -> Decided:
         self.waited.append(waited_s)
@@ -68,6 +73,13 @@ class Step:
     def anyway(self, f: Full) -> Decided:
         self.anyway_sent.append(f.tenant)
         return cast(Decided, f"{f.tenant} anyway")
+
+    def relaxed(self, f: Full) -> Decided | None:
+        if not f.relaxable or self.idle <= 0:
+            return None
+        self.idle -= 1
+        self.relaxed_sent.append(f.tenant)
+        return cast(Decided, f"{f.tenant} relaxed")
 
 
 class Queue:
@@ -140,6 +152,35 @@ async def test_refused_at_its_deadline_with_the_reason_counted() -> None:
     assert q.step.refused == ["a: its budget no longer allows a wait for room"]
     assert len(q.flow) == 0
     assert q.metrics.refused.labels("standard", Refusal.DEADLINE).value == 1
+
+
+async def test_at_its_deadline_best_effort_serves_it_on_an_idle_pair_instead() -> None:
+    """An idle pair that proves its floor serves a request whose fleet stayed full, late,
+    rather than a 429; one per idle pair, and never a tenant past its fair share."""
+    q = Queue()
+    q.step.idle = 1
+    past_share = full("b", budget_s=0.15, relaxable=False)
+    first, second, third = await enqueue(
+        q, full("a", budget_s=0.15), full("a", budget_s=0.15), past_share
+    )
+    assert await first == cast(Decided, "a relaxed")
+    for refused in (second, third):
+        with pytest.raises(Shed):
+            await refused
+    assert q.step.relaxed_sent == ["a"]
+    assert [r.split(":")[0] for r in q.step.refused] == ["a", "b"]
+    assert q.metrics.dispatched.labels("standard").value == 1
+    assert q.metrics.refused.labels("standard", Refusal.DEADLINE).value == 2
+
+
+async def test_a_bound_refuses_without_best_effort() -> None:
+    q = Queue(FlowSettings(queue_max=1))
+    q.step.idle = 5
+    (task,) = await enqueue(q, full("a"))
+    with pytest.raises(Shed):
+        await q.flow.wait(full("b"), asyncio.get_running_loop().time())
+    assert q.step.relaxed_sent == []
+    task.cancel()
 
 
 async def test_a_request_whose_budget_is_already_spent_is_refused_at_once() -> None:

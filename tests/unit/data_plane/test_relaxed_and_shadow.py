@@ -6,7 +6,7 @@ import random
 
 from data_plane.decision.choose import choose_route
 from data_plane.decision.compile import compile_table
-from data_plane.decision.relaxed import latency_relaxed
+from data_plane.decision.relaxed import idle_relaxed, latency_relaxed
 from data_plane.decision.rollout import shadow_without_route
 from data_plane.domain import (
     Budget,
@@ -79,6 +79,40 @@ def test_latency_relaxed_skips_ejected_pairs() -> None:
     assert isinstance(d, RouteDecision)
     ejected = HealthView(frozenset({"a@bf16#0"}))
     assert latency_relaxed(t, d, ejected, random.Random(1)) is None
+
+
+def idle(t: CompiledTable, budget: Budget, load: dict[str, float]) -> RouteDecision | None:
+    return idle_relaxed(t, RouteRequest(FACTS, budget), HealthView(load=load), random.Random(1))
+
+
+def test_idle_relaxed_serves_late_on_an_idle_pair_that_keeps_the_floor() -> None:
+    t = fleet()
+    budget = Budget(latency_s=1.0, min_accuracy=0.6)
+    # a@int4, the only pair within the budget, is busy: a@bf16 (1.5 s TTFT) is idle and keeps
+    # the floor; b@bf16 is idle too but below it, so it is not in the chain.
+    d = idle(t, budget, {"a@int4#0": 3.0})
+    assert d is not None
+    assert d.reason is RouteReason.LATENCY_RELAXED
+    assert [c.pair.pair for c in d.candidates] == ["a@bf16"]
+    # a busy endpoint is never chosen, whatever its pair
+    assert idle(t, budget, {"a@int4#0": 3.0, "a@bf16#0": 1.0}) is None
+    # an idle fleet: what choose_route says (the pair within the budget)
+    d = idle(t, budget, {})
+    assert d is not None
+    assert d.reason is RouteReason.CHEAPEST_FEASIBLE
+    assert d.candidates[0].pair.pair == "a@int4"
+
+
+def test_idle_relaxed_never_relaxes_the_floor_or_strict_mode() -> None:
+    t = fleet()
+    busy = {"a@int4#0": 3.0}
+    assert idle(t, Budget(latency_s=1.0, min_accuracy=0.6, mode=BudgetMode.STRICT), busy) is None
+    # floor 0.95: no pair proves it, so nothing is served in place of the refusal
+    assert idle(t, Budget(latency_s=1.0, min_accuracy=0.95), {}) is None
+    # ejected endpoints stay ejected
+    ejected = HealthView(frozenset({"a@bf16#0"}), busy)
+    req = RouteRequest(FACTS, Budget(latency_s=1.0, min_accuracy=0.6))
+    assert idle_relaxed(t, req, ejected, random.Random(1)) is None
 
 
 def test_shadow_serves_the_default_pair_when_the_router_would_refuse() -> None:
