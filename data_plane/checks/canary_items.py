@@ -36,6 +36,7 @@ import orjson
 
 from contracts.answer_scoring import Scorer
 from contracts.code_tests import CodeTestRunner, Scoring, check_tests, score_answer
+from contracts.task_stop import STOP_GRACE_S, stop_tasks, where
 from data_plane.checks.accuracy_check import CheckerParts, HourlyLimits
 from data_plane.checks.agreement import answer_text
 from data_plane.decision.choose import order_endpoints, predict
@@ -280,10 +281,11 @@ class CanarySender:
                     task = asyncio.create_task(self._send_one(current.version, pair, item))
                     tasks.add(task)
                     task.add_done_callback(tasks.discard)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        finally:  # re-cancelled until each ends, bounded: an HTTP read may swallow one
+            for task in await stop_tasks(list(tasks)):
+                logger.error(
+                    "canary item did not stop within %.0f s: %s", STOP_GRACE_S, where(task)
+                )
 
     def _has_room(self, pair: str) -> bool:
         return self._in_flight.get(pair, 0) < MAX_IN_FLIGHT and not self._clients_wait(pair)

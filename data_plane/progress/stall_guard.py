@@ -28,6 +28,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 
+from contracts.task_stop import STOP_GRACE_S, stop_tasks, where
 from data_plane.progress.stall import StallWatch, Waiter
 from data_plane.progress.stillness import Reading, Unread
 
@@ -89,10 +90,8 @@ class StallGuard:
         """Cancel and await the reads in flight (the app's shutdown, before the probe's client
         closes); no read starts afterwards."""
         self.watch.still_windows = 0
-        tasks = list(self._probes.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        for task in await stop_tasks(list(self._probes.values())):
+            logger.error("engine probe did not stop within %.0f s: %s", STOP_GRACE_S, where(task))
 
     def waiting(
         self,
