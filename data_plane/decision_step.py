@@ -207,16 +207,17 @@ class DecisionStep:
         asked = full.asked
         return self._decided(asked.table, full.inbound, asked.who, False, (full, 0.0))
 
-    def relaxed(self, full: Full) -> Decided | None:
+    def relaxed(self, full: Full, wanted: frozenset[str]) -> Decided | None:
         """Best effort instead of the 429 for a queued request whose fleet stayed full until
         its deadline: decided on its whole budget, without admission, on the endpoints with
-        nothing in flight now, when one of those pairs proves its floor
-        (`relaxed.idle_relaxed`); None: refuse it (strict mode, a tenant past its fair share,
-        no idle pair that proves the floor)."""
+        nothing in flight now of pairs no waiting request may go to (`wanted`), when one of
+        those pairs proves its floor (`relaxed.idle_relaxed`); None: refuse it (strict mode,
+        a tenant past its fair share, no such idle pair that proves the floor)."""
         if not full.relaxable:
             return None
         asked = full.asked
-        relaxed = idle_relaxed(asked.table, asked.req, self._p.health.view(), self._p.rng)
+        health = self._p.health.view()
+        relaxed = idle_relaxed(asked.table, asked.req, health, self._p.rng, wanted)
         if relaxed is None:
             return None
         return self._decided(asked.table, full.inbound, asked.who, False, (full, 0.0), relaxed)

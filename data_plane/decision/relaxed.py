@@ -9,9 +9,10 @@ latency-relaxed answer is accepted (docs/reliability.md).
 Instead of a refusal by load (`idle_relaxed`): when every pair that meets a best-effort
 request's budget is full and no wait its budget allows makes room, a pair that keeps its floor
 and has an endpoint with nothing in flight serves it late rather than a 429: the decision is
-taken again with every busy endpoint ejected, and only a decision whose floor is proven is
-accepted (docs/data_plane.md, "Flow control"). An idle endpoint takes nothing from anyone's
-request, and the request counts there at once, so one such placement per idle endpoint.
+taken again with every busy endpoint ejected, and the pairs other waiting requests may go to,
+and only a decision whose floor is proven is accepted (docs/data_plane.md, "Flow control").
+An idle endpoint no waiting request wants takes nothing from anyone's request, and the
+request counts there at once, so one such placement per idle endpoint.
 """
 
 from __future__ import annotations
@@ -35,16 +36,24 @@ _FEASIBLE = frozenset({RouteReason.CHEAPEST_FEASIBLE, RouteReason.MOST_PRECISE_F
 
 
 def idle_relaxed(
-    table: CompiledTable, req: RouteRequest, health: HealthView, rng: random.Random
+    table: CompiledTable,
+    req: RouteRequest,
+    health: HealthView,
+    rng: random.Random,
+    wanted: frozenset[str] = frozenset(),
 ) -> RouteDecision | None:
     """`req` decided on the endpoints with nothing in flight only (`health.load` 0, not
-    ejected): that decision when it is feasible there, else best effort's chain cut to the
-    pairs whose floor is proven (`_floor_kept`); None: strict mode, or no idle pair proves
-    the floor."""
+    ejected), of pairs not in `wanted` (those requests waiting in the queue may go to: a
+    slot that frees there is theirs): that decision when it is feasible there, else best
+    effort's chain cut to the pairs whose floor is proven (`_floor_kept`); None: strict
+    mode, or no such idle pair proves the floor."""
     limits = effective_limits(table, req)
     if limits.mode is not BudgetMode.BEST_EFFORT:
         return None
     busy = frozenset(endpoint for endpoint, load in health.load.items() if load > 0.0)
+    if wanted:
+        held = (p.endpoints for p in table.pairs if p.pair in wanted)
+        busy |= frozenset(e.id for endpoints in held for e in endpoints)
     idle = HealthView(health.open_endpoints | busy, health.load, health.ladder)
     result = choose_route(table, req, idle, rng, limits)
     if not isinstance(result, RouteDecision):

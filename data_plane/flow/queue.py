@@ -19,9 +19,9 @@ latency budget) or a bound is hit (`FLOW_QUEUE_MAX` waiting in all, `FLOW_QUEUE_
 of one tenant). A class that is never refused (critical; `Full.sheddable` False) waits in
 its band like any, and at its deadline or a bound goes in anyway (`DecisionStep.anyway`: its
 whole budget, no admission, as without a queue). At its deadline a best-effort request whose
-fleet stayed full is served late instead, where a pair that proves its floor has an endpoint
-with nothing in flight (`DecisionStep.relaxed`; not a tenant past its fair share, and not at
-a bound). The service time is predicted at the output
+fleet stayed full is served late instead, where a pair that proves its floor and that no
+waiting request may go to has an endpoint with nothing in flight (`DecisionStep.relaxed`; not
+a tenant past its fair share, and not at a bound). The service time is predicted at the output
 length its tenant's answers run to (`resilience.output_length`), at most its `max_tokens` (or
 the category's default).
 Retry-After after a refusal is the observed drain: the requests waiting ahead over the rate
@@ -68,7 +68,7 @@ class Redecide(Protocol):
 
     def anyway(self, full: Full) -> Decided: ...
 
-    def relaxed(self, full: Full) -> Decided | None: ...
+    def relaxed(self, full: Full, wanted: frozenset[str]) -> Decided | None: ...
 
     def finished(self, decided: Decided) -> None: ...
 
@@ -309,7 +309,10 @@ class FlowQueue:
         is counted as dispatched when it waited (`waited_s` None: it never entered the
         queue)."""
         if full.sheddable:
-            relaxed = self._step.relaxed(full) if refusal is Refusal.DEADLINE else None
+            relaxed = None
+            if refusal is Refusal.DEADLINE:  # not onto a pair a waiting request may go to
+                wanted = frozenset(p for held in self._pairs.values() for p in held)
+                relaxed = self._step.relaxed(full, wanted)
             if relaxed is None:
                 raise self._refuse(full, refusal, waited_s or 0.0)
             decided = relaxed

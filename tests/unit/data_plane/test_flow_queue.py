@@ -54,6 +54,7 @@ class Step:
         self.blocked: set[str] = set()  # tenants whose requests find no room whatever
         self.idle = 0  # idle pairs best effort may serve a refused request on instead
         self.relaxed_sent: list[str] = []
+        self.wanted: list[frozenset[str]] = []  # the pairs waiting requests may go to, per ask
 
     def again(self, f: Full, waited_s: float) -> Decided:
         self.waited.append(waited_s)
@@ -74,7 +75,8 @@ class Step:
         self.anyway_sent.append(f.tenant)
         return cast(Decided, f"{f.tenant} anyway")
 
-    def relaxed(self, f: Full) -> Decided | None:
+    def relaxed(self, f: Full, wanted: frozenset[str]) -> Decided | None:
+        self.wanted.append(wanted)
         if not f.relaxable or self.idle <= 0:
             return None
         self.idle -= 1
@@ -168,6 +170,7 @@ async def test_at_its_deadline_best_effort_serves_it_on_an_idle_pair_instead() -
         with pytest.raises(Shed):
             await refused
     assert q.step.relaxed_sent == ["a"]
+    assert q.step.wanted[0] == frozenset({"fam@fp16"})  # the waiting requests' fleet: not there
     assert [r.split(":")[0] for r in q.step.refused] == ["a", "b"]
     assert q.metrics.dispatched.labels("standard").value == 1
     assert q.metrics.refused.labels("standard", Refusal.DEADLINE).value == 2

@@ -96,6 +96,10 @@ def test_idle_relaxed_serves_late_on_an_idle_pair_that_keeps_the_floor() -> None
     assert [c.pair.pair for c in d.candidates] == ["a@bf16"]
     # a busy endpoint is never chosen, whatever its pair
     assert idle(t, budget, {"a@int4#0": 3.0, "a@bf16#0": 1.0}) is None
+    # nor a pair a waiting request may go to: a slot that frees there is that request's
+    req = RouteRequest(FACTS, budget)
+    load = HealthView(load={"a@int4#0": 3.0})
+    assert idle_relaxed(t, req, load, random.Random(1), frozenset({"a@bf16"})) is None
     # an idle fleet: what choose_route says (the pair within the budget)
     d = idle(t, budget, {})
     assert d is not None
