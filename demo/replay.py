@@ -1,7 +1,10 @@
 """Send the jobs through the data plane with `openai.AsyncOpenAI`, `concurrency` at a time.
 
 Records what a client sees: the pair from `X-Route-Pair`, status, end-to-end and first-token
-time (perf_counter), the answer graded against the eval item, and `usage`.
+time (perf_counter), the answer graded against the eval item, and `usage`. An item with
+`tests` (code) is graded by running them against the answer, as the profiler scores it
+(`contracts.code_tests`: a sandboxed child, at most 2 at once, awaited off the loop); any other
+by its text scorer.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass, replace
 import openai
 from openai import AsyncOpenAI
 
-from contracts.answer_scoring import score
+from contracts.code_tests import CodeTestRunner, score_answer
 from demo.workload import Job
 
 
@@ -52,13 +55,13 @@ def make_client(data_plane_url: str, timeout_s: float = 300.0) -> AsyncOpenAI:
     )
 
 
-def _grade(job: Job, text: str) -> bool | None:
+async def _grade(code: CodeTestRunner, job: Job, text: str) -> bool | None:
     if job.item is None:
         return None
-    return score(text, job.item.expected, job.item.scorer, job.item.tolerance)
+    return await score_answer(code, text, job.item.scoring)
 
 
-async def _send_plain(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
+async def _send_plain(client: AsyncOpenAI, job: Job, model: str, code: CodeTestRunner) -> Outcome:
     start = time.perf_counter()
     raw = await client.completions.with_raw_response.create(
         model=model,
@@ -81,11 +84,11 @@ async def _send_plain(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
         text,
         usage.prompt_tokens if usage else 0,
         usage.completion_tokens if usage else 0,
-        _grade(job, text),
+        await _grade(code, job, text),
     )
 
 
-async def _send_stream(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
+async def _send_stream(client: AsyncOpenAI, job: Job, model: str, code: CodeTestRunner) -> Outcome:
     """A streamed job. A stream the router ends with an error event (e.g. the latency budget
     ran out after the first byte) is an answer from that pair that missed its budget."""
     start = time.perf_counter()
@@ -122,7 +125,7 @@ async def _send_stream(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
         first,
         text,
         *usage,
-        None if error else _grade(job, text),
+        None if error else await _grade(code, job, text),
         error,
     )
 
@@ -142,7 +145,7 @@ def _retry_after_s(err: openai.APIStatusError) -> float | None:
         return 1.0
 
 
-async def send(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
+async def send(client: AsyncOpenAI, job: Job, model: str, code: CodeTestRunner) -> Outcome:
     """One job; an API error becomes an Outcome with its status and message, never a raise.
     A request the router sheds is sent again after its `Retry-After`, at most `SHED_RETRIES`
     times, as the SDKs do (their other retries stay off: the router retries engines itself);
@@ -151,7 +154,7 @@ async def send(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
     for retry in range(SHED_RETRIES + 1):
         waited_s = time.perf_counter() - start
         try:
-            outcome = await _send_once(client, job, model)
+            outcome = await _send_once(client, job, model, code)
         except openai.APIStatusError as err:
             wait_s = _retry_after_s(err)
             if wait_s is None or retry == SHED_RETRIES:
@@ -165,12 +168,12 @@ async def send(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
     raise AssertionError("unreachable: the last try returns")
 
 
-async def _send_once(client: AsyncOpenAI, job: Job, model: str) -> Outcome:
+async def _send_once(client: AsyncOpenAI, job: Job, model: str, code: CodeTestRunner) -> Outcome:
     start = time.perf_counter()
     try:
         if job.stream:
-            return await _send_stream(client, job, model)
-        return await _send_plain(client, job, model)
+            return await _send_stream(client, job, model, code)
+        return await _send_plain(client, job, model, code)
     except openai.APIStatusError:
         raise
     except openai.APIError as err:
@@ -185,16 +188,22 @@ def _failed(job: Job, err: openai.APIStatusError, elapsed_s: float) -> Outcome:
 
 
 async def replay(
-    client: AsyncOpenAI, jobs: Sequence[Job], concurrency: int, model: str = "auto"
+    client: AsyncOpenAI,
+    jobs: Sequence[Job],
+    concurrency: int,
+    model: str = "auto",
+    code: CodeTestRunner | None = None,
 ) -> list[Outcome]:
-    """Send every job, `concurrency` in flight; outcomes in job order."""
+    """Send every job, `concurrency` in flight; outcomes in job order. Code items with tests
+    are graded by `code` (a sandboxed runner, 2 programs at once unless given)."""
     slots = asyncio.Semaphore(concurrency)
+    runner = code if code is not None else CodeTestRunner()
     done = 0
 
     async def one(job: Job) -> Outcome:
         nonlocal done
         async with slots:
-            outcome = await send(client, job, model)
+            outcome = await send(client, job, model, runner)
         done += 1
         if done % max(1, len(jobs) // 10) == 0 or done == len(jobs):
             print(f"  {done}/{len(jobs)} requests answered", flush=True)

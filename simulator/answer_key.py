@@ -1,7 +1,10 @@
 """Answer keys: the profiler's eval-set JSONL, indexed by prompt text for the simulator.
 
 A simulated pair answers a known prompt with the expected answer (rendered as the text a grader
-accepts) with the configured probability per category. Loading reads files; the rest is pure.
+accepts) with the configured probability per category. A line with `tests` (a code item, scored
+by running them: `contracts.code_tests`) must carry a sample `answer` that passes them: that
+is its right answer, whatever its text scorer, so scoring by tests measures the configured
+accuracy. Loading reads files; the rest is pure.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class AnswerKeyLine(BaseModel):
     scorer: Scorer = "exact"
     answer: str | None = None
     id: str | int | None = None
+    tests: str | None = None
 
     @model_validator(mode="after")
     def _one_input(self) -> AnswerKeyLine:
@@ -40,6 +44,10 @@ class AnswerKeyLine(BaseModel):
             raise ValueError("exactly one of `prompt` or `messages` is required")
         if self.messages is not None and last_user_text(self.messages) is None:
             raise ValueError("`messages` needs a user message with text content")
+        if self.tests is not None and self.answer is None:
+            raise ValueError(
+                "a line with `tests` needs its `answer`: the right answer must pass them"
+            )
         return self
 
 
@@ -82,8 +90,11 @@ def _render_number(value: Any) -> str:
 
 
 def render_expected(line: AnswerKeyLine) -> str:
-    """The answer text a grader with `line.scorer` accepts for `line.expected`."""
+    """The answer text a grader with `line.scorer` accepts for `line.expected`; for a line
+    with `tests`, its sample `answer` (code that passes them)."""
     expected = line.expected
+    if line.tests is not None and line.answer is not None:
+        return line.answer
     if line.scorer == "regex":
         return line.answer if line.answer is not None else str(expected)
     if line.scorer == "numeric":

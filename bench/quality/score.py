@@ -1,7 +1,9 @@
 """Grade one replay: cost, budget attainment, accuracy per category and floor, share per pair.
 
-PURE apart from the profiler's graders (also pure). Errors count as missed budgets and wrong
-answers: a request that got no answer met neither.
+PURE apart from the graders: text answers by the profiler's text scorers (pure), code items
+with `tests` by running them as the profiler does (`contracts.code_tests`: a sandboxed child
+per answer, 2 at once from worker threads; `grade` is called off any event loop). Errors count
+as missed budgets and wrong answers: a request that got no answer met neither.
 """
 
 from __future__ import annotations
@@ -9,14 +11,17 @@ from __future__ import annotations
 import math
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bench.common.stats import quantile
 from bench.quality.results import CategoryOutcome, FloorGroup, PolicyOutcome
 from bench.quality.trace import TraceRequest
-from contracts.answer_scoring import Scorer, score
+from contracts.answer_scoring import Scorer
+from contracts.code_tests import CodeTestRunner, Scoring, score_answer_blocking
 
 Z_95_ONE_SIDED = 1.645
+CODE_AT_ONCE = 2  # code items' test programs run at a time (as the profiler's runner)
 
 
 def floor_met(correct: int, n: int, floor: float) -> bool:
@@ -27,10 +32,23 @@ def floor_met(correct: int, n: int, floor: float) -> bool:
     return correct / n >= floor - margin
 
 
-def is_correct(req: TraceRequest, result: Mapping[str, Any]) -> bool:
+def is_correct(code: CodeTestRunner, req: TraceRequest, result: Mapping[str, Any]) -> bool:
+    """A 200 answer the item's scorer accepts: its tests where it carries them (a chat
+    answer: its first fenced code block, else all of it), else its text scorer."""
     if result.get("status") != 200:
         return False
-    return score(str(result.get("text", "")), req.expected, Scorer(req.scorer))
+    item = Scoring("", req.expected, Scorer(req.scorer), tests=req.tests)
+    return score_answer_blocking(code, str(result.get("text", "")), item)
+
+
+def correct_by_id(
+    trace: Sequence[TraceRequest], by_id: Mapping[int, Mapping[str, Any]]
+) -> dict[int, bool]:
+    """Each request's mark; the code items' programs run `CODE_AT_ONCE` at a time."""
+    code = CodeTestRunner(at_once=CODE_AT_ONCE)
+    with ThreadPoolExecutor(CODE_AT_ONCE) as pool:
+        marks = pool.map(lambda req: is_correct(code, req, by_id.get(req.id, {})), trace)
+        return dict(zip((req.id for req in trace), marks, strict=True))
 
 
 def request_cost_usd(result: Mapping[str, Any], prices: Mapping[str, tuple[float, float]]) -> float:
@@ -72,7 +90,7 @@ def grade(
     prices: Mapping[str, tuple[float, float]],
 ) -> PolicyOutcome:
     by_id = {int(r["id"]): r for r in results}
-    correct = {req.id: is_correct(req, by_id.get(req.id, {})) for req in trace}
+    correct = correct_by_id(trace, by_id)
     met = sum(
         1
         for req in trace

@@ -36,6 +36,7 @@ class TraceRequest:
     max_tokens: int
     budget_ms: int
     min_accuracy: float
+    tests: str | None = None  # a code item's asserts: it is scored by them, not its text
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,6 +73,7 @@ def make_trace(
                 max_tokens=max_tokens,
                 budget_ms=round(BUDGET_FIXED_MS + per_token * max_tokens),
                 min_accuracy=rng.choice(list(floors[category])),
+                tests=item.get("tests"),
             )
         )
     return trace

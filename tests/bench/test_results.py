@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,9 @@ from bench.overhead.section import TargetRun
 from bench.overhead.verdicts import overhead_checks
 from bench.overhead.wrk import ClosedLoopResult
 from bench.quality.fleet import FLOORS, PAIRS, read_items, write_evalsets
-from bench.quality.score import floor_met, grade
+from bench.quality.score import correct_by_id, floor_met, grade
 from bench.quality.static_router import choose_tier, complexity_score
-from bench.quality.trace import make_trace
+from bench.quality.trace import CATEGORY_MIX, TraceRequest, make_trace
 from bench.report import BenchRun, render_markdown, write_report
 from bench.soak.section import sum_metrics
 
@@ -145,6 +146,44 @@ def test_grading_counts_answers_budgets_cost_and_pairs(tmp_path: Path) -> None:
     assert outcome.cost_usd_per_1k == pytest.approx(cost / 1e6 / 4 * 1000)
     assert outcome.share_by_pair == {"a": pytest.approx(2 / 3), "b": pytest.approx(1 / 3)}
     assert sum(c.correct for c in outcome.categories) == 2
+
+
+ADD_TESTS = "assert add(2, 3) == 5\nassert add(-4, 4) == 0\n"
+# Chat answers as the bench's engines send them (`ignore_eos`: padded past the code block).
+OTHER_NAMES = "```python\ndef add(x, y):\n    total = y + x\n    return total\n```\n the quick"
+ONE_OFF = "```python\ndef add(a, b):\n    return a + b + 1\n```"
+
+
+def test_grade_scores_a_code_item_by_its_tests_and_any_other_by_its_text() -> None:
+    """As the profiler scores it (`contracts.code_tests`): a sum in other names passes the
+    item's tests though its text fails the regex, an off-by-one fails them though its text
+    passes; an item without tests keeps its text scorer. On 9a8aa4a the text decided: the
+    category said 2 right of 4 (ids 1 and 2), not 3 (0, 2 and 3)."""
+    base = TraceRequest(0, 0.0, "code", "Write add(a, b).", r"a\s*\+\s*b", "regex", 32, 1000, 0.5)
+    trace = [
+        replace(base, id=0, tests=ADD_TESTS),
+        replace(base, id=1, tests=ADD_TESTS),
+        replace(base, id=2),  # no tests: its regex decides
+        replace(base, id=3, tests=ADD_TESTS),
+    ]
+    texts = {0: OTHER_NAMES, 1: ONE_OFF, 2: ONE_OFF, 3: OTHER_NAMES}
+    results: list[dict[str, Any]] = [
+        {"id": i, "status": 200, "pair": "a", "text": t, "latency_s": 0.1} for i, t in texts.items()
+    ]
+    outcome = grade("p", 1.0, 10.0, trace, results, {"a": (1.0, 1.0)})
+    (code,) = outcome.categories
+    assert (code.requests, code.correct) == (4, 3)
+    assert [g.correct for g in code.groups] == [3]
+    marks = correct_by_id(trace, {i: r for i, r in enumerate(results)})
+    assert marks == {0: True, 1: False, 2: True, 3: True}
+
+
+def test_the_trace_carries_an_items_tests() -> None:
+    items = {c: [{"prompt": "p", "expected": "x", "scorer": "contains"}] for c in CATEGORY_MIX}
+    items["code"] = [{**items["code"][0], "tests": ADD_TESTS}]
+    trace = make_trace(items, {c: [0.5] for c in CATEGORY_MIX}, 40, 10.0, seed=3)
+    assert {r.tests for r in trace if r.category == "code"} == {ADD_TESTS}
+    assert {r.tests for r in trace if r.category != "code"} == {None}
 
 
 def test_floor_met_allows_sampling_noise_only() -> None:

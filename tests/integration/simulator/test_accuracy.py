@@ -12,6 +12,8 @@ import aiohttp
 import openai
 import pytest
 
+from contracts.answer_scoring import Scorer
+from contracts.code_tests import CodeTestRunner, Scoring, score_answer
 from simulator.answer_key import WRONG_ANSWER
 from simulator.config import SimFleetConfig
 from simulator.fleet import run_fleet
@@ -121,3 +123,57 @@ async def test_ignore_eos_pads_a_known_answer(tmp_path: Path, http: aiohttp.Clie
     assert plain["choices"][0]["text"] == "4"
     assert plain["choices"][0]["finish_reason"] == "stop"
     assert plain["usage"]["completion_tokens"] == 1
+
+
+CODE_N = 200
+
+
+def write_code_key(path: Path) -> list[dict[str, Any]]:
+    """Code items with tests and a sample answer that passes them; their text scorer
+    (`contains`) is one the tests, not the text, overrule (`contracts.code_tests`)."""
+    lines: list[dict[str, Any]] = []
+    for i in range(CODE_N):
+        base = {"id": f"code-{i}", "category": "code", "scorer": "contains"}
+        if i % 2:
+            prompt = f'def plus_{i}(x):\n    """Return x plus {i}."""\n'
+            lines.append({**base, "prompt": prompt, "expected": "return",
+                          "tests": f"assert plus_{i}(1) == {i + 1}\n",
+                          "answer": f"    return x + {i}\n"})  # fmt: skip
+        else:
+            ask_for = [{"role": "user", "content": f"Write times_{i}(x): x times {i}."}]
+            code = f"```python\ndef times_{i}(x):\n    return x * {i}\n```"
+            tests = f"assert times_{i}(3) == {3 * i}\n"
+            lines.append({**base, "messages": ask_for, "expected": f"times_{i}",
+                          "tests": tests, "answer": code})  # fmt: skip
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return lines
+
+
+async def test_code_items_with_tests_are_right_at_the_configured_accuracy(tmp_path: Path) -> None:
+    """Scored as the profiler scores them (by their tests, 2 programs at once), the
+    simulator's answers to code items with tests are right at `accuracy["code"]` within the
+    binomial spread, and each is right exactly when the simulator meant it to be. On 9a8aa4a
+    the simulator answered the `contains` text, which fails the tests: 0 right of 200."""
+    lines = write_code_key(tmp_path / "code.jsonl")
+    pair = pair_config(NAME, ttft_base_s=0, tpot_base_s=0, accuracy={"code": 0.7}, seed=5)
+    config = SimFleetConfig(pairs=[pair], answer_keys=[tmp_path / "code.jsonl"])
+    runner = CodeTestRunner(at_once=2)
+    async with (
+        run_fleet(config) as fleet,
+        openai.AsyncOpenAI(base_url=fleet.url(NAME) + "/v1", api_key="x", max_retries=0) as api,
+    ):
+        semaphore = asyncio.Semaphore(16)
+
+        async def one(line: dict[str, Any]) -> tuple[bool, bool]:
+            async with semaphore:
+                answer = await ask(api, line)
+            item = Scoring(line.get("prompt", ""), line["expected"], Scorer.CONTAINS,
+                           tests=line["tests"])  # fmt: skip
+            return await score_answer(runner, answer, item), answer != WRONG_ANSWER
+
+        marks = list(await asyncio.gather(*(one(line) for line in lines)))
+        stats = fleet.stats(NAME)
+    results = [passed for passed, _ in marks]
+    assert [meant for _, meant in marks] == results
+    assert (stats.known_answers, stats.correct_answers) == (CODE_N, sum(results))
+    assert within_sampling_error(results, 0.7)

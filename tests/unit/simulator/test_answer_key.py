@@ -35,6 +35,12 @@ def line(**fields: Any) -> AnswerKeyLine:
         ({"expected": "^def \\w+", "scorer": "regex", "answer": "def f(): pass"}, "def f(): pass"),
         ({"expected": "yes", "scorer": "regex"}, "yes"),
         ({"expected": 3}, "3"),
+        # A code item with tests: its sample answer, which passes them, whatever its scorer.
+        (
+            {"expected": "Fizz", "scorer": "contains", "tests": "assert f(3)", "answer": "  x"},
+            "  x",
+        ),
+        ({"expected": "^def", "scorer": "regex", "tests": "assert f(3)", "answer": "  x"}, "  x"),
     ],
 )
 def test_render_expected(fields: dict[str, Any], text: str) -> None:
@@ -75,6 +81,7 @@ def test_index_by_prompt_and_last_user_message() -> None:
         ('{"prompt": "p", "expected": 1, "category": "math", "scorer": "fuzzy"}', "scorer"),
         ('{"prompt": "p", "expected": 1}', "category"),
         ("{not json", "(root)"),
+        ('{"prompt": "p", "expected": "x", "category": "code", "tests": "assert f()"}', "(root)"),
     ],
 )
 def test_bad_lines_name_file_line_and_field(tmp_path: Path, raw: str, where: str) -> None:

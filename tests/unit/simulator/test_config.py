@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from demo.profiling import HOLDOUT
 from simulator.config import FleetConfigError, SimPairConfig, load_fleet, parse_fleet
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "sim-fleet.yaml"
@@ -31,6 +32,13 @@ def test_example_fleet_is_realistic() -> None:
     for category in ("code", "math"):
         assert fp16.accuracy_for(category) - int4.accuracy_for(category) >= 0.1
     assert big.tpot_base_s > fp16.tpot_base_s
+
+
+def test_example_fleet_knows_every_item_the_demo_scores_on() -> None:
+    """The demo replays the held-out sets (code items with tests included) on this fleet: an
+    item it does not know is answered with filler, wrong on every pair whatever its accuracy."""
+    keys = {path.resolve() for path in load_fleet(EXAMPLE).answer_keys}
+    assert {path.resolve() for path in HOLDOUT} <= keys
 
 
 def test_defaults_match_the_interface() -> None:
