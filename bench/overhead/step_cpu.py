@@ -71,6 +71,7 @@ class FixedHealth:
 class StepCost:
     scenario: str
     unique: bool  # each request's prompt its own
+    following: bool  # the chain's next candidate read too
     requests: int
     cpu_us: float  # CPU microseconds per request, best round
     pair: str  # the pair the last request was decided on
@@ -120,7 +121,9 @@ def _bodies(requests: int, unique: bool) -> list[bytes]:
     return bodies
 
 
-def _driver(step: DecisionStep, requests: int, unique: bool = False) -> Callable[[], str]:
+def _driver(
+    step: DecisionStep, requests: int, unique: bool = False, following: bool = False
+) -> Callable[[], str]:
     bodies = _bodies(requests, unique)
     headers = dict(REQUEST_HEADERS)
 
@@ -128,30 +131,38 @@ def _driver(step: DecisionStep, requests: int, unique: bool = False) -> Callable
         pair = ""
         for raw in bodies:
             decided = step.decide(raw, "chat", headers)
-            pair = decided.decision.candidates[0].pair.pair
+            chain = iter(decided.decision.candidates)  # read in order, as the proxy reads it
+            pair = next(chain).pair.pair
+            if following:
+                next(chain, None)
             step.finished(decided)
         return pair
 
     return run
 
 
-def measure(scenario: str, requests: int, rounds: int, unique: bool = False) -> StepCost:
+def measure(
+    scenario: str, requests: int, rounds: int, unique: bool = False, following: bool = False
+) -> StepCost:
     """CPU per request of `requests` decisions in `scenario`, best of `rounds` (`unique`:
-    each request's prompt its own, `_bodies`; the same prompts again in every round)."""
+    each request's prompt its own, `_bodies`; the same prompts again in every round;
+    `following`: the chain's next candidate read too)."""
     table = _table()
-    run = _driver(_step(table, scenario), requests, unique)
+    run = _driver(_step(table, scenario), requests, unique, following)
     run()  # warm: the first decisions build caches
     best, pair = float("inf"), ""
     for _ in range(rounds):
         started = time.process_time()
         pair = run()
         best = min(best, time.process_time() - started)
-    return StepCost(scenario, unique, requests, best / requests * 1e6, pair)
+    return StepCost(scenario, unique, following, requests, best / requests * 1e6, pair)
 
 
-def profile(scenario: str, requests: int, top: int, unique: bool = False) -> str:
+def profile(
+    scenario: str, requests: int, top: int, unique: bool = False, following: bool = False
+) -> str:
     """cProfile's `top` functions by own time over `requests` decisions in `scenario`."""
-    run = _driver(_step(_table(), scenario), requests, unique)
+    run = _driver(_step(_table(), scenario), requests, unique, following)
     run()
     prof = cProfile.Profile()
     prof.runcall(run)
@@ -170,12 +181,13 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true", help="print cProfile's top functions")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--unique", action="store_true", help="a prompt of its own per request")
+    parser.add_argument("--next", action="store_true", help="read the chain's next candidate too")
     args = parser.parse_args()
     for scenario in args.scenario or list(SCENARIOS):
-        cost = measure(scenario, args.requests, args.rounds, args.unique)
+        cost = measure(scenario, args.requests, args.rounds, args.unique, args.next)
         print(json.dumps({**asdict(cost), "cpu_us": round(cost.cpu_us, 1)}))
         if args.profile:
-            print(profile(scenario, args.requests // 4, args.top, args.unique))
+            print(profile(scenario, args.requests // 4, args.top, args.unique, args.next))
 
 
 if __name__ == "__main__":

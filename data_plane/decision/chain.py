@@ -2,7 +2,8 @@
 
 PURE. `choose_route` decides from flat tuples of figures; these sequences turn them into
 `Candidate` / `Rejected` objects only when someone reads them. The proxy reads the first
-candidate or two; `/v1/route` and strict-mode errors read everything. A sequence holds only
+candidate or two, and the chain works out only as many as are read; `/v1/route` and
+strict-mode errors read everything. A sequence holds only
 values fixed at decision time (never the live load mapping), so reading it later gives what
 an eager decision would have held. Both behave like tuples: indexing, slicing (a tuple),
 iteration, `len`, and equality with tuples and with each other.
@@ -10,6 +11,7 @@ iteration, `len`, and equality with tuples and with each other.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import TypeVar, overload
 
@@ -63,41 +65,53 @@ class _TupleLike(Sequence[T]):
 
 
 class CandidateChain(_TupleLike[Candidate]):
-    """The fallback chain. Its head (the choice) is known at decision time; the rest may come
-    from `complete()` on first read beyond the head, whose rows start with that same head.
-    Candidates are built when first read and then kept (the same object on every read, so
-    identity checks work)."""
+    """The fallback chain. Its head (the choice) is known at decision time; the rows after it
+    come from `leading(n)` when first read: the chain's first n rows (all of them when it is
+    shorter), starting with that same head. Reading candidate i asks for i + 1 rows only, so
+    the proxy's look at the next candidate costs what that candidate costs (`scan.Rest`),
+    not the whole chain; `len`, negative indices and slices ask for every row. Candidates
+    are built when first read and then kept (the same object on every read, so identity
+    checks work)."""
 
-    __slots__ = ("_built", "_complete", "_output_tokens", "_rows")
+    __slots__ = ("_built", "_leading", "_output_tokens", "_rows")
 
     def __init__(
         self,
         rows: Sequence[FeasibleRow],
         output_tokens: int,
-        complete: Callable[[], Sequence[FeasibleRow]] | None = None,
+        leading: Callable[[int], Sequence[FeasibleRow]] | None = None,
     ) -> None:
         if not rows:
             raise ValueError("a chain starts with its head")
-        self._rows = rows
+        self._rows = rows  # the chain's first rows: all of them once `_leading` is None
         self._output_tokens = output_tokens
-        self._complete = complete
+        self._leading = leading
         self._built: dict[int, Candidate] = {}
 
-    def _all(self) -> Sequence[FeasibleRow]:
-        if self._complete is not None:
-            rows, self._complete = self._complete(), None
+    def _first(self, n: int) -> Sequence[FeasibleRow]:
+        """The chain's first `n` rows, or all of them when it is shorter (or more, once known)."""
+        if self._leading is not None and len(self._rows) < n:
+            rows = self._leading(n)
             if rows[0] is not self._rows[0]:
-                raise AssertionError("the completed chain must keep its head")
+                raise AssertionError("the chain's rows must keep its head")
+            if len(rows) < n:
+                self._leading = None  # that is the whole chain
             self._rows = rows
         return self._rows
+
+    def _all(self) -> Sequence[FeasibleRow]:
+        return self._first(sys.maxsize)
 
     def __len__(self) -> int:
         return len(self._all())
 
     def _at(self, i: int) -> Candidate:
+        """Candidate `i` (from 0); IndexError past the end."""
         c = self._built.get(i)
         if c is None:
-            rows = self._rows if i == 0 else self._all()
+            rows = self._first(i + 1)
+            if i >= len(rows):
+                raise IndexError("candidate index out of range")
             c = self._built[i] = candidate_of(rows[i], self._output_tokens)
         return c
 
@@ -108,21 +122,19 @@ class CandidateChain(_TupleLike[Candidate]):
     def __getitem__(self, index: slice) -> tuple[Candidate, ...]: ...
 
     def __getitem__(self, index: int | slice) -> Candidate | tuple[Candidate, ...]:
-        if index == 0:
-            return self._at(0)  # the choice: never needs the rest of the chain
-        n = len(self._all())
         if isinstance(index, slice):
-            return tuple(self._at(i) for i in range(*index.indices(n)))
+            return tuple(self._at(i) for i in range(*index.indices(len(self._all()))))
         if index < 0:
-            index += n
-        if not 0 <= index < n:
-            raise IndexError("candidate index out of range")
+            index += len(self._all())
+            if index < 0:
+                raise IndexError("candidate index out of range")
         return self._at(index)
 
     def __iter__(self) -> Iterator[Candidate]:
-        yield self._at(0)
-        for i in range(1, len(self._all())):
+        i = 0
+        while i < len(self._first(i + 1)):
             yield self._at(i)
+            i += 1
 
 
 class RejectionList(_TupleLike[Rejected]):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 
-from data_plane.decision.chain import CandidateChain, FeasibleRow, RejectionList
+from data_plane.decision.chain import CandidateChain, RejectionList
 from data_plane.decision.fallback import decide_without_feasible
 from data_plane.decision.feasibility import (
     RULE_ORDER,
@@ -51,15 +51,12 @@ __all__ = [
 
 
 class _Explained:
-    """The lazy halves of one decision: the chain beyond its head, and the rejections."""
+    """The lazy half of one decision the chain does not read: the rejections."""
 
     __slots__ = ("_alias", "_limits", "_rest", "_table")
 
     def __init__(self, table: CompiledTable, alias: str, limits: Limits, rest: Rest) -> None:
         self._table, self._alias, self._limits, self._rest = table, alias, limits, rest
-
-    def chain(self) -> list[FeasibleRow]:
-        return self._rest.complete()[0]
 
     def rejections(self, input_chars: int, ejected: frozenset[str]) -> tuple[Rejected, ...]:
         t, alias = self._table, self._alias
@@ -93,16 +90,17 @@ def choose_route(
         return choose_most_precise(table, req, limits, rows, health, rng)
     chars = facts.input_chars
     accuracy = floor_column(table, limits)
-    scanned = scan(rows, table.cost_floors[alias], accuracy, limits, chars, health, rng)
+    floors = table.cost_floors[alias]
+    scanned = scan(rows, floors, accuracy, limits, chars, health, rng)
     _, feasible, missed = scanned
     if not feasible:
         excluded = not_allowed(table, table.by_alias[alias], alias)
         return decide_without_feasible(req, limits, rows, missed, health, rng, excluded)
-    rest = Rest(rows, accuracy, limits, chars, scanned, health, rng)
+    rest = Rest(rows, floors, accuracy, limits, chars, scanned, health, rng)
     lazy = _Explained(table, alias, limits, rest)
     ejected = health.open_endpoints
     return RouteDecision(
-        candidates=CandidateChain([min(feasible)], limits.output_tokens, lazy.chain),
+        candidates=CandidateChain([min(feasible)], limits.output_tokens, rest.leading),
         reason=RouteReason.CHEAPEST_FEASIBLE,
         category=limits.category,
         complexity=facts.complexity,

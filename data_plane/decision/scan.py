@@ -4,7 +4,8 @@ PURE and the hottest loop of the data plane: the arithmetic of `feasibility.pred
 rules of `first_violation` are inlined over `ScanRow` tuples, no object is made per rejected
 pair, and the pass stops once the table's cost order proves that no later row can undercut
 the cheapest feasible pair (`CostFloor`). `Rest` finishes the pass later, from figures fixed
-at decision time, for whoever reads the whole chain or the rejections.
+at decision time: as far as the chain's next candidates need (the proxy reads the second), or
+whole for whoever reads the whole chain or the rejections.
 """
 
 from __future__ import annotations
@@ -171,25 +172,32 @@ class SeededOnUse(random.Random):
 
 
 class Rest:
-    """The rows a bounded scan did not reach, scanned on first use: with the loads and
-    breaker state of decision time (a copy) and an rng seeded at decision time, so the
-    result does not depend on when, or whether, it is read."""
+    """The rows a bounded scan did not reach, scanned when first needed and only as far as
+    needed: with the loads and breaker state of decision time (a copy) and an rng seeded at
+    decision time, so the result does not depend on when, how far, or whether it is read.
+    The rows are scanned in order with one rng, in as many pieces as readers ask for, so the
+    pieces draw what one pass over them would."""
 
     __slots__ = (
         "_accuracy",
         "_chars",
         "_done",
         "_ejected",
+        "_feasible",
+        "_floors",
         "_limits",
         "_load",
+        "_missed",
+        "_pos",
+        "_rng",
         "_rows",
-        "_scanned",
         "_seed",
     )
 
     def __init__(
         self,
         rows: tuple[ScanRow, ...],
+        floors: tuple[CostFloor, ...] | None,
         accuracy: tuple[float, ...],
         limits: Limits,
         input_chars: int,
@@ -198,28 +206,62 @@ class Rest:
         rng: random.Random,
     ) -> None:
         self._rows, self._accuracy, self._limits, self._chars = rows, accuracy, limits, input_chars
-        self._scanned = scanned
+        self._floors = floors or ()
+        self._pos, self._feasible, self._missed = scanned
         self._done: tuple[list[FeasibleRow], list[FeasibleRow]] | None = None
+        self._rng: random.Random | None = None
         self._seed, self._ejected, self._load = 0, health.open_endpoints, health.load
-        if scanned[0] < len(rows):  # the view is made on first use; the loads are copied now
+        if self._pos < len(rows):  # the view is made on first use; the loads are copied now
             self._seed = rng.getrandbits(64)
             self._load = dict(health.load)
+
+    def _advance(self, end: int) -> None:
+        """Scan the rows from where the last scan stopped up to `end` (new lists: the
+        decision's own are never changed)."""
+        if self._rng is None:
+            self._rng = SeededOnUse(self._seed)
+        view = HealthView(self._ejected, self._load)
+        rows, limits, chars = self._rows[self._pos : end], self._limits, self._chars
+        _, more, also = scan(rows, None, self._accuracy, limits, chars, view, self._rng)
+        self._feasible, self._missed, self._pos = self._feasible + more, self._missed + also, end
+
+    def _find(self, n: int) -> None:
+        """Scan on until `n` pairs are feasible or the rows end, in pieces of 1, 2, 4, ...
+        rows (a piece may run past the n-th: that scans sooner what a later read would)."""
+        piece, total = 1, len(self._rows)
+        while len(self._feasible) < n and self._pos < total:
+            self._advance(min(total, self._pos + piece))
+            piece *= 2
+
+    def leading(self, n: int) -> list[FeasibleRow]:
+        """The chain's first `n` rows (`n` >= 1), or more, or all of it when it is shorter.
+        Rows are scanned until n feasible pairs are found, then up to the first position whose
+        cost floor is above the n-th cheapest of them (as `scan` stops for the first): no row
+        from there on can rank among the first n, nor before any row cheaper than that floor."""
+        if self._done is not None:
+            return self._done[0]
+        total, out = len(self._rows), self._limits.output_tokens
+        self._find(n)
+        if self._pos == total:
+            return self.complete()[0]
+        ranked = sorted(self._feasible)
+        end = _stop(self._floors, self._pos, total, self._chars, out, ranked[n - 1][0])
+        if end == total:
+            return self.complete()[0]
+        if end > self._pos:
+            self._advance(end)
+            ranked = sorted(self._feasible)
+        cpt, in_usd, out_usd, _ = self._floors[end]
+        floor_usd = _ceil(self._chars / cpt) * in_usd + out * out_usd
+        known = n
+        while known < len(ranked) and ranked[known][0] < floor_usd:
+            known += 1
+        return ranked[:known]
 
     def complete(self) -> tuple[list[FeasibleRow], list[FeasibleRow]]:
         """(feasible in chain order, missed) over every row."""
         if self._done is None:
-            stop, feasible, missed = self._scanned
-            if stop < len(self._rows):
-                rng = SeededOnUse(self._seed)
-                _, more, also = scan(
-                    self._rows[stop:],
-                    None,
-                    self._accuracy,
-                    self._limits,
-                    self._chars,
-                    HealthView(self._ejected, self._load),
-                    rng,
-                )
-                feasible, missed = feasible + more, missed + also
-            self._done = sorted(feasible), missed
+            if self._pos < len(self._rows):
+                self._advance(len(self._rows))
+            self._done = sorted(self._feasible), self._missed
         return self._done

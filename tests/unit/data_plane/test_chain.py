@@ -20,14 +20,16 @@ HEAD = _row(0, 1e-6)
 ROWS = [HEAD, _row(1, 2e-6), _row(2, 3e-6)]
 
 
-class Completion:
+class Leading:
+    """A chain's `leading`: its first n rows, recording each n asked for."""
+
     def __init__(self, rows: list[FeasibleRow]) -> None:
         self.rows = rows
-        self.calls = 0
+        self.asked: list[int] = []
 
-    def __call__(self) -> list[FeasibleRow]:
-        self.calls += 1
-        return self.rows
+    def __call__(self, n: int) -> list[FeasibleRow]:
+        self.asked.append(n)
+        return self.rows[:n]
 
 
 def test_candidate_of_maps_every_figure() -> None:
@@ -39,31 +41,57 @@ def test_candidate_of_maps_every_figure() -> None:
     assert (c.estimated_cost_usd, c.load) == (2e-6, 1.0)
 
 
-def test_the_head_needs_no_completion() -> None:
-    complete = Completion(ROWS)
-    chain = CandidateChain([HEAD], 64, complete)
+def test_the_head_needs_no_other_row() -> None:
+    leading = Leading(ROWS)
+    chain = CandidateChain([HEAD], 64, leading)
     first = chain[0]
     assert first.pair is _T.pairs[0]
-    assert complete.calls == 0
+    assert next(iter(chain)) is first
+    assert leading.asked == []
     assert chain[0] is first  # built once, same object on every read
 
 
-def test_reading_further_completes_once_and_keeps_the_head() -> None:
-    complete = Completion(ROWS)
-    chain = CandidateChain([HEAD], 64, complete)
+def test_the_next_candidate_asks_for_two_rows_only() -> None:
+    """What the proxy reads for every attempt with an allowance: the candidate after the
+    first, in order; the chain asks for the first two rows, not for all of them."""
+    leading = Leading(ROWS)
+    chain = CandidateChain([HEAD], 64, leading)
+    ahead = iter(chain)
+    next(ahead)
+    second = next(ahead)
+    assert second.pair is _T.pairs[1]
+    assert leading.asked == [2]
+    assert chain[1] is second
+    assert leading.asked == [2]
+
+
+def test_reading_further_asks_for_every_row_and_keeps_the_head() -> None:
+    leading = Leading(ROWS)
+    chain = CandidateChain([HEAD], 64, leading)
     first = chain[0]
     assert len(chain) == 3
     assert [c.pair.pair for c in chain] == [p.pair for p in _T.pairs[:3]]
     assert chain[-1] is chain[2]
     assert chain[1:] == (chain[1], chain[2])
     assert next(iter(chain)) is first
-    assert complete.calls == 1
+    assert len(leading.asked) == 1  # the whole chain, once: shorter than asked for
     with pytest.raises(IndexError):
         chain[3]
+    with pytest.raises(IndexError):
+        chain[-4]
 
 
-def test_a_completion_that_drops_the_head_is_a_bug() -> None:
-    chain = CandidateChain([HEAD], 64, Completion(ROWS[1:]))
+def test_iterating_stops_where_the_chain_ends() -> None:
+    """Read one row at a time, a chain learns its end from a shorter answer than asked."""
+    leading = Leading(ROWS)
+    assert [c.pair for c in CandidateChain([HEAD], 64, leading)] == list(_T.pairs[:3])
+    assert leading.asked == [2, 3, 4]
+    with pytest.raises(IndexError):
+        CandidateChain([HEAD], 64, Leading(ROWS))[5]
+
+
+def test_rows_that_drop_the_head_are_a_bug() -> None:
+    chain = CandidateChain([HEAD], 64, Leading(ROWS[1:]))
     with pytest.raises(AssertionError):
         len(chain)
 
@@ -75,7 +103,7 @@ def test_a_chain_starts_with_its_head() -> None:
 
 def test_chains_compare_like_tuples() -> None:
     a = CandidateChain(ROWS, 64)
-    b = CandidateChain([HEAD], 64, Completion(ROWS))
+    b = CandidateChain([HEAD], 64, Leading(ROWS))
     assert a == b
     assert a == tuple(b)
     assert tuple(a) == b

@@ -1,9 +1,12 @@
 """The scan's shortcuts are the reference arithmetic: per-load steps tabulated at compile time
 give `load_terms` exactly, every candidate's figures are `predict`'s, and a bounded scan stops
-where a row-by-row cost-floor check does (data_plane/decision/scan.py)."""
+where a row-by-row cost-floor check does, and the rest of a bounded scan, read as far as the
+chain's next candidates need, gives the chain one pass over every row gives
+(data_plane/decision/scan.py)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from typing import Any
@@ -14,7 +17,7 @@ from hypothesis import strategies as st
 from data_plane.decision.choose import choose_route, effective_limits, predict
 from data_plane.decision.compile import compile_table
 from data_plane.decision.feasibility import Limits, floor_column
-from data_plane.decision.scan import SeededOnUse, scan
+from data_plane.decision.scan import Rest, SeededOnUse, scan
 from data_plane.domain import (
     Budget,
     CompiledTable,
@@ -198,3 +201,73 @@ def test_an_rng_seeded_on_use_draws_what_one_seeded_at_once_draws(seed: int) -> 
     SeededOnUse(seed).shuffle(items)
     random.Random(seed).shuffle(same)
     assert items == same
+
+
+@_SETTINGS
+@given(
+    st.data(),
+    _tables(),
+    st.integers(0, 30_000),
+    st.integers(1, 2000),
+    st.none() | st.floats(0.1, 30.0),
+    st.floats(0.0, 0.9),
+    st.integers(2, 4),
+)
+def test_the_chain_read_lazily_is_the_chain_completed_at_once(
+    data: st.DataObject,
+    t: CompiledTable,
+    chars: int,
+    out: int,
+    latency_s: float | None,
+    floor: float,
+    ahead: int,
+) -> None:
+    """The candidates after the head, read one at a time as the proxy reads them (the next
+    one for every attempt with an allowance, `Proxy._following`), are the chain that one
+    pass over every row gives, endpoint order (the rng's draws) included; so are the whole
+    chain and the rejections read after them."""
+    health = data.draw(_health(t))
+    req = _request(chars, out, latency_s, floor)
+    seed = data.draw(st.integers(0, 2**32))
+    lazy = choose_route(t, req, health, random.Random(seed))
+    eager = choose_route(t, req, health, random.Random(seed))
+    if not isinstance(lazy, RouteDecision) or not isinstance(eager, RouteDecision):
+        return
+    n = len(eager.candidates)  # asks for every row: the rest scanned in one pass
+    whole = tuple(eager.candidates)
+    assert len(whole) == n
+    assert tuple(itertools.islice(lazy.candidates, ahead)) == whole[:ahead]
+    assert tuple(lazy.candidates) == whole
+    assert lazy.rejected == eager.rejected
+
+
+def _rising(n: int) -> CompiledTable:
+    """`n` pairs, each dearer than the one before, every one feasible."""
+    return compile_table(
+        table([entry("f", f"q{i}", input_usd_per_mtok=0.1 * (i + 1)) for i in range(n)])
+    )
+
+
+def _rest(t: CompiledTable, req: RouteRequest) -> tuple[Rest, int]:
+    """The `Rest` of `choose_route`'s bounded scan of `t`, and where that scan stopped."""
+    limits = effective_limits(t, req)
+    rows, floors = t.scan_rows["auto"], t.cost_floors["auto"]
+    accuracy, health, rng = floor_column(t, limits), HealthView(), random.Random(1)
+    chars = req.facts.input_chars
+    scanned = scan(rows, floors, accuracy, limits, chars, health, rng)
+    return Rest(rows, floors, accuracy, limits, chars, scanned, health, rng), scanned[0]
+
+
+def test_the_next_candidate_does_not_work_out_the_whole_chain() -> None:
+    """Eight pairs in cost order: the bounded scan stops after the cheapest; the chain's
+    first two rows need the second pair only, and come back without the six after it."""
+    t = _rising(8)
+    req = _request(2000, 100, None)
+    rest, stop = _rest(t, req)
+    assert stop == 1
+    first_two = rest.leading(2)
+    assert [row[3].pair for row in first_two] == ["f@q0", "f@q1"]
+    feasible, _ = _rest(t, req)[0].complete()
+    assert len(feasible) == 8
+    assert first_two == feasible[:2]
+    assert rest.leading(8) == feasible
