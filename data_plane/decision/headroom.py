@@ -36,10 +36,11 @@ import math
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
+from itertools import pairwise
 from typing import NamedTuple
 
 from data_plane.decision.capacity import steady_load
-from data_plane.decision.feasibility import Limits, effective_limits
+from data_plane.decision.feasibility import Limits, effective_limits, first_violation, predict
 from data_plane.decision.saturation import Seen, room_at, unloaded
 from data_plane.domain import (
     Candidate,
@@ -105,6 +106,32 @@ def prompt_monotone(pair: CompiledPair) -> bool:
     return pair.ttft_per_input_token_s >= 0.0 and pair.input_usd_per_token >= 0.0
 
 
+def load_rising(pair: CompiledPair) -> bool:
+    """Whether `pair`'s prediction never falls as its load grows (its load terms per whole
+    load, their per-input-token part included, never fall, nor its per-load coefficients
+    beyond them): then a pair that meets a request at some load meets it at a load of 1.
+    Profiled tables have it (the control plane's fit keeps the per-level terms
+    non-decreasing)."""
+    if pair.ttft_per_load_s < 0.0 or pair.tpot_per_load_s < 0.0:
+        return False
+    for terms in (pair.ttft_by_load, pair.tpot_by_load, pair.ttft_per_input_by_load):
+        if any(later < earlier for earlier, later in pairwise(terms[1:])):  # from a load of 1
+            return False
+    return True
+
+
+def _in_fleet(first: Candidate, limits: Limits, req: RouteRequest, health: HealthView) -> bool:
+    """Whether `first`'s pair is in the request's fleet: it meets the request at a load of 1
+    on its live endpoints (`saturation.unloaded`'s rule). A pair the decision found
+    feasible at its load now always is, unless its prediction falls as load grows (a table
+    the control plane's fit never builds): then the full computation, which leaves it out,
+    decides (tests/unit/data_plane/test_headroom.py found one: feasible at a load of 2 and
+    not at 1, and put first where admission put the fleet's pair with room first)."""
+    live = tuple(e for e in first.pair.endpoints if e.id not in health.open_endpoints)
+    unloaded_cand = predict(first.pair, live, req.facts.input_chars, limits.output_tokens, {})
+    return first_violation(unloaded_cand, limits) is None
+
+
 def bound_of(table: CompiledTable, req: RouteRequest, shape: Shape) -> Bound | None:
     """The bound for `req`'s shape (see the module docstring); None when a pair of its model
     has a pair whose prediction falls as the prompt grows (`prompt_monotone`)."""
@@ -155,12 +182,13 @@ class Headroom:
     """The bounds of one table's request shapes, least recently used dropped past MAX_BOUNDS
     (a new table starts afresh)."""
 
-    __slots__ = ("_bounds", "_families", "_table")
+    __slots__ = ("_bounds", "_families", "_rises", "_table")
 
     def __init__(self) -> None:
         self._table: CompiledTable | None = None
         self._bounds: OrderedDict[Shape, Bound | None] = OrderedDict()
         self._families: dict[str, tuple[str, ...]] = {}
+        self._rises: dict[str, bool] = {}  # per pair, `load_rising`
 
     @property
     def kept(self) -> int:
@@ -180,8 +208,10 @@ class Headroom:
             return True  # nothing in flight at its endpoint: room for any class
         table, req, health = asked
         seen, share = judged
-        margin = seen.margin_s(first.pair.pair)
         limits = seen.limits_for(effective_limits(table, req), first.pair.family)
+        if not self._rising(table, first.pair) and not _in_fleet(first, limits, req, health):
+            return False  # feasible only under load (a falling load curve): not in its fleet
+        margin = seen.margin_s(first.pair.pair)
         room = room_at(first, limits, req, health, (share, margin))
         if room.has_room:
             return True
@@ -197,9 +227,7 @@ class Headroom:
     ) -> bool:
         """Whether `req`'s fleet is surely not pressed now for a class of share `judged[1]`
         (`judged[0]`: what admission reads); False: not surely, the fleet is computed."""
-        if table is not self._table:
-            self._table, self._families = table, {}
-            self._bounds.clear()
+        self._fresh(table)
         shape = self._shape(table, req, health, judged[0])
         bounds = self._bounds
         if shape in bounds:
@@ -210,6 +238,20 @@ class Headroom:
             if len(bounds) > MAX_BOUNDS:
                 bounds.popitem(last=False)
         return bound is not None and unpressed(bound, health.load, judged[1])
+
+    def _fresh(self, table: CompiledTable) -> None:
+        """What is kept belongs to `table`: a new table starts afresh."""
+        if table is not self._table:
+            self._table, self._families, self._rises = table, {}, {}
+            self._bounds.clear()
+
+    def _rising(self, table: CompiledTable, pair: CompiledPair) -> bool:
+        """`load_rising(pair)`, kept per table."""
+        self._fresh(table)
+        rises = self._rises.get(pair.pair)
+        if rises is None:
+            rises = self._rises[pair.pair] = load_rising(pair)
+        return rises
 
     def _shape(
         self, table: CompiledTable, req: RouteRequest, health: HealthView, seen: Seen

@@ -364,3 +364,33 @@ def test_the_example_fleets_profiled_table_gets_a_bound() -> None:
     bound = bound_of(t, req, Headroom()._shape(t, req, HealthView(), Seen(None, 0.0)))
     assert bound is not None
     assert bound.sustained >= 1.0
+
+
+def test_a_pair_feasible_only_under_load_is_left_to_the_full_computation() -> None:
+    """The example Hypothesis found (its database, 2026-12-07): f@q2's TTFT falls from 1.0 s
+    at a load of 1 to 0.5 s at 2, so with one request in flight it meets a 1 s budget that
+    it misses idle. `choose_route` chose it (the cheapest, feasible at its load now), but it
+    is not in the request's fleet, and admission puts the fleet's pair with room (f@q1)
+    first; the fast path served f@q2 as decided."""
+    bent = entry("f", "q2", endpoints=2, input_usd_per_mtok=0.0, output_usd_per_mtok=0.0,
+                 ttft_base_s=0.5, ttft_per_input_token_s=0.0, ttft_per_load_s=0.0,
+                 tpot_base_s=0.015625, tpot_per_load_s=0.0, accuracy=1.0,
+                 precision_rank=0)  # fmt: skip
+    bent["latency"].update(
+        max_profiled_load=3, load_levels=[1, 2, 3], ttft_load_s=[0.5, 0.0, 0.0],
+        tpot_load_s=[0.0, 0.0, 0.0], ttft_rmse_load_s=[0.0] * 3, tpot_rmse_load_s=[0.0] * 3,
+    )  # fmt: skip
+    flat = entry("f", "q1", input_usd_per_mtok=0.0, output_usd_per_mtok=1.0, ttft_base_s=0.0,
+                 ttft_per_input_token_s=0.0, ttft_per_load_s=0.0, tpot_base_s=0.015625,
+                 tpot_per_load_s=0.0, accuracy=1.0, precision_rank=1)  # fmt: skip
+    t = compile_table(table([bent, flat]))
+    req = RouteRequest(RequestFacts("f", "chat", 0.3, 0, 1), Budget(latency_s=1.0))
+    health = HealthView(frozenset({"f@q2#0"}), {"f@q2#1": 1.0, "f@q2#0": 0.0, "f@q1#0": 0.0})
+    case = (t, req, health, Seen(None, 0.0, {}, None, {}), 0.25)
+    fast, result, full, room = _verdicts(case)
+    assert isinstance(result, RouteDecision)
+    assert result.candidates[0].pair.pair == "f@q2"  # feasible at its load now
+    assert room == frozenset({"f@q1"})  # the fleet: f@q2 misses the budget idle
+    assert not fast
+    assert isinstance(full, RouteDecision)
+    assert full.candidates[0].pair.pair == "f@q1"
