@@ -1,7 +1,8 @@
 """The gateway-mode manifests (infra/k8s/gateway, docs/gateway.md): every object validates
 against its schema (built-in kinds, vendored CRD schemas), and the objects fit together: one
 HTTPRoute per pair on the header the ext_proc sets, each InferencePool selecting that pair's
-vLLM pods, both attachments pointing at the ext_proc Service in a body mode it routes with."""
+vLLM pods, both attachments pointing at the ext_proc Service in a body mode it routes with, and
+both flavours dropping a client's copies of the headers gateway mode trusts before any filter."""
 
 from __future__ import annotations
 
@@ -19,15 +20,22 @@ import yaml
 from data_plane.gateway import protos as ext_proc
 from data_plane.gateway.exchange import SUPPORTED_MODES
 from data_plane.gateway.router import ROUTED_PATHS
+from data_plane.request.priority import OBJECTIVE_HEADERS, PRIORITY_HEADER
+from data_plane.request.tenant import FAIRNESS_ID_HEADER
 from data_plane.settings import DataPlaneSettings
 from tests.infra.manifests import CRD_SCHEMAS, K8S_DIR, Doc, by_kind, k8s_env, settings_kwargs
 
 GATEWAY_DIR = K8S_DIR / "gateway"
-FLAVOURS = {"envoy-gateway": "EnvoyExtensionPolicy", "istio": "EnvoyFilter"}
+# Each flavour's own objects: the ext_proc attachment and the early header removal.
+FLAVOURS = {
+    "envoy-gateway": ["EnvoyExtensionPolicy", "ClientTrafficPolicy"],
+    "istio": ["EnvoyFilter"],
+}
 CRD_KINDS = {
     "InferencePool": "inferencepool-inference-v1.json",
     "HTTPRoute": "httproute-gateway-v1.json",
     "EnvoyExtensionPolicy": "envoyextensionpolicy-envoygateway-v1alpha1.json",
+    "ClientTrafficPolicy": "clienttrafficpolicy-envoygateway-v1alpha1.json",
     "EnvoyFilter": "envoyfilter-istio-v1alpha3.json",
 }
 # Envoy Gateway's names for the body modes Gearbox routes with (data_plane.gateway.exchange).
@@ -94,11 +102,11 @@ def test_vendored_schema_rejects_a_misspelt_spec_field(kind: str) -> None:
 def test_every_file_is_listed_by_a_kustomization() -> None:
     listed = set(_kustomization(GATEWAY_DIR)["resources"])
     assert listed == {p.name for p in GATEWAY_DIR.glob("*.yaml")} - {"kustomization.yaml"}
-    for flavour, kind in FLAVOURS.items():
+    for flavour, kinds in FLAVOURS.items():
         resources = _kustomization(GATEWAY_DIR / flavour)["resources"]
         on_disk = {p.name for p in (GATEWAY_DIR / flavour).glob("*.yaml")}
         assert set(resources) == {".."} | (on_disk - {"kustomization.yaml"})
-        assert [d["kind"] for f, d in _documents(GATEWAY_DIR / flavour) if f in on_disk] == [kind]
+        assert [d["kind"] for f, d in _documents(GATEWAY_DIR / flavour) if f in on_disk] == kinds
 
 
 def _vllm_pod_labels() -> dict[str, dict[str, str]]:
@@ -206,7 +214,8 @@ def test_envoy_gateway_policy_calls_the_extproc_in_a_routing_body_mode() -> None
 
 
 def test_istio_filter_calls_the_extproc_in_a_routing_body_mode() -> None:
-    (patch,) = _one("EnvoyFilter", "gearbox-extproc")["spec"]["configPatches"]
+    patches = _one("EnvoyFilter", "gearbox-extproc")["spec"]["configPatches"]
+    (patch,) = [p for p in patches if p["applyTo"] == "HTTP_FILTER"]
     config = patch["patch"]["value"]["typed_config"]
     cluster = config["grpc_service"]["envoy_grpc"]["cluster_name"]
     assert (
@@ -219,6 +228,61 @@ def test_istio_filter_calls_the_extproc_in_a_routing_body_mode() -> None:
     assert mode["request_trailer_mode"] == "SEND"
     assert (mode["response_header_mode"], mode["response_body_mode"]) == ("SEND", "STREAMED")
     assert _extproc_settings().extproc.max_hold_s < _seconds(config["message_timeout"])
+
+
+def _trusted_headers() -> set[str]:
+    """The request headers gateway mode reads as the Gateway's when no key says otherwise
+    (docs/gateway.md, "Priority from the objective header"), as the ext_proc Deployment
+    configures it."""
+    settings = _extproc_settings()
+    names = {*OBJECTIVE_HEADERS, FAIRNESS_ID_HEADER, settings.admission.tenant_header}
+    names.add(settings.extproc.pair_header)
+    if settings.admission.priority_header_trusted:
+        names.add(PRIORITY_HEADER)
+    return {n.lower() for n in names}
+
+
+def test_envoy_gateway_drops_a_clients_trusted_headers_before_any_filter() -> None:
+    # earlyRequestHeaders run before route selection and every HTTP filter (ext_proc
+    # included); an HTTPRoute's RequestHeaderModifier runs in the router, after ext_proc.
+    spec = _one("ClientTrafficPolicy", "gearbox-client-headers")["spec"]
+    assert spec["targetRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference-gateway"}
+    ]
+    removed = {n.lower() for n in spec["headers"]["earlyRequestHeaders"]["remove"]}
+    assert _trusted_headers() <= removed, _trusted_headers() - removed
+    assert PRIORITY_HEADER.lower() not in removed  # a client may still lower its class
+
+
+def test_istio_drops_a_clients_trusted_headers_before_any_filter() -> None:
+    patches = _one("EnvoyFilter", "gearbox-extproc")["spec"]["configPatches"]
+    (patch,) = [p for p in patches if p["applyTo"] == "NETWORK_FILTER"]
+    assert patch["match"]["context"] == "GATEWAY"
+    assert patch["match"]["listener"]["filterChain"]["filter"] == {
+        "name": "envoy.filters.network.http_connection_manager"
+    }
+    assert patch["patch"]["operation"] == "MERGE"
+    config = patch["patch"]["value"]["typed_config"]
+    assert config["@type"].endswith("http_connection_manager.v3.HttpConnectionManager")
+    (early,) = config["early_header_mutation_extensions"]
+    assert early["name"] == "envoy.http.early_header_mutation.header_mutation"
+    mutation = early["typed_config"]
+    assert mutation["@type"].endswith("early_header_mutation.header_mutation.v3.HeaderMutation")
+    removed = {m["remove"].lower() for m in mutation["mutations"]}
+    assert _trusted_headers() <= removed, _trusted_headers() - removed
+
+
+def test_no_route_filter_stands_in_for_the_early_removal() -> None:
+    # A route's header filter runs in the router, after ext_proc has read the headers: one
+    # that removes or sets a trusted header would only look like protection.
+    trusted = _trusted_headers() - {_extproc_settings().extproc.pair_header}
+    for route in _kind("HTTPRoute"):
+        for rule in route["spec"]["rules"]:
+            for f in rule.get("filters", []):
+                modifier = f.get("requestHeaderModifier") or {}
+                touched = {str(n).lower() for n in modifier.get("remove", [])}
+                touched |= {h["name"].lower() for k in ("set", "add") for h in modifier.get(k, [])}
+                assert not touched & trusted, (route["metadata"]["name"], touched & trusted)
 
 
 def _seconds(duration: str) -> float:
