@@ -55,6 +55,9 @@ class DemoReport:
     breakers: dict[str, dict[str, int]] = field(default_factory=dict)
     # pair -> one line per refit or demotion the control plane published during the run
     refits: dict[str, list[str]] = field(default_factory=dict)
+    # why each answered request went where it did: X-Route-Reason's leading word (e.g.
+    # best_effort_latency_relaxed: served late rather than refused) -> requests
+    reasons: dict[str, int] = field(default_factory=dict)
 
     @property
     def cost_usd(self) -> float:
@@ -123,6 +126,7 @@ def build_report(
         counts = by_class.setdefault(outcome.job.budget_class, {})
         counts[outcome.pair or ""] = counts.get(outcome.pair or "", 0) + 1
     failed = [o for o in outcomes if o.error is not None]
+    reasons = Counter(reason_word(o.reason) for o in served if o.reason)
     return DemoReport(
         mode=mode,
         table_version=int(table["version"]),
@@ -135,7 +139,14 @@ def build_report(
         extras=dict(extras or {}),
         breakers={p: dict(t) for p, t in (breakers or {}).items()},
         refits={p: list(r) for p, r in (refits or {}).items()},
+        reasons=dict(sorted(reasons.items(), key=_by_count)),
     )
+
+
+def reason_word(reason: str) -> str:
+    """X-Route-Reason without its suffixes (a best-effort chance, a classifier's doubt): one
+    of the router's route reasons, so the report's counts stay few."""
+    return reason.split(";", 1)[0].split(" ", 1)[0].strip()
 
 
 def _pct(value: float | None) -> str:
@@ -168,6 +179,10 @@ def render_report(report: DemoReport) -> str:
         spread = ", ".join(f"{pair} {n}" for pair, n in sorted(counts.items(), key=_by_count))
         lines.append(f"  {budget_class:9} {spread}")
     lines += [f"  error: {sample}" for sample in report.error_samples]
+    if report.reasons:
+        lines.append(
+            "route reasons: " + ", ".join(f"{why} {n}" for why, n in report.reasons.items())
+        )
     lines += _state_lines(report)
     return "\n".join(lines)
 
