@@ -4,7 +4,10 @@ on one simulated engine that holds `SLOTS` requests in budget, so the bulk tenan
 for more than the fleet sustains. The light tenant's budget attainment beside the bulk
 tenant is compared with its solo run, in three variants of the bulk tenant: one tenant name,
 spread over `BULK_LOOPS` tenant names, and claiming `X-Priority: critical` without the right
-(no trusted gateway, no key: the header may only lower a class).
+(no trusted gateway, no key: the header may only lower a class); then the names again with API
+keys, where a tenant is the key's by right and the names a key holder invents are not read
+(docs/data_plane.md, "Tenants, priorities and admission"). Without keys a name is all a router
+has to tell tenants apart, so twelve names are twelve tenants.
 
 The engine is `burst`'s int4 engine, in a table that says exactly what it does; every request
 asks for `burst.MAX_TOKENS` tokens with a `burst.BUDGET_MS` budget, default class.
@@ -13,6 +16,7 @@ asks for `burst.MAX_TOKENS` tokens with a `burst.BUDGET_MS` budget, default clas
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +32,15 @@ from simulator import Fleet, run_fleet
 LIGHT_LOOPS, BULK_LOOPS = 2, 12
 SLOTS = max(n for n in range(1, 65) if b.engine_latency_s(n) <= b.BUDGET_MS / 1000)
 SOLO = "light tenant alone"
-VARIANTS = ("bulk as one tenant", "bulk over 12 tenant names", "bulk claiming critical")
+VARIANTS = (
+    "bulk as one tenant",
+    "bulk over 12 tenant names",
+    "bulk claiming critical",
+    "bulk over 12 tenant names, API keys",
+)
+KEYED = VARIANTS[3]
+# The keyed variant's keys file: each tenant's key (bench-only values, loopback only).
+KEYS = {"light": "light-tenant-key-0001", "bulk": "bulk-tenant-key-0001"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,11 +52,25 @@ class TenantRun:
 
 def bulk_headers(variant: str, loop: int) -> dict[str, str]:
     """The bulk tenant's headers in `variant` for its loop number `loop` (PURE)."""
+    if variant == KEYED:
+        return {"x-gearbox-tenant": f"bulk-{loop:02d}", **bearer("bulk")}
     if variant == VARIANTS[1]:
         return {"x-gearbox-tenant": f"bulk-{loop:02d}"}
     if variant == VARIANTS[2]:
         return {"x-gearbox-tenant": "bulk", "X-Priority": "critical"}
     return {"x-gearbox-tenant": "bulk"}
+
+
+def bearer(tenant: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEYS[tenant]}"}
+
+
+def keys_file(workdir: Path) -> Path:
+    """The keyed variant's API keys file: one key per tenant, the policy's default class."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    path = workdir / "api-keys.json"
+    path.write_text(json.dumps([{"key": k, "tenant": t} for t, k in KEYS.items()]))
+    return path
 
 
 async def _loop(
@@ -70,7 +96,7 @@ async def _run(fleet: Fleet, url: str, variant: str | None, seconds: float) -> T
     watch = asyncio.create_task(watch_running(fleet, ["sim-int4"], stop))
     until = time.monotonic() + seconds
     async with session() as s:
-        light = {"x-gearbox-tenant": "light"}
+        light = {"x-gearbox-tenant": "light", **(bearer("light") if variant == KEYED else {})}
         loops = [_loop(s, url, light, until, out) for _ in range(LIGHT_LOOPS)]
         if variant is not None:
             loops += [
@@ -87,6 +113,10 @@ async def run_tenants(workdir: Path, cores: Cores, seconds: float) -> tuple[Tena
     async with run_fleet(b.engines(("int4",)), answers={}) as fleet:
         table = family_table([family_entry("int4", fleet.url("sim-int4"), 1.0, b.PROFILED)])
         for variant in (None, *VARIANTS):
-            with router(workdir / "tenants", table, cores, FLOW_ON) as r:
+            env = dict(FLOW_ON)
+            if variant == KEYED:
+                keys = keys_file(workdir / "tenants")
+                env["GEARBOX_DP_SERVER_API_KEYS_FILE"] = str(keys)
+            with router(workdir / "tenants", table, cores, env) as r:
                 runs.append(await _run(fleet, r.chat_url, variant, seconds))
     return tuple(runs)

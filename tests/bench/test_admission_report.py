@@ -5,6 +5,7 @@ the tables its scenarios serve."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +16,9 @@ from bench.admission.report import admission_checks, admission_lines, attainment
 from bench.admission.section import QUICK, AdmissionResult
 from bench.admission.stack import Busy, Sample, bucket_quantile, sample_sum, wait_histogram
 from bench.admission.steady import SteadyRun, truth_table
-from bench.admission.tenants import SOLO, VARIANTS, TenantRun, bulk_headers
+from bench.admission.tenants import KEYED, KEYS, SOLO, VARIANTS, TenantRun, bulk_headers, keys_file
 from bench.quality import fleet as qf
+from data_plane.client_keys import grants_of, key_digest, read_client_keys
 
 B = b.BUDGET_MS / 1000
 BUSY = Busy(5.5, 8)
@@ -60,9 +62,9 @@ def test_every_target_passes_when_the_router_does_what_issue_32_asks() -> None:
     burst = [*ok("bursty", 100, priority="critical"), *no("bursty", 300, seconds=0.23)]
     checks = admission_checks(result(ok("light", 49) + ok("light", 1, 0.39), burst, ok("t", 100)))
     assert [c.name for c in checks if not c.passed] == []
-    # idle, three variants, refusals and attainment at one load, critical, late 429s, wait,
+    # idle, four variants, refusals and attainment at one load, critical, late 429s, wait,
     # CPU per queued request: (1.0 - 0.9) s over 200 queued
-    assert len(checks) == 10
+    assert len(checks) == 11
     assert checks[-1].figure == pytest.approx(0.5)
     text = "\n".join(admission_lines(result(ok("light", 50), burst, ok("t", 100))))
     assert "| bulk over 12 tenant names | 50 | 100.0% | 0 |" in text
@@ -83,6 +85,7 @@ def test_a_light_tenant_served_late_a_refusal_at_1x_and_a_late_429_fail() -> Non
         "light tenant's attainment, points below solo (bulk as one tenant)",
         "light tenant's attainment, points below solo (bulk claiming critical)",
         "light tenant's attainment, points below solo (bulk over 12 tenant names)",
+        "light tenant's attainment, points below solo (bulk over 12 tenant names, API keys)",
         "p99 queue wait during the burst (histogram bucket bound)",
         "refusals at 1x of a mixed trace",
         "refusals issued at or after their request's deadline (burst)",
@@ -126,6 +129,16 @@ def test_the_bulk_tenant_variants_differ_only_in_what_the_issue_names() -> None:
     assert len(names) == 12
     assert "light" not in names
     assert bulk_headers(VARIANTS[2], 0) == {"x-gearbox-tenant": "bulk", "X-Priority": "critical"}
+    # With keys: the same twelve names, each request carrying the bulk tenant's one key.
+    keyed = [bulk_headers(KEYED, i) for i in range(12)]
+    assert {h["x-gearbox-tenant"] for h in keyed} == names
+    assert {h["Authorization"] for h in keyed} == {f"Bearer {KEYS['bulk']}"}
+
+
+def test_the_keyed_variant_s_keys_file_is_one_the_data_plane_reads(tmp_path: Path) -> None:
+    grants = grants_of(read_client_keys(keys_file(tmp_path / "tenants")))
+    assert {g.tenant for g in grants.values()} == {"bulk", "light"}
+    assert grants[key_digest(KEYS["bulk"])].tenant == "bulk"
 
 
 def test_the_burst_schedule_is_seeded_and_bursts_only_in_the_middle_third() -> None:
