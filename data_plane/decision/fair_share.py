@@ -6,11 +6,15 @@ tenant whose requests were refused or wait is still asking; counting only tenant
 let a bulk tenant's closed loops keep a light tenant out for good). Each active tenant's
 share is the fleet's capacity (this replica's part of the summed class lines,
 `saturation.Fleet`) / the active tenants, and a tenant at its share is refused while another
-is active. Work-conserving
-between active and idle tenants: a tenant alone gets the whole fleet, and one that stops
-asking stops taking a share ACTIVE_S after its last refusal. Not between active tenants: a
-share the light tenant leaves unused stays free (without a queue a slot must be free for its
-next request to go in; in the HTTP door the queue hands a freed slot over, `flow.queue`).
+is active and the fleet holds no slot past the others' reserves. Work-conserving between
+active and idle tenants: a tenant alone gets the whole fleet, and one that stops asking stops
+taking a share ACTIVE_S after its last refusal. Between active tenants, each keeps the whole
+slots of its share it does not hold free (its reserve: floor(share) - held, at least 0), so
+its next request never waits for them (without a queue a slot must be free for it to go in;
+in the HTTP door the queue hands a freed slot over, `flow.queue`); a tenant past its share
+may take any slot beyond those reserves. A fractional share reserves nothing: with more
+active tenants than the fleet holds requests (12 names on 7 slots), every share is under one
+and the fleet fills to its capacity instead of serving one request at a time.
 A tenant within its share is never refused by this rule, nor any tenant while a pair of the
 fleet has an idle endpoint; the class line (`admission`) is judged first and refuses only a
 full fleet, and a tenant within its share may fill past that line by what the other tenants
@@ -25,6 +29,7 @@ sharing interval.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from data_plane.decision.saturation import Fleet, Seen
@@ -73,12 +78,20 @@ def over_fair_share(
     if not others:
         return None  # no other tenant to protect: a lone tenant is never limited here
     share = fleet.capacity / (len(others) + 1)
-    if held + 1 <= share:
+    if held + 1 <= share or _room_past_reserves(fleet, held, others, share):
         return None
     # Its requests finish at held / W a second (W: the cheapest pair's predicted latency at
     # its load now); it is back under its share once held - share + 1 of them have.
     wait_s = (held - share + 1) * latency_now_s / max(held, 1)
     return OverShare(len(fleet.pairs), held, share, wait_s)
+
+
+def _room_past_reserves(fleet: Fleet, held: int, others: dict[str, int], share: float) -> bool:
+    """Whether one more request fits in the fleet here with every other active tenant's
+    reserve (the whole slots of its share it does not hold) still free."""
+    whole = math.floor(share)
+    reserve = sum(max(0, whole - n) for n in others.values())
+    return held + sum(others.values()) + 1 <= fleet.capacity - reserve
 
 
 def lent_past_shares(fleet: Fleet, tenant: str, seen: Seen) -> float:

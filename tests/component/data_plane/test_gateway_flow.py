@@ -246,7 +246,10 @@ async def test_bands_then_tenant_turns_order_the_dispatch() -> None:
     of a `spare` tenant past it, `fair_share.lent_past_shares`): four standard ones of two
     tenants and a batch one. Once the pair is empty they are dispatched by band, then
     tenant turn, then deadline, and each tenant to its fair share: two tenants active
-    beside the anonymous one refused, each holds at most one of the line's three.
+    beside the anonymous one refused, each holds at most one of the line's three while the
+    others' whole shares are free. The batch request goes once the standard band is empty,
+    beside the bulk tenant's last standard one: the batch line of two has room, and shares
+    of two thirds reserve no slot (`fair_share`: a fractional share keeps nothing free).
     Answers six times as slow and a 30 s budget: the same concurrencies as a 5 s budget
     (4, and a line of 3), and about 24 s before a waiting request's deadline."""
     async with door_with(FlowSettings(), tpot_per_load_s=0.6) as door:
@@ -271,7 +274,7 @@ async def dispatch_in_order(door: Door, budget: dict[str, str]) -> None:
         assert await held_or_routed(door, stream)
     groups: list[set[str]] = []
     running = routed  # routed and open: closed together, a group is dispatched
-    for size in (2, 1, 1, 1):
+    for size in (2, 1, 2):
         for stream in running:
             await stream.close()
         dispatched = sum(len(g) for g in groups) + size
@@ -282,8 +285,8 @@ async def dispatch_in_order(door: Door, budget: dict[str, str]) -> None:
         running = [waiting[n] for n in group]
     # Tenant turns: the light tenant's one request goes with the bulk tenant's first, ahead
     # of the bulk tenant's backlog, which goes earliest deadline first, one at a time (its
-    # share); strict bands: the batch request last, once the standard band is empty.
-    assert groups == [{"bulk-1", "light"}, {"bulk-2"}, {"bulk-3"}, {"batch"}]
+    # share); strict bands: the batch request once the standard band is empty.
+    assert groups == [{"bulk-1", "light"}, {"bulk-2"}, {"bulk-3", "batch"}]
     assert all(s.pair() == "llama@fp8" for s in waiting.values())  # routed, not refused
     for stream in waiting.values():
         await stream.close()

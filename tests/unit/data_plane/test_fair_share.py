@@ -66,6 +66,32 @@ def test_a_tenant_refused_lately_counts_as_active_and_then_fades() -> None:
     assert not over("light", bulk, refused=refused)  # its own refusal does not count
 
 
+def test_more_active_tenants_than_slots_fill_the_fleet_not_one_slot() -> None:
+    """With more tenants asking than the fleet holds requests (20 on 16 slots), each share is
+    under one request. A tenant holding nothing was then over its share whenever anything was
+    in flight, so the fleet served about one request at a time and refused the rest (the
+    bench's bulk tenant over 12 names: 1.2 of 7 slots busy). A fractional share reserves no
+    slot: the fleet fills to its capacity, and past it every tenant is refused."""
+    refused = {"fam@int4": {f"t{i}": 0.0 for i in range(20)}}
+    busy = {"fam@int4": {"t0": 1}, "fam@fp16": {"t1": 1}}  # no idle endpoint
+    assert not over("newcomer", busy, refused=refused)
+    full = {
+        "fam@int4": {f"t{i}": 1 for i in range(8)},
+        "fam@fp16": {f"t{i}": 1 for i in range(8, 16)},
+    }
+    assert over("newcomer", full, refused=refused)
+    assert over("t0", full, refused=refused)
+
+
+def test_a_tenant_past_its_share_takes_a_slot_only_past_the_others_whole_shares() -> None:
+    # Three active tenants on 16: shares of 5.33, whole shares of 5. "c" holds none and keeps
+    # 5 slots free; "a" past its share may take the 16 - 5 - 10 = 1 slot beyond them, once.
+    refused = {"fam@int4": {"c": 0.0}}
+    assert not over("a", {"fam@int4": {"a": 5}, "fam@fp16": {"b": 5}}, refused=refused)
+    assert over("a", {"fam@int4": {"a": 6}, "fam@fp16": {"b": 5}}, refused=refused)
+    assert not over("c", {"fam@int4": {"a": 6}, "fam@fp16": {"b": 5}}, refused=refused)
+
+
 def test_a_replica_divides_only_its_part_of_the_fleet() -> None:
     # 15 in flight, 6 of them this replica's: its part is 7 / 16 of 16, 3.5 per tenant.
     tenants = {"fam@int4": {"a": 5, "b": 1}}
