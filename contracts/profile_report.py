@@ -18,6 +18,8 @@ SCHEMA_VERSION = "1.0"
 
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 PosFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+# prompt tokens of one image part: a whole number, never a float or a string read as one
+ImageTokens = Annotated[int, Field(ge=1, le=1_000_000, strict=True)]
 Ratio = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 
 
@@ -221,6 +223,12 @@ class ProfileReport(_Contract):
         description="characters per prompt token of JSON schemas (a tools list, rendered with "
         "', ' and ': '), measured from usage: the same chat request with and without the "
         "tools, token difference over character difference; absent: not measured",
+    )
+    image_tokens: ImageTokens | None = Field(
+        default=None,
+        description="prompt tokens of one image part, measured from usage: the same chat "
+        "request with and without one tiny inline PNG, the difference of prompt_tokens; "
+        "absent: not measured (the engine refused images or gave no usage)",
     )
     latency: tuple[LatencySample, ...] = Field(min_length=1)
     accuracy: tuple[CategoryAccuracy, ...] = Field(min_length=1)

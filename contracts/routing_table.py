@@ -29,6 +29,7 @@ SCHEMA_VERSION = "1.0"
 
 NonNegFloat = Annotated[float, Field(ge=0.0, allow_inf_nan=False)]
 PosFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+ImageTokens = Annotated[int, Field(ge=1, le=1_000_000, strict=True)]  # per image part
 Ratio = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
 NonNegInt = Annotated[int, Field(ge=0)]
@@ -177,6 +178,11 @@ class PairEntry(_Contract):
         default=None,
         description="the profile's characters per token of JSON schemas (tools, tool_calls, "
         "response_format); absent: JSON is priced at chars_per_token",
+    )
+    image_tokens: ImageTokens | None = Field(
+        default=None,
+        description="the profile's prompt tokens per image part; absent: an image part is "
+        "priced at the default 576 tokens",
     )
     input_usd_per_mtok: NonNegFloat
     output_usd_per_mtok: NonNegFloat
@@ -394,6 +400,7 @@ _ADDED_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("accuracy_right", {}),
     ("accuracy_bound", {}),
     ("precision_format", None),
+    ("image_tokens", None),
 )
 _ADDED_LATENCY_DEFAULTS = {
     name: None

@@ -254,6 +254,10 @@ class CompiledTable:
     # chars_per_token / json_chars_per_token among the alias's pairs (`compile.json_weights`);
     # a missing alias counts JSON as text
     json_weight: Mapping[str, float] = field(default_factory=dict)
+    # alias -> characters one image part counts as in `input_chars`: the largest image_tokens
+    # (576 where not measured) x chars_per_token among the alias's pairs
+    # (`compile.image_chars`); a missing alias counts IMAGE_CHARS (576 tokens at 4.0)
+    image_chars: Mapping[str, int] = field(default_factory=dict)
 
 
 # --- health and load ----------------------------------------------------------------------

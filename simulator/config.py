@@ -18,6 +18,7 @@ from contracts.names import Family, Quantization
 Ratio = Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]
 Seconds = Annotated[float, Field(ge=0.0, le=3600.0, allow_inf_nan=False)]
 DEFAULT_ACCURACY = 0.5
+IMAGE_TOKENS = 576  # prompt tokens per image part by default (a 336 px image, LLaVA-1.5)
 
 
 class _Config(BaseModel):
@@ -73,6 +74,14 @@ class SimPairConfig(_Config):
         allow_inf_nan=False,
         description="characters per token of a `tools` schema's JSON: a tokenizer splits JSON "
         "finer than prose (1.28-1.39x more tokens with gemma-3-270m's, docs/data_plane.md)",
+    )
+    image_tokens: int = Field(
+        default=IMAGE_TOKENS,
+        ge=1,
+        le=1_000_000,
+        description="prompt tokens of one image part (576: a 336 px image in LLaVA-1.5; "
+        "Qwen2-VL and Gemma 3 use 256, LLaVA-NeXT up to 2,880): what the profiler measures "
+        '(docs/profiler.md, "Tokens per image")',
     )
     accuracy: dict[str, Ratio] = Field(default_factory=dict)
     jitter_ratio: Ratio = 0.0

@@ -43,9 +43,6 @@ class ApiError(Exception):
         return {"error": {**info, "code": self.status}}
 
 
-IMAGE_TOKENS = 576  # prompt tokens per image part (a 336 px image in LLaVA-style models)
-
-
 class Route(StrEnum):
     COMPLETIONS = "completions"
     CHAT = "chat_completions"
@@ -135,14 +132,14 @@ def _image_parts(content: Any) -> int:
 
 
 def _chat_prompt(req: ChatRequest, config: SimPairConfig) -> tuple[int, str | None]:
-    """Prompt tokens as vLLM counts them: the text of every turn, each image part as
-    IMAGE_TOKENS, and the `tools` schema's JSON (the chat template renders it into the
+    """Prompt tokens as vLLM counts them: the text of every turn, each image part as the
+    model's `image_tokens`, and the `tools` schema's JSON (the chat template renders it into the
     prompt) at `json_chars_per_token`, finer than prose as a real tokenizer splits it."""
     chars = sum(len(content_text(m.content)) for m in req.messages)
     schema_chars = len(json.dumps(req.tools)) if req.tools else 0
     images = sum(_image_parts(m.content) for m in req.messages)
     dumped = [m.model_dump() for m in req.messages]
-    tokens = count_tokens(chars, config.chars_per_token) + images * IMAGE_TOKENS
+    tokens = count_tokens(chars, config.chars_per_token) + images * config.image_tokens
     tokens += count_tokens(schema_chars, config.json_chars_per_token)
     return tokens, last_user_text(dumped)
 

@@ -191,6 +191,7 @@ def _entry(
         "context_length": report.context_length,
         "chars_per_token": report.chars_per_token,
         "json_chars_per_token": report.json_chars_per_token,
+        "image_tokens": report.image_tokens,
         "input_usd_per_mtok": prices.input_usd_per_mtok,
         "output_usd_per_mtok": prices.output_usd_per_mtok,
         "price_source": prices.source,

@@ -27,6 +27,7 @@ from data_plane.domain import (
     load_steps,
 )
 from data_plane.request.category import BUILTIN, compile_classifier
+from data_plane.request.prompt_size import IMAGE_CHARS, IMAGE_TOKENS
 
 AUTO_ALIAS = "auto"
 _PER_TOKEN = 1e-6  # prices in the table are per million tokens
@@ -294,6 +295,7 @@ def compile_table(table: RoutingTable) -> CompiledTable:
         ),
         demoted=MappingProxyType(_demoted(table, pairs)),
         json_weight=MappingProxyType(json_weights(table.entries, by_alias)),
+        image_chars=MappingProxyType(image_chars(table.entries, by_alias)),
     )
 
 
@@ -311,3 +313,16 @@ def json_weights(
     }
     weights = {alias: max(own.get(p.pair, 1.0) for p in ps) for alias, ps in by_alias.items()}
     return {alias: w for alias, w in weights.items() if w != 1.0}
+
+
+def image_chars(
+    entries: Sequence[PairEntry], by_alias: Mapping[str, tuple[CompiledPair, ...]]
+) -> dict[str, int]:
+    """alias -> the characters one image part counts as in `input_chars`, so that a pair
+    dividing them by its chars_per_token counts the model's own tokens per image: the largest
+    image_tokens x chars_per_token among the alias's pairs, rounded up (IMAGE_TOKENS for a pair
+    without the figure; an over-estimate for the others). Aliases at IMAGE_CHARS, what the
+    parsed body already counts, are left out."""
+    own = {e.pair: math.ceil((e.image_tokens or IMAGE_TOKENS) * e.chars_per_token) for e in entries}
+    chars = {alias: max(own.get(p.pair, IMAGE_CHARS) for p in ps) for alias, ps in by_alias.items()}
+    return {alias: c for alias, c in chars.items() if c != IMAGE_CHARS}

@@ -36,7 +36,7 @@ from data_plane.request.fields import (
     chat_facts,
     completion_facts,
 )
-from data_plane.request.prompt_size import body_chars, message_chars
+from data_plane.request.prompt_size import IMAGE_CHARS, body_chars, message_chars
 
 MAX_DEPTH = 64  # deeper JSON is refused before parsing (a recursion bomb, not a request)
 _COLON = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*")
@@ -75,7 +75,8 @@ class ParsedBody:
     system prompt must not make every request look hard); `input_chars` counts every part the
     engine tokenizes (`prompt_size`: every turn's text, tools, tool calls, images, ...), and
     `json_chars` the part of it rendered as JSON, which a family may price at its own
-    characters per token (`category.request_facts`)."""
+    characters per token, and `images` its image parts, which the table may price at the
+    model's own tokens per image (`category.request_facts`)."""
 
     alias: str
     stream: bool
@@ -84,6 +85,7 @@ class ParsedBody:
     classify_text: str
     input_chars: int
     json_chars: int = 0
+    images: int = 0  # image parts, each IMAGE_CHARS of `input_chars` (`prompt_size`)
 
 
 def _text_of(content: Any) -> str:
@@ -303,14 +305,15 @@ def _fast_facts(raw: bytes, kind: BodyKind | Literal["either"]) -> Facts | None:
 def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
     """The facts of a decoded body, validated by pydantic (raises InvalidRequest)."""
     body = _validate(doc, kind)
-    extra = schema = 0
+    extra = schema = images = 0
     if isinstance(body, _ChatBody):
         texts = [_text_of(m.content) for m in body.messages]
         users = [i for i, m in enumerate(body.messages) if m.role == "user"]
         classify_text = texts[users[-1]] if users else ""
         added = [message_chars(m) for m in doc["messages"]]
         schema = body_chars(doc) + sum(calls for calls, _ in added)
-        extra = schema + sum(images for _, images in added)
+        images = sum(parts for _, parts in added)
+        extra = schema + images * IMAGE_CHARS
     else:
         texts = [body.prompt] if isinstance(body.prompt, str) else list(body.prompt)
         classify_text = "\n".join(texts)
@@ -323,6 +326,7 @@ def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
         classify_text=classify_text,
         input_chars=sum(len(t) for t in texts) + extra,
         json_chars=schema,
+        images=images,
     )
 
 

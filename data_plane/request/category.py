@@ -32,6 +32,7 @@ from data_plane.domain import (
 from data_plane.errors import InvalidBudget
 from data_plane.request.body import ParsedBody
 from data_plane.request.prompt_scan import PromptScan, scan_prompt
+from data_plane.request.prompt_size import IMAGE_CHARS
 
 BUILTIN_MODEL_PATH = Path(__file__).with_name("category_model.json")
 # Windows (at most HEAD_CHARS + TAIL_CHARS + 1 characters each) whose outputs a classifier
@@ -255,11 +256,16 @@ def classify_text(classifier: CategoryScorer, text: str) -> tuple[list[float], f
 def weighed_chars(parsed: ParsedBody, table: CompiledTable) -> int:
     """The body's characters with its JSON weighed by the table's measured figure for the
     alias (`CompiledTable.json_weight`; prompt_size), so the one estimate counts JSON at the
-    family's json_chars_per_token."""
-    if not parsed.json_chars:
-        return parsed.input_chars
-    weight = table.json_weight.get(parsed.alias, 1.0)
-    return parsed.input_chars + math.ceil(parsed.json_chars * weight) - parsed.json_chars
+    family's json_chars_per_token, and each image part at the alias's characters per image
+    (`CompiledTable.image_chars`: the model's measured tokens per image) in place of the
+    IMAGE_CHARS the body counted."""
+    chars = parsed.input_chars
+    if parsed.json_chars:
+        weight = table.json_weight.get(parsed.alias, 1.0)
+        chars += math.ceil(parsed.json_chars * weight) - parsed.json_chars
+    if parsed.images:
+        chars += parsed.images * (table.image_chars.get(parsed.alias, IMAGE_CHARS) - IMAGE_CHARS)
+    return chars
 
 
 def request_facts(parsed: ParsedBody, table: CompiledTable, budget: Budget) -> RequestFacts:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from data_plane.request.prompt_size import body_chars, message_chars
+from data_plane.request.prompt_size import IMAGE_CHARS, body_chars, message_chars
 
 MAX_OUTPUT_TOKENS = 2**31 - 1
 JSON_FORMATS = frozenset({"json_object", "json_schema"})
 MAX_MODEL_CHARS = 256
 
-# (alias, stream, max_output_tokens, wants_json, classify_text, input_chars, json_chars):
-# input_chars is every part the engine tokenizes (`prompt_size`), json_chars the part of it
-# rendered as JSON (tools, tool calls, documents, a response_format schema)
-Facts = tuple[str, bool, int | None, bool, str, int, int]
+# (alias, stream, max_output_tokens, wants_json, classify_text, input_chars, json_chars,
+# images): input_chars is every part the engine tokenizes (`prompt_size`), json_chars the part
+# of it rendered as JSON (tools, tool calls, documents, a response_format schema), images the
+# image parts (each IMAGE_CHARS of input_chars until the table's figure prices it)
+Facts = tuple[str, bool, int | None, bool, str, int, int, int]
 
 
 def _tokens(value: Any) -> bool:
@@ -72,7 +73,7 @@ def chat_facts(doc: dict[str, Any]) -> Facts | None:
     messages = doc.get("messages")
     if common is None or type(messages) is not list or not messages:
         return None
-    chars = schema = 0
+    chars = schema = images = 0
     last_user = ""
     for message in messages:
         if type(message) is not dict:
@@ -83,13 +84,14 @@ def chat_facts(doc: dict[str, Any]) -> Facts | None:
             return None
         chars += len(text)
         if type(content) is list or "tool_calls" in message:  # a plain turn adds nothing
-            calls, images = message_chars(message)
-            chars += calls + images
+            calls, parts = message_chars(message)
+            chars += calls + parts * IMAGE_CHARS
             schema += calls
+            images += parts
         if role == "user":
             last_user = text
     body = body_chars(doc)
-    return (*common, last_user, chars + body, schema + body)
+    return (*common, last_user, chars + body, schema + body, images)
 
 
 def completion_facts(doc: dict[str, Any]) -> Facts | None:
@@ -99,7 +101,7 @@ def completion_facts(doc: dict[str, Any]) -> Facts | None:
     if common is None:
         return None
     if type(prompt) is str:
-        return (*common, prompt, len(prompt), 0)
+        return (*common, prompt, len(prompt), 0, 0)
     if type(prompt) is not list or not prompt or any(type(p) is not str for p in prompt):
         return None
-    return (*common, "\n".join(prompt), sum(map(len, prompt)), 0)
+    return (*common, "\n".join(prompt), sum(map(len, prompt)), 0, 0)

@@ -18,9 +18,14 @@ What an engine tokenizes beyond the messages' text (docs/data_plane.md, "Prompt 
 - a `response_format` JSON schema (`{"type": "json_schema", "json_schema": {...}}`), the
   same way: vLLM hands it to guided decoding rather than the template, so there it is an
   over-estimate by the schema's size;
-- image parts: IMAGE_TOKENS each (no profile carries a model's tokens per image yet), as
-  characters at IMAGE_CHARS_PER_TOKEN, so a family that measures c characters per token
-  sees 576 x 4 / c tokens per image (658 at 3.5, 512 at 4.5).
+- image parts: counted (`ParsedBody.images`), each standing for IMAGE_CHARS (IMAGE_TOKENS at
+  IMAGE_CHARS_PER_TOKEN) in `input_chars`; `category.request_facts` replaces that with the
+  table's characters per image for the alias (`CompiledTable.image_chars`: the largest
+  image_tokens x chars_per_token among its pairs, from the profile's measured tokens per image,
+  IMAGE_TOKENS where a pair has none), so a model counting 2,880 tokens per image is sized at
+  2,880, not 576, and a pair without the figure at 576 whatever its characters per token (on
+  260b93e, 576 x 4 / c: 658 at 3.5). A pair under an alias with a larger figure (`auto` over
+  families) is over-estimated by the ratio, as with JSON.
 Not counted: the template's own text (role headers, a few tokens per turn).
 
 JSON (every part above but images) is counted apart as well (`ParsedBody.json_chars`): a
@@ -40,7 +45,7 @@ from typing import Any
 
 import orjson
 
-IMAGE_TOKENS = 576  # one image part (a 336 px image in LLaVA-style models; the simulator's)
+IMAGE_TOKENS = 576  # one image part where the profile has no figure (a 336 px image, LLaVA-1.5)
 IMAGE_CHARS_PER_TOKEN = 4.0  # the profile's default characters per token
 IMAGE_CHARS = round(IMAGE_TOKENS * IMAGE_CHARS_PER_TOKEN)
 IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
@@ -56,25 +61,25 @@ def rendered_chars(value: Any) -> int:
     return len(raw) + raw.count(b",") + raw.count(b":")
 
 
-def image_chars(content: list[Any]) -> int:
-    """The characters that stand for a content list's image parts (IMAGE_CHARS each)."""
+def image_parts(content: list[Any]) -> int:
+    """How many image parts a content list holds."""
     images = 0
     for part in content:
         if type(part) is dict and part.get("type") in IMAGE_PARTS:
             images += 1
-    return images * IMAGE_CHARS
+    return images
 
 
 def message_chars(message: dict[str, Any]) -> tuple[int, int]:
-    """What a message adds beyond its text: (its `tool_calls` as rendered JSON, its image
-    parts)."""
+    """What a message adds beyond its text: (its `tool_calls` as rendered JSON, in
+    characters; its image parts, counted: each stands for IMAGE_CHARS in `input_chars`)."""
     schema = images = 0
     calls = message.get("tool_calls")
     if calls:
         schema = rendered_chars(calls)
     content = message.get("content")
     if type(content) is list:
-        images = image_chars(content)
+        images = image_parts(content)
     return schema, images
 
 

@@ -1,4 +1,5 @@
-"""Characters per token of JSON schemas, measured from the engine's own `usage.prompt_tokens`.
+"""Characters per token of JSON schemas and tokens per image, measured from the engine's own
+`usage.prompt_tokens`.
 
 A chat template renders a request's `tools` into the prompt as JSON, and a tokenizer splits
 JSON finer than prose (1.28-1.39x more tokens with gemma-3-270m's: docs/data_plane.md,
@@ -9,6 +10,9 @@ The measure: the same chat request without tools and with each probe tools list;
 difference over the character difference, summed over the probes. The template's own text
 around the tools (a header, a few tokens) rides in the difference, as it does in traffic.
 Characters are counted as the data plane counts them: the JSON with ", " and ": ".
+
+Tokens per image: the same chat request with and without one inline PNG (`image_probe`), the
+difference of the two counts (docs/profiler.md, "Tokens per image").
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import logging
 from typing import Any, Protocol
 
 from profiler.engine.client import RequestFailedError
+from profiler.engine.image_probe import IMAGE_PART
 
 logger = logging.getLogger(__name__)
 
@@ -106,3 +111,25 @@ async def measure_json_chars_per_token(client: PromptCounter) -> float | None:
     if figure is None:
         logger.warning("JSON characters per token not measured: tools added no prompt tokens")
     return figure
+
+
+_ASK = {"type": "text", "text": "What is in this picture?"}
+
+
+async def measure_image_tokens(client: PromptCounter) -> int | None:
+    """Prompt tokens of one image part on this engine; None (logged) when it refuses images
+    (a text-only model answers 4xx), gives no usage, or the image added no tokens."""
+    try:
+        base = await client.prompt_tokens(_image_body([_ASK]))
+        probe = await client.prompt_tokens(_image_body([_ASK, IMAGE_PART]))
+    except RequestFailedError as err:
+        logger.warning("tokens per image not measured: %s", err)
+        return None
+    if probe <= base:
+        logger.warning("tokens per image not measured: the image added no prompt tokens")
+        return None
+    return probe - base
+
+
+def _image_body(content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": content}]}

@@ -63,10 +63,17 @@ class Measured:
     engine_facts: EngineFacts
     memory: Memory
     json_chars_per_token: float | None = None  # None: not measured (the field is left out)
+    image_tokens: int | None = None  # None: not measured (the field is left out)
 
 
-def _json_rate(figure: float | None) -> dict[str, float]:
-    return {} if figure is None else {"json_chars_per_token": figure}
+def _token_rates(measured: Measured) -> dict[str, float | int]:
+    """The optional figures the run measured; one not measured is left out of the file."""
+    rates: dict[str, float | int] = {}
+    if measured.json_chars_per_token is not None:
+        rates["json_chars_per_token"] = measured.json_chars_per_token
+    if measured.image_tokens is not None:
+        rates["image_tokens"] = measured.image_tokens
+    return rates
 
 
 def build_document(
@@ -83,7 +90,7 @@ def build_document(
         "prices": None if facts.prices is None else facts.prices.model_dump(mode="json"),
         "context_length": facts.context_length,
         "chars_per_token": measured.chars_per_token,
-        **_json_rate(measured.json_chars_per_token),
+        **_token_rates(measured),
         "latency": [s.model_dump(mode="json") for s in measured.latency],
         "accuracy": [a.model_dump(mode="json") for a in measured.accuracy],
         "memory": measured.memory.model_dump(mode="json"),

@@ -19,7 +19,7 @@ import aiohttp
 from contracts.profile_report import Hardware, Prices, ProfileReport
 from profiler.engine.client import EngineClient
 from profiler.engine.engine_facts import EndpointInfo, FactsTracker, preflight, watch_metrics
-from profiler.engine.token_rates import measure_json_chars_per_token
+from profiler.engine.token_rates import measure_image_tokens, measure_json_chars_per_token
 from profiler.errors import EndpointError, InputError
 from profiler.evals.accuracy import (
     EvalItem,
@@ -106,6 +106,7 @@ class RunState:
     tracker: FactsTracker = field(default_factory=lambda: FactsTracker([]))
     calibration: Calibration = field(default_factory=Calibration)
     json_chars_per_token: float | None = None
+    image_tokens: int | None = None
 
 
 def _order(plan: PairPlan) -> Order | None:
@@ -261,6 +262,7 @@ async def _measure(
                     recorder.errors,
                 )
         state.json_chars_per_token = await measure_json_chars_per_token(client)
+        state.image_tokens = await measure_image_tokens(client)
         watcher.cancel()
 
 
@@ -293,6 +295,7 @@ def _summarize(plan: PairPlan, state: RunState) -> Measured:
         accuracy=summarize_accuracy(state.evals, 1 if plan.decide is None else MAX_LOOKS),
         chars_per_token=state.calibration.chars_per_token,
         json_chars_per_token=state.json_chars_per_token,
+        image_tokens=state.image_tokens,
         engine_facts=state.tracker.engine_facts(),
         memory=state.tracker.memory(),
     )

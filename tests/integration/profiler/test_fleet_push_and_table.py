@@ -209,6 +209,8 @@ async def test_control_plane_builds_a_routing_table_from_profiled_pairs(
         assert entry.chars_per_token == report.chars_per_token
         assert report.json_chars_per_token == pytest.approx(3.0, rel=0.03)  # the simulator's
         assert entry.json_chars_per_token == report.json_chars_per_token
+        assert report.image_tokens == 576  # the simulator's default tokens per image
+        assert entry.image_tokens == report.image_tokens
         assert entry.accuracy["math"] == next(
             a.accuracy for a in report.accuracy if a.category == "math"
         )

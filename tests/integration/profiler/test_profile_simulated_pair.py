@@ -37,6 +37,7 @@ async def test_profile_recovers_configured_latency_and_accuracy(
         max_running=8,
         chars_per_token=3.5,
         json_chars_per_token=2.6,
+        image_tokens=1_500,
         context_length=2048,
         accuracy=ACCURACY,
         seed=11,
@@ -55,6 +56,8 @@ async def test_profile_recovers_configured_latency_and_accuracy(
     assert report.chars_per_token == pytest.approx(3.5, rel=0.03)
     # a tools list's tokens over its characters, from the engine's usage (token_rates)
     assert report.json_chars_per_token == pytest.approx(2.6, rel=0.03)
+    # one image part's tokens, the engine's count with and without it (token_rates)
+    assert report.image_tokens == 1_500
     assert one.input_tokens == pytest.approx(200, rel=0.05)  # prompts calibrated to usage
     assert one.output_tokens == 16
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from data_plane.decision.compile import compile_table
+from data_plane.decision.feasibility import input_tokens
 from data_plane.domain import Budget, CompiledTable
 from data_plane.request.body import parse_request_body, validated_facts
 from data_plane.request.category import request_facts
@@ -164,9 +165,62 @@ def test_json_parts_are_weighed_by_the_alias_s_measured_rate() -> None:
 
 
 def test_images_are_not_json() -> None:
-    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
-    content = [{"type": "text", "text": ASK}, image]
+    content = [{"type": "text", "text": ASK}, IMAGE]
     parsed = validated_facts(
         {"model": "m", "messages": [{"role": "user", "content": content}]}, "chat"
     )
-    assert (parsed.input_chars, parsed.json_chars) == (len(ASK) + IMAGE_CHARS, 0)
+    assert (parsed.input_chars, parsed.json_chars, parsed.images) == (len(ASK) + IMAGE_CHARS, 0, 1)
+
+
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+
+
+def _images_table(figures: dict[str, tuple[int | None, float]]) -> CompiledTable:
+    """One pair per family, each with (its tokens per image, its characters per token)."""
+    entries = []
+    for family, (tokens, chars_per_token) in figures.items():
+        row = pair_entry(family, "fp16")
+        row |= {"image_tokens": tokens, "chars_per_token": chars_per_token}
+        entries.append(row)
+    return compile_table(make_table(entries))
+
+
+def _image_tokens(table: CompiledTable, alias: str, images: int, family: str) -> int:
+    """Input tokens `family`'s pair is asked for: a question and `images` image parts sent
+    to `alias`, less the question's own tokens."""
+    body = _body([{"type": "text", "text": ASK}, *[IMAGE] * images]) | {"model": alias}
+    parsed = parse_request_body(json.dumps(body).encode(), "chat")
+    assert parsed.images == images
+    chars = request_facts(parsed, table, Budget()).input_chars
+    pair = next(p for p in table.pairs if p.family == family)
+    return input_tokens(pair, chars) - input_tokens(pair, len(ASK))
+
+
+def test_image_parts_are_sized_at_the_model_s_measured_tokens_per_image() -> None:
+    """A family whose profile measured 1,500 tokens per image: two image parts are 3,000
+    input tokens (on 260b93e, 1,152: 576 each, whatever the profile). A family without the
+    figure counts 576 each at its own characters per token (on 260b93e 658 at 3.5), and
+    `auto` (both) takes the larger per image (an over-estimate for the other)."""
+    table = _images_table({"famv": (1_500, 4.0), "famt": (None, 3.5)})
+    assert dict(table.image_chars) == {
+        "famv": 6_000, "famv@fp16": 6_000, "famt": 2_016, "famt@fp16": 2_016, "auto": 6_000,
+    }  # fmt: skip
+    assert _image_tokens(table, "famv", 2, "famv") == 3_000
+    assert _image_tokens(table, "famt", 2, "famt") == 2 * 576
+    assert _image_tokens(table, "auto", 2, "famv") == 3_000
+    assert _image_tokens(table, "auto", 1, "famt") == pytest.approx(6_000 / 3.5, abs=1)
+
+
+def test_a_table_without_the_figure_sizes_an_image_at_576_tokens() -> None:
+    """Profiles from before the measurement (no `image_tokens`) at 4 characters per token:
+    the alias is not in `image_chars` and an image part is IMAGE_CHARS, 576 tokens."""
+    table = _images_table({"famt": (None, 4.0)})
+    assert dict(table.image_chars) == {}
+    assert _image_tokens(table, "famt", 3, "famt") == 3 * IMAGE_TOKENS == 1_728
+
+
+def test_a_text_only_request_is_not_priced_for_images() -> None:
+    """The figure moves only bodies with image parts (`weighed_chars` reads it only then)."""
+    table = _images_table({"famv": (2_880, 4.0)})
+    parsed = parse_request_body(json.dumps(_body() | {"model": "famv"}).encode(), "chat")
+    assert (parsed.images, request_facts(parsed, table, Budget()).input_chars) == (0, len(ASK))

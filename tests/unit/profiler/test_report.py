@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,34 @@ def test_loading_a_bad_report_names_the_file_and_field(tmp_path: Path) -> None:
     assert f"{path}: latency[1].ttft_s.p50:" in str(caught.value)
     with pytest.raises(InputError, match="cannot read"):
         load_report(tmp_path / "missing.json")
+
+
+def test_tokens_per_image_are_recorded_when_measured_and_left_out_when_not(
+    tmp_path: Path,
+) -> None:
+    """The report carries `image_tokens` when the run measured it; a report without the field
+    (every profile before it, or an engine that refused images) still loads, as None."""
+    document = build_document(run_facts(), replace(measured(), image_tokens=1_500), FINISHED, False)
+    assert document["image_tokens"] == 1_500
+    path = tmp_path / "r.json"
+    write_document(path, document)
+    assert load_report(path).image_tokens == 1_500
+    unmeasured = build_document(run_facts(), measured(), FINISHED, partial=False)
+    assert "image_tokens" not in unmeasured
+    write_document(path, unmeasured)
+    assert load_report(path).image_tokens is None
+
+
+@pytest.mark.parametrize("bad", [0, -576, 1.5, "576", True, 2_000_000])
+def test_a_bad_image_tokens_figure_names_the_field(tmp_path: Path, bad: object) -> None:
+    """Not a whole positive number of tokens (a float, a string, a bool, zero, past a
+    million): the file's error names the field instead of routing on it."""
+    document = build_document(run_facts(), measured(), FINISHED, partial=False)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({**document, "image_tokens": bad}))
+    with pytest.raises(InputError) as caught:
+        load_report(path)
+    assert f"{path}: image_tokens:" in str(caught.value)
 
 
 def test_output_price_is_explicit_or_derived_from_hourly_and_throughput() -> None:

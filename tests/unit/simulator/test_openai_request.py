@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simulator.config import SimPairConfig
-from simulator.openai_request import IMAGE_TOKENS, ApiError, RequestFacts, Route, parse_request
+from simulator.config import IMAGE_TOKENS, SimPairConfig
+from simulator.openai_request import ApiError, RequestFacts, Route, parse_request
 
 CONFIG = SimPairConfig(
     name="served", family="f", quantization="q", ttft_base_s=0, tpot_base_s=0,
@@ -57,6 +57,18 @@ def test_images_and_tools_count_as_prompt_tokens_as_in_vllm() -> None:
     facts = parse_request(Route.CHAT, json.dumps(body).encode(), big)
     schema = math.ceil(len(json.dumps(tools)) / 3)  # JSON at json_chars_per_token (3.0)
     assert facts.prompt_tokens == math.ceil(4 / 4) + schema + IMAGE_TOKENS
+
+
+def test_an_image_part_counts_the_model_s_own_tokens_per_image() -> None:
+    """`image_tokens` per pair (576 by default): two image parts on a model configured at
+    1,500 are 3,000 prompt tokens (on 260b93e every model counted 576)."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    content = [{"type": "text", "text": "abcd"}, image, image]
+    body = {"model": "served", "messages": [{"role": "user", "content": content}]}
+    rates = {**CONFIG.model_dump(), "context_length": 8192, "image_tokens": 1_500}
+    facts = parse_request(Route.CHAT, json.dumps(body).encode(), SimPairConfig(**rates))
+    assert facts.prompt_tokens == 1 + 2 * 1_500
+    assert CONFIG.image_tokens == IMAGE_TOKENS == 576
 
 
 def test_a_tools_schema_is_counted_at_its_own_characters_per_token() -> None:
