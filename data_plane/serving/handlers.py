@@ -17,7 +17,7 @@ from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, Ro
 from data_plane.flow.queue import FlowQueue
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
-from data_plane.serving.attempt import Call, CallState, ClientGoneError
+from data_plane.serving.attempt import Call, ClientGoneError
 from data_plane.serving.middleware import REQUEST, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.probes import Probes
@@ -183,12 +183,12 @@ class Handlers:
         started, dispatched = times
         req = request[REQUEST]
         decided = req.decided
-        table, inbound, decision = decided.table, decided.inbound, decided.decision
+        inbound, decision = decided.inbound, decided.decision
         facts = inbound.facts
         stream = facts.stream
         sink = AiohttpSink(request)
         call = Call(
-            request_id=req.id,
+            request=req,
             path=path,
             stream=stream,
             wants_json=facts.wants_json,
@@ -196,15 +196,10 @@ class Handlers:
             ttft_budget_s=decision.budget_ttft_s if stream else None,
             bodies=inbound.body_for,
             headers_for=_headers_for(decided, req.id),
-            state=CallState(),
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
             sink=sink,
             max_tokens=facts.max_output_tokens,
-            tenant=decided.tenant,
-            priority=decided.priority,
-            client=decided.client,
-            waited_s=decided.waited_s,
             dispatched_s=dispatched,
         )
         if decided.slot is not None:
@@ -212,11 +207,11 @@ class Handlers:
             # first yields to the loop: nothing else is decided in between.
             decided.slot.free()
         try:
-            req.outcome = await self._proxy.serve(call, table, decision)
+            req.outcome = await self._proxy.serve(call)
         except ClientGoneError:
             req.outcome = RequestOutcome.CANCELLED
         except RouterError as err:
-            err.engines_tried = call.state.attempts > 0
+            err.engines_tried = req.attempts > 0
             raise
         if sink.response is None:
             raise RuntimeError("the proxy finished without an answer")

@@ -17,12 +17,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from data_plane.decision_step import Decided
+from data_plane.domain import Candidate
 from data_plane.errors import RouterError
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
 from data_plane.telemetry.request_outcome import outcome_of
+
+if TYPE_CHECKING:  # the attempt module's `Call` holds a Request
+    from data_plane.serving.attempt import Failed
 
 Ending = RequestOutcome | RouterError
 
@@ -40,11 +44,31 @@ class Queue(Protocol):
 
 
 class Request:
-    """One client request: created by its door, decided once (`decide`), ended by `Finish`.
-    `outcome`: what it came to so far (the door sets it; `Finish.count` maps an error to it).
-    """
+    """One client request: created by its door, decided once (`decide`), walked through its
+    chain by the HTTP door's proxy, ended by `Finish`. `outcome`: what it came to so far (the
+    door sets it; `Finish.count` maps an error to it).
 
-    __slots__ = ("_decided", "counted", "ended", "id", "outcome", "route", "started_s")
+    Where its walk stands (the HTTP door; `serving/walk.py`): the proxy moves it, the attempt
+    runner and delivery read and note what they see. `attempts` is its one counter of engine
+    attempts (the walk's retry policy reads it, each attempt is numbered by it, and an error
+    after one says "do not retry"). The live checks' own asks are Requests too, never
+    decided and never counted."""
+
+    __slots__ = (
+        "_decided",
+        "attempts",
+        "counted",
+        "ended",
+        "failure",
+        "id",
+        "last",
+        "load_met",
+        "outcome",
+        "route",
+        "started_s",
+        "stopped",
+        "streaming_pair",
+    )
 
     def __init__(self, request_id: str, route: Route, started_s: float) -> None:
         self.id = request_id
@@ -54,6 +78,15 @@ class Request:
         self._decided: Decided | None = None
         self.counted = False  # `gearbox_requests_total` has it
         self.ended = False  # its hold and slot are free, the queue told
+        self.attempts = 0
+        self.failure: Failed | None = None  # the last attempt's, while no answer is in hand
+        self.last: Candidate | None = None  # the candidate of the walk's last attempt
+        self.stopped = False  # retry policy or retry budget said stop (no relaxed fallback)
+        self.streaming_pair: str | None = None  # the pair whose stream the client is reading
+        # The most requests in flight at its last attempt's endpoint, at that attempt's start
+        # or end (this one included): the load its answer met, which later arrivals raise
+        # above the decision's (`resilience.overshoot` predicts at it).
+        self.load_met = 0.0
 
     def decide(self, decided: Decided) -> None:
         """The decision step's result for it, held once for every step after the decision."""

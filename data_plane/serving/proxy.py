@@ -206,15 +206,15 @@ class Proxy:
                 return target[0]
         return None
 
-    async def serve(
-        self, call: Call, table: CompiledTable, decision: RouteDecision
-    ) -> RequestOutcome:
-        """Answer the client through `call.sink`; raises RouterError while nothing was sent."""
+    async def serve(self, call: Call) -> RequestOutcome:
+        """Answer the client through `call.sink` on its request's decision; raises
+        RouterError while nothing was sent."""
         p = self._p
         p.retry_budget.record_request()
+        decision = call.request.decided.decision
         deadline_s = self.deadline_s(decision)
         deadline = p.deadlines.timeout(deadline_s)
-        walk = RequestWalk(call, table, decision, deadline, p.clock() + deadline_s)
+        walk = RequestWalk(call, decision, deadline, p.clock() + deadline_s)
         try:
             async with deadline:
                 return await self._walk(walk)
