@@ -37,7 +37,6 @@ from data_plane.domain import (
     CompiledEndpoint,
     CompiledPair,
     CompiledTable,
-    RouteDecision,
 )
 from data_plane.resilience.health import Health
 from data_plane.serving.attempt import (
@@ -49,6 +48,7 @@ from data_plane.serving.attempt import (
 )
 from data_plane.serving.lifecycle import Request
 from data_plane.serving.usage import Usage, cost_usd, find_usage
+from data_plane.serving.walk import Answer, RequestWalk
 from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics, Route
 
@@ -146,16 +146,11 @@ class AccuracyChecker:
         self.spend = ClientSpend(parts.clock)
         self.probes = ProbeSlots(parts.clock, config.probe_interval_s)
 
-    def offer(
-        self,
-        call: Call,
-        table: CompiledTable,
-        decision: RouteDecision,
-        cand: Candidate,
-        served: Served,
-    ) -> None:
+    def offer(self, walk: RequestWalk, answer: Answer) -> None:
         """Maybe queue a check of this served answer, and a probe of a pair demoted in its
         category (never raises, never waits)."""
+        call, table, decision = walk.call, walk.table, walk.decision
+        cand, served = answer.cand, answer.served
         policy = table.policy.accuracy_check
         if policy.sample_rate <= 0.0 or served.status != 200 or not checked(decision.category):
             return

@@ -54,14 +54,7 @@ class AnswerCheck(Protocol):
     answer after the client has it; serving does not import the checks package, which sits
     above it (the "Data plane layers" contract)."""
 
-    def offer(
-        self,
-        call: Call,
-        table: CompiledTable,
-        decision: RouteDecision,
-        cand: Candidate,
-        served: Served,
-    ) -> None: ...
+    def offer(self, walk: RequestWalk, answer: Answer) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,7 +306,7 @@ class Proxy:
                 walk.answered()
             outcome = await p.delivery.deliver(walk, answer)
             if p.checker is not None:
-                p.checker.offer(walk.call, walk.table, walk.decision, answer.cand, answer.served)
+                p.checker.offer(walk, answer)
             return outcome
         return None
 
