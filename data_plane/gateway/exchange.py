@@ -220,20 +220,23 @@ class Exchange:
         return self._routed(routed)
 
     async def _after_wait(self, full: Full) -> list[ProcessingResponse]:
-        request = self.request
         try:
-            routed = await self._router.wait(request, full, self._arrived)
+            routed = await self._routed_after(full)
         except RouterError as err:  # its 429, or no route left on the health now
-            self._end.free(request)
             return self._answer(err)
         except Exception:  # a bug must not leave Envoy waiting on the stream
-            self._end.free(request)
             logger.exception("ext_proc exchange failed")
             return self._answer(Internal())
-        except BaseException:
+        return self._routed(routed)
+
+    async def _routed_after(self, full: Full) -> Routed:
+        """The request routed once it leaves the queue (see `GatewayRouter.wait`)."""
+        request = self.request
+        try:
+            return await self._router.wait(request, full, self._arrived)
+        except BaseException:  # decided, then failed: it no longer counts (else: nothing)
             self._end.free(request)
             raise
-        return self._routed(routed)
 
     def _routed(self, routed: Routed) -> list[ProcessingResponse]:
         self._phase, self.answered = Phase.DONE, RequestOutcome.OK
