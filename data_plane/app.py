@@ -43,6 +43,7 @@ from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.serving.attempt import AttemptRunner
 from data_plane.serving.delivery import Delivery
 from data_plane.serving.handlers import Handlers
+from data_plane.serving.lifecycle import Finish
 from data_plane.serving.middleware import ApiKeys, make_gateway
 from data_plane.serving.proxy import Proxy, ProxyParts
 from data_plane.settings import DataPlaneSettings
@@ -228,8 +229,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     )
     server = settings.server
     keys = tuple(key for key, _ in client_keys(server.api_keys, server.api_keys_file))
-    gateway = make_gateway(metrics, tracing, ApiKeys(keys))
-    app = web.Application(client_max_size=server.max_body_bytes, middlewares=[gateway])
+    app = web.Application(client_max_size=server.max_body_bytes)
     app[SETTINGS], app[STORE], app[METRICS], app[HEALTH] = settings, store, metrics, health
     app[TRACING], app[TRAFFIC], app[TASKS] = tracing, TrafficStats(), BackgroundTasks()
     app[FEEDBACK] = FeedbackAggregator(deps.wall_clock())
@@ -297,6 +297,9 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         metrics_token=server.metrics_token,
         flow=flow,
     )
+    # The door: every request created, ended and counted by one middleware (`lifecycle`).
+    finish = Finish(metrics, step, flow)
+    app.middlewares.append(make_gateway(finish, tracing, ApiKeys(keys)))
     app.add_routes(handlers.routes())
     app.cleanup_ctx.append(_lifecycle(adapter))
     app.cleanup_ctx.append(_redis_ctx(deps))

@@ -37,7 +37,6 @@ from data_plane.domain import (
     CompiledEndpoint,
     CompiledPair,
     CompiledTable,
-    RouteDecision,
 )
 from data_plane.resilience.health import Health
 from data_plane.serving.attempt import (
@@ -45,12 +44,13 @@ from data_plane.serving.attempt import (
     AttemptLimit,
     AttemptRunner,
     Call,
-    CallState,
     Served,
 )
+from data_plane.serving.lifecycle import Request
 from data_plane.serving.usage import Usage, cost_usd, find_usage
+from data_plane.serving.walk import Answer, RequestWalk
 from data_plane.telemetry.feedback import FeedbackAggregator
-from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.metrics import DataPlaneMetrics, Route
 
 logger = logging.getLogger(__name__)
 QUEUE_SIZE = 64
@@ -146,16 +146,11 @@ class AccuracyChecker:
         self.spend = ClientSpend(parts.clock)
         self.probes = ProbeSlots(parts.clock, config.probe_interval_s)
 
-    def offer(
-        self,
-        call: Call,
-        table: CompiledTable,
-        decision: RouteDecision,
-        cand: Candidate,
-        served: Served,
-    ) -> None:
+    def offer(self, walk: RequestWalk, answer: Answer) -> None:
         """Maybe queue a check of this served answer, and a probe of a pair demoted in its
         category (never raises, never waits)."""
+        call, table, decision = walk.call, walk.table, walk.decision
+        cand, served = answer.cand, answer.served
         policy = table.policy.accuracy_check
         if policy.sample_rate <= 0.0 or served.status != 200 or not checked(decision.category):
             return
@@ -223,6 +218,7 @@ class AccuracyChecker:
         the cap's worst case; counts why not otherwise."""
         cand, asked = sent
         policy, pair, category = table.policy.accuracy_check, job.checked.pair, job.category
+        client = call.request.decided.client
         if cand.input_tokens > policy.max_input_tokens:
             self._count(pair, category, "too_long")
             return False
@@ -231,20 +227,18 @@ class AccuracyChecker:
             cost_usd(p, Usage(round(chars / p.chars_per_token), job.ask.max_tokens)) for p in asked
         )
         max_share = table.policy.refit.max_client_share
-        if not self._admit(call.client, (table.version, pair, category), usd, max_share, policy):
+        if not self._admit(client, (table.version, pair, category), usd, max_share, policy):
             self._count(pair, category, "client_capped")
             return False
         if not self.limits.reserve(usd, policy.max_checks_per_hour, policy.max_usd_per_hour):
-            self.spend.settle(call.client, usd, 0.0)
+            self.spend.settle(client, usd, 0.0)
             self._count(pair, category, "over_budget")
             return False
         try:
-            self._queue.put_nowait(
-                replace(job, input_chars=chars, reserved_usd=usd, client=call.client)
-            )
+            self._queue.put_nowait(replace(job, input_chars=chars, reserved_usd=usd, client=client))
         except asyncio.QueueFull:
             self.limits.settle(usd, 0.0)
-            self.spend.settle(call.client, usd, 0.0)
+            self.spend.settle(client, usd, 0.0)
             self._count(pair, category, "dropped")
             return False
         return True
@@ -313,7 +307,7 @@ class AccuracyChecker:
         if endpoint is None:
             return None
         call = Call(
-            request_id=f"accuracy-check-{next(self._ids)}",
+            request=Request(f"accuracy-check-{next(self._ids)}", Route.OTHER, p.clock()),
             path=job.path,
             stream=False,
             wants_json=False,
@@ -321,7 +315,6 @@ class AccuracyChecker:
             ttft_budget_s=None,
             bodies=job.ask.for_model,
             headers_for=lambda _cand, _n: {},
-            state=CallState(),
             trace_headers={},
             sink=_NoClient(),
             max_tokens=job.ask.max_tokens,

@@ -42,8 +42,10 @@ from data_plane.checks.agreement import answer_text
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.domain import CompiledPair, CompiledTable
 from data_plane.resilience.breaker import BreakerState
-from data_plane.serving.attempt import Attempt, AttemptLimit, Call, CallState, Served
+from data_plane.serving.attempt import Attempt, AttemptLimit, Call, Served
+from data_plane.serving.lifecycle import Request
 from data_plane.serving.usage import Usage, cost_usd, find_usage
+from data_plane.telemetry.metrics import Route
 
 logger = logging.getLogger(__name__)
 _MAX_ITEMS_PER_HOUR = 1_000_000  # the dollar budget and the rate limit, not a count
@@ -372,7 +374,7 @@ class CanarySender:
             return None
         body = item.body()
         call = Call(
-            request_id=f"canary-{next(self._ids)}",
+            request=Request(f"canary-{next(self._ids)}", Route.OTHER, p.clock()),
             path=item.path,
             stream=False,
             wants_json=False,
@@ -380,7 +382,6 @@ class CanarySender:
             ttft_budget_s=None,
             bodies=lambda model: orjson.dumps({**body, "model": model}),
             headers_for=lambda _cand, _n: {},
-            state=CallState(),
             trace_headers={},
             sink=_Sink(),
             max_tokens=item.max_tokens,

@@ -33,11 +33,11 @@ from data_plane.asked import Full
 from data_plane.errors import Internal, InvalidRequest, PayloadTooLarge, RouterError
 from data_plane.gateway import messages, protos
 from data_plane.gateway.headers import HeaderList
-from data_plane.gateway.in_flight import Running
 from data_plane.gateway.messages import ProcessingResponse
 from data_plane.gateway.router import GatewayRouter, Routed, respelt_routed_path, routed_kind
 from data_plane.request.body import BodyKind
-from data_plane.telemetry.metrics import RequestOutcome
+from data_plane.serving.lifecycle import Ending, Finish, Request
+from data_plane.telemetry.metrics import RequestOutcome, Route
 
 logger = logging.getLogger(__name__)
 
@@ -86,10 +86,20 @@ def _then(answer: Answer, after: ProcessingResponse) -> Answer:
 
 
 class Exchange:
-    """The state of one stream. `outcome` is set once the request is routed or answered."""
+    """The state of one stream, whose `request` its door created and ends (`finish`: its
+    hold freed at `end`). `answered` is set once the request is routed or answered."""
 
-    def __init__(self, router: GatewayRouter, default_mode: int, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        router: GatewayRouter,
+        config: tuple[int, int],
+        request: Request,
+        finish: Finish,
+    ) -> None:
         self._router = router
+        default_mode, max_body_bytes = config
+        self.request = request
+        self._end = finish
         self._mode = default_mode
         self._response_mode = 0  # NONE until Envoy says otherwise
         self._max_body_bytes = max_body_bytes
@@ -99,9 +109,7 @@ class Exchange:
         self._chunks: list[bytes] = []
         self._size = 0
         self._arrived = 0.0  # loop time of the request headers: its budget runs from then
-        self.running: Running | None = None  # routed, until its answer ends (`end`)
-        self.outcome: RequestOutcome | None = None
-        self.error: RouterError | None = None
+        self.answered: Ending | None = None  # what the client was answered with
 
     @property
     def phase(self) -> Phase:
@@ -113,8 +121,7 @@ class Exchange:
 
     def end(self) -> None:
         """The request is over (its answer ended, or the stream did): it no longer counts."""
-        if self.running is not None:
-            self.running.end()
+        self._end.free(self.request)
 
     def on_message(self, request: Any) -> Answer:
         """The responses owed for one ProcessingRequest (possibly none yet), or, for the
@@ -175,6 +182,7 @@ class Exchange:
                 "Gearbox routes with BUFFERED or FULL_DUPLEX_STREAMED"
             )
         self._kind, self._phase = kind, Phase.BODY
+        self.request.route = Route.CHAT_COMPLETIONS if kind == "chat" else Route.COMPLETIONS
         if headers.end_of_stream:  # no body at all: parsing says so, as a 400
             return self._finish()
         return [messages.continue_headers()] if self._mode == BUFFERED else []
@@ -201,17 +209,19 @@ class Exchange:
         full for; nothing to do in any other phase."""
         if self._phase is not Phase.BODY:
             return []
+        request = self.request
         try:
-            routed, self.running = self._router.route(
-                self._kind, self._headers, b"".join(self._chunks)
-            )
+            routed = self._router.route(request, self._kind, self._headers, b"".join(self._chunks))
         except Full as full:
             return Waiting(self, full)
+        except BaseException:  # decided, then failed: it no longer counts (else: nothing)
+            self._end.free(request)
+            raise
         return self._routed(routed)
 
     async def _after_wait(self, full: Full) -> list[ProcessingResponse]:
         try:
-            routed, self.running = await self._router.wait(full, self._arrived)
+            routed = await self._routed_after(full)
         except RouterError as err:  # its 429, or no route left on the health now
             return self._answer(err)
         except Exception:  # a bug must not leave Envoy waiting on the stream
@@ -219,8 +229,17 @@ class Exchange:
             return self._answer(Internal())
         return self._routed(routed)
 
+    async def _routed_after(self, full: Full) -> Routed:
+        """The request routed once it leaves the queue (see `GatewayRouter.wait`)."""
+        request = self.request
+        try:
+            return await self._router.wait(request, full, self._arrived)
+        except BaseException:  # decided, then failed: it no longer counts (else: nothing)
+            self._end.free(request)
+            raise
+
     def _routed(self, routed: Routed) -> list[ProcessingResponse]:
-        self._phase, self.outcome = Phase.DONE, RequestOutcome.OK
+        self._phase, self.answered = Phase.DONE, RequestOutcome.OK
         headers = [*routed.headers, ("content-length", str(len(routed.body)))]
         remove = routed.remove
         if self._mode == BUFFERED:
@@ -231,7 +250,7 @@ class Exchange:
         ]
 
     def _answer(self, err: RouterError) -> list[ProcessingResponse]:
-        self._phase, self.error = Phase.DONE, err
+        self._phase, self.answered = Phase.DONE, err
         return [messages.immediate_error(err)]
 
     def _pass_request_body(self, body: Any) -> ProcessingResponse:

@@ -29,53 +29,35 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from data_plane.asked import Full
-from data_plane.decision_step import Decided, DecisionStep
+from data_plane.decision_step import DecisionStep
 from data_plane.flow.queue import FlowQueue
 from data_plane.request.body import BodyKind
-
-
-class Running:
-    """One routed request until its answer ends (`end`, idempotent): its count at an
-    endpoint (`Decided.slot`, taken by the decision step at the decision), its tenant's
-    share, and the queue's wake-up when it goes."""
-
-    __slots__ = ("_door", "_over", "decided")
-
-    def __init__(self, door: GatewayDoor, decided: Decided) -> None:
-        self._door = door
-        self.decided = decided
-        self._over = False
-
-    def end(self) -> None:
-        if self._over:
-            return
-        self._over = True
-        door = self._door
-        door.step.finished(self.decided)  # its slot and its tenant's share are free
-        if door.queue is not None:
-            door.queue.finished()
+from data_plane.serving.lifecycle import Request
 
 
 @dataclass(frozen=True, slots=True)
 class GatewayDoor:
     """The decision step (whose `StepParts.slots` count each request in flight from its
-    decision on) and the queue (None: refused at once)."""
+    decision on) and the queue (None: refused at once). A request it decided counts, at an
+    endpoint and in its tenant's share, until its door's `Finish.free` (its answer's end)."""
 
     step: DecisionStep
     queue: FlowQueue | None = None
 
-    def decide(self, kind: BodyKind, headers: Mapping[str, str], body: bytes) -> Running:
-        """The request decided now (raises the RouterError its client gets at once), or
+    def decide(
+        self, request: Request, kind: BodyKind, headers: Mapping[str, str], body: bytes
+    ) -> None:
+        """`request` decided now (raises the RouterError its client gets at once), or
         `Full` when every pair that meets it is full and the queue may hold it (`wait`), or
         when a request of a higher band waits for one of its pairs (strict bands, as in the
         HTTP door)."""
         queue = self.queue
-        decided = self.step.decide(body, kind, headers, queue is not None, queue)
-        return Running(self, decided)
+        request.decide(self.step.decide(body, kind, headers, queue is not None, queue))
 
-    async def wait(self, full: Full, arrived: float) -> Running:
-        """`full` decided once a pair has room (raises its 429 at its deadline or a bound);
-        `arrived`: the loop time its headers came at (its budget runs from then)."""
+    async def wait(self, request: Request, full: Full, arrived: float) -> None:
+        """`request` (as `full`) decided once a pair has room (raises its 429 at its
+        deadline or a bound); `arrived`: the loop time its headers came at (its budget runs
+        from then)."""
         if self.queue is None:  # `decide` raises Full only with a queue
             raise RuntimeError("no queue to wait in")
-        return Running(self, await self.queue.wait(full, arrived))
+        request.decide(await self.queue.wait(full, arrived))

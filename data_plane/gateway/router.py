@@ -27,12 +27,13 @@ from data_plane.decision_step import (
 )
 from data_plane.domain import HealthView, per_request
 from data_plane.flow.queue import FlowQueue
-from data_plane.gateway.in_flight import GatewayDoor, Running
+from data_plane.gateway.in_flight import GatewayDoor
 from data_plane.gateway.slo import SLO_HEADERS, slo_headers
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import Rights
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.tenant_load import TenantLoad
+from data_plane.serving.lifecycle import Request
 from data_plane.serving.route_headers import route_reason
 from data_plane.settings import FlowSettings
 from data_plane.table_store import TableStore
@@ -111,25 +112,21 @@ class GatewayRouter:
         return (self.pair_header.lower(), REASON_HEADER, VERSION_HEADER, *SLO_HEADERS)
 
     def route(
-        self, kind: BodyKind, headers: Mapping[str, str], body: bytes
-    ) -> tuple[Routed, Running]:
+        self, request: Request, kind: BodyKind, headers: Mapping[str, str], body: bytes
+    ) -> Routed:
         """Raises a RouterError (InvalidRequest, InvalidBudget, ModelNotFound,
         BudgetInfeasible, AllUpstreamsUnavailable, Shed) for an answer the client gets at
-        once, or `Full` when the request may wait in the queue (`wait`). The `Running`
-        counts it until its answer ends (`Running.end`)."""
-        return self._routed(self.door.decide(kind, headers, body))
+        once, or `Full` when the request may wait in the queue (`wait`). Once decided,
+        `request` counts until its door frees it (`lifecycle.Finish.free`), also when this
+        raises after the decision."""
+        self.door.decide(request, kind, headers, body)
+        return self._rewritten(request.decided)
 
-    async def wait(self, full: Full, arrived: float) -> tuple[Routed, Running]:
+    async def wait(self, request: Request, full: Full, arrived: float) -> Routed:
         """`route` for a request every pair was full for, once a pair has room (raises its
         429 at its deadline or a bound); `arrived`: the loop time its headers came at."""
-        return self._routed(await self.door.wait(full, arrived))
-
-    def _routed(self, running: Running) -> tuple[Routed, Running]:
-        try:
-            return self._rewritten(running.decided), running
-        except BaseException:
-            running.end()
-            raise
+        await self.door.wait(request, full, arrived)
+        return self._rewritten(request.decided)
 
     def _rewritten(self, decided: Decided) -> Routed:
         decision, doubt = decided.decision, decided.inbound.facts.doubt

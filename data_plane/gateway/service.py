@@ -1,7 +1,8 @@
 """The ext_proc gRPC service: `envoy.service.ext_proc.v3.ExternalProcessor/Process` on
-grpc.aio, one `Exchange` per stream, each request counted in the data plane's metrics. A
-request is over, for the in-flight counts, when its stream ends at the latest (a stream
-Envoy cancels while its request waits in the queue takes it out of the queue at once).
+grpc.aio, one `Exchange` per stream; each stream's `Request` is counted when it is answered
+and ended by the door's `serving.lifecycle.Finish`, as in the HTTP door. A request is over,
+for the in-flight counts, when its stream ends at the latest (a stream Envoy cancels while
+its request waits in the queue takes it out of the queue at once).
 
 The method is registered by name with the messages of `data_plane.gateway.protos` (what a
 generated `_pb2_grpc` module would do, without one)."""
@@ -20,8 +21,8 @@ from data_plane.gateway import protos
 from data_plane.gateway.exchange import Exchange, Waiting
 from data_plane.gateway.messages import ProcessingResponse
 from data_plane.gateway.router import GatewayRouter
+from data_plane.serving.lifecycle import Finish, Request
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
-from data_plane.telemetry.request_outcome import outcome_of
 
 Responses = list[ProcessingResponse]
 
@@ -43,46 +44,37 @@ class ExternalProcessor:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._router = router
-        self._metrics = metrics
         self._config = config
         self._clock = clock
+        door = router.door
+        self._finish = Finish(metrics, door.step, door.queue, clock)
 
     async def Process(  # noqa: N802  (the gRPC method's name)
         self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[Any]:
+        config = self._config
+        request = Request("", Route.CHAT_COMPLETIONS, self._clock())
         exchange = Exchange(
-            self._router, self._config.default_body_mode, self._config.max_body_bytes
+            self._router, (config.default_body_mode, config.max_body_bytes), request, self._finish
         )
-        started = self._clock()
-        waited = counted = False
+        waited = False
         reader = _Reader(request_iterator)
         try:
-            while (request := await reader.next()) is not None:
-                answer = exchange.on_message(request)
+            while (message := await reader.next()) is not None:
+                answer = exchange.on_message(message)
                 if isinstance(answer, Waiting):  # in the queue: watch the stream meanwhile
                     waited = True
                     responses = await reader.unless_closed(answer.responses()) or []
                 else:
                     responses = answer
-                if not counted and (exchange.outcome is not None or exchange.error is not None):
-                    counted = True
-                    self._count(exchange, self._clock() - started)
+                if exchange.answered is not None:  # counted once, when it is answered
+                    self._finish.count(request, exchange.answered)
                 for response in responses:
                     yield response
         finally:  # the stream ended (Envoy closed it, or cancelled it): so did the request
             reader.close()
-            exchange.end()
-            if waited and not counted:  # it went while it waited in the queue
-                self._count(exchange, self._clock() - started, RequestOutcome.CANCELLED)
-
-    def _count(
-        self, exchange: Exchange, duration_s: float, outcome: RequestOutcome | None = None
-    ) -> None:
-        route = Route.CHAT_COMPLETIONS if exchange.kind == "chat" else Route.COMPLETIONS
-        outcome = outcome or exchange.outcome or RequestOutcome.OK
-        if exchange.error is not None:
-            outcome = outcome_of(exchange.error)
-        self._metrics.observe_request(route, outcome, duration_s)
+            # one that went while it waited in the queue is counted as cancelled
+            self._finish.finish(request, RequestOutcome.CANCELLED if waited else None)
 
 
 class _Reader:

@@ -25,6 +25,7 @@ from data_plane.progress.pace import EnginePace, engine_time_s, engine_tpot_s, o
 from data_plane.progress.stall import StallWatch
 from data_plane.progress.stall_guard import StallGuard, Wait
 from data_plane.resilience.health import Health
+from data_plane.serving.lifecycle import Request
 from data_plane.serving.usage import SSE_TAIL_BYTES, Usage, find_usage
 from data_plane.settings import ProgressConfig
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -72,29 +73,12 @@ class ClientSink(Protocol):
     async def finish(self) -> None: ...
 
 
-@dataclass(slots=True)
-class CallState:
-    """Where one request's walk stands: the proxy (`proxy.py`) moves it, the attempt runner
-    and delivery (`delivery.py`) read and note what they see. One counter of its engine
-    attempts (the walk's retry policy reads it, each attempt is numbered by it, and an error
-    after one says "do not retry")."""
-
-    attempts: int = 0
-    failure: Failed | None = None  # the last attempt's, while no answer is in hand
-    last: Candidate | None = None  # the candidate of the walk's last attempt
-    stopped: bool = False  # retry policy or retry budget said stop (no relaxed fallback)
-    streaming_pair: str | None = None  # the pair whose stream the client is reading
-    # The most requests in flight at its last attempt's endpoint, at that attempt's start or
-    # end (this one included): the load its answer met, which later arrivals raise above the
-    # decision's (`resilience.overshoot` predicts at it).
-    load_met: float = 0.0
-
-
 @per_request
 class Call:
-    """What every attempt of one client request shares."""
+    """What every attempt of one request shares: the request itself (its id, its decision,
+    where its walk stands: `lifecycle.Request`) and how to send and answer it."""
 
-    request_id: str
+    request: Request
     path: str  # the OpenAI path, e.g. /v1/chat/completions
     stream: bool
     wants_json: bool
@@ -102,21 +86,12 @@ class Call:
     ttft_budget_s: float | None  # the client's TTFT budget (streams); the proxy applies it
     bodies: Callable[[str], bytes]  # served model name -> body with `model` rewritten
     headers_for: Callable[[Candidate, int], dict[str, str]]  # X-Route-* of an answer
-    state: CallState
     # The client's traceparent/tracestate, passed on as they are while tracing is off.
     trace_headers: Mapping[str, str]
     sink: ClientSink  # where its answer goes (a stream's chunks as they come)
     # max_tokens / max_completion_tokens when the client set it; None: the answer may run to
     # the context limit (what the engine's allowance is for, `progress.pace`).
     max_tokens: int | None = None
-    tenant: str = "anonymous"  # the tenant's metric label (`telemetry.tenants`)
-    priority: str = "standard"  # the priority class (`request.priority`)
-    # who sent it, when anyone is named (`request.tenant`, not its metric label): caps one
-    # client's share of the latency feedback; None = anonymous
-    client: str | None = None
-    # seconds it waited in the queue (`flow.queue`, loop time): its decision's budget is
-    # what was left of the client's then
-    waited_s: float = 0.0
     # monotonic time it was decided (after its body and any wait in the queue; None: at
     # `started_s`): the engine's lateness runs from then
     dispatched_s: float | None = None
@@ -187,7 +162,7 @@ NO_LIMIT = AttemptLimit()
 @dataclass(slots=True)
 class Attempt:
     """One try of a request at one endpoint: the candidate and endpoint it goes to, its
-    number (the walk's count, `CallState.attempts`) and its limits; while it runs, the runner
+    number (the walk's count, `Request.attempts`) and its limits; while it runs, the runner
     sets its client span and its stall registration (`wait`; None: not watched)."""
 
     cand: Candidate
@@ -302,7 +277,7 @@ class AttemptRunner:
                 self.stall.done(wait)
                 # a stall was counted once for the endpoint, not once per attempt it ended
                 counted = wait is None or not wait.stalled
-                call.state.load_met = max(load_met, in_flight.get(endpoint.id, 0.0))
+                call.request.load_met = max(load_met, in_flight.get(endpoint.id, 0.0))
                 self._health.release(endpoint.id, outcome, counted)
                 label = "ok" if outcome is None else outcome.label
                 span.set_attribute(ATTR_OUTCOME, label)
@@ -366,7 +341,7 @@ class AttemptRunner:
         headers = {
             "Content-Type": "application/json",
             "Accept": "text/event-stream" if call.stream else "application/json",
-            "X-Request-Id": call.request_id,
+            "X-Request-Id": call.request.id,
         }
         self._tracing.inject(headers, attempt.span, call.trace_headers)
         if self._engine_keys is not None:  # the engine's key; never the client's
@@ -404,7 +379,7 @@ class AttemptRunner:
                 raise AttemptError(Timeout("first_byte"), "stream ended before its first byte")
             stall.arrived(wait)
             await sink.start(200, {**SSE_HEADERS, **call.headers_for(cand, attempt.number)})
-            call.state.streaming_pair = cand.pair.pair
+            call.request.streaming_pair = cand.pair.pair
             first_byte_s = self._clock()
             await sink.write(first)
             tail = first[-SSE_TAIL_BYTES:]

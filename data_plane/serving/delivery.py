@@ -195,16 +195,17 @@ class Delivery:
             return
         call, served = walk.call, answer.served
         latency_s, first_byte_s = timing
-        client = (call.client, walk.table.policy.refit.max_client_share)
+        decided = walk.decided
+        client = (decided.client, walk.table.policy.refit.max_client_share)
         # The engine's own time: from dispatch, not arrival (a wait in the queue is the
         # router's, and counting it would shrink the capacity that caused it).
         dispatched_s = call.started_s if call.dispatched_s is None else call.dispatched_s
         latency_s -= dispatched_s - call.started_s
         if self._overshoot is not None:
-            predicted_s = predicted_e2e_s(answer.cand, found, call.state.load_met)
+            predicted_s = predicted_e2e_s(answer.cand, found, walk.state.load_met)
             self._overshoot.answered(answer.cand.pair.pair, latency_s, predicted_s, client)
         if self._outputs is not None:
-            kind = (call.client or ANONYMOUS, answer.cand.pair.family, walk.decision.category)
+            kind = (decided.client or ANONYMOUS, answer.cand.pair.family, walk.decision.category)
             self._outputs.answered(kind, (found.output_tokens, call.max_tokens))
         if self._feedback is None:
             return
@@ -228,8 +229,8 @@ class Delivery:
         series.latency.observe(latency_s)
         budget_s = decision.budget_latency_s  # what was left of it at dispatch
         if budget_s is not None:
-            budget_s += call.waited_s  # the client's whole budget, as `latency_s` runs
-        metrics, who = self._metrics, (call.tenant, call.priority)
+            budget_s += walk.decided.waited_s  # the client's whole budget, as `latency_s` runs
+        metrics, who = self._metrics, (walk.decided.tenant, walk.decided.priority)
         met = None if budget_s is None else latency_s <= budget_s
         if met is not None:
             (series.budget_met if met else series.budget_missed).inc()
@@ -250,7 +251,7 @@ class Delivery:
             logger.debug(
                 "served",
                 extra={
-                    "request_id": call.request_id,
+                    "request_id": call.request.id,
                     "pair": pair.pair,
                     "reason": decision.reason.value,
                     "outcome": "ok" if served.outcome is None else served.outcome.label,

@@ -17,8 +17,8 @@ from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, Ro
 from data_plane.flow.queue import FlowQueue
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
-from data_plane.serving.attempt import Call, CallState, ClientGoneError
-from data_plane.serving.middleware import EXCHANGE, REQUEST_ID_HEADER
+from data_plane.serving.attempt import Call, ClientGoneError
+from data_plane.serving.middleware import REQUEST, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.probes import Probes
 from data_plane.serving.proxy import Proxy
@@ -160,13 +160,10 @@ class Handlers:
         started = self._clock()
         arrived = asyncio.get_running_loop().time()
         raw = await self._read(request)
-        decided = await self._decide(raw, kind, request, arrived)
-        try:
-            return await self._serve(request, decided, (started, self._clock()), path)
-        finally:  # answered, failed or cancelled: the tenant's fair share is free again
-            self._step.finished(decided)
-            if self._flow is not None:
-                self._flow.finished()
+        # Decided, it holds its tenant's share and a slot until the middleware finishes it
+        # (`lifecycle.Finish`), answered, failed or cancelled.
+        request[REQUEST].decide(await self._decide(raw, kind, request, arrived))
+        return await self._serve(request, (started, self._clock()), path)
 
     async def _decide(
         self, raw: bytes, kind: BodyKind, request: web.Request, arrived: float
@@ -180,33 +177,29 @@ class Handlers:
             return await self._flow.wait(full, arrived)
 
     async def _serve(
-        self, request: web.Request, decided: Decided, times: tuple[float, float], path: str
+        self, request: web.Request, times: tuple[float, float], path: str
     ) -> web.StreamResponse:
-        """Serve `decided`; `times` = (when it arrived, when it was decided)."""
+        """Serve the decided request; `times` = (when it arrived, when it was decided)."""
         started, dispatched = times
-        exchange = request[EXCHANGE]
-        table, inbound, decision = decided.table, decided.inbound, decided.decision
+        req = request[REQUEST]
+        decided = req.decided
+        inbound, decision = decided.inbound, decided.decision
         facts = inbound.facts
         stream = facts.stream
         sink = AiohttpSink(request)
         call = Call(
-            request_id=exchange.request_id,
+            request=req,
             path=path,
             stream=stream,
             wants_json=facts.wants_json,
             started_s=started,
             ttft_budget_s=decision.budget_ttft_s if stream else None,
             bodies=inbound.body_for,
-            headers_for=_headers_for(decided, exchange.request_id),
-            state=CallState(),
+            headers_for=_headers_for(decided, req.id),
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
             sink=sink,
             max_tokens=facts.max_output_tokens,
-            tenant=decided.tenant,
-            priority=decided.priority,
-            client=decided.client,
-            waited_s=decided.waited_s,
             dispatched_s=dispatched,
         )
         if decided.slot is not None:
@@ -214,11 +207,11 @@ class Handlers:
             # first yields to the loop: nothing else is decided in between.
             decided.slot.free()
         try:
-            exchange.outcome = await self._proxy.serve(call, table, decision)
+            req.outcome = await self._proxy.serve(call)
         except ClientGoneError:
-            exchange.outcome = RequestOutcome.CANCELLED
+            req.outcome = RequestOutcome.CANCELLED
         except RouterError as err:
-            err.engines_tried = call.state.attempts > 0
+            err.engines_tried = req.attempts > 0
             raise
         if sink.response is None:
             raise RuntimeError("the proxy finished without an answer")

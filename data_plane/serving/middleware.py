@@ -22,8 +22,8 @@ from aiohttp.typedefs import Middleware
 from pydantic import SecretStr
 
 from data_plane import errors
-from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
-from data_plane.telemetry.request_outcome import outcome_of
+from data_plane.serving.lifecycle import Ending, Finish, Request
+from data_plane.telemetry.metrics import RequestOutcome, Route
 from data_plane.telemetry.tracing import Tracing
 
 logger = logging.getLogger(__name__)
@@ -35,18 +35,8 @@ _PROTECTED_PREFIX = "/v1/"
 _ROUTES = {r.value: r for r in Route}
 
 
-class Exchange:
-    """Per-request bookkeeping the handler and the middleware share."""
-
-    __slots__ = ("outcome", "request_id", "route")
-
-    def __init__(self, request_id: str, route: Route) -> None:
-        self.request_id = request_id
-        self.route = route
-        self.outcome = RequestOutcome.OK
-
-
-EXCHANGE = web.RequestKey("gearbox_exchange", Exchange)
+# The one request the middleware creates and ends and the handler serves (`lifecycle`).
+REQUEST = web.RequestKey("gearbox_request", Request)
 
 
 class RequestIds:
@@ -118,8 +108,9 @@ class ApiKeys:
             raise errors.Unauthorized("invalid API key")
 
 
-def make_gateway(metrics: DataPlaneMetrics, tracing: Tracing, api_keys: ApiKeys) -> Middleware:
-    """The middleware, closed over the app's metrics, tracer and keys."""
+def make_gateway(finish: Finish, tracing: Tracing, api_keys: ApiKeys) -> Middleware:
+    """The middleware, closed over the door's ending (`lifecycle.Finish`: the app's
+    metrics, decision step and queue), tracer and keys."""
 
     request_ids = RequestIds()
 
@@ -127,44 +118,43 @@ def make_gateway(metrics: DataPlaneMetrics, tracing: Tracing, api_keys: ApiKeys)
     async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
         started = time.perf_counter()
         route = _ROUTES.get(request.match_info.route.name or "", Route.OTHER)
-        exchange = Exchange(request_ids(request.headers.get(REQUEST_ID_HEADER)), route)
-        request[EXCHANGE] = exchange
+        req = Request(request_ids(request.headers.get(REQUEST_ID_HEADER)), route, started)
+        request[REQUEST] = req
+        ending: Ending | None = None
         with tracing.request_span(request.headers, route.value):
             try:
-                response = await _answer(request, handler, exchange, api_keys)
+                response, ending = await _answer(request, handler, req, api_keys)
                 if not response.prepared:
-                    response.headers[REQUEST_ID_HEADER] = exchange.request_id
+                    response.headers[REQUEST_ID_HEADER] = req.id
                 return response
-            finally:
-                metrics.observe_request(route, exchange.outcome, time.perf_counter() - started)
+            finally:  # answered, failed or cancelled: counted, its hold and slot free
+                finish.finish(req, req.outcome if ending is None else ending)
 
     return gateway
 
 
 async def _answer(
-    request: web.Request, handler: Handler, exchange: Exchange, api_keys: ApiKeys
-) -> web.StreamResponse:
+    request: web.Request, handler: Handler, req: Request, api_keys: ApiKeys
+) -> tuple[web.StreamResponse, Ending]:
+    """The response and what the request came to (an error: `Finish` maps it)."""
     try:
         if request.path.startswith(_PROTECTED_PREFIX):
             api_keys.check(request.headers.get("Authorization"))
-        return await handler(request)
+        return await handler(request), req.outcome
     except errors.RouterError as err:
-        exchange.outcome = outcome_of(err)
         response = error_response(err)
         if isinstance(err, errors.RequestTimeout):
             # The rest of a stalled body would be drained for keep-alive: close instead.
             response.force_close()
-        return response
+        return response, err
     except web.HTTPException as err:
         if err.status < 400:
             raise
         mapped = _http_error(err, request)
-        exchange.outcome = outcome_of(mapped)
-        return error_response(mapped)
+        return error_response(mapped), mapped
     except asyncio.CancelledError:
-        exchange.outcome = RequestOutcome.CANCELLED
+        req.outcome = RequestOutcome.CANCELLED
         raise
     except Exception:
-        exchange.outcome = RequestOutcome.INTERNAL_ERROR
-        logger.exception("unhandled error", extra={"request_id": exchange.request_id})
-        return error_response(errors.Internal())
+        logger.exception("unhandled error", extra={"request_id": req.id})
+        return error_response(errors.Internal()), RequestOutcome.INTERNAL_ERROR

@@ -54,14 +54,7 @@ class AnswerCheck(Protocol):
     answer after the client has it; serving does not import the checks package, which sits
     above it (the "Data plane layers" contract)."""
 
-    def offer(
-        self,
-        call: Call,
-        table: CompiledTable,
-        decision: RouteDecision,
-        cand: Candidate,
-        served: Served,
-    ) -> None: ...
+    def offer(self, walk: RequestWalk, answer: Answer) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,15 +199,15 @@ class Proxy:
                 return target[0]
         return None
 
-    async def serve(
-        self, call: Call, table: CompiledTable, decision: RouteDecision
-    ) -> RequestOutcome:
-        """Answer the client through `call.sink`; raises RouterError while nothing was sent."""
+    async def serve(self, call: Call) -> RequestOutcome:
+        """Answer the client through `call.sink` on its request's decision; raises
+        RouterError while nothing was sent."""
         p = self._p
         p.retry_budget.record_request()
+        decision = call.request.decided.decision
         deadline_s = self.deadline_s(decision)
         deadline = p.deadlines.timeout(deadline_s)
-        walk = RequestWalk(call, table, decision, deadline, p.clock() + deadline_s)
+        walk = RequestWalk(call, decision, deadline, p.clock() + deadline_s)
         try:
             async with deadline:
                 return await self._walk(walk)
@@ -313,7 +306,7 @@ class Proxy:
                 walk.answered()
             outcome = await p.delivery.deliver(walk, answer)
             if p.checker is not None:
-                p.checker.offer(walk.call, walk.table, walk.decision, answer.cand, answer.served)
+                p.checker.offer(walk, answer)
             return outcome
         return None
 

@@ -29,7 +29,7 @@ def predicted_e2e_s(cand: Candidate, usage: Tokens, load_met: float = 0.0) -> fl
     """The candidate's end-to-end prediction for the tokens the answer counted (prompt and
     completion; answers often stop before max_tokens) at the load it met, as the latency
     feedback compares it: the decision's load, or `load_met` where that is larger (requests
-    that joined the endpoint after it, `serving.attempt.CallState.load_met`)."""
+    that joined the endpoint after it, `serving.lifecycle.Request.load_met`)."""
     load = max(cand.load, load_met)
     ttft_s, tpot_s = predicted_lines(cand.pair, load, usage.input_tokens)
     return ttft_s + usage.output_tokens * tpot_s

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 import grpc
@@ -20,8 +22,10 @@ from data_plane.decision.compile import compile_table
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
 from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.serving import lifecycle
+from data_plane.serving.lifecycle import Request
 from data_plane.table_store import TableStore
-from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from tests.component.data_plane.conftest import MakeHarness
 from tests.component.data_plane.fakes import make_table, ok_json, pair_entry, two_pair_table
 from tests.component.data_plane.test_gateway_extproc import (
@@ -34,6 +38,7 @@ from tests.component.data_plane.test_gateway_extproc import (
     set_headers,
 )
 from tests.support.extproc_client import ExternalProcessorStub
+from tests.support.waiting import eventually
 
 FP16, INT4 = "http://fp16-a", "http://int4-a"
 SHADOW = {"shadow": {"enabled": True, "default_pair": "fam@fp16"}}
@@ -260,3 +265,45 @@ async def test_either_door_counts_the_same_request_outcome(
     gateway = await second_outcome_gateway(table, case, load)
     assert http[1] == {outcome: 1}
     assert gateway == http
+
+
+class Created:
+    """The `lifecycle.Request`s created while it is the profile hook (`sys.setprofile`)."""
+
+    def __init__(self) -> None:
+        self.requests: list[Request] = []
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
+        code = frame.f_code
+        if event != "return" or code.co_filename != lifecycle.__file__:
+            return
+        if code.co_qualname == "Request.__init__":
+            self.requests.append(frame.f_locals["self"])
+
+
+@pytest.mark.parametrize("name", ["served", "shed", "invalid", "no-table"])
+async def test_either_door_ends_its_request_the_same_way(
+    make_harness: MakeHarness, name: str
+) -> None:
+    """Each door creates one `Request` per request and ends it with the one `Finish`
+    (`serving/lifecycle.py`): counted once under the same outcome, and freed (its tenant's
+    share, its slot, the queue told) exactly when it was decided."""
+    case, load, outcome = OUTCOME_CASES[name]
+    table = None if name == "no-table" else load_sensitive_table()
+    ends = []
+    for door in ("http", "gateway"):
+        created = Created()
+        sys.setprofile(created)
+        try:
+            if door == "http":
+                await second_outcome_http(make_harness, table, case, load)
+            else:
+                await second_outcome_gateway(table, case, load)
+        finally:
+            sys.setprofile(None)
+        last = created.requests[-1]
+        await eventually(lambda: last.counted, what=f"{door}'s request counted")  # noqa: B023
+        ends.append((len(created.requests), last.outcome, last.is_decided, last.ended))
+    decided = name == "served"
+    assert ends[0] == (2, RequestOutcome(outcome), decided, decided)
+    assert ends[1] == ends[0]

@@ -18,8 +18,11 @@ import pytest
 from contracts.redis_keys import RedisKeys
 from data_plane.asked import Full
 from data_plane.gateway.headers import HeaderList
+from data_plane.gateway.router import GatewayRouter
 from data_plane.gateway_app import GatewayProcess
+from data_plane.serving.lifecycle import Finish, Request
 from data_plane.settings import DataPlaneSettings
+from data_plane.telemetry.metrics import Route
 from tests.support.redis_server import RedisProcess, free_port
 from tests.support.waiting import eventually
 from tests.unit.data_plane.tables import entry, table
@@ -32,6 +35,13 @@ ENDPOINT = "llama@fp8#0"
 CHAT = {"model": "llama@fp8", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
 BODY = json.dumps(CHAT).encode()
 HEADERS = HeaderList([("x-latency-budget-ms", "5000")])
+
+
+def routed_on(router: GatewayRouter) -> Request:
+    """A request routed on `router`, held until its door frees it (`Finish.free`)."""
+    request = Request("", Route.CHAT_COMPLETIONS, 0.0)
+    router.route(request, "chat", HEADERS, BODY)
+    return request
 
 
 @asynccontextmanager
@@ -69,18 +79,19 @@ async def test_a_gateway_replica_sees_the_other_replicas_requests_in_flight(
         replica("gw-a", redis_server, redis_keys, snapshot) as a,
         replica("gw-b", redis_server, redis_keys, snapshot) as b,
     ):
-        held = [a.router.route("chat", HEADERS, BODY)[1] for _ in range(3)]  # the line
+        held = [routed_on(a.router) for _ in range(3)]  # the line
         assert a.tracker.in_flight(ENDPOINT) == 3
         await eventually(
             lambda: b.tracker.peers_in_flight() == {ENDPOINT: 3.0}, what="b sees a's three"
         )
         with pytest.raises(Full):  # b's request waits, as a's next would
-            b.router.route("chat", HEADERS, BODY)
-        for running in held:  # their answers end
-            running.end()
+            routed_on(b.router)
+        end = Finish(a.metrics, a.router.door.step, a.router.door.queue).free
+        for request in held:  # their answers end
+            end(request)
         await eventually(lambda: b.tracker.peers_in_flight() == {}, what="b sees them end")
-        routed, running = b.router.route("chat", HEADERS, BODY)
-        assert routed.pair == "llama@fp8"
-        running.end()
+        request = Request("", Route.CHAT_COMPLETIONS, 0.0)
+        assert b.router.route(request, "chat", HEADERS, BODY).pair == "llama@fp8"
+        Finish(b.metrics, b.router.door.step, b.router.door.queue).free(request)
         assert a.sharing is not None
         assert a.sharing.replicas_held == 2

@@ -12,12 +12,12 @@ from data_plane.asked import Full
 from data_plane.decision.compile import compile_table
 from data_plane.decision_step import default_admission
 from data_plane.gateway.headers import HeaderList
-from data_plane.gateway.in_flight import Running
-from data_plane.gateway.router import GatewayRouter, Routed, gateway_router
+from data_plane.gateway.router import GatewayRouter, gateway_router
 from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.serving.lifecycle import Finish, Request
 from data_plane.settings import FlowSettings
 from data_plane.table_store import TableStore
-from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.metrics import DataPlaneMetrics, Route
 from tests.support.waiting import eventually
 from tests.unit.data_plane.tables import entry, table
 
@@ -35,11 +35,20 @@ def router_on(tracker: LoadTracker) -> GatewayRouter:
     return gateway_router(*args, FlowSettings())
 
 
-def route(router: GatewayRouter) -> tuple[Routed, Running] | Full:
+def route(router: GatewayRouter) -> Request | Full:
+    """A request routed (its hold kept until `Finish.free`), or its `Full`."""
+    request = Request("", Route.CHAT_COMPLETIONS, 0.0)
     try:
-        return router.route("chat", HEADERS, json.dumps(CHAT).encode())
+        router.route(request, "chat", HEADERS, json.dumps(CHAT).encode())
     except Full as full:
         return full
+    return request
+
+
+async def waited(router: GatewayRouter, full: Full, arrived: float) -> Request:
+    request = Request("", Route.CHAT_COMPLETIONS, 0.0)
+    await router.wait(request, full, arrived)
+    return request
 
 
 async def test_two_requests_ending_in_one_turn_dispatch_no_more_than_the_slots_they_free() -> None:
@@ -49,23 +58,24 @@ async def test_two_requests_ending_in_one_turn_dispatch_no_more_than_the_slots_t
     next, saw the slot the first took as free and sent all three (4 at the endpoint)."""
     tracker = LoadTracker()
     router = router_on(tracker)
-    routed: list[Running] = []
+    routed: list[Request] = []
     while not isinstance(answer := route(router), Full):
-        routed.append(answer[1])
+        routed.append(answer)
     assert len(routed) == 3
     queue = router.door.queue
     assert queue is not None
+    end = Finish(DataPlaneMetrics("test", "test"), router.door.step, queue).free
     arrived = asyncio.get_running_loop().time()
     fulls = [answer, route(router), route(router)]
-    waits = [asyncio.create_task(router.wait(f, arrived)) for f in fulls if isinstance(f, Full)]
+    waits = [asyncio.create_task(waited(router, f, arrived)) for f in fulls if isinstance(f, Full)]
     await eventually(lambda: len(queue) == 3, what="three wait")
-    routed[0].end()  # both end in one turn of the loop
-    routed[1].end()
+    end(routed[0])  # both end in one turn of the loop
+    end(routed[1])
     await eventually(lambda: sum(w.done() for w in waits) >= 2, what="two dispatched")
     assert len(queue) == 1
     assert tracker.in_flight(ENDPOINT) == 3
-    for running in (routed[2], *(w.result()[1] for w in waits if w.done())):
-        running.end()
+    for request in (routed[2], *(w.result() for w in waits if w.done())):
+        end(request)
     await eventually(lambda: all(w.done() for w in waits), what="the third dispatched")
-    waits[2].result()[1].end()
+    end(waits[2].result())
     assert tracker.in_flight(ENDPOINT) == 0

@@ -1,0 +1,85 @@
+"""The one request object both doors create and the one ending they share
+(`serving/lifecycle.py`): an error counts under its outcome label, a request counts once and
+is freed once, and only a decided request holds anything to free."""
+
+from __future__ import annotations
+
+from typing import cast
+
+import pytest
+
+from data_plane.decision_step import Decided
+from data_plane.errors import InvalidRequest, Shed
+from data_plane.serving.lifecycle import Finish, Request
+from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
+
+
+class Step:
+    """Records the decided requests it was told are over (`DecisionStep.finished`)."""
+
+    def __init__(self) -> None:
+        self.finished_ones: list[Decided] = []
+
+    def finished(self, decided: Decided) -> None:
+        self.finished_ones.append(decided)
+
+
+class Queue:
+    def __init__(self) -> None:
+        self.told = 0
+
+    def finished(self) -> None:
+        self.told += 1
+
+
+def counted(metrics: DataPlaneMetrics) -> dict[str, float]:
+    """`gearbox_requests_total` by outcome, non-zero samples only."""
+    return {
+        s.labels["outcome"]: s.value
+        for family in metrics.registry.collect()
+        for s in family.samples
+        if s.name == "gearbox_requests_total" and s.value != 0
+    }
+
+
+def ending_parts() -> tuple[DataPlaneMetrics, Step, Queue, Finish]:
+    metrics, step, queue = DataPlaneMetrics("test", "test"), Step(), Queue()
+    return metrics, step, queue, Finish(metrics, step, queue, clock=lambda: 5.0)
+
+
+@pytest.mark.parametrize(
+    ("ending", "outcome"),
+    [
+        (Shed("full", retry_after_s=1.0), "shed"),
+        (InvalidRequest("bad", param="max_tokens"), "invalid_request"),
+        (RequestOutcome.STREAM_ERROR, "stream_error"),
+    ],
+)
+def test_a_request_counts_once_under_its_outcome(
+    ending: RequestOutcome | Shed | InvalidRequest, outcome: str
+) -> None:
+    metrics, _, _, finish = ending_parts()
+    request = Request("r1", Route.CHAT_COMPLETIONS, 2.0)
+    finish.count(request, ending)
+    finish.finish(request, RequestOutcome.CANCELLED)  # counted already: not again
+    assert counted(metrics) == {outcome: 1}
+    assert request.outcome == RequestOutcome(outcome)
+
+
+def test_a_decided_request_is_freed_once_and_an_undecided_one_never() -> None:
+    _, step, queue, finish = ending_parts()
+    undecided = Request("r1", Route.CHAT_COMPLETIONS, 0.0)
+    finish.finish(undecided, RequestOutcome.OK)
+    assert (step.finished_ones, queue.told) == ([], 0)
+    decided = Request("r2", Route.CHAT_COMPLETIONS, 0.0)
+    held = cast(Decided, object())
+    decided.decide(held)
+    finish.free(decided)
+    finish.finish(decided, RequestOutcome.OK)  # its answer's end after its stream's: once
+    assert step.finished_ones == [held]
+    assert queue.told == 1
+
+
+def test_reading_the_decision_before_it_is_a_bug() -> None:
+    with pytest.raises(RuntimeError, match="not decided"):
+        _ = Request("r1", Route.COMPLETIONS, 0.0).decided
