@@ -106,3 +106,21 @@ async def test_once_critical_requests_stop_for_the_window_standard_fills_its_who
     assert len(h.upstream.requests) == 14
     release.set()
     assert list(await asyncio.gather(*standard, seventh)) == [200] * 7
+
+
+async def test_a_client_without_the_right_to_critical_reserves_nothing_by_claiming_it(
+    make_harness: MakeHarness,
+) -> None:
+    """The same 4 requests claiming critical, from a client the router does not trust with
+    the class (no trusted header setting, no keys): they count as standard, so they reserve
+    nothing and another standard request goes in beside them at once."""
+    release = asyncio.Event()
+    h = await make_harness(eight_slots(), routes=held_after(0, release), engine_deadline_factor=0)
+    claimed = [asyncio.create_task(ask(h, CRITICAL)) for _ in range(4)]
+    await eventually(lambda: len(h.upstream.requests) == 4, what="4 in flight")
+    h.clock.advance(BUCKET_S)
+    other = asyncio.create_task(ask(h, BUDGET))
+    await eventually(lambda: len(h.upstream.requests) == 5, what="the standard one goes in")
+    assert h.metric("gearbox_flow_queue_length", **STANDARD) == 0
+    release.set()
+    assert list(await asyncio.gather(*claimed, other)) == [200] * 5
