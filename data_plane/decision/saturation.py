@@ -117,7 +117,7 @@ class PairRoom:
 
     def limit(self, pressed: bool) -> float:
         """The requests per endpoint this one may make: the class's line while the fleet is
-        pressed, else the sustainable concurrency."""
+        pressed, else the sustainable concurrency less the higher bands' reserve (`ceiling`)."""
         return self.line if pressed else min(self.per_endpoint, self.ceiling)
 
 
