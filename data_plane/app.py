@@ -33,6 +33,7 @@ from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
 from data_plane.progress.pace import EnginePace
 from data_plane.progress.stall_guard import StallGuard
+from data_plane.resilience.band_arrivals import BandArrivals
 from data_plane.resilience.breaker import BreakerBoard
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
@@ -170,9 +171,17 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
         app[OVERSHOOT],
         app[HEALTH].tracker,
         app[OUTPUTS],
+        _arrivals(app, deps.clock),
     )
     app[METRICS].flow.watch_outputs(app[OUTPUTS].figures, parts.admission.labels.peek)
     return DecisionStep(parts)
+
+
+def _arrivals(app: web.Application, clock: Callable[[], float]) -> BandArrivals:
+    """Requests decided per pair and band, for the lines' reserves; a new table's pairs kept."""
+    arrivals = BandArrivals(clock)
+    app[STORE].on_swap(lambda table: arrivals.forget({p.pair for p in table.pairs}))
+    return arrivals
 
 
 def _engine_pace(s: DataPlaneSettings, app: web.Application) -> EnginePace:

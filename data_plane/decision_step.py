@@ -45,6 +45,7 @@ from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED, Rights, identify
 from data_plane.request.inbound import InboundRequest, read_request
 from data_plane.request.tenant import ANONYMOUS
+from data_plane.resilience.band_arrivals import BandArrivals
 from data_plane.resilience.endpoint_load import LoadTracker, Slot
 from data_plane.resilience.output_length import OutputLengths
 from data_plane.resilience.overshoot import Overshoot
@@ -126,6 +127,9 @@ class StepParts:
     # mode keeps it until the answer ends; None: not counted).
     slots: LoadTracker | None = None
     outputs: OutputLengths | None = None  # how long answers run, per tenant (`output_length`)
+    # Requests decided per pair and band lately: the higher bands' demand a class's line
+    # keeps room for (`resilience.band_arrivals`; None: static lines)
+    arrivals: BandArrivals | None = None
 
 
 class DecisionStep:
@@ -259,6 +263,8 @@ class DecisionStep:
         if self._p.tenant_load is not None:
             held = decision.candidates[0].pair.pair
             self._p.tenant_load.start(held, who_id)
+        if self._p.arrivals is not None:
+            self._p.arrivals.arrived(decision.candidates[0].pair.pair, who.klass.share)
         slot = self._slot(decision)
         waited_s = 0.0 if queued is None else queued[1]
         return Decided(
@@ -444,10 +450,11 @@ class DecisionStep:
             return None
         margins = None if p.overshoot is None else p.overshoot.raw()
         outputs = None if p.outputs is None else p.outputs.of(who.tenant)
+        above = None if p.arrivals is None else p.arrivals.above(who.klass.share)
         load = p.tenant_load
         if load is None:
-            return Seen(None, 0.0, margins, None, outputs)
-        return Seen(load.by_pair(), load.now(), margins, load.refusals(), outputs)
+            return Seen(None, 0.0, margins, None, outputs, above)
+        return Seen(load.by_pair(), load.now(), margins, load.refusals(), outputs, above)
 
     def _fair_share(
         self,
@@ -497,7 +504,8 @@ class DecisionStep:
         serving = decision.candidates[0]
         margin = seen.margin_s(serving.pair.pair)
         limits = seen.limits_for(effective_limits(table, req), serving.pair.family)
-        room = room_at(serving, limits, req, health, (who.klass.share, margin))
+        above = seen.above_rps(serving.pair.pair)
+        room = room_at(serving, limits, req, health, (who.klass.share, margin), above)
         mine = sum((seen.tenants or {}).get(serving.pair.pair, {}).values())
         floor = (mine + 1.0) / (sum(health.load.values()) + 1.0)
         capacity = room.line * len(serving.endpoints)

@@ -11,6 +11,8 @@ decides with less (predictions, not the engines' progress) and pays its own over
 
 from __future__ import annotations
 
+import math
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -111,24 +113,67 @@ def _lines(standard: int, batch: int) -> dict[str, int]:
     return {"critical": SLOTS, "standard": standard, "batch": batch}
 
 
-ROUTERS: dict[str, Router] = {
+BANDS = ("critical", "standard", "batch")  # highest first
+
+
+def adaptive(lines: dict[str, int], z: float = 0.0, window_s: float = 1.0) -> Router:
+    """Class lines that follow the higher bands' observed demand (issue 32): a class's line on
+    an engine is min(its static line, SLOTS - reserve), the reserve being the arrivals of the
+    bands above it over the last `window_s` x the service time at the line
+    (engine_latency_s(SLOTS)) / the engines, plus `z` standard deviations of that count (z = 0:
+    the mean alone). The top band is never reserved against. Stateful (it counts arrivals):
+    build one per simulation."""
+    seen: dict[str, deque[float]] = {band: deque() for band in BANDS}
+    service_s = engine_latency_s(SLOTS)
+
+    def decide(a: Arrival, loads: list[int], burst: bool) -> int | None:
+        seen[a.priority].append(a.at_s)
+        for times in seen.values():
+            while times and times[0] < a.at_s - window_s:
+                times.popleft()
+        rank = BANDS.index(a.priority)
+        above = sum(len(seen[band]) for band in BANDS[:rank]) / window_s * service_s / 2
+        reserve = above + z * math.sqrt(above)
+        line = min(lines[a.priority], SLOTS - reserve) if rank > 0 else SLOTS
+        room = [k for k in range(2) if loads[k] + 1 <= line]
+        if room:
+            return room[0]
+        if a.priority != "critical":
+            return None
+        return 0 if loads[0] <= loads[1] else 1
+
+    return decide
+
+
+# Each entry builds a fresh router per simulation (the adaptive ones count arrivals).
+ROUTERS: dict[str, Callable[[], Router]] = {
     "shed exactly the bursty tenant's sheddable requests in its burst, cheapest engine first,"
-    " best effort when both are full": router(lambda a: a.tenant == "bursty", False, False),
-    "the same, shedding a sheddable request when both are full": router(
+    " best effort when both are full": lambda: router(lambda a: a.tenant == "bursty", False, False),
+    "the same, shedding a sheddable request when both are full": lambda: router(
         lambda a: a.tenant == "bursty", False, True
     ),
-    "the same, least-loaded engine first": router(lambda a: a.tenant == "bursty", True, True),
-    "shed every sheddable request in the burst window, cheapest engine first": router(
+    "the same, least-loaded engine first": lambda: router(
+        lambda a: a.tenant == "bursty", True, True
+    ),
+    "shed every sheddable request in the burst window, cheapest engine first": lambda: router(
         lambda a: a.in_burst, False, True
     ),
-    "shed every sheddable request in the burst window, least-loaded engine first": router(
+    "shed every sheddable request in the burst window, least-loaded engine first": lambda: router(
         lambda a: a.in_burst, True, True
     ),
     # A reserve for the critical class: critical / standard / batch lines, per engine of 8.
-    "class lines 8 / 6 / 4 (the policy's shares)": lined(_lines(6, 4)),
-    "class lines 8 / 5 / 3": lined(_lines(5, 3)),
-    "class lines 8 / 4 / 2": lined(_lines(4, 2)),
-    "class lines 8 / 3 / 1": lined(_lines(3, 1)),
+    "class lines 8 / 6 / 4 (the policy's shares)": lambda: lined(_lines(6, 4)),
+    "class lines 8 / 5 / 3": lambda: lined(_lines(5, 3)),
+    "class lines 8 / 4 / 2": lambda: lined(_lines(4, 2)),
+    "class lines 8 / 3 / 1": lambda: lined(_lines(3, 1)),
+    # Lines 8 / 6 / 4 lowered by a reserve for the bands above, from their last second's
+    # arrivals (the data plane's flow control, docs/data_plane.md "Flow control").
+    "class lines 8 / 6 / 4 less the higher bands' last-second demand (z = 0)": lambda: adaptive(
+        _lines(6, 4)
+    ),
+    "the same, plus one standard deviation of that demand (z = 1)": lambda: adaptive(
+        _lines(6, 4), z=1.0
+    ),
 }
 
 
@@ -144,12 +189,12 @@ def bounds(seconds: float = 45.0, seeds: int = 5) -> list[Bound]:
     cap = capacity_rps()
     steady, bursty = STEADY_SHARE * cap, BURSTY_SHARE * cap
     out = []
-    for name, route in ROUTERS.items():
+    for name, build in ROUTERS.items():
         solo_met = solo_n = burst_met = burst_n = crit_met = crit_n = 0
         for seed in range(seeds):
-            solo = simulate(route, schedule(seconds, {"steady": steady}, 0.0, seed), False)
+            solo = simulate(build(), schedule(seconds, {"steady": steady}, 0.0, seed), False)
             both = {"steady": steady, "bursty": bursty}
-            run = simulate(route, schedule(seconds, both, BURST_TIMES * cap, seed), True)
+            run = simulate(build(), schedule(seconds, both, BURST_TIMES * cap, seed), True)
             solo_n += len(solo)
             solo_met += sum(ok for _, ok in solo)
             mine = [ok for a, ok in run if a.tenant == "steady"]

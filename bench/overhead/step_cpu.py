@@ -32,6 +32,7 @@ from bench.common.targets import GEARBOX_PAIRS, REQUEST_HEADERS, request_body
 from data_plane.decision.compile import compile_table
 from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.domain import CompiledTable, HealthView
+from data_plane.resilience.band_arrivals import BandArrivals
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.output_length import OutputLengths
 from data_plane.resilience.overshoot import Overshoot
@@ -102,6 +103,7 @@ def _step(table: CompiledTable, scenario: str) -> DecisionStep:
         overshoot=Overshoot(clock),
         slots=LoadTracker(),
         outputs=OutputLengths(),
+        arrivals=BandArrivals(clock),
     )
     return DecisionStep(parts)
 

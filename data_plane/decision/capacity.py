@@ -9,7 +9,10 @@ sustains at least 1 (`fleet_sustainable`): an idle endpoint is never "full". A c
 `class_line` of it: its share of the sustainable concurrency, rounded down, and never less
 than 1 per endpoint, so the headroom kept for the classes above can never make an idle pair
 that meets the request refuse it (`decision.saturation` compares these with the requests in
-flight; the line binds only while the fleet is pressed).
+flight; the line binds only while the fleet is pressed). `reserved_line` lowers it further
+while the bands above the class are busy: to the sustainable concurrency less their demand
+(requests per second decided at the pair over the last second, x the pair's predicted
+service time at its sustainable concurrency, / its live endpoints), never below 1 (issue 32).
 
 The table predicts the engine's time, not the client's: the router's own time and the
 prediction's error at that load come on top. Each pair's *margin* (`resilience.overshoot`: a
@@ -134,3 +137,20 @@ def class_line(per_endpoint: float, share: float) -> float:
     included): its share rounded down, at least 1 (a share of 0.75 of 1 is 1, not 0: the
     headroom kept for higher classes never refuses a request an idle endpoint meets)."""
     return max(1.0, math.floor(share * per_endpoint + 1e-9))
+
+
+def reserve_per_endpoint(above_rps: float, service_s: float, endpoints: int) -> float:
+    """The requests per endpoint the bands above a class hold at a pair on average (Little's
+    law): their rate there, `above_rps`, x the service time, / the live endpoints."""
+    return above_rps * service_s / max(1, endpoints)
+
+
+def reserved_line(per_endpoint: float, share: float, reserve: float) -> float:
+    """`class_line`, lowered to `per_endpoint` - `reserve` (the higher bands' demand per
+    endpoint, `reserve_per_endpoint`) rounded down where that is less, at least 1: an idle
+    endpoint never refuses, whatever the bands above ask. A reserve of 0 (the top band:
+    none above it) leaves `class_line`."""
+    line = class_line(per_endpoint, share)
+    if reserve <= 0.0:
+        return line
+    return max(1.0, min(line, math.floor(per_endpoint - reserve + 1e-9)))

@@ -27,7 +27,11 @@ load curve's shape). A model with a pair whose prediction falls as the prompt gr
 no bound (None): its requests take the full computation, as before. Whenever the bound says
 "not pressed", the full computation says so too, so the verdict is the same
 (property-tested, tests/unit/data_plane/test_headroom.py, load curves that fall included);
-near the line it answers "do the full computation", never a different verdict.
+near the line it answers "do the full computation", never a different verdict. The higher
+bands' reserve (`Seen.above`, issue 32) lowers the first pair's line and its limit while not
+pressed, both read from `saturation.room_at` here as in the full computation; the bound is on
+the sustainable concurrency, which the reserve leaves as it is, so no shape keys on it (the
+property test draws higher bands' demand too).
 """
 
 from __future__ import annotations
@@ -212,10 +216,10 @@ class Headroom:
         if not self._rising(table, first.pair) and not _in_fleet(first, limits, req, health):
             return False  # feasible only under load (a falling load curve): not in its fleet
         margin = seen.margin_s(first.pair.pair)
-        room = room_at(first, limits, req, health, (share, margin))
+        room = room_at(first, limits, req, health, (share, margin), seen.above_rps(first.pair.pair))
         if room.has_room:
             return True
-        below = room.least + 1.0 <= room.per_endpoint
+        below = room.least + 1.0 <= room.limit(pressed=False)
         return below and bounded and self.unpressed(table, req, health, judged)
 
     def unpressed(

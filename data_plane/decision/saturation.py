@@ -10,7 +10,12 @@ pair's margin still holds, at least 1), or, while the fleet is *pressed*, its cl
 its requests in flight, this one included, exceed the class's share of what the fleet
 sustains: only then is the rest kept for the classes above, so a class with share 0.75 fills
 a cheap pair to its sustainable concurrency while the fleet has room to spare, and stops at
-its line on every pair once the fleet is three-quarters busy. In flight is what
+its line on every pair once the fleet is three-quarters busy. While the bands above the class
+are busy at a pair (`Seen.above`: their requests per second decided there over the last
+second), both figures are lowered to the sustainable concurrency less their demand
+(`capacity.reserved_line`: that rate x the pair's service time / its endpoints, never below 1;
+none for the top band), so the slots a surge of a higher band will need are kept for it, not
+taken by a lower class first (running requests are not pre-empted; issue 32). In flight is what
 `HealthView.load` holds: this replica's requests, the other replicas' shared counts and the
 engines' scraped waiting queue. Nothing refused or queued counts: a refused request never
 reached an engine, and a queued one waits in this replica's queue, not at the pair. The fleet
@@ -22,7 +27,7 @@ The invariant this gives (property-tested, tests/unit/data_plane/test_saturation
 a pair that meets the request unloaded and has nothing in flight always has room, so such a
 request is never queued or refused while that pair is idle; and it is never refused while
 such a pair is below its class line (nor, while the fleet is not pressed, below its
-sustainable concurrency).
+sustainable concurrency less the reserve).
 
 What it cannot know: requests other replicas sent since their last shared count, and queues
 the engines built since their last scrape (both lag by their intervals); an engine slower than
@@ -38,9 +43,10 @@ from typing import NamedTuple
 
 from data_plane.decision.capacity import (
     MARGIN_WINDOW_S,
-    class_line,
     fleet_sustainable,
     predicted_at,
+    reserve_per_endpoint,
+    reserved_line,
 )
 from data_plane.decision.feasibility import Limits, effective_limits, first_violation, predict
 from data_plane.domain import Candidate, CompiledTable, HealthView, RouteRequest
@@ -58,6 +64,13 @@ class Seen(NamedTuple):
     # The requesting tenant's (family, category) -> the output tokens its answers run to
     # (`resilience.output_length`)
     outputs: Mapping[tuple[str, str], int] | None = None
+    # pair -> requests per second of the bands above the request's class decided there
+    # lately (`resilience.band_arrivals`; pairs with none left out): what its line keeps
+    above: Mapping[str, float] | None = None
+
+    def above_rps(self, pair: str) -> float:
+        """The bands above the request's class: their requests per second at `pair`."""
+        return 0.0 if not self.above else self.above.get(pair, 0.0)
 
     def margin_s(self, pair: str) -> float:
         """`pair`'s margin now: its last estimate, decaying over MARGIN_WINDOW_S since."""
@@ -88,6 +101,9 @@ class PairRoom:
     line: float
     load: float  # requests in flight at its live endpoints, summed
     least: float  # at its least loaded live endpoint
+    # per_endpoint less the bands above the class's demand there (`capacity.reserved_line`
+    # at a share of 1): what it may fill while the fleet is not pressed
+    ceiling: float = math.inf
 
     @property
     def pair(self) -> str:
@@ -101,8 +117,8 @@ class PairRoom:
 
     def limit(self, pressed: bool) -> float:
         """The requests per endpoint this one may make: the class's line while the fleet is
-        pressed, else the sustainable concurrency."""
-        return self.line if pressed else self.per_endpoint
+        pressed, else the sustainable concurrency less the higher bands' reserve (`ceiling`)."""
+        return self.line if pressed else min(self.per_endpoint, self.ceiling)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,8 +143,9 @@ class Fleet:
 
     def _limit(self, p: PairRoom) -> float:
         """What `p`'s endpoints may hold for this request: its limit, past the class's line
-        by what is lent, never past the sustainable concurrency (the budget still holds)."""
-        return min(p.per_endpoint, p.limit(self.pressed) + self.lent)
+        by what is lent, never past the sustainable concurrency (the budget still holds) nor
+        into the higher bands' reserve (`PairRoom.ceiling`)."""
+        return min(p.per_endpoint, p.ceiling, p.limit(self.pressed) + self.lent)
 
 
 def room_at(
@@ -137,13 +154,23 @@ def room_at(
     req: RouteRequest,
     health: HealthView,
     klass: tuple[float, float],
+    above_rps: float = 0.0,
 ) -> PairRoom:
     """`cand`'s pair for this request, at `limits` (`Seen.limits_for` the pair's family);
-    `klass`: (the class's share, the pair's margin)."""
+    `klass`: (the class's share, the pair's margin); `above_rps`: the bands above the
+    class, their requests per second at the pair (`Seen.above_rps`), which its line keeps
+    room for (`capacity.reserved_line`)."""
     share, margin = klass
-    per = fleet_sustainable(cand.pair, limits, req.facts.input_chars, margin)
+    chars = req.facts.input_chars
+    per = fleet_sustainable(cand.pair, limits, chars, margin)
+    reserve = 0.0
+    if above_rps > 0.0:
+        service_s = predicted_at(cand.pair, limits, chars, per)
+        reserve = reserve_per_endpoint(above_rps, service_s, len(cand.endpoints))
     loads = [health.load.get(e.id, 0.0) for e in cand.endpoints]
-    return PairRoom(cand, limits, per, class_line(per, share), sum(loads), min(loads))
+    line = reserved_line(per, share, reserve)
+    ceiling = reserved_line(per, 1.0, reserve)
+    return PairRoom(cand, limits, per, line, sum(loads), min(loads), ceiling)
 
 
 def fleet_of(
@@ -193,6 +220,7 @@ def assemble(
             req,
             health,
             (share, seen.margin_s(c.pair.pair)),
+            seen.above_rps(c.pair.pair),
         )
         for c in cands
     )

@@ -31,6 +31,7 @@ from data_plane.gateway.in_flight import GatewayDoor
 from data_plane.gateway.slo import SLO_HEADERS, slo_headers
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import Rights
+from data_plane.resilience.band_arrivals import BandArrivals
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.serving.lifecycle import Request
@@ -173,7 +174,16 @@ def gateway_router(
         admission=admission,
         tenant_load=TenantLoad(clock),
         slots=tracker,
+        arrivals=_arrivals(store, clock),
     )
     step = DecisionStep(parts)
     queue = None if limits is None else FlowQueue(step, metrics.flow, limits, max_hold_s)
     return GatewayRouter(GatewayDoor(step, queue), pair_header)
+
+
+def _arrivals(store: TableStore, clock: Callable[[], float]) -> BandArrivals:
+    """Requests decided per pair and band, for the lines' reserves (as the HTTP door keeps
+    them); a new table's pairs kept."""
+    arrivals = BandArrivals(clock)
+    store.on_swap(lambda table: arrivals.forget({p.pair for p in table.pairs}))
+    return arrivals

@@ -131,13 +131,15 @@ def _case(draw: st.DrawFn, exact: bool) -> Case:
     outputs = {
         (p.family, category): draw(st.integers(1, 2000)) for p in t.pairs if draw(st.booleans())
     }
+    # The bands above the class: their requests per second per pair, which lower its lines.
+    above = {p.pair: draw(st.floats(0.0, 300.0)) for p in t.pairs if draw(st.booleans())}
     if exact:  # one margin for every pair, a power of two of milliseconds, read as set
         ms = draw(st.sampled_from([0, 0, 1, 16, 256, 1024]))
         margins = {p.pair: (ms / 1000.0, 0.0) for p in t.pairs} if ms else None
-        seen = Seen(None, 0.0, margins, None, outputs)
+        seen = Seen(None, 0.0, margins, None, outputs, above)
     else:
         drawn = {p.pair: (draw(st.floats(0.0, 1.0)), 0.0) for p in t.pairs if draw(st.booleans())}
-        seen = Seen(None, draw(st.floats(0.0, 3.0)), drawn, None, outputs)
+        seen = Seen(None, draw(st.floats(0.0, 3.0)), drawn, None, outputs, above)
     # Loads near each pair's line and sustainable concurrency, as the idle fleet has them.
     idle = fleet_of(t, req, HealthView(ejected), seen, share)
     rooms = {} if idle is None else {p.pair: p for p in idle.pairs}

@@ -157,3 +157,51 @@ def test_a_request_its_max_tokens_rule_out_is_in_the_fleet_at_its_learned_length
     found = fleet_of(bench_fleet(), tight, HealthView(), learned(5), 1.0)
     assert found is not None
     assert [p.per_endpoint for p in found.pairs] == [3, 3]
+
+
+# 5 of the 8 a pair sustains: at 0.39 s each (the pair's time at its sustainable 8), this many
+# critical requests a second hold 5 in flight on average (Little's law).
+_FILLS_5 = 5.0 / 0.39
+
+
+def _lines(share: float, above: dict[str, float] | None) -> list[tuple[str, float]]:
+    health = HealthView(load={INT4: 6, FP16: 6})
+    found = fleet_of(bench_fleet(), request(), health, Seen({}, 0.0, above=above), share)
+    assert found is not None
+    return [(p.pair, p.line) for p in found.pairs]
+
+
+def test_a_higher_bands_demand_at_a_pair_lowers_the_lines_below_it_there() -> None:
+    """Critical requests at a rate that fills 5 of 8 at int4 leave the standard class 3
+    there (8 - 5), and batch 3 (below its own line of 4); fp16, without them, keeps 6."""
+    above = {"fam@int4": _FILLS_5}
+    assert _lines(0.75, above) == [("fam@int4", 3.0), ("fam@fp16", 6.0)]
+    assert _lines(0.5, above) == [("fam@int4", 3.0), ("fam@fp16", 4.0)]
+    assert _lines(0.75, None) == _lines(0.75, {}) == [("fam@int4", 6.0), ("fam@fp16", 6.0)]
+
+
+def test_the_reserve_holds_while_the_fleet_is_not_pressed_too() -> None:
+    """3 in flight of 16 does not press the fleet (the standard class may fill 8 a pair),
+    but with critical requests filling 5 of int4's 8 a standard one may not be the 4th
+    there; without them it may."""
+    health = HealthView(load={INT4: 3})
+    table, req = bench_fleet(), request()
+    busy = fleet_of(table, req, health, Seen({}, 0.0, above={"fam@int4": _FILLS_5}), 0.75)
+    calm = fleet_of(table, req, health, Seen({}, 0.0), 0.75)
+    assert busy is not None
+    assert calm is not None
+    assert not busy.pressed
+    assert busy.with_room() == {"fam@fp16"}
+    assert calm.with_room() == {"fam@int4", "fam@fp16"}
+
+
+def test_the_reserve_never_leaves_less_than_one_nor_touches_the_top_band() -> None:
+    """A demand past what the pair sustains still leaves 1 a pair (an idle pair never
+    refuses); the top band has no band above it, so nothing is reserved against it."""
+    assert _lines(0.75, {"fam@int4": 1000.0}) == [("fam@int4", 1.0), ("fam@fp16", 6.0)]
+    idle = fleet_of(
+        bench_fleet(), request(), HealthView(), Seen({}, 0.0, above={"fam@int4": 1000.0}), 0.75
+    )
+    assert idle is not None
+    assert not idle.full
+    assert _lines(1.0, {}) == [("fam@int4", 8.0), ("fam@fp16", 8.0)]

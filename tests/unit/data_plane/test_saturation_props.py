@@ -79,7 +79,9 @@ def _case(draw: st.DrawFn) -> tuple[CompiledTable, RouteRequest, HealthView, See
     outputs = {
         (p.family, category): draw(st.integers(1, 3000)) for p in t.pairs if draw(st.booleans())
     }
-    seen = Seen(mine, draw(st.floats(0.0, 3.0)), margins, refused, outputs)
+    # the bands above the class: their requests per second per pair (`resilience.band_arrivals`)
+    above = {p.pair: draw(st.floats(0.0, 500.0)) for p in t.pairs if draw(st.booleans())}
+    seen = Seen(mine, draw(st.floats(0.0, 3.0)), margins, refused, outputs, above)
     return t, RouteRequest(facts, budget), HealthView(load=load), seen, share
 
 
