@@ -13,14 +13,14 @@ from data_plane.asked import Full
 from data_plane.decision.compile import compile_table
 from data_plane.decision_step import default_admission
 from data_plane.gateway.headers import HeaderList
-from data_plane.gateway.in_flight import Running
-from data_plane.gateway.router import GatewayRouter, Routed, gateway_router
+from data_plane.gateway.router import GatewayRouter, gateway_router
 from data_plane.request.identity import Rights
 from data_plane.resilience.band_arrivals import BUCKET_S, WINDOW_S
 from data_plane.resilience.endpoint_load import LoadTracker
+from data_plane.serving.lifecycle import Finish, Request
 from data_plane.settings import FlowSettings
 from data_plane.table_store import TableStore
-from data_plane.telemetry.metrics import DataPlaneMetrics
+from data_plane.telemetry.metrics import DataPlaneMetrics, Route
 from tests.unit.data_plane.tables import entry, table
 
 CHAT = {"model": "llama@fp8", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
@@ -47,11 +47,20 @@ def router_on(clock: _Clock) -> GatewayRouter:
     return gateway_router(*args, admission, LoadTracker(), FlowSettings(), clock=clock)
 
 
-def route(router: GatewayRouter, headers: HeaderList) -> tuple[Routed, Running] | Full:
+def route(router: GatewayRouter, headers: HeaderList) -> Request | Full:
+    """A request routed (its hold kept until `Finish.free`), or its `Full`."""
+    request = Request("", Route.CHAT_COMPLETIONS, 0.0)
     try:
-        return router.route("chat", headers, json.dumps(CHAT).encode())
+        router.route(request, "chat", headers, json.dumps(CHAT).encode())
     except Full as full:
         return full
+    return request
+
+
+def ender(router: GatewayRouter) -> Finish:
+    queue = router.door.queue
+    assert queue is not None
+    return Finish(DataPlaneMetrics("test", "test"), router.door.step, queue)
 
 
 async def test_critical_requests_routed_lately_keep_a_standard_one_off_their_slots() -> None:
@@ -68,9 +77,10 @@ async def test_critical_requests_routed_lately_keep_a_standard_one_off_their_slo
     clock.now += WINDOW_S  # the two still in flight, their arrivals out of the window
     later = route(router, STANDARD)
     assert not isinstance(later, Full)
+    finish = ender(router)
     for routed in (*critical, later):
         assert not isinstance(routed, Full)
-        routed[1].end()
+        finish.free(routed)
 
 
 async def test_without_critical_traffic_a_standard_request_beside_two_goes_in() -> None:
