@@ -330,7 +330,7 @@ class RoutingTable(_Contract):
         if self.fleet_baseline is not None and self.fleet_baseline not in pairs:
             raise ValueError(f"fleet_baseline {self.fleet_baseline!r} is not an entry")
         stamping = isinstance(info.context, dict) and info.context.get("stamping") is True
-        if not stamping and self.content_sha256 != compute_content_sha256(self):
+        if not stamping and self.content_sha256 not in accepted_content_sha256(self):
             raise ValueError("content_sha256 does not match the table's content")
         return self
 
@@ -460,6 +460,28 @@ def content_payload(table: RoutingTable | dict[str, Any]) -> dict[str, Any]:
     # Readers of a newer schema may hold fields this version does not know; the hash covers
     # the fields known here, so a reader re-checks exactly what it validated.
     return _without_added_defaults({k: v for k, v in data.items() if k not in _VOLATILE})
+
+
+# Entry fields added without a place in _ADDED_ENTRY_DEFAULTS: tables were written both
+# without them (before) and with them null (since), so a reader accepts either hash.
+_ADDED_BOTH_WAYS = ("json_chars_per_token",)  # 6a74426
+
+
+def accepted_content_sha256(table: RoutingTable) -> tuple[str, ...]:
+    """The content hashes a reader accepts for `table`: today's, and the one a writer from
+    before an entry field of _ADDED_BOTH_WAYS took over the same content without it."""
+    payload = content_payload(table)
+    entries = payload.get("entries")
+    if not isinstance(entries, list):
+        return (compute_content_sha256(table),)
+    older = [
+        {k: v for k, v in e.items() if not (k in _ADDED_BOTH_WAYS and v is None)}
+        if isinstance(e, dict)
+        else e
+        for e in entries
+    ]
+    hashes = (canonical_json(payload), canonical_json({**payload, "entries": older}))
+    return tuple(dict.fromkeys(hashlib.sha256(h.encode()).hexdigest() for h in hashes))
 
 
 def compute_content_sha256(table: RoutingTable | dict[str, Any]) -> str:

@@ -128,3 +128,27 @@ def test_a_table_written_before_the_added_fields_keeps_its_hash() -> None:
     assert RoutingTable.model_validate(old).content_sha256 == current.content_sha256
     quality = table([entry("m", "fp16")], policy={"objective": "quality-first"})
     assert compute_content_sha256(quality) != current.content_sha256
+
+
+def test_a_table_written_before_the_json_rate_validates_both_ways() -> None:
+    """`json_chars_per_token` (6a74426) came into entries without a place among the added
+    defaults, so writers since hash it as null and writers before did not have it: a reader
+    accepts either hash, and still refuses a table whose content was changed."""
+    import json
+
+    from contracts.routing_table import RoutingTable, compute_content_sha256
+    from tests.unit.data_plane.tables import entry, table
+
+    current = table([entry("m", "fp16")])
+    assert RoutingTable.model_validate(json.loads(current.model_dump_json())) == current
+    old = json.loads(current.model_dump_json())
+    for item in old["entries"]:
+        del item["json_chars_per_token"]
+        del item["image_tokens"]
+    old["content_sha256"] = compute_content_sha256(old)  # what that writer stamped
+    assert old["content_sha256"] != current.content_sha256
+    assert RoutingTable.model_validate(old).entries == current.entries
+    first = old["entries"][0]["accuracy"]
+    old["entries"][0]["accuracy"] = {category: 0.1 for category in first}
+    with pytest.raises(ValidationError, match="content_sha256 does not match"):
+        RoutingTable.model_validate(old)
