@@ -129,13 +129,8 @@ def _replicas(
         own = probe.own(churn) if i == 0 else churn.own
         ttl_s = TTL_S * dilation
         args = (replica_identity(f"dp-{i}"), own, probe.on_peers(i, churn.tracker), ttl_s)
-        if module is in_flight_sharing:
-            refresh_s = in_flight_sharing.REFRESH_S * dilation
-            made.append(
-                module.InFlightSharing(
-                    keys, *args, time.monotonic, groups=groups, refresh_s=refresh_s
-                )
-            )
+        if module is in_flight_sharing:  # its epochs follow the TTL, stretched with it
+            made.append(module.InFlightSharing(keys, *args, time.monotonic, groups=groups))
         else:  # c680376: four keys under one tag, one call per exchange
             tag = "{bench:dp:in-flight}"
             old_keys = tuple(f"{tag}:{k}" for k in ("snapshots", "seen", "total", "owners"))
