@@ -137,15 +137,29 @@ class InFlightSharing:
         await self._take(link, sums, changed)
 
     async def _place(self, link: CommandLink, own: Mapping[str, int]) -> None:
-        """Give our endpoints that have something in flight and no position one: reserve
-        positions (HINCRBY), claim one each unless another replica did (HSETNX), and learn
-        the winners (HMGET)."""
+        """Learn the positions of our endpoints that have something in flight and none known
+        (HMGET); give those the index does not hold one (`_claim`)."""
         new: dict[int, list[str]] = {}
         for endpoint in own.keys() - self._where.keys():  # a set difference in C: mostly none
             if own[endpoint] > 0:
                 new.setdefault(group_of(endpoint, len(self._groups)), []).append(endpoint)
         if not new:
             return
+        order = sorted(new)
+        held = await link([("HMGET", self._groups[g].keys.index, *new[g]) for g in order])
+        missing: dict[int, list[str]] = {}
+        for g, positions in zip(order, held, strict=True):
+            for endpoint, position in zip(new[g], positions, strict=True):
+                if position is None:
+                    missing.setdefault(g, []).append(endpoint)
+                else:
+                    self._adopt(g, endpoint, int(position))
+        if missing:
+            await self._claim(link, missing)
+
+    async def _claim(self, link: CommandLink, new: dict[int, list[str]]) -> None:
+        """Reserve positions (HINCRBY), claim one per endpoint unless another replica did
+        meanwhile (HSETNX: its reserved position is then left unused), learn the winners."""
         order = sorted(new)
         tops = await link([("HINCRBY", self._groups[g].keys.index, "", len(new[g])) for g in order])
         claims: list[Command] = []
@@ -158,12 +172,15 @@ class InFlightSharing:
         at = 0
         for g in order:
             at += len(new[g]) + 1
-            group = self._groups[g]
             for endpoint, position in zip(new[g], replies[at - 1], strict=True):
-                group.learn(endpoint, int(position))
-                group.endpoints.append(endpoint)
-                group.positions.append(int(position))
-                self._where[endpoint] = g
+                self._adopt(g, endpoint, int(position))
+
+    def _adopt(self, g: int, endpoint: str, position: int) -> None:
+        group = self._groups[g]
+        group.learn(endpoint, position)
+        group.endpoints.append(endpoint)
+        group.positions.append(position)
+        self._where[endpoint] = g
 
     @staticmethod
     def _wanted(group: _Group, own: Mapping[str, int]) -> Counts:

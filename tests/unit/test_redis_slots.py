@@ -151,11 +151,11 @@ def test_fleets_that_disagree_on_the_groups_share_no_key() -> None:
 
 class Recording:
     """A link that records each command and answers as Redis would, enough for an exchange:
-    positions counted up from 0 per index, nothing held for the rest."""
+    positions counted up per index, claims kept, nothing held for the rest."""
 
     def __init__(self) -> None:
         self.commands: list[tuple[object, ...]] = []
-        self.positions: dict[tuple[object, object], int] = {}
+        self.fields: dict[tuple[object, object], int] = {}
 
     async def __call__(self, commands: list[tuple[object, ...]]) -> list[object]:
         self.commands += commands
@@ -163,10 +163,12 @@ class Recording:
 
     def _answer(self, name: object, key: object = None, *args: object) -> object:
         if name == "HINCRBY":
-            self.positions[key, ""] = self.positions.get((key, ""), -1) + int(str(args[1]))
-            return self.positions[key, ""]
+            self.fields[key, ""] = self.fields.get((key, ""), 0) + int(str(args[1]))
+            return self.fields[key, ""]
+        if name == "HSETNX":
+            return int(self.fields.setdefault((key, args[0]), int(str(args[1]))) == args[1])
         if name == "HMGET":
-            return [b"%d" % (self.positions[key, ""] - len(args) + 1 + i) for i in range(len(args))]
+            return [self.fields.get((key, field)) for field in args]
         return [] if name == "BITFIELD" else None if name == "GET" else 1
 
 

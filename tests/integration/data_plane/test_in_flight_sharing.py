@@ -361,3 +361,24 @@ async def test_two_processes_under_one_id_are_two_replicas_and_a_clash(
     assert clashes["first"] >= 1
     assert clashes["second"] >= 1
     assert id_first.warnings()
+
+
+async def test_positions_stay_dense_when_every_replica_meets_the_same_new_endpoints(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    """Eight replicas meet five new endpoints each round, one after another: the first
+    places them, the others learn its positions (no position reserved and left unused), so
+    the sums stay one count per endpoint however many replicas there are. Before the fix
+    every replica reserved positions for every endpoint new to it: 400 for 50 endpoints."""
+    clock = EpochClock()
+    replicas = [_replica(redis_keys, f"dp-{i}", clock, groups=1) for i in range(8)]
+    for round_ in range(10):
+        for i, (tracker, sharing) in enumerate(replicas):
+            for k in range(5):
+                _set(tracker, f"e{5 * round_ + k}#0", 1)
+            await sharing.exchange(links[i])
+    group = redis_keys.in_flight_group(0, 1)
+    assert int(_raw(await redis_client.hget(group.index, ""))) == 50  # positions 1-50
+    sums = _raw(await redis_client.get(group.sums(int(clock.now // PERIOD_S))))
+    assert len(sums) == 4 * 51
+    assert [int.from_bytes(sums[4 * p : 4 * p + 4], "big") for p in range(1, 51)] == [8] * 50
