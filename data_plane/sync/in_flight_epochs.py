@@ -1,5 +1,7 @@
 """In-flight sums kept by Redis, per epoch: the pure planning (docs/data_plane.md, "In-flight
-sharing").
+sharing"): which endpoint group an endpoint is in, the epochs a replica is in, the BITFIELD
+arguments of its changes, the others' counts from the sums, and the wait before the next
+exchange.
 
 Per endpoint group, Redis keeps the sum of every replica's in-flight counts as one string of
 signed 32-bit big-endian counts, BITFIELD's layout, one position per endpoint (the group's
@@ -21,6 +23,7 @@ the order of the replicas' writes.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -88,3 +91,22 @@ def named(counts: Counts, names: Sequence[str | None]) -> dict[str, float] | Non
             return None
         peers[name] = float(counts[position])
     return peers
+
+
+def group_of(endpoint: str, groups: int) -> int:
+    """The endpoint's group (PURE): a hash of its id every replica computes alike."""
+    return zlib.crc32(endpoint.encode()) % groups
+
+
+def next_wait_s(
+    replicas_held: int, quiet: int, interval_s: float, max_interval_s: float, lead_s: float
+) -> float:
+    """Until the next exchange (PURE). While other replicas are heard: `interval_s` after an
+    exchange that changed something (our counts or the others'), doubled for each quiet
+    exchange in a row up to `max_interval_s`; alone (or after a failed exchange) `lead_s`.
+    Never longer than `lead_s` (nor shorter than `interval_s`), so that a replica enters
+    every epoch before it is read."""
+    if replicas_held <= 1:
+        return max(interval_s, lead_s)
+    grown = interval_s * float(2 ** min(quiet, 16))
+    return max(interval_s, min(max_interval_s, grown, lead_s))

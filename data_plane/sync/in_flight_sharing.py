@@ -41,12 +41,13 @@ from data_plane.sync.in_flight_epochs import (
     decoded,
     epoch_lengths,
     epochs_due,
+    group_of,
     grown,
     increments,
     named,
+    next_wait_s,
     others,
 )
-from data_plane.sync.in_flight_snapshot import group_of, next_wait_s
 from data_plane.sync.replica_identity import ReplicaIdentity
 
 GROUPS = 1  # IN_FLIGHT_SHARE_GROUPS's default on a standalone Redis or Sentinel
@@ -320,7 +321,9 @@ class InFlightSharing:
                     logger.debug("in-flight sharing unavailable: %s", err)
                     self.replicas_held = 0
                     self.expire()
-                wait = next_wait_s(self.replicas_held, self.quiet, interval_s, longest, self._ttl_s)
-                await asyncio.sleep(max(interval_s, min(wait, self._lead_s)))  # one in each lead
+                wait = next_wait_s(
+                    self.replicas_held, self.quiet, interval_s, longest, self._lead_s
+                )
+                await asyncio.sleep(wait)
         finally:
             await link.close()

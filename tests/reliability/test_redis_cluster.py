@@ -21,8 +21,8 @@ from contracts.redis_topology import ClientOptions, connect_redis
 from data_plane.background_tasks import BackgroundTasks
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
+from data_plane.sync.in_flight_epochs import group_of
 from data_plane.sync.in_flight_sharing import CLUSTER_GROUPS, InFlightSharing
-from data_plane.sync.in_flight_snapshot import group_of
 from data_plane.sync.replica_identity import ReplicaIdentity
 from demo.redis_cluster import Cluster, running_cluster
 from simulator import Fleet, SimFleetConfig, run_fleet
