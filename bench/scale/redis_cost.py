@@ -127,6 +127,8 @@ def _replicas(
     made = []
     for i in range(n):
         churn = Churn(LoadTracker(), ids, rng)
+        for endpoint in ids:  # a fleet at scale has every endpoint busy: no endpoint is new
+            churn.tracker.acquire(endpoint)
         own = probe.own(churn) if i == 0 else churn.own
         ttl_s = TTL_S * dilation
         args = (replica_identity(f"dp-{i}"), own, probe.on_peers(i, churn.tracker), ttl_s)

@@ -56,13 +56,21 @@ def grown(counts: Counts, size: int) -> Counts:
     return np.concatenate([counts, np.zeros(size - len(counts), dtype=np.int64)])
 
 
-def increments(changes: Counts) -> list[bytes]:
-    """BITFIELD's arguments after the key that add `changes` position by position (PURE); the
-    positions whose change is 0 are left out."""
+def increments(changes: Counts) -> tuple[list[bytes], bytes]:
+    """BITFIELD's arguments after the key that add `changes` position by position, and the
+    same as RESP bulk strings (PURE: packed here, one format per change, not per argument);
+    the positions whose change is 0 are left out."""
+    positions = np.flatnonzero(changes)
     args: list[bytes] = []
-    for position in np.flatnonzero(changes).tolist():
-        args += [b"INCRBY", b"i32", b"#%d" % position, b"%d" % changes[position]]
-    return args
+    packed: list[bytes] = []
+    for position, change in zip(positions.tolist(), changes[positions].tolist(), strict=True):
+        slot, delta = b"#%d" % position, b"%d" % change
+        args += [b"INCRBY", b"i32", slot, delta]
+        packed.append(_INCRBY % (len(slot), slot, len(delta), delta))
+    return args, b"".join(packed)
+
+
+_INCRBY = b"$6\r\nINCRBY\r\n$3\r\ni32\r\n$%d\r\n%b\r\n$%d\r\n%b\r\n"
 
 
 def decoded(sums: bytes | None) -> Counts:

@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -35,7 +36,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from contracts.redis_keys import InFlightKeys, RedisKeys
-from data_plane.sync.command_link import Command, CommandLink
+from data_plane.sync.command_link import Command, CommandLink, Packed
 from data_plane.sync.in_flight_epochs import (
     Counts,
     decoded,
@@ -54,6 +55,20 @@ GROUPS = 1  # IN_FLIGHT_SHARE_GROUPS's default on a standalone Redis or Sentinel
 CLUSTER_GROUPS = 3  # ...and on a cluster (one per master of the smallest cluster)
 
 logger = logging.getLogger(__name__)
+
+
+def _bitfield(key: str, changes: tuple[list[bytes], bytes]) -> Packed:
+    """One BITFIELD of `increments`, packed once (it is sent to each epoch the replica is in)."""
+    args, packed = changes
+    name = key.encode()
+    head = b"*%d\r\n$8\r\nBITFIELD\r\n$%d\r\n%b\r\n" % (2 + len(args), len(name), name)
+    return Packed(("BITFIELD", key, *args), head + packed)
+
+
+_CREATE = (
+    [b"INCRBY", b"i32", b"#0", b"0"],
+    b"$6\r\nINCRBY\r\n$3\r\ni32\r\n$2\r\n#0\r\n$1\r\n0\r\n",
+)
 
 
 def _empty() -> Counts:
@@ -188,9 +203,9 @@ class InFlightSharing:
         """Our counts in the group, by position."""
         want = np.zeros(len(group.names), dtype=np.int64)
         if group.endpoints:
-            get = own.get
-            want[group.positions] = [max(get(e, 0), 0) for e in group.endpoints]
-        return want
+            counts = map(own.get, group.endpoints, repeat(0))  # in C: no bytecode per endpoint
+            want[group.positions] = np.fromiter(counts, np.int64, len(group.endpoints))
+        return np.maximum(want, 0, out=want)
 
     def _commands(self, group: _Group, want: Counts, due: tuple[int, ...]) -> list[Command]:
         """One group's commands: the changes to the epochs we are in, the whole counts to
@@ -200,12 +215,13 @@ class InFlightSharing:
         changes = increments(grown(want, size) - grown(group.sent, size))
         for epoch in due:
             if epoch in group.joined:
-                if changes:
-                    commands.append(("BITFIELD", keys.sums(epoch), *changes))
+                if changes[0]:
+                    commands.append(_bitfield(keys.sums(epoch), changes))
             elif epoch not in group.barred:
-                whole = increments(want) or [b"INCRBY", b"i32", b"#0", b"0"]  # creates the key
+                whole = increments(want)
+                whole = whole if whole[0] else _CREATE  # nothing in flight: still create it
                 commands += [
-                    ("BITFIELD", keys.sums(epoch), *whole),
+                    _bitfield(keys.sums(epoch), whole),
                     ("PEXPIRE", keys.sums(epoch), self._life_ms),
                     ("SADD", keys.joined(epoch), self._me),
                     ("PEXPIRE", keys.joined(epoch), self._life_ms),

@@ -13,6 +13,7 @@ import pytest
 from redis.crc import key_slot
 
 from contracts.redis_keys import RedisKeys
+from data_plane.sync.command_link import Packed
 from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.replica_identity import ReplicaIdentity
 
@@ -157,9 +158,10 @@ class Recording:
         self.commands: list[tuple[object, ...]] = []
         self.fields: dict[tuple[object, object], int] = {}
 
-    async def __call__(self, commands: list[tuple[object, ...]]) -> list[object]:
-        self.commands += commands
-        return [self._answer(*command) for command in commands]
+    async def __call__(self, commands: list[tuple[object, ...] | Packed]) -> list[object]:
+        args = [c.args if isinstance(c, Packed) else c for c in commands]
+        self.commands += args
+        return [self._answer(*command) for command in args]
 
     def _answer(self, name: object, key: object = None, *args: object) -> object:
         if name == "HINCRBY":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from data_plane.sync.command_link import pack_commands
 from data_plane.sync.in_flight_epochs import (
     decoded,
     epoch_lengths,
@@ -35,9 +36,11 @@ def test_a_replica_enters_the_next_epoch_only_within_the_lead() -> None:
 
 
 def test_increments_name_only_the_changed_positions_with_signed_deltas() -> None:
-    changes = np.array([0, 3, 0, -2], dtype=np.int64)
-    assert increments(changes) == [b"INCRBY", b"i32", b"#1", b"3", b"INCRBY", b"i32", b"#3", b"-2"]
-    assert increments(np.zeros(5, dtype=np.int64)) == []
+    changes = np.array([0, 3, 0, -12], dtype=np.int64)
+    args, packed = increments(changes)
+    assert args == [b"INCRBY", b"i32", b"#1", b"3", b"INCRBY", b"i32", b"#3", b"-12"]
+    assert packed == pack_commands([args])[len(b"*8\r\n") :]  # as the link packs them
+    assert increments(np.zeros(5, dtype=np.int64)) == ([], b"")
 
 
 def test_the_sums_decode_as_bitfield_lays_them_out() -> None:
