@@ -92,13 +92,15 @@ def others(sums: Counts, mine: Counts) -> Counts:
 def named(counts: Counts, names: Sequence[str | None]) -> dict[str, float] | None:
     """The positive counts by endpoint (PURE); None when one is at a position whose endpoint
     is not known yet (the index grew since it was read)."""
-    peers: dict[str, float] = {}
-    for position in np.flatnonzero(counts).tolist():
-        name = names[position] if position < len(names) else None
-        if name is None:
-            return None
-        peers[name] = float(counts[position])
-    return peers
+    positions = np.flatnonzero(counts)
+    if not positions.size:
+        return {}
+    if positions[-1] >= len(names):
+        return None
+    endpoints = [names[p] for p in positions.tolist()]
+    if None in endpoints:
+        return None
+    return dict(zip(endpoints, counts[positions].astype(np.float64).tolist(), strict=True))  # type: ignore[arg-type]  # no None left
 
 
 def group_of(endpoint: str, groups: int) -> int:
