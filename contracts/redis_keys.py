@@ -110,9 +110,9 @@ class RedisKeys:
 
     def in_flight_group(self, group: int, groups: int = 1) -> InFlightKeys:
         """Shared in-flight counts of endpoint group `group` of `groups`, so replicas do not
-        herd: one snapshot string per replica (expires `ttl_s` after it was written), the set
-        of replicas that wrote one, and the endpoint catalogs the snapshots name. One hash
-        tag per group, so one MGET reads a group's snapshots; the tags' slots are spread
+        herd: the endpoints' positions, and per epoch the sum of every replica's counts and
+        the set of replicas in it. One hash tag per group, so a cluster routes each of the
+        group's commands to one slot's owner; the tags' slots are spread
         evenly over the slot range (`in_flight_tag`), so a cluster whose masters own equal
         ranges gets an equal share of the groups when `groups` is a multiple of its masters."""
         return InFlightKeys(in_flight_tag(self.prefix, group, groups))
@@ -125,19 +125,20 @@ class InFlightKeys:
     tag: str
 
     @property
-    def members(self) -> str:
-        """Set of the replicas (`instance \\x1f process`) that wrote a snapshot."""
-        return f"{self.tag}:members"
+    def index(self) -> str:
+        """Hash: each endpoint's position in the group's sums (field "" holds the last
+        position handed out); it outlives every epoch's sums (docs/data_plane.md,
+        "In-flight sharing")."""
+        return f"{self.tag}:index"
 
-    def snapshot(self, replica: str | bytes) -> str:
-        """One replica's snapshot of the group: its catalog's fingerprint, then its count per
-        catalog endpoint (docs/data_plane.md, "In-flight sharing"); PX = the sharing TTL."""
-        name = replica.decode(errors="replace") if isinstance(replica, bytes) else replica
-        return f"{self.tag}:snap:{name}"
+    def sums(self, epoch: int) -> str:
+        """One epoch's sum of every replica's counts: i32 big-endian per index position
+        (BITFIELD's layout); it expires after the epoch."""
+        return f"{self.tag}:sums:{epoch}"
 
-    def catalog(self, fingerprint: bytes) -> str:
-        """The endpoints a snapshot's counts are of, in order, named by their fingerprint."""
-        return f"{self.tag}:catalog:{fingerprint.hex()}"
+    def joined(self, epoch: int) -> str:
+        """Set of the replicas (`instance \\x1f process`) that entered one epoch's sums."""
+        return f"{self.tag}:joined:{epoch}"
 
 
 @functools.cache

@@ -112,7 +112,6 @@ def in_flight_sharing(
         share.ttl_s,
         clock,
         groups=share.groups or (CLUSTER_GROUPS if as_cluster(client) else GROUPS),
-        refresh_s=share.refresh_s,
     )
 
 

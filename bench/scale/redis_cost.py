@@ -41,6 +41,7 @@ from demo.redis_launcher import running_redis
 PROBE = "probe@awq-int4#0"
 PROBE_EVERY_S = 0.1
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+WARM_UP_S = 180.0  # at most, until every replica answered two exchanges (steady state)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,16 +127,13 @@ def _replicas(
     made = []
     for i in range(n):
         churn = Churn(LoadTracker(), ids, rng)
+        for endpoint in ids:  # a fleet at scale has every endpoint busy: no endpoint is new
+            churn.tracker.acquire(endpoint)
         own = probe.own(churn) if i == 0 else churn.own
         ttl_s = TTL_S * dilation
         args = (replica_identity(f"dp-{i}"), own, probe.on_peers(i, churn.tracker), ttl_s)
-        if module is in_flight_sharing:
-            refresh_s = in_flight_sharing.REFRESH_S * dilation
-            made.append(
-                module.InFlightSharing(
-                    keys, *args, time.monotonic, groups=groups, refresh_s=refresh_s
-                )
-            )
+        if module is in_flight_sharing:  # its epochs follow the TTL, stretched with it
+            made.append(module.InFlightSharing(keys, *args, time.monotonic, groups=groups))
         else:  # c680376: four keys under one tag, one call per exchange
             tag = "{bench:dp:in-flight}"
             old_keys = tuple(f"{tag}:{k}" for k in ("snapshots", "seen", "total", "owners"))
@@ -160,7 +158,11 @@ async def _drive(
     client = connect_redis(url, ClientOptions(5.0))  # each replica's link has a connection
     tasks = [asyncio.create_task(r.run(client, INTERVAL_S)) for r in replicas]
     tasks.append(asyncio.create_task(probe.run()))
-    await asyncio.sleep(3.0)  # every replica connected and every endpoint loaded
+    await asyncio.sleep(3.0)  # every replica connected and every endpoint loaded...
+    for _ in range(int(WARM_UP_S / 0.1)):  # ...and past its first exchanges (whole counts)
+        if min(r.exchanges for r in replicas) >= 2:
+            break
+        await asyncio.sleep(0.1)
     before = [_cpu_s(pid) for pid in pids]
     own, wall, done = time.process_time(), time.monotonic(), sum(r.exchanges for r in replicas)
     probe.delays_ms.clear()

@@ -104,7 +104,7 @@ class DataPlaneSettings(KnobSettings):
         min_length=1,
         max_length=200,
         description="name of this replica in the live state, breaker announcements and "
-        "in-flight snapshots; `hostname-pid-random`, unique per process, unless set "
+        "in-flight sharing; `hostname-pid-random`, unique per process, unless set "
         '("Replica identity")',
     )
     log_level: LogLevel = Field(

@@ -228,8 +228,8 @@ class FeedbackSettings(Group):
 
 class InFlightShareSettings(Group):
     """Replicas exchange their in-flight counts per endpoint through Redis every
-    `interval_ms` (docs/data_plane.md, "In-flight sharing"); each replica's snapshot counts
-    for at most `ttl_s` after it arrived. 0 = off."""
+    `interval_ms` (docs/data_plane.md, "In-flight sharing"); a replica's counts are gone
+    from the sums at most `ttl_s` after its last write. 0 = off."""
 
     interval_ms: int = Field(
         default=25,
@@ -259,8 +259,8 @@ class InFlightShareSettings(Group):
         default=5.0,
         gt=0.0,
         le=300.0,
-        description="send every count, not only the changed ones, at least this often (a "
-        "lost update heals within it)",
+        description="unused since the in-flight sums (each replica adds its whole counts "
+        "to every epoch, 0.8 x ttl_s); still accepted so that configurations setting it load",
     )
 
     @property

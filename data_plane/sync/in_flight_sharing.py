@@ -1,49 +1,78 @@
-"""Replicas share their in-flight counts per endpoint, so load between scrapes is not herded
-(docs/data_plane.md, "In-flight sharing").
+"""Replicas share their in-flight counts per endpoint through sums Redis keeps, so load between
+scrapes is not herded (docs/data_plane.md, "In-flight sharing").
 
-Endpoints are spread over groups, each with keys of its own under its own hash tag
-(`in_flight_snapshot.py`): a Redis Cluster spreads the groups over its slots. Per group, each
-replica writes ONE key, its snapshot (every count it holds, compactly encoded), with the TTL as
-its expiry, and reads the others' snapshots with one MGET; every group's commands go in one
-round trip on a standalone Redis or Sentinel's master. A snapshot is written only when it
-changed (or at a full refresh every `refresh_s`); an unchanged one only has its expiry renewed,
-and if Redis no longer holds it (it went quiet past the TTL, or Redis lost its data) it is
-written again at once. Redis does no work per endpoint: the replica sums the others'
-snapshots itself (as one matrix, `in_flight_snapshot.sum_snapshots`) and hands the sum to the
-load tracker. After an exchange that changed nothing (our snapshots and every other one as
-before), the wait doubles up to `max_interval_s`; any change brings it back to `interval_s`.
-A replica that hears no other waits `ttl_s` / 2, enough to stay visible. No Redis I/O on the
-request path; with Redis unreachable, the peers' counts are dropped `ttl_s` after the last
-answer, and each replica falls back to its own in-flight plus the scrape.
+Endpoints are spread over groups, each with keys of its own under its own hash tag: a Redis
+Cluster spreads the groups over its slots. Per group and epoch Redis holds the sum of every
+replica's counts (`in_flight_epochs.py`): each exchange a replica adds only the counts that
+changed since its last write (one BITFIELD per epoch it is in), enters the next epoch whole
+shortly before it starts, and reads the epoch of the time with one GET, less its own counts.
+All of a group's commands go in one round trip with every other group's (on a standalone Redis
+or Sentinel's master; a cluster's client routes each to its slot's owner). Redis's work per
+exchange grows with the counts that changed, not with the replicas or the endpoints. A new
+endpoint gets a position in the group's index (two more round trips, once per endpoint and
+fleet); a count at a position this replica has not learnt yet reads the index again. Epochs
+follow the wall clock (the replicas' clocks must agree within the lead). After an error the
+epochs written to are barred and positions learnt again: the replica's counts are back in the
+sums from the next epoch, at most `ttl_s` later. After an exchange that changed nothing, the
+wait doubles up to `max_interval_s` (`next_wait_s`), never past the lead, so that every replica
+is in an epoch before it is read. Once per epoch read, the replicas in it are listed (a twin
+under our instance id is said out loud: `ReplicaIdentity`), counted otherwise. No Redis I/O on
+the request path; with Redis unreachable, the peers' counts are dropped `ttl_s` after the last
+answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any
 
+import numpy as np
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from contracts.redis_keys import InFlightKeys, RedisKeys
 from data_plane.sync.command_link import Command, CommandLink, Packed
-from data_plane.sync.in_flight_snapshot import (
-    Catalog,
-    encode,
-    fingerprints,
+from data_plane.sync.in_flight_epochs import (
+    Counts,
+    decoded,
+    epoch_lengths,
+    epochs_due,
     group_of,
+    grown,
+    increments,
+    named,
     next_wait_s,
-    sum_snapshots,
+    others,
 )
 from data_plane.sync.replica_identity import ReplicaIdentity
 
 GROUPS = 1  # IN_FLIGHT_SHARE_GROUPS's default on a standalone Redis or Sentinel
 CLUSTER_GROUPS = 3  # ...and on a cluster (one per master of the smallest cluster)
-REFRESH_S = 5.0  # the default IN_FLIGHT_SHARE_REFRESH_S
 
 logger = logging.getLogger(__name__)
+
+
+def _bitfield(key: str, changes: tuple[list[bytes], bytes]) -> Packed:
+    """One BITFIELD of `increments`, packed once (it is sent to each epoch the replica is in)."""
+    args, packed = changes
+    name = key.encode()
+    head = b"*%d\r\n$8\r\nBITFIELD\r\n$%d\r\n%b\r\n" % (2 + len(args), len(name), name)
+    return Packed(("BITFIELD", key, *args), head + packed)
+
+
+_CREATE = (
+    [b"INCRBY", b"i32", b"#0", b"0"],
+    b"$6\r\nINCRBY\r\n$3\r\ni32\r\n$2\r\n#0\r\n$1\r\n0\r\n",
+)
+
+
+def _empty() -> Counts:
+    return np.zeros(0, dtype=np.int64)
 
 
 @dataclass
@@ -51,39 +80,23 @@ class _Group:
     """What this replica knows of one endpoint group."""
 
     keys: InFlightKeys
-    ever: set[str] = field(default_factory=set)  # ever in flight here or in a catalog read
-    catalog: Catalog = field(default_factory=lambda: Catalog.of(()))
-    catalog_sent: bool = False  # Redis took `catalog` (since the last error)
-    sent: bytes | None = None  # the snapshot Redis last took
-    others: list[bytes] = field(default_factory=list)  # the other replicas, as last listed
-    listed: bool = False  # `others` came from a listing (else: list them at the next exchange)
-    read: Packed | None = None  # the MGET of `read_of`'s snapshots, packed once
-    read_of: tuple[bytes, ...] = ()
-    twins: list[bytes] = field(default_factory=list)  # others under our instance id
-    named: set[bytes] = field(default_factory=set)  # catalogs the others' snapshots name
-    dead_since: dict[bytes, float] = field(default_factory=dict)  # listed, no snapshot
-    prune: list[bytes] = field(default_factory=list)  # taken off the list next exchange
-    applied: tuple[tuple[bytes, bytes], ...] | None = None  # the others' snapshots applied
+    names: list[str | None] = field(default_factory=list)  # position -> endpoint, as learnt
+    endpoints: list[str] = field(default_factory=list)  # ours with a position, in order
+    positions: list[int] = field(default_factory=list)  # ...and their positions
+    sent: Counts = field(default_factory=_empty)  # what we added to each epoch in `joined`
+    joined: set[int] = field(default_factory=set)  # epochs holding exactly `sent` of ours
+    barred: set[int] = field(default_factory=set)  # epochs a write without answer may reach
+    applied: bytes | None = None  # the others' counts last applied
 
-
-@dataclass
-class _Read:
-    """One group's answer: whether our snapshot was still held, the replicas listed, and the
-    snapshots read (None: expired)."""
-
-    lost: bool
-    members: set[bytes] | None  # None: the count differed from ours; listed in a catch-up
-    listed: bool  # `members` is a listing (else: the count matched, the list is as known)
-    snapshots: dict[bytes, bytes | None]
+    def learn(self, endpoint: str, position: int) -> None:
+        if position >= len(self.names):
+            self.names += [None] * (position + 1 - len(self.names))
+        self.names[position] = endpoint
 
 
 class InFlightSharing:
-    """Exchanges `own()` for the others' sum every interval; applies it through `on_peers`.
-
-    A snapshot is written only when it changed (all of them every `refresh_s`, or when Redis
-    lost ours), and the others' snapshots, when all are as last applied with our counts
-    unchanged, are not applied again: an idle fleet costs each replica one round trip per
-    exchange and Redis a few commands."""
+    """Exchanges `own()` for the others' sum every interval; applies it through `on_peers`
+    when it changed."""
 
     def __init__(
         self,
@@ -95,222 +108,209 @@ class InFlightSharing:
         clock: Callable[[], float],
         *,
         groups: int = GROUPS,
-        refresh_s: float = REFRESH_S,
+        epoch_clock: Callable[[], float] = time.time,
     ) -> None:
+        """`epoch_clock`: the wall clock the epochs follow (the replicas' clocks agree within
+        the lead less the longest wait, 150 ms at the defaults; NTP keeps them within a few
+        ms)."""
         self._groups = [_Group(keys.in_flight_group(g, groups)) for g in range(groups)]
         self._identity, self._own, self._on_peers = identity, own, on_peers
-        self._ttl_s, self._clock, self._refresh_s = ttl_s, clock, refresh_s
+        self._ttl_s, self._clock, self._epoch_clock = ttl_s, clock, epoch_clock
+        self._period_s, self._lead_s = epoch_lengths(ttl_s)
         self._me = f"{identity.instance_id}\x1f{identity.process}".encode()
-        self._ttl_ms = int(ttl_s * 1000)
-        self._keep_s = max(4 * ttl_s, 2 * refresh_s + ttl_s)  # the list's and catalogs' life
-        self._known: set[str] = set()  # every group's `ever`
-        self._catalogs: dict[bytes, Catalog] = {}  # fingerprint -> catalog, as read
-        self._in_step = False  # Redis holds what we last sent (False at first, after errors)
-        self._refresh_at = float("-inf")  # the next full refresh, on `clock`
-        self._answered_at: float | None = None  # clock time of the last answer
+        self._life_ms = int(2 * ttl_s * 1000)  # an epoch's keys, renewed by each entry
+        self._keep_ms = int(max(10 * ttl_s, 60.0) * 1000)  # the index, renewed by each entry
+        self._listed: int | None = None  # the epoch whose replicas were listed
+        self._where: dict[str, int] = {}  # endpoint -> group, for those with a position
+        self._answered_at: float | None = None
         self.replicas_held = 0  # replicas in the last answer, this one included
         self.quiet = 0  # exchanges in a row that changed nothing (they lengthen the wait)
         self.exchanges = 0  # answered exchanges (tests and logs)
-        self.snapshots_sent = 0  # answered exchanges that wrote a snapshot
-        self.full_sent = 0  # answered exchanges that wrote everything
+        self.entered = 0  # epochs entered, all groups
 
     async def exchange(self, link: CommandLink) -> None:
-        """One round trip (more only when Redis lost our snapshot, or a replica or catalog
-        is new to us): write what changed, read the others, apply their sum if it changed."""
-        snapshots = self._encode(self._own())
-        changed = any(s != g.sent for s, g in zip(snapshots, self._groups, strict=True))
-        full = not self._in_step or self._clock() >= self._refresh_at
-        self._in_step = False  # until answered: after an error Redis may hold either
-        reads = await self._send(link, snapshots, full)
-        if not full and any(read.lost for read in reads):
-            full = True  # Redis no longer holds us: send everything, now
-            reads = await self._send(link, snapshots, True)
-        await self._read_new(link, reads)
-        await self._learn_catalogs(link, reads)
-        self._in_step = True
-        for group, snapshot in zip(self._groups, snapshots, strict=True):
-            group.sent, group.catalog_sent = snapshot, True
-        if full:
-            self._refresh_at = self._clock() + self._refresh_s
-            self.full_sent += 1
-        if full or changed:
-            self.snapshots_sent += 1
-        self._take(reads, changed)
-
-    def _encode(self, own: Mapping[str, int]) -> list[bytes]:
-        """Our snapshot of each group; a group whose endpoints grew gets a new catalog."""
-        grown: set[int] = set()
-        for endpoint in own.keys() - self._known:  # a set difference in C: mostly none
-            if own[endpoint] > 0:
-                g = group_of(endpoint, len(self._groups))
-                self._groups[g].ever.add(endpoint)
-                self._known.add(endpoint)
-                grown.add(g)
-        for g in grown:
-            group = self._groups[g]
-            group.catalog, group.catalog_sent = Catalog.of(group.ever), False
-        return [encode(group.catalog, own) for group in self._groups]
-
-    def _commands(self, group: _Group, snapshot: bytes, full: bool) -> list[Command]:
-        """One group's commands: the write (or the expiry renewed), the list, the reads."""
-        keys, me, keep_ms = group.keys, self._me, int(self._keep_s * 1000)
-        commands: list[Command] = []
-        if full or snapshot != group.sent:
-            if full or not group.catalog_sent:
-                fingerprint = group.catalog.fingerprint
-                commands.append(
-                    ("SET", keys.catalog(fingerprint), group.catalog.text, "PX", keep_ms)
-                )
-            commands.append(("SET", keys.snapshot(me), snapshot, "PX", self._ttl_ms))
-        else:
-            commands.append(("PEXPIRE", keys.snapshot(me), self._ttl_ms))
-        commands.append(("SADD", keys.members, me))
-        if full:
-            commands.append(("PEXPIRE", keys.members, keep_ms))
-        if group.prune:
-            commands.append(("SREM", keys.members, *group.prune))
-        # The count alone while it matches ours (a listing is a reply element per replica).
-        commands.append(("SMEMBERS" if full or not group.listed else "SCARD", keys.members))
-        if group.others:
-            others = tuple(group.others)
-            if group.read is None or group.read_of != others:
-                group.read = Packed.of("MGET", *(keys.snapshot(m) for m in others))
-                group.read_of = others
-            commands.append(group.read)
-        return commands
-
-    async def _send(self, link: CommandLink, snapshots: list[bytes], full: bool) -> list[_Read]:
-        """Every group's commands in one batch; each group's answer."""
-        batches = [self._commands(g, s, full) for g, s in zip(self._groups, snapshots, strict=True)]
-        replies = await link([c for batch in batches for c in batch])
-        reads, at = [], 0
-        for group, batch, snapshot in zip(self._groups, batches, snapshots, strict=True):
-            mine = replies[at : at + len(batch)]
+        """One round trip (more for a first exchange, a new endpoint, or a position not yet
+        learnt): add what changed, read the epoch's sums, apply the others' if they changed."""
+        own = self._own()
+        await self._place(link, own)
+        due = epochs_due(self._epoch_clock(), self._period_s, self._lead_s)
+        wants = [self._wanted(group, own) for group in self._groups]
+        batches = [
+            self._commands(g, want, due) for g, want in zip(self._groups, wants, strict=True)
+        ]
+        self.replicas_held = 0
+        commands = [c for batch in batches for c in batch]
+        try:
+            replies = await link(commands)
+        except BaseException:
+            self._lose()
+            raise
+        changed = self._note_writes(wants, due)
+        sums, at = [], 0
+        for group, batch in zip(self._groups, batches, strict=True):
             at += len(batch)
-            lost = not full and snapshot == group.sent and mine[0] == 0  # PEXPIRE: not held
-            read, listing = (mine[-1], mine[-2]) if group.others else ([], mine[-1])
-            if isinstance(listing, int):  # SCARD: the others and us, unless one came or went
-                members = {*group.others, self._me} if listing == len(group.others) + 1 else None
-            else:
-                members = set(listing)
-            listed = not isinstance(listing, int)
-            reads.append(_Read(lost, members, listed, dict(zip(group.others, read, strict=True))))
-        return reads
+            sums.append(self._read(group, replies[at - 2], replies[at - 1], due[0]))
+        await self._take(link, sums, changed)
 
-    async def _list(self, link: CommandLink, reads: list[_Read]) -> None:
-        """List the groups whose count of replicas changed, in one more round trip."""
-        unlisted = [(g, r) for g, r in zip(self._groups, reads, strict=True) if r.members is None]
-        if unlisted:
-            listings = await link([("SMEMBERS", g.keys.members) for g, _ in unlisted])
-            for (_, read), listing in zip(unlisted, listings, strict=True):
-                read.members, read.listed = set(listing), True
-
-    async def _read_new(self, link: CommandLink, reads: list[_Read]) -> None:
-        """Read the snapshots of replicas listed for the first time, in one more round trip."""
-        await self._list(link, reads)
-        new = [sorted((r.members or set()) - r.snapshots.keys() - {self._me}) for r in reads]
-        commands: list[Command] = [
-            ("MGET", *(g.keys.snapshot(m) for m in names))
-            for g, names in zip(self._groups, new, strict=True)
-            if names
-        ]
-        if not commands:
+    async def _place(self, link: CommandLink, own: Mapping[str, int]) -> None:
+        """Learn the positions of our endpoints that have something in flight and none known
+        (HMGET); give those the index does not hold one (`_claim`)."""
+        new: dict[int, list[str]] = {}
+        for endpoint in own.keys() - self._where.keys():  # a set difference in C: mostly none
+            if own[endpoint] > 0:
+                new.setdefault(group_of(endpoint, len(self._groups)), []).append(endpoint)
+        if not new:
             return
-        replies = iter(await link(commands))
-        for read, names in zip(reads, new, strict=True):
-            if names:
-                read.snapshots.update(zip(names, next(replies), strict=True))
+        order = sorted(new)
+        held = await link([("HMGET", self._groups[g].keys.index, *new[g]) for g in order])
+        missing: dict[int, list[str]] = {}
+        for g, positions in zip(order, held, strict=True):
+            for endpoint, position in zip(new[g], positions, strict=True):
+                if position is None:
+                    missing.setdefault(g, []).append(endpoint)
+                else:
+                    self._adopt(g, endpoint, int(position))
+        if missing:
+            await self._claim(link, missing)
 
-    async def _learn_catalogs(self, link: CommandLink, reads: list[_Read]) -> None:
-        """Fetch the catalogs the snapshots name that we do not know (a new endpoint
-        somewhere); forget those no snapshot names any more."""
-        named = [fingerprints(r.snapshots.values()) for r in reads]
-        for group, names in zip(self._groups, named, strict=True):
-            group.named = names
-        self._catalogs = {f: c for f, c in self._catalogs.items() if any(f in n for n in named)}
-        wanted = [sorted(n - self._catalogs.keys()) for n in named]
-        commands: list[Command] = [
-            ("MGET", *(g.keys.catalog(f) for f in fs))
-            for g, fs in zip(self._groups, wanted, strict=True)
-            if fs
-        ]
-        if not commands:
-            return
-        replies = iter(await link(commands))
-        for fs in (fs for fs in wanted if fs):
-            for fingerprint, text in zip(fs, next(replies), strict=True):
-                catalog = Catalog.parse(fingerprint, text)
-                if catalog is not None:
-                    self._catalogs[fingerprint] = catalog
+    async def _claim(self, link: CommandLink, new: dict[int, list[str]]) -> None:
+        """Reserve positions (HINCRBY), claim one per endpoint unless another replica did
+        meanwhile (HSETNX: its reserved position is then left unused), learn the winners."""
+        order = sorted(new)
+        tops = await link([("HINCRBY", self._groups[g].keys.index, "", len(new[g])) for g in order])
+        claims: list[Command] = []
+        for g, top in zip(order, tops, strict=True):
+            index, names = self._groups[g].keys.index, new[g]
+            first = int(top) - len(names) + 1
+            claims += [("HSETNX", index, e, first + i) for i, e in enumerate(names)]
+            claims.append(("HMGET", index, *names))
+        replies = await link(claims)
+        at = 0
+        for g in order:
+            at += len(new[g]) + 1
+            for endpoint, position in zip(new[g], replies[at - 1], strict=True):
+                self._adopt(g, endpoint, int(position))
 
-    def _take(self, reads: list[_Read], changed: bool) -> None:
-        """Note the answers; hand the others' sum on if it changed."""
-        now = self._clock()
-        self._answered_at = now
+    def _adopt(self, g: int, endpoint: str, position: int) -> None:
+        group = self._groups[g]
+        group.learn(endpoint, position)
+        group.endpoints.append(endpoint)
+        group.positions.append(position)
+        self._where[endpoint] = g
+
+    @staticmethod
+    def _wanted(group: _Group, own: Mapping[str, int]) -> Counts:
+        """Our counts in the group, by position."""
+        want = np.zeros(len(group.names), dtype=np.int64)
+        if group.endpoints:
+            counts = map(own.get, group.endpoints, repeat(0))  # in C: no bytecode per endpoint
+            want[group.positions] = np.fromiter(counts, np.int64, len(group.endpoints))
+        return np.maximum(want, 0, out=want)
+
+    def _commands(self, group: _Group, want: Counts, due: tuple[int, ...]) -> list[Command]:
+        """One group's commands: the changes to the epochs we are in, the whole counts to
+        those we enter, then the read of the epoch of the time and its replicas."""
+        keys, commands = group.keys, list[Command]()
+        size = max(len(want), len(group.sent))
+        changes = increments(grown(want, size) - grown(group.sent, size))
+        for epoch in due:
+            if epoch in group.joined:
+                if changes[0]:
+                    commands.append(_bitfield(keys.sums(epoch), changes))
+            elif epoch not in group.barred:
+                whole = increments(want)
+                whole = whole if whole[0] else _CREATE  # nothing in flight: still create it
+                commands += [
+                    _bitfield(keys.sums(epoch), whole),
+                    ("PEXPIRE", keys.sums(epoch), self._life_ms),
+                    ("SADD", keys.joined(epoch), self._me),
+                    ("PEXPIRE", keys.joined(epoch), self._life_ms),
+                    ("PEXPIRE", keys.index, self._keep_ms),
+                ]
+        # The replicas listed once per epoch read (a twin under our id is said out loud),
+        # counted otherwise.
+        listing = "SMEMBERS" if group is self._groups[0] and due[0] != self._listed else "SCARD"
+        return [*commands, ("GET", keys.sums(due[0])), (listing, keys.joined(due[0]))]
+
+    def _note_writes(self, wants: list[Counts], due: tuple[int, ...]) -> bool:
+        """Redis took the writes: every epoch due now holds `want` of ours (unless barred).
+        Whether our counts changed."""
+        changed = False
+        for group, want in zip(self._groups, wants, strict=True):
+            size = max(len(want), len(group.sent))
+            if not np.array_equal(grown(want, size), grown(group.sent, size)):
+                changed = True
+            entering = {e for e in due if e not in group.joined and e not in group.barred}
+            self.entered += len(entering)
+            changed = changed or bool(entering)
+            group.joined = {e for e in due if e not in group.barred}
+            group.barred = {e for e in group.barred if e >= due[0]}
+            group.sent = want
+        return changed
+
+    def _read(self, group: _Group, sums: bytes | None, joined: Any, epoch: int) -> Counts:
+        """The others' counts in the epoch read; Redis lost the epoch if we are in it and it
+        is gone (then it is barred, as after an error). `joined`: the epoch's replicas, or
+        their number."""
+        if not isinstance(joined, int):
+            self._listed = epoch
+            self._clashes(joined)
+            joined = len(joined)
+        if sums is None and epoch in group.joined:
+            self._forget(group)
+        self.replicas_held = max(self.replicas_held, joined + (epoch not in group.joined))
+        return others(decoded(sums), group.sent if epoch in group.joined else _empty())
+
+    async def _take(self, link: CommandLink, sums: list[Counts], changed: bool) -> None:
+        """Note the answer; hand the others' sum on if it changed."""
+        self._answered_at = self._clock()
         self.exchanges += 1
-        answers = [
-            self._note(group, read, now) for group, read in zip(self._groups, reads, strict=True)
-        ]
-        self._clashes(self._groups[0], reads[0])
-        self.replicas_held = 1 + max(len(answer) for answer in answers)
-        if any(a != g.applied for a, g in zip(answers, self._groups, strict=True)):
-            peers: dict[str, float] = {}
-            for group, answer in zip(self._groups, answers, strict=True):
-                group.applied = answer
-                peers.update(sum_snapshots((s for _, s in answer), self._catalogs))
-            self._on_peers(peers)
-            self.quiet = 0
-        elif changed:
-            self.quiet = 0
-        else:
-            self.quiet += 1
+        answers = [counts.tobytes() for counts in sums]
+        if all(a == g.applied for a, g in zip(answers, self._groups, strict=True)):
+            self.quiet = 0 if changed else self.quiet + 1
+            return
+        peers: dict[str, float] = {}
+        for group, counts in zip(self._groups, sums, strict=True):
+            part = named(counts, group.names)
+            if part is None:
+                await self._learn_index(link, group)
+                part = named(counts, group.names) or {}
+            peers.update(part)
+        for group, answer in zip(self._groups, answers, strict=True):
+            group.applied = answer
+        self._on_peers(peers)
+        self.quiet = 0
 
-    def _note(self, group: _Group, read: _Read, now: float) -> tuple[tuple[bytes, bytes], ...]:
-        """The group's live snapshots but ours, by replica; the list for the next exchange,
-        and the replicas silent past the list's life, to be taken off it."""
-        if read.listed or not group.listed:
-            group.others, group.listed = sorted((read.members or set()) - {self._me}), True
-            head = self._identity.instance_id.encode() + b"\x1f"
-            group.twins = [m for m in group.others if m.startswith(head)]
-        group.prune = []
-        get = read.snapshots.get
-        live = [(m, s) for m in group.others if (s := get(m)) is not None]
-        if len(live) < len(group.others) or group.dead_since:
-            self._note_dead(group, read, now)
-        self._adopt(group)
-        return tuple(live)
+    async def _learn_index(self, link: CommandLink, group: _Group) -> None:
+        """Read the group's index whole (a replica placed an endpoint we had not seen)."""
+        (reply,) = await link([("HGETALL", group.keys.index)])
+        pairs = (
+            reply.items() if isinstance(reply, dict) else zip(reply[::2], reply[1::2], strict=True)
+        )
+        for name, position in pairs:
+            if name:  # "" holds the last position handed out
+                group.learn(name.decode(), int(position))
 
-    def _note_dead(self, group: _Group, read: _Read, now: float) -> None:
-        """Replicas listed without a snapshot: taken off the list once silent past its life."""
-        for member in group.others:
-            if read.snapshots.get(member) is not None:
-                group.dead_since.pop(member, None)
-            elif now - group.dead_since.setdefault(member, now) >= self._keep_s:
-                group.prune.append(member)
-                del group.dead_since[member]
-        if group.prune:  # off the list at the next exchange: no longer read, nor counted
-            group.others = [m for m in group.others if m not in group.prune]
-
-    def _adopt(self, group: _Group) -> None:
-        """Take the endpoints of the others' catalogs into ours: the fleet converges on one
-        catalog per group, whose snapshots sum as one matrix (a catalog per replica would be
-        summed one by one)."""
-        ours, union = group.catalog.fingerprint, group.ever
-        for fingerprint in group.named:
-            catalog = self._catalogs.get(fingerprint)
-            if catalog is not None and fingerprint != ours:
-                union = union.union(catalog.endpoints)
-        if len(union) > len(group.ever):
-            group.ever = union
-            self._known.update(union)
-            group.catalog, group.catalog_sent = Catalog.of(union), False
-
-    def _clashes(self, group: _Group, read: _Read) -> None:
+    def _clashes(self, members: Iterable[bytes]) -> None:
         """Another live process under our instance id: said out loud (`ReplicaIdentity`)."""
-        instance = self._identity.instance_id
-        for twin in group.twins:
-            if read.snapshots.get(twin) is not None:
-                self._identity.is_own(instance, twin[len(instance.encode()) + 1 :].decode())
+        head = self._identity.instance_id.encode() + b"\x1f"
+        for member in members:
+            if member.startswith(head) and member != self._me:
+                self._identity.is_own(self._identity.instance_id, member[len(head) :].decode())
+
+    def _lose(self) -> None:
+        """A batch got no answer: whatever it wrote may or may not be in Redis."""
+        for group in self._groups:
+            self._forget(group)
+
+    def _forget(self, group: _Group) -> None:
+        """Bar the epochs we are in and learn our positions again (Redis may have lost them
+        in a failover); our counts come back whole in the next epoch."""
+        group.barred |= group.joined
+        group.joined = set()
+        group.sent = _empty()
+        group.names, group.endpoints, group.positions = [], [], []
+        self._where = {e: g for e, g in self._where.items() if self._groups[g] is not group}
 
     def expire(self) -> None:
         """No answer within `ttl_s`: the others' counts are unknown; drop them."""
@@ -326,7 +326,7 @@ class InFlightSharing:
     ) -> None:
         """Exchange forever on a connection of its own, every `interval_s` while something
         changes and up to `max_interval_s` while nothing does; after a Redis error, retry at
-        the lone rate (counts expire)."""
+        the lone rate."""
         link = CommandLink(client)
         longest = interval_s if max_interval_s is None else max_interval_s
         try:
@@ -337,7 +337,9 @@ class InFlightSharing:
                     logger.debug("in-flight sharing unavailable: %s", err)
                     self.replicas_held = 0
                     self.expire()
-                wait = next_wait_s(self.replicas_held, self.quiet, interval_s, longest, self._ttl_s)
+                wait = next_wait_s(
+                    self.replicas_held, self.quiet, interval_s, longest, self._lead_s
+                )
                 await asyncio.sleep(wait)
         finally:
             await link.close()

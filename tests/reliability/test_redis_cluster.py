@@ -21,8 +21,8 @@ from contracts.redis_topology import ClientOptions, connect_redis
 from data_plane.background_tasks import BackgroundTasks
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync.breaker_announcements import BreakerAnnouncements
+from data_plane.sync.in_flight_epochs import group_of
 from data_plane.sync.in_flight_sharing import CLUSTER_GROUPS, InFlightSharing
-from data_plane.sync.in_flight_snapshot import group_of
 from data_plane.sync.replica_identity import ReplicaIdentity
 from demo.redis_cluster import Cluster, running_cluster
 from simulator import Fleet, SimFleetConfig, run_fleet
@@ -124,7 +124,7 @@ async def test_in_flight_sharing_and_breaker_announcements_work_on_a_cluster(
     cluster: Cluster,
 ) -> None:
     keys = RedisKeys("cluster-sharing", cluster=True)
-    url = cluster.node_url(not_the_owner(cluster, keys.in_flight_group(0, CLUSTER_GROUPS).members))
+    url = cluster.node_url(not_the_owner(cluster, keys.in_flight_group(0, CLUSTER_GROUPS).index))
     clients = [connect_redis(url, ClientOptions(1.0)) for _ in range(2)]
     trackers = [LoadTracker(), LoadTracker()]
     heard: list[tuple[str, float]] = []
@@ -210,7 +210,7 @@ async def test_in_flight_sharing_resumes_after_a_master_with_a_replica_dies() ->
             await eventually(
                 lambda: trackers[0].peers_in_flight() == everywhere, timeout_s=30.0, what="counts"
             )
-            victim = cluster.owner_of(keys.in_flight_group(0, CLUSTER_GROUPS).members)
+            victim = cluster.owner_of(keys.in_flight_group(0, CLUSTER_GROUPS).index)
             killed_at = time.monotonic()
             cluster.kill(victim)
             trackers[1].acquire(endpoints[0])  # a change in the dead master's group
@@ -221,7 +221,7 @@ async def test_in_flight_sharing_resumes_after_a_master_with_a_replica_dies() ->
                 what="the change after the failover",
             )
             resumed_s = time.monotonic() - killed_at
-            assert cluster.owner_of(keys.in_flight_group(0, CLUSTER_GROUPS).members) != victim
+            assert cluster.owner_of(keys.in_flight_group(0, CLUSTER_GROUPS).index) != victim
             print(f"sharing resumed {resumed_s:.2f} s after the master was killed")
         finally:
             async with asyncio.timeout(20.0):

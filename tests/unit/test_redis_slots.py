@@ -15,7 +15,6 @@ from redis.crc import key_slot
 from contracts.redis_keys import RedisKeys
 from data_plane.sync.command_link import Packed
 from data_plane.sync.in_flight_sharing import InFlightSharing
-from data_plane.sync.in_flight_snapshot import Catalog
 from data_plane.sync.replica_identity import ReplicaIdentity
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,11 +54,11 @@ def _live_states(k: RedisKeys) -> list[str]:
     return [k.data_plane_state(f"replica-{i}") for i in range(20)]
 
 
-def _in_flight(k: RedisKeys) -> list[str]:
-    """In-flight sharing's MGETs of one group's snapshots and catalogs (and its other keys)."""
+def _in_flight_sums(k: RedisKeys) -> list[str]:
+    """In-flight sums' keys of one group: a round trip names several (the index, two epochs'
+    sums and joined sets)."""
     group = k.in_flight_group(5, 8)
-    snapshots = [group.snapshot(f"dp-{i}\x1fp{i}") for i in range(20)]
-    return [group.members, *snapshots, group.catalog(Catalog.of(["a#0"]).fingerprint)]
+    return [group.index, group.sums(41), group.sums(42), group.joined(41), group.joined(42)]
 
 
 OPERATIONS: dict[str, Callable[[RedisKeys], list[str]]] = {
@@ -68,7 +67,7 @@ OPERATIONS: dict[str, Callable[[RedisKeys], list[str]]] = {
     "trim transactions": _trim,
     "version MGET": _read_versions,
     "live-state MGET": _live_states,
-    "in-flight snapshot MGETs": _in_flight,
+    "in-flight sums' round trips": _in_flight_sums,
 }
 
 # Where each kind of multi-key operation is written, and how many there are: a new one fails
@@ -118,7 +117,7 @@ def test_standalone_and_sentinel_key_names_are_unchanged() -> None:
         "gearbox:dp:state:a",
     ]
     assert k.data_plane_state_pattern == "gearbox:dp:state:*"
-    assert k.in_flight_group(0).members == "{gearbox:dp:in-flight:1:0:0}:members"
+    assert k.in_flight_group(0).index == "{gearbox:dp:in-flight:1:0:0}:index"
 
 
 def test_a_cluster_tags_the_table_and_live_state_keys() -> None:
@@ -128,13 +127,14 @@ def test_a_cluster_tags_the_table_and_live_state_keys() -> None:
 
 @pytest.mark.parametrize("groups", [1, 3, 6, 8, 64, 256])
 def test_each_exchange_call_is_on_one_slot_and_the_groups_spread_evenly(groups: int) -> None:
-    """Every key of one group (its list, snapshots and catalogs) is on one slot; the groups' slots
-    are spread evenly over the slot range, so the 3 masters of `redis-cli --cluster create`
-    (equal ranges) own an equal share of any multiple of 3 groups, within one otherwise."""
+    """Every key of one group (its index, every epoch's sums and replicas) is on one slot;
+    the groups' slots are spread evenly over the slot range, so the 3 masters of `redis-cli
+    --cluster create` (equal ranges) own an equal share of any multiple of 3 groups, within
+    one otherwise."""
     slots = []
     for group in range(groups):
         k = CLUSTER.in_flight_group(group, groups)
-        keys = [k.members, k.snapshot("dp-0\x1fp"), k.snapshot(b"x{y}"), k.catalog(b"\x00" * 8)]
+        keys = [k.index, k.sums(0), k.sums(123456789), k.joined(7)]
         assert len({key_slot(key.encode()) for key in keys}) == 1, keys
         slots.append(key_slot(keys[0].encode()))
     assert len(set(slots)) == groups
@@ -146,23 +146,61 @@ def test_each_exchange_call_is_on_one_slot_and_the_groups_spread_evenly(groups: 
 def test_fleets_that_disagree_on_the_groups_share_no_key() -> None:
     """A replica with another IN_FLIGHT_SHARE_GROUPS reads and writes other keys: it misses
     the others' counts (each still sees them in the scrape) rather than mixing sums."""
-    three = {CLUSTER.in_flight_group(g, 3).members for g in range(3)}
-    assert three.isdisjoint({CLUSTER.in_flight_group(g, 4).members for g in range(4)})
+    three = {CLUSTER.in_flight_group(g, 3).index for g in range(3)}
+    assert three.isdisjoint({CLUSTER.in_flight_group(g, 4).index for g in range(4)})
 
 
-def test_an_exchange_names_its_groups_keys_only() -> None:
-    """Each command of an exchange (writes, the list, the MGETs) names keys of one group
-    only, so a cluster routes it to that group's slot owner."""
+class Recording:
+    """A link that records each command and answers as Redis would, enough for an exchange:
+    positions counted up per index, claims kept, nothing held for the rest."""
+
+    def __init__(self) -> None:
+        self.commands: list[tuple[object, ...]] = []
+        self.fields: dict[tuple[object, object], int] = {}
+
+    async def __call__(self, commands: list[tuple[object, ...] | Packed]) -> list[object]:
+        args = [c.args if isinstance(c, Packed) else c for c in commands]
+        self.commands += args
+        return [self._answer(*command) for command in args]
+
+    def _answer(self, name: object, key: object = None, *args: object) -> object:
+        if name == "HINCRBY":
+            self.fields[key, ""] = self.fields.get((key, ""), 0) + int(str(args[1]))
+            return self.fields[key, ""]
+        if name == "HSETNX":
+            return int(self.fields.setdefault((key, args[0]), int(str(args[1]))) == args[1])
+        if name == "HMGET":
+            return [self.fields.get((key, field)) for field in args]
+        return [] if name == "BITFIELD" else None if name == "GET" else 1
+
+
+async def test_every_command_of_the_in_flight_sums_names_its_groups_keys_only() -> None:
+    """Each command a sums exchange sends (placing new endpoints, entering two epochs, the
+    changes, the read) names keys of one group only, so a cluster routes it to that group's
+    slot owner."""
     identity = ReplicaIdentity("dp-0", lambda: None, lambda: 0.0)
-    sharing = InFlightSharing(CLUSTER, identity, dict, lambda _: None, 1.0, lambda: 0.0, groups=3)
-    snapshots = sharing._encode({f"e{i}#0": i % 3 for i in range(30)})
-    for g, group in enumerate(sharing._groups):
-        group.others, group.prune = [b"dp-1\x1fq", b"dp-2\x1fr"], [b"dp-3\x1fs"]
-        slot = key_slot(CLUSTER.in_flight_group(g, 3).members.encode())
-        for command in sharing._commands(group, snapshots[g], True):
-            name, *args = command.args if isinstance(command, Packed) else command
-            keys = args if name == "MGET" else args[:1]
-            assert {key_slot(str(key).encode()) for key in keys} == {slot}, command
+    own = {f"e{i}#0": 1 + i % 3 for i in range(30)}
+    lead = 0.79  # within the lead before epoch 1 (TTL 1 s: epochs of 0.8 s, a 0.2 s lead)
+    sharing = InFlightSharing(
+        CLUSTER,
+        identity,
+        lambda: own,
+        lambda _: None,
+        1.0,
+        lambda: 0.0,
+        groups=3,
+        epoch_clock=lambda: lead,
+    )
+    link = Recording()
+    await sharing.exchange(link)  # type: ignore[arg-type]  # a recording link
+    own.update({f"e{i}#0": 5 for i in range(30)})
+    await sharing.exchange(link)  # type: ignore[arg-type]
+    names = {str(c[0]) for c in link.commands}
+    assert {"HINCRBY", "HSETNX", "HMGET", "BITFIELD", "SADD", "PEXPIRE", "GET", "SCARD"} <= names
+    slots = {key_slot(CLUSTER.in_flight_group(g, 3).index.encode()) for g in range(3)}
+    assert len(slots) == 3
+    for command in link.commands:  # one key each (HMGET's other arguments are fields)
+        assert key_slot(str(command[1]).encode()) in slots, command
 
 
 @pytest.mark.parametrize("prefix", ["a{b", "a}b"])

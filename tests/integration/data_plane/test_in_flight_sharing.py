@@ -1,12 +1,16 @@
-"""Replicas see each other's in-flight counts through a real redis-server (docs/data_plane.md,
-"In-flight sharing"): the snapshots keep the sum right as counts change and replicas go
-quiet, and a replica's work per exchange does not grow with the number of replicas."""
+"""Replicas see each other's in-flight counts through sums a real redis-server keeps
+(docs/data_plane.md, "In-flight sharing"): deltas from many replicas sum exactly whatever
+their order, an epoch entered while others add deltas loses none, a replica that dies without
+cleaning up is out of the sums within the TTL, and Redis's work per exchange does not grow
+with the replicas. The epochs follow a clock the test moves (`epoch_clock`), so no test
+depends on how fast the machine runs."""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import pytest
@@ -14,31 +18,51 @@ import redis.asyncio as aioredis
 
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.sync.command_link import CommandLink
-from data_plane.sync.in_flight_sharing import REFRESH_S, InFlightSharing
-from data_plane.sync.in_flight_snapshot import group_of
+from data_plane.sync.command_link import Command, CommandLink
+from data_plane.sync.in_flight_epochs import epoch_lengths
+from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.replica_identity import ReplicaIdentity
-from tests.support.waiting import eventually
 
-INTERVAL_S = 0.02
-TTL_S = 0.5
-GROUPS = 3  # several calls per exchange, in one round trip
+TTL_S = 1.0
+PERIOD_S, LEAD_S = epoch_lengths(TTL_S)
+GROUPS = 3  # several groups per exchange, in one round trip
+
+
+class EpochClock:
+    """The clock the replicas' epochs follow, moved by the test; starts mid-epoch."""
+
+    def __init__(self) -> None:
+        self.now = 1000 * PERIOD_S + PERIOD_S / 4
+
+    def __call__(self) -> float:
+        return self.now
+
+    def to_lead(self) -> None:
+        """Into the lead before the next epoch (replicas enter it as well)."""
+        epoch = self.now // PERIOD_S
+        self.now = (epoch + 1) * PERIOD_S - LEAD_S / 2
+
+    def to_next(self) -> None:
+        """A quarter into the next epoch (read from now on)."""
+        epoch = self.now // PERIOD_S
+        self.now = (epoch + 1) * PERIOD_S + PERIOD_S / 4
 
 
 @pytest.fixture
-async def link(redis_client: aioredis.Redis) -> AsyncIterator[CommandLink]:
-    """The commands' own connection, as `InFlightSharing.run` makes one; closed after."""
-    made = CommandLink(redis_client)
+async def links(redis_client: aioredis.Redis) -> AsyncIterator[list[CommandLink]]:
+    """Eight connections of their own, as `InFlightSharing.run` makes one each; closed after."""
+    made = [CommandLink(redis_client) for _ in range(8)]
     yield made
-    await made.close()
+    for link in made:
+        await link.close()
 
 
 def _replica(
     keys: RedisKeys,
     name: str,
+    epochs: Callable[[], float],
+    groups: int = GROUPS,
     clock: Callable[[], float] = time.monotonic,
-    ttl_s: float = TTL_S,
-    refresh_s: float = REFRESH_S,
 ) -> tuple[LoadTracker, InFlightSharing]:
     tracker = LoadTracker()
     sharing = InFlightSharing(
@@ -46,58 +70,247 @@ def _replica(
         ReplicaIdentity(name, lambda: None, time.monotonic),
         tracker.in_flight_all,
         tracker.set_peers_in_flight,
-        ttl_s,
+        TTL_S,
         clock,
-        groups=GROUPS,
-        refresh_s=refresh_s,
+        groups=groups,
+        epoch_clock=epochs,
     )
     return tracker, sharing
 
 
-async def test_the_sum_follows_changes_and_a_quiet_replica_drops_out(
-    redis_client: aioredis.Redis, redis_keys: RedisKeys, link: CommandLink
+async def _all_at_once(
+    replicas: Sequence[tuple[LoadTracker, InFlightSharing]], links: Sequence[CommandLink]
 ) -> None:
+    """One exchange by each replica, all in flight together, each on its own connection."""
+    await asyncio.gather(*(s.exchange(links[i]) for i, (_, s) in enumerate(replicas)))
+
+
+def _set(tracker: LoadTracker, endpoint: str, count: int) -> None:
+    while tracker.in_flight_all().get(endpoint, 0) < count:
+        tracker.acquire(endpoint)
+    while tracker.in_flight_all().get(endpoint, 0) > count:
+        tracker.release(endpoint)
+
+
+def _others(trackers: Sequence[LoadTracker], me: int) -> dict[str, float]:
+    """The truth: every other replica's counts, summed, positive ones only."""
+    total: dict[str, float] = {}
+    for i, tracker in enumerate(trackers):
+        if i != me:
+            for endpoint, n in tracker.in_flight_all().items():
+                total[endpoint] = total.get(endpoint, 0.0) + n
+    return {e: n for e, n in total.items() if n > 0}
+
+
+async def test_the_sum_follows_changes_and_a_replica_that_died_drops_out_within_the_ttl(
+    redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    clock = EpochClock()
     (a, share_a), (b, share_b), (c, share_c) = (
-        _replica(redis_keys, f"dp-{n}") for n in ("a", "b", "c")
+        _replica(redis_keys, f"dp-{n}", clock) for n in ("a", "b", "c")
     )
-    for _ in range(3):
-        a.acquire("cheap#0")
-    b.acquire("cheap#0")
-    b.acquire("other#0")
-    for sharing in (share_a, share_b, share_c, share_a):
+    _set(a, "cheap#0", 3)
+    _set(b, "cheap#0", 1)
+    _set(b, "other#0", 1)
+    for sharing, link in ((share_a, links[0]), (share_b, links[1]), (share_c, links[2])):
         await sharing.exchange(link)
+    await share_a.exchange(links[0])
     assert a.peers_in_flight() == {"cheap#0": 1.0, "other#0": 1.0}
     assert c.peers_in_flight() == {"cheap#0": 4.0, "other#0": 1.0}
     assert (a.load["cheap#0"], share_a.replicas_held) == (4.0, 3)
 
-    b.release("cheap#0")  # b's snapshot changes: the sum changes by the difference
-    await share_b.exchange(link)
-    await share_a.exchange(link)
+    _set(b, "cheap#0", 0)  # b adds -1: the sum changes by the difference
+    await share_b.exchange(links[1])
+    await share_a.exchange(links[0])
     assert a.peers_in_flight() == {"other#0": 1.0}
 
-    # b goes quiet: after the TTL the next exchange anywhere takes its counts off.
-    await asyncio.sleep(TTL_S + 0.1)
-    await share_a.exchange(link)
-    await share_c.exchange(link)
+    # b dies without a word after one more exchange in the lead (so it is in the next epoch
+    # too): its counts stay through that epoch and are gone in the one after, a TTL after
+    # its last write at most.
+    clock.to_lead()
+    await share_b.exchange(links[1])
+    dead_at = clock.now
+    for sharing, link in ((share_a, links[0]), (share_c, links[2])):
+        await sharing.exchange(link)
+    clock.to_next()
+    await share_a.exchange(links[0])
+    await share_c.exchange(links[2])
+    assert c.peers_in_flight() == {"cheap#0": 3.0, "other#0": 1.0}  # b's epoch: still counted
+    clock.now = dead_at + TTL_S
+    await share_a.exchange(links[0])
+    await share_c.exchange(links[2])
     assert c.peers_in_flight() == {"cheap#0": 3.0}
     assert share_c.replicas_held == 2
 
-    for _ in range(3):
-        a.release("cheap#0")
-    await share_a.exchange(link)
-    await share_c.exchange(link)
+    _set(a, "cheap#0", 0)
+    await share_a.exchange(links[0])
+    await share_c.exchange(links[2])
     assert c.peers_in_flight() == {}  # nothing in flight: no count left over
 
 
-async def test_a_replica_that_gets_no_answer_drops_the_peers_after_the_ttl(
-    redis_client: aioredis.Redis, redis_keys: RedisKeys, link: CommandLink
+async def test_concurrent_deltas_from_many_replicas_sum_exactly(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys, links: list[CommandLink]
 ) -> None:
-    now = [0.0]
-    a, share_a = _replica(redis_keys, "dp-a", lambda: now[0])
-    b, share_b = _replica(redis_keys, "dp-b")
-    b.acquire("cheap#0")
-    await share_b.exchange(link)
-    await share_a.exchange(link)
+    """Eight replicas on connections of their own change counts and exchange at once, round
+    after round, through an epoch change; then each holds exactly the others' counts, and
+    Redis's sums are exactly everyone's."""
+    clock, rng = EpochClock(), random.Random(34)
+    replicas = [_replica(redis_keys, f"dp-{i}", clock) for i in range(8)]
+    endpoints = [f"e{i}#0" for i in range(40)]
+    for round_ in range(30):
+        if round_ == 10:
+            clock.to_lead()
+        if round_ == 20:
+            clock.to_next()
+        for tracker, _ in replicas:
+            for endpoint in rng.sample(endpoints, 8):
+                _set(tracker, endpoint, rng.randrange(0, 5))
+        await _all_at_once(replicas, links)
+    await _all_at_once(replicas, links)
+    trackers = [t for t, _ in replicas]
+    for i, tracker in enumerate(trackers):
+        assert tracker.peers_in_flight() == _others(trackers, i), i
+    assert await _redis_sums(redis_client, redis_keys, clock) == _others(trackers, -1)
+
+
+def _raw(value: object) -> bytes:
+    """A reply of a client that does not decode (None: a missing key, no bytes)."""
+    assert value is None or isinstance(value, bytes), value
+    return value or b""
+
+
+async def _redis_sums(
+    client: aioredis.Redis, keys: RedisKeys, clock: EpochClock
+) -> dict[str, float]:
+    """Everyone's counts, as the epoch of `clock` holds them in Redis (read apart from the
+    replicas' code: the index and the i32 big-endian sums)."""
+    epoch = int(clock.now // PERIOD_S)
+    total: dict[str, float] = {}
+    for g in range(GROUPS):
+        group = keys.in_flight_group(g, GROUPS)
+        index = await client.hgetall(group.index)
+        sums = _raw(await client.get(group.sums(epoch)))
+        for name, position in index.items():
+            at = int(position) * 4
+            if name and at < len(sums):
+                n = int.from_bytes(sums[at : at + 4], "big", signed=True)
+                if n:
+                    total[_raw(name).decode()] = float(n)
+    return total
+
+
+async def test_entering_an_epoch_while_others_add_deltas_loses_nothing(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    """Half the replicas enter the next epoch (their whole counts) in the same instant as the
+    other half add their changes to it and to the current one, each on its own connection:
+    both epochs' sums come out exact."""
+    clock = EpochClock()
+    replicas = [_replica(redis_keys, f"dp-{i}", clock, groups=1) for i in range(8)]
+    for i, (tracker, _) in enumerate(replicas):
+        _set(tracker, "hot#0", i + 1)
+    await _all_at_once(replicas, links)
+    clock.to_lead()
+    await asyncio.gather(*(s.exchange(links[i]) for i, (_, s) in enumerate(replicas[:4])))
+    for i, (tracker, _) in enumerate(replicas):
+        _set(tracker, "hot#0", 2 * (i + 1))  # everyone's count doubles
+    await _all_at_once(replicas, links)
+    group = redis_keys.in_flight_group(0, 1)
+    epoch = int(clock.now // PERIOD_S)
+    position = int(await redis_client.hget(group.index, "hot#0") or -1)
+    for e in (epoch, epoch + 1):
+        sums = _raw(await redis_client.get(group.sums(e)))
+        held = int.from_bytes(sums[4 * position : 4 * position + 4], "big", signed=True)
+        assert held == 2 * sum(range(1, 9)), e
+
+
+class Unanswered:
+    """A link whose batch reaches Redis but whose answer is lost (a connection cut after
+    the write): the replica cannot know whether its changes landed."""
+
+    def __init__(self, link: CommandLink) -> None:
+        self.link = link
+
+    async def __call__(self, commands: Sequence[Command]) -> list[Any]:
+        await self.link(commands)
+        raise ConnectionError("the answer was lost")
+
+
+async def test_a_write_without_answer_is_never_counted_twice(
+    redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    """A replica whose write got no answer bars that epoch (it would add its counts again
+    on top of a write that may have landed): the others see its counts once, and from the
+    next epoch the sums are exact again."""
+    clock = EpochClock()
+    (a, share_a), (b, share_b) = (_replica(redis_keys, f"dp-{n}", clock) for n in "ab")
+    _set(a, "cheap#0", 2)
+    await share_a.exchange(links[0])
+    _set(a, "cheap#0", 5)
+    with pytest.raises(ConnectionError):
+        await share_a.exchange(Unanswered(links[0]))  # type: ignore[arg-type]  # a fake link
+    await share_a.exchange(links[0])
+    await share_b.exchange(links[1])
+    assert b.peers_in_flight() == {"cheap#0": 5.0}  # landed once, not added again
+    _set(a, "cheap#0", 1)  # a's change cannot go to the barred epoch...
+    await share_a.exchange(links[0])
+    await share_b.exchange(links[1])
+    assert b.peers_in_flight() == {"cheap#0": 5.0}  # ...so the others hear it late
+    clock.to_lead()
+    await share_a.exchange(links[0])  # enters the next epoch whole
+    clock.to_next()
+    await share_a.exchange(links[0])
+    await share_b.exchange(links[1])
+    assert b.peers_in_flight() == {"cheap#0": 1.0}
+    assert a.peers_in_flight() == {}
+
+
+async def _commands_per_round(
+    client: aioredis.Redis, keys: RedisKeys, links: list[CommandLink], replicas: int
+) -> dict[str, int]:
+    """Redis's commands in one round of exchanges by every replica, in steady state (after
+    every replica placed its endpoints and entered the epoch)."""
+    clock = EpochClock()
+    fleet = [_replica(keys, f"dp-{i}", clock) for i in range(replicas)]
+    names = [f"e{i}#0" for i in range(200)]
+    for tracker, _ in fleet:
+        for name in names:
+            _set(tracker, name, 1)
+    for _ in range(2):
+        for i, (_, sharing) in enumerate(fleet):
+            await sharing.exchange(links[i % len(links)])
+    await client.config_resetstat()
+    for i, (tracker, sharing) in enumerate(fleet):
+        _set(tracker, names[i], 2)
+        await sharing.exchange(links[i % len(links)])
+    stats = await client.info("commandstats")
+    calls = {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+    return {name: n for name, n in calls.items() if name not in ("info", "config|resetstat")}
+
+
+async def test_redis_does_the_same_few_commands_per_exchange_whatever_the_replicas(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    """Per exchange and group: one GET of the sums and one SCARD, and one BITFIELD in a
+    group whose counts changed; nothing that grows with the replicas (the snapshots' MGET
+    read every other replica's snapshot)."""
+    for replicas in (4, 32):
+        keys = RedisKeys(f"{redis_keys.prefix}-{replicas}")
+        calls = await _commands_per_round(redis_client, keys, links, replicas)
+        changed = calls.pop("bitfield")
+        assert replicas <= changed <= replicas * GROUPS  # one changed count per replica
+        assert calls == {"get": replicas * GROUPS, "scard": replicas * GROUPS}, replicas
+
+
+async def test_a_replica_that_gets_no_answer_drops_the_peers_after_the_ttl(
+    redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    clock, now = EpochClock(), [0.0]
+    a, share_a = _replica(redis_keys, "dp-a", clock, clock=lambda: now[0])
+    b, share_b = _replica(redis_keys, "dp-b", clock)
+    _set(b, "cheap#0", 1)
+    await share_b.exchange(links[1])
+    await share_a.exchange(links[0])
     assert a.load["cheap#0"] == 1.0
     now[0] = TTL_S / 2
     share_a.expire()  # within the TTL of the last answer: kept
@@ -105,145 +318,16 @@ async def test_a_replica_that_gets_no_answer_drops_the_peers_after_the_ttl(
     now[0] = TTL_S * 2
     share_a.expire()
     assert a.load["cheap#0"] == 0.0
-    await share_a.exchange(link)  # answered again: the same sum is applied again
+    await share_a.exchange(links[0])  # answered again: the same sum is applied again
     assert a.load["cheap#0"] == 1.0
 
 
-class Counting:
-    """Wraps a replica's callbacks: how often it took its own snapshot and applied the
-    others', and how many entries it was handed in all."""
-
-    def __init__(self, tracker: LoadTracker) -> None:
-        self.tracker = tracker
-        self.snapshots = self.applied = self.entries = 0
-
-    def own(self) -> Mapping[str, int]:
-        self.snapshots += 1
-        return self.tracker.in_flight_all()
-
-    def on_peers(self, peers: Mapping[str, float]) -> None:
-        self.applied += 1
-        self.entries += len(peers)
-        self.tracker.set_peers_in_flight(peers)
-
-
-async def test_work_per_exchange_does_not_grow_with_the_replicas(
-    redis_client: aioredis.Redis, redis_keys: RedisKeys
-) -> None:
-    """With 12 replicas running, the one watched applies the others' counts at most once per
-    exchange of its own (only when they changed), each time at most one entry per endpoint (a
-    pub/sub exchange applied every message it heard: 11 per interval here, each a sum over
-    every replica's snapshot)."""
-    endpoints = [f"pair-{i}#0" for i in range(5)]
-    watched = Counting(LoadTracker())
-    sharing = InFlightSharing(
-        redis_keys,
-        ReplicaIdentity("dp-0", lambda: None, time.monotonic),
-        watched.own,
-        watched.on_peers,
-        TTL_S,
-        time.monotonic,
-        groups=GROUPS,
-    )
-    others = [_replica(redis_keys, f"dp-{n}") for n in range(1, 12)]
-    for tracker, _ in others:
-        for endpoint in endpoints:
-            tracker.acquire(endpoint)
-    tasks = [asyncio.create_task(s.run(redis_client, INTERVAL_S)) for _, s in others]
-    tasks.append(asyncio.create_task(sharing.run(redis_client, INTERVAL_S)))
-    try:
-        await eventually(lambda: sharing.exchanges >= 30, timeout_s=10, what="30 exchanges")
-        assert watched.tracker.peers_in_flight() == {e: 11.0 for e in endpoints}
-    finally:
-        await _stop(tasks)
-    assert 1 <= watched.applied <= sharing.exchanges
-    assert watched.snapshots == sharing.exchanges
-    assert watched.entries <= len(endpoints) * watched.applied
-
-
-async def test_an_unchanged_snapshot_is_not_sent_and_an_unchanged_sum_not_applied(
-    redis_client: aioredis.Redis, redis_keys: RedisKeys, link: CommandLink
-) -> None:
-    """An idle replica keeps its counts in the sum without sending them again, past the TTL;
-    a change anywhere still reaches the others at their next exchange."""
-    a, share_a = _replica(redis_keys, "dp-a")
-    watched = Counting(LoadTracker())
-    share_b = InFlightSharing(
-        redis_keys,
-        ReplicaIdentity("dp-b", lambda: None, time.monotonic),
-        watched.own,
-        watched.on_peers,
-        TTL_S,
-        time.monotonic,
-        groups=GROUPS,
-    )
-    a.acquire("cheap#0")
-    watched.tracker.acquire("other#0")
-    for _ in range(3):  # the first exchanges, and each taking the other's endpoints in
-        for sharing in (share_a, share_b):  # its catalog (one write more each)
-            await sharing.exchange(link)
-    sent = (share_a.snapshots_sent, share_b.snapshots_sent, watched.applied)
-    assert sent <= (2, 2, 2)
-    snapshots = await _held(redis_client, redis_keys)
-
-    for _ in range(8):  # twice the TTL with nothing changed anywhere
-        await asyncio.sleep(TTL_S / 4)
-        for sharing in (share_a, share_b):
-            await sharing.exchange(link)
-    assert (share_a.snapshots_sent, share_b.snapshots_sent, watched.applied) == sent
-    assert await _held(redis_client, redis_keys) == snapshots  # not rewritten
-    assert watched.tracker.peers_in_flight() == {"cheap#0": 1.0}  # a is still counted
-    assert a.peers_in_flight() == {"other#0": 1.0}
-
-    a.acquire("cheap#0")  # a change: sent at a's next exchange, applied at b's
-    await share_a.exchange(link)
-    await share_b.exchange(link)
-    assert (share_a.snapshots_sent, watched.applied) == (sent[0] + 1, sent[2] + 1)
-    assert watched.tracker.peers_in_flight() == {"cheap#0": 2.0}
-    watched.tracker.release("other#0")  # b's own change alone: sent, and the others' sum
-    await share_b.exchange(link)  # (which never held b's own counts) is not applied again
-    assert (share_b.snapshots_sent, watched.applied, share_b.quiet) == (
-        sent[1] + 1,
-        sent[2] + 1,
-        0,
-    )
-    assert watched.tracker.peers_in_flight() == {"cheap#0": 2.0}
-
-
-async def test_a_replica_whose_snapshot_expired_sends_it_whole_again(
-    redis_client: aioredis.Redis, redis_keys: RedisKeys, link: CommandLink
-) -> None:
-    """A replica silent past the TTL (a stalled loop) is taken off the sum; its next exchange,
-    though its counts did not change, puts them back."""
-    (a, share_a), (b, share_b) = _replica(redis_keys, "dp-a"), _replica(redis_keys, "dp-b")
-    a.acquire("cheap#0")
-    await share_a.exchange(link)
-    await asyncio.sleep(TTL_S + 0.1)
-    await share_b.exchange(link)  # takes a's snapshot off
-    assert b.peers_in_flight() == {}
-    await share_a.exchange(link)  # unchanged: sent empty, told to send it whole, does
-    assert share_a.snapshots_sent == 2
-    await share_b.exchange(link)
-    assert b.peers_in_flight() == {"cheap#0": 1.0}
-
-
-async def test_a_lone_replica_slows_down_and_speeds_up_when_another_appears(
-    redis_client: aioredis.Redis, redis_keys: RedisKeys, link: CommandLink
-) -> None:
-    (_, alone), (_, other) = _replica(redis_keys, "dp-a"), _replica(redis_keys, "dp-b")
-    await alone.exchange(link)
-    assert alone.replicas_held == 1  # alone: the loop waits TTL / 2 (next_wait_s)
-    await other.exchange(link)
-    await alone.exchange(link)
-    assert (alone.replicas_held, other.replicas_held) == (2, 2)
-
-
 async def test_two_processes_under_one_id_are_two_replicas_and_a_clash(
-    redis_client: aioredis.Redis, redis_keys: RedisKeys, link: CommandLink
+    redis_keys: RedisKeys, links: list[CommandLink]
 ) -> None:
     """Two processes left on one INSTANCE_ID (docs/data_plane.md, "Replica identity"): each
     counts the other's requests, and each notices the other process."""
-    clashes = {"first": 0, "second": 0}
+    clock, clashes = EpochClock(), {"first": 0, "second": 0}
     made = []
     for which in ("first", "second"):
         tracker = LoadTracker()
@@ -260,13 +344,17 @@ async def test_two_processes_under_one_id_are_two_replicas_and_a_clash(
             TTL_S,
             time.monotonic,
             groups=GROUPS,
+            epoch_clock=clock,
         )
         made.append((tracker, sharing, identity))
     (first, share_first, id_first), (second, share_second, _) = made
-    first.acquire("cheap#0")
-    second.acquire("cheap#0")
-    second.acquire("cheap#0")
-    for sharing in (share_first, share_second, share_first):
+    _set(first, "cheap#0", 1)
+    _set(second, "cheap#0", 2)
+    clock.to_lead()  # both enter the next epoch...
+    await share_first.exchange(links[0])
+    await share_second.exchange(links[1])
+    clock.to_next()  # ...and list its replicas once they read it
+    for sharing, link in ((share_first, links[0]), (share_second, links[1])):
         await sharing.exchange(link)
     assert first.peers_in_flight() == {"cheap#0": 2.0}  # not dropped as our own echo
     assert second.peers_in_flight() == {"cheap#0": 1.0}
@@ -275,100 +363,22 @@ async def test_two_processes_under_one_id_are_two_replicas_and_a_clash(
     assert id_first.warnings()
 
 
-async def test_a_lost_update_heals_at_the_next_full_refresh(
-    redis_client: aioredis.Redis, redis_keys: RedisKeys, link: CommandLink
+async def test_positions_stay_dense_when_every_replica_meets_the_same_new_endpoints(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys, links: list[CommandLink]
 ) -> None:
-    """Redis loses a replica's last update (a failover to a replica that lagged): the others
-    see the old count until the replica's next full refresh, then the right one again; an
-    update that arrives twice changes nothing."""
-    now = [0.0]
-    a, me = LoadTracker(), ReplicaIdentity("dp-a", lambda: None, time.monotonic)
-    share_a = InFlightSharing(
-        redis_keys, me, a.in_flight_all, a.set_peers_in_flight, TTL_S, lambda: now[0], groups=GROUPS
-    )
-    b, share_b = _replica(redis_keys, "dp-b")
-    a.acquire("cheap#0")
-    await share_a.exchange(link)  # the first exchange sends everything
-    keys = redis_keys.in_flight_group(group_of("cheap#0", GROUPS), GROUPS)
-    mine = keys.snapshot(f"dp-a\x1f{me.process}")
-    before = await redis_client.get(mine)
-    assert isinstance(before, bytes)
-    a.acquire("cheap#0")
-    a.acquire("other#0")
-    await share_a.exchange(link)  # a change: cheap 2, other 1
-    assert (share_a.full_sent, share_a.snapshots_sent) == (1, 2)
-    await redis_client.set(mine, before, px=int(TTL_S * 1000))  # as Redis held it before
-    await share_b.exchange(link)
-    assert b.peers_in_flight()["cheap#0"] == 1.0  # the lost update shows
-    await share_a.exchange(link)  # nothing changed at a: nothing sent, nothing healed yet
-    assert share_a.full_sent == 1
-    now[0] = 5.0  # the default refresh_s later
-    await share_a.exchange(link)
-    assert share_a.full_sent == 2
-    await share_b.exchange(link)
-    assert b.peers_in_flight() == {"cheap#0": 2.0, "other#0": 1.0}
-
-    held = await redis_client.get(mine)
-    assert isinstance(held, bytes)
-    for _ in range(2):  # the same update twice (a reply lost, the write sent again)
-        await redis_client.set(mine, held, px=int(TTL_S * 1000))
-    await share_b.exchange(link)
-    assert b.peers_in_flight() == {"cheap#0": 2.0, "other#0": 1.0}
-
-
-async def _held(client: aioredis.Redis, keys: RedisKeys) -> list[dict[Any, Any]]:
-    """Every group's snapshots as Redis holds them, by replica."""
-    held = []
-    for g in range(GROUPS):
-        group = keys.in_flight_group(g, GROUPS)
-        members = sorted(await client.smembers(group.members))
-        held.append({m: await client.get(group.snapshot(m)) for m in members})
-    return held
-
-
-async def _stop(tasks: list[asyncio.Task[None]]) -> None:
-    """Cancel until done: redis-py can swallow a cancel on Python 3.11 (see data_plane.app)."""
-    while pending := [t for t in tasks if not t.done()]:
-        for task in pending:
-            task.cancel()
-        await asyncio.wait(pending, timeout=0.2)
-
-
-async def _commands_per_round(
-    client: aioredis.Redis, keys: RedisKeys, link: CommandLink, endpoints: int
-) -> dict[str, int]:
-    """Commands Redis ran (INFO commandstats) for one round of 4 replicas' exchanges, each
-    with a changed count, after two rounds that made every replica known to every other."""
-    names = [f"pair-{i}#0" for i in range(endpoints)]
-    # A TTL and refresh no stall of a loaded machine outlasts (an expired snapshot, or a
-    # full refresh, would write again): the count is the exchange's own.
-    replicas = [_replica(keys, f"dp-{i}", ttl_s=60.0, refresh_s=600.0) for i in range(4)]
-    for tracker, _ in replicas:
-        for name in names:
-            tracker.acquire(name)  # every replica's catalog is every endpoint
-    for _ in range(2):
-        for _, sharing in replicas:
-            await sharing.exchange(link)
-    await client.config_resetstat()
-    for i, (tracker, sharing) in enumerate(replicas):
-        tracker.acquire(names[i % endpoints])
-        await sharing.exchange(link)
-    stats = await client.info("commandstats")
-    calls = {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
-    assert replicas[-1][0].peers_in_flight()[names[1]] == 4.0  # 3 others, one of them +1
-    return {name: n for name, n in calls.items() if name not in ("info", "config|resetstat")}
-
-
-async def test_an_exchange_is_four_plain_commands_per_group_whatever_the_endpoints(
-    redis_client: aioredis.Redis, redis_keys: RedisKeys, link: CommandLink
-) -> None:
-    """Redis does no work per endpoint: an exchange writes one snapshot per group (or renews
-    an unchanged one's expiry), counts the group's replicas and reads the others' with one
-    MGET. The Lua script it replaced ran `evalsha` with an HMGET/HSET per changed count and
-    re-encoded the sum inside it (inner calls counted too, more with more endpoints)."""
-    for endpoints in (5, 200):
-        keys = RedisKeys(f"{redis_keys.prefix}-{endpoints}")
-        calls = await _commands_per_round(redis_client, keys, link, endpoints)
-        written = calls.pop("set", 0) + calls.pop("pexpire", 0)  # a snapshot, or its expiry
-        assert written == 4 * GROUPS, (endpoints, calls)
-        assert calls == {"sadd": 4 * GROUPS, "scard": 4 * GROUPS, "mget": 4 * GROUPS}, endpoints
+    """Eight replicas meet five new endpoints each round, one after another: the first
+    places them, the others learn its positions (no position reserved and left unused), so
+    the sums stay one count per endpoint however many replicas there are. Before the fix
+    every replica reserved positions for every endpoint new to it: 400 for 50 endpoints."""
+    clock = EpochClock()
+    replicas = [_replica(redis_keys, f"dp-{i}", clock, groups=1) for i in range(8)]
+    for round_ in range(10):
+        for i, (tracker, sharing) in enumerate(replicas):
+            for k in range(5):
+                _set(tracker, f"e{5 * round_ + k}#0", 1)
+            await sharing.exchange(links[i])
+    group = redis_keys.in_flight_group(0, 1)
+    assert int(_raw(await redis_client.hget(group.index, ""))) == 50  # positions 1-50
+    sums = _raw(await redis_client.get(group.sums(int(clock.now // PERIOD_S))))
+    assert len(sums) == 4 * 51
+    assert [int.from_bytes(sums[4 * p : 4 * p + 4], "big") for p in range(1, 51)] == [8] * 50

@@ -11,15 +11,7 @@ from pydantic import ValidationError
 
 from data_plane.resilience.endpoint_load import LoadTracker, outside_load
 from data_plane.settings import DataPlaneSettings, InFlightShareSettings
-from data_plane.sync.in_flight_snapshot import (
-    COUNT_MAX,
-    Catalog,
-    encode,
-    fingerprints,
-    group_of,
-    next_wait_s,
-    sum_snapshots,
-)
+from data_plane.sync.in_flight_epochs import group_of, next_wait_s
 
 
 @pytest.mark.parametrize(
@@ -86,74 +78,20 @@ def test_tracker_load_is_own_plus_outside_load_after_any_sequence() -> None:
             assert tracker.load.get(e, 0.0) == tracker.in_flight(e) + outside, e
 
 
-def test_the_sum_of_snapshots_is_the_sum_of_their_counts() -> None:
-    """Snapshots of one catalog and of another (a replica that met a new endpoint) add up per
-    endpoint; a snapshot of an unknown catalog, or cut short, counts as none."""
-    one, two = Catalog.of(["b#0", "a#0"]), Catalog.of(["a#0", "b#0", "c#0"])
-    assert one.endpoints == ("a#0", "b#0")  # sorted: equal sets share one catalog
-    snapshots = [
-        encode(one, {"a#0": 2, "b#0": 0, "z#0": 9}),  # z is not in the catalog: not sent
-        encode(one, {"a#0": 1, "b#0": 4}),
-        encode(two, {"c#0": 3}),
-    ]
-    catalogs = {c.fingerprint: c for c in (one, two)}
-    assert fingerprints(snapshots) == set(catalogs)
-    assert sum_snapshots(snapshots, catalogs) == {"a#0": 3.0, "b#0": 4.0, "c#0": 3.0}
-    assert sum_snapshots(snapshots, {one.fingerprint: one}) == {"a#0": 3.0, "b#0": 4.0}
-    assert sum_snapshots([snapshots[0][:-1], b"short"], catalogs) == {}
-    assert sum_snapshots([], catalogs) == {}
+def test_a_lone_replica_exchanges_once_per_lead() -> None:
+    """Alone it only has to enter each epoch in time: once per lead (0.2 s at a 1 s TTL)."""
+    assert next_wait_s(2, 0, 0.025, 0.1, 0.2) == 0.025  # someone else is heard: full rate
+    assert next_wait_s(1, 0, 0.025, 0.1, 0.2) == 0.2  # only ourselves: once per lead
+    assert next_wait_s(0, 0, 0.025, 0.1, 0.2) == 0.2  # no answer (Redis down): retry slowly
+    assert next_wait_s(1, 0, 2.0, 2.0, 0.2) == 2.0  # never faster than the interval
 
 
-def test_many_large_counts_sum_without_a_carry_between_endpoints() -> None:
-    """A count past 32 bits is capped, one below zero is 0, and 600 replicas at the cap sum
-    exactly: no count spills into the next endpoint's."""
-    catalog = Catalog.of(["a#0", "b#0", "c#0"])
-    top = encode(catalog, {"a#0": 10**12, "b#0": 0, "c#0": -3})
-    assert sum_snapshots([top], {catalog.fingerprint: catalog}) == {"a#0": float(COUNT_MAX)}
-    many = [top] * 600
-    summed = sum_snapshots(many, {catalog.fingerprint: catalog})
-    assert summed == {"a#0": float(COUNT_MAX * 600)}
-
-
-def test_a_catalog_is_taken_only_under_its_own_fingerprint() -> None:
-    catalog = Catalog.of(["x#1", "x#0"])
-    assert Catalog.parse(catalog.fingerprint, catalog.text) == catalog
-    assert Catalog.parse(catalog.fingerprint, b"x#0") is None  # another list
-    assert Catalog.parse(catalog.fingerprint, None) is None  # expired
-    empty = Catalog.of([])
-    assert Catalog.parse(empty.fingerprint, empty.text) == empty
-    assert encode(empty, {"a#0": 1}) == empty.fingerprint
-
-
-def test_random_snapshots_sum_as_dictionaries_would() -> None:
-    rng = random.Random(11)
-    names = [f"e{i}#0" for i in range(40)]
-    catalogs: dict[bytes, Catalog] = {}
-    snapshots: list[bytes] = []
-    expected: dict[str, float] = {}
-    for _ in range(300):
-        catalog = Catalog.of(rng.sample(names, rng.randrange(1, 40)))
-        catalogs[catalog.fingerprint] = catalog
-        own = {e: rng.randrange(0, 5) for e in catalog.endpoints}
-        snapshots.append(encode(catalog, own))
-        for e, n in own.items():
-            if n:
-                expected[e] = expected.get(e, 0.0) + n
-    assert sum_snapshots(snapshots, catalogs) == expected
-
-
-def test_a_lone_replica_exchanges_at_half_the_ttl() -> None:
-    assert next_wait_s(2, 0, 0.025, 0.1, 1.0) == 0.025  # someone else is heard: full rate
-    assert next_wait_s(1, 0, 0.025, 0.1, 1.0) == 0.5  # only our own snapshot: stay visible only
-    assert next_wait_s(0, 0, 0.025, 0.1, 1.0) == 0.5  # no answer (Redis down): retry slowly
-    assert next_wait_s(1, 0, 2.0, 2.0, 1.0) == 2.0  # never faster than the interval
-
-
-def test_the_wait_doubles_while_nothing_changes_up_to_the_longest() -> None:
-    waits = [next_wait_s(5, quiet, 0.025, 0.1, 1.0) for quiet in range(5)]
+def test_the_wait_doubles_while_nothing_changes_up_to_the_longest_and_the_lead() -> None:
+    waits = [next_wait_s(5, quiet, 0.025, 0.1, 0.2) for quiet in range(5)]
     assert waits == [0.025, 0.05, 0.1, 0.1, 0.1]
-    assert next_wait_s(5, 3, 0.025, 0.01, 1.0) == 0.025  # a longest below the interval: ignored
-    assert next_wait_s(5, 10_000, 0.025, 0.1, 1.0) == 0.1  # no overflow after a long quiet
+    assert next_wait_s(5, 3, 0.025, 0.01, 0.2) == 0.025  # a longest below the interval: ignored
+    assert next_wait_s(5, 10_000, 0.025, 0.1, 0.2) == 0.1  # no overflow after a long quiet
+    assert next_wait_s(5, 10, 0.025, 1.0, 0.2) == 0.2  # never past the lead
 
 
 def test_endpoints_spread_over_the_groups_the_same_way_everywhere() -> None:
