@@ -263,7 +263,7 @@ class CompiledTable:
 # --- health and load ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class HealthView:
     """Snapshot for one decision: ejected endpoints and load per endpoint id.
 

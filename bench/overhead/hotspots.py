@@ -2,6 +2,13 @@
 
 The summary counts only the main thread (the event loop), so idle exporter threads do not
 dilute the shares. Written into the report so hot spots travel with the figures.
+
+py-spy reads the process without pausing it (`--nonblocking`). Paused to sample, the loop's
+samples piled onto frames that had just made a system call: on Python 3.11 every
+`asyncio.get_running_loop()` (and so `current_task()`, `asyncio.timeout`) calls getpid(2),
+about 10 a request, ~0.2 us each, and the paused profile gave those few calls 8.4% of the
+samples (`stall_guard.loop_time` 3.5%) where the unpaused one gave them 1.3%
+(docs/benchmarks.md, "Where the loop's time goes").
 """
 
 from __future__ import annotations
@@ -97,7 +104,7 @@ def profile_data_plane(pinning: Pinning, workdir: Path, seconds: float) -> Hotsp
             url = f"http://127.0.0.1:{ctx.workdir.joinpath('gearbox.port').read_text()}"
             run_wrk(url, script, 32, 2, pinning.aux, workdir)  # warm-up
             args = [spy, "record", "-p", str(pid), "-d", str(round(seconds)), "-r", "250"]
-            args += ["--function", "-f", "raw", "-o", str(raw)]
+            args += ["--function", "--nonblocking", "-f", "raw", "-o", str(raw)]
             with subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as p:
                 run_wrk(url, script, 32, seconds + 1, pinning.aux, workdir)
                 _, err = p.communicate(timeout=seconds + 60)

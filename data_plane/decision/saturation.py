@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from data_plane.decision.capacity import (
@@ -49,7 +48,7 @@ from data_plane.decision.capacity import (
     reserved_line,
 )
 from data_plane.decision.feasibility import Limits, effective_limits, first_violation, predict
-from data_plane.domain import Candidate, CompiledTable, HealthView, RouteRequest
+from data_plane.domain import Candidate, CompiledTable, HealthView, RouteRequest, per_request
 
 
 class Seen(NamedTuple):
@@ -90,7 +89,7 @@ class Seen(NamedTuple):
         return limits._replace(output_tokens=learned)
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class PairRoom:
     """One pair of a request's fleet: its sustainable concurrency and the class's line per
     live endpoint, and what is in flight there now."""
@@ -121,7 +120,7 @@ class PairRoom:
         return self.line if pressed else min(self.per_endpoint, self.ceiling)
 
 
-@dataclass(frozen=True, slots=True)
+@per_request
 class Fleet:
     """The request's fleet now (see the module docstring)."""
 

@@ -41,6 +41,9 @@ def test_the_request_path_types_are_per_request() -> None:
         "AttemptLimit",
         "UpstreamRequest",
         "Usage",
+        "PairRoom",
+        "Fleet",
+        "HealthView",
     } <= names
 
 
