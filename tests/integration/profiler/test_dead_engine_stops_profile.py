@@ -66,8 +66,9 @@ async def test_bad_items_answered_4xx_never_stop_a_profile(runtime: Runtime) -> 
             await profile_pair(plan, runtime)
         sent = fleet.stats("sim-a").received
     assert not isinstance(caught.value, EngineGoneError)
-    # and the JSON characters-per-token probe's first request (refused, so the probe stops)
-    assert sent == ITEMS + sum(level.total for level in plan.sweep) + 1
+    # and the first request of each token-rate probe (JSON characters per token, tokens per
+    # image): refused, so each probe stops there
+    assert sent == ITEMS + sum(level.total for level in plan.sweep) + 2
 
 
 async def test_a_healthy_engine_profiles_to_the_end(runtime: Runtime, tmp_path: Path) -> None:
