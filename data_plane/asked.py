@@ -51,7 +51,8 @@ class Full(Exception):  # noqa: N818 - a verdict handed to the door, not an erro
         super().__init__(shed.message)
         self.pairs = pairs  # its fleet's pairs: it waits behind a higher band's on these only
         # Whether best effort may serve it late on an idle pair instead of its 429 at the
-        # deadline (`DecisionStep.relaxed`): its fleet is full, not its tenant past its share.
+        # deadline (`DecisionStep.relaxed`): its fleet is full, or it waits behind a higher
+        # band's requests; not its tenant past its share.
         self.relaxable = relaxable
         self.asked = asked
         self.inbound = inbound

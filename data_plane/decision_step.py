@@ -212,11 +212,12 @@ class DecisionStep:
         return self._decided(asked.table, full.inbound, asked.who, False, (full, 0.0))
 
     def relaxed(self, full: Full, wanted: frozenset[str]) -> Decided | None:
-        """Best effort instead of the 429 for a queued request whose fleet stayed full until
-        its deadline: decided on its whole budget, without admission, on the endpoints with
-        nothing in flight now of pairs no waiting request may go to (`wanted`), when one of
-        those pairs proves its floor (`relaxed.idle_relaxed`); None: refuse it (strict mode,
-        a tenant past its fair share, no such idle pair that proves the floor)."""
+        """Best effort instead of the 429 for a queued request whose fleet stayed full, or
+        that stayed behind a higher band, until its deadline: decided on its whole budget,
+        without admission, on the endpoints with nothing in flight now of pairs no waiting
+        request may go to (`wanted`), when one of those pairs proves its floor
+        (`relaxed.idle_relaxed`); None: refuse it (strict mode, a tenant past its fair share,
+        no such idle pair that proves the floor)."""
         if not full.relaxable:
             return None
         asked = full.asked
@@ -418,7 +419,10 @@ class DecisionStep:
         if top is not None and -who.klass.share > top:
             wait_s = fleet.pairs[0].candidate.predicted_latency_s
             detail = "requests of a higher priority class wait for room"
-            raise self._shed(asked, (inbound, fleet), wait_s, detail)
+            # Relaxable: at its deadline it may still be served late on an idle pair that no
+            # waiting request wants (`decision.relaxed`), which takes nothing from the band
+            # it yields to.
+            raise self._shed(asked, (inbound, fleet), wait_s, detail, relaxable=True)
 
     def _fleet(
         self, asked: _Asked, result: RouteDecision | NoRoute, seen: Seen, bounded: bool = True

@@ -424,3 +424,44 @@ async def test_at_its_deadline_best_effort_serves_late_on_an_idle_pair_not_a_429
     assert len(h.upstream.requests) == 2
     assert h.metric("gearbox_flow_refused_total", reason="deadline", **STANDARD) == 2
     assert h.metric("gearbox_flow_dispatched_total", **STANDARD) == 1
+
+
+async def test_a_request_behind_a_higher_band_is_served_late_on_a_pair_nobody_waits_for(
+    make_harness: MakeHarness,
+) -> None:
+    """A standard request whose 0.5 s budget only fam@int4 meets waits behind a critical
+    request that waits for int4 too (strict bands), while fam@fp16 (3 s, keeps the floor) is
+    idle and outside the critical request's fleet (its 2 s budget). At the standard request's
+    deadline it is served late on fp16, as one whose fleet was full is (before: 429, fp16
+    idle); the critical request still gets int4 first."""
+    int4_url, fp16_url = "http://int4-a", "http://fp16-a"
+    cheap = pair_entry("fam", "int4", urls=[int4_url], ttft_base_s=0.1, usd_per_mtok=0.5)
+    slow = pair_entry("fam", "fp16", urls=[fp16_url], ttft_base_s=3.0)
+    for entry in (cheap, slow):
+        entry["latency"]["max_profiled_load"] = 1
+    release = asyncio.Event()
+    routes = {url: held_until(release)[URL] for url in (int4_url, fp16_url)}
+    h = await make_harness(
+        make_table([cheap, slow]), routes=routes, engine_deadline_factor=0,
+        priority_header_trusted=True,
+    )  # fmt: skip
+    hold = asyncio.create_task(ask(h, {"X-Latency-Budget-Ms": "60000"}))
+    await eventually(lambda: len(h.upstream.requests) == 1, what="int4 is held")
+    critical = asyncio.create_task(
+        ask(h, {"X-Latency-Budget-Ms": "2000", "X-Priority": "critical"})
+    )
+    await eventually(lambda: h.metric("gearbox_flow_queue_length", **CRITICAL) == 1, what="waits")
+    late = asyncio.create_task(ask(h, {"X-Latency-Budget-Ms": "500"}))
+    await eventually(
+        lambda: any(r.url.startswith(fp16_url) for r in h.upstream.requests),
+        what="the idle fp16 took the standard request",
+    )
+    release.set()
+    results = await asyncio.gather(hold, critical, late)
+    assert [status for status, _ in results] == [200, 200, 200]
+    (_, critical_headers), (_, late_headers) = results[1], results[2]
+    assert late_headers["X-Route-Pair"] == "fam@fp16"
+    assert late_headers["X-Route-Reason"].startswith("best_effort_latency_relaxed;")
+    assert critical_headers["X-Route-Pair"] == "fam@int4"
+    assert h.metric("gearbox_flow_refused_total", reason="deadline", **STANDARD) == 0
+    assert h.metric("gearbox_flow_dispatched_total", **STANDARD) == 1  # served, not refused
