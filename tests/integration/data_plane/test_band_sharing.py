@@ -1,10 +1,10 @@
 """The higher bands' reserve across replicas (docs/data_plane.md, "Flow control"; issue 32):
-a replica's line keeps room for the critical requests the *other* replicas
-decided at the pair lately, as they share them through the in-flight sums on a real
-redis-server. Two real apps, each with a fake engine whose answers the test holds, and one
-clock the test moves for both (the window is read from whole 100 ms buckets of it); the
-exchange itself runs on the event loop every 25 ms, and every wait is on what a replica
-has seen."""
+a replica's line keeps room for the critical requests the *other* replicas decided at the
+pair lately, as they share them through the in-flight sums on a real redis-server, also
+behind a real nginx that splits the requests. Two real apps, each with a fake engine whose
+answers the test holds, and one clock the test moves for both (the window is read from
+whole 100 ms buckets of it); the exchange itself runs on the event loop every 25 ms, and
+every wait is on what a replica has seen."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
@@ -36,6 +37,7 @@ from tests.component.data_plane.fakes import (
     pair_entry,
 )
 from tests.integration.data_plane.conftest import Publishing, plane_settings
+from tests.support.load_balancer import running_nginx
 from tests.support.redis_server import RedisProcess
 from tests.support.waiting import eventually
 
@@ -190,3 +192,57 @@ async def _index_names(client: aioredis.Redis, keys: RedisKeys) -> set[str]:
     """Every name the in-flight groups' indexes hold (one group on a standalone Redis)."""
     index: dict[Any, Any] = await client.hgetall(keys.in_flight_group(0, 1).index)
     return {bytes(name).decode() for name in index if name}
+
+
+async def test_behind_nginx_each_replica_reserves_for_both_replicas_critical_requests(
+    two_replicas: tuple[list[Client], list[FakeUpstream], FakeClock, asyncio.Event],
+    tmp_path: Path,
+) -> None:
+    """4 critical requests through a real nginx (round robin: 2 to each replica), 1.008 s
+    each: each replica keeps room for all 4 (4.03 of the pair's 8), so a standard request,
+    whichever replica nginx gives it, waits beside them (5 in flight with it), while a
+    critical one goes in. Fails before: each replica reserved only for its own 2 (2.02: a
+    line of 5) and sent the standard request at once."""
+    (a, b), (engine_a, engine_b), clock, release = two_replicas
+    apps = [a.app, b.app]
+    servers = [(c.server.port, 1) for c in (a, b) if c.server.port is not None]
+    with running_nginx(tmp_path / "nginx", servers) as lb:
+        url = f"http://127.0.0.1:{lb}/v1/chat/completions"
+        async with aiohttp.ClientSession() as session:
+
+            async def ask_lb(headers: dict[str, str]) -> int:
+                async with session.post(url, data=BODY, headers=headers) as resp:
+                    await resp.read()
+                    return resp.status
+
+            critical = [asyncio.create_task(ask_lb(CRITICAL)) for _ in range(4)]
+            await eventually(
+                lambda: (len(engine_a.requests), len(engine_b.requests)) == (2, 2),
+                what="2 critical in flight at each replica",
+            )
+            clock.advance(BUCKET_S)
+            await eventually(lambda: all(reserve_seen(app, 4.0)() for app in apps))
+            endpoint = f"{pair_of(a.app)}#0"
+            await eventually(
+                lambda: all(
+                    app[HEALTH].tracker.peers_in_flight().get(endpoint) == 2.0 for app in apps
+                ),
+                what="each replica sees the other's 2 in flight",
+            )
+
+            def waiting() -> float:
+                return sum(metric(app, "gearbox_flow_queue_length", **STANDARD) for app in apps)
+
+            def sent() -> int:
+                return len(engine_a.requests) + len(engine_b.requests)
+
+            standard = asyncio.create_task(ask_lb(BUDGET))
+            await eventually(lambda: waiting() == 1, what="the standard request waits")
+            assert sent() == 4
+            mine = asyncio.create_task(ask_lb(CRITICAL))
+            await eventually(lambda: sent() == 5, what="the next critical one goes in")
+            assert waiting() == 1
+            clock.advance(WINDOW_S + BUCKET_S)
+            await eventually(lambda: sent() == 6, what="the standard one goes in")
+            release.set()
+            assert list(await asyncio.gather(*critical, mine, standard)) == [200] * 6
