@@ -33,7 +33,7 @@ from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
 from data_plane.progress.pace import EnginePace
 from data_plane.progress.stall_guard import StallGuard
-from data_plane.resilience.band_arrivals import BandArrivals
+from data_plane.resilience.band_arrivals import BandArrivals, kept_for
 from data_plane.resilience.breaker import BreakerBoard
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.health import Health
@@ -121,6 +121,7 @@ PROBE = web.AppKey("gearbox_latency_probe", LatencyProbe)
 CANARY = web.AppKey("gearbox_canary_items", CanarySender)
 SHARING = web.AppKey("gearbox_in_flight_sharing", InFlightSharing)
 IDENTITY = web.AppKey("gearbox_replica_identity", ReplicaIdentity)
+ARRIVALS = web.AppKey("gearbox_band_arrivals", BandArrivals)
 
 
 def _session_limits(s: DataPlaneSettings) -> SessionLimits:
@@ -178,9 +179,9 @@ def _decision_step(app: web.Application, deps: AppDeps) -> DecisionStep:
 
 
 def _arrivals(app: web.Application, clock: Callable[[], float]) -> BandArrivals:
-    """Requests decided per pair and band, for the lines' reserves; a new table's pairs kept."""
-    arrivals = BandArrivals(clock)
-    app[STORE].on_swap(lambda table: arrivals.forget({p.pair for p in table.pairs}))
+    """Requests decided per pair and band, for the lines' reserves (shared with the other
+    replicas by the in-flight sharing); a new table's pairs kept."""
+    arrivals = app[ARRIVALS] = kept_for(app[STORE], clock)
     return arrivals
 
 
@@ -435,9 +436,11 @@ _SHARING_TASKS = ("in_flight_sharing",)
 def _start_sharing(
     app: web.Application, client: aioredis.Redis, clock: Callable[[], float]
 ) -> None:
-    """Exchange this replica's in-flight counts for the others'; merge those into the load."""
+    """Exchange this replica's in-flight counts and band arrivals for the others'; merge
+    those into the load and the lines' reserves."""
     s = app[SETTINGS]
-    sharing = in_flight_sharing(s, client, app[IDENTITY], app[HEALTH].tracker, clock)
+    tracker, arrivals = app[HEALTH].tracker, app.get(ARRIVALS)
+    sharing = in_flight_sharing(s, client, app[IDENTITY], tracker, clock, arrivals)
     app[SHARING] = sharing
     app[CANARY].count_replicas(lambda: sharing.replicas_held)  # the capacity share is split
     app[TASKS].start(_SHARING_TASKS[0], sharing.run(client, *sharing_intervals_s(s)))

@@ -26,6 +26,7 @@ from data_plane.background_tasks import BackgroundTasks
 from data_plane.gateway.protos import ProcessingMode
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
+from data_plane.resilience.band_arrivals import kept_for
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.serving.probes import Probes
 from data_plane.settings import DataPlaneSettings
@@ -77,6 +78,7 @@ class GatewayProcess:
         source, self.discovery = endpoint_discovery(s, self.store, lambda _: None)
         self.watcher = table_watcher(s, source, self.metrics, time.time)
         self.tracker = LoadTracker()
+        self.arrivals = kept_for(self.store, time.monotonic)  # shared with the other replicas
         self.router = router = gateway_router(
             self.store,
             self.metrics,
@@ -86,6 +88,7 @@ class GatewayProcess:
             self.tracker,
             flow_settings(s),
             s.extproc.max_hold_s,
+            arrivals=self.arrivals,
         )
         service = ServiceConfig(_BODY_MODES[s.extproc.body_mode], s.server.max_body_bytes)
         self.processor = ExternalProcessor(router, self.metrics, service, time.monotonic)
@@ -141,7 +144,9 @@ class GatewayProcess:
         s = self.settings
         if s.in_flight_share.interval_ms <= 0:
             return
-        self.sharing = in_flight_sharing(s, client, self.identity, self.tracker, time.monotonic)
+        self.sharing = in_flight_sharing(
+            s, client, self.identity, self.tracker, time.monotonic, self.arrivals
+        )
         self.tasks.start("in_flight_sharing", self.sharing.run(client, *sharing_intervals_s(s)))
 
     def _start_scrape(self) -> AiohttpUpstream | Http1Upstream | None:

@@ -21,6 +21,7 @@ from data_plane.domain import CompiledTable
 from data_plane.flow.queue import FlowQueue
 from data_plane.progress.engine_probe import EngineProbe
 from data_plane.request.identity import Rights
+from data_plane.resilience.band_arrivals import BandArrivals
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.settings import DataPlaneSettings, FlowSettings
 from data_plane.sync.endpoint_discovery import EndpointDiscovery
@@ -29,6 +30,7 @@ from data_plane.sync.engine_scrape import EngineScraper, ScrapeTarget
 from data_plane.sync.in_flight_sharing import CLUSTER_GROUPS, GROUPS, InFlightSharing
 from data_plane.sync.metrics_page import PageRefusals
 from data_plane.sync.replica_identity import ReplicaIdentity
+from data_plane.sync.shared_counts import SharedCounts
 from data_plane.sync.table_watcher import TableWatcher
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
@@ -99,16 +101,18 @@ def in_flight_sharing(
     identity: ReplicaIdentity,
     tracker: LoadTracker,
     clock: Callable[[], float],
+    arrivals: BandArrivals | None = None,
 ) -> InFlightSharing:
-    """The exchange of `tracker`'s in-flight counts for the other replicas' (docs/data_plane.md,
-    "In-flight sharing"), as `IN_FLIGHT_SHARE_*` configure it; `run` it with
-    `sharing_intervals_s`."""
+    """The exchange of `tracker`'s in-flight counts, and `arrivals`' counts of the higher
+    bands, for the other replicas' (docs/data_plane.md, "In-flight sharing"), as
+    `IN_FLIGHT_SHARE_*` configure it; `run` it with `sharing_intervals_s`."""
     share = settings.in_flight_share
+    counts = SharedCounts(tracker, arrivals)
     return InFlightSharing(
         settings.redis.keys,
         identity,
-        tracker.in_flight_all,
-        tracker.set_peers_in_flight,
+        counts.own,
+        counts.on_peers,
         share.ttl_s,
         clock,
         groups=share.groups or (CLUSTER_GROUPS if as_cluster(client) else GROUPS),

@@ -22,6 +22,9 @@ from simulator.openai_request import ApiError, RequestFacts
 from simulator.scheduler import QueueFullError, Scheduler, Ticket
 
 Emit = Callable[[int, str], Awaitable[None]]
+# A generation request as it arrives, the engine's clock then, and the requests running and
+# waiting before it (`Engine.watch`)
+Watcher = Callable[["ReceivedRequest", float, int], None]
 KV_BLOCK_TOKENS = 16
 
 
@@ -117,6 +120,7 @@ class Engine:
             cache_facts(config),
         )
         self._kv_tokens = 0
+        self._watcher: Watcher | None = None
         self.reset()
 
     def reset(self) -> None:
@@ -142,6 +146,13 @@ class Engine:
         self.counters.received += 1
         self.counters.last_request_body_bytes = len(request.body)
         self.last_request = request
+        if self._watcher is not None:
+            self._watcher(request, self._clock(), self.scheduler.running + self.scheduler.waiting)
+
+    def watch(self, watcher: Watcher | None) -> None:
+        """Call `watcher` with each generation request as it arrives (None: stop), for a
+        benchmark that follows requests through the router to the engine."""
+        self._watcher = watcher
 
     def stats(self) -> PairStats:
         values = {f.name: getattr(self.counters, f.name) for f in fields(_Counters)}

@@ -10,20 +10,27 @@ its budget (`capacity_rps`). Open-loop (Poisson) arrivals from one seeded schedu
 steady tenant at `STEADY_SHARE` of capacity, the bursty one at `BURSTY_SHARE`, and at
 `BURST_TIMES` capacity in the middle third of the run. Run with flow control as shipped, and
 with `FLOW_QUEUE=false` (refused at once instead of queued) for the router's CPU time that
-the queue adds.
+the queue adds; then with flow control on more seeds' schedules, so that the critical
+requests in the burst windows are enough to tell 99% from 98% (one seed's window holds about
+130). Each request is followed to the engine (`simulator.engine.Engine.watch`, by its
+X-Request-Id) for why a critical one missed (`bench.admission.misses`), and the time the
+router and this process waited for a CPU is read from /proc (schedstat: the loaded machine).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import random
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 
+from bench.admission.misses import Path as RequestPath
 from bench.admission.stack import (
     QUEUE_OFF,
     TRUSTED,
@@ -31,7 +38,6 @@ from bench.admission.stack import (
     Router,
     Sample,
     bucket_quantile,
-    post,
     router,
     sample_sum,
     session,
@@ -50,6 +56,7 @@ ENGINES = 2
 MIX = (("critical", 0.2), ("standard", 0.5), ("batch", 0.3))
 STEADY_SHARE, BURSTY_SHARE, BURST_TIMES = 0.3, 0.3, 3.0
 SEED = 23
+MORE_SEEDS = (24, 25, 26, 27)  # flow control again on these schedules (critical: ~130 each)
 WAIT_METRIC = "gearbox_flow_queue_wait_seconds"
 
 
@@ -58,11 +65,15 @@ def engine_latency_s(running: int) -> float:
     return TTFT_S + MAX_TOKENS * (TPOT_S + TPOT_PER_RUNNING_S * (running - 1))
 
 
+def fit() -> int:
+    """The most requests running at once on an engine whose answers still meet BUDGET_MS."""
+    return max(n for n in range(1, MAX_RUNNING + 1) if engine_latency_s(n) <= BUDGET_MS / 1000)
+
+
 def capacity_rps() -> float:
     """Requests per second both engines sustain with each answer in budget (Little's law at
-    the most requests in flight per engine whose answers still meet BUDGET_MS)."""
-    fit = max(n for n in range(1, MAX_RUNNING + 1) if engine_latency_s(n) <= BUDGET_MS / 1000)
-    return ENGINES * fit / engine_latency_s(fit)
+    `fit` requests in flight per engine)."""
+    return ENGINES * fit() / engine_latency_s(fit())
 
 
 # At load L (this request included): TPOT_S + per-running x (L - 1).
@@ -104,6 +115,11 @@ class BurstRun:
     wait_p99_le_s: float  # 99% of waits were at most this bucket bound (NaN: none waited)
     wait_mean_s: float  # the mean wait, exact (the histogram's sum over its count)
     busy: Busy  # each engine's running requests over the run (8 fit in budget)
+    paths: tuple[RequestPath, ...] = ()  # per sample (same order): its way to the engine
+    seed: int = SEED
+    router_runnable_s: float = math.nan  # the router's time runnable but not running
+    client_runnable_s: float = math.nan  # ...this process's event loop's (clients, engines)
+    critical_queued: float = math.nan  # critical requests that waited in the router's queue
 
 
 def _poisson(rng: random.Random, rate: float, start: float, end: float) -> list[float]:
@@ -139,29 +155,67 @@ def schedule(
     ]
 
 
-def burst_schedule(seconds: float) -> list[Arrival]:
+def burst_schedule(seconds: float, seed: int = SEED) -> list[Arrival]:
     cap = capacity_rps()
     rates = {"steady": STEADY_SHARE * cap, "bursty": BURSTY_SHARE * cap}
-    return schedule(seconds, rates, BURST_TIMES * cap)
+    return schedule(seconds, rates, BURST_TIMES * cap, seed)
 
 
-async def _send(s: aiohttp.ClientSession, url: str, a: Arrival, scheduled: float) -> Sample:
+Seen = dict[str, tuple[float, int]]  # X-Request-Id -> (engine's clock at arrival, held)
+
+
+async def _send(s: aiohttp.ClientSession, url: str, a: Arrival, scheduled: float) -> Traced:
     body = {"model": "auto", "messages": [{"role": "user", "content": "Hi"}]}
     body["max_tokens"] = MAX_TOKENS  # type: ignore[assignment]
     headers = {
         "X-Latency-Budget-Ms": str(BUDGET_MS),
         "x-gearbox-tenant": a.tenant,
         "X-Priority": a.priority,
+        "Content-Type": "application/json",
     }
-    status, _ = await post(s, url, body, headers)
+    status, request_id, late = 0, None, time.monotonic() - scheduled
+    predicted, reason = None, ""
+    try:
+        async with s.post(url, data=json.dumps(body), headers=headers) as resp:
+            await resp.read()
+            status, request_id = resp.status, resp.headers.get("X-Request-Id")
+            predicted = resp.headers.get("X-Route-Predicted-Latency-Ms")
+            reason = resp.headers.get("X-Route-Reason", "")
+    except (aiohttp.ClientError, TimeoutError):
+        pass
     seconds = time.monotonic() - scheduled
-    return Sample(a.tenant, a.priority, status, seconds, BUDGET_MS / 1000, a.in_burst)
+    sample = Sample(a.tenant, a.priority, status, seconds, BUDGET_MS / 1000, a.in_burst)
+    predicted_s = None if predicted is None else int(predicted) / 1000
+    return Traced(sample, scheduled, request_id, late, predicted_s, reason, a.at_s)
 
 
-async def replay(url: str, arrivals: list[Arrival]) -> tuple[Sample, ...]:
+@dataclass(frozen=True, slots=True)
+class Traced:
+    """One request as its client saw it, with what the router said of it."""
+
+    sample: Sample
+    scheduled: float  # monotonic
+    request_id: str | None
+    sent_late_s: float  # sent that long after `scheduled`
+    predicted_s: float | None = None  # X-Route-Predicted-Latency-Ms: at the router's load
+    reason: str = ""  # X-Route-Reason
+    at_s: float = 0.0  # its time in the schedule
+
+    def path(self, seen: Seen) -> RequestPath:
+        s = self.sample
+        arrived = None if self.request_id is None else seen.get(self.request_id)
+        to_engine = None if arrived is None else arrived[0] - self.scheduled
+        held = 0 if arrived is None else arrived[1]
+        return RequestPath(
+            s.status, s.seconds, s.budget_s, to_engine, held, self.sent_late_s,
+            self.predicted_s, self.reason, self.at_s,
+        )  # fmt: skip
+
+
+async def replay(url: str, arrivals: list[Arrival]) -> tuple[Traced, ...]:
     """Each arrival sent at its time whatever the router does; seconds from that time."""
     async with session() as s:
-        tasks: list[asyncio.Task[Sample]] = []
+        tasks: list[asyncio.Task[Traced]] = []
         start = time.monotonic() + 0.1
         for a in arrivals:
             delay = start + a.at_s - time.monotonic()
@@ -171,29 +225,75 @@ async def replay(url: str, arrivals: list[Arrival]) -> tuple[Sample, ...]:
         return tuple(await asyncio.gather(*tasks))
 
 
-async def _one(name: str, r: Router, arrivals: list[Arrival], fleet: Fleet) -> BurstRun:
+def runnable_s(pid: int | str = "self") -> float:
+    """Seconds `pid`'s main thread has spent runnable but not running (waiting for a CPU),
+    from /proc/PID/schedstat; NaN where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return math.nan
+
+
+async def _one(
+    name: str, r: Router, arrivals: list[Arrival], fleet: Fleet, seed: int = SEED
+) -> BurstRun:
     stop = asyncio.Event()
-    watch = asyncio.create_task(watch_running(fleet, ["sim-int4", "sim-fp16"], stop))
-    cpu = r.cpu_s()
-    samples = await replay(r.chat_url, arrivals)
+    names = ["sim-int4", "sim-fp16"]
+    seen: Seen = {}
+    for engine in names:
+        fleet.engine(engine).watch(
+            lambda req, at, held: seen.__setitem__(req.headers.get("x-request-id", ""), (at, held))
+        )
+    watch = asyncio.create_task(watch_running(fleet, names, stop))
+    cpu, waits = r.cpu_s(), (runnable_s(r.pid), runnable_s())
+    traced = await replay(r.chat_url, arrivals)
     cpu = r.cpu_s() - cpu
+    router_wait, client_wait = runnable_s(r.pid) - waits[0], runnable_s() - waits[1]
     stop.set()
+    for engine in names:
+        fleet.engine(engine).watch(None)
     text = await asyncio.to_thread(r.metrics)
     queued = sample_sum(text, "gearbox_flow_queued_total")
+    critical_queued = sample_sum(text, "gearbox_flow_queued_total", priority="critical")
     buckets = wait_histogram(text, WAIT_METRIC)
     count = sample_sum(text, WAIT_METRIC + "_count")
     mean = sample_sum(text, WAIT_METRIC + "_sum") / count if count else math.nan
     p99 = bucket_quantile(buckets, 0.99)
-    return BurstRun(name, samples, cpu, queued, p99, mean, await watch)
+    samples = tuple(t.sample for t in traced)
+    paths = tuple(t.path(seen) for t in traced)
+    busy = await watch
+    return BurstRun(
+        name, samples, cpu, queued, p99, mean, busy, paths, seed, router_wait, client_wait,
+        critical_queued,
+    )  # fmt: skip
 
 
-async def run_burst(workdir: Path, cores: Cores, seconds: float) -> tuple[BurstRun, BurstRun]:
-    """The burst with flow control as shipped, then with the queue off."""
-    arrivals = burst_schedule(seconds)
+async def run_bursts(
+    workdir: Path,
+    cores: Cores,
+    seconds: float,
+    plans: list[tuple[str, dict[str, str], int]],
+    env: Mapping[str, str] | None = None,
+) -> list[BurstRun]:
+    """One run per plan (name, settings, seed), each on a fresh router (`env`: more
+    environment for every router, e.g. PYTHONPATH to run another tree's data plane)."""
     runs = []
     async with run_fleet(engines(), answers={}) as fleet:
         table = int4_fp16_table(fleet, PROFILED)
-        for name, env in (("flow control", TRUSTED), ("FLOW_QUEUE=false", TRUSTED | QUEUE_OFF)):
-            with router(workdir / "burst", table, cores, env) as r:
-                runs.append(await _one(name, r, arrivals, fleet))
-    return runs[0], runs[1]
+        for name, settings, seed in plans:
+            arrivals = burst_schedule(seconds, seed)
+            with router(workdir / "burst", table, cores, {**settings, **(env or {})}) as r:
+                runs.append(await _one(name, r, arrivals, fleet, seed))
+    return runs
+
+
+async def run_burst(
+    workdir: Path, cores: Cores, seconds: float, more_seeds: tuple[int, ...] = MORE_SEEDS
+) -> tuple[BurstRun, BurstRun, tuple[BurstRun, ...]]:
+    """The burst with flow control as shipped, then with the queue off, on SEED's schedule;
+    then flow control on each of `more_seeds`'."""
+    plans = [("flow control", TRUSTED, SEED), ("FLOW_QUEUE=false", TRUSTED | QUEUE_OFF, SEED)]
+    plans += [("flow control", TRUSTED, seed) for seed in more_seeds]
+    runs = await run_bursts(workdir, cores, seconds, plans)
+    return runs[0], runs[1], tuple(runs[2:])

@@ -11,8 +11,9 @@ process on the proxy core, the clients and simulated engines in this process):
    no `X-Task-Category`, clients that do not retry: refusals, and attainment against
    admission and flow off.
 4. `burst`: a tenant's burst at 3x the fleet's capacity over a steady tenant, priorities
-   drawn per request: the critical class's attainment, refusals before their deadline, the
-   queue's p99 wait and the router's CPU time per queued request (against the queue off).
+   drawn per request: the critical class's attainment (over several seeds' burst windows,
+   with its 95% interval and each miss's cause), refusals before their deadline, the queue's
+   p99 wait and the router's CPU time per queued request (against the queue off).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import asyncio
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.admission.burst import BurstRun, run_burst
+from bench.admission.burst import MORE_SEEDS, BurstRun, run_burst
 from bench.admission.idle import IdleResult, run_idle
 from bench.admission.steady import SteadyRun, run_steady
 from bench.admission.tenants import TenantRun, run_tenants
@@ -36,9 +37,12 @@ class Durations:
     tenants_s: float
     steady_s: float
     burst_s: float
+    more_seeds: tuple[int, ...] = ()  # the burst with flow control on these seeds too
 
 
-FULL = Durations(idle_requests=1000, tenants_s=10.0, steady_s=20.0, burst_s=15.0)
+FULL = Durations(
+    idle_requests=1000, tenants_s=10.0, steady_s=20.0, burst_s=15.0, more_seeds=MORE_SEEDS
+)
 QUICK = Durations(idle_requests=120, tenants_s=3.0, steady_s=4.0, burst_s=6.0)
 
 
@@ -50,6 +54,12 @@ class AdmissionResult:
     steady: tuple[SteadyRun, ...]  # per load: flow on, then admission and flow off
     burst: BurstRun  # flow control as shipped
     burst_queue_off: BurstRun  # the same schedule with FLOW_QUEUE=false
+    burst_more: tuple[BurstRun, ...] = ()  # flow control on `Durations.more_seeds`
+
+    @property
+    def bursts(self) -> tuple[BurstRun, ...]:
+        """Every burst run with flow control as shipped."""
+        return (self.burst, *self.burst_more)
 
 
 async def _measure(pinning: Pinning, workdir: Path, d: Durations) -> AdmissionResult:
@@ -61,8 +71,8 @@ async def _measure(pinning: Pinning, workdir: Path, d: Durations) -> AdmissionRe
     print("     steady load at 1x and 2x", flush=True)
     steady = await run_steady(workdir, cores, d.steady_s)
     print("     3x burst", flush=True)
-    burst, queue_off = await run_burst(workdir, cores, d.burst_s)
-    return AdmissionResult(d, idle, tenants, steady, burst, queue_off)
+    burst, queue_off, more = await run_burst(workdir, cores, d.burst_s, d.more_seeds)
+    return AdmissionResult(d, idle, tenants, steady, burst, queue_off, more)
 
 
 def run_admission(pinning: Pinning, workdir: Path, quick: bool) -> AdmissionResult:

@@ -31,7 +31,7 @@ from data_plane.gateway.in_flight import GatewayDoor
 from data_plane.gateway.slo import SLO_HEADERS, slo_headers
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import Rights
-from data_plane.resilience.band_arrivals import BandArrivals
+from data_plane.resilience.band_arrivals import BandArrivals, kept_for
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.tenant_load import TenantLoad
 from data_plane.serving.lifecycle import Request
@@ -155,6 +155,7 @@ def gateway_router(
     limits: FlowSettings | None = None,
     max_hold_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
+    arrivals: BandArrivals | None = None,
 ) -> GatewayRouter:
     """Gateway mode's router: the decision step on the engines' scraped load and its own
     requests in flight (`tracker`, which the scrape fills; without one, only its own), and
@@ -162,7 +163,9 @@ def gateway_router(
     is refused at once); its requests in flight and refusals per pair and tenant, on `clock`,
     for fair shares (`resilience.tenant_load`, as the HTTP door keeps them).
     By default llm-d's objective header is the gateway's (`request.identity`), as
-    `wiring.admission(gateway=True)` says."""
+    `wiring.admission(gateway=True)` says. `arrivals`: the requests decided per pair and
+    band, for the lines' reserves (`resilience.band_arrivals.kept_for` on `store` and
+    `clock` when None)."""
     if admission is None:
         admission = replace(default_admission(), rights=Rights(objective_trusted=True))
     tracker = tracker or LoadTracker()
@@ -174,16 +177,8 @@ def gateway_router(
         admission=admission,
         tenant_load=TenantLoad(clock),
         slots=tracker,
-        arrivals=_arrivals(store, clock),
+        arrivals=arrivals or kept_for(store, clock),
     )
     step = DecisionStep(parts)
     queue = None if limits is None else FlowQueue(step, metrics.flow, limits, max_hold_s)
     return GatewayRouter(GatewayDoor(step, queue), pair_header)
-
-
-def _arrivals(store: TableStore, clock: Callable[[], float]) -> BandArrivals:
-    """Requests decided per pair and band, for the lines' reserves (as the HTTP door keeps
-    them); a new table's pairs kept."""
-    arrivals = BandArrivals(clock)
-    store.on_swap(lambda table: arrivals.forget({p.pair for p in table.pairs}))
-    return arrivals

@@ -5,6 +5,7 @@ the tables its scenarios serve."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from bench.admission.section import QUICK, AdmissionResult
 from bench.admission.stack import Busy, Sample, bucket_quantile, sample_sum, wait_histogram
 from bench.admission.steady import SteadyRun, truth_table
 from bench.admission.tenants import KEYED, KEYS, SOLO, VARIANTS, TenantRun, bulk_headers, keys_file
+from bench.common.check import Check
 from bench.quality import fleet as qf
 from data_plane.client_keys import grants_of, key_digest, read_client_keys
 
@@ -163,3 +165,26 @@ def test_the_scenarios_tables_are_valid_and_say_what_the_engines_do() -> None:
     fp16 = next(e for e in table.entries if e.pair == f"{qf.SMALL}@fp16")
     # At a load of L the simulator's TPOT is base + per-running x (L - 1): the table's at L.
     assert fp16.latency.tpot_base_s + fp16.latency.tpot_per_load_s == pytest.approx(0.0030)
+
+
+def test_the_critical_check_pools_every_seeds_window_and_states_its_interval() -> None:
+    """One seed's 100 critical requests cannot show 99% (its interval reaches below it);
+    pooled with another seed's 500 the check counts all 600, the one miss included, and the
+    table gives each seed a row and the pool its 95% interval."""
+    light, steady = ok("light", 50), ok("trace", 100)
+    one = result(light, ok("bursty", 100, priority="critical"), steady)
+    more = [*ok("bursty", 499, priority="critical"), *no("bursty", 1, priority="critical")]
+    pooled = replace(one, burst_more=(replace(burst_run(more, 1.0, 0.0, 0.25), seed=24),))
+
+    def critical(r: AdmissionResult) -> Check:
+        return next(c for c in admission_checks(r) if "critical class" in c.name)
+
+    assert critical(one).detail.startswith("100 of 100 critical requests in 1 seeds'")
+    assert "interval 96.4% to 100.0%" in critical(one).detail
+    check = critical(pooled)
+    assert check.figure == pytest.approx(599 / 6)
+    assert check.passed
+    assert check.detail.startswith("599 of 600 critical requests in 2 seeds'")
+    text = "\n".join(admission_lines(pooled))
+    assert "| 24 | 500 | 499 | 99.8% | 0, 0, 0, 0, 1, 0, 0 |" in text
+    assert "| all | 600 | 599 | 99.8% (95%: 99.1% to 100.0%) |" in text

@@ -139,3 +139,24 @@ async def test_last_request_is_recorded(http: aiohttp.ClientSession) -> None:
     assert last.headers["traceparent"] == "00-abc-def-01"
     assert over_http["body"] == raw.decode()
     assert over_http["headers"]["traceparent"] == "00-abc-def-01"
+
+
+async def test_a_watcher_sees_each_request_on_arrival_with_what_the_engine_held(
+    http: aiohttp.ClientSession,
+) -> None:
+    """`Engine.watch` (the admission bench follows requests to the engine by it): each
+    generation request as it arrives, by its headers, with the requests the engine held then;
+    none once the watcher is removed."""
+    seen: list[tuple[str, float, int]] = []
+    raw = b'{"model": "sim-model", "prompt": "x", "max_tokens": 1}'
+    async with run_fleet(SimFleetConfig(pairs=[pair_config(NAME)])) as fleet:
+        engine = fleet.engine(NAME)
+        engine.watch(lambda req, at, held: seen.append((req.headers["x-request-id"], at, held)))
+        for n in ("a", "b", "c"):
+            if n == "c":
+                engine.watch(None)
+            headers = {"Content-Type": "application/json", "X-Request-Id": n}
+            async with http.post(fleet.url(NAME) + "/v1/completions", data=raw, headers=headers):
+                pass
+    assert [(ident, held) for ident, _, held in seen] == [("a", 0), ("b", 0)]
+    assert seen[0][1] <= seen[1][1]
