@@ -152,9 +152,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     print(gate_table(rows), flush=True)
     if all(r.passed for r in rows):
-        print(f"==> overhead gate passed (>= {GATE_RATIO} at {GATE_CONNECTIONS} conns)")
+        print(f"==> overhead gate passed (>= {GATE_RATIO:.2f} at {GATE_CONNECTIONS} conns)")
         return 0
-    print(f"==> overhead gate FAILED: Gearbox below {GATE_RATIO} of the minimal proxy", flush=True)
+    print(
+        f"==> overhead gate FAILED: Gearbox below {GATE_RATIO:.2f} of the minimal proxy", flush=True
+    )
     return 1
 
 

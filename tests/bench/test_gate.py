@@ -34,7 +34,8 @@ class Recorded:
     streaming: Pairs
 
 
-# The runs GATE_RATIO was set against (docs/benchmarks.md, "The CI overhead gate"): 9d5d48c.
+# The runs GATE_RATIO was set against (docs/benchmarks.md, "The CI overhead gate"): 9d5d48c;
+# "yes": beside 2 busy loops (`yes > /dev/null`), "yes6": beside 6.
 MAIN_RUNS = (
     Recorded(
         "main-1",
@@ -66,6 +67,30 @@ MAIN_RUNS = (
         ((727, 394), (751, 416), (681, 372), (689, 354)),
         ((519, 244), (893, 486), (815, 406), (946, 527)),
     ),
+    Recorded(
+        "main-6",
+        9.4,
+        ((700, 311), (636, 313), (609, 324), (670, 319)),
+        ((786, 359), (538, 255), (656, 319), (605, 331)),
+    ),
+    Recorded(
+        "main-7",
+        9.9,
+        ((1077, 572), (869, 416), (844, 505), (1142, 618)),
+        ((893, 494), (1008, 548), (813, 432), (703, 359)),
+    ),
+    Recorded(
+        "yes-main-1",
+        8.9,
+        ((844, 406), (637, 343), (896, 468), (708, 354)),
+        ((750, 379), (777, 388), (796, 387), (697, 335)),
+    ),
+    Recorded(
+        "yes6-main-1",
+        7.5,
+        ((828, 399), (787, 395), (749, 365), (646, 327)),
+        ((611, 307), (663, 339), (614, 310), (652, 364)),
+    ),
 )
 SLOWED_RUNS = (  # `--slowed`: Gearbox + a 300 us busy loop per routed request
     Recorded(
@@ -85,6 +110,18 @@ SLOWED_RUNS = (  # `--slowed`: Gearbox + a 300 us busy loop per routed request
         8.5,
         ((606, 175), (721, 217), (683, 199), (1096, 326)),
         ((1047, 291), (962, 283), (750, 227), (800, 233)),
+    ),
+    Recorded(
+        "yes-slowed-1",
+        9.5,
+        ((1189, 312), (930, 268), (900, 275), (803, 228)),
+        ((678, 207), (685, 223), (770, 232), (747, 233)),
+    ),
+    Recorded(
+        "yes6-slowed-1",
+        12.4,
+        ((819, 230), (720, 213), (848, 256), (939, 283)),
+        ((674, 205), (878, 271), (551, 169), (820, 275)),
     ),
 )
 
