@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -169,6 +169,21 @@ def test_a_round_pairs_only_results_of_the_same_seconds() -> None:
     failed = TargetRun("gearbox", "g", False, error="wrk exited 1", round=0)
     row = gate_rows([*gone, failed])[1]
     assert [x.ratio for x in row.rounds] == [0.75, 0.75]  # not round 0's minimal with another
+
+
+def test_errors_answered_fast_do_not_count_as_throughput() -> None:
+    # Gearbox answers as many requests as the minimal proxy, but 3 in 4 of them are 503s.
+    runs = rounds(((4000, 4000),) * 3, False) + rounds(((4000, 4000),) * 3, True)
+    broken = [
+        replace(r, closed=tuple(replace(c, errors=c.requests * 3 // 4) for c in r.closed))
+        if r.target == "gearbox" and r.stream
+        else r
+        for r in runs
+    ]
+    rows = {(r.stream, r.connections): r for r in gate_rows(broken)}
+    assert rows[False, GATE_CONNECTIONS].ratio == 1.0
+    assert rows[True, GATE_CONNECTIONS].ratio == pytest.approx(0.25)
+    assert not rows[True, GATE_CONNECTIONS].passed
 
 
 def test_one_connection_is_shown_but_not_gated() -> None:
