@@ -10,13 +10,14 @@ PYTEST_ARGS ?=
 # so workers overlap the waits; how they share the work: docs/style.md, "Tests".
 PYTEST_WORKERS ?= 6
 
-.PHONY: help venv system-deps lint test pytest test-fast demo demo-cp demo-sim bench bench-quick soak engines calibrate clean
+.PHONY: help venv system-deps lint test pytest test-fast demo demo-cp demo-sim bench bench-quick bench-gate soak engines calibrate clean
 
 help:
 	@echo "make demo      - the main job end to end (see README)"
 	@echo "make test      - install everything, lint, type-check, run all tests"
 	@echo "make demo-sim  - the same flow on the engine simulator"
 	@echo "make bench     - benchmarks, written to bench/RESULTS.md"
+	@echo "make bench-gate - CI's overhead gate (after make test in .ci/run)"
 
 $(STAMP): pyproject.toml
 	@echo "==> creating $(VENV) and installing gearbox[dev]"
@@ -87,6 +88,11 @@ bench: venv system-deps bench-deps
 
 bench-quick: venv system-deps bench-deps
 	@$(BIN)/python -m bench all --quick $(BENCH_ARGS)
+
+# CI's overhead gate (.ci/run, after `make test`): Gearbox against the minimal proxy, side by
+# side on one core; exit 1 below its threshold (docs/benchmarks.md, "The CI overhead gate").
+bench-gate: venv system-deps bench-deps
+	@$(BIN)/python -m bench.overhead.gate
 
 soak: venv system-deps bench-deps
 	@$(BIN)/python -m bench soak $(BENCH_ARGS)

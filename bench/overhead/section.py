@@ -107,7 +107,7 @@ def run_open_loop_process(
 R = TypeVar("R", ClosedLoopResult, OpenLoopResult)
 
 
-def _with_cpu(pid: int | None, load: Callable[[], R]) -> R:
+def with_cpu(pid: int | None, load: Callable[[], R]) -> R:
     """Run `load` and attach the proxy's CPU time per answered request."""
     if pid is None:
         return load()
@@ -130,7 +130,7 @@ def _measure(
     aux = ctx.pinning.aux
     run_wrk(base_url, script, 32, s.warmup_s, aux, ctx.workdir)  # warm-up, discarded
     closed = tuple(
-        _with_cpu(pid, partial(run_wrk, base_url, script, c, s.closed_s, aux, ctx.workdir))
+        with_cpu(pid, partial(run_wrk, base_url, script, c, s.closed_s, aux, ctx.workdir))
         for c in s.connections
     )
     if round_:
@@ -144,7 +144,7 @@ def _measure(
             skipped.append(rate)
             continue
         load = partial(run_open_loop_process, base_url + CHAT_PATH, body_file, rate, s.open_s, aux)
-        opened.append(_with_cpu(pid, load))
+        opened.append(with_cpu(pid, load))
     spans = exported_spans(ctx)
     notes = (spans,) if spans else ()
     return TargetRun(
