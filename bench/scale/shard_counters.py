@@ -62,6 +62,7 @@ class ShardProfile:
     commands_us: float  # inside commands (commandstats' usec), the rest is the round trips'
     reads: float  # reads processed: the round trips
     calls: dict[str, float]  # per command, the counters' own INFO calls left out
+    command_us: dict[str, float]  # ...and the µs spent in it
     waited_us: float  # runnable but waiting for a CPU (other processes on the machine)
     switches: tuple[float, float]  # voluntary, involuntary
     idle_cpu_per_s: float  # CPU a second with no client, before the window (seconds)
@@ -72,19 +73,18 @@ def profile(
 ) -> ShardProfile:
     per = max(exchanges, 1)
     calls: dict[str, float] = {}
-    usec = 0
+    command_us: dict[str, float] = {}
     for name, (count, spent) in after.calls.items():
-        if name in ("info", "config"):
-            continue
         was = before.calls.get(name, (0, 0))
-        if count > was[0]:
+        if name not in ("info", "config") and count > was[0]:
             calls[name] = (count - was[0]) / per
-            usec += spent - was[1]
+            command_us[name] = (spent - was[1]) / per
     return ShardProfile(
         cpu_us=(after.cpu_ns - before.cpu_ns) / 1e3 / per,
-        commands_us=usec / per,
+        commands_us=sum(command_us.values()),
         reads=(after.reads - before.reads) / per,
         calls=calls,
+        command_us=command_us,
         waited_us=(after.wait_ns - before.wait_ns) / 1e3 / per,
         switches=(
             (after.voluntary - before.voluntary) / per,
