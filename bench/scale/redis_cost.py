@@ -18,29 +18,33 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import inspect
 import json
-import os
 import random
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from types import ModuleType
 from typing import Any
 
+import redis
+
 from bench.scale.fleet_worker import INTERVAL_S, TTL_S, Churn, endpoint_ids, replica_identity
+from bench.scale.shard_counters import Counters, ShardProfile, counters, idle_cpu_per_s, profile
 from contracts.redis_keys import RedisKeys
 from contracts.redis_topology import ClientOptions, connect_redis
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.sync import in_flight_sharing
+from data_plane.sync.in_flight_epochs import epoch_lengths
 from data_plane.sync.in_flight_sharing import CLUSTER_GROUPS, GROUPS
 from demo.redis_cluster import running_cluster
 from demo.redis_launcher import running_redis
 
 PROBE = "probe@awq-int4#0"
 PROBE_EVERY_S = 0.1
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+IDLE_S = 2.0  # each redis-server's background CPU is measured this long before a run
 WARM_UP_S = 180.0  # at most, until every replica answered two exchanges (steady state)
 
 
@@ -60,11 +64,29 @@ class RedisCost:
         float  # the TTL and refresh stretched by this (nominal / achieved rate of a first run)
     )
     groups: int
+    shards: list[ShardProfile] = field(default_factory=list)  # as redis_cpu_per_exchange_us
 
     @property
     def redis_at_nominal(self) -> list[float]:
-        """Each redis-server's CPU, of one core, at the nominal rate."""
-        return [us * self.nominal_per_s / 1e6 for us in self.redis_cpu_per_exchange_us]
+        """Each redis-server's CPU, of one core, at the nominal rate: its background a second
+        (measured with no client; not a cost per exchange) plus the rest per exchange x the
+        nominal rate."""
+        if not self.shards:
+            return [us * self.nominal_per_s / 1e6 for us in self.redis_cpu_per_exchange_us]
+        return [
+            shard.idle_cpu_per_s + us * self.nominal_per_s / 1e6
+            for us, shard in zip(self.per_exchange_us, self.shards, strict=True)
+        ]
+
+    @property
+    def per_exchange_us(self) -> list[float]:
+        """Each redis-server's CPU per exchange less its background over the window."""
+        if not self.shards:
+            return list(self.redis_cpu_per_exchange_us)
+        return [
+            max(0.0, shard.cpu_us - shard.idle_cpu_per_s * 1e6 / self.exchanges_per_s)
+            for shard in self.shards
+        ]
 
     @property
     def staleness_at_speed_ms(self) -> tuple[float, float, float]:
@@ -78,13 +100,6 @@ class RedisCost:
         return self.replica_cpu_per_exchange_us / INTERVAL_S / 1e6
 
 
-def _cpu_s(pid: int) -> float:
-    """User + system CPU of a process, from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-
-
 class Probe:
     """Replica 0's probe count and the delays until the others are handed it."""
 
@@ -94,9 +109,9 @@ class Probe:
         self.seen: dict[int, int] = {}  # replica -> the highest value it was handed
         self.delays_ms: list[float] = []
 
-    def own(self, churn: Churn) -> Callable[[], Mapping[str, int]]:
+    def own(self, churn: Callable[[], Mapping[str, int]]) -> Callable[[], Mapping[str, int]]:
         def own() -> Mapping[str, int]:
-            counts = dict(churn.own())
+            counts = dict(churn())
             counts[PROBE] = self.value
             return counts
 
@@ -120,6 +135,22 @@ class Probe:
             self.set_at[self.value] = time.monotonic()
 
 
+def _busy_first(churn: Churn) -> Callable[[], Mapping[str, int]]:
+    """The replica's counts, unchurned on the first call: its first exchange places every
+    endpoint (each holds a request), so none is new to it later. Churned from the first
+    call, the endpoints it took to 0 were placed one by one in later exchanges: 0.14 HMGETs
+    per exchange at 256 x 1,000 (an extra round trip each), which a fleet whose endpoints
+    are all known does not send."""
+    calls = 0
+
+    def own() -> Mapping[str, int]:
+        nonlocal calls
+        calls += 1
+        return churn.tracker.in_flight_all() if calls == 1 else churn.own()
+
+    return own
+
+
 def _replicas(
     module: ModuleType, n: int, endpoints: int, probe: Probe, dilation: float, groups: int
 ) -> list[Any]:
@@ -129,10 +160,13 @@ def _replicas(
         churn = Churn(LoadTracker(), ids, rng)
         for endpoint in ids:  # a fleet at scale has every endpoint busy: no endpoint is new
             churn.tracker.acquire(endpoint)
-        own = probe.own(churn) if i == 0 else churn.own
+        own = _busy_first(churn)
+        if i == 0:
+            own = probe.own(own)
         ttl_s = TTL_S * dilation
         args = (replica_identity(f"dp-{i}"), own, probe.on_peers(i, churn.tracker), ttl_s)
-        if module is in_flight_sharing:  # its epochs follow the TTL, stretched with it
+        if "groups" in inspect.signature(module.InFlightSharing).parameters:  # the sums'
+            # epochs follow the TTL, stretched with it
             made.append(module.InFlightSharing(keys, *args, time.monotonic, groups=groups))
         else:  # c680376: four keys under one tag, one call per exchange
             tag = "{bench:dp:in-flight}"
@@ -150,12 +184,35 @@ class Fleet:
     dilation: float = 1.0  # nominal / achieved exchange rate
 
 
-async def _drive(
-    fleet: Fleet, url: str, pids: Sequence[int], seconds: float
-) -> tuple[float, float, list[float], float, list[float]]:
+@dataclass(frozen=True, slots=True)
+class Servers:
+    """The redis-servers of a run: the URL the replicas use, and each server's process id and
+    a client of its own (for its counters)."""
+
+    url: str
+    pids: list[int]
+    clients: list[redis.Redis]
+
+    def counters(self) -> list[Counters]:
+        return [counters(pid, c) for pid, c in zip(self.pids, self.clients, strict=True)]
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    wall: float
+    exchanges: int
+    own_cpu_s: float  # the driving process's
+    delays_ms: list[float]
+    shards: list[ShardProfile]
+
+
+async def _drive(fleet: Fleet, servers: Servers, seconds: float, idle: list[float]) -> Window:
     probe, n = Probe(min(PROBE_EVERY_S * fleet.dilation, 0.5)), fleet.replicas
     replicas = _replicas(fleet.module, n, fleet.endpoints, probe, fleet.dilation, fleet.groups)
-    client = connect_redis(url, ClientOptions(5.0))  # each replica's link has a connection
+    # Each replica's link has connections of its own; the socket timeout is stretched with the
+    # run's time (a loaded driving process answered past 5 s: a quarter of the exchanges
+    # failed and re-entered their epochs whole, charging Redis for the harness's slowness).
+    client = connect_redis(servers.url, ClientOptions(5.0 * fleet.dilation))
     tasks = [asyncio.create_task(r.run(client, INTERVAL_S)) for r in replicas]
     tasks.append(asyncio.create_task(probe.run()))
     await asyncio.sleep(3.0)  # every replica connected and every endpoint loaded...
@@ -163,29 +220,36 @@ async def _drive(
         if min(r.exchanges for r in replicas) >= 2:
             break
         await asyncio.sleep(0.1)
-    before = [_cpu_s(pid) for pid in pids]
+    before = servers.counters()
     own, wall, done = time.process_time(), time.monotonic(), sum(r.exchanges for r in replicas)
     probe.delays_ms.clear()
     await asyncio.sleep(seconds)
     exchanges = sum(r.exchanges for r in replicas) - done
     wall, own = time.monotonic() - wall, time.process_time() - own
-    redis = [_cpu_s(pid) - b for pid, b in zip(pids, before, strict=True)]
+    after = servers.counters()
     delays = list(probe.delays_ms)
     while pending := [t for t in tasks if not t.done()]:  # redis-py can swallow a cancel
         for task in pending:
             task.cancel()
         await asyncio.wait(pending, timeout=0.1)
-    return wall, exchanges, redis, own, delays
+    await client.aclose()
+    shards = [profile(b, a, exchanges, i) for b, a, i in zip(before, after, idle, strict=True)]
+    return Window(wall, exchanges, own, delays, shards)
 
 
 @contextmanager
-def _topology(shards: int) -> Iterator[tuple[str, list[int]]]:
+def _topology(shards: int) -> Iterator[Servers]:
     if shards == 1:
-        with running_redis() as server:
-            yield server.url, [server.process.pid]
+        with running_redis() as server, redis.Redis.from_url(server.url) as client:
+            yield Servers(server.url, [server.process.pid], [client])
     else:
         with running_cluster(shards) as cluster:
-            yield cluster.url, cluster.pids
+            clients = [redis.Redis(port=port) for port in cluster.ports]
+            try:
+                yield Servers(cluster.url, cluster.pids, clients)
+            finally:
+                for c in clients:
+                    c.close()
 
 
 def measure(fleet: Fleet, shards: int, seconds: float, code: str) -> RedisCost:
@@ -198,12 +262,18 @@ def measure(fleet: Fleet, shards: int, seconds: float, code: str) -> RedisCost:
     cannot exchange within the TTL would expire and be sent again whole.
     """
     n = fleet.replicas
-    with _topology(shards) as (url, pids):
-        wall, exchanges, *_ = asyncio.run(_drive(replace(fleet, dilation=100.0), url, pids, 2.0))
-    fleet = replace(fleet, dilation=max(1.0, n / INTERVAL_S / max(exchanges / wall, 1.0)))
-    with _topology(shards) as (url, pids):
-        wall, exchanges, redis, own, delays = asyncio.run(_drive(fleet, url, pids, seconds))
-    per = max(exchanges, 1)
+    with _topology(shards) as servers:
+        idle = [0.0] * shards
+        first = asyncio.run(_drive(replace(fleet, dilation=100.0), servers, 2.0, idle))
+    rate = max(first.exchanges / first.wall, 1.0)
+    fleet = replace(fleet, dilation=max(1.0, n / INTERVAL_S / rate))
+    with _topology(shards) as servers:
+        idle = idle_cpu_per_s(servers.pids, IDLE_S)
+        # At least one epoch: each replica enters one epoch in the window (a window of an
+        # epoch holds one lead), as at speed, not none or all of them by where it falls.
+        period_s = epoch_lengths(TTL_S * fleet.dilation)[0]
+        window = asyncio.run(_drive(fleet, servers, max(seconds, period_s), idle))
+    wall, exchanges, own, delays = window.wall, window.exchanges, window.own_cpu_s, window.delays_ms
     quantiles = statistics.quantiles(delays, n=100) if len(delays) >= 2 else [float("nan")] * 99
     return RedisCost(
         code=code,
@@ -213,11 +283,12 @@ def measure(fleet: Fleet, shards: int, seconds: float, code: str) -> RedisCost:
         seconds=wall,
         exchanges_per_s=exchanges / wall,
         nominal_per_s=n / INTERVAL_S,
-        redis_cpu_per_exchange_us=[cpu / per * 1e6 for cpu in redis],
-        replica_cpu_per_exchange_us=own / per * 1e6,
+        redis_cpu_per_exchange_us=[shard.cpu_us for shard in window.shards],
+        replica_cpu_per_exchange_us=own / max(exchanges, 1) * 1e6,
         staleness_ms=(quantiles[49], quantiles[98], max(delays, default=float("nan"))),
         dilation=fleet.dilation,
         groups=fleet.groups,
+        shards=window.shards,
     )
 
 

@@ -18,13 +18,17 @@ snapshot's fingerprint). The cases:
   them in each group); `2 x bitfield 33 + 2 gets` is the same written to two keys with a
   second small GET (an exchange while the sums change epoch).
 - `bitfield 333`: every count added at once (a replica joining the sums).
+- `exchange x K clients`: one exchange of today's sums (BITFIELD of 33 changes, GET, SCARD)
+  on each of K connections, all K sent before any reply is read, so Redis finds K clients
+  ready per wake-up; the figure is per exchange (per call / K). K = 1 is a lone replica's
+  round trip; at 10,240 exchanges a second a shard finds more than one client ready
+  whenever an exchange arrives while it is busy with another.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import socket
 import statistics
@@ -34,16 +38,14 @@ from pathlib import Path
 
 from demo.redis_launcher import running_redis
 
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 COUNTS = 333  # one of 3 groups' share of 1,000 endpoints
 REPLICAS = 256
 
 
 def redis_cpu_s(pid: int) -> float:
-    """User + system CPU of a process, from /proc/PID/stat."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    """A process's CPU, from /proc/PID/schedstat (ns; /proc/PID/stat counts 10 ms ticks)."""
+    with open(f"/proc/{pid}/schedstat") as stat:
+        return int(stat.read().split()[0]) / 1e9
 
 
 def _pack(commands: Sequence[Sequence[bytes]]) -> bytes:
@@ -62,7 +64,13 @@ class _Link:
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def call(self, packed: bytes, replies: int) -> bytes:
+        self.send(packed)
+        return self.receive(replies)
+
+    def send(self, packed: bytes) -> None:
         self._sock.sendall(packed)
+
+    def receive(self, replies: int) -> bytes:
         buffer = b""
         while _complete(buffer) < replies:
             chunk = self._sock.recv(1 << 20)
@@ -137,6 +145,29 @@ def _cases(rng: random.Random) -> tuple[Callable[[_Link], None], Cases]:
     return fill, cases
 
 
+CLIENTS = (1, 8, 64)  # the `exchange x K clients` cases
+
+
+def _exchange(rng: random.Random) -> list[list[bytes]]:
+    ops: list[bytes] = [b"BITFIELD", b"{g}:sums"]
+    for i in rng.sample(range(COUNTS), 33):
+        ops += [b"INCRBY", b"i32", b"#%d" % i, b"1" if rng.random() < 0.5 else b"-1"]
+    return [ops, [b"GET", b"{g}:sums"], [b"SCARD", b"{g}:joined"]]
+
+
+def _per_exchange(links: list[_Link], pid: int, commands: list[list[bytes]], calls: int) -> float:
+    """Redis CPU per exchange with every link's exchange sent before any reply is read."""
+    packed = _pack(commands)
+    calls = max(1, calls // len(links))
+    before = redis_cpu_s(pid)
+    for _ in range(calls):
+        for link in links:
+            link.send(packed)
+        for link in links:
+            link.receive(len(commands))
+    return (redis_cpu_s(pid) - before) / (calls * len(links)) * 1e6
+
+
 def measure(calls: int, rounds: int) -> dict[str, list[float]]:
     """Redis CPU in µs per call, per case and round (a fresh redis-server for all of them;
     the cases take turns within each round, so a machine whose load drifts shifts them
@@ -144,7 +175,8 @@ def measure(calls: int, rounds: int) -> dict[str, list[float]]:
     rng = random.Random(34)
     results: dict[str, list[float]] = {}
     with running_redis() as redis:
-        link = _Link(redis.port)
+        links = [_Link(redis.port) for _ in range(max(CLIENTS))]
+        link, exchange = links[0], _exchange(rng)
         try:
             fill, cases = _cases(rng)
             fill(link)
@@ -152,8 +184,12 @@ def measure(calls: int, rounds: int) -> dict[str, list[float]]:
                 for name, commands in cases.items():
                     us = _per_call(link, redis.process.pid, commands, calls)
                     results.setdefault(name, []).append(us)
+                for k in CLIENTS:
+                    us = _per_exchange(links[:k], redis.process.pid, exchange, calls)
+                    results.setdefault(f"exchange x {k} clients", []).append(us)
         finally:
-            link.close()
+            for each in links:
+                each.close()
     return results
 
 

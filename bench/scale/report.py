@@ -128,20 +128,25 @@ def redis_cost_lines(r: ScaleResult) -> list[str]:
         "### Redis's CPU for in-flight sharing (`bench/scale/redis_cost.py`)",
         "",
         "| replicas x endpoints | topology | groups | exchanges/s achieved / nominal "
-        "| time slowed | redis-server CPU µs per exchange, per shard "
+        "| time slowed | redis-server CPU µs per exchange, per shard (less its background) "
+        "| of it in commands µs; reads per exchange "
         "| redis-server CPU at the nominal rate, per shard | CPU per replica at the nominal rate "
         "| staleness p50 / p99 / max ms, measured (at speed) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in r.redis_costs:
         per_exchange = " / ".join(f"{us:.0f}" for us in c.redis_cpu_per_exchange_us)
+        if c.shards:
+            per_exchange += " (" + " / ".join(f"{us:.0f}" for us in c.per_exchange_us) + ")"
+        commands = " / ".join(f"{s.commands_us:.0f}; {s.reads:.2f}" for s in c.shards) or "-"
         nominal = " / ".join(f"{ratio * 100:.0f}%" for ratio in c.redis_at_nominal)
         measured = " / ".join(f"{ms:.0f}" for ms in c.staleness_ms)
         at_speed = " / ".join(f"{ms:.0f}" for ms in c.staleness_at_speed_ms)
         lines.append(
             f"| {c.replicas} x {c.endpoints:,} | {c.topology} | {c.groups} "
             f"| {c.exchanges_per_s:.0f} / {c.nominal_per_s:g} | {c.dilation:.1f}x | {per_exchange} "
-            f"| {nominal} | {c.replica_at_nominal * 100:.2f}% | {measured} ({at_speed}) |"
+            f"| {commands} | {nominal} | {c.replica_at_nominal * 100:.2f}% "
+            f"| {measured} ({at_speed}) |"
         )
     return lines
 

@@ -8,6 +8,7 @@ from bench.scale.fleet import FleetResult
 from bench.scale.redis_cost import RedisCost
 from bench.scale.report import scale_checks, scale_lines
 from bench.scale.section import ScaleResult
+from bench.scale.shard_counters import Counters, profile
 from bench.scale.upstream_memory import HostileResult
 
 
@@ -60,3 +61,33 @@ def test_redis_cpu_is_checked_at_the_nominal_rate_on_the_busiest_shard() -> None
     text = "\n".join(scale_lines(result))
     # staleness as measured in the slowed run, and at the fleet's own speed (/ 4)
     assert "| 13% / 51% / 15% | 1.60% | 100 / 200 / 240 (25 / 50 / 60) |" in text
+
+
+def test_a_shards_background_is_a_cost_per_second_not_per_exchange() -> None:
+    """An idle cluster node spends about 3 ms a second (cron, cluster bus): at 100 exchanges
+    a second that is 30 µs per exchange, at the nominal 2,560 a second 1.2 µs."""
+    before = Counters(0, 0, 0, 0, 0, {"get": (10, 100), "info": (1, 50)})
+    after = Counters(
+        60_000_000, 5_000_000, 400, 100, 1_100, {"get": (1_010, 20_100), "info": (2, 99)}
+    )
+    shard = profile(before, after, 1_000, idle_cpu_per_s=0.003)
+    assert (shard.cpu_us, shard.commands_us, shard.reads, shard.waited_us) == (60, 20, 1.1, 5)
+    assert (shard.calls, shard.command_us) == ({"get": 1.0}, {"get": 20.0})  # INFO left out
+    assert shard.switches == (0.4, 0.1)
+    cost = RedisCost(
+        "now",
+        "cluster of 3",
+        64,
+        200,
+        10.0,
+        100.0,
+        2560.0,
+        [60.0],
+        400.0,
+        (1, 2, 3),
+        25.6,
+        3,
+        [shard],
+    )
+    assert cost.per_exchange_us == [60.0 - 30.0]  # less 3 ms/s over 100 exchanges/s
+    assert cost.redis_at_nominal == [0.003 + 30.0 * 2560 / 1e6]  # 8%, not 15%

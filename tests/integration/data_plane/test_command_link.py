@@ -9,7 +9,8 @@ import redis.asyncio as aioredis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from data_plane.sync.command_link import CommandLink, pack_commands
+from data_plane.sync.command_link import CommandLink
+from data_plane.sync.resp_wire import pack_commands
 
 
 def test_commands_are_packed_as_resp() -> None:
