@@ -218,7 +218,7 @@ class AccuracyChecker:
         the cap's worst case; counts why not otherwise."""
         cand, asked = sent
         policy, pair, category = table.policy.accuracy_check, job.checked.pair, job.category
-        client = call.request.decided.client
+        client = call.request.client
         if cand.input_tokens > policy.max_input_tokens:
             self._count(pair, category, "too_long")
             return False

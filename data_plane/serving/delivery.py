@@ -195,8 +195,8 @@ class Delivery:
             return
         call, served = walk.call, answer.served
         latency_s, first_byte_s = timing
-        decided = walk.decided
-        client = (decided.client, walk.table.policy.refit.max_client_share)
+        request = walk.state
+        client = (request.client, walk.table.policy.refit.max_client_share)
         # The engine's own time: from dispatch, not arrival (a wait in the queue is the
         # router's, and counting it would shrink the capacity that caused it).
         dispatched_s = call.started_s if call.dispatched_s is None else call.dispatched_s
@@ -205,7 +205,7 @@ class Delivery:
             predicted_s = predicted_e2e_s(answer.cand, found, walk.state.load_met)
             self._overshoot.answered(answer.cand.pair.pair, latency_s, predicted_s, client)
         if self._outputs is not None:
-            kind = (decided.client or ANONYMOUS, answer.cand.pair.family, walk.decision.category)
+            kind = (request.client or ANONYMOUS, answer.cand.pair.family, walk.decision.category)
             self._outputs.answered(kind, (found.output_tokens, call.max_tokens))
         if self._feedback is None:
             return
@@ -229,8 +229,8 @@ class Delivery:
         series.latency.observe(latency_s)
         budget_s = decision.budget_latency_s  # what was left of it at dispatch
         if budget_s is not None:
-            budget_s += walk.decided.waited_s  # the client's whole budget, as `latency_s` runs
-        metrics, who = self._metrics, (walk.decided.tenant, walk.decided.priority)
+            budget_s += walk.state.waited_s  # the client's whole budget, as `latency_s` runs
+        metrics, who = self._metrics, (walk.state.tenant, walk.state.priority)
         met = None if budget_s is None else latency_s <= budget_s
         if met is not None:
             (series.budget_met if met else series.budget_missed).inc()

@@ -2,11 +2,11 @@
 (docs/design.md, "One request, by capability").
 
 The door creates the `Request` (the HTTP middleware, gateway mode's ext_proc stream): its id,
-its route, when it started. The decision step's result (`decision_step.Decided`: the table, the
-request as read, the decision, the tenant, class and client, its fair-share hold and in-flight
-slot, its wait in the queue) is held on it once (`decide`), and the HTTP door's walk reads it
-from there. The door ends it with `Finish.finish`, the one ending both doors share: the
-error-to-outcome mapping (`telemetry.request_outcome`), the request counted
+its route, when it started. The decision step fills it in (it is a `decision_step.Decidable`:
+the table, the request as read, the decision, the tenant, class and client, its fair-share hold
+and in-flight slot, its wait in the queue), and every later step reads `request.decision`,
+`request.table` ... off it. The door ends it with `Finish.finish`, the one ending both doors
+share: the error-to-outcome mapping (`telemetry.request_outcome`), the request counted
 (`gearbox_requests_total{outcome}` and its duration, once), and its flow-control slot and fair
 share freed, with the queue told (once). Gateway mode counts a request when it is answered
 (routed, or refused) and frees its hold when its answer ends (`gateway.in_flight`), so it
@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from data_plane.decision_step import Decided
+from data_plane.decision_step import Decidable
 from data_plane.domain import Candidate
 from data_plane.errors import RouterError
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
@@ -34,7 +34,7 @@ Ending = RequestOutcome | RouterError
 class Step(Protocol):
     """What frees a decided request's tenant share and slot (`DecisionStep.finished`)."""
 
-    def finished(self, decided: Decided) -> None: ...
+    def finished(self, request: Decidable) -> None: ...
 
 
 class Queue(Protocol):
@@ -43,8 +43,8 @@ class Queue(Protocol):
     def finished(self) -> None: ...
 
 
-class Request:
-    """One client request: created by its door, decided once (`decide`), walked through its
+class Request(Decidable):
+    """One client request: created by its door, filled in by the decision step, walked through its
     chain by the HTTP door's proxy, ended by `Finish`. `outcome`: what it came to so far (the
     door sets it; `Finish.count` maps an error to it).
 
@@ -55,7 +55,6 @@ class Request:
     decided and never counted."""
 
     __slots__ = (
-        "_decided",
         "attempts",
         "counted",
         "ended",
@@ -71,11 +70,11 @@ class Request:
     )
 
     def __init__(self, request_id: str, route: Route, started_s: float) -> None:
+        super().__init__()
         self.id = request_id
         self.route = route
         self.started_s = started_s  # on its door's clock: its duration runs from then
         self.outcome = RequestOutcome.OK
-        self._decided: Decided | None = None
         self.counted = False  # `gearbox_requests_total` has it
         self.ended = False  # its hold and slot are free, the queue told
         self.attempts = 0
@@ -87,21 +86,6 @@ class Request:
         # or end (this one included): the load its answer met, which later arrivals raise
         # above the decision's (`resilience.overshoot` predicts at it).
         self.load_met = 0.0
-
-    def decide(self, decided: Decided) -> None:
-        """The decision step's result for it, held once for every step after the decision."""
-        self._decided = decided
-
-    @property
-    def is_decided(self) -> bool:
-        return self._decided is not None
-
-    @property
-    def decided(self) -> Decided:
-        """What the decision step made of it; reading it before the decision is a bug."""
-        if self._decided is None:
-            raise RuntimeError(f"request {self.id!r} is not decided yet")
-        return self._decided
 
 
 class Finish:
@@ -147,6 +131,6 @@ class Finish:
             return
         request.ended = True
         if self._step is not None:
-            self._step.finished(request.decided)
+            self._step.finished(request)
         if self._queue is not None:
             self._queue.finished()

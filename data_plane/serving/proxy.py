@@ -204,7 +204,7 @@ class Proxy:
         RouterError while nothing was sent."""
         p = self._p
         p.retry_budget.record_request()
-        decision = call.request.decided.decision
+        decision = call.request.decision
         deadline_s = self.deadline_s(decision)
         deadline = p.deadlines.timeout(deadline_s)
         walk = RequestWalk(call, decision, deadline, p.clock() + deadline_s)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data_plane.decision_step import Decided
 from data_plane.domain import Candidate, CompiledTable, RouteDecision
 from data_plane.serving.attempt import Call, ClientSink, Served
 from data_plane.serving.deadlines import Deadline
@@ -36,14 +35,9 @@ class RequestWalk:
         return self.call.request
 
     @property
-    def decided(self) -> Decided:
-        """What the decision step made of the request (its tenant, class, client, wait)."""
-        return self.call.request.decided
-
-    @property
     def table(self) -> CompiledTable:
         """The table it was decided on, read once; every retry uses it."""
-        return self.call.request.decided.table
+        return self.call.request.table
 
     @property
     def sink(self) -> ClientSink:

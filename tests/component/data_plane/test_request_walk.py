@@ -13,7 +13,6 @@ from typing import Any
 import orjson
 
 import data_plane
-from data_plane.decision_step import Decided
 from data_plane.serving.attempt import Attempt
 from data_plane.serving.lifecycle import Request
 from data_plane.telemetry.metrics import RequestOutcome
@@ -138,12 +137,12 @@ async def test_an_answered_first_attempt_builds_only_the_candidates_it_reads(
 
 class Held:
     """The `lifecycle.Request` each step of one request holds, read off the frames of the
-    steps it passes (`sys.setprofile`): created by the door, decided, sent to the engine,
-    delivered, finished."""
+    steps it passes (`sys.setprofile`): created by the door, filled in by the decision step,
+    sent to the engine, delivered, finished."""
 
     def __init__(self) -> None:
         self.created: list[Request] = []
-        self.decided: list[Decided] = []  # what the decision step returned
+        self.decided: list[object] = []  # the decision the step wrote onto the request
         self.seen: list[tuple[str, Request, object]] = []  # (step, request, what it held)
         # A coroutine's resumptions are "call" events too: the frames entered, kept (an id
         # alone could be a freed frame's).
@@ -157,17 +156,17 @@ class Held:
             if name == "Request.__init__":
                 self.created.append(f["self"])
             elif name == "DecisionStep.decide":
-                self.decided.append(arg)
+                self.decided.append(f["request"].decision)
             return
         if event != "call" or id(frame) in self._entered:
             return
         self._entered[id(frame)] = frame
-        if name == "Request.decide":
-            self.seen.append(("decide", f["self"], f["decided"]))
+        if name == "DecisionStep.decide":
+            self.seen.append(("decide", f["request"], None))
         elif name == "AttemptRunner.run":
             self.seen.append(("attempt", f["call"].request, f["attempt"]))
         elif name == "Delivery.deliver":
-            self.seen.append(("deliver", f["walk"].state, f["walk"].decided))
+            self.seen.append(("deliver", f["walk"].state, f["walk"].state.decision))
         elif name == "Finish.finish":
             self.seen.append(("finish", f["request"], f["ending"]))
 
@@ -176,7 +175,8 @@ async def test_one_request_object_goes_from_the_door_to_the_engine_and_back(
     make_harness: MakeHarness,
 ) -> None:
     """One `Request` per client request (`serving/lifecycle.py`): the one the middleware
-    creates is the one the decision's result is held on, the one the attempt runner sends
+    creates is the one the decision step fills in (no second container: its decision is
+    written onto it), the one the attempt runner sends
     (its id is the engine's X-Request-Id), the one delivery accounts on the same decision,
     and the one the door finishes, counted once as `ok`."""
     h = await make_harness(two_pair_table([FP16], [INT4]), routes={INT4: ok_json()})
@@ -190,13 +190,12 @@ async def test_one_request_object_goes_from_the_door_to_the_engine_and_back(
         sys.setprofile(None)
     assert resp.status == 200
     [request] = held.created
-    [decided] = held.decided
+    [decision] = held.decided
     assert [step for step, _, _ in held.seen] == ["decide", "attempt", "deliver", "finish"]
     assert all(seen is request for _, seen, _ in held.seen)
     steps = {step: what for step, _, what in held.seen}
-    assert steps["decide"] is decided
-    assert steps["deliver"] is decided
-    assert request.decided is decided
+    assert steps["deliver"] is decision
+    assert request.decision is decision
     assert isinstance(steps["attempt"], Attempt)
     assert steps["finish"] is RequestOutcome.OK
     assert (request.counted, request.ended, request.attempts) == (True, True, 1)
