@@ -307,7 +307,7 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         flow=flow,
     )
     # The door: every request created, ended and counted by one middleware (`lifecycle`).
-    finish = Finish(metrics, step, flow)
+    finish = Finish(metrics, step, flow, deps.clock)  # its requests start on the app's clock
     app.middlewares.append(make_gateway(finish, tracing, ApiKeys(keys)))
     app.add_routes(handlers.routes())
     app.cleanup_ctx.append(_lifecycle(adapter))

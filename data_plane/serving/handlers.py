@@ -17,7 +17,7 @@ from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, Ro
 from data_plane.flow.queue import FlowQueue
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
-from data_plane.serving.attempt import Call, ClientGoneError
+from data_plane.serving.attempt import ClientGoneError
 from data_plane.serving.lifecycle import Request
 from data_plane.serving.middleware import REQUEST, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
@@ -158,13 +158,12 @@ class Handlers:
     async def _complete(
         self, request: web.Request, kind: BodyKind, path: str
     ) -> web.StreamResponse:
-        started = self._clock()
         arrived = asyncio.get_running_loop().time()
         raw = await self._read(request)
         # Decided, it holds its tenant's share and a slot until the middleware finishes it
         # (`lifecycle.Finish`), answered, failed or cancelled.
         await self._decide(request[REQUEST], raw, kind, request, arrived)
-        return await self._serve(request, (started, self._clock()), path)
+        return await self._serve(request, self._clock(), path)
 
     async def _decide(
         self, req: Request, raw: bytes, kind: BodyKind, request: web.Request, arrived: float
@@ -179,27 +178,25 @@ class Handlers:
             await self._flow.wait(req, full, arrived)
 
     async def _serve(
-        self, request: web.Request, times: tuple[float, float], path: str
+        self, request: web.Request, dispatched: float, path: str
     ) -> web.StreamResponse:
-        """Serve the decided request; `times` = (when it arrived, when it was decided)."""
-        started, dispatched = times
+        """Serve the decided request (`dispatched`: when it was decided, on the clock its
+        start was read on, the app's)."""
         req = request[REQUEST]
         inbound, decision = req.inbound, req.decision
         facts = inbound.facts
         stream = facts.stream
         sink = AiohttpSink(request)
-        call = Call(
-            request=req,
-            path=path,
+        req.sends(
+            path,
+            sink,
+            inbound.body_for,
+            _headers_for(req),
             stream=stream,
             wants_json=facts.wants_json,
-            started_s=started,
             ttft_budget_s=decision.budget_ttft_s if stream else None,
-            bodies=inbound.body_for,
-            headers_for=_headers_for(req),
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
-            sink=sink,
             max_tokens=facts.max_output_tokens,
             dispatched_s=dispatched,
         )
@@ -208,7 +205,7 @@ class Handlers:
             # first yields to the loop: nothing else is decided in between.
             req.slot.free()
         try:
-            req.outcome = await self._proxy.serve(call)
+            req.outcome = await self._proxy.serve(req)
         except ClientGoneError:
             req.outcome = RequestOutcome.CANCELLED
         except RouterError as err:

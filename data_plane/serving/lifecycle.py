@@ -16,7 +16,7 @@ calls `count` first and `finish` at the end; the HTTP door does both at once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from data_plane.decision_step import Decidable
@@ -25,8 +25,8 @@ from data_plane.errors import RouterError
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
 from data_plane.telemetry.request_outcome import outcome_of
 
-if TYPE_CHECKING:  # the attempt module's `Call` holds a Request
-    from data_plane.serving.attempt import Failed
+if TYPE_CHECKING:  # the attempt module runs a Request's attempts
+    from data_plane.serving.attempt import ClientSink, Failed
 
 Ending = RequestOutcome | RouterError
 
@@ -52,28 +52,62 @@ class Request(Decidable):
     runner and delivery read and note what they see. `attempts` is its one counter of engine
     attempts (the walk's retry policy reads it, each attempt is numbered by it, and an error
     after one says "do not retry"). The live checks' own asks are Requests too, never
-    decided and never counted."""
+    decided and never counted.
+
+    How to send it (`sends`, before its first attempt; the attempt runner takes the request
+    and one `attempt.Attempt` at a time): the OpenAI path, the body per served model, the
+    answer's X-Route-* headers, the client's trace headers, where its answer goes."""
 
     __slots__ = (
         "attempts",
+        "bodies",
         "counted",
+        "dispatched_s",
         "ended",
         "failure",
+        "headers_for",
         "id",
         "last",
         "load_met",
+        "max_tokens",
         "outcome",
+        "path",
         "route",
+        "sink",
         "started_s",
         "stopped",
+        "stream",
         "streaming_pair",
+        "trace_headers",
+        "ttft_budget_s",
+        "wants_json",
     )
+
+    path: str  # the OpenAI path, e.g. /v1/chat/completions
+    sink: ClientSink  # where its answer goes (a stream's chunks as they come)
+    bodies: Callable[[str], bytes]  # served model name -> body with `model` rewritten
+    # The X-Route-* headers of an answer of a candidate, at an attempt count (a relaxed
+    # fallback's say so: the proxy swaps them for its walk of the relaxed pairs).
+    headers_for: Callable[[Candidate, int], dict[str, str]]
+    stream: bool
+    wants_json: bool
+    ttft_budget_s: float | None  # the client's TTFT budget (streams); the proxy applies it
+    # The client's traceparent/tracestate, passed on as they are while tracing is off.
+    trace_headers: Mapping[str, str]
+    # max_tokens / max_completion_tokens when the client set it; None: the answer may run
+    # to the context limit (what the engine's allowance is for, `progress.pace`).
+    max_tokens: int | None
+    # When it was decided, on `started_s`'s clock (after its body and any wait in the
+    # queue; None: at `started_s`): the engine's lateness runs from then.
+    dispatched_s: float | None
 
     def __init__(self, request_id: str, route: Route, started_s: float) -> None:
         super().__init__()
         self.id = request_id
         self.route = route
-        self.started_s = started_s  # on its door's clock: its duration runs from then
+        # On its door's one clock (`Finish.clock`): its duration, its latency and its
+        # budget's attainment run from then.
+        self.started_s = started_s
         self.outcome = RequestOutcome.OK
         self.counted = False  # `gearbox_requests_total` has it
         self.ended = False  # its hold and slot are free, the queue told
@@ -87,24 +121,47 @@ class Request(Decidable):
         # above the decision's (`resilience.overshoot` predicts at it).
         self.load_met = 0.0
 
+    def sends(
+        self,
+        path: str,
+        sink: ClientSink,
+        bodies: Callable[[str], bytes],
+        headers_for: Callable[[Candidate, int], dict[str, str]],
+        *,
+        stream: bool = False,
+        wants_json: bool = False,
+        ttft_budget_s: float | None = None,
+        trace_headers: Mapping[str, str] | None = None,
+        max_tokens: int | None = None,
+        dispatched_s: float | None = None,
+    ) -> None:
+        """How to send it (see the class), set by its door (or the live check that asks)."""
+        self.path, self.sink, self.bodies, self.headers_for = path, sink, bodies, headers_for
+        self.stream, self.wants_json = stream, wants_json
+        self.ttft_budget_s = ttft_budget_s
+        self.trace_headers = {} if trace_headers is None else trace_headers
+        self.max_tokens, self.dispatched_s = max_tokens, dispatched_s
+
 
 class Finish:
     """How a door ends its requests (one per door: its metrics, its decision step and its
-    queue, None where it keeps none; `clock`: the one its requests' `started_s` are on)."""
+    queue, None where it keeps none). `clock`: the door's one clock, the app's injected one
+    (`AppDeps.clock`, the gateway processor's): its requests' `started_s` are read on it when
+    the door creates them, and their durations end on it."""
 
-    __slots__ = ("_clock", "_metrics", "_queue", "_step")
+    __slots__ = ("_metrics", "_queue", "_step", "clock")
 
     def __init__(
         self,
         metrics: DataPlaneMetrics,
         step: Step | None = None,
         queue: Queue | None = None,
-        clock: Callable[[], float] = time.perf_counter,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._metrics = metrics
         self._step = step
         self._queue = queue
-        self._clock = clock
+        self.clock = clock
 
     def finish(self, request: Request, ending: Ending | None = None) -> None:
         """The request is over (answered, failed or cancelled): counted with `ending` unless
@@ -121,7 +178,7 @@ class Finish:
         if isinstance(ending, RouterError):
             ending = outcome_of(ending)
         request.outcome = ending
-        duration_s = self._clock() - request.started_s
+        duration_s = self.clock() - request.started_s
         self._metrics.observe_request(request.route, ending, duration_s)
 
     def free(self, request: Request) -> None:

@@ -16,8 +16,15 @@ import data_plane
 from data_plane.serving.attempt import Attempt
 from data_plane.serving.lifecycle import Request
 from data_plane.telemetry.metrics import RequestOutcome
+from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane.conftest import CHAT_BODY, Harness, MakeHarness
-from tests.component.data_plane.fakes import make_table, ok_json, pair_entry, two_pair_table
+from tests.component.data_plane.fakes import (
+    FakeResponse,
+    make_table,
+    ok_json,
+    pair_entry,
+    two_pair_table,
+)
 
 FP16, INT4 = "http://fp16-a", "http://int4-a"
 ROOT = Path(data_plane.__file__).parent
@@ -164,9 +171,9 @@ class Held:
         if name == "DecisionStep.decide":
             self.seen.append(("decide", f["request"], None))
         elif name == "AttemptRunner.run":
-            self.seen.append(("attempt", f["call"].request, f["attempt"]))
+            self.seen.append(("attempt", f["request"], f["attempt"]))
         elif name == "Delivery.deliver":
-            self.seen.append(("deliver", f["walk"].state, f["walk"].state.decision))
+            self.seen.append(("deliver", f["walk"].request, f["walk"].request.decision))
         elif name == "Finish.finish":
             self.seen.append(("finish", f["request"], f["ending"]))
 
@@ -201,3 +208,26 @@ async def test_one_request_object_goes_from_the_door_to_the_engine_and_back(
     assert (request.counted, request.ended, request.attempts) == (True, True, 1)
     assert h.upstream.requests[-1].headers["X-Request-Id"] == request.id
     assert resp.headers["X-Request-Id"] == request.id
+
+
+async def test_the_request_runs_on_the_apps_clock_from_its_door_to_its_end(
+    make_harness: MakeHarness,
+) -> None:
+    """One start time, on the app's injected clock (`AppDeps.clock`): the middleware reads
+    it when it creates the `Request`, and the request's duration
+    (`gearbox_request_duration_seconds`) and its pair's latency run from it. An engine that
+    takes 2.5 s of that clock makes both exactly 2.5 s (before, the door timed the request
+    on its own clock and the fake clock's 2.5 s did not show in its duration)."""
+    routes = {INT4: ok_json()}
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes=routes)
+
+    def slow(request: UpstreamRequest) -> FakeResponse:
+        h.clock.advance(2.5)
+        return ok_json()(request)
+
+    routes[INT4] = slow
+    resp = await h.client.post("/v1/chat/completions", json=CHAT_BODY)
+    assert resp.status == 200
+    labels = {"route": "chat_completions", "outcome": "ok"}
+    assert h.metric("gearbox_request_duration_seconds_sum", **labels) == 2.5
+    assert h.metric("gearbox_pair_latency_seconds_sum", pair="fam@int4") == 2.5
