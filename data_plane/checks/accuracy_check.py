@@ -42,7 +42,7 @@ from data_plane.resilience.health import Health
 from data_plane.serving.attempt import Attempt, AttemptLimit, AttemptRunner, Served
 from data_plane.serving.lifecycle import Request
 from data_plane.serving.usage import Usage, cost_usd, find_usage
-from data_plane.serving.walk import Answer, RequestWalk
+from data_plane.serving.walk import Answer
 from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics, Route
 
@@ -140,10 +140,11 @@ class AccuracyChecker:
         self.spend = ClientSpend(parts.clock)
         self.probes = ProbeSlots(parts.clock, config.probe_interval_s)
 
-    def offer(self, walk: RequestWalk, answer: Answer) -> None:
-        """Maybe queue a check of this served answer, and a probe of a pair demoted in its
-        category (never raises, never waits)."""
-        request, table, decision = walk.request, walk.table, walk.decision
+    def offer(self, request: Request, answer: Answer) -> None:
+        """Maybe queue a check of `request`'s served answer, and a probe of a pair demoted
+        in its category (never raises, never waits); its door's `lifecycle.Finish` offers
+        it once the client has it."""
+        table, decision = request.table, request.decision
         cand, served = answer.cand, answer.served
         policy = table.policy.accuracy_check
         if policy.sample_rate <= 0.0 or served.status != 200 or not checked(decision.category):

@@ -8,9 +8,12 @@ and in-flight slot, its wait in the queue), and every later step reads `request.
 `request.table` ... off it. The door ends it with `Finish.finish`, the one ending both doors
 share: the error-to-outcome mapping (`telemetry.request_outcome`), the request counted
 (`gearbox_requests_total{outcome}` and its duration, once), and its flow-control slot and fair
-share freed, with the queue told (once). Gateway mode counts a request when it is answered
-(routed, or refused) and frees its hold when its answer ends (`gateway.in_flight`), so it
-calls `count` first and `finish` at the end; the HTTP door does both at once.
+share freed, with the queue told (once); and its served answer, when the door saw one, offered
+to the live checks (once, after the client has it). Gateway mode counts a request when it is
+answered (routed, or refused) and frees its hold when its answer ends (`gateway.in_flight`), so
+it calls `count` first and `finish` at the end; the HTTP door does both at once. Gateway mode
+never sees an answer (Envoy sends it; the response phase carries no body Gearbox reads), so
+its `Finish` has no checks and its requests never offer one.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ from data_plane.errors import RouterError
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
 from data_plane.telemetry.request_outcome import outcome_of
 
-if TYPE_CHECKING:  # the attempt module runs a Request's attempts
+if TYPE_CHECKING:  # the attempt module runs a Request's attempts; the walk answers it
     from data_plane.serving.attempt import ClientSink, Failed
+    from data_plane.serving.walk import Answer
 
 Ending = RequestOutcome | RouterError
 
@@ -35,6 +39,14 @@ class Step(Protocol):
     """What frees a decided request's tenant share and slot (`DecisionStep.finished`)."""
 
     def finished(self, request: Decidable) -> None: ...
+
+
+class AnswerCheck(Protocol):
+    """The live checks (`data_plane.checks.accuracy_check.AccuracyChecker`), offered each
+    served answer after the client has it; serving does not import the checks package, which
+    sits above it (the "Data plane layers" contract)."""
+
+    def offer(self, request: Request, answer: Answer) -> None: ...
 
 
 class Queue(Protocol):
@@ -59,6 +71,7 @@ class Request(Decidable):
     answer's X-Route-* headers, the client's trace headers, where its answer goes."""
 
     __slots__ = (
+        "answer",
         "attempts",
         "bodies",
         "counted",
@@ -120,6 +133,9 @@ class Request(Decidable):
         # or end (this one included): the load its answer met, which later arrivals raise
         # above the decision's (`resilience.overshoot` predicts at it).
         self.load_met = 0.0
+        # The answer the client got, once delivered whole or streamed (the HTTP door's proxy
+        # sets it): what `Finish.finish` offers the live checks.
+        self.answer: Answer | None = None
 
     def sends(
         self,
@@ -149,7 +165,7 @@ class Finish:
     (`AppDeps.clock`, the gateway processor's): its requests' `started_s` are read on it when
     the door creates them, and their durations end on it."""
 
-    __slots__ = ("_metrics", "_queue", "_step", "clock")
+    __slots__ = ("_checks", "_metrics", "_queue", "_step", "clock")
 
     def __init__(
         self,
@@ -157,7 +173,9 @@ class Finish:
         step: Step | None = None,
         queue: Queue | None = None,
         clock: Callable[[], float] = time.monotonic,
+        checks: AnswerCheck | None = None,
     ) -> None:
+        self._checks = checks  # offered each served answer (None: the door keeps none)
         self._metrics = metrics
         self._step = step
         self._queue = queue
@@ -165,9 +183,14 @@ class Finish:
 
     def finish(self, request: Request, ending: Ending | None = None) -> None:
         """The request is over (answered, failed or cancelled): counted with `ending` unless
-        it was counted already (None: not counted at all), then freed (`free`)."""
+        it was counted already (None: not counted at all), its served answer offered to the
+        live checks (once: before it is freed, which a served request is), then freed
+        (`free`)."""
         if ending is not None:
             self.count(request, ending)
+        answer = request.answer
+        if answer is not None and self._checks is not None and not request.ended:
+            self._checks.offer(request, answer)
         self.free(request)
 
     def count(self, request: Request, ending: Ending) -> None:

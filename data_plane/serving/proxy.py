@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.decision.relaxed import latency_relaxed
@@ -49,14 +48,6 @@ from data_plane.telemetry.tracing import Tracing
 REASK_MARGIN_S = 0.05
 
 
-class AnswerCheck(Protocol):
-    """The live checks (`data_plane.checks.accuracy_check.AccuracyChecker`), offered each served
-    answer after the client has it; serving does not import the checks package, which sits
-    above it (the "Data plane layers" contract)."""
-
-    def offer(self, walk: RequestWalk, answer: Answer) -> None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class ProxyParts:
     runner: AttemptRunner
@@ -67,7 +58,6 @@ class ProxyParts:
     tracing: Tracing
     clock: Callable[[], float]  # monotonic seconds
     rng: random.Random
-    checker: AnswerCheck | None = None  # shadow re-asks, after the client's answer
     # Request deadlines on one shared timer (a timer per request costs ~2 us more).
     deadlines: Deadlines = field(default_factory=Deadlines)
 
@@ -311,8 +301,7 @@ class Proxy:
             if not answer.served.streamed:
                 walk.answered()
             outcome = await p.delivery.deliver(walk, answer)
-            if p.checker is not None:
-                p.checker.offer(walk, answer)
+            request.answer = answer  # delivered: its door's finish offers it to the live checks
             return outcome
         return None
 

@@ -6,6 +6,7 @@ engine receives. Traced with `sys.setprofile` over one request on a warm app."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -145,7 +146,7 @@ async def test_an_answered_first_attempt_builds_only_the_candidates_it_reads(
 class Held:
     """The `lifecycle.Request` each step of one request holds, read off the frames of the
     steps it passes (`sys.setprofile`): created by the door, filled in by the decision step,
-    sent to the engine, delivered, finished."""
+    sent to the engine, delivered, finished, and offered to the live checks by its finish."""
 
     def __init__(self) -> None:
         self.created: list[Request] = []
@@ -168,14 +169,20 @@ class Held:
         if event != "call" or id(frame) in self._entered:
             return
         self._entered[id(frame)] = frame
-        if name == "DecisionStep.decide":
-            self.seen.append(("decide", f["request"], None))
-        elif name == "AttemptRunner.run":
-            self.seen.append(("attempt", f["request"], f["attempt"]))
-        elif name == "Delivery.deliver":
-            self.seen.append(("deliver", f["walk"].request, f["walk"].request.decision))
-        elif name == "Finish.finish":
-            self.seen.append(("finish", f["request"], f["ending"]))
+        step = STEPS.get(name)
+        if step is not None:
+            self.seen.append((step[0], *step[1](f)))
+
+
+# The steps one request passes, by function: (step, what it reads off the frame's locals:
+# the request it holds, and what it holds of it).
+STEPS: dict[str, tuple[str, Callable[[dict[str, Any]], tuple[Request, object]]]] = {
+    "DecisionStep.decide": ("decide", lambda f: (f["request"], None)),
+    "AttemptRunner.run": ("attempt", lambda f: (f["request"], f["attempt"])),
+    "Delivery.deliver": ("deliver", lambda f: (f["walk"].request, f["walk"].request.decision)),
+    "Finish.finish": ("finish", lambda f: (f["request"], f["ending"])),
+    "AccuracyChecker.offer": ("offer", lambda f: (f["request"], f["answer"])),
+}
 
 
 async def test_one_request_object_goes_from_the_door_to_the_engine_and_back(
@@ -185,7 +192,8 @@ async def test_one_request_object_goes_from_the_door_to_the_engine_and_back(
     creates is the one the decision step fills in (no second container: its decision is
     written onto it), the one the attempt runner sends
     (its id is the engine's X-Request-Id), the one delivery accounts on the same decision,
-    and the one the door finishes, counted once as `ok`."""
+    and the one the door finishes, counted once as `ok`, whose finish offers its delivered
+    answer to the live checks (`lifecycle.Finish`, not the proxy)."""
     h = await make_harness(two_pair_table([FP16], [INT4]), routes={INT4: ok_json()})
     assert (await h.client.post("/v1/chat/completions", json=CHAT_BODY)).status == 200
     held = Held()
@@ -198,13 +206,17 @@ async def test_one_request_object_goes_from_the_door_to_the_engine_and_back(
     assert resp.status == 200
     [request] = held.created
     [decision] = held.decided
-    assert [step for step, _, _ in held.seen] == ["decide", "attempt", "deliver", "finish"]
+    order = ["decide", "attempt", "deliver", "finish", "offer"]
+    assert [step for step, _, _ in held.seen] == order
     assert all(seen is request for _, seen, _ in held.seen)
     steps = {step: what for step, _, what in held.seen}
     assert steps["deliver"] is decision
     assert request.decision is decision
     assert isinstance(steps["attempt"], Attempt)
     assert steps["finish"] is RequestOutcome.OK
+    assert steps["offer"] is request.answer
+    assert request.answer is not None
+    assert request.answer.served.status == 200
     assert (request.counted, request.ended, request.attempts) == (True, True, 1)
     assert h.upstream.requests[-1].headers["X-Request-Id"] == request.id
     assert resp.headers["X-Request-Id"] == request.id

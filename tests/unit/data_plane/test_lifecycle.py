@@ -4,11 +4,14 @@ is freed once, and only a decided request holds anything to free."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from data_plane.decision_step import Decidable
 from data_plane.errors import InvalidRequest, Shed
 from data_plane.serving.lifecycle import Finish, Request
+from data_plane.serving.walk import Answer
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
 
 
@@ -88,3 +91,29 @@ def test_reading_the_decision_before_it_is_a_bug(field: str) -> None:
     misspelt = "decisoin"
     with pytest.raises(AttributeError):
         getattr(request, misspelt)
+
+
+class Checks:
+    """Records what the live checks were offered (`lifecycle.AnswerCheck`)."""
+
+    def __init__(self) -> None:
+        self.offered: list[tuple[Request, Answer]] = []
+
+    def offer(self, request: Request, answer: Answer) -> None:
+        self.offered.append((request, answer))
+
+
+def test_finish_offers_a_served_answer_to_the_live_checks_once() -> None:
+    """The door's finish offers the answer its request was served (once, however often the
+    door ends it), and nothing for a request that got none (shed, invalid, failed)."""
+    metrics, step, queue, checks = DataPlaneMetrics("t", "t"), Step(), Queue(), Checks()
+    finish = Finish(metrics, step, queue, clock=lambda: 5.0, checks=checks)
+    refused = Request("r1", Route.CHAT_COMPLETIONS, 0.0)
+    finish.finish(refused, Shed("full", retry_after_s=1.0))
+    served = Request("r2", Route.CHAT_COMPLETIONS, 0.0)
+    served.is_decided = True
+    answer = cast(Answer, object())
+    served.answer = answer
+    finish.finish(served, RequestOutcome.OK)
+    finish.finish(served, RequestOutcome.OK)
+    assert checks.offered == [(served, answer)]
