@@ -152,7 +152,6 @@ def _build_proxy(
         tracing=tracing,
         clock=deps.clock,
         rng=deps.rng,
-        checker=app[CHECKER],
     )
     return Proxy(s.proxy, parts)
 
@@ -308,7 +307,8 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         flow=flow,
     )
     # The door: every request created, ended and counted by one middleware (`lifecycle`).
-    finish = Finish(metrics, step, flow)
+    # Its requests start on the app's clock; their served answers go to the live checks.
+    finish = Finish(metrics, step, flow, deps.clock, app[CHECKER])
     app.middlewares.append(make_gateway(finish, tracing, ApiKeys(keys)))
     app.add_routes(handlers.routes())
     app.cleanup_ctx.append(_lifecycle(adapter))

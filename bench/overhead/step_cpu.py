@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 from bench.common.tables import synthetic_table
 from bench.common.targets import GEARBOX_PAIRS, REQUEST_HEADERS, request_body
 from data_plane.decision.compile import compile_table
-from data_plane.decision_step import DecisionStep, StepParts
+from data_plane.decision_step import Decidable, DecisionStep, StepParts
 from data_plane.domain import CompiledTable, HealthView
 from data_plane.resilience.band_arrivals import BandArrivals
 from data_plane.resilience.endpoint_load import LoadTracker
@@ -132,7 +132,8 @@ def _driver(
     def run() -> str:
         pair = ""
         for raw in bodies:
-            decided = step.decide(raw, "chat", headers)
+            decided = Decidable()  # what a door's Request is to the step
+            step.decide(decided, raw, "chat", headers)
             chain = iter(decided.decision.candidates)  # read in order, as the proxy reads it
             pair = next(chain).pair.pair
             if following:

@@ -24,7 +24,7 @@ from data_plane.domain import (
     RouteRequest,
 )
 from data_plane.request.body import ParsedBody
-from data_plane.serving.attempt import AttemptLimit, Call, Served
+from data_plane.serving.attempt import AttemptLimit, Served
 from data_plane.serving.usage import Usage
 from data_plane.upstream.port import UpstreamRequest
 
@@ -36,7 +36,6 @@ REQUEST_VALUES: tuple[type[Any], ...] = (
     RouteRequest,
     RouteDecision,
     Candidate,
-    Call,
     AttemptLimit,
     UpstreamRequest,
     Served,

@@ -7,4 +7,5 @@ made slower; their pure parts are `agreement` (does an answer give the reference
 do no I/O (a contract). It may import `serving` (the attempt runner and `usage`), `decision`,
 `resilience`, `upstream`, `telemetry` and the lowest floor (`domain`, `settings`, ...); never
 `sync` (a contract), `progress`, `gateway` or the composition roots. `serving` offers answers to
-the checks through its own `AnswerCheck` protocol and never imports this package."""
+the checks through its own `lifecycle.AnswerCheck` protocol, when a door finishes a served
+request (`lifecycle.Finish`), and never imports this package."""

@@ -39,16 +39,10 @@ from data_plane.domain import (
     CompiledTable,
 )
 from data_plane.resilience.health import Health
-from data_plane.serving.attempt import (
-    Attempt,
-    AttemptLimit,
-    AttemptRunner,
-    Call,
-    Served,
-)
+from data_plane.serving.attempt import Attempt, AttemptLimit, AttemptRunner, Served
 from data_plane.serving.lifecycle import Request
 from data_plane.serving.usage import Usage, cost_usd, find_usage
-from data_plane.serving.walk import Answer, RequestWalk
+from data_plane.serving.walk import Answer
 from data_plane.telemetry.feedback import FeedbackAggregator
 from data_plane.telemetry.metrics import DataPlaneMetrics, Route
 
@@ -146,23 +140,24 @@ class AccuracyChecker:
         self.spend = ClientSpend(parts.clock)
         self.probes = ProbeSlots(parts.clock, config.probe_interval_s)
 
-    def offer(self, walk: RequestWalk, answer: Answer) -> None:
-        """Maybe queue a check of this served answer, and a probe of a pair demoted in its
-        category (never raises, never waits)."""
-        call, table, decision = walk.call, walk.table, walk.decision
+    def offer(self, request: Request, answer: Answer) -> None:
+        """Maybe queue a check of `request`'s served answer, and a probe of a pair demoted
+        in its category (never raises, never waits); its door's `lifecycle.Finish` offers
+        it once the client has it."""
+        table, decision = request.table, request.decision
         cand, served = answer.cand, answer.served
         policy = table.policy.accuracy_check
         if policy.sample_rate <= 0.0 or served.status != 200 or not checked(decision.category):
             return
         if not served.streamed:
-            self._offer_check(call, table, decision.category, cand, served)
+            self._offer_check(request, table, decision.category, cand, served)
         targets = probe_targets(table, decision.alias, decision.category, cand.pair.pair)
         target = self.probes.first_open(targets, decision.category) if targets else None
         if target is not None and self._p.rng.random() < policy.sample_rate:
-            self._offer_probe(call, table, decision.category, (cand, served), target)
+            self._offer_probe(request, table, decision.category, (cand, served), target)
 
     def _offer_check(
-        self, call: Call, table: CompiledTable, category: str, cand: Candidate, served: Served
+        self, request: Request, table: CompiledTable, category: str, cand: Candidate, served: Served
     ) -> None:
         """The ordinary check: the served pair's answer against its reference's."""
         policy = table.policy.accuracy_check
@@ -174,17 +169,17 @@ class AccuracyChecker:
         ):
             return
         answer = answer_text(served.body)
-        ask = reask(call.bodies(cand.pair.served_model_name), policy.max_tokens)
+        ask = reask(request.bodies(cand.pair.served_model_name), policy.max_tokens)
         if answer is None or ask is None:
             return
         kept = answer if ask.reusable else None
         asked = (reference,) if ask.reusable else (reference, cand.pair)
-        job = _Job(table.version, category, cand.pair, reference, call.path, ask, 0, kept, 0.0)
-        self._queue_job(call, table, job, (cand, asked))
+        job = _Job(table.version, category, cand.pair, reference, request.path, ask, 0, kept, 0.0)
+        self._queue_job(request, table, job, (cand, asked))
 
     def _offer_probe(
         self,
-        call: Call,
+        request: Request,
         table: CompiledTable,
         category: str,
         answered: tuple[Candidate, Served],
@@ -195,19 +190,21 @@ class AccuracyChecker:
         cand, served = answered
         reference = table.baselines[target.family]  # probe_targets checked it is there
         cap = table.policy.accuracy_check.max_tokens
-        ask = reask(call.bodies(cand.pair.served_model_name), cap)
+        ask = reask(request.bodies(cand.pair.served_model_name), cap)
         if ask is None:
             return
         stands = ask.reusable and not served.streamed and reference.pair == cand.pair.pair
         kept = answer_text(served.body) if stands else None
         asked = (target,) if kept is not None else (reference, target)
-        job = _Job(table.version, category, target, reference, call.path, ask, 0, None, 0.0, kept)
-        if self._queue_job(call, table, job, (cand, asked)):
+        job = _Job(
+            table.version, category, target, reference, request.path, ask, 0, None, 0.0, kept
+        )
+        if self._queue_job(request, table, job, (cand, asked)):
             self.probes.take(target.pair, category)
 
     def _queue_job(
         self,
-        call: Call,
+        request: Request,
         table: CompiledTable,
         job: _Job,
         sent: tuple[Candidate, tuple[CompiledPair, ...]],
@@ -218,7 +215,7 @@ class AccuracyChecker:
         the cap's worst case; counts why not otherwise."""
         cand, asked = sent
         policy, pair, category = table.policy.accuracy_check, job.checked.pair, job.category
-        client = call.request.decided.client
+        client = request.client
         if cand.input_tokens > policy.max_input_tokens:
             self._count(pair, category, "too_long")
             return False
@@ -289,8 +286,10 @@ class AccuracyChecker:
         self._count(job.checked.pair, job.category, outcome)
         return outcome
 
-    def _limit(self, call: Call, target: Candidate, endpoint: CompiledEndpoint) -> AttemptLimit:
-        engine = self._p.runner.engine_limit(call, target, endpoint)
+    def _limit(
+        self, request: Request, target: Candidate, endpoint: CompiledEndpoint
+    ) -> AttemptLimit:
+        engine = self._p.runner.engine_limit(request, target, endpoint)
         return replace(engine, limit_s=self._config.timeout_s)
 
     async def _ask(self, job: _Job, pair: CompiledPair, spent: list[float]) -> str | None:
@@ -306,21 +305,16 @@ class AccuracyChecker:
         endpoint = next((e for e in target.endpoints if p.health.allow(e.id)), None)
         if endpoint is None:
             return None
-        call = Call(
-            request=Request(f"accuracy-check-{next(self._ids)}", Route.OTHER, p.clock()),
-            path=job.path,
-            stream=False,
-            wants_json=False,
-            started_s=p.clock(),
-            ttft_budget_s=None,
-            bodies=job.ask.for_model,
-            headers_for=lambda _cand, _n: {},
-            trace_headers={},
-            sink=_NoClient(),
+        request = Request(f"accuracy-check-{next(self._ids)}", Route.OTHER, p.clock())
+        request.sends(
+            job.path,
+            _NoClient(),
+            job.ask.for_model,
+            lambda _cand, _n: {},
             max_tokens=job.ask.max_tokens,
         )
-        limit = self._limit(call, target, endpoint)
-        result = await p.runner.run(call, Attempt(target, endpoint, 1, limit))
+        limit = self._limit(request, target, endpoint)
+        result = await p.runner.run(request, Attempt(target, endpoint, 1, limit))
         if not isinstance(result, Served):
             return None
         usage = find_usage(result.body)

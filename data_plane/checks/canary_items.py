@@ -42,7 +42,7 @@ from data_plane.checks.agreement import answer_text
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.domain import CompiledPair, CompiledTable
 from data_plane.resilience.breaker import BreakerState
-from data_plane.serving.attempt import Attempt, AttemptLimit, Call, Served
+from data_plane.serving.attempt import Attempt, AttemptLimit, Served
 from data_plane.serving.lifecycle import Request
 from data_plane.serving.usage import Usage, cost_usd, find_usage
 from data_plane.telemetry.metrics import Route
@@ -373,21 +373,16 @@ class CanarySender:
         if endpoint is None:
             return None
         body = item.body()
-        call = Call(
-            request=Request(f"canary-{next(self._ids)}", Route.OTHER, p.clock()),
-            path=item.path,
-            stream=False,
-            wants_json=False,
-            started_s=p.clock(),
-            ttft_budget_s=None,
-            bodies=lambda model: orjson.dumps({**body, "model": model}),
-            headers_for=lambda _cand, _n: {},
-            trace_headers={},
-            sink=_Sink(),
+        request = Request(f"canary-{next(self._ids)}", Route.OTHER, p.clock())
+        request.sends(
+            item.path,
+            _Sink(),
+            lambda model: orjson.dumps({**body, "model": model}),
+            lambda _cand, _n: {},
             max_tokens=item.max_tokens,
         )
-        limit = self._limit(p.runner.engine_limit(call, target, endpoint), pair.pair)
-        result = await p.runner.run(call, Attempt(target, endpoint, 1, limit))
+        limit = self._limit(p.runner.engine_limit(request, target, endpoint), pair.pair)
+        result = await p.runner.run(request, Attempt(target, endpoint, 1, limit))
         if not isinstance(result, Served):
             return None
         usage = find_usage(result.body)

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from data_plane.asked import Full
-from data_plane.decision_step import Decided
+from data_plane.decision_step import Decidable
 from data_plane.errors import RouterError, Shed
 from data_plane.settings import FlowSettings
 from data_plane.telemetry.flow_metrics import FlowMetrics, Refusal
@@ -62,24 +62,25 @@ _DRAIN_SAMPLES = 64  # finishes the observed drain rate is taken over
 class Redecide(Protocol):
     """What the queue needs of the decision step (`DecisionStep`)."""
 
-    def again(self, full: Full, waited_s: float) -> Decided: ...
+    def again(self, request: Decidable, full: Full, waited_s: float) -> None: ...
 
     def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed: ...
 
-    def anyway(self, full: Full) -> Decided: ...
+    def anyway(self, request: Decidable, full: Full) -> None: ...
 
-    def relaxed(self, full: Full, wanted: frozenset[str]) -> Decided | None: ...
+    def relaxed(self, request: Decidable, full: Full, wanted: frozenset[str]) -> bool: ...
 
-    def finished(self, decided: Decided) -> None: ...
+    def undo(self, request: Decidable) -> None: ...
 
 
 @dataclass(eq=False)
 class _Waiter:
+    request: Decidable  # what the decision step fills in when it is dispatched
     full: Full
     deadline: float  # loop time by which it must be dispatched
     since: float
     arrived: float  # loop time it arrived at: its budget runs from then
-    future: asyncio.Future[Decided]
+    future: asyncio.Future[None]  # done: dispatched (`request` decided), or its error
     gone: bool = False
 
 
@@ -155,34 +156,39 @@ class FlowQueue:
         bands = [b for b, held in self._pairs.items() if not held.keys().isdisjoint(pairs)]
         return min(bands, default=None)
 
-    async def wait(self, full: Full, arrived: float) -> Decided:
-        """The request decided once a pair has room (or raises its 429). `arrived`: the loop
-        time it arrived at (its budget runs from then)."""
+    async def wait(self, request: Decidable, full: Full, arrived: float) -> None:
+        """`request` (as `full`) decided once a pair has room (or raises its 429). `arrived`:
+        the loop time it arrived at (its budget runs from then)."""
         loop = asyncio.get_running_loop()
         refusal = self._bound(full)
         if refusal is not None:
-            return self._refuse_or_send(full, refusal, None)
+            self._refuse_or_send(request, full, refusal, None)
+            return
         budget = full.budget_s
         wait_s = self._limits.max_wait_s if budget is None else budget - full.service_s
         if self._max_hold_s is not None:
             wait_s = min(wait_s, self._max_hold_s)
         deadline = arrived + wait_s
         if deadline <= loop.time():
-            return self._refuse_or_send(full, Refusal.DEADLINE, None)
-        waiter = _Waiter(full, deadline, loop.time(), arrived, loop.create_future())
+            self._refuse_or_send(request, full, Refusal.DEADLINE, None)
+            return
+        waiter = _Waiter(request, full, deadline, loop.time(), arrived, loop.create_future())
         self._push(waiter)
         self._metrics.entered.labels(full.asked.who.label, full.priority).inc()
         self._schedule(loop, full.shed.retry_after_s)
         try:
             async with asyncio.timeout_at(deadline):
-                return await waiter.future
+                await waiter.future
+                return
         except TimeoutError:
             future = waiter.future
             dispatched = future.done() and not future.cancelled()
             if dispatched and not full.sheddable:  # in the very turn its wait ended
-                return future.result()
+                future.result()  # raises the error it was dispatched with, if any
+                return
             self._release(waiter)
-            return self._refuse_or_send(full, Refusal.DEADLINE, loop.time() - waiter.since)
+            waited_s = loop.time() - waiter.since
+            self._refuse_or_send(request, full, Refusal.DEADLINE, waited_s)
         except asyncio.CancelledError:  # the client went away
             self._release(waiter)
             raise
@@ -219,7 +225,7 @@ class FlowQueue:
                     return
                 tries += 1
                 try:
-                    decided = self._step.again(waiter.full, now - waiter.arrived)
+                    self._step.again(waiter.request, waiter.full, now - waiter.arrived)
                 except Full as still:  # its refusal now; the request as it arrived stays
                     waiter.full.shed = still.shed
                     waiter.full.relaxable = still.relaxable
@@ -233,7 +239,7 @@ class FlowQueue:
                 self._leave(waiter)
                 loop = asyncio.get_running_loop()
                 self._metrics.left(waiter.full.priority, loop.time() - waiter.since, None)
-                waiter.future.set_result(decided)
+                waiter.future.set_result(None)
                 if self._waiting and not self._soon:
                     self._soon = True
                     loop.call_soon(self.kick)
@@ -242,10 +248,10 @@ class FlowQueue:
 
     def _release(self, waiter: _Waiter) -> None:
         """A request dispatched in the very turn its wait ended otherwise: its decision
-        holds a tenant's share, which nobody else would free."""
+        holds a tenant's share, which nobody else would free; it is undecided again."""
         future = waiter.future
         if future.done() and not future.cancelled() and future.exception() is None:
-            self._step.finished(future.result())
+            self._step.undo(waiter.request)
 
     def _bound(self, full: Full) -> Refusal | None:
         if self._waiting >= self._limits.queue_max:
@@ -302,25 +308,25 @@ class FlowQueue:
         if not band.tenants:
             del self._bands[key]
 
-    def _refuse_or_send(self, full: Full, refusal: Refusal, waited_s: float | None) -> Decided:
+    def _refuse_or_send(
+        self, request: Decidable, full: Full, refusal: Refusal, waited_s: float | None
+    ) -> None:
         """The 429 for a sheddable request, unless at its deadline best effort serves it late
         on an idle pair that proves its floor (`DecisionStep.relaxed`); a class never refused
         (critical) goes in instead, decided without admission (`DecisionStep.anyway`). Either
         is counted as dispatched when it waited (`waited_s` None: it never entered the
         queue)."""
         if full.sheddable:
-            relaxed = None
+            relaxed = False
             if refusal is Refusal.DEADLINE:  # not onto a pair a waiting request may go to
                 wanted = frozenset(p for held in self._pairs.values() for p in held)
-                relaxed = self._step.relaxed(full, wanted)
-            if relaxed is None:
+                relaxed = self._step.relaxed(request, full, wanted)
+            if not relaxed:
                 raise self._refuse(full, refusal, waited_s or 0.0)
-            decided = relaxed
         else:
-            decided = self._step.anyway(full)
+            self._step.anyway(request, full)
         if waited_s is not None:
             self._metrics.left(full.priority, waited_s, None)
-        return decided
 
     def _refuse(self, full: Full, refusal: Refusal, waited_s: float) -> Shed:
         self._metrics.left(full.priority, waited_s, refusal)

@@ -45,6 +45,8 @@ _MODES = protos.ProcessingMode
 BUFFERED: int = _MODES.BUFFERED
 FULL_DUPLEX_STREAMED: int = _MODES.FULL_DUPLEX_STREAMED
 SUPPORTED_MODES = frozenset({BUFFERED, FULL_DUPLEX_STREAMED})
+_ROUTES: dict[BodyKind, Route] = {"chat": Route.CHAT_COMPLETIONS, "completions": Route.COMPLETIONS}
+_KINDS: dict[Route, BodyKind] = {route: kind for kind, route in _ROUTES.items()}
 
 
 class Phase(Enum):
@@ -86,8 +88,10 @@ def _then(answer: Answer, after: ProcessingResponse) -> Answer:
 
 
 class Exchange:
-    """The state of one stream, whose `request` its door created and ends (`finish`: its
-    hold freed at `end`). `answered` is set once the request is routed or answered."""
+    """The state of one stream (its phase, the body modes, the headers and body chunks as
+    they come), whose `request` its door created and ends (`finish`: its hold freed at
+    `end`); what the request is (its route, what the decision step made of it) is on the
+    request, not here. `answered` is set once the request is routed or answered."""
 
     def __init__(
         self,
@@ -104,20 +108,17 @@ class Exchange:
         self._response_mode = 0  # NONE until Envoy says otherwise
         self._max_body_bytes = max_body_bytes
         self._phase = Phase.HEADERS
-        self._kind: BodyKind = "chat"
         self._headers = HeaderList(())
         self._chunks: list[bytes] = []
         self._size = 0
-        self._arrived = 0.0  # loop time of the request headers: its budget runs from then
+        # Loop time of the request headers, on the queue's clock (`FlowQueue.wait`): its
+        # budget runs from then (the HTTP handler reads its own the same way).
+        self._arrived = 0.0
         self.answered: Ending | None = None  # what the client was answered with
 
     @property
     def phase(self) -> Phase:
         return self._phase
-
-    @property
-    def kind(self) -> BodyKind:
-        return self._kind
 
     def end(self) -> None:
         """The request is over (its answer ended, or the stream did): it no longer counts."""
@@ -181,8 +182,8 @@ class Exchange:
                 f"the gateway's ext_proc filter sends request bodies in mode {name}; "
                 "Gearbox routes with BUFFERED or FULL_DUPLEX_STREAMED"
             )
-        self._kind, self._phase = kind, Phase.BODY
-        self.request.route = Route.CHAT_COMPLETIONS if kind == "chat" else Route.COMPLETIONS
+        self._phase = Phase.BODY
+        self.request.route = _ROUTES[kind]
         if headers.end_of_stream:  # no body at all: parsing says so, as a 400
             return self._finish()
         return [messages.continue_headers()] if self._mode == BUFFERED else []
@@ -211,7 +212,8 @@ class Exchange:
             return []
         request = self.request
         try:
-            routed = self._router.route(request, self._kind, self._headers, b"".join(self._chunks))
+            kind = _KINDS[request.route]  # its body's kind, from its path
+            routed = self._router.route(request, kind, self._headers, b"".join(self._chunks))
         except Full as full:
             return Waiting(self, full)
         except BaseException:  # decided, then failed: it no longer counts (else: nothing)

@@ -52,7 +52,7 @@ class GatewayDoor:
         when a request of a higher band waits for one of its pairs (strict bands, as in the
         HTTP door)."""
         queue = self.queue
-        request.decide(self.step.decide(body, kind, headers, queue is not None, queue))
+        self.step.decide(request, body, kind, headers, queue is not None, queue)
 
     async def wait(self, request: Request, full: Full, arrived: float) -> None:
         """`request` (as `full`) decided once a pair has room (raises its 429 at its
@@ -60,4 +60,4 @@ class GatewayDoor:
         from then)."""
         if self.queue is None:  # `decide` raises Full only with a queue
             raise RuntimeError("no queue to wait in")
-        request.decide(await self.queue.wait(full, arrived))
+        await self.queue.wait(request, full, arrived)

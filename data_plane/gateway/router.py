@@ -20,7 +20,6 @@ from data_plane.asked import Full
 from data_plane.decision_step import (
     NO_TABLE_RETRY_AFTER_S,
     Admission,
-    Decided,
     DecisionStep,
     StepParts,
     default_admission,
@@ -121,27 +120,27 @@ class GatewayRouter:
         `request` counts until its door frees it (`lifecycle.Finish.free`), also when this
         raises after the decision."""
         self.door.decide(request, kind, headers, body)
-        return self._rewritten(request.decided)
+        return self._rewritten(request)
 
     async def wait(self, request: Request, full: Full, arrived: float) -> Routed:
         """`route` for a request every pair was full for, once a pair has room (raises its
         429 at its deadline or a bound); `arrived`: the loop time its headers came at."""
         await self.door.wait(request, full, arrived)
-        return self._rewritten(request.decided)
+        return self._rewritten(request)
 
-    def _rewritten(self, decided: Decided) -> Routed:
-        decision, doubt = decided.decision, decided.inbound.facts.doubt
+    def _rewritten(self, request: Request) -> Routed:
+        decision, doubt = request.decision, request.inbound.facts.doubt
         first = decision.candidates[0]
         pair = first.pair
         out = [
             (self.pair_header, pair.pair),
             (REASON_HEADER, route_reason(decision.reason, first, doubt)),
-            (VERSION_HEADER, str(decided.table.version)),
+            (VERSION_HEADER, str(request.table.version)),
             *slo_headers(decision, first),
         ]
         set_here = {name for name, _ in out}
         remove = tuple(name for name in self.managed if name not in set_here)
-        body = decided.inbound.body_for(pair.served_model_name)
+        body = request.inbound.body_for(pair.served_model_name)
         return Routed(pair.pair, body, tuple(out), remove)
 
 

@@ -45,7 +45,6 @@ class ExternalProcessor:
     ) -> None:
         self._router = router
         self._config = config
-        self._clock = clock
         door = router.door
         self._finish = Finish(metrics, door.step, door.queue, clock)
 
@@ -53,7 +52,7 @@ class ExternalProcessor:
         self, request_iterator: AsyncIterator[Any], context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[Any]:
         config = self._config
-        request = Request("", Route.CHAT_COMPLETIONS, self._clock())
+        request = Request("", Route.CHAT_COMPLETIONS, self._finish.clock())
         exchange = Exchange(
             self._router, (config.default_body_mode, config.max_body_bytes), request, self._finish
         )

@@ -4,6 +4,10 @@ Before the first byte reaches the client every failure comes back as `Failed` (t
 retry it); after it, a broken stream ends with ONE SSE error event and comes back as `Served`
 with its outcome. Client disconnects and deadline cancellations propagate, after the upstream
 response is closed (which aborts the engine's work).
+
+The runner takes `(request, attempt)`: the `lifecycle.Request` says how to send it (its path,
+its body per served model, its headers, whether it streams, where its answer goes) and notes
+what its attempts met; the `Attempt`, where this try goes and within what limits.
 """
 
 from __future__ import annotations
@@ -74,30 +78,6 @@ class ClientSink(Protocol):
 
 
 @per_request
-class Call:
-    """What every attempt of one request shares: the request itself (its id, its decision,
-    where its walk stands: `lifecycle.Request`) and how to send and answer it."""
-
-    request: Request
-    path: str  # the OpenAI path, e.g. /v1/chat/completions
-    stream: bool
-    wants_json: bool
-    started_s: float  # monotonic arrival time
-    ttft_budget_s: float | None  # the client's TTFT budget (streams); the proxy applies it
-    bodies: Callable[[str], bytes]  # served model name -> body with `model` rewritten
-    headers_for: Callable[[Candidate, int], dict[str, str]]  # X-Route-* of an answer
-    # The client's traceparent/tracestate, passed on as they are while tracing is off.
-    trace_headers: Mapping[str, str]
-    sink: ClientSink  # where its answer goes (a stream's chunks as they come)
-    # max_tokens / max_completion_tokens when the client set it; None: the answer may run to
-    # the context limit (what the engine's allowance is for, `progress.pace`).
-    max_tokens: int | None = None
-    # monotonic time it was decided (after its body and any wait in the queue; None: at
-    # `started_s`): the engine's lateness runs from then
-    dispatched_s: float | None = None
-
-
-@per_request
 class Served:
     """The client got (or will get) this attempt's answer; `outcome` None = clean."""
 
@@ -161,9 +141,10 @@ NO_LIMIT = AttemptLimit()
 
 @dataclass(slots=True)
 class Attempt:
-    """One try of a request at one endpoint: the candidate and endpoint it goes to, its
-    number (the walk's count, `Request.attempts`) and its limits; while it runs, the runner
-    sets its client span and its stall registration (`wait`; None: not watched)."""
+    """One try of a request (`lifecycle.Request`, which says how to send it) at one endpoint:
+    the candidate and endpoint it goes to, its number (the walk's count, `Request.attempts`)
+    and its limits; while it runs, the runner sets its client span and its stall
+    registration (`wait`; None: not watched)."""
 
     cand: Candidate
     endpoint: CompiledEndpoint
@@ -209,7 +190,9 @@ class AttemptRunner:
         self.stall.on_stall = health.stalled
         self.stall.on_hang = health.hung
 
-    def engine_limit(self, call: Call, cand: Candidate, endpoint: CompiledEndpoint) -> AttemptLimit:
+    def engine_limit(
+        self, request: Request, cand: Candidate, endpoint: CompiledEndpoint
+    ) -> AttemptLimit:
         """The engine's own terms for an attempt at `endpoint` now: its allowance, its profiled
         time for the first byte (streams) or for the longest answer the request allows
         (non-streams: `max_tokens`, else the context left), at its load now, x its observed
@@ -218,12 +201,12 @@ class AttemptRunner:
         prediction for this request, and no client limit (the proxy adds that)."""
         load = self._health.tracker.load.get(endpoint.id, 0.0) + 1.0
         pair = cand.pair
-        output = 0 if call.stream else output_cap(pair, cand.input_tokens, call.max_tokens)
+        output = 0 if request.stream else output_cap(pair, cand.input_tokens, request.max_tokens)
         profile_s = engine_time_s(pair, cand.input_tokens, output, load)
         gap_s = self.pace.gap_s(endpoint.id, engine_tpot_s(pair, load))
         allowance_s = self.pace.allowance_s(endpoint.id, profile_s)
         first_token_s = allowance_s
-        if not call.stream:  # its prefill's share, what may move no engine counter
+        if not request.stream:  # its prefill's share, what may move no engine counter
             prefill_s = engine_time_s(pair, cand.input_tokens, 0, load)
             first_token_s = self.pace.allowance_s(endpoint.id, prefill_s)
         return AttemptLimit(None, allowance_s, load=load, gap_s=gap_s, first_token_s=first_token_s)
@@ -243,10 +226,10 @@ class AttemptRunner:
             return
         self.pace.observe(endpoint_id, took_s, profile_s)
 
-    async def run(self, call: Call, attempt: Attempt) -> Served | Failed:
+    async def run(self, request: Request, attempt: Attempt) -> Served | Failed:
         limit, endpoint, cand = attempt.limit, attempt.endpoint, attempt.cand
         if limit.background:
-            return await self._background(call, attempt)
+            return await self._background(request, attempt)
         started = self._clock()
         outcome: Outcome | None = Cancelled()
         self._health.acquire(endpoint.id)
@@ -264,7 +247,7 @@ class AttemptRunner:
         ) as span:
             try:
                 attempt.span = span
-                result = await self._stallable(call, attempt)
+                result = await self._stallable(request, attempt)
                 outcome = result.outcome
                 if isinstance(result, Served) and outcome is None:
                     done_s = result.first_byte_s
@@ -277,14 +260,14 @@ class AttemptRunner:
                 self.stall.done(wait)
                 # a stall was counted once for the endpoint, not once per attempt it ended
                 counted = wait is None or not wait.stalled
-                call.request.load_met = max(load_met, in_flight.get(endpoint.id, 0.0))
+                request.load_met = max(load_met, in_flight.get(endpoint.id, 0.0))
                 self._health.release(endpoint.id, outcome, counted)
                 label = "ok" if outcome is None else outcome.label
                 span.set_attribute(ATTR_OUTCOME, label)
                 self._metrics.observe_attempt(endpoint.id, label, self._clock() - started)
         return result
 
-    async def _background(self, call: Call, attempt: Attempt) -> Served | Failed:
+    async def _background(self, request: Request, attempt: Attempt) -> Served | Failed:
         """A `background` attempt (`AttemptLimit`): no load, no stall watch, no breaker, no
         pace; an answer from the engine, whatever its status, is the endpoint's progress."""
         started = self._clock()
@@ -297,7 +280,7 @@ class AttemptRunner:
         ) as span:
             try:
                 attempt.span = span
-                result = await self._limited(call, attempt)
+                result = await self._limited(request, attempt)
                 outcome = result.outcome
             except AttemptError as err:
                 outcome = err.outcome
@@ -310,14 +293,14 @@ class AttemptRunner:
             self.stall.progress(endpoint.id)
         return result
 
-    async def _stallable(self, call: Call, attempt: Attempt) -> Served | Failed:
+    async def _stallable(self, request: Request, attempt: Attempt) -> Served | Failed:
         """`_limited`, ended as lack of progress when its endpoint stalls: the guard cancels
         the task while it waits (`progress.stall_guard`); that cancellation, and only that one,
         becomes `Timeout("first_byte")` (the request deadline's or a client's disconnect,
         arriving as well, goes on as a cancellation)."""
         wait = attempt.wait
         try:
-            return await self._limited(call, attempt)
+            return await self._limited(request, attempt)
         except asyncio.CancelledError:
             if wait is None or not wait.stalled:
                 raise
@@ -327,34 +310,34 @@ class AttemptRunner:
             stalled = "no progress on any attempt at this endpoint for its stall window"
             raise AttemptError(Timeout("first_byte"), stalled) from None
 
-    async def _limited(self, call: Call, attempt: Attempt) -> Served | Failed:
+    async def _limited(self, request: Request, attempt: Attempt) -> Served | Failed:
         """`_exchange` under the attempt's own limit, which the upstream client keeps (a
         transport deadline: the http1 client moves its connection's one timer, so no timer
         is armed per attempt); its expiry becomes the limit's outcome."""
         try:
-            return await self._exchange(call, attempt)
+            return await self._exchange(request, attempt)
         except LimitReachedError as err:
             raise attempt.limit.missed() from err
 
-    async def _exchange(self, call: Call, attempt: Attempt) -> Served | Failed:
+    async def _exchange(self, request: Request, attempt: Attempt) -> Served | Failed:
         cand, endpoint, limit = attempt.cand, attempt.endpoint, attempt.limit
         headers = {
             "Content-Type": "application/json",
-            "Accept": "text/event-stream" if call.stream else "application/json",
-            "X-Request-Id": call.request.id,
+            "Accept": "text/event-stream" if request.stream else "application/json",
+            "X-Request-Id": request.id,
         }
-        self._tracing.inject(headers, attempt.span, call.trace_headers)
+        self._tracing.inject(headers, attempt.span, request.trace_headers)
         if self._engine_keys is not None:  # the engine's key; never the client's
             auth = self._engine_keys.authorization(endpoint.id, cand.pair.pair)
             if auth is not None:
                 headers["Authorization"] = auth
-        body = call.bodies(cand.pair.served_model_name)
-        url = endpoint.url + call.path
-        request = UpstreamRequest(url, body, headers, limit.limit_s, gap_s=limit.gap_s)
-        resp = await self._upstream.send(request)
+        body = request.bodies(cand.pair.served_model_name)
+        url = endpoint.url + request.path
+        sent = UpstreamRequest(url, body, headers, limit.limit_s, gap_s=limit.gap_s)
+        resp = await self._upstream.send(sent)
         try:
-            if call.stream and resp.status == 200:
-                return await self._relay(call, attempt, resp)
+            if request.stream and resp.status == 200:
+                return await self._relay(request, attempt, resp)
             data = await resp.read()
             self.stall.arrived(
                 attempt.wait
@@ -366,20 +349,22 @@ class AttemptRunner:
             return Failed(outcome, resp.status, data[:MAX_ERROR_BODY_BYTES])
         return Served(resp.status, data, resp.content_type, False, None, usage=find_usage(data))
 
-    async def _relay(self, call: Call, attempt: Attempt, resp: UpstreamResponse) -> Served | Failed:
+    async def _relay(
+        self, request: Request, attempt: Attempt, resp: UpstreamResponse
+    ) -> Served | Failed:
         """Stream `resp` to the client chunk by chunk, no buffering beyond the first chunk
         (the client's limit covers the first chunk only; the gap limit each later wait for
         the engine, never the time `sink.write` spends on a slow client). Every chunk is the
         endpoint's progress (`progress.stall_guard`)."""
         cand, endpoint_id, wait = attempt.cand, attempt.endpoint.id, attempt.wait
-        stall, sink = self.stall, call.sink
+        stall, sink = self.stall, request.sink
         async with aclosing(resp.chunks()) as chunks:
             first = await anext(chunks, b"")
             if not first:
                 raise AttemptError(Timeout("first_byte"), "stream ended before its first byte")
             stall.arrived(wait)
-            await sink.start(200, {**SSE_HEADERS, **call.headers_for(cand, attempt.number)})
-            call.request.streaming_pair = cand.pair.pair
+            await sink.start(200, {**SSE_HEADERS, **request.headers_for(cand, attempt.number)})
+            request.streaming_pair = cand.pair.pair
             first_byte_s = self._clock()
             await sink.write(first)
             tail = first[-SSE_TAIL_BYTES:]

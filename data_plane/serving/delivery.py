@@ -109,7 +109,7 @@ class Delivery:
             return outcome
         headers = {
             "Content-Type": served.content_type or "application/json",
-            **walk.call.headers_for(answer.cand, walk.state.attempts),
+            **walk.request.headers_for(answer.cand, walk.request.attempts),
         }
         try:
             await walk.sink.send(served.status, headers, served.body)
@@ -119,13 +119,13 @@ class Delivery:
 
     async def give_up(self, walk: RequestWalk, retry_after_s: float) -> RequestOutcome:
         """Pass an engine's 4xx through (normalised envelope); raise for everything else."""
-        state = walk.state
+        state = walk.request  # where the walk stands
         failure, attempts = state.failure, state.attempts
         match failure:
             case Failed(outcome=UpstreamStatus(code=code)) if code < 500 and code != 429:
                 last = state.last or walk.decision.candidates[0]
                 body = json.dumps(normalize_upstream_error(code, failure.body)).encode()
-                route = walk.call.headers_for(last, attempts)
+                route = walk.request.headers_for(last, attempts)
                 headers = {"Content-Type": "application/json", **route}
                 await walk.sink.send(code, headers, body)
                 return RequestOutcome.INVALID_REQUEST
@@ -133,7 +133,7 @@ class Delivery:
 
     async def deadline_in_stream(self, walk: RequestWalk) -> RequestOutcome:
         """The budget ran out after the first byte: one SSE error event ends the stream."""
-        pair = walk.state.streaming_pair
+        pair = walk.request.streaming_pair
         if pair is not None:
             self._metrics.pair(pair).stream_errors.inc()
             totals = self._traffic.pairs.get(pair)
@@ -193,20 +193,20 @@ class Delivery:
         found = answer.engine_usage
         if found is None:
             return
-        call, served = walk.call, answer.served
+        request, served = walk.request, answer.served
         latency_s, first_byte_s = timing
-        decided = walk.decided
-        client = (decided.client, walk.table.policy.refit.max_client_share)
+        client = (request.client, walk.table.policy.refit.max_client_share)
         # The engine's own time: from dispatch, not arrival (a wait in the queue is the
         # router's, and counting it would shrink the capacity that caused it).
-        dispatched_s = call.started_s if call.dispatched_s is None else call.dispatched_s
-        latency_s -= dispatched_s - call.started_s
+        started_s, dispatched_s = request.started_s, request.dispatched_s
+        dispatched_s = started_s if dispatched_s is None else dispatched_s
+        latency_s -= dispatched_s - started_s
         if self._overshoot is not None:
-            predicted_s = predicted_e2e_s(answer.cand, found, walk.state.load_met)
+            predicted_s = predicted_e2e_s(answer.cand, found, walk.request.load_met)
             self._overshoot.answered(answer.cand.pair.pair, latency_s, predicted_s, client)
         if self._outputs is not None:
-            kind = (decided.client or ANONYMOUS, answer.cand.pair.family, walk.decision.category)
-            self._outputs.answered(kind, (found.output_tokens, call.max_tokens))
+            kind = (request.client or ANONYMOUS, answer.cand.pair.family, walk.decision.category)
+            self._outputs.answered(kind, (found.output_tokens, request.max_tokens))
         if self._feedback is None:
             return
         ttft_s = first_byte_s - dispatched_s if served.streamed and first_byte_s else None
@@ -220,17 +220,17 @@ class Delivery:
         )
 
     def _account(self, walk: RequestWalk, answer: Answer, first_byte_s: float | None) -> None:
-        call, decision, cand, served = walk.call, walk.decision, answer.cand, answer.served
+        request, decision, cand, served = walk.request, walk.decision, answer.cand, answer.served
         pair = cand.pair
         series = self._metrics.pair(pair.pair)
-        latency_s = self._clock() - call.started_s
+        latency_s = self._clock() - request.started_s
         if first_byte_s is not None:
-            series.ttfb.observe(first_byte_s - call.started_s)
+            series.ttfb.observe(first_byte_s - request.started_s)
         series.latency.observe(latency_s)
         budget_s = decision.budget_latency_s  # what was left of it at dispatch
         if budget_s is not None:
-            budget_s += walk.decided.waited_s  # the client's whole budget, as `latency_s` runs
-        metrics, who = self._metrics, (walk.decided.tenant, walk.decided.priority)
+            budget_s += request.waited_s  # the client's whole budget, as `latency_s` runs
+        metrics, who = self._metrics, (request.tenant, request.priority)
         met = None if budget_s is None else latency_s <= budget_s
         if met is not None:
             (series.budget_met if met else series.budget_missed).inc()
@@ -251,7 +251,7 @@ class Delivery:
             logger.debug(
                 "served",
                 extra={
-                    "request_id": call.request.id,
+                    "request_id": request.id,
                     "pair": pair.pair,
                     "reason": decision.reason.value,
                     "outcome": "ok" if served.outcome is None else served.outcome.label,

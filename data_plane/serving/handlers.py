@@ -11,13 +11,14 @@ from aiohttp import web
 from pydantic import SecretStr
 
 from data_plane.asked import Full
-from data_plane.decision_step import Decided, DecisionStep
+from data_plane.decision_step import DecisionStep
 from data_plane.domain import Candidate, CompiledTable
 from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, RouterError
 from data_plane.flow.queue import FlowQueue
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
-from data_plane.serving.attempt import Call, ClientGoneError
+from data_plane.serving.attempt import ClientGoneError
+from data_plane.serving.lifecycle import Request
 from data_plane.serving.middleware import REQUEST, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.probes import Probes
@@ -157,57 +158,54 @@ class Handlers:
     async def _complete(
         self, request: web.Request, kind: BodyKind, path: str
     ) -> web.StreamResponse:
-        started = self._clock()
         arrived = asyncio.get_running_loop().time()
         raw = await self._read(request)
         # Decided, it holds its tenant's share and a slot until the middleware finishes it
         # (`lifecycle.Finish`), answered, failed or cancelled.
-        request[REQUEST].decide(await self._decide(raw, kind, request, arrived))
-        return await self._serve(request, (started, self._clock()), path)
+        await self._decide(request[REQUEST], raw, kind, request, arrived)
+        return await self._serve(request, self._clock(), path)
 
     async def _decide(
-        self, raw: bytes, kind: BodyKind, request: web.Request, arrived: float
-    ) -> Decided:
-        """The decision, after a wait in the queue when every pair is full (`flow.queue`)."""
+        self, req: Request, raw: bytes, kind: BodyKind, request: web.Request, arrived: float
+    ) -> None:
+        """`req` decided, after a wait in the queue when every pair is full (`flow.queue`)."""
         if self._flow is None:
-            return self._step.decide(raw, kind, request.headers)
+            self._step.decide(req, raw, kind, request.headers)
+            return
         try:
-            return self._step.decide(raw, kind, request.headers, True, self._flow)
+            self._step.decide(req, raw, kind, request.headers, True, self._flow)
         except Full as full:
-            return await self._flow.wait(full, arrived)
+            await self._flow.wait(req, full, arrived)
 
     async def _serve(
-        self, request: web.Request, times: tuple[float, float], path: str
+        self, request: web.Request, dispatched: float, path: str
     ) -> web.StreamResponse:
-        """Serve the decided request; `times` = (when it arrived, when it was decided)."""
-        started, dispatched = times
+        """Serve the decided request (`dispatched`: when it was decided, on the clock its
+        start was read on, the app's)."""
         req = request[REQUEST]
-        decided = req.decided
-        inbound, decision = decided.inbound, decided.decision
+        inbound, decision = req.inbound, req.decision
         facts = inbound.facts
         stream = facts.stream
         sink = AiohttpSink(request)
-        call = Call(
-            request=req,
-            path=path,
+        req.sends(
+            path,
+            sink,
+            inbound.body_for,
+            _headers_for(req),
             stream=stream,
             wants_json=facts.wants_json,
-            started_s=started,
             ttft_budget_s=decision.budget_ttft_s if stream else None,
-            bodies=inbound.body_for,
-            headers_for=_headers_for(decided, req.id),
             # Passed on as they are only while tracing is off (else our span's are sent).
             trace_headers={} if self._proxy.tracing_enabled else _trace_headers(request),
-            sink=sink,
             max_tokens=facts.max_output_tokens,
             dispatched_s=dispatched,
         )
-        if decided.slot is not None:
+        if req.slot is not None:
             # The first attempt takes its own place in the in-flight count before the proxy
             # first yields to the loop: nothing else is decided in between.
-            decided.slot.free()
+            req.slot.free()
         try:
-            req.outcome = await self._proxy.serve(call)
+            req.outcome = await self._proxy.serve(req)
         except ClientGoneError:
             req.outcome = RequestOutcome.CANCELLED
         except RouterError as err:
@@ -266,13 +264,13 @@ def _trace_headers(request: web.Request) -> dict[str, str]:
     return found
 
 
-def _headers_for(decided: Decided, request_id: str) -> Callable[[Candidate, int], dict[str, str]]:
+def _headers_for(req: Request) -> Callable[[Candidate, int], dict[str, str]]:
     """The X-Route-* headers of an answer, the class and tenant label it was served as
     (`X-Gearbox-Priority`, `X-Gearbox-Tenant`), and X-Request-Id (a stream's head goes out
     before the middleware sees the response)."""
-    decision, version = decided.decision, decided.table.version
-    doubt = decided.inbound.facts.doubt
-    applied = {PRIORITY_APPLIED: decided.priority, TENANT_APPLIED: decided.tenant}
+    decision, version, request_id = req.decision, req.table.version, req.id
+    doubt = req.inbound.facts.doubt
+    applied = {PRIORITY_APPLIED: req.priority, TENANT_APPLIED: req.tenant}
 
     def headers_for(cand: Candidate, attempts: int) -> dict[str, str]:
         headers = route_headers(decision, version, cand, attempts, doubt)

@@ -14,7 +14,6 @@ import hmac
 import logging
 import os
 import re
-import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -110,13 +109,14 @@ class ApiKeys:
 
 def make_gateway(finish: Finish, tracing: Tracing, api_keys: ApiKeys) -> Middleware:
     """The middleware, closed over the door's ending (`lifecycle.Finish`: the app's
-    metrics, decision step and queue), tracer and keys."""
+    metrics, decision step and queue, and its clock, on which each request starts), tracer
+    and keys."""
 
     request_ids = RequestIds()
 
     @web.middleware
     async def gateway(request: web.Request, handler: Handler) -> web.StreamResponse:
-        started = time.perf_counter()
+        started = finish.clock()
         route = _ROUTES.get(request.match_info.route.name or "", Route.OTHER)
         req = Request(request_ids(request.headers.get(REQUEST_ID_HEADER)), route, started)
         request[REQUEST] = req

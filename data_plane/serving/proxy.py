@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from data_plane.decision.choose import order_endpoints, predict
 from data_plane.decision.relaxed import latency_relaxed
@@ -33,12 +32,12 @@ from data_plane.serving.attempt import (
     Attempt,
     AttemptLimit,
     AttemptRunner,
-    Call,
     Failed,
     Served,
 )
 from data_plane.serving.deadlines import Deadlines
 from data_plane.serving.delivery import Delivery
+from data_plane.serving.lifecycle import Request
 from data_plane.serving.quality import Degeneracy, check_answer
 from data_plane.serving.walk import Answer, RequestWalk
 from data_plane.settings import ProxyConfig
@@ -47,14 +46,6 @@ from data_plane.telemetry.tracing import Tracing
 
 # A re-ask ends this long before the request's deadline, leaving time to send the first answer.
 REASK_MARGIN_S = 0.05
-
-
-class AnswerCheck(Protocol):
-    """The live checks (`data_plane.checks.accuracy_check.AccuracyChecker`), offered each served
-    answer after the client has it; serving does not import the checks package, which sits
-    above it (the "Data plane layers" contract)."""
-
-    def offer(self, walk: RequestWalk, answer: Answer) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +58,6 @@ class ProxyParts:
     tracing: Tracing
     clock: Callable[[], float]  # monotonic seconds
     rng: random.Random
-    checker: AnswerCheck | None = None  # shadow re-asks, after the client's answer
     # Request deadlines on one shared timer (a timer per request costs ~2 us more).
     deadlines: Deadlines = field(default_factory=Deadlines)
 
@@ -95,19 +85,20 @@ class _Targets:
         return self._built[at]
 
 
-def _reask_output(call: Call, answer: Answer) -> int:
+def _reask_output(request: Request, answer: Answer) -> int:
     """Output tokens a re-ask of `answer` is predicted to write: as many as the answer it
     replaces (its `usage`; the same prompt, and a degenerate answer often ran to its bound),
     else the longest the request allows (`max_tokens`, else the context left)."""
     usage, cand = answer.served.usage, answer.cand  # read once in the attempt
     if usage is not None:
         return usage.output_tokens
-    return output_cap(cand.pair, cand.input_tokens, call.max_tokens)
+    return output_cap(cand.pair, cand.input_tokens, request.max_tokens)
 
 
-def _with_reason(call: Call, reason: RouteReason) -> Call:
-    """`call` whose answers say `reason` in X-Route-Reason (a relaxed fallback)."""
-    headers_for = call.headers_for
+def _with_reason(
+    headers_for: Callable[[Candidate, int], dict[str, str]], reason: RouteReason
+) -> Callable[[Candidate, int], dict[str, str]]:
+    """`headers_for` whose answers say `reason` in X-Route-Reason (a relaxed fallback)."""
 
     def relaxed_headers(cand: Candidate, attempts: int) -> dict[str, str]:
         headers = headers_for(cand, attempts)
@@ -115,7 +106,7 @@ def _with_reason(call: Call, reason: RouteReason) -> Call:
             headers["X-Route-Reason"] = reason.value
         return headers
 
-    return replace(call, headers_for=relaxed_headers)
+    return relaxed_headers
 
 
 class Proxy:
@@ -140,7 +131,11 @@ class Proxy:
         return budget + self._config.grace_s
 
     def attempt_limit(
-        self, call: Call, decision: RouteDecision, cand: Candidate, endpoint: CompiledEndpoint
+        self,
+        request: Request,
+        decision: RouteDecision,
+        cand: Candidate,
+        endpoint: CompiledEndpoint,
     ) -> AttemptLimit:
         """The attempt's terms: the engine's (its allowance and gap limit from its own pace at
         its load now: `AttemptRunner.engine_limit`), and the client's TTFT budget as the
@@ -149,8 +144,8 @@ class Proxy:
         reason = decision.reason
         if reason is RouteReason.SHADOW:
             return NO_LIMIT
-        engine = self._p.runner.engine_limit(call, cand, endpoint)
-        client_s = None if reason.startswith("best_effort") else call.ttft_budget_s
+        engine = self._p.runner.engine_limit(request, cand, endpoint)
+        client_s = None if reason.startswith("best_effort") else request.ttft_budget_s
         if client_s is None:
             return engine
         return AttemptLimit(
@@ -177,7 +172,7 @@ class Proxy:
         cand = None if allowance_s is None else self._following(walk, targets, at)
         if cand is None or allowance_s is None:
             return limit
-        needed_s = cand.predicted_ttft_s if walk.call.stream else cand.predicted_latency_s
+        needed_s = cand.predicted_ttft_s if walk.request.stream else cand.predicted_latency_s
         handover_s = walk.remaining_s(self._p.clock()) - 2 * needed_s - REASK_MARGIN_S
         if handover_s < allowance_s:
             return limit
@@ -191,7 +186,7 @@ class Proxy:
         """The candidate the next attempt would go to after target `at` fails (None: none;
         endpoints whose breakers are open now are passed over, and so is everything once the
         attempt limit is reached)."""
-        if walk.state.attempts >= self._config.max_attempts:
+        if walk.request.attempts >= self._config.max_attempts:
             return None
         skipped = self._p.health.view().open_endpoints
         while (target := targets.get(at := at + 1)) is not None:
@@ -199,22 +194,22 @@ class Proxy:
                 return target[0]
         return None
 
-    async def serve(self, call: Call) -> RequestOutcome:
-        """Answer the client through `call.sink` on its request's decision; raises
-        RouterError while nothing was sent."""
+    async def serve(self, request: Request) -> RequestOutcome:
+        """Answer the client through `request.sink` on its decision; raises RouterError while
+        nothing was sent."""
         p = self._p
         p.retry_budget.record_request()
-        decision = call.request.decided.decision
+        decision = request.decision
         deadline_s = self.deadline_s(decision)
         deadline = p.deadlines.timeout(deadline_s)
-        walk = RequestWalk(call, decision, deadline, p.clock() + deadline_s)
+        walk = RequestWalk(request, decision, deadline, p.clock() + deadline_s)
         try:
             async with deadline:
                 return await self._walk(walk)
         except TimeoutError as err:
             if not deadline.expired():
                 raise
-            if not call.sink.started:
+            if not request.sink.started:
                 raise DeadlineExceeded(
                     "the latency budget ran out before an engine answered"
                 ) from err
@@ -224,23 +219,24 @@ class Proxy:
         """The decision's chain; then, for a best-effort request whose feasible pairs all
         failed, the latency-relaxed pairs (with the relaxed deadline); then give up."""
         p = self._p
-        call, decision = walk.call, walk.decision
+        request, decision = walk.request, walk.decision
         done = await self._try_chain(walk, decision.candidates)
         if done is not None:
             return done
-        may_relax = not walk.state.stopped and self._retry_allowed(walk)
+        may_relax = not request.stopped and self._retry_allowed(walk)
         relaxed = self._relaxed(walk.table, decision) if may_relax else None
         if relaxed is not None:
             walk.extend(self._config.default_timeout_s - self.deadline_s(decision))
             # Accounted as fallbacks from the first choice, measured against the same budget.
             walk.decision = replace(relaxed, candidates=(*decision.candidates, *relaxed.candidates))
-            walk.call = _with_reason(call, relaxed.reason)
-            tried = walk.state.attempts
+            headers_for = request.headers_for
+            request.headers_for = _with_reason(headers_for, relaxed.reason)
+            tried = request.attempts
             done = await self._try_chain(walk, relaxed.candidates)
             if done is not None:
                 return done
-            if walk.state.attempts == tried:  # the failure given up on came from the first chain
-                walk.call = call
+            if request.attempts == tried:  # the failure given up on came from the first chain
+                request.headers_for = headers_for
         retry_after_s = p.health.retry_after_s()
         walk.answered()  # an engine's 4xx goes out whole, or an error is raised
         return await p.delivery.give_up(walk, retry_after_s)
@@ -250,7 +246,7 @@ class Proxy:
 
     def _retry_allowed(self, walk: RequestWalk) -> bool:
         """After a failure: may another attempt go out (retry policy, then the budget later)?"""
-        failure, attempts = walk.state.failure, walk.state.attempts
+        failure, attempts = walk.request.failure, walk.request.attempts
         if failure is None:
             return True
         remaining_s = walk.remaining_s(self._p.clock())
@@ -260,7 +256,7 @@ class Proxy:
     def _spend_retry(self, walk: RequestWalk, endpoint_id: str) -> bool:
         """Take a retry from the retry budget (not for a first attempt); on a refusal give
         back the half-open probe slot `allow` may have taken for `endpoint_id`."""
-        p, failure = self._p, walk.state.failure
+        p, failure = self._p, walk.request.failure
         if failure is None:
             return True
         if not p.retry_budget.try_spend():
@@ -274,30 +270,30 @@ class Proxy:
         self, walk: RequestWalk, chain: Sequence[Candidate]
     ) -> RequestOutcome | None:
         """Walk `chain`; the outcome once an answer went out, None when nothing was served
-        (`walk.state.stopped` says whether the retry policy or budget ended it)."""
-        p, state = self._p, walk.state
+        (`walk.request.stopped` says whether the retry policy or budget ended it)."""
+        p, request = self._p, walk.request
         targets = _Targets(chain)
         at = -1
         while (target := targets.get(at := at + 1)) is not None:
             cand, endpoint = target
             if not self._retry_allowed(walk):
-                state.stopped = True
+                request.stopped = True
                 return None
             if not p.health.allow(endpoint.id):
                 continue
             if not self._spend_retry(walk, endpoint.id):
-                state.stopped = True
+                request.stopped = True
                 return None
-            state.attempts += 1
-            state.last = cand
-            limit = self.attempt_limit(walk.call, walk.decision, cand, endpoint)
+            request.attempts += 1
+            request.last = cand
+            limit = self.attempt_limit(request, walk.decision, cand, endpoint)
             limit = self._handover_limit(walk, limit, targets, at)
-            retry = state.failure is not None
-            attempt = Attempt(cand, endpoint, state.attempts, limit)
-            result = await p.runner.run(walk.call, attempt)
+            retry = request.failure is not None
+            attempt = Attempt(cand, endpoint, request.attempts, limit)
+            result = await p.runner.run(request, attempt)
             p.delivery.attempted(cand, retry, isinstance(result, Failed))
             if isinstance(result, Failed):
-                state.failure = result
+                request.failure = result
                 continue
             answer = Answer(cand, result)
             if not result.streamed and cand.pair.precision_rank > 0:
@@ -305,8 +301,7 @@ class Proxy:
             if not answer.served.streamed:
                 walk.answered()
             outcome = await p.delivery.deliver(walk, answer)
-            if p.checker is not None:
-                p.checker.offer(walk, answer)
+            request.answer = answer  # delivered: its door's finish offers it to the live checks
             return outcome
         return None
 
@@ -326,12 +321,12 @@ class Proxy:
         if (
             better is None
             or decision.reason is RouteReason.SHADOW
-            or walk.state.attempts >= self._config.max_attempts
+            or walk.request.attempts >= self._config.max_attempts
             # by name: comparing CompiledPair values field by field costs ~1 us a pair
             or all(p.pair != better.pair for p in table.by_alias.get(decision.alias, ()))
         ):
             return None
-        problem = check_answer(answer.served.body, walk.call.wants_json)
+        problem = check_answer(answer.served.body, walk.request.wants_json)
         if problem is None:
             return None
         health = p.health.view()
@@ -339,7 +334,7 @@ class Proxy:
         if not live:
             return None
         ordered = order_endpoints(live, health.load, p.rng)
-        output = _reask_output(walk.call, answer)
+        output = _reask_output(walk.request, answer)
         target = predict(better, ordered, decision.input_chars, output, health.load)
         if walk.remaining_s(p.clock()) < target.predicted_latency_s:
             return None
@@ -355,7 +350,7 @@ class Proxy:
         request's deadline (less `REASK_MARGIN_S`) when that is sooner than the client's, so a
         re-ask slower than predicted ends as a missed budget (no blame) and the answer in hand
         goes out, not a 504."""
-        limit = self.attempt_limit(walk.call, walk.decision, target, endpoint)
+        limit = self.attempt_limit(walk.request, walk.decision, target, endpoint)
         left_s = max(0.0, walk.remaining_s(self._p.clock()) - REASK_MARGIN_S)
         if limit.limit_s is not None and limit.limit_s <= left_s:
             return limit
@@ -379,10 +374,10 @@ class Proxy:
             p.metrics.retry_budget_exhausted.inc()
             return answer
         p.metrics.quality_escalations.labels(answer.cand.pair.pair, problem).inc()
-        walk.state.attempts += 1
+        walk.request.attempts += 1
         limit = self._reask_limit(walk, target, endpoint)
-        attempt = Attempt(target, endpoint, walk.state.attempts, limit)
-        result = await p.runner.run(walk.call, attempt)
+        attempt = Attempt(target, endpoint, walk.request.attempts, limit)
+        result = await p.runner.run(walk.request, attempt)
         if isinstance(result, Served):
             reask = Answer(target, result)
             p.delivery.account_reask(walk, answer, reask)

@@ -2,18 +2,17 @@
 
 The proxy (`proxy.py`) moves a `RequestWalk` along; delivery (`delivery.py`) reads it to send
 the answer or the error and to account it. Neither passes the request's parts to the other.
-What the request is and where its walk stands (its one attempt counter, the last failure and
-candidate) is the call's `lifecycle.Request`, which the attempt runner, handed the call and
-one `Attempt` at a time, sees too.
+What the request is, how it is sent and where its walk stands (its one attempt counter, the
+last failure and candidate) is its `lifecycle.Request`, which the attempt runner, handed the
+request and one `Attempt` at a time, sees too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data_plane.decision_step import Decided
 from data_plane.domain import Candidate, CompiledTable, RouteDecision
-from data_plane.serving.attempt import Call, ClientSink, Served
+from data_plane.serving.attempt import ClientSink, Served
 from data_plane.serving.deadlines import Deadline
 from data_plane.serving.lifecycle import Request
 from data_plane.serving.usage import Usage, cost_usd, find_usage
@@ -22,33 +21,22 @@ from data_plane.serving.usage import Usage, cost_usd, find_usage
 @dataclass(slots=True)
 class RequestWalk:
     """What one request's attempts share beyond the request itself (its decision's chain as
-    walked, its deadline); where the walk stands is its `state`, the request."""
+    walked, its deadline); where the walk stands is its `request`."""
 
-    call: Call  # a relaxed fallback's answers say so in X-Route-Reason (`relax`)
+    request: Request  # the one the door created and the decision step filled in
     decision: RouteDecision  # the chain walked (with the relaxed pairs once relaxed)
     deadline: Deadline  # the request's timeout (moved when best-effort relaxes)
     deadline_at: float  # the same moment on the injected clock
 
     @property
-    def state(self) -> Request:
-        """Where the walk stands (its one attempt counter): the call's request, which the
-        attempt runner sees too."""
-        return self.call.request
-
-    @property
-    def decided(self) -> Decided:
-        """What the decision step made of the request (its tenant, class, client, wait)."""
-        return self.call.request.decided
-
-    @property
     def table(self) -> CompiledTable:
         """The table it was decided on, read once; every retry uses it."""
-        return self.call.request.decided.table
+        return self.request.table
 
     @property
     def sink(self) -> ClientSink:
-        """Where the answer goes: the call's."""
-        return self.call.sink
+        """Where the answer goes: the request's."""
+        return self.request.sink
 
     def answered(self) -> None:
         """A whole answer is in hand: writing it to the client is not held to the budget (a

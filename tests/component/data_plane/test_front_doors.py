@@ -18,6 +18,7 @@ from prometheus_client import CollectorRegistry
 
 from contracts.routing_table import RoutingTable
 from data_plane.app import HEALTH, METRICS
+from data_plane.checks import accuracy_check
 from data_plane.decision.compile import compile_table
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
@@ -268,13 +269,19 @@ async def test_either_door_counts_the_same_request_outcome(
 
 
 class Created:
-    """The `lifecycle.Request`s created while it is the profile hook (`sys.setprofile`)."""
+    """The `lifecycle.Request`s created while it is the profile hook (`sys.setprofile`), and
+    the requests offered to the live checks (`AccuracyChecker.offer`)."""
 
     def __init__(self) -> None:
         self.requests: list[Request] = []
+        self.offered: list[Request] = []
 
     def __call__(self, frame: FrameType, event: str, arg: Any) -> None:
         code = frame.f_code
+        if event == "call" and code.co_filename == accuracy_check.__file__:
+            if code.co_qualname == "AccuracyChecker.offer":
+                self.offered.append(frame.f_locals["request"])
+            return
         if event != "return" or code.co_filename != lifecycle.__file__:
             return
         if code.co_qualname == "Request.__init__":
@@ -287,10 +294,13 @@ async def test_either_door_ends_its_request_the_same_way(
 ) -> None:
     """Each door creates one `Request` per request and ends it with the one `Finish`
     (`serving/lifecycle.py`): counted once under the same outcome, and freed (its tenant's
-    share, its slot, the queue told) exactly when it was decided."""
+    share, its slot, the queue told) exactly when it was decided. The HTTP door's finish
+    offers a served request's answer to the live checks exactly once, and a shed, invalid or
+    failed one never; gateway mode never sees an answer, so it offers none."""
     case, load, outcome = OUTCOME_CASES[name]
     table = None if name == "no-table" else load_sensitive_table()
     ends = []
+    offers: list[list[Request]] = []
     for door in ("http", "gateway"):
         created = Created()
         sys.setprofile(created)
@@ -304,6 +314,9 @@ async def test_either_door_ends_its_request_the_same_way(
         last = created.requests[-1]
         await eventually(lambda: last.counted, what=f"{door}'s request counted")  # noqa: B023
         ends.append((len(created.requests), last.outcome, last.is_decided, last.ended))
+        offers.append([r for r in created.offered if r is last])
+        assert all(r in created.requests for r in created.offered)
     decided = name == "served"
     assert ends[0] == (2, RequestOutcome(outcome), decided, decided)
     assert ends[1] == ends[0]
+    assert [len(o) for o in offers] == [1 if decided else 0, 0]

@@ -6,6 +6,7 @@ engine receives. Traced with `sys.setprofile` over one request on a warm app."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -13,12 +14,18 @@ from typing import Any
 import orjson
 
 import data_plane
-from data_plane.decision_step import Decided
 from data_plane.serving.attempt import Attempt
 from data_plane.serving.lifecycle import Request
 from data_plane.telemetry.metrics import RequestOutcome
+from data_plane.upstream.port import UpstreamRequest
 from tests.component.data_plane.conftest import CHAT_BODY, Harness, MakeHarness
-from tests.component.data_plane.fakes import make_table, ok_json, pair_entry, two_pair_table
+from tests.component.data_plane.fakes import (
+    FakeResponse,
+    make_table,
+    ok_json,
+    pair_entry,
+    two_pair_table,
+)
 
 FP16, INT4 = "http://fp16-a", "http://int4-a"
 ROOT = Path(data_plane.__file__).parent
@@ -138,12 +145,12 @@ async def test_an_answered_first_attempt_builds_only_the_candidates_it_reads(
 
 class Held:
     """The `lifecycle.Request` each step of one request holds, read off the frames of the
-    steps it passes (`sys.setprofile`): created by the door, decided, sent to the engine,
-    delivered, finished."""
+    steps it passes (`sys.setprofile`): created by the door, filled in by the decision step,
+    sent to the engine, delivered, finished, and offered to the live checks by its finish."""
 
     def __init__(self) -> None:
         self.created: list[Request] = []
-        self.decided: list[Decided] = []  # what the decision step returned
+        self.decided: list[object] = []  # the decision the step wrote onto the request
         self.seen: list[tuple[str, Request, object]] = []  # (step, request, what it held)
         # A coroutine's resumptions are "call" events too: the frames entered, kept (an id
         # alone could be a freed frame's).
@@ -157,28 +164,36 @@ class Held:
             if name == "Request.__init__":
                 self.created.append(f["self"])
             elif name == "DecisionStep.decide":
-                self.decided.append(arg)
+                self.decided.append(f["request"].decision)
             return
         if event != "call" or id(frame) in self._entered:
             return
         self._entered[id(frame)] = frame
-        if name == "Request.decide":
-            self.seen.append(("decide", f["self"], f["decided"]))
-        elif name == "AttemptRunner.run":
-            self.seen.append(("attempt", f["call"].request, f["attempt"]))
-        elif name == "Delivery.deliver":
-            self.seen.append(("deliver", f["walk"].state, f["walk"].decided))
-        elif name == "Finish.finish":
-            self.seen.append(("finish", f["request"], f["ending"]))
+        step = STEPS.get(name)
+        if step is not None:
+            self.seen.append((step[0], *step[1](f)))
+
+
+# The steps one request passes, by function: (step, what it reads off the frame's locals:
+# the request it holds, and what it holds of it).
+STEPS: dict[str, tuple[str, Callable[[dict[str, Any]], tuple[Request, object]]]] = {
+    "DecisionStep.decide": ("decide", lambda f: (f["request"], None)),
+    "AttemptRunner.run": ("attempt", lambda f: (f["request"], f["attempt"])),
+    "Delivery.deliver": ("deliver", lambda f: (f["walk"].request, f["walk"].request.decision)),
+    "Finish.finish": ("finish", lambda f: (f["request"], f["ending"])),
+    "AccuracyChecker.offer": ("offer", lambda f: (f["request"], f["answer"])),
+}
 
 
 async def test_one_request_object_goes_from_the_door_to_the_engine_and_back(
     make_harness: MakeHarness,
 ) -> None:
     """One `Request` per client request (`serving/lifecycle.py`): the one the middleware
-    creates is the one the decision's result is held on, the one the attempt runner sends
+    creates is the one the decision step fills in (no second container: its decision is
+    written onto it), the one the attempt runner sends
     (its id is the engine's X-Request-Id), the one delivery accounts on the same decision,
-    and the one the door finishes, counted once as `ok`."""
+    and the one the door finishes, counted once as `ok`, whose finish offers its delivered
+    answer to the live checks (`lifecycle.Finish`, not the proxy)."""
     h = await make_harness(two_pair_table([FP16], [INT4]), routes={INT4: ok_json()})
     assert (await h.client.post("/v1/chat/completions", json=CHAT_BODY)).status == 200
     held = Held()
@@ -190,15 +205,41 @@ async def test_one_request_object_goes_from_the_door_to_the_engine_and_back(
         sys.setprofile(None)
     assert resp.status == 200
     [request] = held.created
-    [decided] = held.decided
-    assert [step for step, _, _ in held.seen] == ["decide", "attempt", "deliver", "finish"]
+    [decision] = held.decided
+    order = ["decide", "attempt", "deliver", "finish", "offer"]
+    assert [step for step, _, _ in held.seen] == order
     assert all(seen is request for _, seen, _ in held.seen)
     steps = {step: what for step, _, what in held.seen}
-    assert steps["decide"] is decided
-    assert steps["deliver"] is decided
-    assert request.decided is decided
+    assert steps["deliver"] is decision
+    assert request.decision is decision
     assert isinstance(steps["attempt"], Attempt)
     assert steps["finish"] is RequestOutcome.OK
+    assert steps["offer"] is request.answer
+    assert request.answer is not None
+    assert request.answer.served.status == 200
     assert (request.counted, request.ended, request.attempts) == (True, True, 1)
     assert h.upstream.requests[-1].headers["X-Request-Id"] == request.id
     assert resp.headers["X-Request-Id"] == request.id
+
+
+async def test_the_request_runs_on_the_apps_clock_from_its_door_to_its_end(
+    make_harness: MakeHarness,
+) -> None:
+    """One start time, on the app's injected clock (`AppDeps.clock`): the middleware reads
+    it when it creates the `Request`, and the request's duration
+    (`gearbox_request_duration_seconds`) and its pair's latency run from it. An engine that
+    takes 2.5 s of that clock makes both exactly 2.5 s (before, the door timed the request
+    on its own clock and the fake clock's 2.5 s did not show in its duration)."""
+    routes = {INT4: ok_json()}
+    h = await make_harness(two_pair_table([FP16], [INT4]), routes=routes)
+
+    def slow(request: UpstreamRequest) -> FakeResponse:
+        h.clock.advance(2.5)
+        return ok_json()(request)
+
+    routes[INT4] = slow
+    resp = await h.client.post("/v1/chat/completions", json=CHAT_BODY)
+    assert resp.status == 200
+    labels = {"route": "chat_completions", "outcome": "ok"}
+    assert h.metric("gearbox_request_duration_seconds_sum", **labels) == 2.5
+    assert h.metric("gearbox_pair_latency_seconds_sum", pair="fam@int4") == 2.5

@@ -11,7 +11,7 @@ import pytest
 
 from contracts.policy import PriorityClass
 from data_plane.asked import Asked, Full, Who
-from data_plane.decision_step import Decided
+from data_plane.decision_step import Decidable
 from data_plane.domain import Budget, HealthView
 from data_plane.errors import Shed
 from data_plane.flow.queue import TRIES_PER_WAKE, FlowQueue
@@ -48,7 +48,7 @@ class Step:
         self.room = 0
         self.order: list[str] = []
         self.refused: list[str] = []
-        self.ended: list[Decided] = []
+        self.ended: list[str] = []  # decisions taken back (`undo`)
         self.waited: list[float] = []
         self.anyway_sent: list[str] = []
         self.blocked: set[str] = set()  # tenants whose requests find no room whatever
@@ -56,32 +56,33 @@ class Step:
         self.relaxed_sent: list[str] = []
         self.wanted: list[frozenset[str]] = []  # the pairs waiting requests may go to, per ask
 
-    def again(self, f: Full, waited_s: float) -> Decided:
+    def again(self, request: Decidable, f: Full, waited_s: float) -> None:
         self.waited.append(waited_s)
         if self.room <= 0 or f.tenant in self.blocked:
             raise f
         self.room -= 1
         self.order.append(f.tenant)
-        return cast(Decided, f.tenant)
+        request.tenant = f.tenant  # what the test reads of its decision
 
     def refuse(self, f: Full, retry_after_s: float, why: str) -> Shed:
         self.refused.append(f"{f.tenant}: {why}")
         return Shed(why, retry_after_s=retry_after_s)
 
-    def finished(self, decided: Decided) -> None:
-        self.ended.append(decided)
+    def undo(self, request: Decidable) -> None:
+        self.ended.append(request.tenant)
 
-    def anyway(self, f: Full) -> Decided:
+    def anyway(self, request: Decidable, f: Full) -> None:
         self.anyway_sent.append(f.tenant)
-        return cast(Decided, f"{f.tenant} anyway")
+        request.tenant = f"{f.tenant} anyway"
 
-    def relaxed(self, f: Full, wanted: frozenset[str]) -> Decided | None:
+    def relaxed(self, request: Decidable, f: Full, wanted: frozenset[str]) -> bool:
         self.wanted.append(wanted)
         if not f.relaxable or self.idle <= 0:
-            return None
+            return False
         self.idle -= 1
         self.relaxed_sent.append(f.tenant)
-        return cast(Decided, f"{f.tenant} relaxed")
+        request.tenant = f"{f.tenant} relaxed"
+        return True
 
 
 class Queue:
@@ -91,11 +92,18 @@ class Queue:
         self.flow = FlowQueue(self.step, self.metrics, limits or FlowSettings())
 
 
-async def enqueue(q: Queue, *fulls: Full) -> list[asyncio.Task[Decided]]:
+async def waited(flow: FlowQueue, f: Full, arrived: float) -> str:
+    """`f`'s request once the queue let it go: what the step wrote on it (its tenant)."""
+    request = Decidable()
+    await flow.wait(request, f, arrived)
+    return request.tenant
+
+
+async def enqueue(q: Queue, *fulls: Full) -> list[asyncio.Task[str]]:
     loop = asyncio.get_running_loop()
     tasks = []
     for f in fulls:
-        tasks.append(asyncio.create_task(q.flow.wait(f, loop.time())))
+        tasks.append(asyncio.create_task(waited(q.flow, f, loop.time())))
         await asyncio.sleep(0)  # each queued in turn
     await eventually(lambda: len(q.flow) == len(fulls), what="all waiting")
     return tasks
@@ -117,7 +125,7 @@ async def test_a_waiting_request_is_dispatched_when_a_request_finishes() -> None
     await asyncio.sleep(0)
     assert not task.done()
     assert await drain(q, 1) == ["a"]
-    assert await task == cast(Decided, "a")
+    assert await task == "a"
     assert len(q.flow) == 0
     assert q.metrics.dispatched.labels("standard").value == 1
 
@@ -165,7 +173,7 @@ async def test_at_its_deadline_best_effort_serves_it_on_an_idle_pair_instead() -
     first, second, third = await enqueue(
         q, full("a", budget_s=0.15), full("a", budget_s=0.15), past_share
     )
-    assert await first == cast(Decided, "a relaxed")
+    assert await first == "a relaxed"
     for refused in (second, third):
         with pytest.raises(Shed):
             await refused
@@ -181,7 +189,7 @@ async def test_a_bound_refuses_without_best_effort() -> None:
     q.step.idle = 5
     (task,) = await enqueue(q, full("a"))
     with pytest.raises(Shed):
-        await q.flow.wait(full("b"), asyncio.get_running_loop().time())
+        await waited(q.flow, full("b"), asyncio.get_running_loop().time())
     assert q.step.relaxed_sent == []
     task.cancel()
 
@@ -190,7 +198,7 @@ async def test_a_request_whose_budget_is_already_spent_is_refused_at_once() -> N
     q = Queue()
     loop = asyncio.get_running_loop()
     with pytest.raises(Shed):
-        await q.flow.wait(full("a", budget_s=0.15), loop.time() - 1.0)
+        await waited(q.flow, full("a", budget_s=0.15), loop.time() - 1.0)
     assert len(q.flow) == 0
 
 
@@ -199,15 +207,15 @@ async def test_the_bounds_refuse_past_them() -> None:
     tasks = await enqueue(q, full("a"), full("a"), full("b"))
     loop = asyncio.get_running_loop()
     with pytest.raises(Shed):
-        await q.flow.wait(full("c"), loop.time())
+        await waited(q.flow, full("c"), loop.time())
     with pytest.raises(Shed):
-        await q.flow.wait(full("a"), loop.time())
+        await waited(q.flow, full("a"), loop.time())
     assert [r.split(":")[0] for r in q.step.refused] == ["c", "a"]
     assert q.metrics.refused.labels("standard", Refusal.QUEUE_FULL).value == 2
     q2 = Queue(FlowSettings(queue_max=10, queue_per_tenant=1))
     more = await enqueue(q2, full("a"))
     with pytest.raises(Shed):
-        await q2.flow.wait(full("a"), loop.time())
+        await waited(q2.flow, full("a"), loop.time())
     assert q2.metrics.refused.labels("standard", Refusal.TENANT_LIMIT).value == 1
     for t in [*tasks, *more]:
         t.cancel()
@@ -221,7 +229,7 @@ async def test_a_client_that_goes_away_leaves_the_queue_at_once() -> None:
         await gone
     assert len(q.flow) == 1
     assert await drain(q, 1) == ["b"]
-    assert await stays == cast(Decided, "b")
+    assert await stays == "b"
 
 
 async def test_a_request_dispatched_as_its_client_goes_away_gives_its_share_back() -> None:
@@ -232,7 +240,7 @@ async def test_a_request_dispatched_as_its_client_goes_away_gives_its_share_back
     task.cancel()  # ... and the client is gone before the handler resumes
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert q.step.ended == [cast(Decided, "a")]
+    assert q.step.ended == ["a"]
 
 
 async def test_a_wake_up_decides_again_a_bounded_number_of_waiting_requests() -> None:
@@ -241,9 +249,9 @@ async def test_a_wake_up_decides_again_a_bounded_number_of_waiting_requests() ->
     tried: list[str] = []
     again = q.step.again
 
-    def counting(f: Full, waited_s: float) -> Decided:
+    def counting(request: Decidable, f: Full, waited_s: float) -> None:
         tried.append(f.tenant)
-        return again(f, waited_s)
+        again(request, f, waited_s)
 
     q.step.again = counting  # type: ignore[method-assign]
     q.flow.kick()  # no room anywhere: each tenant's head is tried, up to the bound
@@ -258,12 +266,12 @@ async def test_a_request_is_decided_again_on_the_time_since_it_arrived() -> None
     q = Queue()
     loop = asyncio.get_running_loop()
     arrived = full("a")
-    task = asyncio.create_task(q.flow.wait(arrived, loop.time() - 0.5))
+    task = asyncio.create_task(waited(q.flow, arrived, loop.time() - 0.5))
     await eventually(lambda: len(q.flow) == 1, what="it waits")
     q.flow.kick()  # still no room
     q.step.room = 1
     q.flow.kick()
-    assert await task == cast(Decided, "a")
+    assert await task == "a"
     assert len(q.step.waited) == 2
     assert all(w >= 0.5 for w in q.step.waited)
     assert q.step.waited[1] >= q.step.waited[0]
@@ -279,7 +287,7 @@ async def test_the_critical_band_goes_first() -> None:
 async def test_a_critical_request_is_sent_anyway_at_its_deadline_never_refused() -> None:
     q = Queue()
     (task,) = await enqueue(q, full("c", budget_s=0.15, klass=CRITICAL))  # 0.05 s of wait
-    assert await task == cast(Decided, "c anyway")
+    assert await task == "c anyway"
     assert q.step.refused == []
     assert len(q.flow) == 0
     assert q.metrics.dispatched.labels("critical").value == 1
@@ -290,7 +298,7 @@ async def test_a_critical_request_past_a_bound_goes_in_at_once() -> None:
     q = Queue(FlowSettings(queue_max=10, queue_per_tenant=1))
     waiting = await enqueue(q, full("c", klass=CRITICAL))
     loop = asyncio.get_running_loop()
-    assert await q.flow.wait(full("c", klass=CRITICAL), loop.time()) == cast(Decided, "c anyway")
+    assert await waited(q.flow, full("c", klass=CRITICAL), loop.time()) == "c anyway"
     assert q.step.refused == []
     assert len(q.flow) == 1
     for t in waiting:
@@ -351,7 +359,7 @@ async def test_a_wait_that_ended_in_this_turn_is_not_dispatched_by_a_kick_before
     q.step.room = 2
     q.flow.kick()  # in the same turn: a's wait has ended, b is dispatched
     assert q.step.order == ["b"]
-    assert await second == cast(Decided, "b")
+    assert await second == "b"
     with pytest.raises(asyncio.CancelledError):
         await first
     assert len(q.flow) == 0

@@ -42,7 +42,7 @@ from data_plane.decision.headroom import (
     prompt_monotone,
 )
 from data_plane.decision.saturation import Fleet, Seen, fleet_of
-from data_plane.decision_step import DecisionStep, StepParts
+from data_plane.decision_step import Decidable, DecisionStep, StepParts
 from data_plane.domain import (
     Budget,
     CompiledTable,
@@ -304,7 +304,7 @@ def test_a_queued_request_judged_on_what_is_left_of_its_budget_keeps_no_bound() 
     # 8 in flight everywhere: each pair sustains 8 (1.05 s + 0.11 s per request in flight).
     health.load = {"fam@a#0": 8.0, "fam@b#0": 8.0, "fam@b#1": 8.0}
     try:
-        step.decide(raw.encode(), "chat", headers, may_wait=True)
+        step.decide(Decidable(), raw.encode(), "chat", headers, may_wait=True)
         raise AssertionError("a full fleet queues the request")
     except Full as caught:
         full = caught
@@ -312,11 +312,13 @@ def test_a_queued_request_judged_on_what_is_left_of_its_budget_keeps_no_bound() 
     # fam@b idle: the fast path's case, on a budget of the request's own.
     health.load = {"fam@a#0": 6.0}
     assert step._headroom.kept == 0
-    decided = step.again(full, 0.1)
+    decided = Decidable()
+    step.again(decided, full, 0.1)
     assert decided.decision.candidates[0].pair.pair == "fam@a"
     assert step._headroom.kept == 0
     step.finished(decided)
-    fresh = step.decide(raw.encode(), "chat", headers)  # a request of its own: kept
+    fresh = Decidable()
+    step.decide(fresh, raw.encode(), "chat", headers)  # a request of its own: kept
     assert fresh.decision.candidates[0].pair.pair == "fam@a"
     assert step._headroom.kept == 1
 

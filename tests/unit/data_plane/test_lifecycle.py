@@ -8,9 +8,10 @@ from typing import cast
 
 import pytest
 
-from data_plane.decision_step import Decided
+from data_plane.decision_step import Decidable
 from data_plane.errors import InvalidRequest, Shed
 from data_plane.serving.lifecycle import Finish, Request
+from data_plane.serving.walk import Answer
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
 
 
@@ -18,10 +19,10 @@ class Step:
     """Records the decided requests it was told are over (`DecisionStep.finished`)."""
 
     def __init__(self) -> None:
-        self.finished_ones: list[Decided] = []
+        self.finished_ones: list[Decidable] = []
 
-    def finished(self, decided: Decided) -> None:
-        self.finished_ones.append(decided)
+    def finished(self, request: Decidable) -> None:
+        self.finished_ones.append(request)
 
 
 class Queue:
@@ -72,14 +73,47 @@ def test_a_decided_request_is_freed_once_and_an_undecided_one_never() -> None:
     finish.finish(undecided, RequestOutcome.OK)
     assert (step.finished_ones, queue.told) == ([], 0)
     decided = Request("r2", Route.CHAT_COMPLETIONS, 0.0)
-    held = cast(Decided, object())
-    decided.decide(held)
+    decided.is_decided = True  # as the decision step leaves it
     finish.free(decided)
     finish.finish(decided, RequestOutcome.OK)  # its answer's end after its stream's: once
-    assert step.finished_ones == [held]
+    assert step.finished_ones == [decided]
     assert queue.told == 1
 
 
-def test_reading_the_decision_before_it_is_a_bug() -> None:
-    with pytest.raises(RuntimeError, match="not decided"):
-        _ = Request("r1", Route.COMPLETIONS, 0.0).decided
+@pytest.mark.parametrize("field", ["decision", "table", "inbound", "tenant", "slot", "waited_s"])
+def test_reading_the_decision_before_it_is_a_bug(field: str) -> None:
+    """What the decision step writes onto a request (`decision_step.Decidable`) raises when
+    read before it did; the request's own fields and a misspelt name are the usual errors."""
+    request = Request("r1", Route.COMPLETIONS, 0.0)
+    with pytest.raises(RuntimeError, match=f"'r1' is not decided yet \\(read '{field}'\\)"):
+        getattr(request, field)
+    assert request.id == "r1"
+    misspelt = "decisoin"
+    with pytest.raises(AttributeError):
+        getattr(request, misspelt)
+
+
+class Checks:
+    """Records what the live checks were offered (`lifecycle.AnswerCheck`)."""
+
+    def __init__(self) -> None:
+        self.offered: list[tuple[Request, Answer]] = []
+
+    def offer(self, request: Request, answer: Answer) -> None:
+        self.offered.append((request, answer))
+
+
+def test_finish_offers_a_served_answer_to_the_live_checks_once() -> None:
+    """The door's finish offers the answer its request was served (once, however often the
+    door ends it), and nothing for a request that got none (shed, invalid, failed)."""
+    metrics, step, queue, checks = DataPlaneMetrics("t", "t"), Step(), Queue(), Checks()
+    finish = Finish(metrics, step, queue, clock=lambda: 5.0, checks=checks)
+    refused = Request("r1", Route.CHAT_COMPLETIONS, 0.0)
+    finish.finish(refused, Shed("full", retry_after_s=1.0))
+    served = Request("r2", Route.CHAT_COMPLETIONS, 0.0)
+    served.is_decided = True
+    answer = cast(Answer, object())
+    served.answer = answer
+    finish.finish(served, RequestOutcome.OK)
+    finish.finish(served, RequestOutcome.OK)
+    assert checks.offered == [(served, answer)]

@@ -36,7 +36,6 @@ def test_the_request_path_types_are_per_request() -> None:
         "ParsedBody",
         "RouteDecision",
         "Candidate",
-        "Call",
         "Served",
         "AttemptLimit",
         "UpstreamRequest",
