@@ -15,8 +15,10 @@ from data_plane.decision_step import Decided, DecisionStep
 from data_plane.domain import Candidate, CompiledTable
 from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, RouterError
 from data_plane.flow.queue import FlowQueue
+from data_plane.prompt_counter import PromptCounter
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
+from data_plane.request.prompt_tokens import PromptCount
 from data_plane.serving.attempt import Call, ClientGoneError
 from data_plane.serving.middleware import REQUEST, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
@@ -98,8 +100,10 @@ class Handlers:
         identity: tuple[str, Callable[[], list[str]]] = ("", list),
         metrics_token: SecretStr | None = None,
         flow: FlowQueue | None = None,
+        counter: PromptCounter | None = None,
     ) -> None:
         self._max_body_bytes = max_body_bytes
+        self._counter = counter  # large prompts' tokens by the alias's tokenizer
         self._flow = flow  # the queue a request every pair is full for waits in
         self._body_read_timeout_s = body_read_timeout_s
         self._store = store
@@ -160,19 +164,26 @@ class Handlers:
         started = self._clock()
         arrived = asyncio.get_running_loop().time()
         raw = await self._read(request)
+        counter = self._counter
+        counted = None if counter is None else await counter.count(raw, self._store.current)
         # Decided, it holds its tenant's share and a slot until the middleware finishes it
         # (`lifecycle.Finish`), answered, failed or cancelled.
-        request[REQUEST].decide(await self._decide(raw, kind, request, arrived))
+        request[REQUEST].decide(await self._decide(raw, kind, request, arrived, counted))
         return await self._serve(request, (started, self._clock()), path)
 
     async def _decide(
-        self, raw: bytes, kind: BodyKind, request: web.Request, arrived: float
+        self,
+        raw: bytes,
+        kind: BodyKind,
+        request: web.Request,
+        arrived: float,
+        counted: PromptCount | None = None,
     ) -> Decided:
         """The decision, after a wait in the queue when every pair is full (`flow.queue`)."""
         if self._flow is None:
-            return self._step.decide(raw, kind, request.headers)
+            return self._step.decide(raw, kind, request.headers, counted=counted)
         try:
-            return self._step.decide(raw, kind, request.headers, True, self._flow)
+            return self._step.decide(raw, kind, request.headers, True, self._flow, counted)
         except Full as full:
             return await self._flow.wait(full, arrived)
 
