@@ -123,11 +123,16 @@ class PromptCounter:
         """Wait for the tokenizer loads started so far."""
         await self._shelf.settled()
 
+    def counts(self, raw: bytes, table: CompiledTable | None) -> bool:
+        """Whether `count` may count `raw` under `table` (a body large enough, a table naming
+        a tokenizer): a check the request path makes without a coroutine."""
+        return table is not None and bool(table.tokenizers) and len(raw) >= self._min_bytes
+
     async def count(self, raw: bytes, table: CompiledTable | None) -> PromptCount | None:
         """`raw`'s prompt tokens by the tokenizer its alias names, or None: a small body, no
         tokenizer for the table (or not loaded yet), a count already running, a body the
         count cannot read (the decision names what is wrong with it)."""
-        if table is None or not table.tokenizers or len(raw) < self._min_bytes:
+        if table is None or not self.counts(raw, table):
             return None
         self._shelf.want(table)
         if self._busy:

@@ -164,8 +164,10 @@ class Handlers:
         started = self._clock()
         arrived = asyncio.get_running_loop().time()
         raw = await self._read(request)
-        counter = self._counter
-        counted = None if counter is None else await counter.count(raw, self._store.current)
+        counter, table = self._counter, self._store.current
+        counted = None
+        if counter is not None and counter.counts(raw, table):
+            counted = await counter.count(raw, table)
         # Decided, it holds its tenant's share and a slot until the middleware finishes it
         # (`lifecycle.Finish`), answered, failed or cancelled.
         request[REQUEST].decide(await self._decide(raw, kind, request, arrived, counted))

@@ -62,6 +62,8 @@ async def test_a_large_prompt_is_counted_by_the_tokenizer_the_table_names(traine
         expected = tiny_tokenizer.count(trained, prompt_text(json.loads(raw)))
         assert counted == PromptCount(file_sha256(trained), expected, 0)
         assert await counter.count(_body("Hallo"), table) is None
+        assert (counter.counts(raw, table), counter.counts(_body("Hallo"), table)) == (True, False)
+        assert not counter.counts(raw, None)
         other = json.dumps({"model": "nobody", "messages": [{"role": "user", "content": GERMAN}]})
         assert await counter.count(other.encode(), table) is None
         assert await counter.count(b"[" * 2000, table) is None  # the decision names what is wrong
