@@ -25,7 +25,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import aiohttp
@@ -53,13 +53,15 @@ class Run:
     canaries: bool
     status: int
     released_s: float
-    canary_items: float  # items the data plane had sent before the stop
+    canary_items: float  # items the data plane had counted before the stop
+    canary_errors: float  # items counted as errors (no answer) from the stop to the release
 
     def line(self) -> str:
         on = "on " if self.canaries else "off"
         return (
             f"canaries {on}  client answered {self.status} after {self.released_s:5.1f} s"
-            f"  ({self.canary_items:g} canary items sent before the stop)"
+            f"  ({self.canary_items:g} canary items counted before the stop, "
+            f"{self.canary_errors:g} given up on by the release)"
         )
 
 
@@ -124,14 +126,16 @@ async def _one_run(redis_url: str, logs: Path, engine: tuple[int, str, str], on:
 
         if on:
             await _until(answered, CANARY_WAIT_S, "a canary item answered")
-        sent = _canary_items(await fetch_text(f"{dp_url}/metrics"))
+        before = await fetch_text(f"{dp_url}/metrics")
         os.kill(pid, signal.SIGSTOP)
         try:
             status, released_s = await _stream(dp_url)
+            after = await fetch_text(f"{dp_url}/metrics")
         finally:
             os.kill(pid, signal.SIGCONT)
         await _until(lambda: _engine_answers(engine_url, model), 120.0, "the engine again")
-    return Run(on, status, released_s, sent)
+    errors = _canary_items(after, "error") - _canary_items(before, "error")
+    return Run(on, status, released_s, _canary_items(before), errors)
 
 
 async def measure(out: Path, runs: int) -> list[Run]:
@@ -161,7 +165,16 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3, help="runs with canaries on, and off")
     parser.add_argument("--out", type=Path, default=None, help="logs and profiles (a temp dir)")
+    parser.add_argument(
+        "--canary-share",
+        type=float,
+        default=None,
+        help="the data planes' FEEDBACK_CANARY_CAPACITY_SHARE (default: theirs, 0.02); 1 lets "
+        "items run at up to 240 a minute, so some wait at the engine when it stops",
+    )
     args = parser.parse_args(argv)
+    if args.canary_share is not None:  # the data planes inherit this process's environment
+        os.environ["GEARBOX_DP_FEEDBACK_CANARY_CAPACITY_SHARE"] = f"{args.canary_share:g}"
     out = args.out or Path(tempfile.mkdtemp(prefix="gearbox-real-stop-"))
     problem = check_engine_memory(1, 1)
     if problem is not None:
@@ -169,7 +182,7 @@ def main(argv: list[str] | None = None) -> None:
     setup = [sys.executable, str(ENGINES_CLI), "setup", "--variants", "bf16"]
     subprocess.run(setup, check=True, capture_output=True, timeout=1500)
     runs = asyncio.run(measure(out, args.runs))
-    print(json.dumps([r.__dict__ for r in runs]))
+    print(json.dumps([asdict(r) for r in runs]))
 
 
 if __name__ == "__main__":
