@@ -1,11 +1,12 @@
 """A stopped real vLLM engine with canary items on and off: when is its client released?
 
-`python -m bench.hostile.real_stop [--runs 3] [--out DIR]` (docs/reliability.md, "A stopped
-engine with canary items"). One real engine (gemma-3-270m bf16 on the CPU, as `make demo`
-starts it), profiled briefly and published through a real control plane and Redis; then, per
+`python -m bench.hostile.real_stop [--runs 3] [--canary-share S] [--out DIR]`
+(docs/reliability.md, "Accuracy evidence (issue 36, finding 3)"). One real engine
+(gemma-3-270m bf16 on the CPU, as `make demo` starts it), profiled briefly and published through a real control plane and Redis; then, per
 run, a fresh data plane with canary items at their defaults (on) or at 0 (off), alternating.
-With canaries on, the run waits until the data plane has had a canary item answered (the
-items run at the engine), then the engine's API server is stopped (SIGSTOP: no byte, no
+With canaries on, the run waits until the data plane has had a canary item answered and the
+engine's own `/metrics` shows a request running or waiting (an item at the engine: nothing
+else is sent to it), then the engine's API server is stopped (SIGSTOP: no byte, no
 `/metrics`), one ordinary streamed completion is sent through the data plane, and the seconds
 until its answer (a 504 or 503) are timed; the engine is continued (SIGCONT) and must answer
 again before the next run. The simulator's reproduction (tests/hostile/test_canary_load.py)
@@ -45,6 +46,7 @@ from demo.stack import (
 SWEEP = Sweep("1,2", "16,64", "8", requests_per_level=3, warmup=1, parallel=1)
 EVAL_ITEMS = 12  # the first items of the shipped eval sets: enough to publish a table
 CANARY_WAIT_S = 240.0  # the first canary item answered, at most (a CPU engine: 3-9 a minute)
+_QUEUE = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 ASK = {"model": "auto", "prompt": "One, two, three, four,", "max_tokens": 4, "stream": True}
 
 
@@ -105,6 +107,17 @@ async def _stream(url: str) -> tuple[int, float]:
         return answer.status, time.monotonic() - started
 
 
+async def _engine_queue(engine_url: str, model: str) -> float:
+    """Requests running or waiting at the engine (its own /metrics)."""
+    text = await fetch_text(f"{engine_url}/metrics")
+    queued = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in _QUEUE and sample.labels.get("model_name") in (None, model):
+                queued += sample.value
+    return queued
+
+
 async def _engine_answers(engine_url: str, model: str) -> bool:
     body = {"model": model, "prompt": "Hi", "max_tokens": 1}
     timeout = aiohttp.ClientTimeout(total=30)
@@ -120,12 +133,12 @@ async def _one_run(redis_url: str, logs: Path, engine: tuple[int, str, str], on:
     with ExitStack() as plane:
         dp_url, _ = await start_data_plane(plane, redis_url, logs, None if on else 0.0)
 
-        async def answered() -> bool:
-            text = await fetch_text(f"{dp_url}/metrics")
-            return _canary_items(text, "right", "wrong") >= 1
+        async def at_engine() -> bool:
+            answered = _canary_items(await fetch_text(f"{dp_url}/metrics"), "right", "wrong")
+            return answered >= 1 and await _engine_queue(engine_url, model) >= 1
 
-        if on:
-            await _until(answered, CANARY_WAIT_S, "a canary item answered")
+        if on:  # stopped with an item at the engine (its own queue), after one answered
+            await _until(at_engine, CANARY_WAIT_S, "a canary item answered, one at the engine")
         before = await fetch_text(f"{dp_url}/metrics")
         os.kill(pid, signal.SIGSTOP)
         try:
