@@ -2,15 +2,15 @@
 
 `python -m bench.hostile.real_stop [--runs 3] [--canary-share S] [--out DIR]`
 (docs/reliability.md, "Accuracy evidence (issue 36, finding 3)"). One real engine
-(gemma-3-270m bf16 on the CPU, as `make demo` starts it), profiled briefly and published through a real control plane and Redis; then, per
-run, a fresh data plane with canary items at their defaults (on) or at 0 (off), alternating.
-With canaries on, the run waits until the data plane has had a canary item answered and the
-engine's own `/metrics` shows a request running or waiting (an item at the engine: nothing
-else is sent to it), then the engine's API server is stopped (SIGSTOP: no byte, no
-`/metrics`), one ordinary streamed completion is sent through the data plane, and the seconds
-until its answer (a 504 or 503) are timed; the engine is continued (SIGCONT) and must answer
-again before the next run. The simulator's reproduction (tests/hostile/test_canary_load.py)
-expects about 7.3 s either way.
+(gemma-3-270m bf16 on the CPU, as `make demo` starts it), profiled briefly and published
+through a real control plane and Redis; then, per run, a fresh data plane with canary items
+at their defaults (on) or at 0 (off), alternating. With canaries on, the run waits until the
+data plane has had a canary item answered and the engine's own `/metrics` shows a request
+running or waiting (an item at the engine: nothing else is sent to it); then the engine's API
+server is stopped (SIGSTOP: no byte, no `/metrics`), one ordinary streamed completion is sent
+through the data plane, and the seconds until its answer (a 504, or a 429 from the queue) are
+timed; the engine is continued (SIGCONT) and must answer again before the next run. The
+simulator's reproduction (tests/hostile/test_canary_load.py) expects about 7.3 s either way.
 """
 
 from __future__ import annotations
