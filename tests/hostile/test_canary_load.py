@@ -217,10 +217,9 @@ async def test_canary_items_in_a_stopped_engines_scraped_queue_do_not_make_it_lo
                          what="a scrape counting canary items at the engine")  # fmt: skip
         proxy.freeze()  # that count stays: scrapes of a stopped engine fail
         assert tracker.load.get(ENDPOINT, 0.0) == 0.0, dict(tracker.load)
-        held = proxy.held
         status, raw, _ = await _ordinary_stream(session, url, budget_ms=1000)
-        assert status == 504, raw[:300]
-        assert proxy.held > held  # tried at the engine, not held in the queue
+        assert status == 504, raw[:300]  # tried at the engine; before: 429, "... is full"
+        assert b"full" not in raw, raw[:300]
 
 
 async def test_canary_items_on_a_small_pair_leave_its_clients_the_engine(tmp_path: Path) -> None:
