@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contracts.category_model import LabelledPrompt
 from contracts.names import Category, Family, HttpUrl, Quantization, pair_name
+from contracts.tokenizer_ref import TokenizerRef
 
 SCHEMA_VERSION = "1.0"
 
@@ -229,6 +230,11 @@ class ProfileReport(_Contract):
         description="prompt tokens of one image part, measured from usage: the same chat "
         "request with and without one tiny inline PNG, the difference of prompt_tokens; "
         "absent: not measured (the engine refused images or gave no usage)",
+    )
+    tokenizer: TokenizerRef | None = Field(
+        default=None,
+        description="the served model's tokenizer file, where the profiler could read it (the "
+        "checkpoint directory /v1/models names as root); absent: none found",
     )
     latency: tuple[LatencySample, ...] = Field(min_length=1)
     accuracy: tuple[CategoryAccuracy, ...] = Field(min_length=1)

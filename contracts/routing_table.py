@@ -24,6 +24,7 @@ from contracts.policy import (
     Policy,
     RefitPolicy,
 )
+from contracts.tokenizer_ref import TokenizerRef
 
 SCHEMA_VERSION = "1.0"
 
@@ -183,6 +184,11 @@ class PairEntry(_Contract):
         default=None,
         description="the profile's prompt tokens per image part; absent: an image part is "
         "priced at the default 576 tokens",
+    )
+    tokenizer: TokenizerRef | None = Field(
+        default=None,
+        description="the profile's tokenizer file (where it was read, its SHA-256); absent: "
+        "prompts are priced at chars_per_token and json_chars_per_token",
     )
     input_usd_per_mtok: NonNegFloat
     output_usd_per_mtok: NonNegFloat
@@ -401,6 +407,7 @@ _ADDED_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("accuracy_bound", {}),
     ("precision_format", None),
     ("image_tokens", None),
+    ("tokenizer", None),
 )
 _ADDED_LATENCY_DEFAULTS = {
     name: None

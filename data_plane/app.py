@@ -33,6 +33,7 @@ from data_plane.decision_step import DecisionStep, StepParts
 from data_plane.engine_keys import EngineKeys
 from data_plane.progress.pace import EnginePace
 from data_plane.progress.stall_guard import StallGuard
+from data_plane.prompt_counter import PromptCounter, counter_ctx, prompt_counter
 from data_plane.resilience.band_arrivals import BandArrivals, kept_for
 from data_plane.resilience.breaker import BreakerBoard
 from data_plane.resilience.endpoint_load import LoadTracker
@@ -110,6 +111,7 @@ HEALTH = web.AppKey("gearbox_health", Health)
 WATCHER = web.AppKey("gearbox_watcher", TableWatcher)
 TRAFFIC = web.AppKey("gearbox_traffic", TrafficStats)
 TASKS = web.AppKey("gearbox_tasks", BackgroundTasks)
+COUNTER = web.AppKey("gearbox_prompt_counter", PromptCounter)
 TRACING = web.AppKey("gearbox_tracing", Tracing)
 DISCOVERY = web.AppKey("gearbox_discovery", EndpointDiscovery)
 ANNOUNCEMENTS = web.AppKey("gearbox_announcements", BreakerAnnouncements)
@@ -292,6 +294,9 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
     flow = flow_queue(settings, step, metrics)
     if flow is not None:  # client requests waiting for a pair come before its canary items
         app[CANARY].yield_to(flow.waits_for)
+    counter = app[COUNTER] = prompt_counter(
+        store, settings.table.tokenizer_dir, settings.table.tokenize_min_bytes
+    )
     handlers = Handlers(
         store,
         step,
@@ -305,7 +310,9 @@ def create_app(settings: DataPlaneSettings, deps: AppDeps | None = None) -> web.
         identity=(settings.instance_id, app[IDENTITY].warnings),
         metrics_token=server.metrics_token,
         flow=flow,
+        counter=counter,
     )
+    app.cleanup_ctx.append(counter_ctx(counter, store))
     # The door: every request created, ended and counted by one middleware (`lifecycle`).
     # Its requests start on the app's clock; their served answers go to the live checks.
     finish = Finish(metrics, step, flow, deps.clock, app[CHECKER])

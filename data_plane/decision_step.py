@@ -45,6 +45,7 @@ from data_plane.errors import AllUpstreamsUnavailable, RouterError, Shed
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED, Rights, identify
 from data_plane.request.inbound import InboundRequest, read_request
+from data_plane.request.prompt_tokens import PromptCount
 from data_plane.request.tenant import ANONYMOUS
 from data_plane.resilience.band_arrivals import BandArrivals
 from data_plane.resilience.endpoint_load import LoadTracker, Slot
@@ -202,6 +203,7 @@ class DecisionStep:
         headers: Mapping[str, str],
         may_wait: bool = False,
         behind: Behind | None = None,
+        counted: PromptCount | None = None,
     ) -> None:
         """Read and decide one request, counted, filling `request` in; raises RouterError for
         an answer the client gets at once (a bad body or header, an unknown model, no route
@@ -209,9 +211,10 @@ class DecisionStep:
         it (`may_wait`; then also for a full fleet's request of a class never refused, which
         waits in the top band). `behind`: the door's queue (strict bands: a request of a
         lower band waits behind one of a higher band that waits for one of its pairs,
-        `_yield`)."""
+        `_yield`); `counted`: its prompt's tokens by the alias's tokenizer, where
+        `prompt_counter` counted them."""
         table = self.table()
-        inbound = read_request(raw, kind, headers, table)
+        inbound = read_request(raw, kind, headers, table, counted)
         admission = self._p.admission
         me = identify(headers, table.policy, admission.rights)
         who, priority = me.tenant, (me.priority, me.klass)

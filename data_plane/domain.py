@@ -227,6 +227,21 @@ class CategoryDefaults:
 
 
 @dataclass(frozen=True, slots=True)
+class AliasTokenizer:
+    """The tokenizer every pair of an alias names (`compile.alias_tokenizers`): the file
+    (`path`: where the profiler read it; `sha256`: what a loaded file must hash to), the
+    characters one counted token stands for in `input_chars` (the largest chars_per_token
+    among the alias's pairs, so each pair's estimate is at least the count) and the most
+    characters a request's count reads (`max_chars`: the alias's largest context, at that
+    figure, twice over; the rest is priced per character)."""
+
+    path: str
+    sha256: str
+    token_chars: float
+    max_chars: int
+
+
+@dataclass(frozen=True, slots=True)
 class CompiledTable:
     version: int
     content_sha256: str
@@ -258,6 +273,9 @@ class CompiledTable:
     # (576 where not measured) x chars_per_token among the alias's pairs
     # (`compile.image_chars`); a missing alias counts IMAGE_CHARS (576 tokens at 4.0)
     image_chars: Mapping[str, int] = field(default_factory=dict)
+    # alias -> the tokenizer all its pairs name (`compile.alias_tokenizers`); a missing alias
+    # is priced per character (docs/data_plane.md, "Prompt size")
+    tokenizers: Mapping[str, AliasTokenizer] = field(default_factory=dict)
 
 
 # --- health and load ----------------------------------------------------------------------

@@ -83,6 +83,12 @@ class SimPairConfig(_Config):
         "Qwen2-VL and Gemma 3 use 256, LLaVA-NeXT up to 2,880): what the profiler measures "
         '(docs/profiler.md, "Tokens per image")',
     )
+    tokenizer: Path | None = Field(
+        default=None,
+        description="a tokenizer.json: prompt tokens are its counts of each turn's text and "
+        "the tools' JSON (chars_per_token and json_chars_per_token unused), and /v1/models "
+        "names its directory as root, where the profiler finds it",
+    )
     accuracy: dict[str, Ratio] = Field(default_factory=dict)
     jitter_ratio: Ratio = 0.0
     default_max_tokens: int = Field(default=16, ge=1, le=1_000_000)

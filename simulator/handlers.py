@@ -183,7 +183,7 @@ async def models(request: web.Request) -> web.Response:
         "object": "model",
         "created": int(time.time()),
         "owned_by": "vllm",
-        "root": config.name,
+        "root": config.name if config.tokenizer is None else str(config.tokenizer.parent),
         "parent": None,
         "max_model_len": config.context_length,
     }

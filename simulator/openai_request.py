@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from simulator.answer_key import content_text, last_user_text
 from simulator.completion import count_tokens
 from simulator.config import SimPairConfig, format_loc
+from simulator.tokenizer_count import schema_tokens, tokens_of
 
 _ERROR_TYPES = {
     400: "BadRequestError",
@@ -113,16 +114,22 @@ def _validated(model: type[R], raw: bytes) -> R:
         raise ApiError(400, f"{where}: {first['msg']}", param=where) from err
 
 
+def _text_tokens(text: str, config: SimPairConfig) -> int:
+    if config.tokenizer is not None:
+        return tokens_of(config.tokenizer, text)
+    return count_tokens(len(text), config.chars_per_token)
+
+
 def _completion_prompt(req: CompletionRequest, config: SimPairConfig) -> tuple[int, str | None]:
     prompt = req.prompt
     if isinstance(prompt, str):
-        return count_tokens(len(prompt), config.chars_per_token), prompt.strip()
+        return _text_tokens(prompt, config), prompt.strip()
     if len(prompt) == 0 or not all(isinstance(p, str) for p in prompt):
         return len(prompt), None  # token ids: the count is exact, the text unknown
     if len(prompt) > 1:
         raise ApiError(400, "batched prompts are not supported by the simulator", "prompt")
     text = str(prompt[0])
-    return count_tokens(len(text), config.chars_per_token), text.strip()
+    return _text_tokens(text, config), text.strip()
 
 
 def _image_parts(content: Any) -> int:
@@ -134,11 +141,16 @@ def _image_parts(content: Any) -> int:
 def _chat_prompt(req: ChatRequest, config: SimPairConfig) -> tuple[int, str | None]:
     """Prompt tokens as vLLM counts them: the text of every turn, each image part as the
     model's `image_tokens`, and the `tools` schema's JSON (the chat template renders it into the
-    prompt) at `json_chars_per_token`, finer than prose as a real tokenizer splits it."""
-    chars = sum(len(content_text(m.content)) for m in req.messages)
-    schema_chars = len(json.dumps(req.tools)) if req.tools else 0
+    prompt) at `json_chars_per_token`, finer than prose as a real tokenizer splits it; with a
+    `tokenizer`, the text of each turn and the tools' JSON are its counts."""
     images = sum(_image_parts(m.content) for m in req.messages)
     dumped = [m.model_dump() for m in req.messages]
+    if config.tokenizer is not None:
+        texts = sum(tokens_of(config.tokenizer, content_text(m.content)) for m in req.messages)
+        tools = schema_tokens(config.tokenizer, req.tools)
+        return texts + tools + images * config.image_tokens, last_user_text(dumped)
+    chars = sum(len(content_text(m.content)) for m in req.messages)
+    schema_chars = len(json.dumps(req.tools)) if req.tools else 0
     tokens = count_tokens(chars, config.chars_per_token) + images * config.image_tokens
     tokens += count_tokens(schema_chars, config.json_chars_per_token)
     return tokens, last_user_text(dumped)

@@ -28,7 +28,9 @@ def _tools_line(t: ToolsRow) -> str:
         f"openings: {openings}; engine's prompt tokens / estimate {t.estimate_ratio:.3f} "
         f"(mean of {t.estimate_n} answers); ordinary p99 {t.p99_ms_with:.0f} ms, "
         f"{_ratio(t.p99_ms_with, t.p99_ms_without):.2f}x the run without "
-        f"({t.p99_ms_without:.0f} ms) | 0 openings, all answered, p99 <= {P99_WITHIN:g}x |"
+        f"({t.p99_ms_without:.0f} ms); process CPU per ordinary request "
+        f"{t.cpu_ms_with:.1f} ms against {t.cpu_ms_without:.1f} ms | 0 openings, all "
+        f"answered, p99 <= {P99_WITHIN:g}x |"
     )
 
 
@@ -38,7 +40,9 @@ def _page_line(p: PageRow) -> str:
         f"{p.p99_ms_page:.0f} ms, {_ratio(p.p99_ms_page, p.p99_ms_clean):.2f}x the clean page's "
         f"({p.p99_ms_clean:.0f} ms; {p.requests[1]} and {p.requests[0]} requests, {p.non_200} "
         f"not 200); {p.scrape_errors} scrape errors counted; each page left after "
-        f"{p.pages_left_at_mib:.1f} MiB | p99 <= {P99_WITHIN:g}x, errors counted |"
+        f"{p.pages_left_at_mib:.1f} MiB; process CPU per ordinary request "
+        f"{p.cpu_ms_page:.1f} ms against {p.cpu_ms_clean:.1f} ms | p99 <= {P99_WITHIN:g}x, "
+        "errors counted |"
     )
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import statistics
 import tempfile
 import time
@@ -71,6 +72,10 @@ class ToolsRow:
     p99_ms_without: float  # the ordinary clients' p99 in the segments without the heavy ones
     p99_ms_with: float
     ordinary: dict[int, int]  # status -> count of the ordinary requests, both kinds of segment
+    # This process's CPU (data plane, simulated engines, clients) per ordinary request in each
+    # kind of segment: steadier than wall latency on a shared machine
+    cpu_ms_without: float = math.nan
+    cpu_ms_with: float = math.nan
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +87,8 @@ class PageRow:
     non_200: int  # ordinary answers other than 200, both
     scrape_errors: int  # gearbox_engine_scrape_errors_total, all reasons
     pages_left_at_mib: float  # the most the page server wrote before the reader left
+    cpu_ms_clean: float = math.nan  # this process's CPU per ordinary request, clean page
+    cpu_ms_page: float = math.nan  # ... big page (the page server's own process not counted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +170,10 @@ class Clients:
     body: dict[str, Any]
     statuses: Counter[int]
     latencies: list[float]
+    cpu_s: float = 0.0  # this process's CPU over the segments this group led
+
+    def cpu_ms_per_request(self) -> float:
+        return 1000 * self.cpu_s / len(self.latencies) if self.latencies else math.nan
 
     async def run(self, session: aiohttp.ClientSession, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -177,12 +188,14 @@ async def _for(
     seconds: float, session: aiohttp.ClientSession, *groups: tuple[Clients, int]
 ) -> None:
     """Each group's clients (that many of them) for `seconds`; every request started is
-    answered before this returns."""
+    answered before this returns. The process's CPU meanwhile goes to the first group."""
     stop = asyncio.Event()
+    cpu = time.process_time()
     tasks = [asyncio.create_task(c.run(session, stop)) for c, n in groups for _ in range(n)]
     await asyncio.sleep(seconds)
     stop.set()
     await asyncio.gather(*tasks)
+    groups[0][0].cpu_s += time.process_time() - cpu
 
 
 def _sample(app: web.Application, name: str, **labels: str) -> float:
@@ -237,6 +250,7 @@ async def run_tools(seconds: float) -> ToolsRow:
         openings=_openings(app), estimate_ratio=estimate, estimate_n=int(n),
         p99_ms_without=p99_ms(clean.latencies), p99_ms_with=p99_ms(ordinary.latencies),
         ordinary=dict(clean.statuses + ordinary.statuses),
+        cpu_ms_without=clean.cpu_ms_per_request(), cpu_ms_with=ordinary.cpu_ms_per_request(),
     )  # fmt: skip
 
 
@@ -271,7 +285,8 @@ async def run_page(seconds: float) -> PageRow:
         p99_ms_page=p99_ms(hostile.latencies),
         requests=(len(clean.latencies), len(hostile.latencies)),
         non_200=sum(n for s, n in statuses.items() if s != 200), scrape_errors=errors,
-        pages_left_at_mib=most / MiB,
+        pages_left_at_mib=most / MiB, cpu_ms_clean=clean.cpu_ms_per_request(),
+        cpu_ms_page=hostile.cpu_ms_per_request(),
     )  # fmt: skip
 
 

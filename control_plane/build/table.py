@@ -192,6 +192,7 @@ def _entry(
         "chars_per_token": report.chars_per_token,
         "json_chars_per_token": report.json_chars_per_token,
         "image_tokens": report.image_tokens,
+        "tokenizer": None if report.tokenizer is None else report.tokenizer.model_dump(),
         "input_usd_per_mtok": prices.input_usd_per_mtok,
         "output_usd_per_mtok": prices.output_usd_per_mtok,
         "price_source": prices.source,

@@ -382,7 +382,8 @@ class CanarySender:
             max_tokens=item.max_tokens,
         )
         limit = self._limit(p.runner.engine_limit(request, target, endpoint), pair.pair)
-        result = await p.runner.run(request, Attempt(target, endpoint, 1, limit))
+        with p.health.tracker.background(endpoint.id):  # ours in a scraped queue, in no load
+            result = await p.runner.run(request, Attempt(target, endpoint, 1, limit))
         if not isinstance(result, Served):
             return None
         usage = find_usage(result.body)

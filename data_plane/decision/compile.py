@@ -17,6 +17,7 @@ from contracts.routing_table import LatencyModel, PairEntry, RoutingTable
 from data_plane.decision.chance import accuracy_tails
 from data_plane.decision.ladder import ladder_ranks
 from data_plane.domain import (
+    AliasTokenizer,
     BudgetMode,
     CategoryDefaults,
     CompiledEndpoint,
@@ -31,6 +32,7 @@ from data_plane.request.prompt_size import IMAGE_CHARS, IMAGE_TOKENS
 
 AUTO_ALIAS = "auto"
 _PER_TOKEN = 1e-6  # prices in the table are per million tokens
+MAX_CONTEXTS = 2  # a prompt's token count reads at most this many contexts' characters
 
 
 def _z(latency: LatencyModel) -> float:
@@ -296,6 +298,7 @@ def compile_table(table: RoutingTable) -> CompiledTable:
         demoted=MappingProxyType(_demoted(table, pairs)),
         json_weight=MappingProxyType(json_weights(table.entries, by_alias)),
         image_chars=MappingProxyType(image_chars(table.entries, by_alias)),
+        tokenizers=MappingProxyType(alias_tokenizers(table.entries, by_alias)),
     )
 
 
@@ -326,3 +329,25 @@ def image_chars(
     own = {e.pair: math.ceil((e.image_tokens or IMAGE_TOKENS) * e.chars_per_token) for e in entries}
     chars = {alias: max(own.get(p.pair, IMAGE_CHARS) for p in ps) for alias, ps in by_alias.items()}
     return {alias: c for alias, c in chars.items() if c != IMAGE_CHARS}
+
+
+def alias_tokenizers(
+    entries: Sequence[PairEntry], by_alias: Mapping[str, tuple[CompiledPair, ...]]
+) -> dict[str, AliasTokenizer]:
+    """alias -> the tokenizer file all its pairs name (one SHA-256), with the characters a
+    counted token stands for (the largest chars_per_token among them: no pair's estimate falls
+    below the count) and the characters a count reads at most (MAX_CONTEXTS contexts of the
+    alias's largest at that figure: a longer prompt is refused by its context anyway). An
+    alias with a pair naming none, or two files (`auto` over families), is left out."""
+    named = {e.pair: e.tokenizer for e in entries}
+    found: dict[str, AliasTokenizer] = {}
+    for alias, pairs in by_alias.items():
+        refs = {named.get(p.pair) for p in pairs}
+        ref = refs.pop() if len(refs) == 1 else None
+        if ref is None:
+            continue
+        token_chars = max(p.chars_per_token for p in pairs)
+        context = max(p.context_length for p in pairs)
+        max_chars = math.ceil(MAX_CONTEXTS * context * token_chars)
+        found[alias] = AliasTokenizer(ref.id, ref.sha256, token_chars, max_chars)
+    return found

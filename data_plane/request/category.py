@@ -33,6 +33,7 @@ from data_plane.errors import InvalidBudget
 from data_plane.request.body import ParsedBody
 from data_plane.request.prompt_scan import PromptScan, scan_prompt
 from data_plane.request.prompt_size import IMAGE_CHARS
+from data_plane.request.prompt_tokens import PromptCount, counted_chars
 
 BUILTIN_MODEL_PATH = Path(__file__).with_name("category_model.json")
 # Windows (at most HEAD_CHARS + TAIL_CHARS + 1 characters each) whose outputs a classifier
@@ -253,12 +254,19 @@ def classify_text(classifier: CategoryScorer, text: str) -> tuple[list[float], f
     return classifier.evaluate_text(text)
 
 
-def weighed_chars(parsed: ParsedBody, table: CompiledTable) -> int:
+def weighed_chars(
+    parsed: ParsedBody, table: CompiledTable, counted: PromptCount | None = None
+) -> int:
     """The body's characters with its JSON weighed by the table's measured figure for the
     alias (`CompiledTable.json_weight`; prompt_size), so the one estimate counts JSON at the
     family's json_chars_per_token, and each image part at the alias's characters per image
     (`CompiledTable.image_chars`: the model's measured tokens per image) in place of the
-    IMAGE_CHARS the body counted."""
+    IMAGE_CHARS the body counted. A count by the tokenizer the table names for the alias
+    (`counted`, the same SHA-256) stands for the text and JSON instead (`prompt_tokens`)."""
+    tokenizer = None if counted is None else table.tokenizers.get(parsed.alias)
+    if tokenizer is not None and counted is not None and tokenizer.sha256 == counted.sha256:
+        images = parsed.images * table.image_chars.get(parsed.alias, IMAGE_CHARS)
+        return counted_chars(counted, tokenizer) + images
     chars = parsed.input_chars
     if parsed.json_chars:
         weight = table.json_weight.get(parsed.alias, 1.0)
@@ -268,10 +276,13 @@ def weighed_chars(parsed: ParsedBody, table: CompiledTable) -> int:
     return chars
 
 
-def request_facts(parsed: ParsedBody, table: CompiledTable, budget: Budget) -> RequestFacts:
+def request_facts(
+    parsed: ParsedBody, table: CompiledTable, budget: Budget, counted: PromptCount | None = None
+) -> RequestFacts:
     """Routing facts for a parsed body under `table`: the category is X-Task-Category when
     given (a 400 unless the table knows it), else the table's classifier's, with doubt; the
-    complexity score is the same model's complexity head."""
+    complexity score is the same model's complexity head; the prompt's size is `counted` by
+    the alias's tokenizer where it was (`weighed_chars`)."""
     check_category(budget.category, table.categories)
     classifier = table.classifier
     probabilities, score = classifier.evaluate_text(parsed.classify_text)
@@ -290,7 +301,7 @@ def request_facts(parsed: ParsedBody, table: CompiledTable, budget: Budget) -> R
         alias=parsed.alias,
         category=category,
         complexity=score,
-        input_chars=weighed_chars(parsed, table),
+        input_chars=weighed_chars(parsed, table, counted),
         max_output_tokens=parsed.max_output_tokens,
         stream=parsed.stream,
         wants_json=parsed.wants_json,

@@ -14,6 +14,7 @@ from data_plane.domain import Budget, CompiledTable, RequestFacts
 from data_plane.request.body import BodyKind, ParsedBody, parse_request_body, rewrite_model
 from data_plane.request.budget import parse_budget
 from data_plane.request.category import request_facts
+from data_plane.request.prompt_tokens import PromptCount
 
 
 class InboundRequest:
@@ -50,10 +51,12 @@ def read_request(
     kind: BodyKind | Literal["either"],
     headers: Mapping[str, str],
     table: CompiledTable,
+    counted: PromptCount | None = None,
 ) -> InboundRequest:
     """Parse the body (InvalidRequest naming the field), then the budget headers
     (InvalidBudget naming the header), then the routing facts under the served `table`: its
-    category classifier (or X-Task-Category, a 400 unless the table knows it) and any doubt."""
+    category classifier (or X-Task-Category, a 400 unless the table knows it) and any doubt,
+    and the prompt's size (`counted`: its tokens by the alias's tokenizer, where counted)."""
     parsed = parse_request_body(raw, kind)
     budget = parse_budget(headers)
-    return InboundRequest(parsed, request_facts(parsed, table, budget), budget, raw)
+    return InboundRequest(parsed, request_facts(parsed, table, budget, counted), budget, raw)

@@ -13,7 +13,8 @@ those replicas made up at scrape time (`outside_load`), so neither is counted tw
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 
 def outside_load(scraped_others: float | None, peers_at_scrape: float, peers_now: float) -> float:
@@ -32,10 +33,13 @@ def outside_load(scraped_others: float | None, peers_at_scrape: float, peers_now
 class LoadTracker:
     """In-flight counts (this process) and queue depths (scraped) per endpoint id."""
 
-    __slots__ = ("_beyond", "_in_flight", "_load", "_others", "_peers", "_queue")
+    __slots__ = ("_background", "_beyond", "_in_flight", "_load", "_others", "_peers", "_queue")
 
     def __init__(self) -> None:
         self._in_flight: dict[str, int] = {}
+        # The router's own items at each endpoint (canary items): in no load, but in the
+        # engine's queue, so a scrape subtracts them as this process's (`own_at`)
+        self._background: dict[str, int] = {}
         self._queue: dict[str, float] = {}
         self._peers: dict[str, float] = {}  # the other replicas' shared in-flight, latest
         # The last scrape's count beyond this process's and the peers' requests then (other
@@ -55,6 +59,27 @@ class LoadTracker:
 
     def in_flight_all(self) -> Mapping[str, int]:
         return self._in_flight
+
+    def own_at(self, endpoint_id: str) -> int:
+        """This process's requests at the endpoint, background ones included: the part of
+        the engine's scraped queue that is ours."""
+        return self._in_flight.get(endpoint_id, 0) + self._background.get(endpoint_id, 0)
+
+    @contextmanager
+    def background(self, endpoint_id: str) -> Iterator[None]:
+        """One of the router's own items (a canary item) at `endpoint_id` while inside: in no
+        load, but in the engine's queue, so a scrape subtracts it as ours (a stopped engine's
+        last scrape must not make its clients wait for a slot its canary items held)."""
+        held = self._background
+        held[endpoint_id] = held.get(endpoint_id, 0) + 1
+        try:
+            yield
+        finally:
+            left = held.get(endpoint_id, 0) - 1
+            if left > 0:
+                held[endpoint_id] = left
+            else:
+                held.pop(endpoint_id, None)
 
     def queue_depth(self, endpoint_id: str) -> float | None:
         return self._queue.get(endpoint_id)

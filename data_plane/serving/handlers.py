@@ -15,8 +15,10 @@ from data_plane.decision_step import DecisionStep
 from data_plane.domain import Candidate, CompiledTable
 from data_plane.errors import ModelNotFound, PayloadTooLarge, RequestTimeout, RouterError
 from data_plane.flow.queue import FlowQueue
+from data_plane.prompt_counter import PromptCounter
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import PRIORITY_APPLIED, TENANT_APPLIED
+from data_plane.request.prompt_tokens import PromptCount
 from data_plane.serving.attempt import ClientGoneError
 from data_plane.serving.lifecycle import Request
 from data_plane.serving.middleware import REQUEST, REQUEST_ID_HEADER
@@ -99,8 +101,10 @@ class Handlers:
         identity: tuple[str, Callable[[], list[str]]] = ("", list),
         metrics_token: SecretStr | None = None,
         flow: FlowQueue | None = None,
+        counter: PromptCounter | None = None,
     ) -> None:
         self._max_body_bytes = max_body_bytes
+        self._counter = counter  # large prompts' tokens by the alias's tokenizer
         self._flow = flow  # the queue a request every pair is full for waits in
         self._body_read_timeout_s = body_read_timeout_s
         self._store = store
@@ -160,20 +164,30 @@ class Handlers:
     ) -> web.StreamResponse:
         arrived = asyncio.get_running_loop().time()
         raw = await self._read(request)
+        counter, table = self._counter, self._store.current
+        counted = None
+        if counter is not None and counter.counts(raw, table):
+            counted = await counter.count(raw, table)
         # Decided, it holds its tenant's share and a slot until the middleware finishes it
         # (`lifecycle.Finish`), answered, failed or cancelled.
-        await self._decide(request[REQUEST], raw, kind, request, arrived)
+        await self._decide(request[REQUEST], raw, kind, request, arrived, counted)
         return await self._serve(request, self._clock(), path)
 
     async def _decide(
-        self, req: Request, raw: bytes, kind: BodyKind, request: web.Request, arrived: float
+        self,
+        req: Request,
+        raw: bytes,
+        kind: BodyKind,
+        request: web.Request,
+        arrived: float,
+        counted: PromptCount | None = None,
     ) -> None:
         """`req` decided, after a wait in the queue when every pair is full (`flow.queue`)."""
         if self._flow is None:
-            self._step.decide(req, raw, kind, request.headers)
+            self._step.decide(req, raw, kind, request.headers, counted=counted)
             return
         try:
-            self._step.decide(req, raw, kind, request.headers, True, self._flow)
+            self._step.decide(req, raw, kind, request.headers, True, self._flow, counted)
         except Full as full:
             await self._flow.wait(req, full, arrived)
 

@@ -66,6 +66,19 @@ class TableSettings(Group):
         default=None,
         description="local copy of the last good table (atomic rename); read at startup",
     )
+    tokenizer_dir: Path | None = Field(
+        default=None,
+        description="where the tokenizer files the table names are found as `<sha256>.json` "
+        "before the path the profiler recorded; a file whose SHA-256 differs is not used, "
+        'nothing is fetched (see "Prompt size")',
+    )
+    tokenize_min_bytes: int = Field(
+        default=8192,
+        ge=0,
+        description="a body this large or larger has its prompt counted by the alias's "
+        "tokenizer, off the event loop, one count at a time (a body arriving while one runs, "
+        'and smaller ones, are priced per character; see "Prompt size")',
+    )
 
 
 class ScrapeSettings(Group):

@@ -129,8 +129,9 @@ class EngineScraper:
 
     async def _scrape(self, target: ScrapeTarget) -> bool:
         endpoint = target.endpoint
-        # Our requests in flight both before and after the scrape were in the engine's count.
-        own_before = self._tracker.in_flight(endpoint.id)
+        # Our requests in flight both before and after the scrape were in the engine's count,
+        # and so were our own items there (canary items: in no load, `LoadTracker.own_at`).
+        own_before = self._tracker.own_at(endpoint.id)
         lines = await self._fetch(endpoint)
         if lines is None:
             return False
@@ -141,7 +142,7 @@ class EngineScraper:
             return False
         if depth is None:
             return False
-        own = min(own_before, self._tracker.in_flight(endpoint.id))
+        own = min(own_before, self._tracker.own_at(endpoint.id))
         self._tracker.set_queue_depth(endpoint.id, depth, own)
         self._on_depth(endpoint.id, depth)
         return True

@@ -18,8 +18,10 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.profile_report import EngineFacts, Memory
+from contracts.tokenizer_ref import TokenizerRef
 from profiler.engine.client import EngineClient
 from profiler.engine.connect_words import connect_reason, v1_hint
+from profiler.engine.tokenizer_file import find_tokenizer
 from profiler.errors import EndpointError
 
 logger = logging.getLogger(__name__)
@@ -115,11 +117,13 @@ class EndpointInfo:
     url: str
     context_length: int | None
     engine_version: str | None
+    tokenizer: TokenizerRef | None = None  # the checkpoint's tokenizer file, read here
 
 
 async def preflight(client: EngineClient, timeout_s: float) -> EndpointInfo:
     """Check that the endpoint answers and serves `client.model`; read its context length and
-    engine version. Raises one `EndpointError` that says what is wrong and where."""
+    engine version, and the served checkpoint's tokenizer file where this machine can read it
+    (`root`). Raises one `EndpointError` that says what is wrong and where."""
     url = client.base_url
     try:
         status, body = await client.fetch("/v1/models", timeout_s)
@@ -142,10 +146,12 @@ async def preflight(client: EngineClient, timeout_s: float) -> EndpointInfo:
         served = ", ".join(sorted(str(m.get("id")) for m in models)) or "nothing"
         raise EndpointError(f"{url} does not serve model {client.model!r}; it serves: {served}")
     length = card.get("max_model_len")
+    root = card.get("root")
     return EndpointInfo(
         url=url,
         context_length=length if isinstance(length, int) and length > 0 else None,
         engine_version=await _engine_version(client, timeout_s),
+        tokenizer=await find_tokenizer(url, root if isinstance(root, str) else None),
     )
 
 

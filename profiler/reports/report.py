@@ -27,6 +27,7 @@ from contracts.profile_report import (
     Prices,
     ProfileReport,
 )
+from contracts.tokenizer_ref import TokenizerRef
 from profiler import PROFILER_VERSION
 from profiler.errors import InputError
 from profiler.evals.accuracy import format_loc
@@ -51,6 +52,7 @@ class RunFacts:
     git_sha: str | None = None
     host: str | None = None
     eval_prompts: tuple[LabelledPrompt, ...] = ()  # for the control plane's classifier
+    tokenizer: TokenizerRef | None = None  # the checkpoint's tokenizer file, where readable
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +93,7 @@ def build_document(
         "context_length": facts.context_length,
         "chars_per_token": measured.chars_per_token,
         **_token_rates(measured),
+        **({} if facts.tokenizer is None else {"tokenizer": facts.tokenizer.model_dump()}),
         "latency": [s.model_dump(mode="json") for s in measured.latency],
         "accuracy": [a.model_dump(mode="json") for a in measured.accuracy],
         "memory": measured.memory.model_dump(mode="json"),

@@ -213,6 +213,7 @@ def run_facts(
         git_sha=origin[0],
         host=origin[1],
         eval_prompts=labelled_prompts(items),
+        tokenizer=info.tokenizer,
     )
 
 

@@ -24,7 +24,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from data_plane.app import AppDeps, create_app
+from data_plane.app import HEALTH, AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
 from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from tests.reliability.stack import metric
@@ -97,9 +97,12 @@ class Plane:
 
 
 @asynccontextmanager
-async def cpu_engine_plane(tmp_path: Path, sustained_tokens_per_s: float) -> AsyncIterator[Plane]:
+async def cpu_engine_plane(
+    tmp_path: Path, sustained_tokens_per_s: float, scrape_interval_s: float = 0.0
+) -> AsyncIterator[Plane]:
     """The CPU-shaped engine behind a freezable proxy, and a data plane routing to it; the
-    table says the engine sustains `sustained_tokens_per_s` output tokens a second."""
+    table says the engine sustains `sustained_tokens_per_s` output tokens a second; the
+    engine's queue is scraped every `scrape_interval_s` (0: not scraped)."""
     engine = SimPairConfig(
         name=SERVED, family="fam", quantization="bf16", max_running=1, ttft_base_s=TTFT_S,
         ttft_per_input_token_s=TTFT_PER_TOKEN_S, tpot_base_s=TPOT_S,
@@ -120,7 +123,7 @@ async def cpu_engine_plane(tmp_path: Path, sustained_tokens_per_s: float) -> Asy
                     "host": "127.0.0.1",
                     "redis_url": redis.url,
                     "snapshot_path": snapshot,
-                    "scrape_interval_s": 0.0,
+                    "scrape_interval_s": scrape_interval_s,
                     "instance_id": "canary-load-dp",
                 }
                 app = create_app(DataPlaneSettings(**values), AppDeps())
@@ -140,13 +143,17 @@ def canaries(app: web.Application, *outcomes: str) -> float:
     )
 
 
-async def _ordinary_stream(session: aiohttp.ClientSession, url: str) -> tuple[int, bytes, float]:
-    """An ordinary streamed prompt without a budget (its deadline: 300 s): status, body and
-    the seconds it took."""
+async def _ordinary_stream(
+    session: aiohttp.ClientSession, url: str, budget_ms: int | None = None
+) -> tuple[int, bytes, float]:
+    """An ordinary streamed prompt, without a budget (its deadline: 300 s) unless one is
+    given: status, body and the seconds it took."""
     body = {"model": "auto", "prompt": "One, two, three, four,", "max_tokens": 4, "stream": True}
+    headers = {} if budget_ms is None else {"X-Latency-Budget-Ms": str(budget_ms)}
     loop = asyncio.get_running_loop()
     started = loop.time()
-    async with session.post(f"{url}/v1/completions", data=json.dumps(body)) as resp:
+    post = session.post(f"{url}/v1/completions", data=json.dumps(body), headers=headers)
+    async with post as resp:
         raw = await resp.read()
         return resp.status, raw, loop.time() - started
 
@@ -183,6 +190,36 @@ async def test_a_stopped_engine_releases_its_client_at_the_hang_with_canary_item
         # canary items were waiting at the stopped engine, and got no answer
         await eventually(lambda: canaries(app, "error") > errors, timeout_s=30.0,
                          what="canary items given up")  # fmt: skip
+
+
+async def test_canary_items_in_a_stopped_engines_scraped_queue_do_not_make_it_look_full(
+    tmp_path: Path,
+) -> None:
+    """The same engine, its queue scraped every second as a data plane does by default, and a
+    client whose budget (1 s) the engine meets with nothing ahead of it but not with one more
+    (sustainable concurrency 1). Measured on a real SIGSTOPped vLLM engine (`python -m
+    bench.hostile.real_stop --canary-share 1`) on 44a6f81: the client got 429 after 30.0 s,
+    twice, against 504 after 4.8 s with canary items off. The last scrape before the stop
+    counted the items waiting at the engine as other clients' load (a scrape subtracts only
+    this process's client attempts), and a failed scrape keeps the last count: the engine
+    looked full, the request waited in the flow-control queue for a slot and was refused
+    (429) without ever being tried, so no stall was seen and no breaker opened. Canary items
+    at an engine are now subtracted from its scraped queue as this process's own: its load
+    stays 0, and the client's request is tried there (504: its budget ran out at the stopped
+    engine, not 429 from the queue)."""
+    async with (
+        cpu_engine_plane(tmp_path, 1000.0, scrape_interval_s=1.0) as plane,
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120)) as session,
+    ):
+        url, app, proxy = plane.url, plane.app, plane.proxy
+        tracker = app[HEALTH].tracker
+        await eventually(lambda: (tracker.queue_depth(ENDPOINT) or 0.0) >= 2, timeout_s=30.0,
+                         what="a scrape counting canary items at the engine")  # fmt: skip
+        proxy.freeze()  # that count stays: scrapes of a stopped engine fail
+        assert tracker.load.get(ENDPOINT, 0.0) == 0.0, dict(tracker.load)
+        status, raw, _ = await _ordinary_stream(session, url, budget_ms=1000)
+        assert status == 504, raw[:300]  # tried at the engine; before: 429, "... is full"
+        assert b"full" not in raw, raw[:300]
 
 
 async def test_canary_items_on_a_small_pair_leave_its_clients_the_engine(tmp_path: Path) -> None:

@@ -112,7 +112,13 @@ def test_a_table_written_before_the_added_fields_keeps_its_hash() -> None:
     for key in ("refit", "classifier", "fleet_baseline", "demotions"):
         del old[key]
     for item in old["entries"]:
-        for key in ("accuracy_right", "accuracy_bound", "precision_format", "image_tokens"):
+        for key in (
+            "accuracy_right",
+            "accuracy_bound",
+            "precision_format",
+            "image_tokens",
+            "tokenizer",
+        ):
             del item[key]
         for key in (
             "load_levels",
@@ -130,6 +136,31 @@ def test_a_table_written_before_the_added_fields_keeps_its_hash() -> None:
     assert compute_content_sha256(quality) != current.content_sha256
 
 
+def test_a_tokenizer_is_an_optional_entry_field_outside_the_old_hash() -> None:
+    """A table without `tokenizer` (written before it) keeps its hash; one naming a file
+    hashes differently and validates; a reference whose SHA-256 is not hex is refused."""
+    import json
+
+    from contracts.routing_table import RoutingTable, compute_content_sha256
+    from tests.unit.data_plane.tables import entry, table
+
+    current = table([entry("m", "fp16")])
+    old = json.loads(current.model_dump_json())
+    for item in old["entries"]:
+        del item["tokenizer"]
+    assert compute_content_sha256(old) == current.content_sha256
+    named = json.loads(current.model_dump_json())
+    named["entries"][0]["tokenizer"] = {"id": "/models/m/tokenizer.json", "sha256": "ab" * 32}
+    named["content_sha256"] = compute_content_sha256(named)
+    assert named["content_sha256"] != current.content_sha256
+    read = RoutingTable.model_validate(named)
+    assert read.entries[0].tokenizer is not None
+    assert read.entries[0].tokenizer.sha256 == "ab" * 32
+    named["entries"][0]["tokenizer"]["sha256"] = "not hex"
+    with pytest.raises(ValidationError, match=r"tokenizer\.sha256"):
+        RoutingTable.model_validate(named)
+
+
 def test_a_table_written_before_the_json_rate_validates_both_ways() -> None:
     """`json_chars_per_token` (6a74426) came into entries without a place among the added
     defaults, so writers since hash it as null and writers before did not have it: a reader
@@ -145,6 +176,7 @@ def test_a_table_written_before_the_json_rate_validates_both_ways() -> None:
     for item in old["entries"]:
         del item["json_chars_per_token"]
         del item["image_tokens"]
+        del item["tokenizer"]
     old["content_sha256"] = compute_content_sha256(old)  # what that writer stamped
     assert old["content_sha256"] != current.content_sha256
     assert RoutingTable.model_validate(old).entries == current.entries

@@ -200,3 +200,30 @@ async def test_a_page_past_the_limit_is_a_counted_refusal_that_keeps_the_last_de
     assert dict(tracker.load) == {"e0": 3.0}
     await eventually(lambda: len(written) == 2, what="the server saw both readers leave")
     assert max(written) < 16 * 1024 * 1024
+
+
+async def test_the_routers_own_items_in_an_engines_queue_are_not_its_load(
+    aiohttp_server: ServerFactory, client: Http1Upstream | AiohttpUpstream
+) -> None:
+    """Two canary items at the engine (`LoadTracker.background`: in no load) and one client
+    request in flight: a scraped queue of 4 is 1 request of someone else's, so the load is the
+    client's 1 plus that 1; on 44a6f81 the items counted as others' load (3). Once they leave,
+    the next scrape counts what is there again."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text=PAGE.format(waiting=3))
+
+    base = await _metrics_server(aiohttp_server, metrics)
+    targets = [ScrapeTarget(CompiledEndpoint("e0", f"{base}/0"), "m")]
+    tracker = LoadTracker()
+    scraper = EngineScraper(client, lambda: targets, tracker, lambda _e, _d: None, 2.0)
+    tracker.acquire("e0")
+    with tracker.background("e0"), tracker.background("e0"):
+        assert tracker.load.get("e0") == 1.0  # the items are in no load
+        assert tracker.own_at("e0") == 3
+        assert await scraper.scrape_once() == 1
+        assert tracker.load["e0"] == 2.0
+    assert tracker.own_at("e0") == 1
+    assert await scraper.scrape_once() == 1
+    assert tracker.load["e0"] == 4.0
+    tracker.release("e0")

@@ -1,0 +1,180 @@
+"""Prompts counted by the served model's own tokenizer (docs/data_plane.md, "Prompt size"):
+the profiler records the checkpoint's tokenizer file (`/v1/models` root), the control plane
+copies it into the table, and the data plane counts large prompts with it.
+
+Simulated engines that count prompt tokens with a real tokenizer file (a byte-level BPE
+trained on English prose and JSON, tests/support/tiny_tokenizer.py: a language it never saw
+splits into bytes, as a served model's tokenizer splits one it saw little of), behind a data
+plane from `create_app` (static mode). The table's characters per token are what the profiler
+measures: its own prose prompts (`make_prompt`) for text, its probe tools for JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from contracts.policy import Policy
+from contracts.profile_report import ProfileReport
+from contracts.tokenizer_ref import TokenizerRef
+from control_plane.build.table import build_table
+from data_plane.app import COUNTER, AppDeps, create_app
+from data_plane.settings import DataPlaneSettings
+from profiler.engine.client import EngineClient
+from profiler.engine.engine_facts import preflight
+from profiler.engine.token_rates import measure_json_chars_per_token
+from profiler.load.workload import make_prompt
+from simulator import SimFleetConfig, SimPairConfig, run_fleet
+from tests.hostile.test_engine_blame import post
+from tests.reliability.stack import EXAMPLES, NOW, metric
+from tests.support import tiny_tokenizer
+
+pytestmark = pytest.mark.integration
+
+FAMILY = "llama-3.1-70b-instruct"
+QUANTS = ("awq-int4", "fp8")
+RATIO = "gearbox_prompt_estimate_ratio"
+NON_ENGLISH = "Der Fuchs springt über den Hund, während es regnet. 東京は日本の首都です。" * 160
+
+
+def _served(quant: str) -> str:
+    return f"sim/{FAMILY}-{quant}"
+
+
+def _text_rate(path: Path) -> float:
+    """Characters per token of the profiler's own prose prompts by this tokenizer: what its
+    calibration measures from usage (`profiler.load`)."""
+    prompts = [make_prompt(2_000, 4.0, seed) for seed in range(3)]
+    return sum(map(len, prompts)) / sum(tiny_tokenizer.count(path, p) for p in prompts)
+
+
+def _report(quant: str, urls: Sequence[str], rates: tuple[float, float | None]) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((EXAMPLES / f"{FAMILY}@{quant}.json").read_text("utf-8"))
+    return data | {
+        "endpoints": list(urls),
+        "served_model_name": _served(quant),
+        "prices": {"input_usd_per_mtok": 0.3, "output_usd_per_mtok": 0.6},
+        "chars_per_token": rates[0],
+        "json_chars_per_token": rates[1],
+    }
+
+
+def _engine(quant: str, tokenizer: Path) -> SimPairConfig:
+    return SimPairConfig(
+        name=_served(quant),
+        family=FAMILY,
+        quantization=quant,
+        ttft_base_s=0.01,
+        tpot_base_s=0.001,
+        max_running=64,
+        context_length=32_768,
+        tokenizer=tokenizer,
+    )
+
+
+@asynccontextmanager
+async def _data_plane(
+    reports: Sequence[dict[str, Any]], tmp_path: Path, name: str
+) -> AsyncIterator[tuple[str, web.Application]]:
+    table = build_table([ProfileReport.model_validate(r) for r in reports], Policy(), NOW)
+    snapshot = tmp_path / f"{name}.json"
+    snapshot.write_text(table.model_dump_json())
+    values: dict[str, Any] = {
+        "host": "127.0.0.1",
+        "redis_url": "",
+        "snapshot_path": snapshot,
+        "scrape_interval_s": 0.0,
+        "instance_id": f"hostile-{name}",
+    }
+    server = TestServer(create_app(DataPlaneSettings(**values), AppDeps()), host="127.0.0.1")
+    await server.start_server()
+    try:
+        await server.app[COUNTER].settled()
+        yield str(server.make_url("")).rstrip("/"), server.app
+    finally:
+        await server.close()
+
+
+def _tools() -> list[dict[str, Any]]:
+    """Tools unlike the profiler's probes: nested, with enums and long descriptions."""
+    tools = []
+    for i in range(24):
+        properties = {
+            f"field_{j}": {"type": "string", "enum": [f"v{k}" for k in range(6)]} for j in range(6)
+        }
+        tools.append(
+            {
+                "type": "function",
+                "function": {
+                    "name": f"update_record_{i}",
+                    "description": f"Update record {i} of the ledger; every field is optional.",
+                    "parameters": {"type": "object", "properties": properties},
+                },
+            }
+        )
+    return tools
+
+
+async def _ratio(
+    session: aiohttp.ClientSession, url: str, app: web.Application, body: dict[str, Any]
+) -> float:
+    """The engine's usage.prompt_tokens over the data plane's estimate for one request."""
+    before = {q: metric(app, f"{RATIO}_sum", pair=f"{FAMILY}@{q}") for q in QUANTS}
+    status, pair, raw = await post(session, url, body)
+    assert status == 200, raw[:300]
+    return metric(app, f"{RATIO}_sum", pair=pair) - before[pair.split("@")[1]]
+
+
+async def _ratios(url: str, app: web.Application) -> Mapping[str, float]:
+    ask = {"model": "auto", "max_tokens": 4}
+    tools_heavy = ask | {
+        "messages": [{"role": "user", "content": "Which record needs an update?"}],
+        "tools": _tools(),
+    }
+    foreign = ask | {"messages": [{"role": "user", "content": NON_ENGLISH}]}
+    assert min(len(json.dumps(b)) for b in (tools_heavy, foreign)) >= 8192  # counted
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        return {
+            "tools": await _ratio(session, url, app, tools_heavy),
+            "non-English": await _ratio(session, url, app, foreign),
+        }
+
+
+async def test_the_tokenizer_s_count_matches_the_engine_better_than_characters(
+    tmp_path: Path,
+) -> None:
+    """The profiler finds the engines' tokenizer file through /v1/models and the table names
+    it: usage.prompt_tokens over the estimate is within 2% of 1 for a tools-heavy and a
+    non-English prompt. The same table without the file (today's characters per token,
+    measured by the profiler on its prose and probe tools) is off by more on both: measured
+    1.08 (tools) and 1.63 (non-English) against 0.9997 and 0.9999 with the file."""
+    path = tiny_tokenizer.train(tmp_path / "ckpt" / "tokenizer.json")
+    config = SimFleetConfig(pairs=[_engine(q, path) for q in QUANTS])
+    async with run_fleet(config, answers={}) as fleet, aiohttp.ClientSession() as session:
+        urls = {q: [fleet.url(_served(q))] for q in QUANTS}
+        client = EngineClient(session, urls["fp8"][0], _served("fp8"), 10.0)
+        info = await preflight(client, 5.0)
+        assert info.tokenizer is not None
+        assert info.tokenizer == TokenizerRef(
+            id=str(path.resolve()), sha256=tiny_tokenizer.sha256(path)
+        )
+        rates = (_text_rate(path), await measure_json_chars_per_token(client))
+        plain = [_report(q, u, rates) for q, u in urls.items()]
+        named = [r | {"tokenizer": info.tokenizer.model_dump()} for r in plain]
+        async with _data_plane(named, tmp_path, "named") as (url, app):
+            counted = await _ratios(url, app)
+        async with _data_plane(plain, tmp_path, "plain") as (url, app):
+            estimated = await _ratios(url, app)
+    for kind, ratio in counted.items():
+        assert 0.98 <= ratio <= 1.02, (kind, counted)
+        assert abs(estimated[kind] - 1) > abs(ratio - 1), (kind, counted, estimated)
+    assert estimated["non-English"] > 1.5, estimated

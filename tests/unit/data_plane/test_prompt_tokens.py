@@ -1,0 +1,133 @@
+"""A prompt counted by the served model's tokenizer (docs/data_plane.md, "Prompt size"): what
+is counted, how much of it, and how the count becomes the one estimate every consumer reads."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from data_plane.decision.compile import MAX_CONTEXTS, compile_table
+from data_plane.decision.feasibility import input_tokens
+from data_plane.domain import Budget, CompiledTable
+from data_plane.request.body import parse_request_body
+from data_plane.request.category import request_facts
+from data_plane.request.prompt_size import IMAGE_CHARS
+from data_plane.request.prompt_tokens import PromptCount, count_prompt, prompt_text
+from tests.component.data_plane.fakes import make_table, pair_entry
+
+SHA_A, SHA_B = "a" * 64, "b" * 64
+TOOL = {"type": "function", "function": {"name": "wetter", "description": "Wetter für Köln"}}
+IMAGE = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+
+
+def _ref(sha: str) -> dict[str, str]:
+    return {"id": f"/models/{sha[:4]}/tokenizer.json", "sha256": sha}
+
+
+def _table(rows: list[tuple[str, str, str | None, float]]) -> CompiledTable:
+    """(family, quantization, tokenizer SHA-256 or None, chars_per_token) per pair."""
+    entries = []
+    for family, quant, sha, chars_per_token in rows:
+        row = pair_entry(family, quant, context_length=1000)
+        row |= {"chars_per_token": chars_per_token, "tokenizer": sha and _ref(sha)}
+        entries.append(row)
+    return compile_table(make_table(entries))
+
+
+def test_the_text_counted_is_every_part_the_template_renders() -> None:
+    """Each turn's text (a string or text parts), a turn's tool calls, the tools, documents
+    and a response_format schema as `tojson` renders them (non-ASCII as is); not image
+    parts; a completions prompt as it is."""
+    calls = [{"id": "c1", "type": "function", "function": {"name": "wetter", "arguments": "{}"}}]
+    doc: dict[str, Any] = {
+        "messages": [
+            {"role": "system", "content": "Sei kurz."},
+            {"role": "user", "content": [{"type": "text", "text": "Wie ist das Wetter?"}, IMAGE]},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+        ],
+        "tools": [TOOL],
+        "documents": [{"title": "Köln"}],
+        "response_format": {"type": "json_schema", "json_schema": {"name": "w"}},
+    }
+    parts = [
+        "Sei kurz.",
+        "Wie ist das Wetter?",
+        json.dumps(calls, ensure_ascii=False),
+        json.dumps([TOOL], ensure_ascii=False),
+        '[{"title": "Köln"}]',
+        '{"name": "w"}',
+    ]
+    assert prompt_text(doc) == "\n".join(parts)
+    assert prompt_text({"prompt": "def f(x):"}) == "def f(x):"
+    assert prompt_text({"prompt": ["a", "b"]}) == "a\nb"
+    assert prompt_text({"messages": "not a list"}) == ""
+
+
+def test_a_huge_prompt_is_counted_up_to_its_limit_and_the_rest_priced_per_character() -> None:
+    """A client's prompt a hundred contexts long costs the counter `max_chars` of text, not
+    the whole prompt: the count reads only that much."""
+    read: list[int] = []
+
+    def count(text: str) -> int:
+        read.append(len(text))
+        return len(text) // 2
+
+    counted = count_prompt(count, "x" * 100_000, 1_000, SHA_A)
+    assert read == [1_000]
+    assert counted == PromptCount(SHA_A, 500, 99_000)
+    assert count_prompt(count, "x" * 800, 1_000, SHA_A) == PromptCount(SHA_A, 400, 0)
+
+
+def test_an_alias_has_a_tokenizer_only_when_every_pair_names_the_same_file() -> None:
+    """Two quantizations of one family name one file: the family's aliases count with it, each
+    token at the larger chars_per_token (no pair's estimate falls below the count), reading
+    at most MAX_CONTEXTS contexts' characters; a family with a pair naming none (but that
+    pair's own alias), and `auto` over families with two files, are priced per character."""
+    table = _table(
+        [
+            ("fama", "fp16", SHA_A, 4.0),
+            ("fama", "int4", SHA_A, 4.5),
+            ("famb", "fp16", SHA_B, 4.0),
+            ("famc", "fp16", SHA_B, 4.0),
+            ("famc", "int4", None, 4.0),
+        ]
+    )
+    named = {"fama", "fama@fp16", "fama@int4", "famb", "famb@fp16", "famc@fp16"}
+    assert set(table.tokenizers) == named
+    family = table.tokenizers["fama"]
+    assert (family.sha256, family.token_chars) == (SHA_A, 4.5)
+    assert family.max_chars == MAX_CONTEXTS * 1000 * 4.5
+    assert table.tokenizers["fama@fp16"].token_chars == 4.0
+    assert "auto" not in table.tokenizers
+
+
+def _facts_chars(table: CompiledTable, body: dict[str, Any], counted: PromptCount | None) -> int:
+    parsed = parse_request_body(json.dumps(body).encode(), "chat")
+    return request_facts(parsed, table, Budget(), counted).input_chars
+
+
+def test_a_count_by_the_alias_s_tokenizer_is_the_estimate_every_pair_reads() -> None:
+    """300 tokens by the family's tokenizer: each pair of the family is asked for at least
+    300 input tokens (4.5 characters each, the larger figure), whatever the characters say;
+    image parts are added at the table's figure. A count by another file (the table
+    changed under it), or for an alias without a tokenizer, is not used."""
+    table = _table([("fama", "fp16", SHA_A, 4.0), ("fama", "int4", SHA_A, 4.5)])
+    body = {"model": "fama", "messages": [{"role": "user", "content": "Köln " * 200}]}
+    counted = PromptCount(SHA_A, 300)
+    chars = _facts_chars(table, body, counted)
+    assert chars == 300 * 4.5
+    assert sorted(input_tokens(p, chars) for p in table.pairs) == [300, 338]
+    assert _facts_chars(table, body, PromptCount(SHA_B, 300)) == 1000
+    assert _facts_chars(table, body, None) == 1000
+    with_image = {
+        "model": "fama",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Was?"}, IMAGE]}],
+    }
+    image = table.image_chars.get("fama", IMAGE_CHARS)  # 576 tokens at 4.5
+    assert _facts_chars(table, with_image, counted) == 300 * 4.5 + image
+    rest = PromptCount(SHA_A, 300, rest_chars=5_000)
+    assert _facts_chars(table, body, rest) == 300 * 4.5 + 5_000
+    other = replace(table, tokenizers={})
+    parsed = parse_request_body(json.dumps(body).encode(), "chat")
+    assert request_facts(parsed, other, Budget(), counted).input_chars == 1000
