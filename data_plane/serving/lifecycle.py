@@ -55,6 +55,9 @@ class Queue(Protocol):
     def finished(self) -> None: ...
 
 
+_LENT = ("sink", "bodies", "headers_for")  # what `Request.let_go` drops
+
+
 class Request(Decidable):
     """One client request: created by its door, filled in by the decision step, walked through its
     chain by the HTTP door's proxy, ended by `Finish`. `outcome`: what it came to so far (the
@@ -158,6 +161,18 @@ class Request(Decidable):
         self.trace_headers = {} if trace_headers is None else trace_headers
         self.max_tokens, self.dispatched_s = max_tokens, dispatched_s
 
+    def let_go(self) -> None:
+        """Drop what its door lent it, once it is over (`Finish.finish`): the sink holds the
+        door's aiohttp request, which holds this one (`middleware.REQUEST`), so kept they
+        make a cycle that leaves each request's objects (its body, aiohttp's request and
+        response) to the cyclic collector instead of being freed when the door returns. With the
+        overhead gate at 64 connections (alternated, same hour): 0.40-0.44 of the minimal
+        proxy kept, 0.48-0.49 dropped (Gearbox 739-1,087 against 572-691 us of CPU per
+        request)."""
+        for name in _LENT:
+            if hasattr(self, name):
+                delattr(self, name)
+
 
 class Finish:
     """How a door ends its requests (one per door: its metrics, its decision step and its
@@ -192,6 +207,7 @@ class Finish:
         if answer is not None and self._checks is not None and not request.ended:
             self._checks.offer(request, answer)
         self.free(request)
+        request.let_go()
 
     def count(self, request: Request, ending: Ending) -> None:
         """Count the request once, as `ending` (an error as its outcome label)."""
