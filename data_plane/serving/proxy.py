@@ -329,7 +329,8 @@ class Proxy:
             or all(p.pair != better.pair for p in table.by_alias.get(decision.alias, ()))
         ):
             return None
-        problem = check_answer(answer.served.body, walk.request.wants_json)
+        served = answer.served
+        problem = check_answer(served.body, walk.request.wants_json, served.doc)
         if problem is None:
             return None
         health = p.health.view()
