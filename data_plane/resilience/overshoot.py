@@ -25,6 +25,7 @@ Event-loop thread only; the clock is injected; memory is SAMPLES per pair served
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Mapping
 
@@ -34,13 +35,20 @@ QUANTILE = 0.9
 
 
 class _Recent:
-    """One pair's last samples and who gave them."""
+    """One pair's last samples and who gave them, and the same samples kept in order (the
+    quantile is read after every answer: sorting the window each time cost ~3 us of the
+    ~5 us an answer took here, one insertion and one removal in the kept order ~1 us)."""
 
-    __slots__ = ("by_client", "samples")
+    __slots__ = ("by_client", "ordered", "samples")
 
     def __init__(self) -> None:
         self.samples: deque[tuple[float, str | None]] = deque(maxlen=SAMPLES)
         self.by_client: dict[str, int] = {}
+        self.ordered: list[float] = []  # the samples' values, ascending
+
+    def quantile(self, q: float) -> float:
+        ordered = self.ordered
+        return ordered[int(q * (len(ordered) - 1))]
 
     def admits(self, client: str | None, max_share: float) -> bool:
         """Whether `client` may give one more sample: held + 1 <= share x (n + 1) + 1, share
@@ -54,7 +62,8 @@ class _Recent:
 
     def add(self, overshoot_s: float, client: str | None) -> None:
         if len(self.samples) == SAMPLES:
-            _, old = self.samples[0]
+            value, old = self.samples[0]
+            del self.ordered[bisect_left(self.ordered, value)]
             if old is not None:
                 left = self.by_client[old] - 1
                 if left:
@@ -62,6 +71,7 @@ class _Recent:
                 else:
                     del self.by_client[old]
         self.samples.append((overshoot_s, client))
+        insort(self.ordered, overshoot_s)
         if client is not None:
             self.by_client[client] = self.by_client.get(client, 0) + 1
 
@@ -93,8 +103,7 @@ class Overshoot:
             return
         recent.add(min(max(0.0, latency_s - predicted_s), predicted_s), who)
         if len(recent.samples) >= MIN_SAMPLES:
-            ordered = sorted(s for s, _ in recent.samples)
-            self._margins[pair] = (ordered[int(QUANTILE * (len(ordered) - 1))], self._clock())
+            self._margins[pair] = (recent.quantile(QUANTILE), self._clock())
 
     def raw(self) -> Mapping[str, tuple[float, float]]:
         return self._margins

@@ -17,8 +17,8 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from opentelemetry.trace import SpanKind
 
@@ -30,7 +30,7 @@ from data_plane.progress.stall import StallWatch
 from data_plane.progress.stall_guard import StallGuard, Wait
 from data_plane.resilience.health import Health
 from data_plane.serving.lifecycle import Request
-from data_plane.serving.usage import SSE_TAIL_BYTES, Usage, find_usage
+from data_plane.serving.usage import SSE_TAIL_BYTES, Usage, read_usage
 from data_plane.settings import ProgressConfig
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from data_plane.telemetry.tracing import (
@@ -88,6 +88,9 @@ class Served:
     first_byte_s: float | None  # monotonic time the first byte went to the client (streams)
     outcome: Outcome | None = None
     usage: Usage | None = None  # a non-streamed answer's `usage`, read once (None: none found)
+    # The non-streamed body as decoded when reading its usage decoded it whole (None: it was
+    # not): what the quality guard judges.
+    doc: dict[str, Any] | None = field(default=None, hash=False, compare=False)
 
 
 @per_request
@@ -347,7 +350,8 @@ class AttemptRunner:
         outcome = _status_outcome(resp.status)
         if outcome is not None:
             return Failed(outcome, resp.status, data[:MAX_ERROR_BODY_BYTES])
-        return Served(resp.status, data, resp.content_type, False, None, usage=find_usage(data))
+        usage, doc = read_usage(data)
+        return Served(resp.status, data, resp.content_type, False, None, usage=usage, doc=doc)
 
     async def _relay(
         self, request: Request, attempt: Attempt, resp: UpstreamResponse

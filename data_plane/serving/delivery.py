@@ -123,7 +123,7 @@ class Delivery:
         failure, attempts = state.failure, state.attempts
         match failure:
             case Failed(outcome=UpstreamStatus(code=code)) if code < 500 and code != 429:
-                last = state.last or walk.decision.candidates[0]
+                last = state.last or walk.request.walked.candidates[0]
                 body = json.dumps(normalize_upstream_error(code, failure.body)).encode()
                 route = walk.request.headers_for(last, attempts)
                 headers = {"Content-Type": "application/json", **route}
@@ -205,7 +205,8 @@ class Delivery:
             predicted_s = predicted_e2e_s(answer.cand, found, walk.request.load_met)
             self._overshoot.answered(answer.cand.pair.pair, latency_s, predicted_s, client)
         if self._outputs is not None:
-            kind = (request.client or ANONYMOUS, answer.cand.pair.family, walk.decision.category)
+            category = request.walked.category
+            kind = (request.client or ANONYMOUS, answer.cand.pair.family, category)
             self._outputs.answered(kind, (found.output_tokens, request.max_tokens))
         if self._feedback is None:
             return
@@ -220,7 +221,8 @@ class Delivery:
         )
 
     def _account(self, walk: RequestWalk, answer: Answer, first_byte_s: float | None) -> None:
-        request, decision, cand, served = walk.request, walk.decision, answer.cand, answer.served
+        request, cand, served = walk.request, answer.cand, answer.served
+        decision = request.walked
         pair = cand.pair
         series = self._metrics.pair(pair.pair)
         latency_s = self._clock() - request.started_s

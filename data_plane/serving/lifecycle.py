@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from data_plane.decision_step import Decidable
-from data_plane.domain import Candidate
+from data_plane.domain import Candidate, RouteDecision
 from data_plane.errors import RouterError
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome, Route
 from data_plane.telemetry.request_outcome import outcome_of
@@ -64,9 +64,10 @@ class Request(Decidable):
     door sets it; `Finish.count` maps an error to it).
 
     Where its walk stands (the HTTP door; `serving/walk.py`): the proxy moves it, the attempt
-    runner and delivery read and note what they see. `attempts` is its one counter of engine
-    attempts (the walk's retry policy reads it, each attempt is numbered by it, and an error
-    after one says "do not retry"). The live checks' own asks are Requests too, never
+    runner and delivery read and note what they see. The chain it walks is `walked` (its
+    decision's, with the latency-relaxed pairs once relaxed). `attempts` is its one counter of
+    engine attempts (the walk's retry policy reads it, each attempt is numbered by it, and an
+    error after one says "do not retry"). The live checks' own asks are Requests too, never
     decided and never counted.
 
     How to send it (`sends`, before its first attempt; the attempt runner takes the request
@@ -88,6 +89,7 @@ class Request(Decidable):
         "max_tokens",
         "outcome",
         "path",
+        "relaxed",
         "route",
         "sink",
         "started_s",
@@ -132,6 +134,10 @@ class Request(Decidable):
         self.last: Candidate | None = None  # the candidate of the walk's last attempt
         self.stopped = False  # retry policy or retry budget said stop (no relaxed fallback)
         self.streaming_pair: str | None = None  # the pair whose stream the client is reading
+        # The chain as walked once the proxy relaxed it (a best-effort request whose feasible
+        # pairs all failed): the latency-relaxed decision with the decision's own candidates
+        # first. None: the walk is the decision's (`walked`).
+        self.relaxed: RouteDecision | None = None
         # The most requests in flight at its last attempt's endpoint, at that attempt's start
         # or end (this one included): the load its answer met, which later arrivals raise
         # above the decision's (`resilience.overshoot` predicts at it).
@@ -139,6 +145,14 @@ class Request(Decidable):
         # The answer the client got, once delivered whole or streamed (the HTTP door's proxy
         # sets it): what `Finish.finish` offers the live checks.
         self.answer: Answer | None = None
+
+    @property
+    def walked(self) -> RouteDecision:
+        """The fallback chain its walk follows: its decision, or once relaxed the relaxed
+        decision, whose candidates follow the decision's (accounted as fallbacks from the
+        first choice, measured against the same budget)."""
+        relaxed = self.relaxed
+        return self.decision if relaxed is None else relaxed
 
     def sends(
         self,

@@ -202,7 +202,7 @@ class Proxy:
         decision = request.decision
         deadline_s = self.deadline_s(decision)
         deadline = p.deadlines.timeout(deadline_s)
-        walk = RequestWalk(request, decision, deadline, p.clock() + deadline_s)
+        walk = RequestWalk(request, deadline, p.clock() + deadline_s)
         try:
             async with deadline:
                 return await self._walk(walk)
@@ -219,7 +219,8 @@ class Proxy:
         """The decision's chain; then, for a best-effort request whose feasible pairs all
         failed, the latency-relaxed pairs (with the relaxed deadline); then give up."""
         p = self._p
-        request, decision = walk.request, walk.decision
+        request = walk.request
+        decision = request.decision
         done = await self._try_chain(walk, decision.candidates)
         if done is not None:
             return done
@@ -228,7 +229,9 @@ class Proxy:
         if relaxed is not None:
             walk.extend(self._config.default_timeout_s - self.deadline_s(decision))
             # Accounted as fallbacks from the first choice, measured against the same budget.
-            walk.decision = replace(relaxed, candidates=(*decision.candidates, *relaxed.candidates))
+            request.relaxed = replace(
+                relaxed, candidates=(*decision.candidates, *relaxed.candidates)
+            )
             headers_for = request.headers_for
             request.headers_for = _with_reason(headers_for, relaxed.reason)
             tried = request.attempts
@@ -286,7 +289,7 @@ class Proxy:
                 return None
             request.attempts += 1
             request.last = cand
-            limit = self.attempt_limit(request, walk.decision, cand, endpoint)
+            limit = self.attempt_limit(request, request.walked, cand, endpoint)
             limit = self._handover_limit(walk, limit, targets, at)
             retry = request.failure is not None
             attempt = Attempt(cand, endpoint, request.attempts, limit)
@@ -316,7 +319,7 @@ class Proxy:
         (`_reask_output`), not the category's typical output: a long answer's re-ask that
         cannot finish in the time left would turn an answer in hand into a 504."""
         p = self._p
-        cand, decision, table = answer.cand, walk.decision, walk.table
+        cand, decision, table = answer.cand, walk.request.walked, walk.table
         better = table.more_precise.get(cand.pair.pair)
         if (
             better is None
@@ -326,7 +329,8 @@ class Proxy:
             or all(p.pair != better.pair for p in table.by_alias.get(decision.alias, ()))
         ):
             return None
-        problem = check_answer(answer.served.body, walk.request.wants_json)
+        served = answer.served
+        problem = check_answer(served.body, walk.request.wants_json, served.doc)
         if problem is None:
             return None
         health = p.health.view()
@@ -350,7 +354,7 @@ class Proxy:
         request's deadline (less `REASK_MARGIN_S`) when that is sooner than the client's, so a
         re-ask slower than predicted ends as a missed budget (no blame) and the answer in hand
         goes out, not a 504."""
-        limit = self.attempt_limit(walk.request, walk.decision, target, endpoint)
+        limit = self.attempt_limit(walk.request, walk.request.walked, target, endpoint)
         left_s = max(0.0, walk.remaining_s(self._p.clock()) - REASK_MARGIN_S)
         if limit.limit_s is not None and limit.limit_s <= left_s:
             return limit

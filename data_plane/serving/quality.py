@@ -55,16 +55,19 @@ def is_runaway_repetition(text: str) -> bool:
     return len(zlib.compress(raw, 6)) < REPETITION_MAX_RATIO * len(raw)
 
 
-def check_answer(body: bytes, wants_json: bool) -> Degeneracy | None:
-    """What is wrong with a 200 answer body, or None when it looks fine.
+def check_answer(body: bytes, wants_json: bool, doc: Any = None) -> Degeneracy | None:
+    """What is wrong with a 200 answer body, or None when it looks fine; `doc`: the body as
+    already decoded (`usage.read_usage`), None to decode it here.
 
     A body that is not an OpenAI completion object at all is left alone: the guard judges
     answers, not protocol errors.
     """
-    try:
-        choice = _first_choice(orjson.loads(body))
-    except orjson.JSONDecodeError:  # not JSON (or not UTF-8): not judged
-        return None
+    if doc is None:
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError:  # not JSON (or not UTF-8): not judged
+            return None
+    choice = _first_choice(doc)
     if choice is None:
         return None
     text, has_tools = _answer_text(choice)

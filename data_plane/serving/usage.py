@@ -9,6 +9,7 @@ never decoded in full for metrics.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import orjson
 
@@ -44,17 +45,32 @@ def find_usage(data: bytes) -> Usage | None:
     return found if found is not None else _last_usage(data)
 
 
-def _top_level_usage(data: bytes) -> Usage | None:
-    """The usage of a small JSON object whose only `"usage"` key is its own (then it is also
-    the last one); None when that is not so, or when it does not hold a usage (the tail
-    search then says what there is)."""
+def read_usage(data: bytes) -> tuple[Usage | None, dict[str, Any] | None]:
+    """`find_usage` of a whole answer body, and the body as decoded when that decoded it
+    whole (the usual small answer), else None: the quality guard then judges the answer
+    without decoding it a second time (`quality.check_answer`)."""
+    doc = _whole(data)
+    found = None if doc is None else _usage_object(doc.get("usage"))
+    return (found if found is not None else _last_usage(data)), doc
+
+
+def _whole(data: bytes) -> dict[str, Any] | None:
+    """A small JSON object whose only `"usage"` key is its own (then it is also the last
+    one), decoded; None when that is not so."""
     if len(data) > WHOLE_BODY_BYTES or data[:1] != b"{" or data.count(_USAGE_KEY) != 1:
         return None
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError:
         return None
-    return _usage_object(doc.get("usage")) if type(doc) is dict else None
+    return doc if type(doc) is dict else None
+
+
+def _top_level_usage(data: bytes) -> Usage | None:
+    """The usage of `_whole(data)`; None when there is none, or when it does not hold a usage
+    (the tail search then says what there is)."""
+    doc = _whole(data)
+    return None if doc is None else _usage_object(doc.get("usage"))
 
 
 def _last_usage(data: bytes) -> Usage | None:

@@ -2,16 +2,16 @@
 
 The proxy (`proxy.py`) moves a `RequestWalk` along; delivery (`delivery.py`) reads it to send
 the answer or the error and to account it. Neither passes the request's parts to the other.
-What the request is, how it is sent and where its walk stands (its one attempt counter, the
-last failure and candidate) is its `lifecycle.Request`, which the attempt runner, handed the
-request and one `Attempt` at a time, sees too.
+What the request is, how it is sent and where its walk stands (the chain it walks, its one
+attempt counter, the last failure and candidate) is its `lifecycle.Request`, which the
+attempt runner, handed the request and one `Attempt` at a time, sees too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data_plane.domain import Candidate, CompiledTable, RouteDecision
+from data_plane.domain import Candidate, CompiledTable
 from data_plane.serving.attempt import ClientSink, Served
 from data_plane.serving.deadlines import Deadline
 from data_plane.serving.lifecycle import Request
@@ -20,11 +20,10 @@ from data_plane.serving.usage import Usage, cost_usd, find_usage
 
 @dataclass(slots=True)
 class RequestWalk:
-    """What one request's attempts share beyond the request itself (its decision's chain as
-    walked, its deadline); where the walk stands is its `request`."""
+    """What one request's attempts share beyond the request itself (its deadline); where the
+    walk stands, and the chain it walks (`Request.walked`), is its `request`."""
 
     request: Request  # the one the door created and the decision step filled in
-    decision: RouteDecision  # the chain walked (with the relaxed pairs once relaxed)
     deadline: Deadline  # the request's timeout (moved when best-effort relaxes)
     deadline_at: float  # the same moment on the injected clock
 

@@ -19,7 +19,14 @@ from data_plane.__main__ import build_parser, load_settings, main, new_event_loo
 from data_plane.decision.compile import compile_table
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.serving.quality import Degeneracy, check_answer, is_runaway_repetition
-from data_plane.serving.usage import WHOLE_BODY_BYTES, Usage, _last_usage, cost_usd, find_usage
+from data_plane.serving.usage import (
+    WHOLE_BODY_BYTES,
+    Usage,
+    _last_usage,
+    cost_usd,
+    find_usage,
+    read_usage,
+)
 from data_plane.settings import DataPlaneSettings, OtelSettings
 from data_plane.sync.engine_scrape import parse_queue_depth
 from data_plane.sync.live_state import build_state
@@ -203,6 +210,33 @@ def test_check_answer_leaves_odd_bodies_alone() -> None:
     assert check_answer(json.dumps(tool_call).encode(), False) is None
     completion = {"choices": [{"text": ""}]}
     assert check_answer(json.dumps(completion).encode(), False) is Degeneracy.EMPTY
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        chat_json("Paris."),
+        chat_json(""),
+        chat_json("la " * 200),
+        chat_json("not json"),
+        b'{"choices": []}',
+        b'{"usage": {"prompt_tokens": 3}, "choices": [{"text": ""}]}',
+        b'{"usage": {"prompt_tokens": 3}, "x": {"usage": {}}, "choices": [{"text": ""}]}',
+        b"not json",
+        b'{"usage": 1',
+    ],
+)
+def test_an_answer_decoded_once_is_judged_and_counted_as_if_decoded_twice(body: bytes) -> None:
+    """The attempt decodes a small answer whole to read its usage (`read_usage`) and the
+    guard judges that decoded value (issue 33): the same usage as `find_usage`, the same
+    verdict as decoding the body afresh, and no decoded value where the body was not
+    decoded whole (then the guard decodes it itself)."""
+    usage, doc = read_usage(body)
+    assert usage == find_usage(body)
+    single = body.count(b'"usage"') == 1 and body.startswith(b"{") and body.endswith(b"}")
+    assert (doc is not None) == single
+    for wants_json in (False, True):
+        assert check_answer(body, wants_json, doc) == check_answer(body, wants_json)
 
 
 def test_natural_text_is_not_repetition() -> None:

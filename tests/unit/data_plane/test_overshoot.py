@@ -74,3 +74,26 @@ def test_few_clients_share_the_samples_equally() -> None:
     for _ in range(MIN_SAMPLES):
         alone.answered("p", 0.31, 0.3, ("steady", 0.1))  # a client alone gives every sample
     assert margin(alone) == pytest.approx(0.01)
+
+
+def test_the_margin_is_the_quantile_of_exactly_the_last_samples_kept() -> None:
+    """The window is kept in order as samples come and go (not sorted per answer): after
+    every answer, the margin is the quantile of the last SAMPLES bounded samples taken,
+    repeated values and capped clients included."""
+    import random
+
+    from data_plane.resilience.overshoot import QUANTILE
+
+    rng = random.Random(7)
+    found = Overshoot(lambda: 0.0)
+    taken: list[float] = []
+    for i in range(5 * SAMPLES):
+        late = rng.choice([0.0, 0.01, 0.02, rng.uniform(0.0, 0.4)])
+        client = ("a", 0.1) if i % 4 == 0 else ("b", 0.1) if i % 4 == 1 else ANY
+        before = found.capped
+        found.answered("p", 0.3 + late, 0.3, client)
+        if found.capped == before:
+            taken.append(min(late, 0.3))
+        window = sorted(taken[-SAMPLES:])
+        if len(window) >= MIN_SAMPLES:
+            assert margin(found) == pytest.approx(window[int(QUANTILE * (len(window) - 1))])
