@@ -26,9 +26,10 @@ import orjson
 from aiohttp import web
 from tokenizers import Tokenizer
 
+from contracts.prompt_text import prompt_text
 from contracts.tokenizer_ref import file_sha256
 from data_plane.domain import AliasTokenizer, CompiledTable
-from data_plane.request.prompt_tokens import PromptCount, TokenCount, count_prompt, prompt_text
+from data_plane.request.prompt_tokens import PromptCount, TokenCount, count_prompt
 from data_plane.table_store import TableStore
 
 logger = logging.getLogger(__name__)

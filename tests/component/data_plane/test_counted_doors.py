@@ -19,6 +19,7 @@ from typing import Any
 import grpc
 import pytest
 
+from contracts.prompt_text import prompt_text
 from contracts.routing_table import RoutingTable
 from contracts.tokenizer_ref import file_sha256
 from data_plane.app import COUNTER
@@ -26,7 +27,6 @@ from data_plane.decision.compile import compile_table
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
 from data_plane.prompt_counter import prompt_counter
-from data_plane.request.prompt_tokens import prompt_text
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics
 from tests.component.data_plane.conftest import MakeHarness

@@ -7,13 +7,14 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from contracts.prompt_text import prompt_text
 from data_plane.decision.compile import MAX_CONTEXTS, compile_table
 from data_plane.decision.feasibility import input_tokens
 from data_plane.domain import Budget, CompiledTable
 from data_plane.request.body import parse_request_body
 from data_plane.request.category import request_facts
 from data_plane.request.prompt_size import IMAGE_CHARS
-from data_plane.request.prompt_tokens import PromptCount, count_prompt, prompt_text
+from data_plane.request.prompt_tokens import PromptCount, count_prompt
 from tests.component.data_plane.fakes import make_table, pair_entry
 
 SHA_A, SHA_B = "a" * 64, "b" * 64
