@@ -8,8 +8,9 @@ reading at most the alias's
 `max_chars` (a longer prompt is refused by its context whatever its count; the rest is priced
 per character). `counted_chars` turns a count into the one estimate's characters
 (`category.weighed_chars`). Image parts stay priced at the model's tokens per image.
-Not counted: the template's own text (role headers, a few tokens per turn). docs/data_plane.md,
-"Prompt size".
+`count_parts` adds what the chat template adds (turn markers, BOS, the generation prompt, the
+tools as it renders them), where the profiler measured it (`TokenizerRef.template`).
+docs/data_plane.md, "Prompt size".
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from contracts.prompt_text import PromptParts
 from data_plane.domain import AliasTokenizer
 
 # Counts the tokens of one text (no special tokens): the loaded tokenizer, or a test's own.
@@ -38,6 +40,24 @@ def count_prompt(count: TokenCount, text: str, max_chars: int, sha256: str) -> P
     """`text`'s tokens by `count`, reading at most `max_chars` characters of it."""
     rest = max(0, len(text) - max_chars)
     return PromptCount(sha256, count(text[:max_chars] if rest else text), rest)
+
+
+def count_parts(count: TokenCount, parts: PromptParts, tokenizer: AliasTokenizer) -> PromptCount:
+    """A body's tokens on the engine: its parts by `count`, reading at most the alias's
+    `max_chars` of them, and what the chat template adds to a chat body
+    (`TemplateTokens.tokens`: per turn, per prompt, and the tools as it renders them). Without
+    a measured template, or for a completions prompt, the text alone (`parts.joined`)."""
+    template, sha256 = tokenizer.template, tokenizer.sha256
+    if template is None or parts.messages is None:
+        return count_prompt(count, parts.joined(), tokenizer.max_chars, sha256)
+    text = count_prompt(count, parts.text, tokenizer.max_chars, sha256)
+    tools = None
+    if parts.tools:
+        room = max(0, tokenizer.max_chars - len(parts.text))
+        tools = count_prompt(count, parts.tools, room, sha256)
+    tokens = template.tokens(text.tokens, parts.messages, None if tools is None else tools.tokens)
+    rest = text.rest_chars + (0 if tools is None else tools.rest_chars)
+    return PromptCount(sha256, tokens, rest)
 
 
 def counted_chars(counted: PromptCount, tokenizer: AliasTokenizer) -> int:
