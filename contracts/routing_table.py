@@ -430,6 +430,9 @@ def _entry_without_added_defaults(entry: Any) -> Any:
         for k, v in entry.items()
         if not any(k == name and v == default for name, default in _ADDED_ENTRY_DEFAULTS)
     }
+    tokenizer = kept.get("tokenizer")
+    if isinstance(tokenizer, dict) and "template" in tokenizer and tokenizer["template"] is None:
+        kept["tokenizer"] = {k: v for k, v in tokenizer.items() if k != "template"}  # added
     latency = kept.get("latency")
     if isinstance(latency, dict):
         kept["latency"] = {

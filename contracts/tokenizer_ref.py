@@ -4,12 +4,14 @@ was read and by its content's SHA-256.
 A profile and a table's pair entry may carry one (optional: older files load without it). The
 data plane counts prompt tokens with the file whose SHA-256 matches, found locally, never
 fetched (docs/data_plane.md, "Prompt size"); without one it prices prompts at the family's
-measured characters per token.
+measured characters per token. Where the profiler measured what the chat template adds
+(`TemplateTokens`), the count adds it too.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -19,15 +21,57 @@ Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 TOKENIZER_FILE = "tokenizer.json"  # the file a Hugging Face checkpoint directory holds
 
 
+class TemplateTokens(BaseModel):
+    """What the served model's chat template adds to a chat body's text, in tokens, as the
+    profiler measured it from the engine's own `usage.prompt_tokens` against its count of
+    `contracts.prompt_text`'s parts by the tokenizer file (docs/profiler.md, "Chat
+    template"): turn markers and roles per message, a BOS and the generation prompt per
+    prompt, and how it renders `tools` (a preamble, and the engine's tokens per counted
+    token of their JSON: 0 for a template that renders none, 1 for `tojson`)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    fixed: float = Field(
+        ge=-64.0, le=4096.0, description="tokens every chat prompt adds (BOS, generation prompt)"
+    )
+    per_message: float = Field(
+        ge=-16.0, le=1024.0, description="tokens each message adds (its turn markers, its role)"
+    )
+    tools_fixed: float = Field(
+        default=0.0, ge=-64.0, le=65536.0, description="tokens a body with tools adds (preamble)"
+    )
+    tools_scale: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=16.0,
+        description="the engine's tokens per counted token of the tools' JSON (0: not rendered)",
+    )
+
+    def tokens(self, text_tokens: int, messages: int, tools_tokens: int | None) -> int:
+        """A chat body's prompt tokens on the engine: its counted text (`text_tokens`, the
+        tools apart), `messages` turns, and tools of `tools_tokens` counted tokens (None: no
+        tools), rounded up; never below the counted text."""
+        added = self.fixed + self.per_message * messages
+        if tools_tokens is not None:
+            added += self.tools_fixed + self.tools_scale * tools_tokens
+        return max(text_tokens, math.ceil(text_tokens + added))
+
+
 class TokenizerRef(BaseModel):
     """A tokenizer file: `id` is where the profiler read it (the engine's checkpoint
     directory's `tokenizer.json`, from `/v1/models`' `root`), `sha256` its content's hash,
-    which a data plane checks the file it loads against."""
+    which a data plane checks the file it loads against; `template`, what the served chat
+    template adds to a chat body's text (absent: not measured, the text alone is counted)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     id: str = Field(min_length=1, max_length=1000, description="where the file was read")
     sha256: Sha256 = Field(description="SHA-256 of the file's bytes")
+    template: TemplateTokens | None = Field(
+        default=None,
+        description="what the chat template adds to a chat body's text, in tokens, measured "
+        "from usage.prompt_tokens; absent: not measured (the text alone is counted)",
+    )
 
 
 def file_sha256(path: Path) -> str:

@@ -186,6 +186,10 @@ class DecisionStep:
         self._p = parts
         self._headroom = Headroom()  # admission's fast path (`decision.headroom`)
 
+    def current(self) -> CompiledTable | None:
+        """The served table; None before the first."""
+        return self._p.store.current
+
     def table(self) -> CompiledTable:
         """The served table, read once per request; 503 with Retry-After before the first."""
         table = self._p.store.current
@@ -355,11 +359,13 @@ class DecisionStep:
         self.finished(request)
         request.is_decided = False
 
-    def explain(self, raw: bytes, headers: Mapping[str, str]) -> dict[str, Any]:
+    def explain(
+        self, raw: bytes, headers: Mapping[str, str], counted: PromptCount | None = None
+    ) -> dict[str, Any]:
         """`POST /v1/route`: the decision for this body and these headers (rollout applied),
-        explained; timed like any decision, counted nowhere else."""
+        explained; timed like any decision, counted nowhere else. `counted`: as `decide`'s."""
         table = self.table()
-        inbound = read_request(raw, "either", headers, table)
+        inbound = read_request(raw, "either", headers, table, counted)
         facts = inbound.facts
         result = self._route(table, RouteRequest(facts, inbound.budget), self._p.health.view())
         if isinstance(result, RouteDecision):

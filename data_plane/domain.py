@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, NamedTuple, Protocol, TypeVar, dataclass_transform
 
 from contracts.policy import Policy
+from contracts.tokenizer_ref import TemplateTokens
 
 _T = TypeVar("_T")
 
@@ -231,14 +232,16 @@ class AliasTokenizer:
     """The tokenizer every pair of an alias names (`compile.alias_tokenizers`): the file
     (`path`: where the profiler read it; `sha256`: what a loaded file must hash to), the
     characters one counted token stands for in `input_chars` (the largest chars_per_token
-    among the alias's pairs, so each pair's estimate is at least the count) and the most
+    among the alias's pairs, so each pair's estimate is at least the count), the most
     characters a request's count reads (`max_chars`: the alias's largest context, at that
-    figure, twice over; the rest is priced per character)."""
+    figure, twice over; the rest is priced per character) and what the chat template adds to
+    a chat body's text (`template`, as the profiler measured it; None: the text alone)."""
 
     path: str
     sha256: str
     token_chars: float
     max_chars: int
+    template: TemplateTokens | None = None
 
 
 @dataclass(frozen=True, slots=True)

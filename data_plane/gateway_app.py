@@ -26,6 +26,7 @@ from data_plane.background_tasks import BackgroundTasks
 from data_plane.gateway.protos import ProcessingMode
 from data_plane.gateway.router import gateway_router
 from data_plane.gateway.service import ExternalProcessor, ServiceConfig, start_server
+from data_plane.prompt_counter import prompt_counter
 from data_plane.resilience.band_arrivals import kept_for
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.serving.probes import Probes
@@ -79,6 +80,8 @@ class GatewayProcess:
         self.watcher = table_watcher(s, source, self.metrics, time.time)
         self.tracker = LoadTracker()
         self.arrivals = kept_for(self.store, time.monotonic)  # shared with the other replicas
+        # large prompts counted by the alias's tokenizer, as the HTTP door counts them
+        self.counter = prompt_counter(self.store, s.table.tokenizer_dir, s.table.tokenize_min_bytes)
         self.router = router = gateway_router(
             self.store,
             self.metrics,
@@ -89,6 +92,7 @@ class GatewayProcess:
             flow_settings(s),
             s.extproc.max_hold_s,
             arrivals=self.arrivals,
+            counter=self.counter,
         )
         service = ServiceConfig(_BODY_MODES[s.extproc.body_mode], s.server.max_body_bytes)
         self.processor = ExternalProcessor(router, self.metrics, service, time.monotonic)
@@ -106,6 +110,8 @@ class GatewayProcess:
     async def run(self) -> None:
         s, tasks = self.settings, self.tasks
         self.watcher.load_snapshot()
+        if self.store.current is not None:  # the snapshot's tokenizers start loading
+            self.counter.want(self.store.current)
         client = redis_client(s) if s.redis.url else None
         if client is not None:
             tasks.start("table_watch", self.watcher.run(client))
@@ -135,6 +141,7 @@ class GatewayProcess:
             await server.stop(s.server.shutdown_timeout_s)
             await runner.cleanup()
             await tasks.stop("table_watch", "in_flight_sharing")
+            await self.counter.close()
             if client is not None:
                 await client.aclose()
 

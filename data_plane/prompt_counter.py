@@ -5,7 +5,8 @@ SHA-256, in a thread when a table arrives: `<TABLE_TOKENIZER_DIR>/<sha256>.json`
 the profiler recorded; a file whose SHA-256 differs, or that does not load, is not used, and
 why is logged once. Nothing is fetched.
 
-`PromptCounter.count` counts a body's prompt (`request.prompt_tokens`) on one worker thread of
+`PromptCounter.count` counts a body's prompt (`request.prompt_tokens`: its text, and what
+the chat template adds where the profiler measured it) on one worker thread of
 its own, for bodies of at least `TABLE_TOKENIZE_MIN_BYTES`: the tokenizer runs without the GIL
 and the loop serves others meanwhile; one count at a time, and a body arriving while one runs
 is priced per character (None) instead of waiting, so one client's huge prompts cannot make
@@ -26,9 +27,10 @@ import orjson
 from aiohttp import web
 from tokenizers import Tokenizer
 
+from contracts.prompt_text import prompt_parts
 from contracts.tokenizer_ref import file_sha256
 from data_plane.domain import AliasTokenizer, CompiledTable
-from data_plane.request.prompt_tokens import PromptCount, TokenCount, count_prompt, prompt_text
+from data_plane.request.prompt_tokens import PromptCount, TokenCount, count_parts
 from data_plane.table_store import TableStore
 
 logger = logging.getLogger(__name__)
@@ -158,7 +160,7 @@ class PromptCounter:
         count = None if ref is None else self._shelf.loaded(ref.sha256)
         if ref is None or count is None:
             return None
-        return count_prompt(count, prompt_text(doc), ref.max_chars, ref.sha256)
+        return count_parts(count, prompt_parts(doc), ref)
 
     async def close(self) -> None:
         """Stop the worker thread (a count running ends first) and wait for the loads."""

@@ -89,6 +89,16 @@ class SimPairConfig(_Config):
         "the tools' JSON (chars_per_token and json_chars_per_token unused), and /v1/models "
         "names its directory as root, where the profiler finds it",
     )
+    template_tokens: tuple[int, int] = Field(
+        default=(0, 0),
+        description="with a `tokenizer`: the chat template's own tokens, (per prompt, per "
+        "turn), as a real template's BOS, generation prompt and turn markers",
+    )
+    template_renders_tools: bool = Field(
+        default=True,
+        description="with a `tokenizer`: whether the chat template renders `tools` (Gemma's "
+        "turn format renders none: their tokens are not counted)",
+    )
     accuracy: dict[str, Ratio] = Field(default_factory=dict)
     jitter_ratio: Ratio = 0.0
     default_max_tokens: int = Field(default=16, ge=1, le=1_000_000)

@@ -142,13 +142,16 @@ def _chat_prompt(req: ChatRequest, config: SimPairConfig) -> tuple[int, str | No
     """Prompt tokens as vLLM counts them: the text of every turn, each image part as the
     model's `image_tokens`, and the `tools` schema's JSON (the chat template renders it into the
     prompt) at `json_chars_per_token`, finer than prose as a real tokenizer splits it; with a
-    `tokenizer`, the text of each turn and the tools' JSON are its counts."""
+    `tokenizer`, the text of each turn and the tools' JSON are its counts, plus the template's
+    own tokens (`template_tokens`), the tools' only where it renders them."""
     images = sum(_image_parts(m.content) for m in req.messages)
     dumped = [m.model_dump() for m in req.messages]
     if config.tokenizer is not None:
         texts = sum(tokens_of(config.tokenizer, content_text(m.content)) for m in req.messages)
-        tools = schema_tokens(config.tokenizer, req.tools)
-        return texts + tools + images * config.image_tokens, last_user_text(dumped)
+        tools = schema_tokens(config.tokenizer, req.tools) if config.template_renders_tools else 0
+        fixed, per_turn = config.template_tokens
+        template = fixed + per_turn * len(req.messages)
+        return texts + tools + template + images * config.image_tokens, last_user_text(dumped)
     chars = sum(len(content_text(m.content)) for m in req.messages)
     schema_chars = len(json.dumps(req.tools)) if req.tools else 0
     tokens = count_tokens(chars, config.chars_per_token) + images * config.image_tokens

@@ -337,8 +337,9 @@ def alias_tokenizers(
     """alias -> the tokenizer file all its pairs name (one SHA-256), with the characters a
     counted token stands for (the largest chars_per_token among them: no pair's estimate falls
     below the count) and the characters a count reads at most (MAX_CONTEXTS contexts of the
-    alias's largest at that figure: a longer prompt is refused by its context anyway). An
-    alias with a pair naming none, or two files (`auto` over families), is left out."""
+    alias's largest at that figure: a longer prompt is refused by its context anyway), with
+    what the chat template adds (`TokenizerRef.template`). An alias with a pair naming none,
+    or two files or two templates (`auto` over families), is left out."""
     named = {e.pair: e.tokenizer for e in entries}
     found: dict[str, AliasTokenizer] = {}
     for alias, pairs in by_alias.items():
@@ -349,5 +350,5 @@ def alias_tokenizers(
         token_chars = max(p.chars_per_token for p in pairs)
         context = max(p.context_length for p in pairs)
         max_chars = math.ceil(MAX_CONTEXTS * context * token_chars)
-        found[alias] = AliasTokenizer(ref.id, ref.sha256, token_chars, max_chars)
+        found[alias] = AliasTokenizer(ref.id, ref.sha256, token_chars, max_chars, ref.template)
     return found

@@ -9,9 +9,12 @@ Two request body modes route (docs/gateway.md, "Processing modes"):
 - FULL_DUPLEX_STREAMED: nothing is answered until the body's last chunk; then the headers
   answer (mutations, `clear_route_cache`) and the rewritten body as one streamed chunk.
 
-When every pair that meets the request is full, the request phase's last message is left
-unanswered while the request waits in the queue (`gateway.in_flight`); it is answered with
-the routing headers once decided, or with a 429 at its deadline or a bound. The response
+A body large enough to be counted by its alias's tokenizer (`PromptCounter`, as the HTTP door
+counts it: docs/data_plane.md, "Prompt size") is counted off the loop before its decision; its
+last message is answered once counted. When every pair that meets the request is full, the
+request phase's last message is left unanswered while the request waits in the queue
+(`gateway.in_flight`); it is answered with the routing headers once decided, or with a 429 at
+its deadline or a bound. The response
 phase, when the filter sends it, tells when the answer ends (`end`).
 
 Other modes (NONE, STREAMED, BUFFERED_PARTIAL) cannot route on the body before the route is
@@ -26,7 +29,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from enum import Enum
+from functools import partial
 from typing import Any
 
 from data_plane.asked import Full
@@ -36,6 +41,7 @@ from data_plane.gateway.headers import HeaderList
 from data_plane.gateway.messages import ProcessingResponse
 from data_plane.gateway.router import GatewayRouter, Routed, respelt_routed_path, routed_kind
 from data_plane.request.body import BodyKind
+from data_plane.request.prompt_tokens import PromptCount
 from data_plane.serving.lifecycle import Ending, Finish, Request
 from data_plane.telemetry.metrics import RequestOutcome, Route
 
@@ -63,17 +69,18 @@ class UnsupportedBodyModeError(RouterError):
 
 
 class Waiting:
-    """A request waiting in the queue: its request phase's last message is answered with
-    `responses`, once it leaves the queue (routed, or refused with its 429), then `then`."""
+    """A request whose answer comes later: its prompt counted off the loop
+    (`GatewayRouter.count`), or waiting in the queue; its request phase's last message is
+    answered with `responses`, once `work` is done (routed, or refused), then `then`."""
 
-    __slots__ = ("_exchange", "_full", "then")
+    __slots__ = ("_work", "then")
 
-    def __init__(self, exchange: Exchange, full: Full) -> None:
-        self._exchange, self._full = exchange, full
+    def __init__(self, work: Callable[[], Awaitable[list[ProcessingResponse]]]) -> None:
+        self._work = work
         self.then: tuple[ProcessingResponse, ...] = ()
 
     async def responses(self) -> list[ProcessingResponse]:
-        return [*await self._exchange._after_wait(self._full), *self.then]
+        return [*await self._work(), *self.then]
 
 
 Answer = list[ProcessingResponse] | Waiting
@@ -210,15 +217,38 @@ class Exchange:
         full for; nothing to do in any other phase."""
         if self._phase is not Phase.BODY:
             return []
+        body = b"".join(self._chunks)
+        if self._router.counts(body):  # its prompt counted off the loop first
+            return Waiting(partial(self._after_count, body))
+        try:
+            routed = self._route(body, None)
+        except Full as full:
+            return Waiting(partial(self._after_wait, full))
+        return self._routed(routed)
+
+    def _route(self, body: bytes, counted: PromptCount | None) -> Routed:
         request = self.request
         try:
             kind = _KINDS[request.route]  # its body's kind, from its path
-            routed = self._router.route(request, kind, self._headers, b"".join(self._chunks))
-        except Full as full:
-            return Waiting(self, full)
+            return self._router.route(request, kind, self._headers, body, counted)
+        except Full:
+            raise
         except BaseException:  # decided, then failed: it no longer counts (else: nothing)
             self._end.free(request)
             raise
+
+    async def _after_count(self, body: bytes) -> list[ProcessingResponse]:
+        """The request routed with its prompt counted (`GatewayRouter.count`), after a wait
+        in the queue when every pair is full; errors answered as `on_message` answers them."""
+        try:
+            routed = self._route(body, await self._router.count(body))
+        except Full as full:
+            return await self._after_wait(full)
+        except RouterError as err:
+            return self._answer(err)
+        except Exception:  # a bug must not leave Envoy waiting on the stream
+            logger.exception("ext_proc exchange failed")
+            return self._answer(Internal())
         return self._routed(routed)
 
     async def _after_wait(self, full: Full) -> list[ProcessingResponse]:

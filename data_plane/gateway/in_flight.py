@@ -32,6 +32,7 @@ from data_plane.asked import Full
 from data_plane.decision_step import DecisionStep
 from data_plane.flow.queue import FlowQueue
 from data_plane.request.body import BodyKind
+from data_plane.request.prompt_tokens import PromptCount
 from data_plane.serving.lifecycle import Request
 
 
@@ -45,14 +46,19 @@ class GatewayDoor:
     queue: FlowQueue | None = None
 
     def decide(
-        self, request: Request, kind: BodyKind, headers: Mapping[str, str], body: bytes
+        self,
+        request: Request,
+        kind: BodyKind,
+        headers: Mapping[str, str],
+        body: bytes,
+        counted: PromptCount | None = None,
     ) -> None:
         """`request` decided now (raises the RouterError its client gets at once), or
         `Full` when every pair that meets it is full and the queue may hold it (`wait`), or
         when a request of a higher band waits for one of its pairs (strict bands, as in the
         HTTP door)."""
         queue = self.queue
-        self.step.decide(request, body, kind, headers, queue is not None, queue)
+        self.step.decide(request, body, kind, headers, queue is not None, queue, counted)
 
     async def wait(self, request: Request, full: Full, arrived: float) -> None:
         """`request` (as `full`) decided once a pair has room (raises its 429 at its

@@ -28,8 +28,10 @@ from data_plane.domain import HealthView, per_request
 from data_plane.flow.queue import FlowQueue
 from data_plane.gateway.in_flight import GatewayDoor
 from data_plane.gateway.slo import SLO_HEADERS, slo_headers
+from data_plane.prompt_counter import PromptCounter
 from data_plane.request.body import BodyKind
 from data_plane.request.identity import Rights
+from data_plane.request.prompt_tokens import PromptCount
 from data_plane.resilience.band_arrivals import BandArrivals, kept_for
 from data_plane.resilience.endpoint_load import LoadTracker
 from data_plane.resilience.tenant_load import TenantLoad
@@ -104,6 +106,8 @@ class GatewayRouter:
 
     door: GatewayDoor
     pair_header: str
+    # large prompts' tokens by the alias's tokenizer, as the HTTP door counts them
+    counter: PromptCounter | None = None
 
     @property
     def managed(self) -> tuple[str, ...]:
@@ -111,15 +115,32 @@ class GatewayRouter:
         the endpoint picker, on any path (docs/gateway.md)."""
         return (self.pair_header.lower(), REASON_HEADER, VERSION_HEADER, *SLO_HEADERS)
 
+    def counts(self, body: bytes) -> bool:
+        """Whether `body`'s prompt is counted by its alias's tokenizer before `route`
+        (`PromptCounter.counts`: a large body, a table naming the tokenizer)."""
+        counter = self.counter
+        return counter is not None and counter.counts(body, self.door.step.current())
+
+    async def count(self, body: bytes) -> PromptCount | None:
+        """`body`'s prompt tokens by its alias's tokenizer, off the loop, or None
+        (`PromptCounter.count`): what `route` takes as `counted`."""
+        counter = self.counter
+        return None if counter is None else await counter.count(body, self.door.step.current())
+
     def route(
-        self, request: Request, kind: BodyKind, headers: Mapping[str, str], body: bytes
+        self,
+        request: Request,
+        kind: BodyKind,
+        headers: Mapping[str, str],
+        body: bytes,
+        counted: PromptCount | None = None,
     ) -> Routed:
         """Raises a RouterError (InvalidRequest, InvalidBudget, ModelNotFound,
         BudgetInfeasible, AllUpstreamsUnavailable, Shed) for an answer the client gets at
         once, or `Full` when the request may wait in the queue (`wait`). Once decided,
         `request` counts until its door frees it (`lifecycle.Finish.free`), also when this
-        raises after the decision."""
-        self.door.decide(request, kind, headers, body)
+        raises after the decision. `counted`: the prompt's tokens (`count`), where counted."""
+        self.door.decide(request, kind, headers, body, counted)
         return self._rewritten(request)
 
     async def wait(self, request: Request, full: Full, arrived: float) -> Routed:
@@ -155,6 +176,7 @@ def gateway_router(
     max_hold_s: float | None = None,
     clock: Callable[[], float] = time.monotonic,
     arrivals: BandArrivals | None = None,
+    counter: PromptCounter | None = None,
 ) -> GatewayRouter:
     """Gateway mode's router: the decision step on the engines' scraped load and its own
     requests in flight (`tracker`, which the scrape fills; without one, only its own), and
@@ -180,4 +202,4 @@ def gateway_router(
     )
     step = DecisionStep(parts)
     queue = None if limits is None else FlowQueue(step, metrics.flow, limits, max_hold_s)
-    return GatewayRouter(GatewayDoor(step, queue), pair_header)
+    return GatewayRouter(GatewayDoor(step, queue), pair_header, counter)

@@ -61,7 +61,7 @@ class ExternalProcessor:
         try:
             while (message := await reader.next()) is not None:
                 answer = exchange.on_message(message)
-                if isinstance(answer, Waiting):  # in the queue: watch the stream meanwhile
+                if isinstance(answer, Waiting):  # counted or queued: watch the stream meanwhile
                     waited = True
                     responses = await reader.unless_closed(answer.responses()) or []
                 else:

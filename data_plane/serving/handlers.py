@@ -164,14 +164,21 @@ class Handlers:
     ) -> web.StreamResponse:
         arrived = asyncio.get_running_loop().time()
         raw = await self._read(request)
-        counter, table = self._counter, self._store.current
-        counted = None
-        if counter is not None and counter.counts(raw, table):
-            counted = await counter.count(raw, table)
+        counted = await self._counted(raw) if self._counts(raw) else None
         # Decided, it holds its tenant's share and a slot until the middleware finishes it
         # (`lifecycle.Finish`), answered, failed or cancelled.
         await self._decide(request[REQUEST], raw, kind, request, arrived, counted)
         return await self._serve(request, self._clock(), path)
+
+    def _counts(self, raw: bytes) -> bool:
+        """Whether `raw`'s prompt is counted by its alias's tokenizer (no coroutine when not)."""
+        counter = self._counter
+        return counter is not None and counter.counts(raw, self._store.current)
+
+    async def _counted(self, raw: bytes) -> PromptCount | None:
+        """`raw`'s prompt tokens by its alias's tokenizer (`PromptCounter.count`)."""
+        counter = self._counter
+        return None if counter is None else await counter.count(raw, self._store.current)
 
     async def _decide(
         self,
@@ -232,7 +239,8 @@ class Handlers:
     async def route(self, request: web.Request) -> web.Response:
         """The decision for this body and these headers, explained; no engine is called."""
         raw = await self._read(request)
-        return web.json_response(self._step.explain(raw, request.headers))
+        counted = await self._counted(raw) if self._counts(raw) else None
+        return web.json_response(self._step.explain(raw, request.headers, counted))
 
     def _model_list(self) -> tuple[int, bytes, dict[str, dict[str, object]]]:
         """(table version, the list's body, the model objects by id), built once per table."""

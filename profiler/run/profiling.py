@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import aiohttp
 from contracts.profile_report import Hardware, Prices, ProfileReport
 from profiler.engine.client import EngineClient
 from profiler.engine.engine_facts import EndpointInfo, FactsTracker, preflight, watch_metrics
+from profiler.engine.template_tokens import with_template
 from profiler.engine.token_rates import measure_image_tokens, measure_json_chars_per_token
 from profiler.errors import EndpointError, InputError
 from profiler.evals.accuracy import (
@@ -155,6 +156,8 @@ async def profile_pair(plan: PairPlan, rt: Runtime) -> ProfileReport:
     infos = [await preflight(c, rt.settings.preflight_timeout_s) for c in clients]
     origin = (rt.git_sha, rt.host)
     facts = run_facts(plan, infos[0], (set_id, set_sha), started_at, origin, items)
+    # what the chat template adds around the counted text, where the tokenizer was found
+    facts = replace(facts, tokenizer=await with_template(clients[0], facts.tokenizer))
     state = RunState(recorders=[LevelRecorder(level) for level in plan.sweep])
     try:
         await _measure(plan, clients[0], items, state, rt)

@@ -18,10 +18,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from tokenizers import Tokenizer
 
+from contracts.prompt_text import prompt_text
 from demo.fleet import (
     ENGINES_CLI,
     FleetPair,
@@ -34,6 +37,7 @@ from demo.variants import (
     REAL_VARIANTS,
 )
 from tests.support.redis_server import RedisProcess
+from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 
@@ -184,3 +188,98 @@ def test_the_router_counted_cost_for_the_pair(real_stack: RealStack, client: ope
     ]
     assert costs
     assert costs[0] > 0
+
+
+# A chat body with several turns and a tools list, large enough to be counted by the
+# tokenizer (TABLE_TOKENIZE_MIN_BYTES, 8 KiB), small enough for the engine's 2,048 tokens:
+# the shipped Gemma template renders no tools, so the engine sees the turns alone.
+COUNTED_TURNS = [
+    {"role": "system", "content": "You answer questions about the inventory, briefly."},
+    {"role": "user", "content": "Which shelves hold the spare parts for the older pumps? " * 6},
+    {"role": "assistant", "content": "Shelves 4 and 7 hold them; 7 has the seals and gaskets."},
+    {"role": "user", "content": "And how many seals are left, counting the returned ones? " * 6},
+    {"role": "assistant", "content": "Forty-two seals, eleven of them returned last month."},
+    {"role": "user", "content": "Order twenty more and tell me when they arrive."},
+]
+COUNTED_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": f"inventory_action_{i}",
+            "description": "Look up, reserve or reorder an inventory item by its key.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "key": {"type": "string", "description": "the item's stock key"},
+                    "quantity": {"type": "integer", "minimum": 1},
+                    "shelf": {"type": "string", "enum": ["s1", "s4", "s7"]},
+                },
+                "required": ["key"],
+            },
+        },
+    }
+    for i in range(20)
+]
+
+
+async def _routed_input_tokens(url: str, body: dict[str, Any], expect: int) -> int:
+    """The input tokens `/v1/route` reports for `body`, once the data plane has loaded the
+    tokenizer (in a thread, when the table arrived): polled until near `expect`."""
+    seen: list[int] = []
+
+    async def near() -> bool:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{url}/v1/route", json=body) as resp,
+        ):
+            assert resp.status == 200, await resp.text()
+            explained = await resp.json()
+        # no route (priced per character until the file is loaded: over the context)
+        seen.append(explained.get("tokens", {}).get("input", -1))
+        return abs(seen[-1] - expect) <= max(2, expect // 50)
+
+    try:
+        await eventually(near, timeout_s=60, interval_s=0.5, what="the tokenizer's count")
+    except AssertionError as err:
+        raise AssertionError(f"/v1/route reported {seen[-3:]}, the engine {expect}") from err
+    return seen[-1]
+
+
+def test_a_chat_prompt_is_counted_as_the_engine_counts_it(
+    real_stack: RealStack, client: openai.OpenAI
+) -> None:
+    """The profiler measured what the shipped Gemma turn format adds (5 tokens per prompt: BOS
+    and the generation prompt; 4 per turn; tools not rendered) and the table carries it: for
+    several turns and a tools list, the data plane's count is within 2% of the engine's
+    usage.prompt_tokens. The text alone counted (c0edadc) is off by the tools' JSON and the
+    turn markers; measured figures in docs/data_plane.md, "Prompt size"."""
+    (entry,) = real_stack.table["entries"]
+    template = entry["tokenizer"]["template"]
+    assert template == {"fixed": 5.0, "per_message": 4.0, "tools_fixed": 0.0, "tools_scale": 0.0}
+    body: dict[str, Any] = {
+        "model": PAIR,
+        "messages": COUNTED_TURNS,
+        "tools": COUNTED_TOOLS,
+        "tool_choice": "none",  # the engine has no tool parser: "auto" is its 400
+        "max_tokens": 1,
+        "temperature": 0,
+    }
+    assert len(json.dumps(body)) >= 8192
+    sent = body | {"model": real_stack.engine.served_name}
+    with openai.OpenAI(base_url=f"{real_stack.engine.url}/v1", api_key="e2e") as engine_sdk:
+        usage = engine_sdk.chat.completions.create(**sent).usage
+    assert usage is not None
+    engine = usage.prompt_tokens
+    routed = asyncio.run(_routed_input_tokens(real_stack.data_plane_url, body, engine))
+    answer = client.chat.completions.create(**body)  # routed through the data plane
+    assert answer.usage is not None
+    assert answer.usage.prompt_tokens == engine
+    tokenizer = Tokenizer.from_file(entry["tokenizer"]["id"])
+    text_alone = len(tokenizer.encode(prompt_text(body), add_special_tokens=False).ids)
+    per_character = len(json.dumps(body["tools"])) + sum(len(t["content"]) for t in COUNTED_TURNS)
+    print(
+        f"engine {engine}, counted with the template {routed}, text alone {text_alone}, "
+        f"per character {per_character / entry['chars_per_token']:.0f}"
+    )
+    assert abs(routed - engine) <= engine * 0.02
+    assert text_alone > engine * 1.5  # what the template adds and drops matters here

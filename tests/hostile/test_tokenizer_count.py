@@ -30,6 +30,7 @@ from data_plane.app import COUNTER, AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
 from profiler.engine.client import EngineClient
 from profiler.engine.engine_facts import preflight
+from profiler.engine.template_tokens import with_template
 from profiler.engine.token_rates import measure_json_chars_per_token
 from profiler.load.workload import make_prompt
 from simulator import SimFleetConfig, SimPairConfig, run_fleet
@@ -178,3 +179,59 @@ async def test_the_tokenizer_s_count_matches_the_engine_better_than_characters(
         assert 0.98 <= ratio <= 1.02, (kind, counted)
         assert abs(estimated[kind] - 1) > abs(ratio - 1), (kind, counted, estimated)
     assert estimated["non-English"] > 1.5, estimated
+
+
+def _turns() -> list[dict[str, str]]:
+    """Many short turns: the template's markers are a large share of the prompt."""
+    said = ("Is the ledger balanced for the third quarter?", "Yes, to the cent, twice checked.")
+    return [{"role": ("user", "assistant")[i % 2], "content": said[i % 2]} for i in range(161)]
+
+
+async def _template_ratios(url: str, app: web.Application) -> Mapping[str, float]:
+    ask = {"model": "auto", "max_tokens": 4}
+    bodies = {
+        "turns": ask | {"messages": _turns()},
+        "tools": ask | {"messages": _turns()[:9], "tools": _tools()},
+    }
+    assert min(len(json.dumps(b)) for b in bodies.values()) >= 8192  # counted
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+        return {kind: await _ratio(session, url, app, body) for kind, body in bodies.items()}
+
+
+async def test_the_chat_template_s_tokens_are_counted_and_the_ratio_shows_them(
+    tmp_path: Path,
+) -> None:
+    """Engines whose chat template adds 5 tokens per prompt and 4 per turn and renders no
+    tools (the shipped Gemma turn format's figures, docs/profiler.md "Chat template"): the
+    profiler measures them, the table carries them, and `gearbox_prompt_estimate_ratio`
+    (usage.prompt_tokens over the estimate) is within 2% of 1 for 161 short turns and for 9
+    turns with 24 tools. The same table without the template (the count of c0edadc) is off on
+    both, and the ratio shows it: measured 1.119 for the turns (the markers missing) and 0.033
+    for the tools (their JSON counted, not rendered), against 1.000 and 0.996 with it."""
+    path = tiny_tokenizer.train(tmp_path / "ckpt" / "tokenizer.json")
+    gemma = {"template_tokens": (5, 4), "template_renders_tools": False}
+    engines = [_engine(q, path).model_copy(update=gemma) for q in QUANTS]
+    async with run_fleet(SimFleetConfig(pairs=engines), answers={}) as fleet:
+        urls = {q: [fleet.url(_served(q))] for q in QUANTS}
+        async with aiohttp.ClientSession() as session:
+            client = EngineClient(session, urls["fp8"][0], _served("fp8"), 10.0)
+            ref = await with_template(client, (await preflight(client, 5.0)).tokenizer)
+        assert ref is not None
+        assert ref.template is not None
+        # measured against the data plane's count, whose texts are joined by a newline (one
+        # token of this file) where these engines count each turn apart: 5 + 1 and 4 - 1
+        assert (ref.template.fixed, ref.template.per_message) == (6.0, 3.0)
+        assert (ref.template.tools_fixed, ref.template.tools_scale) == (0.0, 0.0)
+        rates = (_text_rate(path), None)
+        plain = [_report(q, u, rates) for q, u in urls.items()]
+        measured = [r | {"tokenizer": ref.model_dump()} for r in plain]
+        alone = [r | {"tokenizer": ref.model_dump(exclude={"template"})} for r in plain]
+        async with _data_plane(measured, tmp_path, "template") as (url, app):
+            counted = await _template_ratios(url, app)
+        async with _data_plane(alone, tmp_path, "alone") as (url, app):
+            text_alone = await _template_ratios(url, app)
+    print(f"with the template {counted}, text alone {text_alone}")
+    for kind, ratio in counted.items():
+        assert 0.98 <= ratio <= 1.02, (kind, counted)
+    assert text_alone["turns"] > 1.1, text_alone
+    assert text_alone["tools"] < 0.2, text_alone

@@ -161,6 +161,37 @@ def test_a_tokenizer_is_an_optional_entry_field_outside_the_old_hash() -> None:
         RoutingTable.model_validate(named)
 
 
+def test_a_tokenizer_s_template_is_optional_validated_and_hashed_when_present() -> None:
+    """A tokenizer without `template` (written before it) keeps its hash; one with it hashes
+    differently, validates, and reaches the compiled table's alias; a template out of range
+    (a negative tools scale, a non-finite figure, an unknown field) is refused, naming it."""
+    import json
+
+    from contracts.routing_table import RoutingTable, compute_content_sha256
+    from data_plane.decision.compile import compile_table
+    from tests.unit.data_plane.tables import entry, table
+
+    current = json.loads(table([entry("m", "fp16")]).model_dump_json())
+    current["entries"][0]["tokenizer"] = {"id": "/models/m/tokenizer.json", "sha256": "ab" * 32}
+    current["content_sha256"] = compute_content_sha256(current)
+    read = RoutingTable.model_validate(current)
+    assert compute_content_sha256(read) == current["content_sha256"]  # template: None
+    gemma = {"fixed": 5.0, "per_message": 4.0, "tools_fixed": 0.0, "tools_scale": 0.0}
+    current["entries"][0]["tokenizer"]["template"] = gemma
+    assert compute_content_sha256(current) != read.content_sha256
+    current["content_sha256"] = compute_content_sha256(current)
+    measured = RoutingTable.model_validate(current)
+    assert measured.entries[0].tokenizer is not None
+    assert measured.entries[0].tokenizer.template is not None
+    compiled = compile_table(measured)
+    assert compiled.tokenizers["m"].template == measured.entries[0].tokenizer.template
+    for field, value in (("tools_scale", -0.5), ("fixed", float("nan")), ("turns", 3)):
+        wrong = json.loads(json.dumps(current))
+        wrong["entries"][0]["tokenizer"]["template"] = gemma | {field: value}
+        with pytest.raises(ValidationError, match=rf"tokenizer\.template\.{field}"):
+            RoutingTable.model_validate(wrong)
+
+
 def test_a_table_written_before_the_json_rate_validates_both_ways() -> None:
     """`json_chars_per_token` (6a74426) came into entries without a place among the added
     defaults, so writers since hash it as null and writers before did not have it: a reader

@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from contracts.prompt_text import prompt_text
 from contracts.tokenizer_ref import file_sha256
 from data_plane.decision.compile import compile_table
 from data_plane.domain import CompiledTable
 from data_plane.prompt_counter import PromptCounter, TokenizerShelf
-from data_plane.request.prompt_tokens import PromptCount, TokenCount, prompt_text
+from data_plane.request.prompt_tokens import PromptCount, TokenCount
 from tests.component.data_plane.fakes import make_table, pair_entry
 from tests.support import tiny_tokenizer
 from tests.support.waiting import eventually

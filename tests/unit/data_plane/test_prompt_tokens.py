@@ -7,13 +7,15 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from contracts.prompt_text import PromptParts, prompt_parts, prompt_text
+from contracts.tokenizer_ref import TemplateTokens
 from data_plane.decision.compile import MAX_CONTEXTS, compile_table
 from data_plane.decision.feasibility import input_tokens
 from data_plane.domain import Budget, CompiledTable
 from data_plane.request.body import parse_request_body
 from data_plane.request.category import request_facts
 from data_plane.request.prompt_size import IMAGE_CHARS
-from data_plane.request.prompt_tokens import PromptCount, count_prompt, prompt_text
+from data_plane.request.prompt_tokens import PromptCount, count_parts, count_prompt
 from tests.component.data_plane.fakes import make_table, pair_entry
 
 SHA_A, SHA_B = "a" * 64, "b" * 64
@@ -54,11 +56,13 @@ def test_the_text_counted_is_every_part_the_template_renders() -> None:
         "Sei kurz.",
         "Wie ist das Wetter?",
         json.dumps(calls, ensure_ascii=False),
-        json.dumps([TOOL], ensure_ascii=False),
         '[{"title": "Köln"}]',
         '{"name": "w"}',
     ]
-    assert prompt_text(doc) == "\n".join(parts)
+    tools = json.dumps([TOOL], ensure_ascii=False)
+    assert prompt_text(doc) == "\n".join([*parts, tools])
+    assert prompt_parts(doc) == PromptParts("\n".join(parts), tools, 3)
+    assert prompt_parts({"prompt": "def f(x):"}) == PromptParts("def f(x):", "", None)
     assert prompt_text({"prompt": "def f(x):"}) == "def f(x):"
     assert prompt_text({"prompt": ["a", "b"]}) == "a\nb"
     assert prompt_text({"messages": "not a list"}) == ""
@@ -77,6 +81,51 @@ def test_a_huge_prompt_is_counted_up_to_its_limit_and_the_rest_priced_per_charac
     assert read == [1_000]
     assert counted == PromptCount(SHA_A, 500, 99_000)
     assert count_prompt(count, "x" * 800, 1_000, SHA_A) == PromptCount(SHA_A, 400, 0)
+
+
+def test_a_measured_template_adds_its_tokens_per_prompt_per_turn_and_for_tools() -> None:
+    """Gemma's turn format (5 per prompt, 4 per turn, tools not rendered): 3 turns and tools
+    count the text alone plus 17, the tools' JSON not at all; a `tojson` template with a
+    preamble counts the tools once more; a completions prompt, or a table without the
+    template, counts the text as it is (the tools joined to it by a newline)."""
+
+    def count(text: str) -> int:
+        return len(text.split())
+
+    doc = {
+        "messages": [{"role": "user", "content": "eins zwei"}] * 3,
+        "tools": [TOOL],
+    }
+    parts = prompt_parts(doc)
+    text, tools = count(parts.text), count(parts.tools)
+    gemma = TemplateTokens(fixed=5, per_message=4, tools_fixed=0, tools_scale=0)
+    table = _table([("fama", "fp16", SHA_A, 4.0)])
+    plain = table.tokenizers["fama"]
+    assert count_parts(count, parts, plain) == PromptCount(SHA_A, count(parts.joined()))
+    templated = replace(plain, template=gemma)
+    assert count_parts(count, parts, templated) == PromptCount(SHA_A, text + 5 + 3 * 4)
+    tojson = TemplateTokens(fixed=1, per_message=3, tools_fixed=12.5, tools_scale=1)
+    with_tools = replace(plain, template=tojson)
+    assert count_parts(count, parts, with_tools).tokens == text + 1 + 9 + 13 + tools
+    completion = prompt_parts({"prompt": "eins zwei drei"})
+    assert count_parts(count, completion, templated) == PromptCount(SHA_A, 3)
+
+
+def test_a_template_s_count_reads_at_most_the_alias_s_characters() -> None:
+    """The text first, then the tools in what is left of `max_chars`; the rest is priced per
+    character, as without a template."""
+    read: list[int] = []
+
+    def count(text: str) -> int:
+        read.append(len(text))
+        return len(text) // 2
+
+    plain = _table([("fama", "fp16", SHA_A, 4.0)]).tokenizers["fama"]
+    ref = replace(plain, max_chars=1_000, template=TemplateTokens(fixed=0, per_message=0))
+    parts = PromptParts("x" * 800, "y" * 5_000, 1)
+    counted = count_parts(count, parts, ref)
+    assert read == [800, 200]
+    assert counted == PromptCount(SHA_A, 400 + 100, 4_800)
 
 
 def test_an_alias_has_a_tokenizer_only_when_every_pair_names_the_same_file() -> None:
