@@ -10,7 +10,8 @@ All of a group's commands go in one round trip with every other group's (on a st
 or Sentinel's master; a cluster's client routes each to its slot's owner). Redis's work per
 exchange grows with the counts that changed, not with the replicas or the endpoints. A new
 endpoint gets a position in the group's index (two more round trips, once per endpoint and
-fleet); a count at a position this replica has not learnt yet reads the index again. Epochs
+fleet: a script hands out the next position to an endpoint the index does not hold); a
+count at a position this replica has not learnt yet reads the index again. Epochs
 follow the wall clock (the replicas' clocks must agree within the lead). After an error the
 epochs written to are barred and positions learnt again: the replica's counts are back in the
 sums from the next epoch, at most `ttl_s` later. After an exchange that changed nothing, the
@@ -69,6 +70,22 @@ _CREATE = (
     [b"INCRBY", b"i32", b"#0", b"0"],
     b"$6\r\nINCRBY\r\n$3\r\ni32\r\n$2\r\n#0\r\n$1\r\n0\r\n",
 )
+
+
+# Positions for endpoints new to the index, one each, in one step (KEYS[1]: the group's index;
+# ARGV: the endpoints; "" holds the last position handed out).
+_CLAIM = """
+local positions = {}
+for i, endpoint in ipairs(ARGV) do
+  local position = redis.call('HGET', KEYS[1], endpoint)
+  if not position then
+    position = redis.call('HINCRBY', KEYS[1], '', 1)
+    redis.call('HSET', KEYS[1], endpoint, position)
+  end
+  positions[i] = tonumber(position)
+end
+return positions
+"""
 
 
 def _empty() -> Counts:
@@ -174,21 +191,17 @@ class InFlightSharing:
             await self._claim(link, missing)
 
     async def _claim(self, link: CommandLink, new: dict[int, list[str]]) -> None:
-        """Reserve positions (HINCRBY), claim one per endpoint unless another replica did
-        meanwhile (HSETNX: its reserved position is then left unused), learn the winners."""
+        """Give each endpoint the index does not hold the next position, atomically (one
+        script call per group: a position is handed out only to an endpoint that has none, so
+        positions stay 1..endpoints however many replicas meet the same new endpoints at once;
+        reserving first, each replica's reservation left unused when another claimed the
+        endpoint, and every later endpoint's position, and the sums, grew past them)."""
         order = sorted(new)
-        tops = await link([("HINCRBY", self._groups[g].keys.index, "", len(new[g])) for g in order])
-        claims: list[Command] = []
-        for g, top in zip(order, tops, strict=True):
-            index, names = self._groups[g].keys.index, new[g]
-            first = int(top) - len(names) + 1
-            claims += [("HSETNX", index, e, first + i) for i, e in enumerate(names)]
-            claims.append(("HMGET", index, *names))
-        replies = await link(claims)
-        at = 0
-        for g in order:
-            at += len(new[g]) + 1
-            for endpoint, position in zip(new[g], replies[at - 1], strict=True):
+        replies = await link(
+            [("EVAL", _CLAIM, 1, self._groups[g].keys.index, *new[g]) for g in order]
+        )
+        for g, positions in zip(order, replies, strict=True):
+            for endpoint, position in zip(new[g], positions, strict=True):
                 self._adopt(g, endpoint, int(position))
 
     def _adopt(self, g: int, endpoint: str, position: int) -> None:
