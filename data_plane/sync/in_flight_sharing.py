@@ -163,11 +163,20 @@ class InFlightSharing:
             self._lose()
             raise
         changed = self._note_writes(wants, due)
-        sums, at = [], 0
+        sums, at, counted = [], 0, self._counted()
         for group, batch in zip(self._groups, batches, strict=True):
             at += len(batch)
-            sums.append(self._read(group, replies[at - 2], replies[at - 1], due[0]))
+            if group is counted:
+                sums.append(self._read(group, replies[at - 2], replies[at - 1], due[0]))
+            else:
+                sums.append(self._read(group, replies[at - 1], None, due[0]))
         await self._take(link, sums, changed)
+
+    def _counted(self) -> _Group:
+        """The group whose epoch's replicas this exchange counts: each in turn. Every replica
+        enters every group's epochs, so one group's count is everyone's; counting one a turn
+        spares the other groups' masters a command each exchange."""
+        return self._groups[self.exchanges % len(self._groups)]
 
     async def _place(self, link: CommandLink, own: Mapping[str, int]) -> None:
         """Learn the positions of our endpoints that have something in flight and none known
@@ -240,10 +249,13 @@ class InFlightSharing:
                     ("PEXPIRE", keys.joined(epoch), self._life_ms),
                     ("PEXPIRE", keys.index, self._keep_ms),
                 ]
+        commands.append(("GET", keys.sums(due[0])))
+        if group is not self._counted():
+            return commands
         # The replicas listed once per epoch read (a twin under our id is said out loud),
         # counted otherwise.
-        listing = "SMEMBERS" if group is self._groups[0] and due[0] != self._listed else "SCARD"
-        return [*commands, ("GET", keys.sums(due[0])), (listing, keys.joined(due[0]))]
+        listing = "SMEMBERS" if due[0] != self._listed else "SCARD"
+        return [*commands, (listing, keys.joined(due[0]))]
 
     def _note_writes(self, wants: list[Counts], due: tuple[int, ...]) -> bool:
         """Redis took the writes: every epoch due now holds `want` of ours (unless barred).
@@ -264,14 +276,15 @@ class InFlightSharing:
     def _read(self, group: _Group, sums: bytes | None, joined: Any, epoch: int) -> Counts:
         """The others' counts in the epoch read; Redis lost the epoch if we are in it and it
         is gone (then it is barred, as after an error). `joined`: the epoch's replicas, or
-        their number."""
-        if not isinstance(joined, int):
+        their number (None: not counted in this group this exchange)."""
+        if joined is not None and not isinstance(joined, int):
             self._listed = epoch
             self._clashes(joined)
             joined = len(joined)
         if sums is None and epoch in group.joined:
             self._forget(group)
-        self.replicas_held = max(self.replicas_held, joined + (epoch not in group.joined))
+        if joined is not None:
+            self.replicas_held = joined + (epoch not in group.joined)
         return others(decoded(sums), group.sent if epoch in group.joined else _empty())
 
     async def _take(self, link: CommandLink, sums: list[Counts], changed: bool) -> None:

@@ -291,15 +291,41 @@ async def _commands_per_round(
 async def test_redis_does_the_same_few_commands_per_exchange_whatever_the_replicas(
     redis_client: aioredis.Redis, redis_keys: RedisKeys, links: list[CommandLink]
 ) -> None:
-    """Per exchange and group: one GET of the sums and one SCARD, and one BITFIELD in a
-    group whose counts changed; nothing that grows with the replicas (the snapshots' MGET
-    read every other replica's snapshot)."""
+    """Per exchange and group: one GET of the sums, and one BITFIELD in a group whose counts
+    changed; one SCARD per exchange, in one group (every replica is in every group's epoch,
+    so one count is everyone's; before, one per group); nothing that grows with the
+    replicas (the snapshots' MGET read every other replica's snapshot)."""
     for replicas in (4, 32):
         keys = RedisKeys(f"{redis_keys.prefix}-{replicas}")
         calls = await _commands_per_round(redis_client, keys, links, replicas)
         changed = calls.pop("bitfield")
         assert replicas <= changed <= replicas * GROUPS  # one changed count per replica
-        assert calls == {"get": replicas * GROUPS, "scard": replicas * GROUPS}, replicas
+        assert calls == {"get": replicas * GROUPS, "scard": replicas}, replicas
+
+
+async def test_each_group_counts_the_replicas_in_turn_and_the_count_holds(
+    redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    """A replica counts the epoch's replicas in one group per exchange, each group in turn
+    (so a cluster's masters share the count alike), and the count is the fleet's: three
+    replicas, each seen as three by the one counting."""
+    clock = EpochClock()
+    fleet = [_replica(redis_keys, f"dp-{i}", clock) for i in range(3)]
+    for tracker, _ in fleet:
+        _set(tracker, "e#0", 1)
+    await _all_at_once(fleet, links)  # everyone enters the epoch
+    recording = Recording(links[0])
+    counted = []
+    for _ in range(2 * GROUPS):
+        await fleet[0][1].exchange(recording)  # type: ignore[arg-type]  # forwards to a link
+        assert fleet[0][1].replicas_held == 3
+        batch = [c.args if isinstance(c, Packed) else c for c in recording.batches[-1]]
+        counts = [str(c[1]) for c in batch if c[0] in ("SCARD", "SMEMBERS")]
+        assert len(counts) == 1, batch
+        counted.append(counts[0].split("}")[0])
+    groups = [redis_keys.in_flight_group(g, GROUPS).index.split("}")[0] for g in range(GROUPS)]
+    assert sorted(counted[:GROUPS]) == sorted(groups)  # each group once...
+    assert counted[GROUPS:] == counted[:GROUPS]  # ...in turn
 
 
 async def test_an_entry_with_every_endpoint_busy_adds_two_counts_an_operation_exactly(
