@@ -140,7 +140,8 @@ class InFlightSharing:
         self._listed: int | None = None  # the epoch whose replicas were listed
         self._where: dict[str, int] = {}  # endpoint -> group, for those with a position
         self._answered_at: float | None = None
-        self.replicas_held = 0  # replicas in the last answer, this one included
+        self.replicas_held = 0  # replicas in the last answer, this one included (held while
+        # an exchange is in flight; 0 after an error or without answers for the TTL)
         self.quiet = 0  # exchanges in a row that changed nothing (they lengthen the wait)
         self.exchanges = 0  # answered exchanges (tests and logs)
         self.entered = 0  # epochs entered, all groups
@@ -155,7 +156,6 @@ class InFlightSharing:
         batches = [
             self._commands(g, want, due) for g, want in zip(self._groups, wants, strict=True)
         ]
-        self.replicas_held = 0
         commands = [c for batch in batches for c in batch]
         try:
             replies = await link(commands)

@@ -375,6 +375,38 @@ async def test_an_entry_with_every_endpoint_busy_adds_two_counts_an_operation_ex
         assert tracker.peers_in_flight() == _others(trackers, i), i
 
 
+async def test_the_replicas_count_holds_while_an_exchange_waits_for_its_answer(
+    redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    """The count others read (the canary splits its capacity by it) is the last answer's
+    while the next exchange waits for Redis; before, it was 0 until the answer came."""
+    clock = EpochClock()
+    fleet = [_replica(redis_keys, f"dp-{i}", clock) for i in range(2)]
+    await _all_at_once(fleet, links)
+    await _all_at_once(fleet, links)
+    sharing = fleet[0][1]
+    assert sharing.replicas_held == 2
+    held = Held(links[0])
+    exchange = asyncio.create_task(sharing.exchange(held))  # type: ignore[arg-type]  # forwards
+    await held.reached.wait()
+    assert sharing.replicas_held == 2  # the batch is held before Redis
+    held.go.set()
+    await exchange
+    assert sharing.replicas_held == 2
+
+
+class Held:
+    """A link that holds a batch until told, then forwards it to a real one."""
+
+    def __init__(self, link: CommandLink) -> None:
+        self.link, self.reached, self.go = link, asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, commands: Sequence[Command]) -> list[Any]:
+        self.reached.set()
+        await self.go.wait()
+        return await self.link(commands)
+
+
 class Recording:
     """A link that keeps each batch it forwards to a real one (what the replica sent)."""
 
