@@ -488,7 +488,7 @@ async def test_positions_stay_dense_when_every_replica_meets_new_endpoints_at_on
     before claiming them and lost most claims: the index's last position grew to about 8
     times the endpoints, and an endpoint placed later got a position past every reservation,
     which every replica's GET of the sums then carried (at 256 x 1,000 in the scale bench, a
-    29 KB sums string instead of 1.4 KB)."""
+    26 KB sums string instead of 1.4 KB)."""
     clock = EpochClock()
     replicas = [_replica(redis_keys, f"dp-{i}", clock, groups=1) for i in range(8)]
     for round_ in range(10):
