@@ -6,8 +6,9 @@ starts a task per node, records metrics and parses every reply element by elemen
 2.9 ms of a replica's CPU per in-flight exchange at 256 replicas x 1,000 endpoints on 3
 shards (12% of a core at 40 exchanges a second, docs/benchmarks.md "Scale"), where the same
 exchange on a standalone Redis costs about 0.6 ms. Here the slot of each command's key (its
-first argument: every command the link is given names one key there) picks the master from
-the client's slot map, and the batch goes out as on a standalone Redis (`command_link.py`).
+first argument: every command the link is given names one key there, or a script call's one
+key) picks the master from the client's slot map, and the batch goes out as on a standalone
+Redis (`command_link.py`).
 
 A batch is sent once. After a connection error, a timeout or a redirection (MOVED, ASK: the
 slot moved, a failover) the batch fails whole, the link's connections are closed and the
@@ -32,6 +33,7 @@ from redis.retry import Retry
 from data_plane.sync.resp_wire import Arg, Command, Packed, pack_commands, receive
 
 _REDIRECTS = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
+_SCRIPTS = ("EVAL", "EVALSHA")  # a script's first argument is its body, its key the third
 
 
 def _key(arg: Arg) -> bytes:
@@ -80,7 +82,8 @@ class ClusterLink:
         nodes: dict[str, tuple[ClusterNode, list[int]]] = {}
         for i, command in enumerate(commands):
             args = command.args if isinstance(command, Packed) else command
-            node = cluster.nodes_manager.get_node_from_slot(key_slot(_key(args[1])))
+            key = args[3] if args[0] in _SCRIPTS else args[1]  # a script's one key: KEYS[1]
+            node = cluster.nodes_manager.get_node_from_slot(key_slot(_key(key)))
             nodes.setdefault(node.name, (node, []))[1].append(i)
         return list(nodes.values())
 

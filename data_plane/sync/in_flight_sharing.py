@@ -10,7 +10,8 @@ All of a group's commands go in one round trip with every other group's (on a st
 or Sentinel's master; a cluster's client routes each to its slot's owner). Redis's work per
 exchange grows with the counts that changed, not with the replicas or the endpoints. A new
 endpoint gets a position in the group's index (two more round trips, once per endpoint and
-fleet); a count at a position this replica has not learnt yet reads the index again. Epochs
+fleet: a script hands out the next position to an endpoint the index does not hold); a
+count at a position this replica has not learnt yet reads the index again. Epochs
 follow the wall clock (the replicas' clocks must agree within the lead). After an error the
 epochs written to are barred and positions learnt again: the replica's counts are back in the
 sums from the next epoch, at most `ttl_s` later. After an exchange that changed nothing, the
@@ -71,6 +72,22 @@ _CREATE = (
 )
 
 
+# Positions for endpoints new to the index, one each, in one step (KEYS[1]: the group's index;
+# ARGV: the endpoints; "" holds the last position handed out).
+_CLAIM = """
+local positions = {}
+for i, endpoint in ipairs(ARGV) do
+  local position = redis.call('HGET', KEYS[1], endpoint)
+  if not position then
+    position = redis.call('HINCRBY', KEYS[1], '', 1)
+    redis.call('HSET', KEYS[1], endpoint, position)
+  end
+  positions[i] = tonumber(position)
+end
+return positions
+"""
+
+
 def _empty() -> Counts:
     return np.zeros(0, dtype=np.int64)
 
@@ -123,7 +140,8 @@ class InFlightSharing:
         self._listed: int | None = None  # the epoch whose replicas were listed
         self._where: dict[str, int] = {}  # endpoint -> group, for those with a position
         self._answered_at: float | None = None
-        self.replicas_held = 0  # replicas in the last answer, this one included
+        self.replicas_held = 0  # replicas in the last answer, this one included (held while
+        # an exchange is in flight; 0 after an error or without answers for the TTL)
         self.quiet = 0  # exchanges in a row that changed nothing (they lengthen the wait)
         self.exchanges = 0  # answered exchanges (tests and logs)
         self.entered = 0  # epochs entered, all groups
@@ -138,7 +156,6 @@ class InFlightSharing:
         batches = [
             self._commands(g, want, due) for g, want in zip(self._groups, wants, strict=True)
         ]
-        self.replicas_held = 0
         commands = [c for batch in batches for c in batch]
         try:
             replies = await link(commands)
@@ -146,11 +163,20 @@ class InFlightSharing:
             self._lose()
             raise
         changed = self._note_writes(wants, due)
-        sums, at = [], 0
+        sums, at, counted = [], 0, self._counted()
         for group, batch in zip(self._groups, batches, strict=True):
             at += len(batch)
-            sums.append(self._read(group, replies[at - 2], replies[at - 1], due[0]))
+            if group is counted:
+                sums.append(self._read(group, replies[at - 2], replies[at - 1], due[0]))
+            else:
+                sums.append(self._read(group, replies[at - 1], None, due[0]))
         await self._take(link, sums, changed)
+
+    def _counted(self) -> _Group:
+        """The group whose epoch's replicas this exchange counts: each in turn. Every replica
+        enters every group's epochs, so one group's count is everyone's; counting one a turn
+        spares the other groups' masters a command each exchange."""
+        return self._groups[self.exchanges % len(self._groups)]
 
     async def _place(self, link: CommandLink, own: Mapping[str, int]) -> None:
         """Learn the positions of our endpoints that have something in flight and none known
@@ -174,21 +200,17 @@ class InFlightSharing:
             await self._claim(link, missing)
 
     async def _claim(self, link: CommandLink, new: dict[int, list[str]]) -> None:
-        """Reserve positions (HINCRBY), claim one per endpoint unless another replica did
-        meanwhile (HSETNX: its reserved position is then left unused), learn the winners."""
+        """Give each endpoint the index does not hold the next position, atomically (one
+        script call per group: a position is handed out only to an endpoint that has none, so
+        positions stay 1..endpoints however many replicas meet the same new endpoints at once;
+        reserving first, each replica's reservation left unused when another claimed the
+        endpoint, and every later endpoint's position, and the sums, grew past them)."""
         order = sorted(new)
-        tops = await link([("HINCRBY", self._groups[g].keys.index, "", len(new[g])) for g in order])
-        claims: list[Command] = []
-        for g, top in zip(order, tops, strict=True):
-            index, names = self._groups[g].keys.index, new[g]
-            first = int(top) - len(names) + 1
-            claims += [("HSETNX", index, e, first + i) for i, e in enumerate(names)]
-            claims.append(("HMGET", index, *names))
-        replies = await link(claims)
-        at = 0
-        for g in order:
-            at += len(new[g]) + 1
-            for endpoint, position in zip(new[g], replies[at - 1], strict=True):
+        replies = await link(
+            [("EVAL", _CLAIM, 1, self._groups[g].keys.index, *new[g]) for g in order]
+        )
+        for g, positions in zip(order, replies, strict=True):
+            for endpoint, position in zip(new[g], positions, strict=True):
                 self._adopt(g, endpoint, int(position))
 
     def _adopt(self, g: int, endpoint: str, position: int) -> None:
@@ -227,10 +249,13 @@ class InFlightSharing:
                     ("PEXPIRE", keys.joined(epoch), self._life_ms),
                     ("PEXPIRE", keys.index, self._keep_ms),
                 ]
+        commands.append(("GET", keys.sums(due[0])))
+        if group is not self._counted():
+            return commands
         # The replicas listed once per epoch read (a twin under our id is said out loud),
         # counted otherwise.
-        listing = "SMEMBERS" if group is self._groups[0] and due[0] != self._listed else "SCARD"
-        return [*commands, ("GET", keys.sums(due[0])), (listing, keys.joined(due[0]))]
+        listing = "SMEMBERS" if due[0] != self._listed else "SCARD"
+        return [*commands, (listing, keys.joined(due[0]))]
 
     def _note_writes(self, wants: list[Counts], due: tuple[int, ...]) -> bool:
         """Redis took the writes: every epoch due now holds `want` of ours (unless barred).
@@ -251,14 +276,15 @@ class InFlightSharing:
     def _read(self, group: _Group, sums: bytes | None, joined: Any, epoch: int) -> Counts:
         """The others' counts in the epoch read; Redis lost the epoch if we are in it and it
         is gone (then it is barred, as after an error). `joined`: the epoch's replicas, or
-        their number."""
-        if not isinstance(joined, int):
+        their number (None: not counted in this group this exchange)."""
+        if joined is not None and not isinstance(joined, int):
             self._listed = epoch
             self._clashes(joined)
             joined = len(joined)
         if sums is None and epoch in group.joined:
             self._forget(group)
-        self.replicas_held = max(self.replicas_held, joined + (epoch not in group.joined))
+        if joined is not None:
+            self.replicas_held = joined + (epoch not in group.joined)
         return others(decoded(sums), group.sent if epoch in group.joined else _empty())
 
     async def _take(self, link: CommandLink, sums: list[Counts], changed: bool) -> None:

@@ -61,6 +61,21 @@ async def test_each_command_goes_to_its_owner_in_one_round_trip_per_node(
         await link.close()
 
 
+async def test_a_script_call_goes_to_its_keys_owner(
+    cluster: Cluster, client: aioredis.Redis
+) -> None:
+    """A script names its key third (EVAL body numkeys key): routed by the body, as a plain
+    command by its first argument, it met a master that does not own the key (MOVED)."""
+    a, b, _ = _keys_on_two_masters(cluster, "script")
+    script = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
+    link = CommandLink(client)
+    try:
+        for key in (a, b):  # whichever master the body's own slot would pick, one is wrong
+            assert await link([("EVAL", script, 1, key, 5), ("GET", key)]) == [5, b"5"]
+    finally:
+        await link.close()
+
+
 async def test_a_lost_node_connection_fails_the_batch_and_the_next_reconnects(
     cluster: Cluster, client: aioredis.Redis
 ) -> None:

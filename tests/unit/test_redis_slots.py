@@ -61,6 +61,11 @@ def _in_flight_sums(k: RedisKeys) -> list[str]:
     return [group.index, group.sums(41), group.sums(42), group.joined(41), group.joined(42)]
 
 
+def _in_flight_claim(k: RedisKeys) -> list[str]:
+    """InFlightSharing._claim: one script call names its group's index alone."""
+    return [k.in_flight_group(5, 8).index]
+
+
 OPERATIONS: dict[str, Callable[[RedisKeys], list[str]]] = {
     "publish transaction": _publish,
     "rollback transaction": _rollback,
@@ -68,12 +73,14 @@ OPERATIONS: dict[str, Callable[[RedisKeys], list[str]]] = {
     "version MGET": _read_versions,
     "live-state MGET": _live_states,
     "in-flight sums' round trips": _in_flight_sums,
+    "in-flight index claim script": _in_flight_claim,
 }
 
 # Where each kind of multi-key operation is written, and how many there are: a new one fails
 # the count until it is listed above.
 SITES = {
     "control_plane/store/publisher.py": (r"pipeline\(transaction=True\)", 4),
+    "data_plane/sync/in_flight_sharing.py": (r"redis\.call\(", 3),  # the index claim: one key
 }
 
 
@@ -164,14 +171,18 @@ class Recording:
         return [self._answer(*command) for command in args]
 
     def _answer(self, name: object, key: object = None, *args: object) -> object:
-        if name == "HINCRBY":
-            self.fields[key, ""] = self.fields.get((key, ""), 0) + int(str(args[1]))
-            return self.fields[key, ""]
-        if name == "HSETNX":
-            return int(self.fields.setdefault((key, args[0]), int(str(args[1]))) == args[1])
+        if name == "EVAL":  # the index claim: a position for each endpoint that has none
+            index, endpoints = args[1], args[2:]
+            return [self._position(index, endpoint) for endpoint in endpoints]
         if name == "HMGET":
             return [self.fields.get((key, field)) for field in args]
-        return [] if name == "BITFIELD" else None if name == "GET" else 1
+        return [] if name in ("BITFIELD", "SMEMBERS") else None if name == "GET" else 1
+
+    def _position(self, index: object, endpoint: object) -> int:
+        if (index, endpoint) not in self.fields:
+            self.fields[index, ""] = self.fields.get((index, ""), 0) + 1
+            self.fields[index, endpoint] = self.fields[index, ""]
+        return self.fields[index, endpoint]
 
 
 async def test_every_command_of_the_in_flight_sums_names_its_groups_keys_only() -> None:
@@ -196,11 +207,12 @@ async def test_every_command_of_the_in_flight_sums_names_its_groups_keys_only() 
     own.update({f"e{i}#0": 5 for i in range(30)})
     await sharing.exchange(link)  # type: ignore[arg-type]
     names = {str(c[0]) for c in link.commands}
-    assert {"HINCRBY", "HSETNX", "HMGET", "BITFIELD", "SADD", "PEXPIRE", "GET", "SCARD"} <= names
+    assert {"EVAL", "HMGET", "BITFIELD", "SADD", "PEXPIRE", "GET", "SCARD"} <= names
     slots = {key_slot(CLUSTER.in_flight_group(g, 3).index.encode()) for g in range(3)}
     assert len(slots) == 3
     for command in link.commands:  # one key each (HMGET's other arguments are fields)
-        assert key_slot(str(command[1]).encode()) in slots, command
+        key = command[3] if command[0] == "EVAL" else command[1]  # a script's KEYS[1]
+        assert key_slot(str(key).encode()) in slots, command
 
 
 @pytest.mark.parametrize("prefix", ["a{b", "a}b"])

@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 
 from contracts.redis_keys import RedisKeys
 from data_plane.resilience.endpoint_load import LoadTracker
-from data_plane.sync.command_link import Command, CommandLink
+from data_plane.sync.command_link import Command, CommandLink, Packed
 from data_plane.sync.in_flight_epochs import epoch_lengths
 from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.replica_identity import ReplicaIdentity
@@ -291,15 +291,131 @@ async def _commands_per_round(
 async def test_redis_does_the_same_few_commands_per_exchange_whatever_the_replicas(
     redis_client: aioredis.Redis, redis_keys: RedisKeys, links: list[CommandLink]
 ) -> None:
-    """Per exchange and group: one GET of the sums and one SCARD, and one BITFIELD in a
-    group whose counts changed; nothing that grows with the replicas (the snapshots' MGET
-    read every other replica's snapshot)."""
+    """Per exchange and group: one GET of the sums, and one BITFIELD in a group whose counts
+    changed; one SCARD per exchange, in one group (every replica is in every group's epoch,
+    so one count is everyone's; before, one per group); nothing that grows with the
+    replicas (the snapshots' MGET read every other replica's snapshot)."""
     for replicas in (4, 32):
         keys = RedisKeys(f"{redis_keys.prefix}-{replicas}")
         calls = await _commands_per_round(redis_client, keys, links, replicas)
         changed = calls.pop("bitfield")
         assert replicas <= changed <= replicas * GROUPS  # one changed count per replica
-        assert calls == {"get": replicas * GROUPS, "scard": replicas * GROUPS}, replicas
+        assert calls == {"get": replicas * GROUPS, "scard": replicas}, replicas
+
+
+async def test_each_group_counts_the_replicas_in_turn_and_the_count_holds(
+    redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    """A replica counts the epoch's replicas in one group per exchange, each group in turn
+    (so a cluster's masters share the count alike), and the count is the fleet's: three
+    replicas, each seen as three by the one counting."""
+    clock = EpochClock()
+    fleet = [_replica(redis_keys, f"dp-{i}", clock) for i in range(3)]
+    for tracker, _ in fleet:
+        _set(tracker, "e#0", 1)
+    await _all_at_once(fleet, links)  # everyone enters the epoch
+    recording = Recording(links[0])
+    counted = []
+    for _ in range(2 * GROUPS):
+        await fleet[0][1].exchange(recording)  # type: ignore[arg-type]  # forwards to a link
+        assert fleet[0][1].replicas_held == 3
+        batch = [c.args if isinstance(c, Packed) else c for c in recording.batches[-1]]
+        counts = [str(c[1]) for c in batch if c[0] in ("SCARD", "SMEMBERS")]
+        assert len(counts) == 1, batch
+        counted.append(counts[0].split("}")[0])
+    groups = [redis_keys.in_flight_group(g, GROUPS).index.split("}")[0] for g in range(GROUPS)]
+    assert sorted(counted[:GROUPS]) == sorted(groups)  # each group once...
+    assert counted[GROUPS:] == counted[:GROUPS]  # ...in turn
+
+
+async def test_an_entry_with_every_endpoint_busy_adds_two_counts_an_operation_exactly(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    """Two replicas with 60 busy endpoints in one group: each one's entry into the next
+    epoch is one BITFIELD of 30 operations (two neighbouring counts in each; before, 60),
+    and while neighbouring counts move apart (one falls to 0 as the next rises) both epochs'
+    sums stay exactly everyone's."""
+    clock, rng = EpochClock(), random.Random(7)
+    fleet = [_replica(redis_keys, f"dp-{i}", clock, groups=1) for i in range(2)]
+    names = [f"e{i:02d}#0" for i in range(60)]
+    for tracker, _ in fleet:
+        for name in names:
+            _set(tracker, name, rng.randrange(1, 4))
+    await _all_at_once(fleet, links)
+    clock.to_lead()
+    recording = Recording(links[0])
+    await fleet[0][1].exchange(recording)  # type: ignore[arg-type]  # forwards to a link
+    await fleet[1][1].exchange(links[1])
+    epoch = int(clock.now // PERIOD_S)
+    entry = [
+        c.args
+        for c in recording.batches[-1]
+        if isinstance(c, Packed) and c.args[1] == redis_keys.in_flight_group(0, 1).sums(epoch + 1)
+    ]
+    assert [len(args[2:]) // 4 for args in entry] == [30]
+    for round_ in range(6):
+        for tracker, _ in fleet:
+            for a, b in zip(names[round_ % 2 :: 2], names[round_ % 2 + 1 :: 2], strict=False):
+                _set(tracker, a, 0 if round_ % 3 else rng.randrange(0, 6))
+                _set(tracker, b, rng.randrange(0, 6))
+        await _all_at_once(fleet, links)
+    trackers = [t for t, _ in fleet]
+    one_group = redis_keys.in_flight_group(0, 1)
+    for e in (epoch, epoch + 1):
+        sums = _raw(await redis_client.get(one_group.sums(e)))
+        index = await redis_client.hgetall(one_group.index)
+        held = {}
+        for field_, position in index.items():
+            n = int.from_bytes(sums[4 * int(position) : 4 * int(position) + 4], "big", signed=True)
+            if field_ and n:
+                held[_raw(field_).decode()] = float(n)
+        assert held == _others(trackers, -1), e
+    await _all_at_once(fleet, links)  # each reads what the other wrote last
+    for i, tracker in enumerate(trackers):
+        assert tracker.peers_in_flight() == _others(trackers, i), i
+
+
+async def test_the_replicas_count_holds_while_an_exchange_waits_for_its_answer(
+    redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    """The count others read (the canary splits its capacity by it) is the last answer's
+    while the next exchange waits for Redis; before, it was 0 until the answer came."""
+    clock = EpochClock()
+    fleet = [_replica(redis_keys, f"dp-{i}", clock) for i in range(2)]
+    await _all_at_once(fleet, links)
+    await _all_at_once(fleet, links)
+    sharing = fleet[0][1]
+    assert sharing.replicas_held == 2
+    held = Held(links[0])
+    exchange = asyncio.create_task(sharing.exchange(held))  # type: ignore[arg-type]  # forwards
+    await held.reached.wait()
+    assert sharing.replicas_held == 2  # the batch is held before Redis
+    held.go.set()
+    await exchange
+    assert sharing.replicas_held == 2
+
+
+class Held:
+    """A link that holds a batch until told, then forwards it to a real one."""
+
+    def __init__(self, link: CommandLink) -> None:
+        self.link, self.reached, self.go = link, asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, commands: Sequence[Command]) -> list[Any]:
+        self.reached.set()
+        await self.go.wait()
+        return await self.link(commands)
+
+
+class Recording:
+    """A link that keeps each batch it forwards to a real one (what the replica sent)."""
+
+    def __init__(self, link: CommandLink) -> None:
+        self.link, self.batches = link, list[Sequence[Command]]()
+
+    async def __call__(self, commands: Sequence[Command]) -> list[Any]:
+        self.batches.append(commands)
+        return await self.link(commands)
 
 
 async def test_a_replica_that_gets_no_answer_drops_the_peers_after_the_ttl(
@@ -361,6 +477,31 @@ async def test_two_processes_under_one_id_are_two_replicas_and_a_clash(
     assert clashes["first"] >= 1
     assert clashes["second"] >= 1
     assert id_first.warnings()
+
+
+async def test_positions_stay_dense_when_every_replica_meets_new_endpoints_at_once(
+    redis_client: aioredis.Redis, redis_keys: RedisKeys, links: list[CommandLink]
+) -> None:
+    """Eight replicas meet the same five new endpoints in the same instant, round after
+    round, each on its own connection: positions are handed out one per endpoint (1-50),
+    so the sums stay 50 counts long. Before, each replica reserved positions for all five
+    before claiming them and lost most claims: the index's last position grew to about 8
+    times the endpoints, and an endpoint placed later got a position past every reservation,
+    which every replica's GET of the sums then carried (at 256 x 1,000 in the scale bench, a
+    26 KB sums string instead of 1.4 KB)."""
+    clock = EpochClock()
+    replicas = [_replica(redis_keys, f"dp-{i}", clock, groups=1) for i in range(8)]
+    for round_ in range(10):
+        for tracker, _ in replicas:
+            for k in range(5):
+                _set(tracker, f"e{5 * round_ + k}#0", 1)
+        await _all_at_once(replicas, links)
+    group = redis_keys.in_flight_group(0, 1)
+    assert int(_raw(await redis_client.hget(group.index, ""))) == 50
+    await _all_at_once(replicas, links)
+    sums = _raw(await redis_client.get(group.sums(int(clock.now // PERIOD_S))))
+    assert len(sums) == 4 * 51
+    assert [int.from_bytes(sums[4 * p : 4 * p + 4], "big") for p in range(1, 51)] == [8] * 50
 
 
 async def test_positions_stay_dense_when_every_replica_meets_the_same_new_endpoints(

@@ -43,6 +43,21 @@ def test_increments_name_only_the_changed_positions_with_signed_deltas() -> None
     assert increments(np.zeros(5, dtype=np.int64)) == ([], b"")
 
 
+def test_two_changed_neighbours_take_one_i64_operation_at_the_first_ones_bit_offset() -> None:
+    """Positions 2 and 3 changed: one INCRBY i64 at bit 64 adding 5 * 2**32 - 1 (the second
+    count's decrease borrows nothing from the first while its sum stays >= 0); a run of
+    three is a pair and a single."""
+    args, packed = increments(np.array([0, 0, 5, -1, 0, 7], dtype=np.int64))
+    pair = [b"INCRBY", b"i64", b"64", b"%d" % (5 * 2**32 - 1)]
+    assert args == [*pair, b"INCRBY", b"i32", b"#5", b"7"]
+    assert packed == pack_commands([args])[len(b"*8\r\n") :]
+    run, _ = increments(np.array([-2, 1, 1], dtype=np.int64))
+    pair = [b"INCRBY", b"i64", b"0", b"%d" % (-2 * 2**32 + 1)]
+    assert run == [*pair, b"INCRBY", b"i32", b"#2", b"1"]
+    whole, _ = increments(np.ones(333, dtype=np.int64))  # an entry with every endpoint busy
+    assert len(whole) // 4 == 167
+
+
 def test_the_sums_decode_as_bitfield_lays_them_out() -> None:
     """BITFIELD's i32 at #p is the p-th group of 4 bytes, most significant byte first."""
     raw = (5).to_bytes(4, "big") + (-1).to_bytes(4, "big", signed=True) + b"\x00\x01"
