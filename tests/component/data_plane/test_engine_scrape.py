@@ -114,7 +114,9 @@ async def test_failed_scrapes_keep_the_last_depth(
     targets.append(ScrapeTarget(CompiledEndpoint("gone", "http://127.0.0.1:9"), "m"))
     tracker = LoadTracker()
     depths: dict[str, float] = {}
-    scraper = EngineScraper(client, lambda: targets, tracker, depths.__setitem__, 0.3)
+    # A 2 s timeout: the stalled GET waits it out once, and the healthy ones meet it even at
+    # load 10 (0.3 s did not: three pages on a loaded 6-worker suite missed it once).
+    scraper = EngineScraper(client, lambda: targets, tracker, depths.__setitem__, 2.0)
     assert await scraper.scrape_once() == 3
     assert depths == {"e0": 4.0, "e1": 4.0, "e2": 4.0}
     mode.update(e1="500", e2="stall")
