@@ -50,7 +50,9 @@ class TemplateTokens(BaseModel):
     def added(self, messages: int, tools_tokens: float | None) -> float:
         """The tokens the template adds to a chat body's text (the tools apart): per prompt,
         per each of `messages` turns, and for tools of `tools_tokens` tokens (None: no tools)
-        the preamble and the tokens it renders them as, in place of them (`tokens`)."""
+        the preamble and the tokens it renders them as, in place of them. The one rule of
+        both estimates: `tokens` (a count by the tokenizer) and the per-character estimate
+        (`data_plane.request.prompt_tokens.templated_chars`, tokens estimated)."""
         added = self.fixed + self.per_message * messages
         if tools_tokens is not None:
             added += self.tools_fixed + self.tools_scale * tools_tokens
