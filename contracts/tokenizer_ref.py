@@ -47,14 +47,22 @@ class TemplateTokens(BaseModel):
         description="the engine's tokens per counted token of the tools' JSON (0: not rendered)",
     )
 
+    def added(self, messages: int, tools_tokens: float | None) -> float:
+        """The tokens the template adds to a chat body's text (the tools apart): per prompt,
+        per each of `messages` turns, and for tools of `tools_tokens` tokens (None: no tools)
+        the preamble and the tokens it renders them as, in place of them. The one rule of
+        both estimates: `tokens` (a count by the tokenizer) and the per-character estimate
+        (`data_plane.request.prompt_tokens.templated_chars`, tokens estimated)."""
+        added = self.fixed + self.per_message * messages
+        if tools_tokens is not None:
+            added += self.tools_fixed + self.tools_scale * tools_tokens
+        return added
+
     def tokens(self, text_tokens: int, messages: int, tools_tokens: int | None) -> int:
         """A chat body's prompt tokens on the engine: its counted text (`text_tokens`, the
         tools apart), `messages` turns, and tools of `tools_tokens` counted tokens (None: no
         tools), rounded up; never below the counted text."""
-        added = self.fixed + self.per_message * messages
-        if tools_tokens is not None:
-            added += self.tools_fixed + self.tools_scale * tools_tokens
-        return max(text_tokens, math.ceil(text_tokens + added))
+        return max(text_tokens, math.ceil(text_tokens + self.added(messages, tools_tokens)))
 
 
 class TokenizerRef(BaseModel):

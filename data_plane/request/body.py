@@ -76,7 +76,9 @@ class ParsedBody:
     engine tokenizes (`prompt_size`: every turn's text, tools, tool calls, images, ...), and
     `json_chars` the part of it rendered as JSON, which a family may price at its own
     characters per token, and `images` its image parts, which the table may price at the
-    model's own tokens per image (`category.request_facts`)."""
+    model's own tokens per image (`category.request_facts`); `messages` its chat turns (0: a
+    completions prompt) and `tools_chars` the part of `json_chars` that is `tools`, for what
+    the chat template adds (`prompt_tokens.templated_chars`)."""
 
     alias: str
     stream: bool
@@ -86,6 +88,8 @@ class ParsedBody:
     input_chars: int
     json_chars: int = 0
     images: int = 0  # image parts, each IMAGE_CHARS of `input_chars` (`prompt_size`)
+    messages: int = 0  # chat turns (0: a completions prompt, which no template renders)
+    tools_chars: int = 0  # the `tools` part of `json_chars`
 
 
 def _text_of(content: Any) -> str:
@@ -305,13 +309,15 @@ def _fast_facts(raw: bytes, kind: BodyKind | Literal["either"]) -> Facts | None:
 def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
     """The facts of a decoded body, validated by pydantic (raises InvalidRequest)."""
     body = _validate(doc, kind)
-    extra = schema = images = 0
+    extra = schema = images = messages = tools = 0
     if isinstance(body, _ChatBody):
         texts = [_text_of(m.content) for m in body.messages]
         users = [i for i, m in enumerate(body.messages) if m.role == "user"]
         classify_text = texts[users[-1]] if users else ""
         added = [message_chars(m) for m in doc["messages"]]
-        schema = body_chars(doc) + sum(calls for calls, _ in added)
+        rendered, tools = body_chars(doc)
+        schema = rendered + sum(calls for calls, _ in added)
+        messages = len(body.messages)
         images = sum(parts for _, parts in added)
         extra = schema + images * IMAGE_CHARS
     else:
@@ -327,6 +333,8 @@ def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
         input_chars=sum(len(t) for t in texts) + extra,
         json_chars=schema,
         images=images,
+        messages=messages,
+        tools_chars=tools,
     )
 
 

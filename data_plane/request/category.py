@@ -33,7 +33,7 @@ from data_plane.errors import InvalidBudget
 from data_plane.request.body import ParsedBody
 from data_plane.request.prompt_scan import PromptScan, scan_prompt
 from data_plane.request.prompt_size import IMAGE_CHARS
-from data_plane.request.prompt_tokens import PromptCount, counted_chars
+from data_plane.request.prompt_tokens import PromptCount, counted_chars, templated_chars
 
 BUILTIN_MODEL_PATH = Path(__file__).with_name("category_model.json")
 # Windows (at most HEAD_CHARS + TAIL_CHARS + 1 characters each) whose outputs a classifier
@@ -262,17 +262,24 @@ def weighed_chars(
     family's json_chars_per_token, and each image part at the alias's characters per image
     (`CompiledTable.image_chars`: the model's measured tokens per image) in place of the
     IMAGE_CHARS the body counted. A count by the tokenizer the table names for the alias
-    (`counted`, the same SHA-256) stands for the text and JSON instead (`prompt_tokens`)."""
-    tokenizer = None if counted is None else table.tokenizers.get(parsed.alias)
+    (`counted`, the same SHA-256) stands for the text and JSON instead (`prompt_tokens`).
+    Priced per character, a chat body adds what the alias's chat template adds, where the
+    table carries it (`prompt_tokens.templated_chars`: the rule `count_parts` applies)."""
+    tokenizer = table.tokenizers.get(parsed.alias) if table.tokenizers else None
     if tokenizer is not None and counted is not None and tokenizer.sha256 == counted.sha256:
         images = parsed.images * table.image_chars.get(parsed.alias, IMAGE_CHARS)
         return counted_chars(counted, tokenizer) + images
     chars = parsed.input_chars
+    weight = 1.0
     if parsed.json_chars:
         weight = table.json_weight.get(parsed.alias, 1.0)
         chars += math.ceil(parsed.json_chars * weight) - parsed.json_chars
     if parsed.images:
         chars += parsed.images * (table.image_chars.get(parsed.alias, IMAGE_CHARS) - IMAGE_CHARS)
+    if tokenizer is not None and tokenizer.template is not None and parsed.messages:
+        tools = math.ceil(parsed.tools_chars * weight)
+        per_token = tokenizer.token_chars
+        chars = templated_chars(tokenizer.template, chars, parsed.messages, tools, per_token)
     return chars
 
 

@@ -26,7 +26,9 @@ What an engine tokenizes beyond the messages' text (docs/data_plane.md, "Prompt 
   2,880, not 576, and a pair without the figure at 576 whatever its characters per token (on
   260b93e, 576 x 4 / c: 658 at 3.5). A pair under an alias with a larger figure (`auto` over
   families) is over-estimated by the ratio, as with JSON.
-Not counted: the template's own text (role headers, a few tokens per turn).
+The template's own tokens (role headers, a few per turn) are added by `category.weighed_chars`
+where the table carries them (`prompt_tokens.templated_chars`): `ParsedBody.messages` and
+`tools_chars` (the `tools` part of `json_chars`) are counted here for it.
 
 JSON (every part above but images) is counted apart as well (`ParsedBody.json_chars`): a
 tokenizer splits JSON finer than prose (1.28-1.39x more tokens with gemma-3-270m's, 2.2x
@@ -49,7 +51,6 @@ IMAGE_TOKENS = 576  # one image part where the profile has no figure (a 336 px i
 IMAGE_CHARS_PER_TOKEN = 4.0  # the profile's default characters per token
 IMAGE_CHARS = round(IMAGE_TOKENS * IMAGE_CHARS_PER_TOKEN)
 IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
-_RENDERED = ("tools", "documents")  # top-level fields a chat template renders as JSON
 
 
 def rendered_chars(value: Any) -> int:
@@ -83,17 +84,18 @@ def message_chars(message: dict[str, Any]) -> tuple[int, int]:
     return schema, images
 
 
-def body_chars(doc: dict[str, Any]) -> int:
+def body_chars(doc: dict[str, Any]) -> tuple[int, int]:
     """What a body adds beyond its messages, all rendered JSON: `tools`, `documents`, a
-    response_format schema."""
-    extra = 0
-    for name in _RENDERED:
-        value = doc.get(name)
-        if value:
-            extra += rendered_chars(value)
+    response_format schema; and of those characters, the tools' (a chat template renders
+    them its own way: `prompt_tokens.templated_chars`)."""
+    tools = doc.get("tools")
+    extra = tools_chars = rendered_chars(tools) if tools else 0
+    documents = doc.get("documents")
+    if documents:
+        extra += rendered_chars(documents)
     fmt = doc.get("response_format")
     if type(fmt) is dict and fmt.get("type") == "json_schema":
         schema = fmt.get("json_schema")
         if schema:
             extra += rendered_chars(schema)
-    return extra
+    return extra, tools_chars

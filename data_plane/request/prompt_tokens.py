@@ -9,7 +9,8 @@ reading at most the alias's
 per character). `counted_chars` turns a count into the one estimate's characters
 (`category.weighed_chars`). Image parts stay priced at the model's tokens per image.
 `count_parts` adds what the chat template adds (turn markers, BOS, the generation prompt, the
-tools as it renders them), where the profiler measured it (`TokenizerRef.template`).
+tools as it renders them), where the profiler measured it (`TokenizerRef.template`);
+`templated_chars` adds the same (`TemplateTokens.added`) to a body priced per character.
 docs/data_plane.md, "Prompt size".
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from contracts.prompt_text import PromptParts
+from contracts.tokenizer_ref import TemplateTokens
 from data_plane.domain import AliasTokenizer
 
 # Counts the tokens of one text (no special tokens): the loaded tokenizer, or a test's own.
@@ -65,3 +67,24 @@ def counted_chars(counted: PromptCount, tokenizer: AliasTokenizer) -> int:
     the alias's largest chars_per_token (so no pair's estimate falls below the count), the
     uncounted rest as it is."""
     return math.ceil(counted.tokens * tokenizer.token_chars) + counted.rest_chars
+
+
+def templated_chars(
+    template: TemplateTokens, chars: int, messages: int, tools_chars: int, token_chars: float
+) -> int:
+    """A chat body priced per character (`chars`, of which `tools_chars` are its tools, both
+    weighed as `category.weighed_chars` weighs them) with what the chat template adds
+    (`TemplateTokens.added`, as `count_parts` adds it to a count): its `messages` turns, and
+    the tools' estimated tokens as the template renders them, in place of their characters;
+    each token at `token_chars` characters (the alias's largest chars_per_token, as
+    `counted_chars`), rounded up; never below the body without its tools.
+
+    The profiler measures the template against the count, whose texts are joined by
+    newlines, a token each (`contracts.prompt_text`): its figures leave out the one the count
+    already holds between two turns (Gemma's 5 tokens per turn measure as 4, and its 4 per
+    prompt as 5). The characters hold no newline, so the `messages - 1` joins are added as
+    tokens here, and the sum is the engine's again."""
+    text = chars - tools_chars
+    tools = tools_chars / token_chars if tools_chars else None
+    added = template.added(messages, tools) + messages - 1
+    return max(text, math.ceil(text + added * token_chars))

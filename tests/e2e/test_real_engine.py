@@ -234,7 +234,7 @@ async def _routed_input_tokens(url: str, body: dict[str, Any], expect: int) -> i
         ):
             assert resp.status == 200, await resp.text()
             explained = await resp.json()
-        # no route (priced per character until the file is loaded: over the context)
+        # no route, or another figure: priced per character until the file is loaded
         seen.append(explained.get("tokens", {}).get("input", -1))
         return abs(seen[-1] - expect) <= max(2, expect // 50)
 

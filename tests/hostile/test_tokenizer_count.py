@@ -24,7 +24,7 @@ from aiohttp.test_utils import TestServer
 
 from contracts.policy import Policy
 from contracts.profile_report import ProfileReport
-from contracts.tokenizer_ref import TokenizerRef
+from contracts.tokenizer_ref import TemplateTokens, TokenizerRef
 from control_plane.build.table import build_table
 from data_plane.app import COUNTER, AppDeps, create_app
 from data_plane.settings import DataPlaneSettings
@@ -233,5 +233,59 @@ async def test_the_chat_template_s_tokens_are_counted_and_the_ratio_shows_them(
     print(f"with the template {counted}, text alone {text_alone}")
     for kind, ratio in counted.items():
         assert 0.98 <= ratio <= 1.02, (kind, counted)
+    assert text_alone["turns"] > 1.1, text_alone
+    assert text_alone["tools"] < 0.2, text_alone
+
+
+def _small_bodies() -> Mapping[str, dict[str, Any]]:
+    """Chat bodies under TABLE_TOKENIZE_MIN_BYTES (priced per character): 60 short turns, and
+    9 turns with 8 tools (5.2k characters of JSON)."""
+    ask = {"model": "auto", "max_tokens": 4}
+    bodies = {
+        "turns": ask | {"messages": _turns()[:60]},
+        "tools": ask | {"messages": _turns()[:9], "tools": _tools()[:8]},
+    }
+    assert max(len(json.dumps(b)) for b in bodies.values()) < 8192  # not counted
+    return bodies
+
+
+async def _small_ratios(url: str, app: web.Application) -> Mapping[str, float]:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+        return {k: await _ratio(session, url, app, b) for k, b in _small_bodies().items()}
+
+
+async def test_a_small_body_priced_per_character_adds_the_template_too(tmp_path: Path) -> None:
+    """Engines whose chat template adds 5 tokens per prompt and 4 per turn and renders no
+    tools (Gemma's turn format), the template measured by the profiler and carried by the
+    table: bodies under 8 KiB, priced per character, add the template's tokens and leave out
+    the tools' JSON, so usage.prompt_tokens over the estimate is within 2% of 1 for 60 short
+    turns and for 9 turns with 8 tools (not over-estimated: at least 0.98). The table's
+    characters per token are the turns' own by the engines' tokenizer (the profiler's figure
+    on text like them), so what is left is the template's part. The same table without the
+    template (the estimate of d7f11db, with the template or without) is off on both:
+    measured 1.167 for the turns (the markers missing) and 0.075 for the tools (their JSON
+    counted, not rendered), against 1.000 and 1.000 with it."""
+    path = tiny_tokenizer.train(tmp_path / "ckpt" / "tokenizer.json")
+    gemma = {"template_tokens": (5, 4), "template_renders_tools": False}
+    engines = [_engine(q, path).model_copy(update=gemma) for q in QUANTS]
+    texts = [m["content"] for m in _turns()[:60]]
+    rate = sum(map(len, texts)) / sum(tiny_tokenizer.count(path, t) for t in texts)
+    async with run_fleet(SimFleetConfig(pairs=engines), answers={}) as fleet:
+        urls = {q: [fleet.url(_served(q))] for q in QUANTS}
+        async with aiohttp.ClientSession() as session:
+            client = EngineClient(session, urls["fp8"][0], _served("fp8"), 10.0)
+            ref = await with_template(client, (await preflight(client, 5.0)).tokenizer)
+        assert ref is not None
+        assert ref.template == TemplateTokens(fixed=6, per_message=3, tools_scale=0)
+        plain = [_report(q, u, (rate, None)) for q, u in urls.items()]
+        measured = [r | {"tokenizer": ref.model_dump()} for r in plain]
+        alone = [r | {"tokenizer": ref.model_dump(exclude={"template"})} for r in plain]
+        async with _data_plane(measured, tmp_path, "small-template") as (url, app):
+            priced = await _small_ratios(url, app)
+        async with _data_plane(alone, tmp_path, "small-alone") as (url, app):
+            text_alone = await _small_ratios(url, app)
+    print(f"with the template {priced}, text alone {text_alone}")
+    for kind, ratio in priced.items():
+        assert 0.98 <= ratio <= 1.02, (kind, priced)
     assert text_alone["turns"] > 1.1, text_alone
     assert text_alone["tools"] < 0.2, text_alone

@@ -224,3 +224,22 @@ def test_a_text_only_request_is_not_priced_for_images() -> None:
     table = _images_table({"famv": (2_880, 4.0)})
     parsed = parse_request_body(json.dumps(_body() | {"model": "famv"}).encode(), "chat")
     assert (parsed.images, request_facts(parsed, table, Budget()).input_chars) == (0, len(ASK))
+
+
+def test_the_turns_and_the_tools_part_of_the_json_are_counted_apart() -> None:
+    """For the chat template's figures (`prompt_tokens.templated_chars`): the turns, and the
+    part of `json_chars` that is `tools` (not documents, a schema, or a turn's tool calls),
+    alike on both paths; a completions body has no turns."""
+    documents = [{"title": "Weather"}]
+    calls = [{"id": "1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    body = _body(tools=[TOOL], documents=documents)
+    body["messages"].append({"role": "assistant", "content": None, "tool_calls": calls})
+    fast = chat_facts(body)
+    assert fast is not None
+    slow = validated_facts(body, "chat")
+    assert (slow.messages, slow.tools_chars) == (2, len(json.dumps([TOOL])))
+    assert slow == parse_request_body(json.dumps(body).encode(), "chat") == type(slow)(*fast)
+    assert slow.json_chars == sum(len(json.dumps(v)) for v in ([TOOL], documents, calls))
+    raw = json.dumps({"model": "auto", "prompt": ASK, "tools": [TOOL]}).encode()
+    parsed = parse_request_body(raw, "completions")
+    assert (parsed.messages, parsed.tools_chars) == (0, 0)

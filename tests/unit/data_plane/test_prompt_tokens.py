@@ -4,6 +4,7 @@ is counted, how much of it, and how the count becomes the one estimate every con
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from typing import Any
 
@@ -14,7 +15,7 @@ from data_plane.decision.feasibility import input_tokens
 from data_plane.domain import Budget, CompiledTable
 from data_plane.request.body import parse_request_body
 from data_plane.request.category import request_facts
-from data_plane.request.prompt_size import IMAGE_CHARS
+from data_plane.request.prompt_size import IMAGE_CHARS, rendered_chars
 from data_plane.request.prompt_tokens import PromptCount, count_parts, count_prompt
 from tests.component.data_plane.fakes import make_table, pair_entry
 
@@ -180,3 +181,55 @@ def test_a_count_by_the_alias_s_tokenizer_is_the_estimate_every_pair_reads() -> 
     other = replace(table, tokenizers={})
     parsed = parse_request_body(json.dumps(body).encode(), "chat")
     assert request_facts(parsed, other, Budget(), counted).input_chars == 1000
+
+
+def _templated(table: CompiledTable, template: TemplateTokens) -> CompiledTable:
+    tokenizers = {a: replace(t, template=template) for a, t in table.tokenizers.items()}
+    return replace(table, tokenizers=tokenizers)
+
+
+def test_a_body_priced_per_character_adds_the_template_s_tokens_too() -> None:
+    """No count (a small body): the characters add what the alias's template adds, by the
+    rule a count adds it (`TemplateTokens.added`), and the newline a count holds between two
+    turns (which the measured figures leave out), each token at the alias's largest
+    chars_per_token (4.5): Gemma's measured 5 per prompt and 4 per turn and 2 joins, 19
+    tokens for 3 turns, and the tools' characters left out (it renders none); a `tojson`
+    template's preamble and the tools' characters once. A table without the template, a
+    completions prompt, and a count by the tokenizer (which adds the template itself) are as
+    before."""
+    table = _table([("fama", "fp16", SHA_A, 4.0), ("fama", "int4", SHA_A, 4.5)])
+    doc = {"model": "fama", "messages": [{"role": "user", "content": "eins zwei"}] * 3}
+    with_tools = doc | {"tools": [TOOL]}
+    text, tools = 3 * len("eins zwei"), rendered_chars([TOOL])
+    assert _facts_chars(table, doc, None) == text
+    assert _facts_chars(table, with_tools, None) == text + tools
+    gemma = _templated(table, TemplateTokens(fixed=5, per_message=4, tools_scale=0))
+    assert _facts_chars(gemma, doc, None) == text + math.ceil(19 * 4.5)
+    assert _facts_chars(gemma, with_tools, None) == text + math.ceil(19 * 4.5)
+    tojson = _templated(table, TemplateTokens(fixed=1, per_message=3, tools_fixed=12.5))
+    assert _facts_chars(tojson, doc, None) == text + math.ceil(12 * 4.5)
+    assert _facts_chars(tojson, with_tools, None) == text + math.ceil(24.5 * 4.5) + tools
+    counted = PromptCount(SHA_A, 300)
+    assert _facts_chars(gemma, with_tools, counted) == 300 * 4.5
+    prompt = json.dumps({"model": "fama", "prompt": "eins zwei drei"}).encode()
+    parsed = parse_request_body(prompt, "completions")
+    assert request_facts(parsed, gemma, Budget()).input_chars == len("eins zwei drei")
+
+
+def test_the_template_replaces_the_tools_weighed_json_not_the_rest() -> None:
+    """With a measured JSON rate (weight 2: JSON twice as many tokens per character), a
+    template rendering the tools twice over (`indent=4`) counts their weighed characters
+    twice; a turn's tool_calls stay weighed as they are, since the template's factor is the
+    tools'."""
+    table = _table([("fama", "fp16", SHA_A, 4.0)])
+    table = replace(table, json_weight={"fama": 2.0})
+    calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    doc = {
+        "model": "fama",
+        "messages": [{"role": "assistant", "content": None, "tool_calls": calls}],
+        "tools": [TOOL],
+    }
+    plain = 2 * rendered_chars(calls) + 2 * rendered_chars([TOOL])
+    assert _facts_chars(table, doc, None) == plain
+    double = _templated(table, TemplateTokens(fixed=0, per_message=0, tools_scale=2))
+    assert _facts_chars(double, doc, None) == plain + 2 * rendered_chars([TOOL])

@@ -64,6 +64,7 @@ def test_chat_facts_use_last_user_turn_and_count_every_turn() -> None:
         + IMAGE_CHARS,  # the image part
         json_chars=len(json.dumps([{"id": "1"}])),  # JSON: the tool_calls, not the image
         images=1,  # priced at the table's tokens per image (`request_facts`)
+        messages=4,  # each adds the chat template's turn markers, where measured
     )
 
 
