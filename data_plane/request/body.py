@@ -214,10 +214,32 @@ def _strings(raw: bytes) -> Iterator[tuple[int, int, int]]:
     _nest(raw[pos:], depth)
 
 
+def _within_depth(raw: bytes) -> bool:
+    """True when the body's brackets outside strings are balanced pairs nested at most
+    MAX_DEPTH deep, found in C: the strings cut out by `_STRING` (the same tokens `_strings`
+    finds), the brackets kept, then one innermost level of pairs removed per pass. False is
+    not a verdict (too deep, unbalanced, an unterminated string): `_strings` decides then."""
+    # With no backslash before a quote every quote bounds a string: the even pieces between
+    # quotes are the text outside strings (bytes.split, several times faster than the regex).
+    outside = _STRING.sub(b"", raw) if b'\\"' in raw else b"".join(raw.split(b'"')[::2])
+    brackets = outside.translate(None, _NOT_BRACKETS)
+    for _ in range(MAX_DEPTH):
+        if not brackets:
+            return True
+        inner = _INNERMOST.sub(b"", brackets)
+        if len(inner) == len(brackets):
+            return False  # no pair left to remove: unbalanced
+        brackets = inner
+    return not brackets
+
+
 def _check_depth(raw: bytes) -> None:
     """Raise when nested deeper than MAX_DEPTH, before the JSON decoder recurses into it. With
-    at most MAX_DEPTH opening brackets in the whole body (strings included) it cannot be."""
-    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH:
+    at most MAX_DEPTH opening brackets in the whole body (strings included) it cannot be. A
+    body over that goes through `_within_depth` first: the per-string scanner alone, in Python,
+    held the event loop 4.7 ms for 126 KB of `tools` (0.8 ms now; docs/benchmarks.md, section
+    7, "Engine rows")."""
+    if raw.count(b"[") + raw.count(b"{") > MAX_DEPTH and not _within_depth(raw):
         for _ in _strings(raw):
             pass
 
@@ -345,6 +367,7 @@ _MODEL_KEY = re.compile(
 )
 # A complete JSON string token: a quote escaped by a backslash does not end it.
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_INNERMOST = re.compile(rb"\[\]|\{\}")  # a pair with nothing between
 _MAX_KEY_CANDIDATES = 4  # beyond, the linear scanner (each candidate costs a prefix pass)
 
 
