@@ -6,6 +6,7 @@ import math
 
 from bench.common.check import Check
 from bench.hostile.engines import ORDINARY, PREFILL_S, EngineRows, PageRow, ToolsRow
+from bench.hostile.segments import Paired, Pooled
 
 P99_WITHIN = 1.2  # the ordinary clients' p99, as a multiple of the same run's clean figure
 MiB = 1024 * 1024
@@ -19,6 +20,25 @@ def _ratio(figure: float, base: float) -> float:
     return figure / base if base > 0 else math.inf
 
 
+def _pooled(kind: str, p: Pooled | None) -> str:
+    if p is None:
+        return ""
+    slowest = ", ".join(f"{ms:.0f}" for ms in p.slowest_ms)
+    return (
+        f"; {kind}: {p.n} requests, p50 {p.p50_ms:.0f} ms, p99 {p.p99_ms:.0f} ms, "
+        f"slowest {slowest} ms"
+    )
+
+
+def _paired(p: Paired | None) -> str:
+    if p is None or not p.ratios:
+        return ""
+    return (
+        f"; paired segments' p99 ratio: median {p.median:.2f}x of {len(p.ratios)} "
+        f"({p.low:.2f}-{p.high:.2f}x)"
+    )
+
+
 def _tools_line(t: ToolsRow) -> str:
     openings = ", ".join(f"{e} {n}" for e, n in t.openings.items())
     prefill_s = t.prompt_tokens * PREFILL_S
@@ -29,7 +49,9 @@ def _tools_line(t: ToolsRow) -> str:
         f"(mean of {t.estimate_n} answers); ordinary p99 {t.p99_ms_with:.0f} ms, "
         f"{_ratio(t.p99_ms_with, t.p99_ms_without):.2f}x the run without "
         f"({t.p99_ms_without:.0f} ms); process CPU per ordinary request "
-        f"{t.cpu_ms_with:.1f} ms against {t.cpu_ms_without:.1f} ms | 0 openings, all "
+        f"{t.cpu_ms_with:.1f} ms against {t.cpu_ms_without:.1f} ms"
+        f"{_pooled('with', t.pooled_with)}{_pooled('without', t.pooled_without)}"
+        f"{_paired(t.paired)} | 0 openings, all "
         f"answered, p99 <= {P99_WITHIN:g}x |"
     )
 
@@ -41,7 +63,9 @@ def _page_line(p: PageRow) -> str:
         f"({p.p99_ms_clean:.0f} ms; {p.requests[1]} and {p.requests[0]} requests, {p.non_200} "
         f"not 200); {p.scrape_errors} scrape errors counted; each page left after "
         f"{p.pages_left_at_mib:.1f} MiB; process CPU per ordinary request "
-        f"{p.cpu_ms_page:.1f} ms against {p.cpu_ms_clean:.1f} ms | p99 <= {P99_WITHIN:g}x, "
+        f"{p.cpu_ms_page:.1f} ms against {p.cpu_ms_clean:.1f} ms"
+        f"{_pooled('big page', p.pooled_page)}{_pooled('clean', p.pooled_clean)}"
+        f"{_paired(p.paired)} | p99 <= {P99_WITHIN:g}x, "
         "errors counted |"
     )
 

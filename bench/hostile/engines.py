@@ -34,7 +34,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from aiohttp import web
 
 from bench.common.in_process import Profiled, family_entry, family_table, static_data_plane
 from bench.hostile.page_engine import PageControl, page_engine
+from bench.hostile.segments import Paired, Pooled, paired, pooled
 from contracts.routing_table import RoutingTable
 from data_plane.app import METRICS
 from data_plane.settings import ScrapeSettings
@@ -76,6 +77,11 @@ class ToolsRow:
     # kind of segment: steadier than wall latency on a shared machine
     cpu_ms_without: float = math.nan
     cpu_ms_with: float = math.nan
+    # The ordinary clients' latencies per kind of segment, pooled, and each segment with the
+    # heavy clients against the one without them just before it (bench/hostile/segments.py)
+    pooled_without: Pooled | None = None
+    pooled_with: Pooled | None = None
+    paired: Paired | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +95,9 @@ class PageRow:
     pages_left_at_mib: float  # the most the page server wrote before the reader left
     cpu_ms_clean: float = math.nan  # this process's CPU per ordinary request, clean page
     cpu_ms_page: float = math.nan  # ... big page (the page server's own process not counted)
+    pooled_clean: Pooled | None = None  # as ToolsRow's
+    pooled_page: Pooled | None = None
+    paired: Paired | None = None  # each big-page segment against the clean one before it
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +180,7 @@ class Clients:
     statuses: Counter[int]
     latencies: list[float]
     cpu_s: float = 0.0  # this process's CPU over the segments this group led
+    segments: list[list[float]] = field(default_factory=list)  # latencies, per segment
 
     def cpu_ms_per_request(self) -> float:
         return 1000 * self.cpu_s / len(self.latencies) if self.latencies else math.nan
@@ -182,6 +192,7 @@ class Clients:
             if not stop.is_set() or status != -1:
                 self.statuses[status] += 1
                 self.latencies.append(time.monotonic() - started)
+                self.segments[-1].append(self.latencies[-1])
 
 
 async def _for(
@@ -191,6 +202,8 @@ async def _for(
     answered before this returns. The process's CPU meanwhile goes to the first group."""
     stop = asyncio.Event()
     cpu = time.process_time()
+    for clients, _ in groups:
+        clients.segments.append([])
     tasks = [asyncio.create_task(c.run(session, stop)) for c, n in groups for _ in range(n)]
     await asyncio.sleep(seconds)
     stop.set()
@@ -251,6 +264,8 @@ async def run_tools(seconds: float) -> ToolsRow:
         p99_ms_without=p99_ms(clean.latencies), p99_ms_with=p99_ms(ordinary.latencies),
         ordinary=dict(clean.statuses + ordinary.statuses),
         cpu_ms_without=clean.cpu_ms_per_request(), cpu_ms_with=ordinary.cpu_ms_per_request(),
+        pooled_without=pooled(clean.segments), pooled_with=pooled(ordinary.segments),
+        paired=paired(clean.segments, ordinary.segments),
     )  # fmt: skip
 
 
@@ -286,7 +301,8 @@ async def run_page(seconds: float) -> PageRow:
         requests=(len(clean.latencies), len(hostile.latencies)),
         non_200=sum(n for s, n in statuses.items() if s != 200), scrape_errors=errors,
         pages_left_at_mib=most / MiB, cpu_ms_clean=clean.cpu_ms_per_request(),
-        cpu_ms_page=hostile.cpu_ms_per_request(),
+        cpu_ms_page=hostile.cpu_ms_per_request(), pooled_clean=pooled(clean.segments),
+        pooled_page=pooled(hostile.segments), paired=paired(clean.segments, hostile.segments),
     )  # fmt: skip
 
 

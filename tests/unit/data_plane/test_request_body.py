@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from data_plane.errors import InvalidRequest
+from data_plane.request import body as body_module
 from data_plane.request.body import (
     MAX_DEPTH,
     BodyKind,
@@ -571,3 +572,92 @@ def test_orjson_fast_path_answers_as_the_standard_decoder(raw: bytes) -> None:
 def test_bom_is_refused_with_the_standard_wording() -> None:
     with pytest.raises(InvalidRequest, match="BOM"):
         parse_request_body(b"\xef\xbb\xbf" + _raw({"model": "m", "messages": _MSG}), "chat")
+
+
+def _tools_body(tools: int) -> bytes:
+    """A chat body with `tools` function tools (over MAX_DEPTH brackets in all, 5 levels deep)."""
+    tool = {
+        "type": "function",
+        "function": {"name": "lookup", "parameters": {"type": "object", "required": ["key"]}},
+    }
+    return _raw({"model": "m", "messages": _MSG, "tools": [tool] * tools})
+
+
+def test_a_wide_shallow_body_is_checked_without_the_per_string_scanner(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 36: the per-string scanner in Python held the loop 4.7 ms for 126 KB of tools
+    (docs/benchmarks.md, section 7); a body within MAX_DEPTH is now cleared in C."""
+
+    def scanner(raw: bytes) -> Any:
+        raise AssertionError("the per-string scanner ran")
+
+    monkeypatch.setattr(body_module, "_strings", scanner)
+    parsed = parse_request_body(_tools_body(300), "chat")
+    assert parsed.alias == "m"
+    assert parsed.tools_chars > 300 * 80
+
+
+def _nested(depth: int, inside: str = "") -> str:
+    return "[" * depth + inside + "]" * depth
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _nested(MAX_DEPTH),
+        _nested(MAX_DEPTH + 1),
+        "[" + ",".join([_nested(MAX_DEPTH - 1)] * 40) + "]",
+        "[" + ",".join([_nested(MAX_DEPTH)] * 40) + "]",
+        '["' + "[" * 200 + '"]',  # brackets inside a string do not nest
+        '["\\"' + "[" * 200 + '"]',  # nor after an escaped quote
+        '["\\\\"' + ",[" * 100 + "]" * 100 + "]",  # an escaped backslash ends the string
+        "[" * 70 + "}" * 70,  # unbalanced: the scanner decides
+        '["' + "[" * 100,  # an unterminated string
+        "{" + '"a": {' * 70 + "1" + "}" * 71,
+        "{" + '"a": {' * 63 + "1" + "}" * 64,
+        "[" * 100_000,
+    ],
+)
+def test_the_depth_check_refuses_what_the_scanner_refuses(text: str) -> None:
+    raw = text.encode()
+
+    def scanned() -> bool:
+        try:
+            for _ in body_module._strings(raw):
+                pass
+        except InvalidRequest:
+            return False
+        return True
+
+    try:
+        body_module._check_depth(raw)
+        refused = False
+    except InvalidRequest:
+        refused = True
+    assert refused == (not scanned())
+
+
+@given(
+    st.recursive(st.none() | st.text(alphabet='[]{}"\\ab'), lambda c: st.lists(c, max_size=3)),
+    st.integers(min_value=55, max_value=66),
+)
+@settings(max_examples=300, deadline=None)
+def test_the_depth_check_agrees_with_the_scanner_on_any_document(doc: Any, wrap: int) -> None:
+    for _ in range(wrap):
+        doc = [doc]
+    raw = _raw(doc)
+    within = True
+    try:
+        for _ in body_module._strings(raw):
+            pass
+    except InvalidRequest:
+        within = False
+    if body_module._within_depth(raw):  # it clears only what the scanner clears
+        assert within
+    try:
+        body_module._check_depth(raw)
+    except InvalidRequest:
+        assert not within
+    else:
+        assert within
