@@ -10,9 +10,11 @@ asyncio, aiohttp and the simulator read; `AppDeps(clock=loop.time)` for the data
 
 "Nothing can happen" means, checked in this order each time the loop would wait:
 - no callback is ready and no registered file is ready (a real `select` that does not wait);
-- no byte sent on a registered socket is still unacknowledged by its peer (`SIOCOUTQ`): on
-  loopback the kernel may still be delivering a segment (under load it defers that to
-  `ksoftirqd`), and its arrival would wake the loop before the timer;
+- no byte sent on a registered socket may still be on its way: on loopback the kernel may
+  still be delivering a segment (under load it defers that to `ksoftirqd`), and its arrival
+  would wake the loop before the timer. A byte is on its way while its peer has not
+  acknowledged it (`SIOCOUTQ`), unless that peer is a socket of this loop that has received
+  every byte sent (`TCP_INFO`; its ACK may be delayed while it works on them);
 - no job this loop gave to an executor thread is still running.
 Otherwise the loop waits in wall time, `STEP_S` at a time, and its clock does not move; after
 `STUCK_S` of that in a row the clock moves anyway (a peer that does not read keeps its bytes
@@ -25,11 +27,13 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import functools
+import os
 import selectors
+import socket
 import struct
 import termios
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from concurrent.futures import Executor
 from typing import Any, ParamSpec, TypeVar, TypeVarTuple
 
@@ -39,7 +43,13 @@ Ts = TypeVarTuple("Ts")
 
 STEP_S = 0.001  # one wall-time wait while something is in flight
 STUCK_S = 0.5  # wall seconds in flight after which the clock moves anyway
-_UNACKED = struct.Struct("i")
+_INT = struct.Struct("i")
+_U64 = struct.Struct("Q")
+# struct tcp_info (linux/tcp.h, Linux 4.1 and later): tcpi_bytes_acked, tcpi_bytes_received
+_BYTES_ACKED, _BYTES_RECEIVED, _TCP_INFO_SIZE = 120, 128, 136
+# tcpi_state (its first byte) once the peer's FIN arrived: TIME_WAIT, CLOSE, CLOSE_WAIT,
+# LAST_ACK, CLOSING
+_FIN_RECEIVED = frozenset({6, 7, 8, 9, 11})
 
 
 class _JumpingSelector(selectors.DefaultSelector):
@@ -69,16 +79,57 @@ class _JumpingSelector(selectors.DefaultSelector):
         self._advance(timeout)
         return ready
 
-    def unacknowledged(self) -> bool:
-        """Whether a registered socket has sent bytes its peer has not acknowledged yet."""
+    def in_flight(self) -> bool:
+        """Whether bytes sent on a registered socket may not have reached its peer yet: its
+        peer has not acknowledged them (`SIOCOUTQ`) and is not a socket of this loop that
+        received them all (`TCP_INFO`; one that did may hold back its acknowledgement for up
+        to 40 ms, a delayed ACK, while it works on what it read)."""
+        unacked: dict[int, int] = {}
         for key in list(self.get_map().values()):
             try:
-                (unacked,) = _UNACKED.unpack(fcntl.ioctl(key.fd, termios.TIOCOUTQ, bytes(4)))
+                (count,) = _INT.unpack(fcntl.ioctl(key.fd, termios.TIOCOUTQ, bytes(_INT.size)))
             except OSError:  # a pipe, a listening socket
                 continue
-            if unacked > 0:
+            if count > 0:
+                unacked[key.fd] = count
+        if not unacked:
+            return False
+        ends = _tcp_ends(self.get_map())
+        by_name = {(local, peer): fd for fd, (local, peer, _) in ends.items()}
+        for fd, count in unacked.items():
+            if fd not in ends:
+                return True
+            local, peer, info = ends[fd]
+            other = by_name.get((peer, local))
+            if other is None:  # another process's socket: only its ACK tells
+                return True
+            (acked,) = _U64.unpack_from(info, _BYTES_ACKED)
+            (received,) = _U64.unpack_from(ends[other][2], _BYTES_RECEIVED)
+            fin = ends[other][2][0] in _FIN_RECEIVED  # a FIN counts one in SIOCOUTQ
+            if acked + count > received + fin:
                 return True
         return False
+
+
+def _tcp_ends(
+    registered: Mapping[Any, selectors.SelectorKey],
+) -> dict[int, tuple[Any, Any, bytes]]:
+    """Each registered TCP socket's (local address, peer address, `TCP_INFO`)."""
+    ends: dict[int, tuple[Any, Any, bytes]] = {}
+    for key in list(registered.values()):
+        try:
+            sock = socket.socket(fileno=os.dup(key.fd))
+        except OSError:
+            continue
+        try:
+            if sock.type == socket.SOCK_STREAM and sock.family in (socket.AF_INET, socket.AF_INET6):
+                info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_SIZE)
+                ends[key.fd] = (sock.getsockname(), sock.getpeername(), info)
+        except OSError:  # not a socket, not connected
+            pass
+        finally:
+            sock.close()
+    return ends
 
 
 class VirtualTimeLoop(asyncio.SelectorEventLoop):
@@ -94,7 +145,7 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._now += seconds
 
     def _busy(self) -> bool:
-        return self._in_executor > 0 or self._jumping.unacknowledged()
+        return self._in_executor > 0 or self._jumping.in_flight()
 
     def time(self) -> float:
         return self._now
