@@ -128,7 +128,6 @@ TIMING_BOUND = (
     "tests/integration/data_plane/test_refit.py",
     "tests/integration/data_plane/test_replica_admission.py",
     "tests/integration/data_plane/test_real_prefill.py",
-    "tests/integration/profiler/test_profile_simulated_pair.py",
     "tests/integration/profiler/test_fleet_push_and_table.py",
     "tests/integration/profiler/test_bad_endpoints_and_interrupts.py",
     "tests/e2e/test_demo_sim.py",
