@@ -16,6 +16,7 @@ from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
 from contracts.redis_keys import RedisKeys
 from tests.support.loop_dump import watchdog
 from tests.support.redis_server import RedisProcess, running_redis
+from tests.support.shared_engine import SharedEngine
 
 _prefixes = count()
 
@@ -196,6 +197,17 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     with watchdog(_timeout_s(item)):
         return (yield)
+
+
+@pytest.fixture(scope="session")
+def shared_bf16_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedEngine]:
+    """The real bf16 engine the stack test and the prefill test's one-step case share
+    (tests/support/shared_engine.py): started by its first user, stopped by its last."""
+    engine = SharedEngine(tmp_path_factory.mktemp("shared-engine") / "logs")
+    try:
+        yield engine
+    finally:
+        engine.stop()
 
 
 @pytest.fixture(scope="session")
