@@ -3,8 +3,8 @@
 
 `tests/e2e/test_real_engine.py` (the real stack) and the one-step case of
 `tests/integration/data_plane/test_real_prefill.py` each started their own bf16 engine, about
-50 CPU-s and 100-150 s of wall time a start on the 2-core machine (docs/engines.md, "CPU per
-engine start"). Both now use one, started with the prefill test's one-step flags: one core for
+50 CPU-s and 100-150 s of wall time a start on the 2-core machine (docs/engines.md, "Figures
+measured here"). Both now use one, started with the prefill test's one-step flags: one core for
 the model (the prefill test's premise: a ~2,700-token prompt prefilled for longer than the
 silence that ejects a hung engine), a 4,096-token context and 4,096 tokens per step (the whole
 prompt in ONE step). The stack's checks hold on it; its table's context is 4,096.
