@@ -17,7 +17,8 @@ Z_95 = 1.959963984540054
 
 @dataclass(frozen=True, slots=True)
 class TimedStream:
-    """What the client saw of one streamed completion, as `time.perf_counter()` readings.
+    """What the client saw of one streamed completion, as readings of the running loop's clock
+    (`profiler.engine.client.loop_time`).
 
     `token_times_s` holds the arrival time of every chunk that carried generated text; the
     usage counts are None when the engine sent no `usage` chunk.

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -26,6 +25,10 @@ Emit = Callable[[int, str], Awaitable[None]]
 # waiting before it (`Engine.watch`)
 Watcher = Callable[["ReceivedRequest", float, int], None]
 KV_BLOCK_TOKENS = 16
+
+
+def _loop_time() -> float:
+    return asyncio.get_running_loop().time()
 
 
 @dataclass
@@ -107,12 +110,14 @@ class Engine:
         self,
         config: SimPairConfig,
         answers: Mapping[str, KnownAnswer],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] | None = None,
     ) -> None:
+        """`clock`: the running loop's by default (`time.monotonic` on asyncio's own loop), so
+        the engine's timings and its `asyncio.sleep`s keep one time, virtual time included."""
         self.config = config
         self.latency = LatencyModel.from_config(config)
         self._answers = answers
-        self._clock = clock
+        self._clock = clock or _loop_time
         self.scheduler = Scheduler(config.max_running, config.max_queue)
         self.metrics = VllmMetrics(
             config.name,

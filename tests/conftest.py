@@ -16,6 +16,7 @@ from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
 from contracts.redis_keys import RedisKeys
 from tests.support.loop_dump import watchdog
 from tests.support.redis_server import RedisProcess, running_redis
+from tests.support.shared_engine import SharedEngine
 
 _prefixes = count()
 
@@ -24,6 +25,25 @@ _prefixes = count()
 # test's -n 4 run). Each module that set deadline=None for that reason is covered here.
 settings.register_profile("gearbox", deadline=None)
 settings.load_profile("gearbox")
+
+# The modules of tests/hostile/ whose verdicts ride on latencies the machine's load can stretch
+# (the `latency` group, TIMING_BOUND). The others (engine blame, counters and stall, idle
+# admission, image size, tenant burst) run on virtual time (tests/support/virtual_time.py): their
+# simulated engines, data plane and clients share one loop whose clock only the timers move.
+LATENCY_MODULES = tuple(
+    f"tests/hostile/test_{name}.py"
+    for name in (
+        "accuracy_evidence",
+        "canary_load",
+        "check_budget",
+        "engine_pages",
+        "latency_evidence",
+        "prompt_size",
+        "publish_race",
+        "replica_identity",
+        "tokenizer_count",
+    )
+)
 
 # Units of work that run one module after another on one worker under `--dist loadfile` (`make
 # test`), scheduled first, longest first (`_GROUP_ORDER`): xdist gives each worker one unit to
@@ -45,7 +65,7 @@ GROUPS = {
     "tests/e2e/test_real_variants.py": "heavy-variants",
     "tests/e2e/test_demo_sim.py": "demo",
     "tests/ui/": "browser",
-    "tests/hostile/": "latency",
+    **dict.fromkeys(LATENCY_MODULES, "latency"),
     "tests/integration/data_plane/test_refit.py": "latency",
     "tests/reliability/": "faults",
 }
@@ -105,11 +125,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # (pytest-rerunfailures, shown as R in the summary), the second fails the suite. A test whose
 # verdict does not ride on time is never rerun.
 TIMING_BOUND = (
-    "tests/hostile/",
+    *LATENCY_MODULES,
     "tests/integration/data_plane/test_refit.py",
     "tests/integration/data_plane/test_replica_admission.py",
     "tests/integration/data_plane/test_real_prefill.py",
-    "tests/integration/profiler/test_profile_simulated_pair.py",
     "tests/integration/profiler/test_fleet_push_and_table.py",
     "tests/integration/profiler/test_bad_endpoints_and_interrupts.py",
     "tests/e2e/test_demo_sim.py",
@@ -178,6 +197,17 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     with watchdog(_timeout_s(item)):
         return (yield)
+
+
+@pytest.fixture(scope="session")
+def shared_bf16_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedEngine]:
+    """The real bf16 engine the stack test and the prefill test's one-step case share
+    (tests/support/shared_engine.py): started by its first user, stopped by its last."""
+    engine = SharedEngine(tmp_path_factory.mktemp("shared-engine") / "logs")
+    try:
+        yield engine
+    finally:
+        engine.stop()
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import aiohttp
@@ -56,8 +55,16 @@ def _chunk_text(chunk: dict[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
+def loop_time() -> float:
+    """The running loop's clock: `time.monotonic`, the clock `time.perf_counter` reads too on
+    Linux, on asyncio's own loop; the virtual time of a test loop, whose timers the simulated
+    engines' latencies are (tests/support/virtual_time.py)."""
+    return asyncio.get_running_loop().time()
+
+
 class EngineClient:
-    """Requests to one endpoint for one served model. Times are `time.perf_counter()`."""
+    """Requests to one endpoint for one served model. Times are the running loop's clock
+    (`loop_time`)."""
 
     def __init__(
         self,
@@ -96,12 +103,12 @@ class EngineClient:
     async def _stream(self, body: dict[str, Any], prompt_chars: int) -> TimedStream:
         times: list[float] = []
         usage: dict[str, Any] = {}
-        started = time.perf_counter()
+        started = loop_time()
         async with self._session.post(f"{self.base_url}/v1/completions", json=body) as resp:
             if resp.status != 200:
                 raise RequestFailedError(f"HTTP {resp.status}: {error_message(await resp.read())}")
             async for raw in resp.content:
-                now = time.perf_counter()
+                now = loop_time()
                 line = raw.strip()
                 if not line.startswith(_SSE_DATA):
                     continue
@@ -113,7 +120,7 @@ class EngineClient:
                     times.append(now)
                 if isinstance(chunk.get("usage"), dict):
                     usage = chunk["usage"]
-        finished = time.perf_counter()
+        finished = loop_time()
         if not times:
             raise RequestFailedError("the stream carried no generated text")
         return TimedStream(

@@ -9,14 +9,13 @@ live in `stats`, the prompts and schedules in `workload`.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from contracts.code_tests import CodeTestRunner, score_answer
 from contracts.profile_report import LatencySample
-from profiler.engine.client import RequestFailedError
+from profiler.engine.client import RequestFailedError, loop_time
 from profiler.evals.accuracy import EvalItem, EvalResult
 from profiler.load.workload import (
     DEFAULT_CHARS_PER_TOKEN,
@@ -123,10 +122,10 @@ class LoadRunner:
     ) -> None:
         offsets = arrival_offsets_s(rate_rps, recorder.level.total, request_seed(index, 0))
         slots = asyncio.Semaphore(self._max_in_flight)
-        start = time.perf_counter()
+        start = loop_time()
         async with asyncio.TaskGroup() as group:
             for i, offset in enumerate(offsets):
-                delay = start + offset - time.perf_counter()
+                delay = start + offset - loop_time()
                 if delay > 0:
                     await asyncio.sleep(delay)
                 await slots.acquire()

@@ -1,6 +1,7 @@
 """The real path: one vLLM CPU engine (bf16), profiled, published, and routed to through the
 data plane. The other variants `make demo` starts are smoked in test_real_variants.py, on
-another xdist worker (docs/style.md, "Tests").
+another xdist worker (docs/style.md, "Tests"). The engine is the one the prefill test's one-step
+case uses next (tests/support/shared_engine.py: one core, a 4,096-token context).
 
 The fixture runs the idempotent engine set-up and FAILS, never skips, when the set-up, the
 memory check or the engine start fails: this test is what proves the real path.
@@ -25,18 +26,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from tokenizers import Tokenizer
 
 from contracts.prompt_text import prompt_text
-from demo.fleet import (
-    ENGINES_CLI,
-    FleetPair,
-    check_engine_memory,
-    start_real_engines,
-)
+from demo.fleet import ENGINES_CLI, FleetPair, check_engine_memory, fleet_pair
 from demo.profiling import EVALSETS, Sweep, profile_pair
 from demo.stack import fetch_text, publish_table, start_control_plane, start_data_plane
 from demo.variants import (
     REAL_VARIANTS,
 )
 from tests.support.redis_server import RedisProcess
+from tests.support.shared_engine import CONTEXT_TOKENS, SharedEngine
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
@@ -74,11 +71,11 @@ def run_setup(variants: str = "bf16") -> None:
         pytest.fail(f"engine set-up failed (exit {done.returncode}):\n{done.stdout[-4000:]}")
 
 
-async def start_stack(children: ExitStack, redis_url: str, out: Path) -> RealStack:
+async def start_stack(
+    children: ExitStack, shared: SharedEngine, redis_url: str, out: Path
+) -> RealStack:
     logs = out / "logs"
-    fleet, dropped = await start_real_engines(children, ("bf16",), logs, 1, ("--all-cpus",))
-    assert not dropped, [d.line() for d in dropped]
-    (engine,) = fleet
+    engine = fleet_pair(await shared.working())
     cp_url, token = await start_control_plane(children, redis_url, logs)
     sweep = replace(SWEEP, evalsets=(small_evalset(out / "evals.jsonl"),))
     await profile_pair(engine, sweep, cp_url, token, out)
@@ -89,7 +86,9 @@ async def start_stack(children: ExitStack, redis_url: str, out: Path) -> RealSta
 
 @pytest.fixture(scope="module")
 def real_stack(
-    redis_server: RedisProcess, tmp_path_factory: pytest.TempPathFactory
+    redis_server: RedisProcess,
+    shared_bf16_engine: SharedEngine,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[RealStack]:
     problem = check_engine_memory(1, 1)
     if problem is not None:
@@ -98,7 +97,7 @@ def real_stack(
     out = tmp_path_factory.mktemp("real-engine")
     with ExitStack() as children:
         # A start-up failure raises here: the tests error (never skip), with the logs' tails.
-        yield asyncio.run(start_stack(children, redis_server.url, out))
+        yield asyncio.run(start_stack(children, shared_bf16_engine, redis_server.url, out))
 
 
 @pytest.fixture
@@ -110,8 +109,9 @@ def client(real_stack: RealStack) -> Iterator[openai.OpenAI]:
 
 
 def test_the_stack_engine_answered_its_smoke_completion(real_stack: RealStack) -> None:
-    """bf16's smoke completion, the one `make demo` runs: the stack starts its engine through
-    the same `start_real_engines` (test_real_variants.py smokes the other variants)."""
+    """bf16's smoke completion, the one `make demo` runs: the stack's engine is started and
+    checked as `start_real_engines` does it (`launch_engines`, then `check_engines`);
+    test_real_variants.py smokes the other variants."""
     assert real_stack.engine.quantization == REAL_VARIANTS["bf16"]
     assert real_stack.engine.smoke_tokens_per_s > 0
 
@@ -122,7 +122,7 @@ def test_the_published_table_holds_what_the_profiler_measured(real_stack: RealSt
     assert entry["served_model_name"] == real_stack.engine.served_name
     assert set(entry["accuracy"]) >= {"chat", "math", "code", "reasoning"}
     assert entry["latency"]["tpot_base_s"] > 0
-    assert entry["context_length"] == 2048
+    assert entry["context_length"] == CONTEXT_TOKENS  # what the shared engine reports
     assert entry["price_source"] == "derived"
     assert entry["output_usd_per_mtok"] > 0
 
@@ -191,7 +191,7 @@ def test_the_router_counted_cost_for_the_pair(real_stack: RealStack, client: ope
 
 
 # A chat body with several turns and a tools list, large enough to be counted by the
-# tokenizer (TABLE_TOKENIZE_MIN_BYTES, 8 KiB), small enough for the engine's 2,048 tokens:
+# tokenizer (TABLE_TOKENIZE_MIN_BYTES, 8 KiB), small enough for a 2,048-token context:
 # the shipped Gemma template renders no tools, so the engine sees the turns alone.
 COUNTED_TURNS = [
     {"role": "system", "content": "You answer questions about the inventory, briefly."},

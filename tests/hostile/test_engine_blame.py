@@ -34,6 +34,7 @@ from tests.reliability.stack import (
     served_name,
     sim_pair,
 )
+from tests.support.virtual_time import on_virtual_time
 
 pytestmark = pytest.mark.integration
 
@@ -59,7 +60,9 @@ async def data_plane(
         "instance_id": "hostile-dp",
         **settings,
     }
-    app = create_app(DataPlaneSettings(**values), AppDeps())
+    # the loop's clock (time.monotonic on asyncio's own loop; virtual time where the test runs
+    # on it, tests/support/virtual_time.py): the app's deadlines and the stall guard's keep one
+    app = create_app(DataPlaneSettings(**values), AppDeps(clock=asyncio.get_running_loop().time))
     server = TestServer(app, host="127.0.0.1")
     await server.start_server()
     try:
@@ -98,6 +101,7 @@ def opened(app: web.Application, endpoint: str) -> float:
     return metric(app, "gearbox_circuit_transitions_total", endpoint=endpoint, to="open")
 
 
+@on_virtual_time
 async def test_long_answers_without_max_tokens_do_not_eject_a_healthy_engine(
     tmp_path: Path,
 ) -> None:
@@ -129,6 +133,7 @@ async def test_long_answers_without_max_tokens_do_not_eject_a_healthy_engine(
             assert fleet.stats(served_name(PRICEY)).received == 0  # nothing was retried
 
 
+@on_virtual_time
 async def test_an_engine_slower_than_profiled_is_slow_not_ejected(tmp_path: Path) -> None:
     """The demo's regression: engines sharing cores run several times slower than when they
     were profiled alone. Here the cheap engine is 3.5x its profile (80 tokens in about 1.8 s,
@@ -155,6 +160,7 @@ async def test_an_engine_slower_than_profiled_is_slow_not_ejected(tmp_path: Path
             assert opened(app, CHEAP_EP) == 0
 
 
+@on_virtual_time
 async def test_an_engine_working_on_other_requests_is_not_blamed_for_a_late_one(
     tmp_path: Path,
 ) -> None:
@@ -189,6 +195,7 @@ async def test_an_engine_working_on_other_requests_is_not_blamed_for_a_late_one(
 
 
 @pytest.mark.parametrize("stream", [False, True])
+@on_virtual_time
 async def test_a_hung_engine_is_still_ejected_within_k_attempts(
     tmp_path: Path, stream: bool
 ) -> None:
@@ -223,6 +230,7 @@ def gaps(app: web.Application, endpoint: str) -> float:
 NO_FLOOR = {"engine_gap_floor_s": 0.0}
 
 
+@on_virtual_time
 async def test_a_stream_that_goes_silent_mid_answer_is_cut_and_blamed(tmp_path: Path) -> None:
     """A stream that stops after 3 chunks with its connection open. On 8507f4b only the 120 s
     read timeout applied after the first byte: the client waited (here: past its 20 s
@@ -251,6 +259,7 @@ async def test_a_stream_that_goes_silent_mid_answer_is_cut_and_blamed(tmp_path: 
             assert opened(app, CHEAP_EP) == 1
 
 
+@on_virtual_time
 async def test_a_body_that_goes_silent_before_the_client_saw_it_is_retried(
     tmp_path: Path,
 ) -> None:
@@ -272,6 +281,7 @@ async def test_a_body_that_goes_silent_before_the_client_saw_it_is_retried(
             assert gaps(app, CHEAP_EP) == 1
 
 
+@on_virtual_time
 async def test_an_engine_that_keeps_emitting_slowly_is_not_cut(tmp_path: Path) -> None:
     """The other direction: an engine 10x slower than its profile (60 ms a token where the
     profile says 6 ms) keeps making progress. Its gap limit follows the slowdown it showed at
@@ -294,6 +304,7 @@ async def test_an_engine_that_keeps_emitting_slowly_is_not_cut(tmp_path: Path) -
             assert opened(app, CHEAP_EP) == 0
 
 
+@on_virtual_time
 async def test_the_quality_guard_keeps_a_long_answer_it_has_no_time_to_re_ask(
     tmp_path: Path,
 ) -> None:
@@ -322,6 +333,7 @@ async def test_the_quality_guard_keeps_a_long_answer_it_has_no_time_to_re_ask(
             assert fleet.stats(served_name(PRICEY)).received == 0  # no re-ask was sent
 
 
+@on_virtual_time
 async def test_a_re_ask_slower_than_predicted_ends_before_the_deadline(tmp_path: Path) -> None:
     """The re-ask fits the time left as predicted (200 tokens: about 1.5 s of the 2.3 s left
     under a 3 s budget) but the dearer engine is 3x slower than its profile today (about

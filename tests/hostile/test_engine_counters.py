@@ -32,6 +32,7 @@ from tests.hostile.test_engine_blame import (
     post,
 )
 from tests.reliability.stack import CHEAP, PRICEY, metric, pair_of, served_name, sim_pair
+from tests.support.virtual_time import on_virtual_time
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -83,6 +84,7 @@ async def _until_opened_on_counters(
     return statuses
 
 
+@on_virtual_time
 async def test_a_hung_engine_is_ejected_on_its_still_counters_alone(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -129,6 +131,7 @@ async def _frozen_server() -> AsyncIterator[str]:
         await server.wait_closed()
 
 
+@on_virtual_time
 async def test_a_frozen_process_is_ejected_when_its_metrics_do_not_answer_twice(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -148,6 +151,7 @@ async def test_a_frozen_process_is_ejected_when_its_metrics_do_not_answer_twice(
             assert set(statuses) == {200}, statuses
 
 
+@on_virtual_time
 async def test_a_hung_engine_that_is_the_only_choice_releases_its_client_on_its_counters(
     tmp_path: Path,
 ) -> None:
@@ -173,6 +177,7 @@ async def test_a_hung_engine_that_is_the_only_choice_releases_its_client_on_its_
             assert opened(app, CHEAP_EP) == 1
 
 
+@on_virtual_time
 async def test_an_engine_busy_for_others_is_not_ejected_while_ours_wait(
     tmp_path: Path,
 ) -> None:
@@ -203,6 +208,7 @@ async def test_an_engine_busy_for_others_is_not_ejected_while_ours_wait(
             assert fleet.stats(served_name(PRICEY)).received == 0
 
 
+@on_virtual_time
 async def test_a_tenants_long_answers_do_not_eject_the_engine_its_neighbours_wait_on(
     tmp_path: Path,
 ) -> None:

@@ -28,10 +28,12 @@ from tests.hostile.test_engine_blame import (
     post,
 )
 from tests.reliability.stack import CHEAP, PRICEY, metric, pair_of, served_name, sim_pair
+from tests.support.virtual_time import on_virtual_time
 
 pytestmark = pytest.mark.integration
 
 
+@on_virtual_time
 async def test_an_engine_five_times_slower_than_its_profile_keeps_answering_unejected(
     tmp_path: Path,
 ) -> None:
@@ -63,6 +65,7 @@ async def test_an_engine_five_times_slower_than_its_profile_keeps_answering_unej
             assert fleet.stats(served_name(PRICEY)).received == 0
 
 
+@on_virtual_time
 async def test_a_hung_engine_behind_short_deadlines_is_caught_across_attempts(
     tmp_path: Path,
 ) -> None:
@@ -95,6 +98,7 @@ async def test_a_hung_engine_behind_short_deadlines_is_caught_across_attempts(
             assert (status, pair) == (200, pair_of(PRICEY)), raw[:300]
 
 
+@on_virtual_time
 async def test_tiny_budgets_sent_again_and_again_never_blame_a_healthy_engine(
     tmp_path: Path,
 ) -> None:
@@ -134,6 +138,7 @@ async def test_tiny_budgets_sent_again_and_again_never_blame_a_healthy_engine(
             assert status == 200, raw[:300]
 
 
+@on_virtual_time
 async def test_five_attempts_overdue_at_once_are_one_stall_not_five_failures(
     tmp_path: Path,
 ) -> None:
@@ -164,6 +169,7 @@ async def test_five_attempts_overdue_at_once_are_one_stall_not_five_failures(
             assert metric(app, "gearbox_circuit_state", endpoint=CHEAP_EP) == 0
 
 
+@on_virtual_time
 async def test_a_slow_engine_that_is_the_only_choice_answers_late_rather_than_504(
     tmp_path: Path,
 ) -> None:
@@ -188,6 +194,7 @@ async def test_a_slow_engine_that_is_the_only_choice_answers_late_rather_than_50
             assert fleet.stats(served_name(PRICEY)).received == 0
 
 
+@on_virtual_time
 async def test_a_hung_engine_that_is_the_only_choice_releases_its_clients_at_the_hang(
     tmp_path: Path,
 ) -> None:

@@ -18,6 +18,7 @@ from simulator.answer_key import KnownAnswer
 from tests.hostile.test_engine_blame import chat, data_plane
 from tests.hostile.test_tenant_burst import ask
 from tests.reliability.stack import CHEAP, PRICEY, metric, served_name, sim_pair
+from tests.support.virtual_time import on_virtual_time
 
 pytestmark = pytest.mark.integration
 
@@ -26,6 +27,7 @@ ANSWER = "Hello, team: welcome aboard, we are glad to have you here!"  # 15 toke
 REQUESTS = 40
 
 
+@on_virtual_time
 async def test_a_sequential_client_on_an_idle_fleet_is_never_refused(tmp_path: Path) -> None:
     config = SimFleetConfig(pairs=[sim_pair(CHEAP), sim_pair(PRICEY)])
     answers = {PROMPT: KnownAnswer("chat", ANSWER)}

@@ -33,6 +33,7 @@ from profiler.engine.token_rates import measure_image_tokens
 from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet
 from tests.hostile.test_engine_blame import blamed, opened, post
 from tests.reliability.stack import EXAMPLES, NOW, metric
+from tests.support.virtual_time import on_virtual_time
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -104,7 +105,10 @@ async def _data_plane(
         "breaker_consecutive_failures": 3,
         "instance_id": "hostile-images",
     }
-    server = TestServer(create_app(DataPlaneSettings(**values), AppDeps()), host="127.0.0.1")
+    server = TestServer(
+        create_app(DataPlaneSettings(**values), AppDeps(clock=asyncio.get_running_loop().time)),
+        host="127.0.0.1",
+    )
     await server.start_server()
     try:
         yield str(server.make_url("")).rstrip("/"), server.app
@@ -134,6 +138,7 @@ async def _estimate_ratio(fleet: Fleet, tmp_path: Path, image_tokens: int | None
         return metric(app, f"{RATIO}_sum", pair=pair) / metric(app, f"{RATIO}_count", pair=pair)
 
 
+@on_virtual_time
 async def test_a_measured_tokens_per_image_brings_the_estimate_to_the_engine_s_count(
     tmp_path: Path,
 ) -> None:
@@ -163,6 +168,7 @@ def _ordinary() -> dict[str, Any]:
     }
 
 
+@on_virtual_time
 async def test_a_client_s_screenshots_are_prefilled_not_taken_for_a_hang(tmp_path: Path) -> None:
     """One client sends six screenshots in one streamed request to engines counting 2,880
     tokens per image (LLaVA-NeXT's largest): 17,280 tokens, a 3 s prefill on awq-int4 as

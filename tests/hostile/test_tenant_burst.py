@@ -22,6 +22,7 @@ import pytest
 from simulator import SimFleetConfig, run_fleet
 from tests.hostile.test_engine_blame import chat, data_plane
 from tests.reliability.stack import CHEAP, PRICEY, metric, pair_of, served_name, sim_pair
+from tests.support.virtual_time import on_virtual_time
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -46,6 +47,7 @@ async def ask(
         return resp.status, dict(resp.headers), json.loads(await resp.read())
 
 
+@on_virtual_time
 async def test_a_bursting_tenant_is_shed_and_the_steady_critical_tenant_is_served(
     tmp_path: Any,
 ) -> None:
@@ -98,6 +100,7 @@ async def test_a_bursting_tenant_is_shed_and_the_steady_critical_tenant_is_serve
 BULK_KEY, STEADY_KEY = "bulk-client-key-0001", "steady-client-key-01"
 
 
+@on_virtual_time
 async def test_a_bulk_key_claiming_critical_is_shed_as_standard_beside_a_granted_one(
     tmp_path: Any,
 ) -> None:

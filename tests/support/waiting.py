@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 
 import aiohttp
@@ -15,15 +14,18 @@ async def eventually(
     interval_s: float = 0.02,
     what: str = "condition",
 ) -> None:
-    """Return once `condition()` is true; fail the test after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
+    """Return once `condition()` is true; fail the test after `timeout_s` on the loop's clock
+    (`time.monotonic` on asyncio's own loop; on virtual time, tests/support/virtual_time.py, the
+    time the code under test sees, however long the CPU took to get there)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
     while True:
         result = condition()
         if not isinstance(result, bool):
             result = await result
         if result:
             return
-        if time.monotonic() > deadline:
+        if loop.time() > deadline:
             raise AssertionError(f"{what} did not hold within {timeout_s}s")
         await asyncio.sleep(interval_s)
 

@@ -1,9 +1,10 @@
 """A real vLLM CPU engine prefilling a long prompt is not cut as a hang; a hung one still is.
 
-Issue 36 item 2: an engine gives no progress signal inside a prefill step. These tests start
+Issue 36 item 2: an engine gives no progress signal inside a prefill step. These tests run
 one real engine (gemma-3-270m bf16, one core for the model, `--max-model-len 4096`) twice:
 prefilling a ~2,700-token prompt in ONE step (`--max-num-batched-tokens 4096`: no series of
-its `/metrics` moves until the first token) and in chunks of 256 tokens (chunked prefill:
+its `/metrics` moves until the first token; the engine the real stack test used before,
+tests/support/shared_engine.py) and in chunks of 256 tokens (chunked prefill:
 `vllm:kv_cache_usage_perc` grows per chunk, `vllm:num_requests_running` is 1 from the first
 chunk, the token counters still wait for the first token). Each time the engine is profiled
 briefly (prompts of 64 and 1,024 tokens), published, and routed to through the data plane;
@@ -36,6 +37,7 @@ from demo.profiling import Sweep, profile_pair
 from demo.stack import fetch_text, publish_table, start_control_plane, start_data_plane
 from tests.e2e.test_real_engine import run_setup, small_evalset
 from tests.support.redis_server import running_redis
+from tests.support.shared_engine import ONE_STEP_FLAGS, SharedEngine
 
 pytestmark = [pytest.mark.engine, pytest.mark.timeout(1800)]
 
@@ -75,13 +77,19 @@ def long_prompt(tag: str) -> str:
     return f"[{tag} {time.time_ns()}] {body}\nHow many foxes were there?"
 
 
-async def start_stack(children: ExitStack, mode: str, redis_url: str, out: Path) -> PrefillStack:
+async def start_stack(
+    children: ExitStack, mode: str, shared: SharedEngine, redis_url: str, out: Path
+) -> PrefillStack:
     logs = out / "logs"
-    flags = ("--max-model-len", "4096", "--", "--max-num-batched-tokens", BATCHED_TOKENS[mode])
-    started = launch_engines(children, ("bf16",), logs, 1, flags)
-    working, dropped = await check_engines(started, 600.0)
-    assert not dropped, [d.line() for d in dropped]
-    (engine,) = working
+    if mode == "one-step":  # the shared engine's flags
+        assert ONE_STEP_FLAGS[-1] == BATCHED_TOKENS[mode]
+        engine = await shared.working()
+    else:
+        flags = ("--max-model-len", "4096", "--", "--max-num-batched-tokens", BATCHED_TOKENS[mode])
+        started = launch_engines(children, ("bf16",), logs, 1, flags)
+        working, dropped = await check_engines(started, 600.0)
+        assert not dropped, [d.line() for d in dropped]
+        (engine,) = working
     pair = fleet_pair(engine)
     cp_url, token = await start_control_plane(children, redis_url, logs)
     sweep = replace(SWEEP, evalsets=(small_evalset(out / "evals.jsonl"),))
@@ -94,15 +102,24 @@ async def start_stack(children: ExitStack, mode: str, redis_url: str, out: Path)
 
 @pytest.fixture(scope="module", params=list(BATCHED_TOKENS))
 def stack(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    shared_bf16_engine: SharedEngine,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[PrefillStack]:
     problem = check_engine_memory(1, 1)
     if problem is not None:
         pytest.fail(problem)
     run_setup()
     out = tmp_path_factory.mktemp(f"prefill-{request.param}")
-    with running_redis() as redis, ExitStack() as children:
-        yield asyncio.run(start_stack(children, request.param, redis.url, out))
+    try:
+        with running_redis() as redis, ExitStack() as children:
+            yield asyncio.run(
+                start_stack(children, request.param, shared_bf16_engine, redis.url, out)
+            )
+    finally:
+        # the shared engine's last user (its API server was stopped and continued): one engine
+        # up at a time in the `heavy` group, so it goes before the chunked case starts its own
+        shared_bf16_engine.stop()
 
 
 def engine_series(text: str) -> dict[str, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,13 @@ def closed_port() -> int:
 
 @pytest.fixture
 async def runtime() -> AsyncIterator[Runtime]:
+    async with profiler_runtime() as made:
+        yield made
+
+
+@asynccontextmanager
+async def profiler_runtime() -> AsyncIterator[Runtime]:
+    """The `runtime` fixture's, for a test that makes its own loop (virtual time)."""
     settings = ProfilerSettings(
         metrics_interval_s=0.1,
         request_timeout_s=30.0,

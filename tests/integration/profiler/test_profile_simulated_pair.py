@@ -1,5 +1,9 @@
 """Profiling a simulated pair recovers what it was configured with: TTFT, TPOT, chars per
-token, per-category accuracy (inside the Wilson interval), context length and engine facts."""
+token, per-category accuracy (inside the Wilson interval), context length and engine facts.
+
+On virtual time (tests/support/virtual_time.py): the simulated engine's latencies are the loop's
+timers and the profiler reads the loop's clock, so what it measures is the configured model
+however loaded the machine; before, a CPU-starved run stretched them past the tolerance."""
 
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ from profiler.load.workload import build_sweep
 from profiler.run.profiling import Runtime, builtin_evalsets, load_eval_sets, profile_pair
 from profiler.run.progress import SilentProgress
 from simulator.fleet import run_fleet
-from tests.integration.profiler.conftest import make_plan, sim_fleet, sim_pair
+from tests.integration.profiler.conftest import make_plan, profiler_runtime, sim_fleet, sim_pair
+from tests.support.virtual_time import on_virtual_time
 
 pytestmark = pytest.mark.integration
 
@@ -25,9 +30,8 @@ ACCURACY = {"chat": 0.9, "extraction": 0.7, "code": 0.0, "math": 0.5, "reasoning
 TOLERANCE = 0.25  # measured latencies within 25% of the configured model
 
 
-async def test_profile_recovers_configured_latency_and_accuracy(
-    runtime: Runtime, tmp_path: Path
-) -> None:
+@on_virtual_time
+async def test_profile_recovers_configured_latency_and_accuracy(tmp_path: Path) -> None:
     config = sim_pair(
         "sim-a",
         ttft_base_s=TTFT_BASE_S,
@@ -43,9 +47,9 @@ async def test_profile_recovers_configured_latency_and_accuracy(
         seed=11,
     )
     progress = SilentProgress()
-    rt = Runtime(runtime.session, runtime.settings, progress, runtime.git_sha, runtime.host)
     sweep = build_sweep([1, 4], [200], [16], requests_per_level=16, warmup=2)
-    async with run_fleet(sim_fleet(config)) as fleet:
+    async with profiler_runtime() as runtime, run_fleet(sim_fleet(config)) as fleet:
+        rt = Runtime(runtime.session, runtime.settings, progress, runtime.git_sha, runtime.host)
         plan = make_plan(fleet.url("sim-a"), "sim-a", tmp_path / "r.json", sweep=sweep)
         report = await profile_pair(plan, rt)
 
@@ -104,10 +108,11 @@ async def test_profile_recovers_configured_latency_and_accuracy(
     assert progress.steps == len(items) + 2 * 18  # evals, then every load request
 
 
-async def test_failed_requests_are_counted_not_hidden(runtime: Runtime, tmp_path: Path) -> None:
+@on_virtual_time
+async def test_failed_requests_are_counted_not_hidden(tmp_path: Path) -> None:
     config = sim_pair("sim-flaky", faults={"error_rate": 0.3, "error_status": 503}, seed=5)
     sweep = build_sweep([2], [32], [4], requests_per_level=30, warmup=0)
-    async with run_fleet(sim_fleet(config)) as fleet:
+    async with profiler_runtime() as runtime, run_fleet(sim_fleet(config)) as fleet:
         plan = make_plan(fleet.url("sim-flaky"), "sim-flaky", None, sweep=sweep)
         report = await profile_pair(plan, runtime)
     (level,) = report.latency
