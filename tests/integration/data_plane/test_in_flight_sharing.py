@@ -23,7 +23,10 @@ from data_plane.sync.in_flight_epochs import epoch_lengths
 from data_plane.sync.in_flight_sharing import InFlightSharing
 from data_plane.sync.replica_identity import ReplicaIdentity
 
-TTL_S = 1.0
+# The epochs follow the test's own clock; Redis expires the keys on its wall clock (PEXPIRE of
+# the TTL). At 1 s, a round of eight exchanges beside a second suite (load 30) outlived the
+# sums' key and the sums read 0: long enough that only the test's clock moves the epochs.
+TTL_S = 60.0
 PERIOD_S, LEAD_S = epoch_lengths(TTL_S)
 GROUPS = 3  # several groups per exchange, in one round trip
 
