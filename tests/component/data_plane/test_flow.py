@@ -60,7 +60,12 @@ async def test_a_request_waits_for_a_full_pair_and_goes_in_when_one_finishes(
     )
     assert len(h.upstream.requests) == 1  # not sent to the full pair
     release.set()
-    assert [s for s, _ in await asyncio.gather(first, second)] == [200, 200]
+    (first_status, first_headers), (second_status, second_headers) = await asyncio.gather(
+        first, second
+    )
+    assert (first_status, second_status) == (200, 200)
+    assert "X-Route-Queued-Ms" not in first_headers  # it did not wait
+    assert int(second_headers["X-Route-Queued-Ms"]) >= 1  # its wait, rounded up
     assert len(h.upstream.requests) == 2
     assert h.metric("gearbox_flow_queue_length", **STANDARD) == 0
     assert h.metric("gearbox_flow_dispatched_total", **STANDARD) == 1
