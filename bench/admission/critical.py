@@ -52,7 +52,8 @@ def main() -> None:
 def _print_misses(runs: list[b.BurstRun]) -> None:
     """Each critical miss of the burst windows: its way to the engine against the truth."""
     print(
-        "seed | cause | total ms | to engine ms | sent late ms | engine held | truth ms "
+        "seed | cause | total ms | to engine ms | sent late ms | in router ms | queued ms "
+        "| router runnable ms | router CPU ms | engine held | truth ms "
         "| router's prediction ms | route reason | at s"
     )
     for run in runs:
@@ -65,7 +66,9 @@ def _print_misses(runs: list[b.BurstRun]) -> None:
             predicted = "-" if path.predicted_s is None else f"{path.predicted_s * 1000:.0f}"
             print(
                 f"{run.seed} | {why} | {path.total_s * 1000:.0f} | {to_engine} "
-                f"| {path.sent_late_s * 1000:.0f} | {path.held} | {truth:.0f} | {predicted} "
+                f"| {path.sent_late_s * 1000:.0f} | {path.in_router_s * 1000:.0f} "
+                f"| {path.queued_s * 1000:.0f} | {path.router_runnable_s * 1000:.0f} "
+                f"| {path.router_cpu_s * 1000:.0f} | {path.held} | {truth:.0f} | {predicted} "
                 f"| {path.reason} | {path.at_s:.2f}"
             )
 
