@@ -337,6 +337,86 @@ async def test_a_queued_request_goes_only_where_what_is_left_of_its_budget_is_me
 CRITICAL = {"priority": "critical"}
 
 
+async def test_a_queued_request_goes_only_where_what_is_left_holds_at_the_load_it_joins(
+    make_harness: MakeHarness,
+) -> None:
+    """Issue 32, the critical burst's "router late" misses: a queued request no pair proved
+    what was left of its budget for was sent where its pair would answer *alone* within it,
+    whatever that pair held. One pair predicted at 2.02 s alone and 4.02 s beside another
+    (sustains 2 within 4.4 s), held by two critical requests; a third waits. The first
+    frees at 0.7 s, when 3.7 s is left: beside the second it is predicted 4.02 s, so it waits
+    on, and goes in when the second frees at 1.2 s (3.2 s left, 2.02 s alone). On main it
+    was sent at 0.7 s beside the second (predicted 4,019 ms with 3.7 s left)."""
+    entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=0.01)
+    entry["latency"]["ttft_per_load_s"] = 2.0
+    entry["latency"]["max_profiled_load"] = 2
+    gates: list[asyncio.Event] = []
+    held_at_arrival: list[int] = []
+
+    def engine(r: UpstreamRequest) -> FakeResponse:
+        held_at_arrival.append(sum(not g.is_set() for g in gates))
+        gates.append(asyncio.Event())
+        return FakeResponse(body=chat_json(), gate=gates[-1])
+
+    h = await make_harness(
+        make_table([entry]), routes={URL: engine}, engine_deadline_factor=0,
+        priority_header_trusted=True,
+    )  # fmt: skip
+    critical = {"X-Latency-Budget-Ms": "4400", "X-Priority": "critical"}
+    holds = []
+    for n in (1, 2):
+        holds.append(asyncio.create_task(ask(h, critical)))
+        await eventually(lambda n=n: len(gates) == n, what=f"hold {n} is sent")  # type: ignore[misc]
+    waiting = asyncio.create_task(ask(h, critical))
+    await eventually(lambda: h.metric("gearbox_flow_queue_length", **CRITICAL) == 1, what="waits")
+    await asyncio.sleep(0.7)
+    gates[0].set()
+    assert (await holds[0])[0] == 200
+    await asyncio.sleep(0.5)
+    assert len(gates) == 2  # not sent beside the second
+    gates[1].set()
+    await eventually(lambda: len(gates) == 3, what="it is sent once the second is done")
+    gates[2].set()
+    status, headers = await waiting
+    assert status == 200
+    assert held_at_arrival == [0, 1, 0]
+    predicted, queued = (
+        int(headers["X-Route-Predicted-Latency-Ms"]),
+        int(headers["X-Route-Queued-Ms"]),
+    )
+    assert predicted < 2100  # decided at 1 in flight, not beside the second (4,019 ms)
+    assert queued >= 1200
+    assert predicted + queued <= 4400
+    assert h.metric("gearbox_flow_sent_past_budget_total", **CRITICAL) == 0
+    assert (await holds[1])[0] == 200
+
+
+async def test_a_critical_request_sent_at_its_deadline_past_its_budget_is_counted(
+    make_harness: MakeHarness,
+) -> None:
+    """A critical request is never refused: at its deadline it goes in anyway. Where its
+    pair is then predicted, at the load it joins, past what is left of its budget, that is
+    counted (`gearbox_flow_sent_past_budget_total`): a pair predicted at 0.21 s alone and
+    0.41 s beside another, held by one, and a 0.45 s budget (0.24 s to wait): sent beside the
+    held one with 0.21 s left."""
+    entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=0.002)
+    entry["latency"]["ttft_per_load_s"] = 0.2
+    entry["latency"]["max_profiled_load"] = 1
+    release = asyncio.Event()
+    h = await make_harness(
+        make_table([entry]), routes=held_until(release), engine_deadline_factor=0,
+        priority_header_trusted=True,
+    )  # fmt: skip
+    hold = asyncio.create_task(ask(h, {"X-Latency-Budget-Ms": "10000"}))
+    await eventually(lambda: len(h.upstream.requests) == 1, what="the pair is held")
+    late = asyncio.create_task(ask(h, {"X-Latency-Budget-Ms": "450", "X-Priority": "critical"}))
+    await eventually(lambda: len(h.upstream.requests) == 2, what="sent at its deadline")
+    assert h.metric("gearbox_flow_sent_past_budget_total", **CRITICAL) == 1
+    assert h.metric("gearbox_flow_dispatched_total", **CRITICAL) == 1
+    release.set()
+    assert [s for s, _ in await asyncio.gather(hold, late)] == [200, 200]
+
+
 async def test_a_critical_request_waits_in_the_top_band_and_goes_first(
     make_harness: MakeHarness,
 ) -> None:
