@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -33,6 +35,8 @@ def main() -> None:
     parser.add_argument("--misses", action="store_true", help="print each critical miss")
     args = parser.parse_args()
     env = {} if args.router_tree is None else {"PYTHONPATH": str(args.router_tree.resolve())}
+    if args.router_tree is not None:
+        print(f"router tree: {args.router_tree.resolve()} ({_data_plane_of(env)})", flush=True)
     plans = [("flow control", TRUSTED, seed) for seed in args.seeds]
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="gearbox-critical-") as workdir:
@@ -47,6 +51,15 @@ def main() -> None:
     print("\n".join(critical_lines(runs)))
     if args.misses:
         _print_misses(runs)
+
+
+def _data_plane_of(env: dict[str, str]) -> str:
+    """Where a router started as `stack.router` starts it (`-P`, `env`) imports its data
+    plane from: the check that `--router-tree` runs that tree's code."""
+    probe = "import data_plane; print(data_plane.__file__)"
+    args = [sys.executable, "-P", "-c", probe]
+    done = subprocess.run(args, env={**os.environ, **env}, capture_output=True, text=True)
+    return done.stdout.strip() or done.stderr.strip()
 
 
 def _print_misses(runs: list[b.BurstRun]) -> None:
