@@ -99,18 +99,9 @@ class _Band:
             heapq.heappop(heap)
         return heap[0][2] if heap else None
 
-    def behind(self, tenant: str) -> list[_Waiter]:
-        """`tenant`'s waiters after its head, earliest deadline first."""
-        entries = sorted(self.tenants.get(tenant, []))[1:]
-        return [w for _, _, w in entries if not w.gone]
-
-    def served(self, tenant: str, waiter: _Waiter) -> None:
-        """`tenant`'s `waiter` went (its head, or one behind it, which leaves its heap when
-        it reaches the head, `gone`): the tenant goes to the back of the turn (or out, when
-        none waits)."""
-        heap = self.tenants[tenant]
-        if heap and heap[0][2] is waiter:
-            heapq.heappop(heap)
+    def served(self, tenant: str) -> None:
+        """`tenant`'s head went: it goes to the back of the turn (or out, when none waits)."""
+        heapq.heappop(self.tenants[tenant])
         self.turn.remove(tenant)
         if self.head(tenant) is None:
             del self.tenants[tenant]
@@ -143,7 +134,6 @@ class FlowQueue:
         self._pairs: dict[float, Counter[str]] = {}  # per band, its waiters' fleet pairs
         self._recheck: asyncio.TimerHandle | None = None
         self._soon = False
-        self._tries = 0  # this wake-up's tries so far (`kick`)
 
     def __len__(self) -> int:
         return self._waiting
@@ -216,69 +206,47 @@ class FlowQueue:
 
     def kick(self) -> None:
         """Dispatch the first waiting request, in order, that now gets a decision: each
-        tenant's head in turn, then, for the tenants whose head found none, the requests
-        behind it in deadline order (a head whose budget left holds nowhere at the load now
-        keeps no request behind it, with more left, from a slot it would make: issue 32); at
-        most TRIES_PER_WAKE tries in all (each is a whole decision, a few hundred
-        microseconds; the rest wait for the next wake-up). Strict bands: while a band's
-        requests find no room, no lower band's request is tried."""
+        tenant's head in turn, at most TRIES_PER_WAKE of them (each is a whole decision, a
+        few hundred microseconds; the rest wait for the next wake-up). Strict bands: while a
+        band's heads find no room, no lower band's request is tried."""
         self._soon = False
         now = asyncio.get_running_loop().time()
-        self._tries = 0
-        blocked: set[str] = set()  # pairs a higher band's requests found no room on
+        tries = 0
+        blocked: set[str] = set()  # pairs a higher band's heads found no room on
         for band in sorted(self._bands):
             b = self._bands[band]
             stuck: set[str] = set()
-            failed: list[str] = []  # tenants whose head found no room, in turn
             for tenant in list(b.turn):
                 waiter = b.head(tenant)
                 if waiter is None or not blocked.isdisjoint(waiter.full.pairs):
                     continue
-                went = self._try(b, tenant, waiter, now, stuck)
-                if went is not False:
+                if waiter.future.done():  # its wait ended this turn (deadline, client gone)
+                    self._leave(waiter)  # before its task resumed to leave: not dispatched
+                    continue
+                if tries == TRIES_PER_WAKE:
                     return
-                failed.append(tenant)
-            for tenant in failed:
-                for waiter in b.behind(tenant):
-                    if not blocked.isdisjoint(waiter.full.pairs):
-                        continue
-                    went = self._try(b, tenant, waiter, now, stuck)
-                    if went is not False:
-                        return
+                tries += 1
+                try:
+                    self._step.again(waiter.request, waiter.full, now - waiter.arrived)
+                except Full as still:  # its refusal now; the request as it arrived stays
+                    waiter.full.shed = still.shed
+                    waiter.full.relaxable = still.relaxable
+                    stuck |= waiter.full.pairs
+                    continue
+                except RouterError as err:  # e.g. no route left on the health now
+                    self._leave(waiter)
+                    waiter.future.set_exception(err)
+                    return
+                b.served(tenant)
+                self._leave(waiter)
+                loop = asyncio.get_running_loop()
+                self._metrics.left(waiter.full.priority, loop.time() - waiter.since, None)
+                waiter.future.set_result(None)
+                if self._waiting and not self._soon:
+                    self._soon = True
+                    loop.call_soon(self.kick)
+                return
             blocked |= stuck
-
-    def _try(
-        self, b: _Band, tenant: str, waiter: _Waiter, now: float, stuck: set[str]
-    ) -> bool | None:
-        """One try of `kick`: True when `waiter` went (or its error did), False when it
-        found no room (its pairs join `stuck`) or its wait had already ended, None when
-        this wake-up's tries are spent (`kick` stops either way but on False)."""
-        if waiter.future.done():  # its wait ended this turn (deadline, client gone)
-            self._leave(waiter)  # before its task resumed to leave: not dispatched
-            return False
-        if self._tries == TRIES_PER_WAKE:
-            return None
-        self._tries += 1
-        try:
-            self._step.again(waiter.request, waiter.full, now - waiter.arrived)
-        except Full as still:  # its refusal now; the request as it arrived stays
-            waiter.full.shed = still.shed
-            waiter.full.relaxable = still.relaxable
-            stuck |= waiter.full.pairs
-            return False
-        except RouterError as err:  # e.g. no route left on the health now
-            self._leave(waiter)
-            waiter.future.set_exception(err)
-            return True
-        b.served(tenant, waiter)
-        self._leave(waiter)
-        loop = asyncio.get_running_loop()
-        self._metrics.left(waiter.full.priority, loop.time() - waiter.since, None)
-        waiter.future.set_result(None)
-        if self._waiting and not self._soon:
-            self._soon = True
-            loop.call_soon(self.kick)
-        return True
 
     def _release(self, waiter: _Waiter) -> None:
         """A request dispatched in the very turn its wait ended otherwise: its decision

@@ -52,14 +52,13 @@ class Step:
         self.waited: list[float] = []
         self.anyway_sent: list[str] = []
         self.blocked: set[str] = set()  # tenants whose requests find no room whatever
-        self.too_late: set[int] = set()  # requests (id of their Full) no pair holds now
         self.idle = 0  # idle pairs best effort may serve a refused request on instead
         self.relaxed_sent: list[str] = []
         self.wanted: list[frozenset[str]] = []  # the pairs waiting requests may go to, per ask
 
     def again(self, request: Decidable, f: Full, waited_s: float) -> None:
         self.waited.append(waited_s)
-        if self.room <= 0 or f.tenant in self.blocked or id(f) in self.too_late:
+        if self.room <= 0 or f.tenant in self.blocked:
             raise f
         self.room -= 1
         self.order.append(f.tenant)
@@ -144,41 +143,6 @@ async def test_bands_first_then_tenants_in_turn_then_earliest_deadline() -> None
     # deadline first; batch last though its deadline is the earliest of all.
     assert order == ["bulk", "light", "bulk", "bulk", "batchy"]
     assert [str(d) for d in await asyncio.gather(*tasks)] == ["bulk"] * 3 + ["batchy", "light"]
-
-
-async def test_a_head_too_late_for_the_load_now_keeps_no_request_behind_it_waiting() -> None:
-    """Issue 32: a tenant's earliest deadline whose budget left holds on no pair at the load
-    now (`DecisionStep.again` raises) does not keep the slot that frees from its tenant's
-    next request, which has more left; the head waits on. Before, the wake-up tried only
-    each tenant's head, so the slot stayed free and the request behind it waited too."""
-    q = Queue()
-    old, young = full("a", 50.0), full("a", 60.0)
-    q.step.too_late.add(id(old))
-    first, second = await enqueue(q, old, young)
-    assert await drain(q, 1) == ["a"]
-    assert await second == "a"
-    assert not first.done()
-    assert len(q.flow) == 1
-    q.step.too_late.clear()
-    q.step.room += 1
-    q.flow.kick()
-    assert await first == "a"
-
-
-async def test_the_requests_behind_the_heads_are_tried_after_every_tenants_head() -> None:
-    """The tries behind a head come after every tenant's head in turn, so one tenant's
-    backlog behind a head too late for the load now cannot spend a wake-up's tries before
-    another tenant's head is tried."""
-    q = Queue()
-    bulk = [full("bulk", 10.0 + i) for i in range(TRIES_PER_WAKE + 2)]
-    for f in bulk:
-        q.step.too_late.add(id(f))
-    tasks = await enqueue(q, *bulk, full("light", 60.0))
-    assert await drain(q, 1) == ["light"]
-    q.step.too_late.clear()
-    q.step.room = 100
-    q.flow.kick()
-    await asyncio.gather(*tasks)
 
 
 async def test_a_light_tenant_goes_ahead_of_a_bulk_backlog() -> None:
