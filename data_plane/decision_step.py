@@ -237,10 +237,7 @@ class DecisionStep:
         at its deadline; `request` is then as it was); the table is the one it was read on.
         `full`: as it arrived."""
         asked = full.asked
-        left = full.left_after(waited_s)
-        if left.latency_s is not None and self._held_nowhere(full, left.latency_s):
-            raise full  # neither decision below could send it: none is taken
-        inbound = full.inbound.within(left)
+        inbound = full.inbound.within(full.left_after(waited_s))
         try:
             self._decided(request, (asked.table, inbound, asked.who), True, (full, waited_s))
             return
@@ -255,38 +252,9 @@ class DecisionStep:
         # 50-120 ms went to an engine at 7 or 8 and answered past its budget (issue 32).
         # The check comes before anything is counted: a request that waits on takes no
         # tenant's share, no band's arrival and no decision count.
+        left_s = full.left_after(waited_s).latency_s
         read = (asked.table, full.inbound, asked.who)
-        self._decided(request, read, True, (full, waited_s), None, left.latency_s)
-
-    def _held_nowhere(self, full: Full, left_s: float) -> bool:
-        """Whether no pair of the request's model is predicted within `left_s` at its least
-        loaded live endpoint's load now, this request included, at the tenant's learned
-        output length: then neither of `again`'s decisions sends it (the remainder's
-        `choose_route` predicts at that load and at `max_tokens`, no shorter; the fallback's
-        pair must be within `left_s` at the load it joins, no less), so neither is taken. A
-        request that waits to its deadline is tried at every wake-up, and each decision is
-        a whole one (issue 32: two per try, where a few predictions tell). Exact on load
-        curves that do not fall (the control plane's fit)."""
-        asked = full.asked
-        req, table = asked.req, asked.table
-        limits = effective_limits(table, req)
-        health = self._p.health.view()
-        loads, ejected = health.load, health.open_endpoints
-        outputs = self._p.outputs
-        learned = None if outputs is None else outputs.of(asked.who.tenant)
-        chars = req.facts.input_chars
-        for row in table.scan_rows.get(req.facts.alias, ()):
-            live = [loads.get(e, 0.0) for e in row.endpoint_ids if e not in ejected]
-            if not live:
-                continue
-            mine = limits
-            if learned is not None:
-                tokens = learned.get((row.pair.family, limits.category))
-                if tokens is not None and tokens < limits.output_tokens:
-                    mine = limits._replace(output_tokens=tokens)
-            if predicted_at(row.pair, mine, chars, min(live) + 1.0) <= left_s:
-                return False
-        return True
+        self._decided(request, read, True, (full, waited_s), None, left_s)
 
     def _joined_s(self, full: Full, decision: RouteDecision) -> float:
         """`decision`'s first pair's predicted seconds at the load the request joins there

@@ -370,14 +370,10 @@ async def test_a_queued_request_goes_only_where_what_is_left_holds_at_the_load_i
     waiting = asyncio.create_task(ask(h, critical))
     await eventually(lambda: h.metric("gearbox_flow_queue_length", **CRITICAL) == 1, what="waits")
     await asyncio.sleep(0.7)
-    decisions = h.metric("gearbox_routing_decision_duration_seconds_count")
     gates[0].set()
     assert (await holds[0])[0] == 200
     await asyncio.sleep(0.5)
     assert len(gates) == 2  # not sent beside the second
-    # ...and tried at the wake-ups meanwhile without a decision: beside the second, its only
-    # pair's prediction (4.02 s) tells that none could send it
-    assert h.metric("gearbox_routing_decision_duration_seconds_count") == decisions
     gates[1].set()
     await eventually(lambda: len(gates) == 3, what="it is sent once the second is done")
     gates[2].set()
