@@ -56,8 +56,9 @@ class FlowMetrics:
 
         self.past_budget = r.counter(
             "gearbox_flow_sent_past_budget_total",
-            "Waiting requests of a class never refused sent at their deadline or a bound to "
-            "a pair predicted, at the load they join, past what is left of their budget",
+            "Waiting requests sent to a pair predicted, at the load they join, past what is "
+            "left of their budget (dispatched on their whole budget, or, of a class never "
+            "refused, at their deadline or a bound)",
             ["priority"],
         )
 

@@ -337,24 +337,22 @@ async def test_a_queued_request_goes_only_where_what_is_left_of_its_budget_is_me
 CRITICAL = {"priority": "critical"}
 
 
-async def test_a_queued_request_goes_only_where_what_is_left_holds_at_the_load_it_joins(
+async def test_a_queued_request_sent_past_what_is_left_at_the_load_it_joins_is_counted(
     make_harness: MakeHarness,
 ) -> None:
-    """Issue 32, the critical burst's "router late" misses: a queued request no pair proved
-    what was left of its budget for was sent where its pair would answer *alone* within it,
-    whatever that pair held. One pair predicted at 2.02 s alone and 4.02 s beside another
-    (sustains 2 within 4.4 s), held by two critical requests; a third waits. The first
-    frees at 0.7 s, when 3.7 s is left: beside the second it is predicted 4.02 s, so it waits
-    on, and goes in when the second frees at 1.2 s (3.2 s left, 2.02 s alone). On main it
-    was sent at 0.7 s beside the second (predicted 4,019 ms with 3.7 s left)."""
+    """Issue 32, the critical burst's "router late" misses: a queued request no pair proves
+    what is left of its budget for goes where its pair would answer *alone* within it,
+    whatever that pair holds; where the pair is predicted past what is left at the load it
+    joins, that is counted (`gearbox_flow_sent_past_budget_total`). One pair predicted at
+    2.02 s alone and 4.02 s beside another (sustains 2 within 4.4 s), held by two critical
+    requests; a third waits. The first frees at 0.7 s, when 3.7 s is left: it is sent
+    beside the second (predicted 4.02 s), and counted."""
     entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=0.01)
     entry["latency"]["ttft_per_load_s"] = 2.0
     entry["latency"]["max_profiled_load"] = 2
     gates: list[asyncio.Event] = []
-    held_at_arrival: list[int] = []
 
     def engine(r: UpstreamRequest) -> FakeResponse:
-        held_at_arrival.append(sum(not g.is_set() for g in gates))
         gates.append(asyncio.Event())
         return FakeResponse(body=chat_json(), gate=gates[-1])
 
@@ -370,25 +368,16 @@ async def test_a_queued_request_goes_only_where_what_is_left_holds_at_the_load_i
     waiting = asyncio.create_task(ask(h, critical))
     await eventually(lambda: h.metric("gearbox_flow_queue_length", **CRITICAL) == 1, what="waits")
     await asyncio.sleep(0.7)
+    assert h.metric("gearbox_flow_sent_past_budget_total", **CRITICAL) == 0
     gates[0].set()
-    assert (await holds[0])[0] == 200
-    await asyncio.sleep(0.5)
-    assert len(gates) == 2  # not sent beside the second
-    gates[1].set()
-    await eventually(lambda: len(gates) == 3, what="it is sent once the second is done")
-    gates[2].set()
+    await eventually(lambda: len(gates) == 3, what="it is sent beside the second")
+    assert h.metric("gearbox_flow_sent_past_budget_total", **CRITICAL) == 1
+    for gate in gates:
+        gate.set()
     status, headers = await waiting
     assert status == 200
-    assert held_at_arrival == [0, 1, 0]
-    predicted, queued = (
-        int(headers["X-Route-Predicted-Latency-Ms"]),
-        int(headers["X-Route-Queued-Ms"]),
-    )
-    assert predicted < 2100  # decided at 1 in flight, not beside the second (4,019 ms)
-    assert queued >= 1200
-    assert predicted + queued <= 4400
-    assert h.metric("gearbox_flow_sent_past_budget_total", **CRITICAL) == 0
-    assert (await holds[1])[0] == 200
+    assert int(headers["X-Route-Predicted-Latency-Ms"]) > 4000  # on its whole budget
+    assert [s for s, _ in await asyncio.gather(*holds)] == [200, 200]
 
 
 async def test_a_critical_request_sent_at_its_deadline_past_its_budget_is_counted(
