@@ -14,7 +14,10 @@ the queue adds; then with flow control on more seeds' schedules, so that the cri
 requests in the burst windows are enough to tell 99% from 98% (one seed's window holds about
 130). Each request is followed to the engine (`simulator.engine.Engine.watch`, by its
 X-Request-Id) for why a critical one missed (`bench.admission.misses`), and the time the
-router and this process waited for a CPU is read from /proc (schedstat: the loaded machine).
+router and this process waited for a CPU is read from /proc (schedstat: the loaded machine):
+over the run, and per request from its send to the engine's arrival (the router's event-loop
+thread's CPU and runnable time then), beside its wait in the router's queue
+(`X-Route-Queued-Ms`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import random
 import time
 from collections.abc import Mapping
@@ -47,6 +51,7 @@ from bench.admission.stack import (
 from bench.common.in_process import Profiled, int4_fp16_table
 from bench.common.machine import Cores
 from simulator import Fleet, SimFleetConfig, SimPairConfig, run_fleet
+from simulator.engine import ReceivedRequest
 
 BUDGET_MS = 400
 MAX_TOKENS = 15
@@ -58,6 +63,7 @@ STEADY_SHARE, BURSTY_SHARE, BURST_TIMES = 0.3, 0.3, 3.0
 SEED = 23
 MORE_SEEDS = (24, 25, 26, 27)  # flow control again on these schedules (critical: ~130 each)
 WAIT_METRIC = "gearbox_flow_queue_wait_seconds"
+PAST_BUDGET_METRIC = "gearbox_flow_sent_past_budget_total"
 
 
 def engine_latency_s(running: int) -> float:
@@ -120,6 +126,10 @@ class BurstRun:
     router_runnable_s: float = math.nan  # the router's time runnable but not running
     client_runnable_s: float = math.nan  # ...this process's event loop's (clients, engines)
     critical_queued: float = math.nan  # critical requests that waited in the router's queue
+    # ...and of those, sent at their deadline or a bound where their pair's prediction at
+    # the load they joined was past what was left of their budget (NaN: a router without
+    # gearbox_flow_sent_past_budget_total)
+    critical_past_budget: float = math.nan
 
 
 def _poisson(rng: random.Random, rate: float, start: float, end: float) -> list[float]:
@@ -161,10 +171,44 @@ def burst_schedule(seconds: float, seed: int = SEED) -> list[Arrival]:
     return schedule(seconds, rates, BURST_TIMES * cap, seed)
 
 
-Seen = dict[str, tuple[float, int]]  # X-Request-Id -> (engine's clock at arrival, held)
+class SchedStat:
+    """A thread's time on a CPU and runnable but not running, in seconds, read from
+    /proc/PID/task/TID/schedstat (a process's main thread: TID = PID) through one open file
+    (a few microseconds a read); (NaN, NaN) where it cannot be read."""
+
+    def __init__(self, pid: int, tid: int | None = None) -> None:
+        try:
+            self._fd: int | None = os.open(f"/proc/{pid}/task/{tid or pid}/schedstat", os.O_RDONLY)
+        except OSError:
+            self._fd = None
+
+    def read(self) -> tuple[float, float]:
+        if self._fd is None:
+            return math.nan, math.nan
+        try:
+            run, wait = os.pread(self._fd, 128, 0).split()[:2]
+            return int(run) / 1e9, int(wait) / 1e9
+        except (OSError, ValueError):
+            return math.nan, math.nan
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
-async def _send(s: aiohttp.ClientSession, url: str, a: Arrival, scheduled: float) -> Traced:
+NOT_READ = (math.nan, math.nan)
+# X-Request-Id -> (engine's clock at arrival, held, the router's SchedStat then)
+Seen = dict[str, tuple[float, int, tuple[float, float]]]
+
+
+async def _send(
+    s: aiohttp.ClientSession,
+    url: str,
+    a: Arrival,
+    scheduled: float,
+    stat: SchedStat | None = None,
+) -> Traced:
     body = {"model": "auto", "messages": [{"role": "user", "content": "Hi"}]}
     body["max_tokens"] = MAX_TOKENS  # type: ignore[assignment]
     headers = {
@@ -174,19 +218,25 @@ async def _send(s: aiohttp.ClientSession, url: str, a: Arrival, scheduled: float
         "Content-Type": "application/json",
     }
     status, request_id, late = 0, None, time.monotonic() - scheduled
-    predicted, reason = None, ""
+    predicted, reason, queued = None, "", None
+    router_at_send = NOT_READ if stat is None else stat.read()
     try:
         async with s.post(url, data=json.dumps(body), headers=headers) as resp:
             await resp.read()
             status, request_id = resp.status, resp.headers.get("X-Request-Id")
             predicted = resp.headers.get("X-Route-Predicted-Latency-Ms")
             reason = resp.headers.get("X-Route-Reason", "")
+            queued = resp.headers.get("X-Route-Queued-Ms")
     except (aiohttp.ClientError, TimeoutError):
         pass
     seconds = time.monotonic() - scheduled
     sample = Sample(a.tenant, a.priority, status, seconds, BUDGET_MS / 1000, a.in_burst)
     predicted_s = None if predicted is None else int(predicted) / 1000
-    return Traced(sample, scheduled, request_id, late, predicted_s, reason, a.at_s)
+    queued_s = 0.0 if queued is None else int(queued) / 1000
+    return Traced(
+        sample, scheduled, request_id, late, predicted_s, reason, a.at_s, queued_s,
+        router_at_send,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,20 +250,27 @@ class Traced:
     predicted_s: float | None = None  # X-Route-Predicted-Latency-Ms: at the router's load
     reason: str = ""  # X-Route-Reason
     at_s: float = 0.0  # its time in the schedule
+    queued_s: float = 0.0  # X-Route-Queued-Ms: its wait in the router's queue
+    router_at_send: tuple[float, float] = NOT_READ  # the router's SchedStat when sent
 
     def path(self, seen: Seen) -> RequestPath:
         s = self.sample
         arrived = None if self.request_id is None else seen.get(self.request_id)
         to_engine = None if arrived is None else arrived[0] - self.scheduled
         held = 0 if arrived is None else arrived[1]
+        at_engine = NOT_READ if arrived is None else arrived[2]
+        cpu, runnable = (b - a for a, b in zip(self.router_at_send, at_engine, strict=True))
         return RequestPath(
             s.status, s.seconds, s.budget_s, to_engine, held, self.sent_late_s,
-            self.predicted_s, self.reason, self.at_s,
+            self.predicted_s, self.reason, self.at_s, self.queued_s, cpu, runnable,
         )  # fmt: skip
 
 
-async def replay(url: str, arrivals: list[Arrival]) -> tuple[Traced, ...]:
-    """Each arrival sent at its time whatever the router does; seconds from that time."""
+async def replay(
+    url: str, arrivals: list[Arrival], stat: SchedStat | None = None
+) -> tuple[Traced, ...]:
+    """Each arrival sent at its time whatever the router does; seconds from that time
+    (`stat`: the router's, read as each is sent)."""
     async with session() as s:
         tasks: list[asyncio.Task[Traced]] = []
         start = time.monotonic() + 0.1
@@ -221,7 +278,7 @@ async def replay(url: str, arrivals: list[Arrival]) -> tuple[Traced, ...]:
             delay = start + a.at_s - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            tasks.append(asyncio.create_task(_send(s, url, a, start + a.at_s)))
+            tasks.append(asyncio.create_task(_send(s, url, a, start + a.at_s, stat)))
         return tuple(await asyncio.gather(*tasks))
 
 
@@ -241,13 +298,17 @@ async def _one(
     stop = asyncio.Event()
     names = ["sim-int4", "sim-fp16"]
     seen: Seen = {}
+    stat = SchedStat(r.pid)
+
+    def arrived(req: ReceivedRequest, at: float, held: int) -> None:
+        seen[req.headers.get("x-request-id", "")] = (at, held, stat.read())
+
     for engine in names:
-        fleet.engine(engine).watch(
-            lambda req, at, held: seen.__setitem__(req.headers.get("x-request-id", ""), (at, held))
-        )
+        fleet.engine(engine).watch(arrived)
     watch = asyncio.create_task(watch_running(fleet, names, stop))
     cpu, waits = r.cpu_s(), (runnable_s(r.pid), runnable_s())
-    traced = await replay(r.chat_url, arrivals)
+    traced = await replay(r.chat_url, arrivals, stat)
+    stat.close()
     cpu = r.cpu_s() - cpu
     router_wait, client_wait = runnable_s(r.pid) - waits[0], runnable_s() - waits[1]
     stop.set()
@@ -256,6 +317,8 @@ async def _one(
     text = await asyncio.to_thread(r.metrics)
     queued = sample_sum(text, "gearbox_flow_queued_total")
     critical_queued = sample_sum(text, "gearbox_flow_queued_total", priority="critical")
+    past = PAST_BUDGET_METRIC in text
+    past_budget = sample_sum(text, PAST_BUDGET_METRIC, priority="critical") if past else math.nan
     buckets = wait_histogram(text, WAIT_METRIC)
     count = sample_sum(text, WAIT_METRIC + "_count")
     mean = sample_sum(text, WAIT_METRIC + "_sum") / count if count else math.nan
@@ -265,7 +328,7 @@ async def _one(
     busy = await watch
     return BurstRun(
         name, samples, cpu, queued, p99, mean, busy, paths, seed, router_wait, client_wait,
-        critical_queued,
+        critical_queued, past_budget,
     )  # fmt: skip
 
 

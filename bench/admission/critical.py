@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -33,6 +35,8 @@ def main() -> None:
     parser.add_argument("--misses", action="store_true", help="print each critical miss")
     args = parser.parse_args()
     env = {} if args.router_tree is None else {"PYTHONPATH": str(args.router_tree.resolve())}
+    if args.router_tree is not None:
+        print(f"router tree: {args.router_tree.resolve()} ({_data_plane_of(env)})", flush=True)
     plans = [("flow control", TRUSTED, seed) for seed in args.seeds]
     load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="gearbox-critical-") as workdir:
@@ -49,10 +53,20 @@ def main() -> None:
         _print_misses(runs)
 
 
+def _data_plane_of(env: dict[str, str]) -> str:
+    """Where a router started as `stack.router` starts it (`-P`, `env`) imports its data
+    plane from: the check that `--router-tree` runs that tree's code."""
+    probe = "import data_plane; print(data_plane.__file__)"
+    args = [sys.executable, "-P", "-c", probe]
+    done = subprocess.run(args, env={**os.environ, **env}, capture_output=True, text=True)
+    return done.stdout.strip() or done.stderr.strip()
+
+
 def _print_misses(runs: list[b.BurstRun]) -> None:
     """Each critical miss of the burst windows: its way to the engine against the truth."""
     print(
-        "seed | cause | total ms | to engine ms | sent late ms | engine held | truth ms "
+        "seed | cause | total ms | to engine ms | sent late ms | in router ms | queued ms "
+        "| router runnable ms | router CPU ms | engine held | truth ms "
         "| router's prediction ms | route reason | at s"
     )
     for run in runs:
@@ -65,7 +79,9 @@ def _print_misses(runs: list[b.BurstRun]) -> None:
             predicted = "-" if path.predicted_s is None else f"{path.predicted_s * 1000:.0f}"
             print(
                 f"{run.seed} | {why} | {path.total_s * 1000:.0f} | {to_engine} "
-                f"| {path.sent_late_s * 1000:.0f} | {path.held} | {truth:.0f} | {predicted} "
+                f"| {path.sent_late_s * 1000:.0f} | {path.in_router_s * 1000:.0f} "
+                f"| {path.queued_s * 1000:.0f} | {path.router_runnable_s * 1000:.0f} "
+                f"| {path.router_cpu_s * 1000:.0f} | {path.held} | {truth:.0f} | {predicted} "
                 f"| {path.reason} | {path.at_s:.2f}"
             )
 

@@ -6,12 +6,16 @@ scheduled to be sent, when the engine got it and how many requests the engine he
 simulator's truth (`burst.engine_latency_s`) a miss is:
 - `full engine`: the router sent it to an engine that already held FIT or more (with it, more
   than the budget holds: the router's placement, on counts or a reserve that were short);
-- `sent late` or `router late`: it reached an engine with room, but later than the budget
-  allowed for the engine's time there (its time before the engine took more than the
-  budget less the truth at that load), most of it before the client sent it (this
-  process's event loop, which runs clients and engines, was late: the loaded machine) or
-  in the router (its queue, or its CPU: `BurstRun.critical_queued` and the router's
-  runnable time tell which);
+- `sent late`, `router queue` or `router CPU`: it reached an engine with room, but later
+  than the budget allowed for the engine's time there (its time before the engine took
+  more than the budget less the truth at that load), most of it before the client sent it
+  (this process's event loop, which runs clients and engines, was late: the loaded
+  machine) or in the router: `router queue` where its wait in flow control's queue
+  (`X-Route-Queued-Ms`) is at least the time the router's event-loop thread was runnable
+  but not running while the request was in the router (/proc schedstat, read when the
+  client sent it and when the engine got it), `router CPU` otherwise (a request that did
+  not wait in the queue spent its time there on the router's work or waiting for a CPU).
+  The two can overlap (a queue that waits on a router starved of CPU): the larger names it;
 - `engine late`: it reached an engine with room in time, and the engine took longer than the
   truth at that load by more than the slack left (the engine's own timers, which run in the
   benchmark's event loop: the loaded machine);
@@ -28,7 +32,8 @@ from scipy.stats import beta
 
 CAUSES = (
     "full engine",
-    "router late",
+    "router queue",
+    "router CPU",
     "sent late",
     "engine late",
     "refused",
@@ -51,6 +56,16 @@ class Path:
     predicted_s: float | None = None  # the router's prediction at the load it judged
     reason: str = ""  # the router's X-Route-Reason
     at_s: float = 0.0  # its time in the schedule
+    queued_s: float = 0.0  # its wait in the router's queue (X-Route-Queued-Ms)
+    # While it was in the router (sent to the engine's arrival): the router's event-loop
+    # thread's time on a CPU, and runnable but not running (NaN: not read).
+    router_cpu_s: float = math.nan
+    router_runnable_s: float = math.nan
+
+    @property
+    def in_router_s(self) -> float:
+        """From its send to the engine's arrival (0 where no engine saw it)."""
+        return 0.0 if self.to_engine_s is None else self.to_engine_s - self.sent_late_s
 
 
 def cause(path: Path, fit: int, truth_s: Callable[[int], float]) -> str:
@@ -65,8 +80,11 @@ def cause(path: Path, fit: int, truth_s: Callable[[int], float]) -> str:
     if load > fit:
         return "full engine"
     if path.to_engine_s > path.budget_s - truth_s(load):
-        in_router = path.to_engine_s - path.sent_late_s
-        return "sent late" if path.sent_late_s > in_router else "router late"
+        if path.sent_late_s > path.in_router_s:
+            return "sent late"
+        queued = path.queued_s  # not queued: its time there was the router's work or CPU
+        by_queue = queued > 0 and not queued < path.router_runnable_s
+        return "router queue" if by_queue else "router CPU"
     return "engine late"
 
 

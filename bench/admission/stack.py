@@ -100,7 +100,11 @@ def router(
     snapshot.write_text(table.model_dump_json())
     port = free_port()
     full_env = {**gearbox_environment(port, snapshot, None), **env}
-    args = pinned([sys.executable, "-m", "data_plane", "serve"], cores)
+    # `-m` puts the working directory first on sys.path, ahead of PYTHONPATH: a router asked
+    # for from another tree (`env`'s PYTHONPATH, `critical --router-tree`) would otherwise be
+    # this tree's data plane whenever the bench runs from its own root (`-P`: Python 3.11).
+    flags = ["-P"] if "PYTHONPATH" in env else []
+    args = pinned([sys.executable, *flags, "-m", "data_plane", "serve"], cores)
     log = workdir / f"data-plane-{port}.log"
     with running(args, log, env=full_env, port=port) as proc:
         yield Router(f"http://127.0.0.1:{port}", proc.pid)

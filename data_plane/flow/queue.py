@@ -66,9 +66,11 @@ class Redecide(Protocol):
 
     def refuse(self, full: Full, retry_after_s: float, why: str) -> Shed: ...
 
-    def anyway(self, request: Decidable, full: Full) -> None: ...
+    def anyway(self, request: Decidable, full: Full, waited_s: float) -> None: ...
 
-    def relaxed(self, request: Decidable, full: Full, wanted: frozenset[str]) -> bool: ...
+    def relaxed(
+        self, request: Decidable, full: Full, wanted: frozenset[str], waited_s: float
+    ) -> bool: ...
 
     def undo(self, request: Decidable) -> None: ...
 
@@ -320,11 +322,11 @@ class FlowQueue:
             relaxed = False
             if refusal is Refusal.DEADLINE:  # not onto a pair a waiting request may go to
                 wanted = frozenset(p for held in self._pairs.values() for p in held)
-                relaxed = self._step.relaxed(request, full, wanted)
+                relaxed = self._step.relaxed(request, full, wanted, waited_s or 0.0)
             if not relaxed:
                 raise self._refuse(full, refusal, waited_s or 0.0)
         else:
-            self._step.anyway(request, full)
+            self._step.anyway(request, full, waited_s or 0.0)
         if waited_s is not None:
             self._metrics.left(full.priority, waited_s, None)
 

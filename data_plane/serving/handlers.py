@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 
@@ -25,7 +26,7 @@ from data_plane.serving.middleware import REQUEST, REQUEST_ID_HEADER
 from data_plane.serving.openapi import build_openapi, with_models
 from data_plane.serving.probes import Probes
 from data_plane.serving.proxy import Proxy
-from data_plane.serving.route_headers import route_headers
+from data_plane.serving.route_headers import QUEUED_HEADER, route_headers
 from data_plane.table_store import TableStore
 from data_plane.telemetry.metrics import DataPlaneMetrics, RequestOutcome
 from data_plane.telemetry.tracing import TRACE_HEADERS
@@ -288,11 +289,14 @@ def _trace_headers(request: web.Request) -> dict[str, str]:
 
 def _headers_for(req: Request) -> Callable[[Candidate, int], dict[str, str]]:
     """The X-Route-* headers of an answer, the class and tenant label it was served as
-    (`X-Gearbox-Priority`, `X-Gearbox-Tenant`), and X-Request-Id (a stream's head goes out
-    before the middleware sees the response)."""
+    (`X-Gearbox-Priority`, `X-Gearbox-Tenant`), X-Request-Id (a stream's head goes out
+    before the middleware sees the response), and for a request that waited in the queue,
+    `X-Route-Queued-Ms` (its wait, whole milliseconds rounded up)."""
     decision, version, request_id = req.decision, req.table.version, req.id
     doubt = req.inbound.facts.doubt
     applied = {PRIORITY_APPLIED: req.priority, TENANT_APPLIED: req.tenant}
+    if req.queued_s > 0.0:
+        applied[QUEUED_HEADER] = str(math.ceil(req.queued_s * 1000))
 
     def headers_for(cand: Candidate, attempts: int) -> dict[str, str]:
         headers = route_headers(decision, version, cand, attempts, doubt)

@@ -8,6 +8,10 @@ import math
 
 from data_plane.domain import Candidate, CategoryDoubt, RouteDecision, RouteReason
 
+# A request that waited in the flow-control queue: its wait, in whole milliseconds rounded
+# up (the HTTP door's `serving.handlers`; absent when it did not wait).
+QUEUED_HEADER = "X-Route-Queued-Ms"
+
 
 def route_reason(reason: RouteReason, cand: Candidate, doubt: CategoryDoubt | None) -> str:
     """Why `cand` answers: the decision's `reason`, or a best-effort candidate's own reason

@@ -54,12 +54,21 @@ class FlowMetrics:
             ["priority", "reason"],
         )
 
+        self.past_budget = r.counter(
+            "gearbox_flow_sent_past_budget_total",
+            "Waiting requests sent to a pair predicted, at the load they join, past what is "
+            "left of their budget (dispatched on their whole budget, or, of a class never "
+            "refused, at their deadline or a bound)",
+            ["priority"],
+        )
+
     def touch(self, tenant: str, priority: str) -> None:
         """Create a tenant label's and a band's series at 0, so they are exported before
         anything waits (as the tenant counters are)."""
         self.entered.labels(tenant, priority)
         self.queued.labels(priority)
         self.dispatched.labels(priority)
+        self.past_budget.labels(priority)
         for outcome in ("dispatched", "refused"):
             self.wait.labels(priority, outcome)
         for reason in Refusal:

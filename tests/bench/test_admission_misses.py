@@ -15,9 +15,18 @@ FIT = b.fit()
 
 
 def way(
-    total: float, to_engine: float | None, held: int, late: float = 0.0, status: int = 200
+    total: float,
+    to_engine: float | None,
+    held: int,
+    late: float = 0.0,
+    status: int = 200,
+    router: tuple[float, float] = (0.0, 0.0),
 ) -> Path:
-    return Path(status, total, B, to_engine, held, late)
+    """`router`: (its wait in the queue, the router's runnable time while it was there)."""
+    queued, runnable = router
+    return Path(
+        status, total, B, to_engine, held, late, queued_s=queued, router_runnable_s=runnable
+    )
 
 
 def why(path: Path) -> str:
@@ -32,11 +41,15 @@ def test_the_burst_engines_fit_eight_in_budget_with_ten_ms_to_spare() -> None:
 def test_each_miss_gets_the_cause_its_way_to_the_engine_shows() -> None:
     assert why(way(0.45, 0.002, held=8)) == "full engine"  # 9 with it: past the budget
     # 7 held: 8 with it, 0.39 s of engine time leaves 10 ms before it
-    assert why(way(0.43, 0.040, held=7)) == "router late"
+    # 40 ms in the router, 30 of them in its queue, 5 runnable: its queue
+    assert why(way(0.43, 0.040, held=7, router=(0.030, 0.005))) == "router queue"
+    # ...not queued, the router waiting 35 ms for a CPU: its CPU
+    assert why(way(0.43, 0.040, held=7, router=(0.0, 0.035))) == "router CPU"
     assert why(way(0.43, 0.040, held=7, late=0.030)) == "sent late"
     assert why(way(0.42, 0.005, held=7)) == "engine late"
     assert why(way(0.45, 0.120, held=3)) == "engine late"  # 0.27 s truth leaves 130 ms
-    assert why(way(0.43, 0.140, held=3)) == "router late"
+    assert why(way(0.43, 0.140, held=3, router=(0.120, 0.010))) == "router queue"
+    assert why(way(0.43, 0.140, held=3, router=(0.010, 0.120))) == "router CPU"
     assert why(way(0.10, None, held=0, status=429)) == "refused"
     assert why(way(60.0, None, held=0, status=0)) == "no answer"
     assert why(way(0.01, None, held=0, status=503)) == "not traced"

@@ -186,5 +186,5 @@ def test_the_critical_check_pools_every_seeds_window_and_states_its_interval() -
     assert check.passed
     assert check.detail.startswith("599 of 600 critical requests in 2 seeds'")
     text = "\n".join(admission_lines(pooled))
-    assert "| 24 | 500 | 499 | 99.8% | 0, 0, 0, 0, 1, 0, 0 |" in text
+    assert "| 24 | 500 | 499 | 99.8% | 0, 0, 0, 0, 0, 1, 0, 0 |" in text
     assert "| all | 600 | 599 | 99.8% (95%: 99.1% to 100.0%) |" in text

@@ -57,6 +57,7 @@ ZERO_HERE = {
     "gearbox_flow_queued_total",
     "gearbox_flow_dispatched_total",
     "gearbox_flow_refused_total",
+    "gearbox_flow_sent_past_budget_total",
 }
 
 

@@ -60,7 +60,12 @@ async def test_a_request_waits_for_a_full_pair_and_goes_in_when_one_finishes(
     )
     assert len(h.upstream.requests) == 1  # not sent to the full pair
     release.set()
-    assert [s for s, _ in await asyncio.gather(first, second)] == [200, 200]
+    (first_status, first_headers), (second_status, second_headers) = await asyncio.gather(
+        first, second
+    )
+    assert (first_status, second_status) == (200, 200)
+    assert "X-Route-Queued-Ms" not in first_headers  # it did not wait
+    assert int(second_headers["X-Route-Queued-Ms"]) >= 1  # its wait, rounded up
     assert len(h.upstream.requests) == 2
     assert h.metric("gearbox_flow_queue_length", **STANDARD) == 0
     assert h.metric("gearbox_flow_dispatched_total", **STANDARD) == 1
@@ -330,6 +335,75 @@ async def test_a_queued_request_goes_only_where_what_is_left_of_its_budget_is_me
 
 
 CRITICAL = {"priority": "critical"}
+
+
+async def test_a_queued_request_sent_past_what_is_left_at_the_load_it_joins_is_counted(
+    make_harness: MakeHarness,
+) -> None:
+    """Issue 32, the critical burst's "router late" misses: a queued request no pair proves
+    what is left of its budget for goes where its pair would answer *alone* within it,
+    whatever that pair holds; where the pair is predicted past what is left at the load it
+    joins, that is counted (`gearbox_flow_sent_past_budget_total`). One pair predicted at
+    2.02 s alone and 4.02 s beside another (sustains 2 within 4.4 s), held by two critical
+    requests; a third waits. The first frees at 0.7 s, when 3.7 s is left: it is sent
+    beside the second (predicted 4.02 s), and counted."""
+    entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=0.01)
+    entry["latency"]["ttft_per_load_s"] = 2.0
+    entry["latency"]["max_profiled_load"] = 2
+    gates: list[asyncio.Event] = []
+
+    def engine(r: UpstreamRequest) -> FakeResponse:
+        gates.append(asyncio.Event())
+        return FakeResponse(body=chat_json(), gate=gates[-1])
+
+    h = await make_harness(
+        make_table([entry]), routes={URL: engine}, engine_deadline_factor=0,
+        priority_header_trusted=True,
+    )  # fmt: skip
+    critical = {"X-Latency-Budget-Ms": "4400", "X-Priority": "critical"}
+    holds = []
+    for n in (1, 2):
+        holds.append(asyncio.create_task(ask(h, critical)))
+        await eventually(lambda n=n: len(gates) == n, what=f"hold {n} is sent")  # type: ignore[misc]
+    waiting = asyncio.create_task(ask(h, critical))
+    await eventually(lambda: h.metric("gearbox_flow_queue_length", **CRITICAL) == 1, what="waits")
+    await asyncio.sleep(0.7)
+    assert h.metric("gearbox_flow_sent_past_budget_total", **CRITICAL) == 0
+    gates[0].set()
+    await eventually(lambda: len(gates) == 3, what="it is sent beside the second")
+    assert h.metric("gearbox_flow_sent_past_budget_total", **CRITICAL) == 1
+    for gate in gates:
+        gate.set()
+    status, headers = await waiting
+    assert status == 200
+    assert int(headers["X-Route-Predicted-Latency-Ms"]) > 4000  # on its whole budget
+    assert [s for s, _ in await asyncio.gather(*holds)] == [200, 200]
+
+
+async def test_a_critical_request_sent_at_its_deadline_past_its_budget_is_counted(
+    make_harness: MakeHarness,
+) -> None:
+    """A critical request is never refused: at its deadline it goes in anyway. Where its
+    pair is then predicted, at the load it joins, past what is left of its budget, that is
+    counted (`gearbox_flow_sent_past_budget_total`): a pair predicted at 0.21 s alone and
+    0.41 s beside another, held by one, and a 0.45 s budget (0.24 s to wait): sent beside the
+    held one with 0.21 s left."""
+    entry = pair_entry("fam", "fp16", urls=[URL], ttft_base_s=0.002)
+    entry["latency"]["ttft_per_load_s"] = 0.2
+    entry["latency"]["max_profiled_load"] = 1
+    release = asyncio.Event()
+    h = await make_harness(
+        make_table([entry]), routes=held_until(release), engine_deadline_factor=0,
+        priority_header_trusted=True,
+    )  # fmt: skip
+    hold = asyncio.create_task(ask(h, {"X-Latency-Budget-Ms": "10000"}))
+    await eventually(lambda: len(h.upstream.requests) == 1, what="the pair is held")
+    late = asyncio.create_task(ask(h, {"X-Latency-Budget-Ms": "450", "X-Priority": "critical"}))
+    await eventually(lambda: len(h.upstream.requests) == 2, what="sent at its deadline")
+    assert h.metric("gearbox_flow_sent_past_budget_total", **CRITICAL) == 1
+    assert h.metric("gearbox_flow_dispatched_total", **CRITICAL) == 1
+    release.set()
+    assert [s for s, _ in await asyncio.gather(hold, late)] == [200, 200]
 
 
 async def test_a_critical_request_waits_in_the_top_band_and_goes_first(

@@ -71,11 +71,11 @@ class Step:
     def undo(self, request: Decidable) -> None:
         self.ended.append(request.tenant)
 
-    def anyway(self, request: Decidable, f: Full) -> None:
+    def anyway(self, request: Decidable, f: Full, waited_s: float) -> None:
         self.anyway_sent.append(f.tenant)
         request.tenant = f"{f.tenant} anyway"
 
-    def relaxed(self, request: Decidable, f: Full, wanted: frozenset[str]) -> bool:
+    def relaxed(self, request: Decidable, f: Full, wanted: frozenset[str], waited_s: float) -> bool:
         self.wanted.append(wanted)
         if not f.relaxable or self.idle <= 0:
             return False
