@@ -43,11 +43,14 @@ class PromptParts:
     """A body's text as `prompt_parts` splits it for a template's count
     (`tokenizer_ref.TemplateTokens`): `text`, every part but the tools, joined by newlines;
     `tools`, the tools' rendered JSON ("" without); `messages`, its chat turns (None: a
-    completions prompt, which no template renders)."""
+    completions prompt, which no template renders); `prompts`, a completions body's prompts
+    (0: a chat body), each of which the engine adds its tokenizer's special tokens to
+    (`tokenizer_ref.TokenizerRef.special_tokens`)."""
 
     text: str
     tools: str
     messages: int | None
+    prompts: int = 0
 
     def joined(self) -> str:
         """The text and the tools, joined by a newline: `prompt_text`."""
@@ -61,9 +64,10 @@ def prompt_parts(doc: dict[str, Any]) -> PromptParts:
     apart)."""
     prompt = doc.get("prompt")
     if type(prompt) is str:
-        return PromptParts(prompt, "", None)
+        return PromptParts(prompt, "", None, 1)
     if type(prompt) is list:
-        return PromptParts("\n".join(p for p in prompt if type(p) is str), "", None)
+        prompts = [p for p in prompt if type(p) is str]
+        return PromptParts("\n".join(prompts), "", None, len(prompts))
     texts: list[str] = []
     messages = doc.get("messages")
     turns = 0

@@ -69,7 +69,10 @@ class TokenizerRef(BaseModel):
     """A tokenizer file: `id` is where the profiler read it (the engine's checkpoint
     directory's `tokenizer.json`, from `/v1/models`' `root`), `sha256` its content's hash,
     which a data plane checks the file it loads against; `template`, what the served chat
-    template adds to a chat body's text (absent: not measured, the text alone is counted)."""
+    template adds to a chat body's text (absent: not measured, the text alone is counted);
+    `special_tokens`, the tokenizer's special tokens (Gemma's `<bos>`), which vLLM's
+    `/v1/completions` adds to each prompt by default (`add_special_tokens`) and a chat
+    request gets from its template instead (absent: not measured, none counted)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -79,6 +82,13 @@ class TokenizerRef(BaseModel):
         default=None,
         description="what the chat template adds to a chat body's text, in tokens, measured "
         "from usage.prompt_tokens; absent: not measured (the text alone is counted)",
+    )
+    special_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        le=64,
+        description="tokens the engine adds to each completions prompt (the tokenizer's BOS), "
+        "measured from usage.prompt_tokens; absent: not measured (none counted)",
     )
 
 

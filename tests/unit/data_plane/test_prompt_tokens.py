@@ -63,7 +63,8 @@ def test_the_text_counted_is_every_part_the_template_renders() -> None:
     tools = json.dumps([TOOL], ensure_ascii=False)
     assert prompt_text(doc) == "\n".join([*parts, tools])
     assert prompt_parts(doc) == PromptParts("\n".join(parts), tools, 3)
-    assert prompt_parts({"prompt": "def f(x):"}) == PromptParts("def f(x):", "", None)
+    assert prompt_parts({"prompt": "def f(x):"}) == PromptParts("def f(x):", "", None, 1)
+    assert prompt_parts({"prompt": ["a", "b"]}) == PromptParts("a\nb", "", None, 2)
     assert prompt_text({"prompt": "def f(x):"}) == "def f(x):"
     assert prompt_text({"prompt": ["a", "b"]}) == "a\nb"
     assert prompt_text({"messages": "not a list"}) == ""
@@ -110,6 +111,31 @@ def test_a_measured_template_adds_its_tokens_per_prompt_per_turn_and_for_tools()
     assert count_parts(count, parts, with_tools).tokens == text + 1 + 9 + 13 + tools
     completion = prompt_parts({"prompt": "eins zwei drei"})
     assert count_parts(count, completion, templated) == PromptCount(SHA_A, 3)
+
+
+def test_a_completions_prompt_adds_the_special_tokens_the_engine_adds_to_each_prompt() -> None:
+    """vLLM's /v1/completions adds the tokenizer's special tokens (Gemma's BOS: 1) to each
+    prompt; where the profiler measured them, the count adds them per prompt, to the text
+    alone; a chat body (its BOS is its template's) and a table without them do not."""
+
+    def count(text: str) -> int:
+        return len(text.split())
+
+    plain = _table([("fama", "fp16", SHA_A, 4.0)]).tokenizers["fama"]
+    assert plain.special_tokens == 0
+    bos = replace(plain, special_tokens=1)
+    one = prompt_parts({"prompt": "eins zwei drei"})
+    assert count_parts(count, one, plain) == PromptCount(SHA_A, 3)
+    assert count_parts(count, one, bos) == PromptCount(SHA_A, 4)
+    two = prompt_parts({"prompt": ["eins zwei", "drei"]})
+    assert count_parts(count, two, bos) == PromptCount(SHA_A, 3 + 2)
+    chat = prompt_parts({"messages": [{"role": "user", "content": "eins zwei drei"}]})
+    assert count_parts(count, chat, bos) == PromptCount(SHA_A, 3)
+    gemma = TemplateTokens(fixed=5, per_message=4)
+    assert count_parts(count, chat, replace(bos, template=gemma)) == PromptCount(SHA_A, 12)
+    long = prompt_parts({"prompt": "x " * 5_000})  # past max_chars: the rest per character
+    capped = replace(bos, max_chars=1_000)
+    assert count_parts(count, long, capped) == PromptCount(SHA_A, 500 + 1, 9_000)
 
 
 def test_a_template_s_count_reads_at_most_the_alias_s_characters() -> None:
