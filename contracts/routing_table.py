@@ -433,9 +433,12 @@ def _entry_without_added_defaults(entry: Any) -> Any:
     }
     tokenizer = kept.get("tokenizer")
     if isinstance(tokenizer, dict):  # fields added to the tokenizer, left out when absent
-        kept["tokenizer"] = {
+        kept["tokenizer"] = tokenizer = {
             k: v for k, v in tokenizer.items() if not (k in _ADDED_TOKENIZER and v is None)
         }
+        template = tokenizer.get("template")
+        if isinstance(template, dict) and template.get("trims") is False:  # added
+            tokenizer["template"] = {k: v for k, v in template.items() if k != "trims"}
     latency = kept.get("latency")
     if isinstance(latency, dict):
         kept["latency"] = {

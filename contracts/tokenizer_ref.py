@@ -27,7 +27,9 @@ class TemplateTokens(BaseModel):
     `contracts.prompt_text`'s parts by the tokenizer file (docs/profiler.md, "Chat
     template"): turn markers and roles per message, a BOS and the generation prompt per
     prompt, and how it renders `tools` (a preamble, and the engine's tokens per counted
-    token of their JSON: 0 for a template that renders none, 1 for `tojson`)."""
+    token of their JSON: 0 for a template that renders none, 1 for `tojson`); `trims`,
+    whether it strips each turn's text of surrounding whitespace (Jinja's `trim`, as Gemma's
+    and Llama 3's templates do), which the count then strips too."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -45,6 +47,10 @@ class TemplateTokens(BaseModel):
         ge=0.0,
         le=16.0,
         description="the engine's tokens per counted token of the tools' JSON (0: not rendered)",
+    )
+    trims: bool = Field(
+        default=False,
+        description="the template strips each turn's text of surrounding whitespace (`trim`)",
     )
 
     def added(self, messages: int, tools_tokens: float | None) -> float:

@@ -10,7 +10,9 @@ The measure: conversations of 1, 3 and 5 turns, and the first with each probe to
 (`token_rates.PROBES`); each one's `usage.prompt_tokens` against its parts counted by the
 tokenizer file as the data plane counts them. Least squares over the turns gives the tokens
 per message and the fixed tokens; over the tools probes, the preamble and the engine's tokens
-per counted tools token. Tools are sent as traffic sends them, and again with
+per counted tools token; the first again with its text padded with whitespace, whose count
+is the plain one's where the template `trim`s each turn (`TemplateTokens.trims`). Tools are
+sent as traffic sends them, and again with
 `tool_choice: "none"` when the engine refuses that (vLLM without a tool parser answers 400
 to tools with the default `auto`): how the template renders them is the same.
 
@@ -137,6 +139,13 @@ async def _template(client: PromptCounter, tokenizer: Tokenizer) -> TemplateToke
         return None
     base = {"messages": list(CONVERSATIONS[0])}
     engine_base = turns[0][1] + _counted(tokenizer, prompt_parts(base))[0]
+    (turn,) = CONVERSATIONS[0]
+    padded = {"messages": [{**turn, "content": f"  {turn['content']}\n\n"}]}
+    try:
+        trims = await client.prompt_tokens(padded) == engine_base
+    except RequestFailedError as err:
+        logger.warning("chat template not measured: %s", err)
+        return None
     tools: list[tuple[int, int]] = []
     try:
         for probe in PROBES:
@@ -145,8 +154,8 @@ async def _template(client: PromptCounter, tokenizer: Tokenizer) -> TemplateToke
             tools.append((counted, await _with_tools(client, body) - engine_base))
     except RequestFailedError as err:
         logger.warning("chat template's tools not measured (counted as their JSON): %s", err)
-        return fit(turns, None)
-    return fit(turns, tools)
+        return fit(turns, None).model_copy(update={"trims": trims})
+    return fit(turns, tools).model_copy(update={"trims": trims})
 
 
 async def with_template(client: PromptCounter, ref: TokenizerRef | None) -> TokenizerRef | None:

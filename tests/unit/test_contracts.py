@@ -185,6 +185,10 @@ def test_a_tokenizer_s_template_is_optional_validated_and_hashed_when_present() 
     assert measured.entries[0].tokenizer.template is not None
     compiled = compile_table(measured)
     assert compiled.tokenizers["m"].template == measured.entries[0].tokenizer.template
+    assert compute_content_sha256(measured) == current["content_sha256"]  # trims: False
+    trimming = json.loads(json.dumps(current))
+    trimming["entries"][0]["tokenizer"]["template"] = gemma | {"trims": True}
+    assert compute_content_sha256(trimming) != current["content_sha256"]
     for field, value in (("tools_scale", -0.5), ("fixed", float("nan")), ("turns", 3)):
         wrong = json.loads(json.dumps(current))
         wrong["entries"][0]["tokenizer"]["template"] = gemma | {field: value}

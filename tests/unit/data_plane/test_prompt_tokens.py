@@ -68,6 +68,11 @@ def test_the_text_counted_is_every_part_the_template_renders() -> None:
     assert prompt_text({"prompt": "def f(x):"}) == "def f(x):"
     assert prompt_text({"prompt": ["a", "b"]}) == "a\nb"
     assert prompt_text({"messages": "not a list"}) == ""
+    padded = {"messages": [{"role": "user", "content": [{"type": "text", "text": " a "}, IMAGE]}]}
+    padded["messages"].append({"role": "user", "content": "b\n", "tool_calls": calls})
+    trimmed = PromptParts("\n".join(["a", "b", json.dumps(calls)]), "", 2)
+    assert prompt_parts(padded, trim=True) == trimmed  # as a template's `trim` renders them
+    assert prompt_parts(padded).text == "\n".join([" a ", "b\n", json.dumps(calls)])
 
 
 def test_a_huge_prompt_is_counted_up_to_its_limit_and_the_rest_priced_per_character() -> None:

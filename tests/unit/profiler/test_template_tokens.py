@@ -25,7 +25,8 @@ class Engine:
     """Counts a chat body's text with the tokenizer file and adds `fixed` per prompt,
     `per_message` per turn and, for tools, `tools_fixed` plus `tools_scale` per counted
     token of their JSON; like vLLM without a tool parser, refuses tools unless
-    `tool_choice` is "none" (`refuse_tools`: refuses them whatever the choice); counts a
+    `tool_choice` is "none" (`refuse_tools`: refuses them whatever the choice), each turn's
+    text stripped where the template `trims`; counts a
     completions prompt's text and adds `special` (a BOS), or refuses it (None)."""
 
     def __init__(
@@ -39,7 +40,7 @@ class Engine:
         self.special = special
 
     async def prompt_tokens(self, body: dict[str, Any]) -> int:
-        parts = prompt_parts(body)
+        parts = prompt_parts(body, self.template.trims)
         if parts.messages is None:
             if self.special is None:
                 raise RequestFailedError("HTTP 404: Not Found")
@@ -73,6 +74,19 @@ async def test_the_template_s_tokens_are_read_from_the_engine_s_count(
     assert measured is not None
     for name in ("fixed", "per_message", "tools_fixed", "tools_scale"):
         assert getattr(measured, name) == pytest.approx(getattr(template, name), abs=0.02), name
+
+
+@pytest.mark.parametrize("trims", [True, False])
+async def test_a_template_that_trims_each_turn_is_told_by_a_padded_turn(
+    ref: TokenizerRef, trims: bool
+) -> None:
+    """The 1-turn conversation again with its text padded with spaces and newlines: the same
+    count as without the padding where the template strips each turn (Gemma's `trim`)."""
+    template = TemplateTokens(fixed=5, per_message=4, tools_scale=0, trims=trims)
+    measured = await measure_template(Engine(Path(ref.id), template), ref)
+    assert measured is not None
+    assert measured.trims is trims
+    assert (measured.fixed, measured.per_message) == (5.0, 4.0)
 
 
 async def test_tools_the_engine_refuses_are_counted_as_their_json(ref: TokenizerRef) -> None:
