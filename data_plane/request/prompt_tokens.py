@@ -76,8 +76,16 @@ def count_parts(count: TokenCount, parts: PromptParts, tokenizer: AliasTokenizer
 def counted_chars(counted: PromptCount, tokenizer: AliasTokenizer) -> int:
     """The characters of the one estimate for a count by the alias's tokenizer: each token at
     the alias's largest chars_per_token (so no pair's estimate falls below the count), the
-    uncounted rest as it is."""
-    return math.ceil(counted.tokens * tokenizer.token_chars) + counted.rest_chars
+    uncounted rest as it is.
+
+    Rounded down where a token is at least one character: a pair at that largest figure R
+    then reads the count back exactly (`input_tokens`: ceil(floor(t x R) / R) = t, as
+    floor(t x R) > (t - 1) x R), where rounding up read t + 1 whenever t x R is not whole;
+    a pair at a smaller figure reads at least t still. Below one character per token no
+    whole number of characters need read back t, so up."""
+    chars = counted.tokens * tokenizer.token_chars
+    whole = math.floor(chars) if tokenizer.token_chars >= 1.0 else math.ceil(chars)
+    return whole + counted.rest_chars
 
 
 def templated_chars(

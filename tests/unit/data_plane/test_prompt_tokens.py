@@ -8,6 +8,9 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from contracts.prompt_text import PromptParts, prompt_parts, prompt_text
 from contracts.tokenizer_ref import TemplateTokens
 from data_plane.decision.compile import MAX_CONTEXTS, compile_table
@@ -16,7 +19,12 @@ from data_plane.domain import Budget, CompiledTable
 from data_plane.request.body import parse_request_body
 from data_plane.request.category import request_facts
 from data_plane.request.prompt_size import IMAGE_CHARS, rendered_chars
-from data_plane.request.prompt_tokens import PromptCount, count_parts, count_prompt
+from data_plane.request.prompt_tokens import (
+    PromptCount,
+    count_parts,
+    count_prompt,
+    counted_chars,
+)
 from tests.component.data_plane.fakes import make_table, pair_entry
 
 SHA_A, SHA_B = "a" * 64, "b" * 64
@@ -212,6 +220,33 @@ def test_a_count_by_the_alias_s_tokenizer_is_the_estimate_every_pair_reads() -> 
     other = replace(table, tokenizers={})
     parsed = parse_request_body(json.dumps(body).encode(), "chat")
     assert request_facts(parsed, other, Budget(), counted).input_chars == 1000
+
+
+@given(
+    tokens=st.integers(min_value=0, max_value=200_000),
+    largest=st.floats(min_value=1.0, max_value=12.0),
+    smaller=st.floats(min_value=0.05, max_value=1.0),
+)
+def test_a_count_reads_back_exactly_at_the_largest_figure_and_no_lower_at_any(
+    tokens: int, largest: float, smaller: float
+) -> None:
+    """The count's characters, each token at the alias's largest characters per token, read
+    back as the count itself on the pair at that figure (7b80295 read one token more whenever
+    the product was not whole: the real engine's 221 read 222), and as no less on a pair at
+    any smaller figure; below one character per token, never less either."""
+    table = _table([("fama", "fp16", SHA_A, largest), ("fama", "int4", SHA_A, largest * smaller)])
+    ref = table.tokenizers["fama"]
+    chars = counted_chars(PromptCount(SHA_A, tokens), ref)
+    top, lower = sorted(table.pairs, key=lambda p: -p.chars_per_token)
+    assert input_tokens(top, chars) == tokens
+    assert input_tokens(lower, chars) >= tokens
+    tiny = replace(ref, token_chars=smaller)
+    assert (
+        input_tokens(
+            replace(top, chars_per_token=smaller), counted_chars(PromptCount(SHA_A, tokens), tiny)
+        )
+        >= tokens
+    )
 
 
 def _templated(table: CompiledTable, template: TemplateTokens) -> CompiledTable:
