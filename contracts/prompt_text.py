@@ -3,7 +3,8 @@
 PURE. `prompt_text` joins what a body's template renders (each turn's text, its `tool_calls`,
 the `tools`, `documents` and a `response_format` schema as JSON, or a completions `prompt`)
 with newlines; `prompt_parts` keeps the tools apart and counts the turns, for what a chat
-template adds around them (`tokenizer_ref.TemplateTokens`). The data plane counts them with
+template adds around them (`tokenizer_ref.TemplateTokens`), and strips each turn's text as a
+template that `trim`s it does. The data plane counts them with
 the served model's tokenizer (`data_plane.request.prompt_tokens`); the profiler counts the
 same parts to measure what the template adds (`profiler.engine.template_tokens`).
 docs/data_plane.md, "Prompt size".
@@ -21,7 +22,7 @@ def rendered(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _message_texts(message: Any) -> list[str]:
+def _message_texts(message: Any, trim: bool) -> list[str]:
     if type(message) is not dict:
         return []
     texts: list[str] = []
@@ -32,6 +33,8 @@ def _message_texts(message: Any) -> list[str]:
         for part in content:
             if type(part) is dict and part.get("type") == "text" and type(part.get("text")) is str:
                 texts.append(part["text"])
+    if trim and texts:  # the turn's text parts, joined by newlines, stripped as one
+        texts = ["\n".join(texts).strip()]
     calls = message.get("tool_calls")
     if calls:
         texts.append(rendered(calls))
@@ -43,11 +46,14 @@ class PromptParts:
     """A body's text as `prompt_parts` splits it for a template's count
     (`tokenizer_ref.TemplateTokens`): `text`, every part but the tools, joined by newlines;
     `tools`, the tools' rendered JSON ("" without); `messages`, its chat turns (None: a
-    completions prompt, which no template renders)."""
+    completions prompt, which no template renders); `prompts`, a completions body's prompts
+    (0: a chat body), each of which the engine adds its tokenizer's special tokens to
+    (`tokenizer_ref.TokenizerRef.special_tokens`)."""
 
     text: str
     tools: str
     messages: int | None
+    prompts: int = 0
 
     def joined(self) -> str:
         """The text and the tools, joined by a newline: `prompt_text`."""
@@ -56,21 +62,23 @@ class PromptParts:
         return self.text or self.tools
 
 
-def prompt_parts(doc: dict[str, Any]) -> PromptParts:
+def prompt_parts(doc: dict[str, Any], trim: bool = False) -> PromptParts:
     """A chat or completions body's parts the engine tokenizes (`prompt_text`'s, the tools
-    apart)."""
+    apart); `trim`: each turn's text stripped of surrounding whitespace, as a template that
+    `trim`s it renders it (`TemplateTokens.trims`)."""
     prompt = doc.get("prompt")
     if type(prompt) is str:
-        return PromptParts(prompt, "", None)
+        return PromptParts(prompt, "", None, 1)
     if type(prompt) is list:
-        return PromptParts("\n".join(p for p in prompt if type(p) is str), "", None)
+        prompts = [p for p in prompt if type(p) is str]
+        return PromptParts("\n".join(prompts), "", None, len(prompts))
     texts: list[str] = []
     messages = doc.get("messages")
     turns = 0
     if type(messages) is list:
         turns = len(messages)
         for message in messages:
-            texts += _message_texts(message)
+            texts += _message_texts(message, trim)
     documents = doc.get("documents")
     if documents:
         texts.append(rendered(documents))

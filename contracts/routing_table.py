@@ -409,6 +409,7 @@ _ADDED_ENTRY_DEFAULTS: tuple[tuple[str, Any], ...] = (
     ("image_tokens", None),
     ("tokenizer", None),
 )
+_ADDED_TOKENIZER = ("template", "special_tokens")
 _ADDED_LATENCY_DEFAULTS = {
     name: None
     for name in (
@@ -431,8 +432,13 @@ def _entry_without_added_defaults(entry: Any) -> Any:
         if not any(k == name and v == default for name, default in _ADDED_ENTRY_DEFAULTS)
     }
     tokenizer = kept.get("tokenizer")
-    if isinstance(tokenizer, dict) and "template" in tokenizer and tokenizer["template"] is None:
-        kept["tokenizer"] = {k: v for k, v in tokenizer.items() if k != "template"}  # added
+    if isinstance(tokenizer, dict):  # fields added to the tokenizer, left out when absent
+        kept["tokenizer"] = tokenizer = {
+            k: v for k, v in tokenizer.items() if not (k in _ADDED_TOKENIZER and v is None)
+        }
+        template = tokenizer.get("template")
+        if isinstance(template, dict) and template.get("trims") is False:  # added
+            tokenizer["template"] = {k: v for k, v in template.items() if k != "trims"}
     latency = kept.get("latency")
     if isinstance(latency, dict):
         kept["latency"] = {

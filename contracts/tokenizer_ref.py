@@ -27,7 +27,9 @@ class TemplateTokens(BaseModel):
     `contracts.prompt_text`'s parts by the tokenizer file (docs/profiler.md, "Chat
     template"): turn markers and roles per message, a BOS and the generation prompt per
     prompt, and how it renders `tools` (a preamble, and the engine's tokens per counted
-    token of their JSON: 0 for a template that renders none, 1 for `tojson`)."""
+    token of their JSON: 0 for a template that renders none, 1 for `tojson`); `trims`,
+    whether it strips each turn's text of surrounding whitespace (Jinja's `trim`, as Gemma's
+    and Llama 3's templates do), which the count then strips too."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -45,6 +47,10 @@ class TemplateTokens(BaseModel):
         ge=0.0,
         le=16.0,
         description="the engine's tokens per counted token of the tools' JSON (0: not rendered)",
+    )
+    trims: bool = Field(
+        default=False,
+        description="the template strips each turn's text of surrounding whitespace (`trim`)",
     )
 
     def added(self, messages: int, tools_tokens: float | None) -> float:
@@ -69,7 +75,10 @@ class TokenizerRef(BaseModel):
     """A tokenizer file: `id` is where the profiler read it (the engine's checkpoint
     directory's `tokenizer.json`, from `/v1/models`' `root`), `sha256` its content's hash,
     which a data plane checks the file it loads against; `template`, what the served chat
-    template adds to a chat body's text (absent: not measured, the text alone is counted)."""
+    template adds to a chat body's text (absent: not measured, the text alone is counted);
+    `special_tokens`, the tokenizer's special tokens (Gemma's `<bos>`), which vLLM's
+    `/v1/completions` adds to each prompt by default (`add_special_tokens`) and a chat
+    request gets from its template instead (absent: not measured, none counted)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -79,6 +88,13 @@ class TokenizerRef(BaseModel):
         default=None,
         description="what the chat template adds to a chat body's text, in tokens, measured "
         "from usage.prompt_tokens; absent: not measured (the text alone is counted)",
+    )
+    special_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        le=64,
+        description="tokens the engine adds to each completions prompt (the tokenizer's BOS), "
+        "measured from usage.prompt_tokens; absent: not measured (none counted)",
     )
 
 

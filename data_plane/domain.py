@@ -235,13 +235,16 @@ class AliasTokenizer:
     among the alias's pairs, so each pair's estimate is at least the count), the most
     characters a request's count reads (`max_chars`: the alias's largest context, at that
     figure, twice over; the rest is priced per character) and what the chat template adds to
-    a chat body's text (`template`, as the profiler measured it; None: the text alone)."""
+    a chat body's text (`template`, as the profiler measured it; None: the text alone) and
+    the special tokens the engine adds to each completions prompt (`special_tokens`, its BOS;
+    0: none measured)."""
 
     path: str
     sha256: str
     token_chars: float
     max_chars: int
     template: TemplateTokens | None = None
+    special_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

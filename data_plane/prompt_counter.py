@@ -160,7 +160,8 @@ class PromptCounter:
         count = None if ref is None else self._shelf.loaded(ref.sha256)
         if ref is None or count is None:
             return None
-        return count_parts(count, prompt_parts(doc), ref)
+        trim = ref.template is not None and ref.template.trims
+        return count_parts(count, prompt_parts(doc, trim), ref)
 
     async def close(self) -> None:
         """Stop the worker thread (a count running ends first) and wait for the loads."""

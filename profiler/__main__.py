@@ -190,7 +190,7 @@ def _inprocess(
         "enforce_eager": args.enforce_eager or None,
     }
     engine = load_vllm_engine({k: v for k, v in options.items() if v is not None})
-    identity = EngineIdentity(engine.version, engine.context_length)
+    identity = EngineIdentity(engine.version, engine.context_length, args.model)
     report = profile_inprocess(plan, engine, identity, progress, origin)
     print(render_summary(report))
     print(_decisions([report], args))

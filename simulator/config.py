@@ -99,6 +99,13 @@ class SimPairConfig(_Config):
         description="with a `tokenizer`: whether the chat template renders `tools` (Gemma's "
         "turn format renders none: their tokens are not counted)",
     )
+    special_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="with a `tokenizer`: the tokens added to each completions prompt's text "
+        "(the tokenizer's BOS, which vLLM's /v1/completions adds by default: 1 for Gemma)",
+    )
     accuracy: dict[str, Ratio] = Field(default_factory=dict)
     jitter_ratio: Ratio = 0.0
     default_max_tokens: int = Field(default=16, ge=1, le=1_000_000)

@@ -121,15 +121,18 @@ def _text_tokens(text: str, config: SimPairConfig) -> int:
 
 
 def _completion_prompt(req: CompletionRequest, config: SimPairConfig) -> tuple[int, str | None]:
+    """Prompt tokens as vLLM's /v1/completions counts them: a text prompt's tokens, with a
+    `tokenizer` plus the `special_tokens` it adds to each (a BOS); token ids as they are."""
     prompt = req.prompt
+    special = config.special_tokens if config.tokenizer is not None else 0
     if isinstance(prompt, str):
-        return _text_tokens(prompt, config), prompt.strip()
+        return _text_tokens(prompt, config) + special, prompt.strip()
     if len(prompt) == 0 or not all(isinstance(p, str) for p in prompt):
         return len(prompt), None  # token ids: the count is exact, the text unknown
     if len(prompt) > 1:
         raise ApiError(400, "batched prompts are not supported by the simulator", "prompt")
     text = str(prompt[0])
-    return _text_tokens(text, config), text.strip()
+    return _text_tokens(text, config) + special, text.strip()
 
 
 def _image_parts(content: Any) -> int:

@@ -338,7 +338,8 @@ def alias_tokenizers(
     counted token stands for (the largest chars_per_token among them: no pair's estimate falls
     below the count) and the characters a count reads at most (MAX_CONTEXTS contexts of the
     alias's largest at that figure: a longer prompt is refused by its context anyway), with
-    what the chat template adds (`TokenizerRef.template`). An alias with a pair naming none,
+    what the chat template adds (`TokenizerRef.template`) and the special tokens the engine
+    adds to a completions prompt (`TokenizerRef.special_tokens`). An alias with a pair naming none,
     or two files or two templates (`auto` over families), is left out."""
     named = {e.pair: e.tokenizer for e in entries}
     found: dict[str, AliasTokenizer] = {}
@@ -350,5 +351,8 @@ def alias_tokenizers(
         token_chars = max(p.chars_per_token for p in pairs)
         context = max(p.context_length for p in pairs)
         max_chars = math.ceil(MAX_CONTEXTS * context * token_chars)
-        found[alias] = AliasTokenizer(ref.id, ref.sha256, token_chars, max_chars, ref.template)
+        special = ref.special_tokens or 0
+        found[alias] = AliasTokenizer(
+            ref.id, ref.sha256, token_chars, max_chars, ref.template, special
+        )
     return found

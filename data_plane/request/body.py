@@ -82,7 +82,8 @@ class ParsedBody:
     characters per token, and `images` its image parts, which the table may price at the
     model's own tokens per image (`category.request_facts`); `messages` its chat turns (0: a
     completions prompt) and `tools_chars` the part of `json_chars` that is `tools`, for what
-    the chat template adds (`prompt_tokens.templated_chars`)."""
+    the chat template adds (`prompt_tokens.templated_chars`); `prompts` a completions body's
+    prompts, for the special tokens the engine adds to each (`prompt_tokens.special_chars`)."""
 
     alias: str
     stream: bool
@@ -94,6 +95,7 @@ class ParsedBody:
     images: int = 0  # image parts, each IMAGE_CHARS of `input_chars` (`prompt_size`)
     messages: int = 0  # chat turns (0: a completions prompt, which no template renders)
     tools_chars: int = 0  # the `tools` part of `json_chars`
+    prompts: int = 0  # a completions body's prompts (0: a chat body)
 
 
 def _text_of(content: Any) -> str:
@@ -342,7 +344,7 @@ def _fast_facts(raw: bytes, kind: BodyKind | Literal["either"]) -> Facts | None:
 def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
     """The facts of a decoded body, validated by pydantic (raises InvalidRequest)."""
     body = _validate(doc, kind)
-    extra = schema = images = messages = tools = 0
+    extra = schema = images = messages = tools = prompts = 0
     if isinstance(body, _ChatBody):
         texts = [_text_of(m.content) for m in body.messages]
         users = [i for i, m in enumerate(body.messages) if m.role == "user"]
@@ -356,6 +358,7 @@ def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
     else:
         texts = [body.prompt] if isinstance(body.prompt, str) else list(body.prompt)
         classify_text = "\n".join(texts)
+        prompts = len(texts)
     fmt = body.response_format
     return ParsedBody(
         alias=body.model,
@@ -368,6 +371,7 @@ def validated_facts(doc: dict[str, Any], kind: BodyKind) -> ParsedBody:
         images=images,
         messages=messages,
         tools_chars=tools,
+        prompts=prompts,
     )
 
 

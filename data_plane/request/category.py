@@ -33,7 +33,12 @@ from data_plane.errors import InvalidBudget
 from data_plane.request.body import ParsedBody
 from data_plane.request.prompt_scan import PromptScan, scan_prompt
 from data_plane.request.prompt_size import IMAGE_CHARS
-from data_plane.request.prompt_tokens import PromptCount, counted_chars, templated_chars
+from data_plane.request.prompt_tokens import (
+    PromptCount,
+    counted_chars,
+    special_chars,
+    templated_chars,
+)
 
 BUILTIN_MODEL_PATH = Path(__file__).with_name("category_model.json")
 # Windows (at most HEAD_CHARS + TAIL_CHARS + 1 characters each) whose outputs a classifier
@@ -264,7 +269,9 @@ def weighed_chars(
     IMAGE_CHARS the body counted. A count by the tokenizer the table names for the alias
     (`counted`, the same SHA-256) stands for the text and JSON instead (`prompt_tokens`).
     Priced per character, a chat body adds what the alias's chat template adds, where the
-    table carries it (`prompt_tokens.templated_chars`: the rule `count_parts` applies)."""
+    table carries it (`prompt_tokens.templated_chars`: the rule `count_parts` applies), and a
+    completions body the special tokens the engine adds to each prompt
+    (`prompt_tokens.special_chars`)."""
     tokenizer = table.tokenizers.get(parsed.alias) if table.tokenizers else None
     if tokenizer is not None and counted is not None and tokenizer.sha256 == counted.sha256:
         images = parsed.images * table.image_chars.get(parsed.alias, IMAGE_CHARS)
@@ -280,6 +287,8 @@ def weighed_chars(
         tools = math.ceil(parsed.tools_chars * weight)
         per_token = tokenizer.token_chars
         chars = templated_chars(tokenizer.template, chars, parsed.messages, tools, per_token)
+    elif tokenizer is not None and tokenizer.special_tokens and parsed.prompts:
+        chars += special_chars(tokenizer.special_tokens, parsed.prompts, tokenizer.token_chars)
     return chars
 
 

@@ -17,12 +17,13 @@ JSON_FORMATS = frozenset({"json_object", "json_schema"})
 MAX_MODEL_CHARS = 256
 
 # (alias, stream, max_output_tokens, wants_json, classify_text, input_chars, json_chars,
-# images, messages, tools_chars): input_chars is every part the engine tokenizes
+# images, messages, tools_chars, prompts): input_chars is every part the engine tokenizes
 # (`prompt_size`), json_chars the part of it rendered as JSON (tools, tool calls, documents, a
 # response_format schema), images the image parts (each IMAGE_CHARS of input_chars until the
 # table's figure prices it), messages the chat turns (0: a completions prompt), tools_chars
-# the part of json_chars that is `tools` (for the chat template's figures)
-Facts = tuple[str, bool, int | None, bool, str, int, int, int, int, int]
+# the part of json_chars that is `tools` (for the chat template's figures), prompts a
+# completions body's prompts (0: a chat body; the engine adds its special tokens to each)
+Facts = tuple[str, bool, int | None, bool, str, int, int, int, int, int, int]
 
 
 def _tokens(value: Any) -> bool:
@@ -93,7 +94,7 @@ def chat_facts(doc: dict[str, Any]) -> Facts | None:
         if role == "user":
             last_user = text
     body, tools = body_chars(doc)
-    return (*common, last_user, chars + body, schema + body, images, len(messages), tools)
+    return (*common, last_user, chars + body, schema + body, images, len(messages), tools, 0)
 
 
 def completion_facts(doc: dict[str, Any]) -> Facts | None:
@@ -103,7 +104,7 @@ def completion_facts(doc: dict[str, Any]) -> Facts | None:
     if common is None:
         return None
     if type(prompt) is str:
-        return (*common, prompt, len(prompt), 0, 0, 0, 0)
+        return (*common, prompt, len(prompt), 0, 0, 0, 0, 1)
     if type(prompt) is not list or not prompt or any(type(p) is not str for p in prompt):
         return None
-    return (*common, "\n".join(prompt), sum(map(len, prompt)), 0, 0, 0, 0)
+    return (*common, "\n".join(prompt), sum(map(len, prompt)), 0, 0, 0, 0, len(prompt))

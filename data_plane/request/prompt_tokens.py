@@ -10,7 +10,10 @@ per character). `counted_chars` turns a count into the one estimate's characters
 (`category.weighed_chars`). Image parts stay priced at the model's tokens per image.
 `count_parts` adds what the chat template adds (turn markers, BOS, the generation prompt, the
 tools as it renders them), where the profiler measured it (`TokenizerRef.template`);
-`templated_chars` adds the same (`TemplateTokens.added`) to a body priced per character.
+`templated_chars` adds the same (`TemplateTokens.added`) to a body priced per character. A
+completions prompt adds the tokenizer's special tokens (its BOS) per prompt, both ways
+(`count_parts`, `special_chars`), where the profiler measured them
+(`TokenizerRef.special_tokens`).
 docs/data_plane.md, "Prompt size".
 """
 
@@ -48,9 +51,17 @@ def count_parts(count: TokenCount, parts: PromptParts, tokenizer: AliasTokenizer
     """A body's tokens on the engine: its parts by `count`, reading at most the alias's
     `max_chars` of them, and what the chat template adds to a chat body
     (`TemplateTokens.tokens`: per turn, per prompt, and the tools as it renders them). Without
-    a measured template, or for a completions prompt, the text alone (`parts.joined`)."""
+    a measured template, the text alone (`parts.joined`); a completions prompt adds the
+    tokenizer's special tokens per prompt (`TokenizerRef.special_tokens`: the engine adds its
+    BOS to each), where the profiler measured them."""
     template, sha256 = tokenizer.template, tokenizer.sha256
-    if template is None or parts.messages is None:
+    if parts.messages is None:
+        counted = count_prompt(count, parts.joined(), tokenizer.max_chars, sha256)
+        if not tokenizer.special_tokens:
+            return counted
+        special = tokenizer.special_tokens * parts.prompts
+        return PromptCount(sha256, counted.tokens + special, counted.rest_chars)
+    if template is None:
         return count_prompt(count, parts.joined(), tokenizer.max_chars, sha256)
     text = count_prompt(count, parts.text, tokenizer.max_chars, sha256)
     tools = None
@@ -65,8 +76,16 @@ def count_parts(count: TokenCount, parts: PromptParts, tokenizer: AliasTokenizer
 def counted_chars(counted: PromptCount, tokenizer: AliasTokenizer) -> int:
     """The characters of the one estimate for a count by the alias's tokenizer: each token at
     the alias's largest chars_per_token (so no pair's estimate falls below the count), the
-    uncounted rest as it is."""
-    return math.ceil(counted.tokens * tokenizer.token_chars) + counted.rest_chars
+    uncounted rest as it is.
+
+    Rounded down where a token is at least one character: a pair at that largest figure R
+    then reads the count back exactly (`input_tokens`: ceil(floor(t x R) / R) = t, as
+    floor(t x R) > (t - 1) x R), where rounding up read t + 1 whenever t x R is not whole;
+    a pair at a smaller figure reads at least t still. Below one character per token no
+    whole number of characters need read back t, so up."""
+    chars = counted.tokens * tokenizer.token_chars
+    whole = math.floor(chars) if tokenizer.token_chars >= 1.0 else math.ceil(chars)
+    return whole + counted.rest_chars
 
 
 def templated_chars(
@@ -88,3 +107,10 @@ def templated_chars(
     tools = tools_chars / token_chars if tools_chars else None
     added = template.added(messages, tools) + messages - 1
     return max(text, math.ceil(text + added * token_chars))
+
+
+def special_chars(special_tokens: int, prompts: int, token_chars: float) -> int:
+    """The characters a completions body priced per character adds for the special tokens the
+    engine adds to each of its `prompts` (`count_parts` adds them as tokens), each token at
+    `token_chars` characters (as `counted_chars`), rounded up."""
+    return math.ceil(special_tokens * prompts * token_chars)

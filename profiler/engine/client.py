@@ -145,9 +145,11 @@ class EngineClient:
 
     async def prompt_tokens(self, body: dict[str, Any]) -> int:
         """`usage.prompt_tokens` of one chat request (`body` plus the model, one output
-        token, greedy): what the engine tokenized for it."""
+        token, greedy), or one completions request for a body with a `prompt` and no
+        `messages`: what the engine tokenized for it."""
         sent = {**body, "model": self.model, "max_tokens": 1, "temperature": 0.0}
-        payload = await self._post("/v1/chat/completions", sent)
+        chat = "messages" in body or "prompt" not in body
+        payload = await self._post("/v1/chat/completions" if chat else "/v1/completions", sent)
         try:
             usage = json.loads(payload)["usage"]
         except (ValueError, KeyError, TypeError) as err:

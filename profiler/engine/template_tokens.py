@@ -10,9 +10,16 @@ The measure: conversations of 1, 3 and 5 turns, and the first with each probe to
 (`token_rates.PROBES`); each one's `usage.prompt_tokens` against its parts counted by the
 tokenizer file as the data plane counts them. Least squares over the turns gives the tokens
 per message and the fixed tokens; over the tools probes, the preamble and the engine's tokens
-per counted tools token. Tools are sent as traffic sends them, and again with
+per counted tools token; the first again with its text padded with whitespace, whose count
+is the plain one's where the template `trim`s each turn (`TemplateTokens.trims`). Tools are
+sent as traffic sends them, and again with
 `tool_choice: "none"` when the engine refuses that (vLLM without a tool parser answers 400
 to tools with the default `auto`): how the template renders them is the same.
+
+A completions prompt gets no template, but the engine adds the tokenizer's special tokens to
+it (vLLM's `/v1/completions` defaults to `add_special_tokens=True`: Gemma's `<bos>`), where a
+chat request gets them from its template: one completions request's `usage.prompt_tokens`
+against the count of its text is `TokenizerRef.special_tokens`.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ TURNS = (
     {"role": "assistant", "content": "Rain is likely before noon, then clearing skies."},
 )
 CONVERSATIONS = (TURNS[1:2], TURNS[1:4], TURNS)  # 1, 3 and 5 turns
+MAX_SPECIAL_TOKENS = 64  # `TokenizerRef.special_tokens`' bound
 
 
 def _line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
@@ -86,14 +94,40 @@ async def _with_tools(client: PromptCounter, body: dict[str, Any]) -> int:
         return await client.prompt_tokens({**body, "tool_choice": "none"})
 
 
-async def measure_template(client: PromptCounter, ref: TokenizerRef) -> TemplateTokens | None:
-    """What the engine's chat template adds, counted with the tokenizer file `ref` names;
-    None (logged) when the file does not load or the engine gives no usage."""
+async def _load(ref: TokenizerRef) -> Tokenizer | None:
     try:
-        tokenizer = await asyncio.to_thread(Tokenizer.from_file, ref.id)
+        return await asyncio.to_thread(Tokenizer.from_file, ref.id)
     except Exception as err:  # the library raises a bare Exception for a bad file
         logger.warning("chat template not measured: %s does not load: %s", ref.id, err)
         return None
+
+
+async def measure_template(client: PromptCounter, ref: TokenizerRef) -> TemplateTokens | None:
+    """What the engine's chat template adds, counted with the tokenizer file `ref` names;
+    None (logged) when the file does not load or the engine gives no usage."""
+    tokenizer = await _load(ref)
+    return None if tokenizer is None else await _template(client, tokenizer)
+
+
+async def measure_special_tokens(client: PromptCounter, tokenizer: Tokenizer) -> int | None:
+    """The special tokens the engine adds to a completions prompt: one request's
+    `usage.prompt_tokens` less `tokenizer`'s count of its text (the data plane's, no special
+    tokens); None (logged) when the engine answers no completions or counts fewer."""
+    text = TURNS[1]["content"]
+    try:
+        engine = await client.prompt_tokens({"prompt": text})
+    except RequestFailedError as err:
+        logger.warning("completions' special tokens not measured: %s", err)
+        return None
+    (counted,) = tokenizer.encode_batch([text], add_special_tokens=False)
+    special = engine - len(counted.ids)
+    if not 0 <= special <= MAX_SPECIAL_TOKENS:
+        logger.warning("completions' special tokens not measured: the engine counts %d", special)
+        return None
+    return special
+
+
+async def _template(client: PromptCounter, tokenizer: Tokenizer) -> TemplateTokens | None:
     turns: list[tuple[int, int]] = []
     try:
         for conversation in CONVERSATIONS:
@@ -105,6 +139,13 @@ async def measure_template(client: PromptCounter, ref: TokenizerRef) -> Template
         return None
     base = {"messages": list(CONVERSATIONS[0])}
     engine_base = turns[0][1] + _counted(tokenizer, prompt_parts(base))[0]
+    (turn,) = CONVERSATIONS[0]
+    padded = {"messages": [{**turn, "content": f"  {turn['content']}\n\n"}]}
+    try:
+        trims = await client.prompt_tokens(padded) == engine_base
+    except RequestFailedError as err:
+        logger.warning("chat template not measured: %s", err)
+        return None
     tools: list[tuple[int, int]] = []
     try:
         for probe in PROBES:
@@ -113,13 +154,19 @@ async def measure_template(client: PromptCounter, ref: TokenizerRef) -> Template
             tools.append((counted, await _with_tools(client, body) - engine_base))
     except RequestFailedError as err:
         logger.warning("chat template's tools not measured (counted as their JSON): %s", err)
-        return fit(turns, None)
-    return fit(turns, tools)
+        return fit(turns, None).model_copy(update={"trims": trims})
+    return fit(turns, tools).model_copy(update={"trims": trims})
 
 
 async def with_template(client: PromptCounter, ref: TokenizerRef | None) -> TokenizerRef | None:
-    """`ref` with what the engine's chat template adds (`measure_template`), where measured."""
+    """`ref` with what the engine's chat template adds (`measure_template`) and the special
+    tokens it adds to a completions prompt (`measure_special_tokens`), where measured."""
     if ref is None:
         return None
-    template = await measure_template(client, ref)
-    return ref if template is None else ref.model_copy(update={"template": template})
+    tokenizer = await _load(ref)
+    if tokenizer is None:
+        return ref
+    template = await _template(client, tokenizer)
+    special = await measure_special_tokens(client, tokenizer)
+    update = {"template": template, "special_tokens": special}
+    return ref.model_copy(update={k: v for k, v in update.items() if v is not None})

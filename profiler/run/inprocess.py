@@ -3,11 +3,15 @@
 vLLM and torch come from the `engines` extra and are imported lazily, only here. Timing is
 per batch: a batch of `concurrency` prompts is run once with max_tokens=1 (its duration is the
 TTFT of every request in it) and once with the level's output length (the e2e); TPOT follows
-as (e2e - TTFT) / (tokens - 1), through the same `stats` code the HTTP mode uses.
+as (e2e - TTFT) / (tokens - 1), through the same `stats` code the HTTP mode uses. Where the
+checkpoint directory holds a `tokenizer.json`, the report records it with what the chat
+template and the completions prompt add, measured as the HTTP mode measures them
+(`engine.template_tokens`), from the engine's own token counts (`OfflineEngine.prompt_tokens`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 import time
@@ -19,7 +23,11 @@ from typing import Any, Protocol
 
 from contracts.code_tests import CodeTestRunner, score_answer_blocking
 from contracts.profile_report import EngineFacts, Memory, ProfileReport
+from contracts.tokenizer_ref import TokenizerRef
+from profiler.engine.client import RequestFailedError
 from profiler.engine.engine_facts import EndpointInfo, FactsTracker
+from profiler.engine.template_tokens import with_template
+from profiler.engine.tokenizer_file import read_tokenizer_ref, tokenizer_path
 from profiler.errors import EngineMissingError
 from profiler.evals.accuracy import EvalItem, EvalResult
 from profiler.load.runner import Advance, Calibration, LevelRecorder
@@ -59,6 +67,12 @@ class OfflineEngine(Protocol):
         ...
 
     def memory(self) -> Memory: ...
+
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        """The prompt tokens the engine counts for one chat body (`messages`, `tools`) or
+        completions body (`prompt`), as a server's `usage.prompt_tokens`; raises
+        RequestFailedError when the engine refuses it."""
+        ...
 
 
 def import_engine_modules() -> tuple[ModuleType, ModuleType]:
@@ -114,6 +128,21 @@ class VllmEngine:
             return [Generation("", 0, 0) for _ in requests]
         self._sample_memory()
         return [_generation(o) for o in outputs]
+
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        # vLLM renders and tokenizes offline as its server does: chat without special
+        # tokens (the template holds them), a completions prompt with them
+        params = self._params(1, False)
+        try:
+            if "messages" in body:
+                conversation = [body["messages"]]
+                tools = body.get("tools")
+                outputs = self._llm.chat(conversation, params, use_tqdm=False, tools=tools)
+            else:
+                outputs = self._llm.generate([body["prompt"]], params, use_tqdm=False)
+        except ValueError as err:  # a template that fails, a prompt over the context
+            raise RequestFailedError(f"the engine refused it: {err}") from err
+        return len(outputs[0].prompt_token_ids or ())
 
     def _sample_memory(self) -> None:
         cuda = self._torch.cuda
@@ -217,8 +246,40 @@ class _MemoryFacts(FactsTracker):
 
 @dataclass(frozen=True, slots=True)
 class EngineIdentity:
+    """The engine's version and context length, and the checkpoint it loaded (`root`: the
+    `model` option, a directory or a hub id), where its tokenizer file is looked for."""
+
     version: str
     context_length: int | None
+    root: str | None = None
+
+
+class _OfflineCounter:
+    """The profiler's `PromptCounter` over an in-process engine: each count runs the engine
+    on this thread (the in-process mode has no event loop of its own; the loop
+    `measure_tokenizer` starts runs nothing else)."""
+
+    def __init__(self, engine: OfflineEngine) -> None:
+        self._engine = engine
+
+    async def prompt_tokens(self, body: dict[str, Any]) -> int:
+        return self._engine.prompt_tokens(body)
+
+
+def measure_tokenizer(engine: OfflineEngine, root: str | None) -> TokenizerRef | None:
+    """The tokenizer file of the checkpoint `root` names, with what the chat template and a
+    completions prompt add on `engine` (`template_tokens.with_template`); None (logged) when
+    there is no such file here or it does not load."""
+    path = tokenizer_path(root)
+    if path is None:
+        logger.info("no tokenizer recorded: the checkpoint %r has no tokenizer.json here", root)
+        return None
+    try:
+        ref = read_tokenizer_ref(path)
+    except (ValueError, OSError) as err:
+        logger.warning("no tokenizer recorded: %s", err)
+        return None
+    return asyncio.run(with_template(_OfflineCounter(engine), ref))
 
 
 def profile_inprocess(
@@ -232,7 +293,8 @@ def profile_inprocess(
     Open-loop levels need a server and are skipped. Ctrl-C writes the partial report."""
     started_at = datetime.now(UTC)
     items, set_id, set_sha = load_eval_sets(plan.evalsets)
-    info = EndpointInfo(plan.endpoints[0], identity.context_length, identity.version)
+    tokenizer = measure_tokenizer(engine, identity.root)
+    info = EndpointInfo(plan.endpoints[0], identity.context_length, identity.version, tokenizer)
     facts = run_facts(plan, info, (set_id, set_sha), started_at, origin, items)
     levels = [lv for lv in plan.sweep if lv.open_loop_rps is None]
     if len(levels) < len(plan.sweep):

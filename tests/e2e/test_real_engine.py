@@ -249,13 +249,22 @@ def test_a_chat_prompt_is_counted_as_the_engine_counts_it(
     real_stack: RealStack, client: openai.OpenAI
 ) -> None:
     """The profiler measured what the shipped Gemma turn format adds (5 tokens per prompt: BOS
-    and the generation prompt; 4 per turn; tools not rendered) and the table carries it: for
-    several turns and a tools list, the data plane's count is within 2% of the engine's
-    usage.prompt_tokens. The text alone counted (c0edadc) is off by the tools' JSON and the
-    turn markers; measured figures in docs/data_plane.md, "Prompt size"."""
+    and the generation prompt; 4 per turn; tools not rendered; each turn's text trimmed) and
+    the table carries it: for several turns (two with a trailing space) and a tools list, the
+    data plane's count is the engine's usage.prompt_tokens exactly: measured 221 and 221
+    (7b80295 read 223 at 4.0 characters per token, the turns not trimmed, and one more
+    through this stack, the estimate's characters rounded up). The text alone counted
+    (c0edadc) is off by the tools' JSON and the turn markers; measured figures in
+    docs/data_plane.md, "Prompt size"."""
     (entry,) = real_stack.table["entries"]
     template = entry["tokenizer"]["template"]
-    assert template == {"fixed": 5.0, "per_message": 4.0, "tools_fixed": 0.0, "tools_scale": 0.0}
+    assert template == {
+        "fixed": 5.0,
+        "per_message": 4.0,
+        "tools_fixed": 0.0,
+        "tools_scale": 0.0,
+        "trims": True,
+    }
     body: dict[str, Any] = {
         "model": PAIR,
         "messages": COUNTED_TURNS,
@@ -281,5 +290,33 @@ def test_a_chat_prompt_is_counted_as_the_engine_counts_it(
         f"engine {engine}, counted with the template {routed}, text alone {text_alone}, "
         f"per character {per_character / entry['chars_per_token']:.0f}"
     )
-    assert abs(routed - engine) <= engine * 0.02
+    assert routed == engine
     assert text_alone > engine * 1.5  # what the template adds and drops matters here
+
+
+def test_a_completions_prompt_is_counted_with_the_bos_the_engine_adds(
+    real_stack: RealStack, client: openai.OpenAI
+) -> None:
+    """vLLM's /v1/completions adds Gemma's `<bos>` to the prompt (`add_special_tokens`): the
+    profiler measured it (`special_tokens` 1), and the data plane's count of a prompt over the
+    size floor is the engine's usage.prompt_tokens exactly (7b80295: the text alone, one
+    short)."""
+    (entry,) = real_stack.table["entries"]
+    assert entry["tokenizer"]["special_tokens"] == 1
+    prompt = " ".join(t["content"] for t in COUNTED_TURNS) * 10
+    body: dict[str, Any] = {"model": PAIR, "prompt": prompt, "max_tokens": 1, "temperature": 0}
+    assert len(json.dumps(body)) >= 8192
+    sent = body | {"model": real_stack.engine.served_name}
+    with openai.OpenAI(base_url=f"{real_stack.engine.url}/v1", api_key="e2e") as engine_sdk:
+        usage = engine_sdk.completions.create(**sent).usage
+    assert usage is not None
+    engine = usage.prompt_tokens
+    routed = asyncio.run(_routed_input_tokens(real_stack.data_plane_url, body, engine))
+    answer = client.completions.create(**body)  # routed through the data plane
+    assert answer.usage is not None
+    assert answer.usage.prompt_tokens == engine
+    tokenizer = Tokenizer.from_file(entry["tokenizer"]["id"])
+    text_alone = len(tokenizer.encode(prompt, add_special_tokens=False).ids)
+    print(f"engine {engine}, counted {routed}, text alone {text_alone}")
+    assert text_alone == engine - 1
+    assert routed == engine

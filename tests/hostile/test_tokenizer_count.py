@@ -289,3 +289,58 @@ async def test_a_small_body_priced_per_character_adds_the_template_too(tmp_path:
         assert 0.98 <= ratio <= 1.02, (kind, priced)
     assert text_alone["turns"] > 1.1, text_alone
     assert text_alone["tools"] < 0.2, text_alone
+
+
+def _completions() -> Mapping[str, dict[str, Any]]:
+    """A completions prompt counted by the tokenizer (over TABLE_TOKENIZE_MIN_BYTES) and one
+    priced per character: the engines' tokenizer splits this prose at exactly 5.0 characters
+    per token, the table's figure, so what is left is the engine's BOS."""
+    ask = {"model": "auto", "max_tokens": 4}
+    bodies = {
+        "counted": ask | {"prompt": tiny_tokenizer.PROSE * 40},
+        "per character": ask | {"prompt": tiny_tokenizer.PROSE[:180]},
+    }
+    assert len(json.dumps(bodies["counted"])) >= 8192 > len(json.dumps(bodies["per character"]))
+    return bodies
+
+
+async def _completion_ratios(url: str, app: web.Application) -> Mapping[str, float]:
+    ratios = {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
+        for kind, body in _completions().items():
+            before = {q: metric(app, f"{RATIO}_sum", pair=f"{FAMILY}@{q}") for q in QUANTS}
+            async with session.post(f"{url}/v1/completions", json=body) as resp:
+                assert resp.status == 200, (await resp.read())[:300]
+                pair = resp.headers["X-Route-Pair"]
+            ratios[kind] = metric(app, f"{RATIO}_sum", pair=pair) - before[pair.split("@")[1]]
+    return ratios
+
+
+async def test_a_completions_prompt_counts_the_bos_the_engine_adds(tmp_path: Path) -> None:
+    """Engines that add one special token (a BOS, as vLLM's /v1/completions adds Gemma's by
+    default) to each completions prompt: the profiler measures it from one completions
+    request, the table carries it, and usage.prompt_tokens over the estimate is 1.000 for a
+    prompt counted by the tokenizer and for one priced per character. The same table
+    without it (the count of 7b80295) is one token short on both: measured 1.0005 and 1.028
+    (37 / 36)."""
+    path = tiny_tokenizer.train(tmp_path / "ckpt" / "tokenizer.json")
+    gemma = {"template_tokens": (5, 4), "template_renders_tools": False, "special_tokens": 1}
+    engines = [_engine(q, path).model_copy(update=gemma) for q in QUANTS]
+    async with run_fleet(SimFleetConfig(pairs=engines), answers={}) as fleet:
+        urls = {q: [fleet.url(_served(q))] for q in QUANTS}
+        async with aiohttp.ClientSession() as session:
+            client = EngineClient(session, urls["fp8"][0], _served("fp8"), 10.0)
+            ref = await with_template(client, (await preflight(client, 5.0)).tokenizer)
+        assert ref is not None
+        assert ref.special_tokens == 1
+        plain = [_report(q, u, (5.0, None)) for q, u in urls.items()]
+        measured = [r | {"tokenizer": ref.model_dump()} for r in plain]
+        alone = [r | {"tokenizer": ref.model_dump(exclude={"special_tokens"})} for r in plain]
+        async with _data_plane(measured, tmp_path, "bos") as (url, app):
+            counted = await _completion_ratios(url, app)
+        async with _data_plane(alone, tmp_path, "no-bos") as (url, app):
+            text_alone = await _completion_ratios(url, app)
+    print(f"with the BOS {counted}, text alone {text_alone}")
+    assert counted == {"counted": pytest.approx(1.0), "per character": pytest.approx(1.0)}
+    assert text_alone["counted"] > 1.0001, text_alone
+    assert text_alone["per character"] == pytest.approx(37 / 36), text_alone

@@ -185,10 +185,45 @@ def test_a_tokenizer_s_template_is_optional_validated_and_hashed_when_present() 
     assert measured.entries[0].tokenizer.template is not None
     compiled = compile_table(measured)
     assert compiled.tokenizers["m"].template == measured.entries[0].tokenizer.template
+    assert compute_content_sha256(measured) == current["content_sha256"]  # trims: False
+    trimming = json.loads(json.dumps(current))
+    trimming["entries"][0]["tokenizer"]["template"] = gemma | {"trims": True}
+    assert compute_content_sha256(trimming) != current["content_sha256"]
     for field, value in (("tools_scale", -0.5), ("fixed", float("nan")), ("turns", 3)):
         wrong = json.loads(json.dumps(current))
         wrong["entries"][0]["tokenizer"]["template"] = gemma | {field: value}
         with pytest.raises(ValidationError, match=rf"tokenizer\.template\.{field}"):
+            RoutingTable.model_validate(wrong)
+
+
+def test_a_tokenizer_s_special_tokens_are_optional_validated_and_hashed_when_present() -> None:
+    """A tokenizer without `special_tokens` (written before it) keeps its hash, null or
+    absent; one with it hashes differently and reaches the compiled table's alias (absent: 0);
+    a negative, fractional or huge figure is refused, naming it."""
+    import json
+
+    from contracts.routing_table import RoutingTable, compute_content_sha256
+    from data_plane.decision.compile import compile_table
+    from tests.unit.data_plane.tables import entry, table
+
+    current = json.loads(table([entry("m", "fp16")]).model_dump_json())
+    current["entries"][0]["tokenizer"] = {"id": "/models/m/tokenizer.json", "sha256": "ab" * 32}
+    current["content_sha256"] = compute_content_sha256(current)
+    read = RoutingTable.model_validate(current)
+    assert compute_content_sha256(read) == current["content_sha256"]  # special_tokens: None
+    assert compile_table(read).tokenizers["m"].special_tokens == 0
+    current["entries"][0]["tokenizer"]["special_tokens"] = None
+    assert compute_content_sha256(current) == read.content_sha256
+    current["entries"][0]["tokenizer"]["special_tokens"] = 1
+    assert compute_content_sha256(current) != read.content_sha256
+    current["content_sha256"] = compute_content_sha256(current)
+    measured = RoutingTable.model_validate(current)
+    assert compute_content_sha256(measured) == current["content_sha256"]
+    assert compile_table(measured).tokenizers["m"].special_tokens == 1
+    for value in (-1, 1.5, 65):
+        wrong = json.loads(json.dumps(current))
+        wrong["entries"][0]["tokenizer"]["special_tokens"] = value
+        with pytest.raises(ValidationError, match=r"tokenizer\.special_tokens"):
             RoutingTable.model_validate(wrong)
 
 

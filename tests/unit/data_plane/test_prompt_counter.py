@@ -72,6 +72,31 @@ async def test_a_large_prompt_is_counted_by_the_tokenizer_the_table_names(traine
         await counter.close()
 
 
+@pytest.mark.parametrize("trims", [True, False])
+async def test_a_template_that_trims_each_turn_is_counted_with_the_turns_stripped(
+    trained: Path, trims: bool
+) -> None:
+    """Gemma's template renders each turn as `text | trim`: where the profiler found the
+    template trims (`TemplateTokens.trims`), each turn's text is counted stripped of its
+    surrounding whitespace, as the engine sees it; one that does not trim counts it as sent."""
+    row = pair_entry("fama", "fp16", context_length=4096)
+    template = {"fixed": 5.0, "per_message": 4.0, "trims": trims}
+    row["tokenizer"] = {"id": str(trained), "sha256": file_sha256(trained), "template": template}
+    table = compile_table(make_table([row]))
+    shelf = TokenizerShelf(None)
+    counter = PromptCounter(shelf, min_bytes=1024)
+    turns = [{"role": "user", "content": GERMAN}, {"role": "user", "content": "  Wie bitte?\n"}]
+    try:
+        await _loaded(shelf, table)
+        raw = json.dumps({"model": "fama", "messages": turns}).encode()
+        counted = await counter.count(raw, table)
+        texts = [t["content"].strip() if trims else t["content"] for t in turns]
+        expected = tiny_tokenizer.count(trained, "\n".join(texts)) + 5 + 4 * 2
+        assert counted == PromptCount(file_sha256(trained), expected, 0)
+    finally:
+        await counter.close()
+
+
 async def test_a_file_with_another_sha256_is_not_used_and_why_is_logged_once(
     trained: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -8,6 +8,9 @@ import math
 from dataclasses import replace
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from contracts.prompt_text import PromptParts, prompt_parts, prompt_text
 from contracts.tokenizer_ref import TemplateTokens
 from data_plane.decision.compile import MAX_CONTEXTS, compile_table
@@ -16,7 +19,12 @@ from data_plane.domain import Budget, CompiledTable
 from data_plane.request.body import parse_request_body
 from data_plane.request.category import request_facts
 from data_plane.request.prompt_size import IMAGE_CHARS, rendered_chars
-from data_plane.request.prompt_tokens import PromptCount, count_parts, count_prompt
+from data_plane.request.prompt_tokens import (
+    PromptCount,
+    count_parts,
+    count_prompt,
+    counted_chars,
+)
 from tests.component.data_plane.fakes import make_table, pair_entry
 
 SHA_A, SHA_B = "a" * 64, "b" * 64
@@ -63,10 +71,16 @@ def test_the_text_counted_is_every_part_the_template_renders() -> None:
     tools = json.dumps([TOOL], ensure_ascii=False)
     assert prompt_text(doc) == "\n".join([*parts, tools])
     assert prompt_parts(doc) == PromptParts("\n".join(parts), tools, 3)
-    assert prompt_parts({"prompt": "def f(x):"}) == PromptParts("def f(x):", "", None)
+    assert prompt_parts({"prompt": "def f(x):"}) == PromptParts("def f(x):", "", None, 1)
+    assert prompt_parts({"prompt": ["a", "b"]}) == PromptParts("a\nb", "", None, 2)
     assert prompt_text({"prompt": "def f(x):"}) == "def f(x):"
     assert prompt_text({"prompt": ["a", "b"]}) == "a\nb"
     assert prompt_text({"messages": "not a list"}) == ""
+    padded = {"messages": [{"role": "user", "content": [{"type": "text", "text": " a "}, IMAGE]}]}
+    padded["messages"].append({"role": "user", "content": "b\n", "tool_calls": calls})
+    trimmed = PromptParts("\n".join(["a", "b", json.dumps(calls)]), "", 2)
+    assert prompt_parts(padded, trim=True) == trimmed  # as a template's `trim` renders them
+    assert prompt_parts(padded).text == "\n".join([" a ", "b\n", json.dumps(calls)])
 
 
 def test_a_huge_prompt_is_counted_up_to_its_limit_and_the_rest_priced_per_character() -> None:
@@ -110,6 +124,31 @@ def test_a_measured_template_adds_its_tokens_per_prompt_per_turn_and_for_tools()
     assert count_parts(count, parts, with_tools).tokens == text + 1 + 9 + 13 + tools
     completion = prompt_parts({"prompt": "eins zwei drei"})
     assert count_parts(count, completion, templated) == PromptCount(SHA_A, 3)
+
+
+def test_a_completions_prompt_adds_the_special_tokens_the_engine_adds_to_each_prompt() -> None:
+    """vLLM's /v1/completions adds the tokenizer's special tokens (Gemma's BOS: 1) to each
+    prompt; where the profiler measured them, the count adds them per prompt, to the text
+    alone; a chat body (its BOS is its template's) and a table without them do not."""
+
+    def count(text: str) -> int:
+        return len(text.split())
+
+    plain = _table([("fama", "fp16", SHA_A, 4.0)]).tokenizers["fama"]
+    assert plain.special_tokens == 0
+    bos = replace(plain, special_tokens=1)
+    one = prompt_parts({"prompt": "eins zwei drei"})
+    assert count_parts(count, one, plain) == PromptCount(SHA_A, 3)
+    assert count_parts(count, one, bos) == PromptCount(SHA_A, 4)
+    two = prompt_parts({"prompt": ["eins zwei", "drei"]})
+    assert count_parts(count, two, bos) == PromptCount(SHA_A, 3 + 2)
+    chat = prompt_parts({"messages": [{"role": "user", "content": "eins zwei drei"}]})
+    assert count_parts(count, chat, bos) == PromptCount(SHA_A, 3)
+    gemma = TemplateTokens(fixed=5, per_message=4)
+    assert count_parts(count, chat, replace(bos, template=gemma)) == PromptCount(SHA_A, 12)
+    long = prompt_parts({"prompt": "x " * 5_000})  # past max_chars: the rest per character
+    capped = replace(bos, max_chars=1_000)
+    assert count_parts(count, long, capped) == PromptCount(SHA_A, 500 + 1, 9_000)
 
 
 def test_a_template_s_count_reads_at_most_the_alias_s_characters() -> None:
@@ -181,6 +220,33 @@ def test_a_count_by_the_alias_s_tokenizer_is_the_estimate_every_pair_reads() -> 
     other = replace(table, tokenizers={})
     parsed = parse_request_body(json.dumps(body).encode(), "chat")
     assert request_facts(parsed, other, Budget(), counted).input_chars == 1000
+
+
+@given(
+    tokens=st.integers(min_value=0, max_value=200_000),
+    largest=st.floats(min_value=1.0, max_value=12.0),
+    smaller=st.floats(min_value=0.05, max_value=1.0),
+)
+def test_a_count_reads_back_exactly_at_the_largest_figure_and_no_lower_at_any(
+    tokens: int, largest: float, smaller: float
+) -> None:
+    """The count's characters, each token at the alias's largest characters per token, read
+    back as the count itself on the pair at that figure (7b80295 read one token more whenever
+    the product was not whole: the real engine's 221 read 222), and as no less on a pair at
+    any smaller figure; below one character per token, never less either."""
+    table = _table([("fama", "fp16", SHA_A, largest), ("fama", "int4", SHA_A, largest * smaller)])
+    ref = table.tokenizers["fama"]
+    chars = counted_chars(PromptCount(SHA_A, tokens), ref)
+    top, lower = sorted(table.pairs, key=lambda p: -p.chars_per_token)
+    assert input_tokens(top, chars) == tokens
+    assert input_tokens(lower, chars) >= tokens
+    tiny = replace(ref, token_chars=smaller)
+    assert (
+        input_tokens(
+            replace(top, chars_per_token=smaller), counted_chars(PromptCount(SHA_A, tokens), tiny)
+        )
+        >= tokens
+    )
 
 
 def _templated(table: CompiledTable, template: TemplateTokens) -> CompiledTable:

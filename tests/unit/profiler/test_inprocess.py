@@ -1,5 +1,6 @@
 """inprocess: batch timing through the OfflineEngine port (fake engine, fake clock), the
-report it yields, Ctrl-C, and the clear error when vLLM is not installed."""
+report it yields, Ctrl-C, the checkpoint's tokenizer with what its chat template adds, and the
+clear error when vLLM is not installed."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import importlib.util
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from contracts.profile_report import Hardware, Memory, ProfileReport
+from contracts.prompt_text import prompt_parts
+from contracts.tokenizer_ref import TemplateTokens, TokenizerRef
+from profiler.engine.client import RequestFailedError
 from profiler.errors import EngineMissingError
 from profiler.load.runner import Calibration, LevelRecorder
 from profiler.load.workload import LoadLevel, build_sweep
@@ -23,20 +28,34 @@ from profiler.run.inprocess import (
 )
 from profiler.run.profiling import PairPlan
 from profiler.run.progress import SilentProgress
+from tests.support import tiny_tokenizer
 
 PREFILL_S = 0.05
 DECODE_S = 0.01
 
 
-class FakeEngine:
-    """Prefill takes 50 ms and each further token 10 ms per batch, on a fake clock."""
+GEMMA = TemplateTokens(fixed=5, per_message=4, tools_fixed=0, tools_scale=0)
 
-    def __init__(self, answers: dict[str, str], interrupt_on_call: int | None = None) -> None:
+
+class FakeEngine:
+    """Prefill takes 50 ms and each further token 10 ms per batch, on a fake clock; counts a
+    prompt with the tokenizer file `tokenizer`, adding `template` to a chat body and a BOS to
+    a completions prompt (None: refuses to count)."""
+
+    def __init__(
+        self,
+        answers: dict[str, str],
+        interrupt_on_call: int | None = None,
+        tokenizer: Path | None = None,
+        template: TemplateTokens | None = GEMMA,
+    ) -> None:
         self.now = 0.0
         self.answers = answers
         self.interrupt_on_call = interrupt_on_call
         self.calls = 0
         self.batches: list[int] = []
+        self.tokenizer, self.template = tokenizer, template
+        self.counted = 0
 
     def clock(self) -> float:
         return self.now
@@ -57,6 +76,17 @@ class FakeEngine:
 
     def memory(self) -> Memory:
         return Memory(peak_bytes=123_456)
+
+    def prompt_tokens(self, body: dict[str, Any]) -> int:
+        self.counted += 1
+        if self.tokenizer is None or self.template is None:
+            raise RequestFailedError("the engine refused it: no chat template")
+        parts = prompt_parts(body)
+        text = tiny_tokenizer.count(self.tokenizer, parts.text)
+        if parts.messages is None:
+            return text + 1  # the tokenizer's BOS
+        tools = tiny_tokenizer.count(self.tokenizer, parts.tools) if parts.tools else None
+        return self.template.tokens(text, parts.messages, tools)
 
 
 def test_batch_timing_gives_ttft_and_tpot() -> None:
@@ -109,6 +139,37 @@ def test_profile_inprocess_writes_a_valid_report(tmp_path: Path) -> None:
     assert report.context_length == 2048
     assert report.memory.peak_bytes == 123_456
     assert report.provenance.partial is False
+
+
+def test_the_checkpoint_s_tokenizer_is_recorded_with_what_its_template_adds(
+    tmp_path: Path,
+) -> None:
+    """The `model` option names a checkpoint directory holding a tokenizer.json: the report
+    records the file, and what the chat template and a completions prompt add, measured from
+    the engine's own counts as the HTTP mode measures them (`template_tokens`). A checkpoint
+    without the file (a hub id) records none and counts nothing; an engine that counts no
+    prompt records the file alone."""
+    path = tiny_tokenizer.train(tmp_path / "ckpt" / "tokenizer.json")
+    plan = _plan(tmp_path)
+    engine = FakeEngine({}, tokenizer=path)
+    identity = EngineIdentity("0.32.0", 2048, str(path.parent))
+    report = profile_inprocess(plan, engine, identity, SilentProgress())
+    assert report.tokenizer is not None
+    assert report.tokenizer.id == str(path.resolve())
+    assert report.tokenizer.sha256 == tiny_tokenizer.sha256(path)
+    assert report.tokenizer.template == GEMMA
+    assert report.tokenizer.special_tokens == 1
+    hub = profile_inprocess(
+        plan,
+        FakeEngine({}),
+        EngineIdentity("0.32.0", 2048, "google/gemma-3-270m"),
+        SilentProgress(),
+    )
+    assert hub.tokenizer is None
+    refusing = FakeEngine({}, tokenizer=path, template=None)
+    alone = profile_inprocess(plan, refusing, identity, SilentProgress())
+    assert refusing.counted > 0
+    assert alone.tokenizer == TokenizerRef(id=str(path.resolve()), sha256=report.tokenizer.sha256)
 
 
 def test_ctrl_c_in_process_writes_a_partial_report(tmp_path: Path) -> None:

@@ -25,13 +25,26 @@ class Engine:
     """Counts a chat body's text with the tokenizer file and adds `fixed` per prompt,
     `per_message` per turn and, for tools, `tools_fixed` plus `tools_scale` per counted
     token of their JSON; like vLLM without a tool parser, refuses tools unless
-    `tool_choice` is "none" (`refuse_tools`: refuses them whatever the choice)."""
+    `tool_choice` is "none" (`refuse_tools`: refuses them whatever the choice), each turn's
+    text stripped where the template `trims`; counts a
+    completions prompt's text and adds `special` (a BOS), or refuses it (None)."""
 
-    def __init__(self, path: Path, template: TemplateTokens, refuse_tools: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        template: TemplateTokens,
+        refuse_tools: bool = False,
+        special: int | None = 1,
+    ) -> None:
         self.path, self.template, self.refuse_tools = path, template, refuse_tools
+        self.special = special
 
     async def prompt_tokens(self, body: dict[str, Any]) -> int:
-        parts = prompt_parts(body)
+        parts = prompt_parts(body, self.template.trims)
+        if parts.messages is None:
+            if self.special is None:
+                raise RequestFailedError("HTTP 404: Not Found")
+            return tiny_tokenizer.count(self.path, parts.text) + self.special
         if parts.tools and (self.refuse_tools or body.get("tool_choice") != "none"):
             raise RequestFailedError('HTTP 400: "auto" tool choice requires a tool parser')
         text = tiny_tokenizer.count(self.path, parts.text)
@@ -63,6 +76,19 @@ async def test_the_template_s_tokens_are_read_from_the_engine_s_count(
         assert getattr(measured, name) == pytest.approx(getattr(template, name), abs=0.02), name
 
 
+@pytest.mark.parametrize("trims", [True, False])
+async def test_a_template_that_trims_each_turn_is_told_by_a_padded_turn(
+    ref: TokenizerRef, trims: bool
+) -> None:
+    """The 1-turn conversation again with its text padded with spaces and newlines: the same
+    count as without the padding where the template strips each turn (Gemma's `trim`)."""
+    template = TemplateTokens(fixed=5, per_message=4, tools_scale=0, trims=trims)
+    measured = await measure_template(Engine(Path(ref.id), template), ref)
+    assert measured is not None
+    assert measured.trims is trims
+    assert (measured.fixed, measured.per_message) == (5.0, 4.0)
+
+
 async def test_tools_the_engine_refuses_are_counted_as_their_json(ref: TokenizerRef) -> None:
     """The turns are still measured; the tools keep the text's count (scale 1, no preamble)."""
     template = TemplateTokens(fixed=5, per_message=4, tools_fixed=9, tools_scale=0)
@@ -86,3 +112,26 @@ def test_noise_around_a_template_that_renders_no_tools_is_no_negative_scale() ->
     measured = fit([(1, 9), (3, 17), (5, 25)], [(100, 1), (300, -1), (900, 0)])
     assert (measured.fixed, measured.per_message) == (5.0, 4.0)
     assert (measured.tools_fixed, measured.tools_scale) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("special", [0, 1, 2, None])
+async def test_the_special_tokens_of_a_completions_prompt_are_read_from_the_engine_s_count(
+    ref: TokenizerRef, special: int | None
+) -> None:
+    """vLLM's /v1/completions adds the tokenizer's special tokens (a BOS) to the prompt: one
+    completions request's usage against the count of its text; an engine that answers no
+    completions leaves them unmeasured, and the template is measured all the same."""
+    gemma = TemplateTokens(fixed=5, per_message=4, tools_fixed=0, tools_scale=0)
+    measured = await with_template(Engine(Path(ref.id), gemma, special=special), ref)
+    assert measured is not None
+    assert measured.special_tokens == special
+    assert measured.template == gemma
+
+
+async def test_an_engine_that_counts_fewer_than_the_text_gives_no_special_tokens(
+    ref: TokenizerRef,
+) -> None:
+    gemma = TemplateTokens(fixed=5, per_message=4, tools_fixed=0, tools_scale=0)
+    measured = await with_template(Engine(Path(ref.id), gemma, special=-2), ref)
+    assert measured is not None
+    assert measured.special_tokens is None
